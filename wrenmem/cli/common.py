@@ -1,0 +1,45 @@
+"""Helpers shared by the command modules: settings from flags, output, errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from wrenmem.errors import PairError
+from wrenmem.settings import Settings, find_project_root, load_settings
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (stable keys).")
+
+
+def get_settings(ctx: click.Context, **overrides: Any) -> Settings:
+    """Settings for this command: flags given here override env, wrenmem.toml and defaults."""
+    root_obj = ctx.find_root().obj or {}
+    project = root_obj.get("project")
+    root = Path(project).resolve() if project else find_project_root()
+    return load_settings(root, {k: v for k, v in overrides.items() if v is not None})
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False))
+
+
+def warn(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def report_pair_errors(errors: Iterable[PairError], *, label: str = "skipped") -> int:
+    """One ``path:line: reason`` line per bad file on stderr; returns how many."""
+    count = 0
+    for error in errors:
+        warn(f"{error.location()}: {error.reason} ({label})")
+        count += 1
+    return count
+
+
+def isatty_stdout() -> bool:
+    return sys.stdout.isatty()

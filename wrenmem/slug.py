@@ -1,0 +1,45 @@
+"""File names from questions: Unicode-preserving, safe on every OS, bounded in bytes."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+MAX_SLUG_BYTES = 80
+_WINDOWS_RESERVED = {
+    "con", "prn", "aux", "nul",
+    *(f"com{i}" for i in range(1, 10)),
+    *(f"lpt{i}" for i in range(1, 10)),
+}
+_NOT_WORD = re.compile(r"[^\w]+", re.UNICODE)
+
+
+def slugify(question: str, max_bytes: int = MAX_SLUG_BYTES) -> str:
+    """Turn a question into a file-name stem.
+
+    Letters and digits of any script are kept (NFKC, case-folded); everything else becomes a
+    hyphen. The result has no separators, no dots, no leading hyphen, is not a reserved
+    Windows device name and is at most ``max_bytes`` of UTF-8.
+    """
+    text = unicodedata.normalize("NFKC", question).casefold()
+    text = text.replace("_", " ")
+    slug = _NOT_WORD.sub("-", text).strip("-")
+    slug = _truncate_utf8(slug, max_bytes).strip("-")
+    if not slug:
+        digest = hashlib.sha1(question.encode("utf-8")).hexdigest()[:8]
+        return f"query-{digest}"
+    if slug in _WINDOWS_RESERVED:
+        slug = f"{slug}-query"
+    return slug
+
+
+def _truncate_utf8(text: str, max_bytes: int) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text
+    cut = data[:max_bytes].decode("utf-8", errors="ignore")
+    # Prefer cutting at a word boundary when one is reasonably close.
+    if "-" in cut and len(cut) - cut.rfind("-") < 16:
+        cut = cut[: cut.rfind("-")]
+    return cut

@@ -1,0 +1,131 @@
+"""Tokenizer and BM25F scoring for keyword recall, in any script.
+
+Latin, Cyrillic, Greek… words are split on non-letters, case-folded and lightly stemmed.
+Chinese, Japanese and Korean text has no spaces, so it becomes character unigrams and
+bigrams. SQL keywords never count as matches; identifiers are split on ``_`` too.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+TOKENIZER_VERSION = 2
+_CJK = (
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+)
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]+", re.UNICODE)
+_CJK_RUN = re.compile(rf"[{_CJK}]")
+
+STOPWORDS = frozenset(
+    """a an the of for in on at by to from with and or is are was were be been being do does
+    did what which who whom whose how many much show list give me tell find get return all
+    each every that this these those there their its it our we us you your please i can could
+    would should will any some as than then per""".split()
+)
+CJK_STOPWORDS = frozenset(
+    "的 了 是 吗 呢 吧 啊 在 和 与 及 或 都 也 就 把 被 给 请 我 们 你 有 个 哪 些 么 什 怎 多 少".split()  # noqa: E501
+)
+SQL_KEYWORDS = frozenset(
+    """select from where group by order having limit offset as on join left right inner outer
+    full cross natural using and or not null is in between like ilike exists case when then
+    else end asc desc distinct union all intersect except with recursive over partition rows
+    range window filter within insert into values update set delete create table view drop
+    alter true false interval cast lateral top fetch first next only nulls last""".split()
+)
+FIELD_WEIGHTS = {"nl": 3.0, "tags": 2.0, "sql": 1.0}
+K1 = 1.2
+B = 0.75
+
+
+def stem(word: str) -> str:
+    """A deliberately tiny English stemmer: plural and common verb endings only."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith(("sses", "xes", "ches", "shes")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    if len(word) > 5 and word.endswith("ing"):
+        return word[:-3]
+    if len(word) > 4 and word.endswith("ed") and not word.endswith("eed"):
+        return word[:-2]
+    if len(word) > 5 and word.endswith("ly"):
+        return word[:-2]
+    return word
+
+
+def tokenize(text: str, *, sql: bool = False) -> list[str]:
+    """Search terms of ``text``; with ``sql`` keywords are dropped and identifiers split."""
+    text = unicodedata.normalize("NFKC", text or "").casefold()
+    out: list[str] = []
+    for run in _TOKEN.findall(text):
+        if _CJK_RUN.match(run):
+            chars = [c for c in run]
+            out.extend(c for c in chars if c not in CJK_STOPWORDS)
+            out.extend(a + b for a, b in zip(chars, chars[1:], strict=False))
+            continue
+        parts = [run]
+        if "_" in run:
+            parts += [p for p in run.split("_") if p]
+        for part in parts:
+            if sql and part in SQL_KEYWORDS:
+                continue
+            if not sql and part in STOPWORDS:
+                continue
+            if part.isdigit() and len(part) == 1:
+                continue
+            out.append(stem(part) if part.isascii() and part.isalpha() else part)
+    return out
+
+
+def document_terms(fields: Mapping[str, str]) -> dict[str, float]:
+    """Weighted term frequencies of one document (BM25F's combined pseudo-field)."""
+    weighted: Counter[str] = Counter()
+    for name, text in fields.items():
+        weight = FIELD_WEIGHTS.get(name, 1.0)
+        for term, count in Counter(tokenize(text, sql=name == "sql")).items():
+            weighted[term] += weight * count
+    return dict(weighted)
+
+
+class Bm25Index:
+    """An in-memory inverted index over weighted documents."""
+
+    def __init__(self, docs: Sequence[Mapping[str, float]]):
+        self.docs = docs
+        self.lengths = [sum(d.values()) for d in docs]
+        self.avg_length = (sum(self.lengths) / len(docs)) if docs else 1.0
+        postings: dict[str, list[tuple[int, float]]] = {}
+        for i, doc in enumerate(docs):
+            for term, tf in doc.items():
+                postings.setdefault(term, []).append((i, tf))
+        self.postings = postings
+
+    def idf(self, term: str) -> float:
+        n = len(self.docs)
+        df = len(self.postings.get(term, ()))
+        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def scores(self, query: str) -> dict[int, float]:
+        """Document number → BM25F score, for documents sharing at least one term."""
+        terms = _unique(tokenize(query))
+        out: dict[int, float] = {}
+        for term in terms:
+            idf = self.idf(term)
+            for i, tf in self.postings.get(term, ()):
+                norm = K1 * (1 - B + B * self.lengths[i] / self.avg_length)
+                out[i] = out.get(i, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+        return out
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for item in items:
+        seen.setdefault(item, None)
+    return list(seen)
