@@ -1,0 +1,99 @@
+"""Shared fixtures: isolated projects, the CLI in-process and as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+EXAMPLE_KNOWLEDGE = REPO / "knowledge"
+EXAMPLE_MANIFEST = REPO / "target" / "mdl.json"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+                  ) -> None:
+    """No test reads the developer's settings, git identity or model caches."""
+    for name in list(os.environ):
+        if name.startswith("WRENMEM_"):
+            monkeypatch.delenv(name)
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.com")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.com")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    monkeypatch.setenv("LANCE_LOG", "error")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """An empty wrenmem project: ``knowledge/sql/`` and nothing else."""
+    root = tmp_path / "proj"
+    (root / "knowledge" / "sql").mkdir(parents=True)
+    return root
+
+
+@pytest.fixture
+def example_project(tmp_path: Path) -> Path:
+    """A copy of the bundled acme-shop example (pairs and manifest)."""
+    import shutil
+
+    root = tmp_path / "acme"
+    shutil.copytree(EXAMPLE_KNOWLEDGE, root / "knowledge")
+    (root / "target").mkdir(parents=True)
+    shutil.copy(EXAMPLE_MANIFEST, root / "target" / "mdl.json")
+    return root
+
+
+def write_pair(root: Path, rel: str, nl: str, sql: str, **meta: str) -> Path:
+    """Write a canonical pair file by hand (as a user would)."""
+    lines = ["---", f"nl: {json.dumps(nl, ensure_ascii=False)}"]
+    lines += [f"{k}: {v}" for k, v in meta.items()]
+    lines += ["---", "", "```sql", sql, "```", ""]
+    path = root / "knowledge" / "sql" / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def cli(project: Path) -> Callable[..., Result]:
+    """Run a wrenmem command in-process against ``project``."""
+    from wrenmem.cli import cli as group
+
+    runner = CliRunner()
+
+    def run(*args: str, input: str | None = None, root: Path | None = None) -> Result:
+        return runner.invoke(group, ["--project", str(root or project), *args], input=input,
+                             catch_exceptions=False)
+
+    return run
+
+
+def run_wrenmem(args: list[str], cwd: Path, *, env: dict[str, str] | None = None,
+                input: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``python -m wrenmem`` as a real process, as a user would from a shell."""
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "wrenmem", *args], cwd=cwd, env=full_env,
+                          input=input, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def wrenmem_proc(project: Path) -> Iterator[Callable[..., subprocess.CompletedProcess]]:
+    def run(*args: str, cwd: Path | None = None, **kw: object) -> subprocess.CompletedProcess:
+        return run_wrenmem(list(args), cwd or project, **kw)  # type: ignore[arg-type]
+
+    yield run
