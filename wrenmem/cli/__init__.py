@@ -11,7 +11,22 @@ from wrenmem import __version__
 from wrenmem.errors import WrenmemError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class WrenmemGroup(click.Group):
+    """Turns library errors into one ``error: ...`` line on stderr and exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except WrenmemError as e:
+            raise WrenmemClickError(str(e)) from e
+
+
+class WrenmemClickError(click.ClickException):
+    def show(self, file: object = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+@click.group(cls=WrenmemGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="wrenmem")
 @click.option("--project", "-P", type=click.Path(file_okay=False), envvar="WRENMEM_PROJECT",
               help="Project root (default: nearest folder up with wrenmem.toml, knowledge/ "
@@ -38,23 +53,8 @@ _register()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: library errors become one stderr line and exit status 1."""
+    """Console-script entry point."""
     try:
-        cli.main(args=argv, prog_name="wrenmem", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
-        sys.exit(1)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except click.ClickException as e:
-        e.show()
-        sys.exit(e.exit_code)
-    except WrenmemError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        click.echo("Interrupted.", err=True)
-        sys.exit(130)
+        cli.main(args=argv, prog_name="wrenmem")
     except BrokenPipeError:
         sys.exit(0)
-    sys.exit(0)
