@@ -26,7 +26,8 @@ class WrenmemClickError(click.ClickException):
         click.echo(f"error: {self.format_message()}", err=True)
 
 
-@click.group(cls=WrenmemGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=WrenmemGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="wrenmem")
 @click.option("--project", "-P", type=click.Path(file_okay=False), envvar="WRENMEM_PROJECT",
               help="Project root (default: nearest folder up with wrenmem.toml, knowledge/ "
