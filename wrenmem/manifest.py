@@ -1,0 +1,421 @@
+"""The Wren MDL manifest, read defensively into small frozen records.
+
+A manifest is JSON (``target/mdl.json``): models with columns, relationships, views and
+cubes. Real manifests are often hand-edited, so reading never crashes: a document that is
+not a manifest at all raises :class:`ManifestError` naming the element; a single bad item
+(not an object, nameless, a relationship whose ``models`` is not two names…) is skipped and
+named in ``Manifest.warnings``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wrenmem.errors import ManifestError
+
+# Wren ``dataSource`` → sqlglot dialect. File sources are queried through DuckDB.
+DATASOURCE_DIALECTS = {
+    "postgres": "postgres", "postgresql": "postgres", "mysql": "mysql", "mssql": "tsql",
+    "sqlserver": "tsql", "bigquery": "bigquery", "snowflake": "snowflake", "trino": "trino",
+    "presto": "presto", "clickhouse": "clickhouse", "duckdb": "duckdb", "oracle": "oracle",
+    "athena": "athena", "redshift": "redshift", "databricks": "databricks", "spark": "spark",
+    "doris": "doris", "starrocks": "starrocks", "sqlite": "sqlite", "teradata": "teradata",
+    "local_file": "duckdb", "s3_file": "duckdb", "gcs_file": "duckdb", "minio_file": "duckdb",
+    "canner": "trino", "datafusion": "postgres",
+}
+SECTIONS = ("models", "relationships", "views", "cubes")
+JOIN_TYPES = ("ONE_TO_ONE", "ONE_TO_MANY", "MANY_TO_ONE", "MANY_TO_MANY")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str = ""
+    description: str = ""
+    is_calculated: bool = False
+    expression: str = ""
+    relationship: str = ""
+    not_null: bool = False
+    is_primary_key: bool = False
+    is_hidden: bool = False
+    accepted_values: tuple[str, ...] = ()
+    derived_from: str = ""
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    columns: tuple[Column, ...] = ()
+    primary_key: tuple[str, ...] = ()
+    description: str = ""
+    layer: str = ""  # dbt layer: raw, staging, mart…
+    data_scope: str = ""
+
+    def visible_columns(self) -> tuple[Column, ...]:
+        return tuple(c for c in self.columns if not c.is_hidden)
+
+
+@dataclass(frozen=True)
+class Relationship:
+    name: str
+    left: str
+    right: str
+    join_type: str = ""
+    condition: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    statement: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class CubeField:
+    name: str
+    expression: str = ""
+    type: str = ""
+    description: str = ""
+    granularities: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Cube:
+    name: str
+    base_object: str = ""
+    description: str = ""
+    measures: tuple[CubeField, ...] = ()
+    dimensions: tuple[CubeField, ...] = ()
+    time_dimensions: tuple[CubeField, ...] = ()
+    hierarchies: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A loaded manifest. ``warnings`` name every item that was skipped or repaired."""
+
+    catalog: str = ""
+    schema: str = ""
+    data_source: str = ""
+    description: str = ""
+    models: tuple[Model, ...] = ()
+    relationships: tuple[Relationship, ...] = ()
+    views: tuple[View, ...] = ()
+    cubes: tuple[Cube, ...] = ()
+    fingerprint: str = ""
+    warnings: tuple[str, ...] = ()
+    path: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def dialect(self) -> str | None:
+        """sqlglot dialect of the manifest's ``dataSource``; None if absent or unknown."""
+        return DATASOURCE_DIALECTS.get(self.data_source.strip().lower())
+
+    def model(self, name: str) -> Model | None:
+        for model in self.models:
+            if model.name == name:
+                return model
+        return None
+
+    def table_columns(self) -> dict[str, dict[str, str]]:
+        """Model/view name → column name → type, hidden columns included (SQL may use them).
+
+        View columns come from the output names of the view's statement; a ``*`` expands
+        to the columns of the model it selects from, when that is known.
+        """
+        out: dict[str, dict[str, str]] = {m.name: {c.name: c.type for c in m.columns}
+                                          for m in self.models}
+        for view in self.views:
+            if view.name not in out:
+                out[view.name] = _view_columns(view.statement, self.dialect, out)
+        return out
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    """Read a manifest file. Raises :class:`ManifestError` naming the file and the problem."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as e:
+        raise ManifestError(f"{path}: manifest not found") from e
+    except OSError as e:
+        raise ManifestError(f"{path}: cannot read manifest: {e.strerror or e}") from e
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ManifestError(f"{path}: manifest is not valid UTF-8 (byte {e.start})") from e
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ManifestError(f"{path}:{e.lineno}:{e.colno}: manifest is not valid JSON: "
+                            f"{e.msg}") from e
+    except RecursionError as e:
+        raise ManifestError(f"{path}: manifest is nested too deeply") from e
+    return parse_manifest(document, str(path))
+
+
+def parse_manifest(document: Any, path: str = "<manifest>") -> Manifest:
+    """Build a :class:`Manifest` from decoded JSON, skipping (and naming) bad items."""
+    if not isinstance(document, dict):
+        raise ManifestError(f"{path}: a manifest must be a JSON object, not {_kind(document)}")
+    warnings: list[str] = []
+    sections: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for section in SECTIONS:
+        value = document.get(section)
+        if value is None:
+            sections[section] = []
+            continue
+        if not isinstance(value, list):
+            raise ManifestError(f"{path}: '{section}' must be a list, not {_kind(value)}")
+        sections[section] = _named_items(value, section, warnings)
+    models = tuple(_model(where, item, warnings) for where, item in sections["models"])
+    model_names = {m.name for m in models}
+    relationships = tuple(r for where, item in sections["relationships"]
+                          if (r := _relationship(where, item, model_names, warnings)))
+    views = tuple(View(item["name"], _text(item, "statement", where, warnings),
+                       _description(item, where, warnings))
+                  for where, item in sections["views"])
+    cubes = tuple(_cube(where, item, warnings) for where, item in sections["cubes"])
+    return Manifest(
+        catalog=_text(document, "catalog", "manifest", warnings),
+        schema=_text(document, "schema", "manifest", warnings),
+        data_source=_text(document, "dataSource", "manifest", warnings),
+        description=_text(document, "description", "manifest", warnings),
+        models=models, relationships=relationships, views=views, cubes=cubes,
+        fingerprint=fingerprint(document), warnings=tuple(warnings), path=path,
+    )
+
+
+def fingerprint(document: Any) -> str:
+    """Stable hash of a decoded manifest; keys starting with ``_`` (at any depth) are ignored."""
+    payload = json.dumps(_without_private(document), sort_keys=True, ensure_ascii=False,
+                         separators=(",", ":"), default=str)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _without_private(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _without_private(v) for k, v in value.items()
+                if not str(k).startswith("_")}
+    if isinstance(value, list):
+        return [_without_private(v) for v in value]
+    return value
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _named_items(items: list[Any], section: str, warnings: list[str]
+                 ) -> list[tuple[str, dict[str, Any]]]:
+    """Items that are objects with a unique non-empty string name, as (where, item)."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        where = f"{section}[{i}]"
+        if not isinstance(item, dict):
+            warnings.append(f"{where}: skipped, expected an object, got {_kind(item)}")
+            continue
+        name = item.get("name")
+        if not isinstance(name, str) or not name.strip():
+            got = "no name" if name is None or name == "" else f"name {_kind(name)}"
+            warnings.append(f"{where}: skipped, it has {got} (a non-empty string is needed)")
+            continue
+        name = name.strip()
+        where = f"{where} '{name}'"
+        if name in seen:
+            warnings.append(f"{where}: skipped, the name is used twice in '{section}'")
+            continue
+        seen.add(name)
+        out.append((where, {**item, "name": name}))
+    return out
+
+
+def _text(obj: Mapping[str, Any], key: str, where: str, warnings: list[str]) -> str:
+    """A string field; numbers are stringified, other types dropped with a warning."""
+    value = obj.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    warnings.append(f"{where}: '{key}' ignored, expected a string, got {_kind(value)}")
+    return ""
+
+
+def _flag(obj: Mapping[str, Any], key: str, where: str, warnings: list[str]) -> bool:
+    value = obj.get(key)
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    warnings.append(f"{where}: '{key}' ignored, expected true or false, got {_kind(value)}")
+    return False
+
+
+def _properties(obj: Mapping[str, Any], where: str, warnings: list[str]) -> dict[str, Any]:
+    props = obj.get("properties")
+    if props is None:
+        return {}
+    if not isinstance(props, dict):
+        warnings.append(f"{where}: 'properties' ignored, expected an object, got {_kind(props)}")
+        return {}
+    return props
+
+
+def _prop(props: Mapping[str, Any], keys: tuple[str, ...], where: str,
+          warnings: list[str]) -> str:
+    """First of ``keys`` (camelCase first, then snake_case) holding a non-empty value."""
+    for key in keys:
+        text = _text(props, key, where, warnings)
+        if text:
+            return text
+    return ""
+
+
+def _description(obj: Mapping[str, Any], where: str, warnings: list[str]) -> str:
+    props = _properties(obj, where, warnings)
+    return (_prop(props, ("description",), where + ".properties", warnings)
+            or _text(obj, "description", where, warnings))
+
+
+def _string_list(value: Any, where: str, key: str, warnings: list[str]) -> tuple[str, ...]:
+    """A list of strings, or a comma-separated string, with empty parts dropped."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        parts = value.split(",")
+    elif isinstance(value, list):
+        parts = [str(v) for v in value if v is not None and not isinstance(v, (dict, list))]
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        parts = [str(value)]
+    else:
+        warnings.append(f"{where}: '{key}' ignored, expected a list, got {_kind(value)}")
+        return ()
+    return tuple(dict.fromkeys(p.strip() for p in parts if p.strip()))
+
+
+def _model(where: str, item: dict[str, Any], warnings: list[str]) -> Model:
+    props = _properties(item, where, warnings)
+    pk_raw = item.get("primaryKey")
+    primary_key = _string_list(pk_raw, where, "primaryKey", warnings)
+    columns: list[Column] = []
+    raw_columns = item.get("columns")
+    if raw_columns is not None and not isinstance(raw_columns, list):
+        warnings.append(f"{where}: 'columns' ignored, expected a list, got {_kind(raw_columns)}")
+        raw_columns = None
+    for cwhere, col in _named_items(raw_columns or [], f"{where}.columns", warnings):
+        columns.append(_column(cwhere, col, primary_key, warnings))
+    return Model(
+        name=item["name"], columns=tuple(columns), primary_key=primary_key,
+        description=_description(item, where, warnings),
+        layer=_prop(props, ("dbtLayer", "dbt_layer"), where, warnings).lower(),
+        data_scope=_prop(props, ("dataScope", "data_scope"), where, warnings),
+    )
+
+
+def _column(where: str, col: dict[str, Any], primary_key: tuple[str, ...],
+            warnings: list[str]) -> Column:
+    props = _properties(col, where, warnings)
+    accepted_raw = next((props[k] for k in ("acceptedValues", "accepted_values")
+                         if props.get(k) not in (None, "")), None)
+    name = col["name"]
+    return Column(
+        name=name,
+        type=_text(col, "type", where, warnings),
+        description=_description(col, where, warnings),
+        is_calculated=_flag(col, "isCalculated", where, warnings),
+        expression=_text(col, "expression", where, warnings),
+        relationship=_text(col, "relationship", where, warnings),
+        not_null=_flag(col, "notNull", where, warnings),
+        is_primary_key=_flag(col, "isPrimaryKey", where, warnings) or name in primary_key,
+        is_hidden=_flag(col, "isHidden", where, warnings),
+        accepted_values=_string_list(accepted_raw, where, "accepted_values", warnings),
+        derived_from=_prop(props, ("derivedFrom", "derived_from"), where, warnings),
+    )
+
+
+def _relationship(where: str, item: dict[str, Any], model_names: set[str],
+                  warnings: list[str]) -> Relationship | None:
+    models = item.get("models")
+    if (not isinstance(models, list) or len(models) != 2
+            or not all(isinstance(m, str) and m.strip() for m in models)):
+        warnings.append(f"{where}: skipped, 'models' must be a list of two model names, "
+                        f"got {json.dumps(models, default=str)[:80]}")
+        return None
+    left, right = (m.strip() for m in models)
+    for end in (left, right):
+        if end not in model_names:
+            warnings.append(f"{where}: refers to model '{end}', which is not in the manifest")
+    join_type = _text(item, "joinType", where, warnings).upper()
+    if join_type and join_type not in JOIN_TYPES:
+        warnings.append(f"{where}: unknown joinType '{join_type}'")
+    return Relationship(item["name"], left, right, join_type,
+                        " ".join(_text(item, "condition", where, warnings).split()),
+                        _description(item, where, warnings))
+
+
+def _cube(where: str, item: dict[str, Any], warnings: list[str]) -> Cube:
+    def fields_of(key: str) -> tuple[CubeField, ...]:
+        raw = item.get(key)
+        if raw is not None and not isinstance(raw, list):
+            warnings.append(f"{where}: '{key}' ignored, expected a list, got {_kind(raw)}")
+            raw = None
+        return tuple(
+            CubeField(f["name"], _text(f, "expression", fw, warnings),
+                      _text(f, "type", fw, warnings), _description(f, fw, warnings),
+                      _string_list(f.get("granularities"), fw, "granularities", warnings))
+            for fw, f in _named_items(raw or [], f"{where}.{key}", warnings))
+
+    hierarchies: list[tuple[str, tuple[str, ...]]] = []
+    raw_h = item.get("hierarchies")
+    if isinstance(raw_h, dict):
+        for hname, levels in raw_h.items():
+            names = _string_list(levels, f"{where}.hierarchies", str(hname), warnings)
+            if names:
+                hierarchies.append((str(hname), names))
+    elif raw_h is not None:
+        warnings.append(f"{where}: 'hierarchies' ignored, expected an object, got "
+                        f"{_kind(raw_h)}")
+    return Cube(item["name"], _text(item, "baseObject", where, warnings),
+                _description(item, where, warnings), fields_of("measures"),
+                fields_of("dimensions"), fields_of("timeDimensions"), tuple(hierarchies))
+
+
+def _view_columns(statement: str, dialect: str | None,
+                  known: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """Output column names of a view's SELECT (types unknown: empty strings)."""
+    if not statement.strip():
+        return {}
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        tree = sqlglot.parse_one(statement, read=dialect)
+    except (SqlglotError, ValueError, RecursionError):
+        return {}
+    if not isinstance(tree, exp.Query):
+        return {}
+    out: dict[str, str] = {}
+    for projection in tree.selects:
+        if isinstance(projection, exp.Star) or (
+                isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)):
+            for table in tree.find_all(exp.Table):
+                out.update({c: "" for c in known.get(table.name, {})})
+            continue
+        name = projection.alias_or_name
+        if name:
+            out[name] = ""
+    return out
