@@ -270,12 +270,18 @@ def render_pair(pair: Pair) -> str:
 
 
 def _yaml_scalar(value: str, flow: bool = False) -> str:
+    """``value`` as a YAML scalar that reads back as exactly this string (plain if it can)."""
     import yaml
 
     text = yaml.safe_dump(value, allow_unicode=True, default_style=None, width=10**9)
     text = text.removesuffix("\n...\n").rstrip("\n")
-    if flow and any(ch in text for ch in ",[]{}") and not text.startswith(("'", '"')):
-        text = "'" + value.replace("'", "''") + "'"
+    if flow:
+        try:
+            plain_ok = yaml.safe_load(f"[{text}]") == [value]
+        except yaml.YAMLError:
+            plain_ok = False
+        if not plain_ok:
+            text = "'" + value.replace("'", "''") + "'"
     return text
 
 
