@@ -1,4 +1,4 @@
-"""Embedders: real models (loaded once per module), offline, normalised, dimension from the model."""
+"""Embedders: real models (loaded once per module), offline, normalised, dim from the model."""
 
 from __future__ import annotations
 
