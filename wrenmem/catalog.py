@@ -82,10 +82,15 @@ def scan(settings: Settings, *, use_cache: bool = True) -> Scan:
     hashes: dict[str, str] = {}
     now = time.time()
     dirty = False
+    root_prefix = str(settings.root) + os.sep
     for path in iter_pair_files(settings.knowledge_path):
-        rel = settings.relpath(path)
+        text = str(path)
+        # String slicing, not Path.resolve(): this loop runs for every file on every call.
+        rel = text[len(root_prefix):] if text.startswith(root_prefix) else settings.relpath(path)
+        if os.sep != "/":
+            rel = rel.replace(os.sep, "/")
         try:
-            st = path.stat()
+            st = os.stat(text)
         except OSError:
             continue  # deleted while we were listing
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
