@@ -165,3 +165,9 @@ def test_real_process_json_and_exit_codes(wrenmem_proc: Callable[..., object], p
     proc = wrenmem_proc("recall", "-b", "grep", "-q", "how many orders", "--json")
     data = json.loads(proc.stdout)  # type: ignore[attr-defined]
     assert data[0]["hits"][0]["path"] == "knowledge/sql/count-orders.md"
+
+
+def test_store_reads_sql_from_stdin(cli: Callable[..., Result], project: Path) -> None:
+    out = cli("store", "--nl", "From stdin", "--sql", "-", input="SELECT 42\nFROM t\n")
+    assert out.exit_code == 0
+    assert "```sql\nSELECT 42\nFROM t\n```" in (project / "knowledge/sql/from-stdin.md").read_text()

@@ -86,12 +86,12 @@ def tokenize(text: str, *, sql: bool = False) -> list[str]:
 
 def document_terms(fields: Mapping[str, str]) -> dict[str, float]:
     """Weighted term frequencies of one document (BM25F's combined pseudo-field)."""
-    weighted: Counter[str] = Counter()
+    weighted: dict[str, float] = {}
     for name, text in fields.items():
         weight = FIELD_WEIGHTS.get(name, 1.0)
         for term, count in Counter(tokenize(text, sql=name == "sql")).items():
-            weighted[term] += weight * count
-    return dict(weighted)
+            weighted[term] = weighted.get(term, 0.0) + weight * count
+    return weighted
 
 
 class Bm25Index:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -66,7 +67,7 @@ def store(ctx: click.Context, nl: str, sql: str, datasource: str | None, dialect
 
     settings = get_settings(ctx, datasource=datasource, dialect=dialect)
     if sql == "-":
-        sql = click.get_text_stream("stdin").read()
+        sql = sys.stdin.read()
     if not nl.strip():
         raise click.BadParameter("the question is empty", param_hint="--nl")
     if not sql.strip():
