@@ -160,8 +160,16 @@ manifests = st.dictionaries(
 @given(manifests)
 def test_fuzzed_manifests_never_crash(document: dict) -> None:
     """Any JSON either loads (maybe with warnings) or raises ManifestError: no traceback."""
+    from wrenmem.describe import describe
+    from wrenmem.schema_items import schema_items
+    from wrenmem.seeds import generate_seeds
+
     try:
         manifest = parse_manifest(document)
     except ManifestError:
         return
     manifest.table_columns()
+    describe(manifest)
+    items = schema_items(manifest)
+    assert len({i.id for i in items}) == len(items)
+    generate_seeds(manifest)

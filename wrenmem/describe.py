@@ -63,7 +63,9 @@ def header(manifest: Manifest) -> list[str]:
                           _count(len(manifest.views), "view"),
                           _count(len(manifest.cubes), "cube")) if c]
     facts.append(", ".join(counts) if counts else "no models")
-    return [f"# Schema {where}" if where else "# Schema", sentence("; ".join(facts))]
+    summary = "; ".join(facts)
+    return [f"# Schema {where}" if where else "# Schema",
+            sentence(summary[:1].upper() + summary[1:])]
 
 
 def _count(n: int, word: str) -> str:

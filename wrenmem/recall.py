@@ -88,8 +88,14 @@ def _grep(settings: Settings) -> RecallBackend:
 BACKENDS: dict[str, Callable[[Settings], RecallBackend]] = {"grep": _grep}
 
 
+# Seeds are generic examples derived from the manifest; a pair someone wrote for a similar
+# question is better evidence, so a seed needs a clearly higher score to outrank it.
+SEED_WEIGHT = 0.8
+
+
 def rank(scored: list[tuple[float, Pair]], k: int, backend: str) -> list[Hit]:
     """Best first; ties broken by path so the order never depends on the file system."""
+    scored = [(s * SEED_WEIGHT if p.source == "seed" else s, p) for s, p in scored]
     scored.sort(key=lambda sp: (-sp[0], sp[1].path))
     return [Hit.from_pair(pair, score, backend) for score, pair in scored[:k]]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from wrenmem.describe import (
     JOIN_WORDS,
@@ -128,12 +128,29 @@ def schema_items(manifest: Manifest) -> list[SchemaItem]:
             parts.append("Columns: " + ", ".join(names) + ".")
         if statement:
             parts.append("SQL: " + statement)
+        body = view_lines(view)[1:]
+        if view.description:  # "View v: description." on one line, then the SQL
+            body = [f"View {view.name}: {body[0]}", *body[1:]]
+        else:
+            body = [f"View {view.name}.", *body]
         items.append(SchemaItem(f"view:{view.name}", "view", view.name, view.name,
-                                " ".join(parts), "\n".join(["View " + view.name + ":", *view_lines(view)[1:]]),
+                                " ".join(parts), "\n".join(body),
                                 expression=view.statement, description=view.description))
     for cube in manifest.cubes:
         items += _cube_items(cube)
-    return items
+    return _unique_ids(items)
+
+
+def _unique_ids(items: list[SchemaItem]) -> list[SchemaItem]:
+    """Names may contain dots (model ``a.b`` column ``c`` vs model ``a`` column ``b.c``):
+    a repeated id gets a ``#2`` suffix, in manifest order, so ids stay unique and stable."""
+    seen: dict[str, int] = {}
+    out = []
+    for item in items:
+        n = seen.get(item.id, 0) + 1
+        seen[item.id] = n
+        out.append(item if n == 1 else replace(item, id=f"{item.id}#{n}"))
+    return out
 
 
 def _model_item(model: Model) -> SchemaItem:

@@ -1,0 +1,63 @@
+"""Schema items: one record per element, with stable ids and change-sensitive hashes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import EXAMPLE_MANIFEST
+from wrenmem.manifest import load_manifest, parse_manifest
+from wrenmem.schema_items import ITEM_TYPES, normalize_types, schema_items
+
+
+def test_example_items() -> None:
+    items = schema_items(load_manifest(EXAMPLE_MANIFEST))
+    by_id = {i.id: i for i in items}
+    assert len(by_id) == len(items)
+    counts = {t: sum(1 for i in items if i.type == t) for t in ITEM_TYPES}
+    assert counts == {"model": 7, "column": 49, "relationship": 6, "view": 2, "cube": 1,
+                      "measure": 4, "dimension": 3, "time_dimension": 1}
+    assert "column:payments.card_fingerprint" not in by_id  # hidden
+    amount = by_id["column:orders.amount"]
+    assert amount.text == ("Column amount (DECIMAL, not null) in model orders: Order total in "
+                           "USD after discounts, excluding shipping.")
+    assert (amount.model, amount.data_type) == ("orders", "DECIMAL")
+    line = by_id["column:order_items.line_total"]
+    assert line.is_calculated and line.expression == "quantity * unit_price - discount_amount"
+    rel = by_id["relationship:orders_customer"]
+    assert (rel.model, rel.related, rel.expression) == ("orders", "customers",
+                                                        "orders.customer_id = customers.id")
+    measure = by_id["measure:sales_metrics.total_revenue"]
+    assert measure.model == "orders" and measure.related == "sales_metrics"
+    assert "SUM(amount)" in measure.text
+    view = by_id["view:monthly_revenue"]
+    assert "Columns: month, order_count, revenue." in view.text
+    assert view.detail.startswith("View monthly_revenue: Revenue and order count")
+
+
+def test_filters_match_model_and_related() -> None:
+    items = schema_items(load_manifest(EXAMPLE_MANIFEST))
+    customers = {i.id for i in items if i.matches(model="customers")}
+    assert "relationship:orders_customer" in customers  # the other end counts too
+    assert "column:customers.email" in customers and "column:orders.amount" not in customers
+    cube_side = {i.id for i in items if i.matches(("measure",), "orders")}
+    assert len(cube_side) == 4
+
+
+def test_hash_changes_only_for_the_changed_item() -> None:
+    doc = json.loads(EXAMPLE_MANIFEST.read_text())
+    before = {i.id: i.item_hash for i in schema_items(load_manifest(EXAMPLE_MANIFEST))}
+    doc["models"][4]["columns"][6]["properties"]["description"] = "Order total, net of tax."
+    after = {i.id: i.item_hash for i in schema_items(parse_manifest(doc))}
+    assert {k for k in before if before[k] != after[k]} == {"column:orders.amount"}
+    doc["models"][4]["columns"][6]["type"] = "NUMERIC"
+    typed = {i.id: i.item_hash for i in schema_items(parse_manifest(doc))}
+    assert {k for k in after if after[k] != typed[k]} == {"column:orders.amount"}
+
+
+def test_normalize_types() -> None:
+    assert normalize_types(["column,model", "cube_dimension", "measures"]) == (
+        "column", "model", "dimension", "measure")
+    with pytest.raises(ValueError, match="unknown item type 'colum'"):
+        normalize_types(["colum"])

@@ -1,0 +1,273 @@
+"""The schema index: the manifest's schema items, embedded, in the LanceDB table ``schema_items``.
+
+Sync is incremental. Rows are keyed by the item id and carry the item hash and the
+embedder id; a sync embeds only items whose hash is new, deletes rows of items that are
+gone, and applies both in one LanceDB commit (``merge_insert``), so a reader never sees a
+half-applied sync. A small state file (``.wrenmem/schema_index.json``) records the manifest
+file's stat, its fingerprint and the embedder: when they match, sync opens nothing and loads
+no model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wrenmem.errors import ExtraMissingError, WrenmemError
+from wrenmem.fsutil import atomic_write_text
+from wrenmem.manifest import Manifest
+from wrenmem.schema_items import SchemaItem
+from wrenmem.settings import Settings
+
+log = logging.getLogger(__name__)
+TABLE = "schema_items"
+STATE_FILE = "schema_index.json"
+STATE_VERSION = 1
+EMBED_BATCH = 256
+RACY_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class SchemaSyncReport:
+    """What a schema sync did. ``noop`` means nothing was opened or loaded."""
+
+    manifest: str
+    fingerprint: str
+    items: int
+    embedded: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    rebuilt: bool = False
+    noop: bool = False
+    seconds: float = 0.0
+    embedder: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"manifest": self.manifest, "fingerprint": self.fingerprint,
+                "items": self.items, "embedded": self.embedded, "deleted": self.deleted,
+                "unchanged": self.unchanged, "rebuilt": self.rebuilt, "noop": self.noop,
+                "seconds": round(self.seconds, 3), "embedder": self.embedder}
+
+
+def state_path(settings: Settings) -> Path:
+    return settings.state_dir / STATE_FILE
+
+
+def _stat_key(path: Path) -> list[int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    if time.time() - st.st_mtime_ns / 1e9 < RACY_SECONDS:
+        return None  # a same-size edit within the clock tick would look unchanged
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def read_state(settings: Settings) -> dict[str, Any]:
+    try:
+        data = json.loads(state_path(settings).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("version") == STATE_VERSION else {}
+
+
+def _table_present(settings: Settings) -> bool:
+    """For a local index, whether the table folder exists (a deleted index is not fresh)."""
+    uri = settings.index_uri
+    if "://" in uri:
+        return True
+    return (Path(uri) / f"{TABLE}.lance").is_dir()
+
+
+def is_fresh(settings: Settings, manifest_path: Path, embedder_id: str,
+             fingerprint: str | None = None) -> bool:
+    """True when the index already holds exactly this manifest's items for this embedder."""
+    state = read_state(settings)
+    if (state.get("manifest") != str(manifest_path) or state.get("embedder") != embedder_id
+            or state.get("index") != settings.index_uri or not _table_present(settings)):
+        return False
+    if fingerprint is not None:
+        return state.get("fingerprint") == fingerprint
+    key = _stat_key(manifest_path)
+    return key is not None and state.get("stat") == key
+
+
+def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
+                manifest: Manifest | None = None, embedder: Any = None,
+                progress: Callable[[int, int], None] | None = None) -> SchemaSyncReport:
+    """Bring the ``schema_items`` table up to date with the manifest, embedding only changes.
+
+    Raises ManifestError for an unusable manifest and ExtraMissingError without the
+    ``index`` extra. The watcher calls this when the manifest changes.
+    """
+    from wrenmem.embedders import get_embedder
+    from wrenmem.manifest import load_manifest
+
+    started = time.perf_counter()
+    path = (manifest_path or settings.manifest_path).resolve()
+    embedder = embedder or get_embedder(settings.embedder, root=settings.root)
+    if manifest is None and is_fresh(settings, path, embedder.model_id):
+        state = read_state(settings)
+        return SchemaSyncReport(str(path), state["fingerprint"], state.get("items", 0),
+                                unchanged=state.get("items", 0), noop=True,
+                                seconds=time.perf_counter() - started,
+                                embedder=embedder.model_id)
+    manifest = manifest or load_manifest(path)
+    stat_key = _stat_key(path)
+    if is_fresh(settings, path, embedder.model_id, manifest.fingerprint):
+        state = read_state(settings)
+        _write_state(settings, path, manifest, embedder.model_id, state.get("items", 0),
+                     stat_key)
+        return SchemaSyncReport(str(path), manifest.fingerprint, state.get("items", 0),
+                                unchanged=state.get("items", 0), noop=True,
+                                seconds=time.perf_counter() - started,
+                                embedder=embedder.model_id)
+    from wrenmem.fetch import manifest_items
+    from wrenmem.lock import index_lock
+
+    items = manifest_items(manifest)
+    with index_lock(settings):
+        report = _apply(settings, items, embedder, progress)
+        _write_state(settings, path, manifest, embedder.model_id, len(items), stat_key)
+    return SchemaSyncReport(str(path), manifest.fingerprint, len(items), report[0], report[1],
+                            report[2], report[3], False, time.perf_counter() - started,
+                            embedder.model_id)
+
+
+def _write_state(settings: Settings, path: Path, manifest: Manifest, embedder_id: str,
+                 items: int, stat_key: list[int] | None) -> None:
+    state = {"version": STATE_VERSION, "manifest": str(path), "stat": stat_key,
+             "fingerprint": manifest.fingerprint, "embedder": embedder_id,
+             "index": settings.index_uri, "items": items}
+    try:
+        atomic_write_text(state_path(settings), json.dumps(state))
+    except OSError as e:
+        log.debug("cannot write %s: %s", state_path(settings), e)
+
+
+def connect(settings: Settings) -> Any:
+    """A LanceDB connection to the project's index (``index`` extra needed)."""
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    try:
+        import lancedb
+    except ImportError as e:
+        raise ExtraMissingError("the schema index needs lancedb (pip install 'wrenmem[index]')"
+                                ) from e
+    if "://" not in settings.index_uri:
+        Path(settings.index_uri).mkdir(parents=True, exist_ok=True)
+    return lancedb.connect(settings.index_uri)
+
+
+def open_table(db: Any) -> Any | None:
+    try:
+        if TABLE not in db.table_names():
+            return None
+        return db.open_table(TABLE)
+    except Exception as e:  # a damaged table: rebuilt by the next sync
+        log.warning("schema index table cannot be opened (%s); it will be rebuilt", e)
+        return None
+
+
+def _existing(table: Any) -> dict[str, tuple[str, str]]:
+    """id → (item_hash, embedder) of every row, without reading vectors."""
+    data = table.search().select(["id", "item_hash", "embedder"]).limit(None).to_arrow()
+    return {i: (h, e) for i, h, e in zip(data["id"].to_pylist(), data["item_hash"].to_pylist(),
+                                        data["embedder"].to_pylist(), strict=True)}
+
+
+def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Any,
+           progress: Callable[[int, int], None] | None) -> tuple[int, int, int, bool]:
+    """Embed and write what changed: returns (embedded, deleted, unchanged, rebuilt)."""
+    db = connect(settings)
+    table = open_table(db)
+    existing = _existing(table) if table is not None else {}
+    rebuild = table is None or any(e != embedder.model_id for _h, e in existing.values())
+    if table is not None and rebuild:
+        log.warning("schema index was built with another embedder; rebuilding it")
+        existing = {}
+    current = {item.id: item for item in items}
+    todo = [item for item in items if existing.get(item.id, ("",))[0] != item.item_hash]
+    removed = sorted(set(existing) - set(current))
+    if not todo and not removed and not rebuild:
+        return 0, 0, len(items), False
+    vectors = _embed(embedder, [item.text for item in todo], progress)
+    rows = _arrow_rows(todo, vectors, embedder.model_id)
+    if rebuild:
+        # One atomic overwrite: readers see the old table or the new one.
+        db.create_table(TABLE, rows, mode="overwrite")
+    elif todo:
+        merge = (table.merge_insert("id").when_matched_update_all()
+                 .when_not_matched_insert_all())
+        if removed:
+            merge = merge.when_not_matched_by_source_delete(_in_filter("id", removed))
+        merge.execute(rows)
+    elif removed:
+        table.delete(_in_filter("id", removed))
+    return len(todo), len(removed), len(items) - len(todo), rebuild
+
+
+def _embed(embedder: Any, texts: list[str], progress: Callable[[int, int], None] | None
+           ) -> Any:
+    import numpy as np
+
+    if not texts:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    parts = []
+    for start in range(0, len(texts), EMBED_BATCH):
+        parts.append(embedder.embed(texts[start:start + EMBED_BATCH]))
+        if progress is not None:
+            progress(min(start + EMBED_BATCH, len(texts)), len(texts))
+    return np.concatenate(parts).astype(np.float32, copy=False)
+
+
+def _arrow_rows(items: Sequence[SchemaItem], vectors: Any, embedder_id: str) -> Any:
+    import pyarrow as pa
+
+    dim = int(vectors.shape[1]) if len(vectors) else 0
+    return pa.table({
+        "id": pa.array([i.id for i in items], pa.string()),
+        "item_hash": pa.array([i.item_hash for i in items], pa.string()),
+        "embedder": pa.array([embedder_id] * len(items), pa.string()),
+        "type": pa.array([i.type for i in items], pa.string()),
+        "name": pa.array([i.name for i in items], pa.string()),
+        "model": pa.array([i.model for i in items], pa.string()),
+        "related": pa.array([i.related for i in items], pa.string()),
+        "text": pa.array([i.text for i in items], pa.string()),
+        "vector": pa.FixedSizeListArray.from_arrays(
+            pa.array(vectors.reshape(-1), pa.float32()), dim),
+    })
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _in_filter(column: str, values: Sequence[str]) -> str:
+    return f"{column} IN ({', '.join(_quote(v) for v in values)})"
+
+
+def vector_search(settings: Settings, question: str, *, embedder: Any, limit: int,
+                  types: Sequence[str] = (), model: str | None = None
+                  ) -> list[tuple[str, str, float]]:
+    """(item id, item hash, cosine similarity) of the nearest rows, best first."""
+    db = connect(settings)
+    table = open_table(db)
+    if table is None:
+        raise WrenmemError("the schema index has no table yet; run a sync first")
+    vector = embedder.embed([question])[0]
+    where = []
+    if types:
+        where.append(_in_filter("type", list(types)))
+    if model:
+        where.append(f"(model = {_quote(model)} OR related = {_quote(model)})")
+    query = table.search(vector.tolist()).distance_type("cosine")
+    if where:
+        query = query.where(" AND ".join(where), prefilter=True)
+    rows = query.select(["id", "item_hash", "_distance"]).limit(limit).to_list()
+    return [(r["id"], r["item_hash"], 1.0 - float(r["_distance"])) for r in rows]
