@@ -165,11 +165,14 @@ def connect(settings: Settings) -> Any:
 
 
 def open_table(db: Any) -> Any | None:
+    """The ``schema_items`` table, or None when there is none yet."""
     try:
-        if TABLE not in db.table_names():
-            return None
         return db.open_table(TABLE)
-    except Exception as e:  # a damaged table: rebuilt by the next sync
+    except ValueError as e:
+        if "not found" not in str(e):
+            log.warning("schema index table cannot be opened (%s); it will be rebuilt", e)
+        return None
+    except Exception as e:  # a damaged table: the next sync rebuilds it
         log.warning("schema index table cannot be opened (%s); it will be rebuilt", e)
         return None
 
@@ -196,8 +199,14 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Any,
     removed = sorted(set(existing) - set(current))
     if not todo and not removed and not rebuild:
         return 0, 0, len(items), False
-    vectors = _embed(embedder, [item.text for item in todo], progress)
-    rows = _arrow_rows(todo, vectors, embedder.model_id)
+    rows = None
+    if todo:
+        vectors = _embed(embedder, [item.text for item in todo], progress)
+        rows = _arrow_rows(todo, vectors, embedder.model_id)
+    if rebuild and rows is None:  # a manifest without items: an empty table
+        if table is not None:
+            db.drop_table(TABLE)
+        return 0, len(removed), 0, True
     if rebuild:
         # One atomic overwrite: readers see the old table or the new one.
         db.create_table(TABLE, rows, mode="overwrite")
@@ -216,8 +225,6 @@ def _embed(embedder: Any, texts: list[str], progress: Callable[[int, int], None]
            ) -> Any:
     import numpy as np
 
-    if not texts:
-        return np.zeros((0, embedder.dim), dtype=np.float32)
     parts = []
     for start in range(0, len(texts), EMBED_BATCH):
         parts.append(embedder.embed(texts[start:start + EMBED_BATCH]))
@@ -229,7 +236,7 @@ def _embed(embedder: Any, texts: list[str], progress: Callable[[int, int], None]
 def _arrow_rows(items: Sequence[SchemaItem], vectors: Any, embedder_id: str) -> Any:
     import pyarrow as pa
 
-    dim = int(vectors.shape[1]) if len(vectors) else 0
+    dim = int(vectors.shape[1])
     return pa.table({
         "id": pa.array([i.id for i in items], pa.string()),
         "item_hash": pa.array([i.item_hash for i in items], pa.string()),

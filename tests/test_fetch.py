@@ -1,0 +1,118 @@
+"""fetch: full text when small, search (never stale) when large, keyword-only fallback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import wrenmem.embedders
+import wrenmem.schema_index
+from tests.schema_helpers import RecordingEmbedder, edit_manifest, settle
+from wrenmem.describe import describe
+from wrenmem.errors import ExtraMissingError, ManifestError, WrenmemError
+from wrenmem.fetch import fetch
+from wrenmem.manifest import load_manifest
+from wrenmem.settings import Settings, load_settings
+
+
+@pytest.fixture
+def settings(example_project: Path) -> Settings:
+    s = load_settings(example_project)
+    settle(s.manifest_path)
+    return s
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> RecordingEmbedder:
+    embedder = RecordingEmbedder()
+    monkeypatch.setattr(wrenmem.embedders, "get_embedder", lambda *a, **k: embedder)
+    return embedder
+
+
+def ids(result) -> list[str]:
+    return [r.item.id for r in result.results]
+
+
+def test_small_schema_is_returned_whole(settings: Settings, fake: RecordingEmbedder) -> None:
+    result = fetch(settings, "revenue per store")
+    assert result.strategy == "full" and result.method == "full"
+    assert result.schema == describe(load_manifest(settings.manifest_path))
+    assert result.characters == len(result.schema) <= 30000
+    assert result.render() == result.schema
+    assert fake.calls == []  # no model needed
+    assert not (settings.state_dir / "schema_index.json").exists()
+    filtered = fetch(settings, "x", model="orders")
+    assert filtered.strategy == "full" and "--type and --model are not applied" in \
+        filtered.notes[0]
+
+
+def test_threshold_switches_to_search(settings: Settings, fake: RecordingEmbedder) -> None:
+    result = fetch(settings, "payment method chosen at checkout", threshold=0, k=5)
+    assert result.strategy == "search" and result.method == "hybrid"
+    assert ids(result)[0] == "column:payments.method"
+    assert len(result.results) == 5
+    text = result.render()
+    assert text.startswith("# Schema items for: payment method chosen at checkout\n")
+    assert "## Model payments" in text
+    assert "- Column payments.method (VARCHAR; not null): Payment method chosen" in text
+    small = load_settings(settings.root, {"fetch_threshold": 100})
+    assert fetch(small, "payment method").strategy == "search"
+
+
+def test_search_filters(settings: Settings, fake: RecordingEmbedder) -> None:
+    columns = fetch(settings, "amount", threshold=0, types=["column"], k=20)
+    assert columns.results and all(r.item.type == "column" for r in columns.results)
+    orders = fetch(settings, "amount", threshold=0, model="orders", k=50)
+    assert orders.results and all("orders" in (r.item.model, r.item.related)
+                                  for r in orders.results)
+    with pytest.raises(WrenmemError, match="no model, view or cube named 'nope'"):
+        fetch(settings, "amount", threshold=0, model="nope")
+    with pytest.raises(WrenmemError, match="unknown item type"):
+        fetch(settings, "amount", threshold=0, types=["tables2"])
+
+
+def test_search_is_never_stale(settings: Settings, fake: RecordingEmbedder) -> None:
+    fetch(settings, "anything", threshold=0)
+    before = len(fake.embedded)
+
+    def add_column(doc: dict) -> None:
+        doc["models"][0]["columns"].append({"name": "loyalty_points", "type": "INTEGER",
+                                            "properties": {"description": "Bonus points."}})
+
+    edit_manifest(settings.manifest_path, add_column)
+    result = fetch(settings, "loyalty bonus points", threshold=0, k=3)
+    assert ids(result)[0] == "column:customers.loyalty_points"
+    # the new column, the customers model whose column list changed, and the question
+    new = fake.embedded[before:]
+    assert [t.split(" ")[:2] for t in new] == [["Model", "customers:"],
+                                              ["Column", "loyalty_points"],
+                                              ["loyalty", "bonus"]]
+
+
+def test_keyword_only_without_the_index_extra(settings: Settings, fake: RecordingEmbedder,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(_settings: Settings) -> None:
+        raise ExtraMissingError("the schema index needs lancedb (pip install 'wrenmem[index]')")
+
+    monkeypatch.setattr(wrenmem.schema_index, "connect", missing)
+    result = fetch(settings, "payment method", threshold=0, k=3)
+    assert result.method == "keyword" and "keyword search only" in result.notes[0]
+    assert ids(result)[0] == "column:payments.method"
+    grep = load_settings(settings.root, {"backend": "grep"})
+    assert fetch(grep, "payment method", threshold=0).method == "keyword"
+
+
+def test_no_manifest_is_a_clear_error(project: Path) -> None:
+    with pytest.raises(ManifestError, match="manifest not found"):
+        fetch(load_settings(project), "x")
+
+
+@pytest.mark.slow
+def test_real_model_finds_relevant_items_in_two_languages(example_project: Path) -> None:
+    settings = load_settings(example_project)
+    english = fetch(settings, "which payment methods do customers use", threshold=0, k=5)
+    assert "column:payments.method" in ids(english)
+    chinese = fetch(settings, "每个商店的销售渠道", threshold=0, k=8,
+                    types=["column"])
+    assert "column:stores.channel" in ids(chinese)

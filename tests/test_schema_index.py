@@ -1,0 +1,140 @@
+"""The incremental schema index: real LanceDB, a recording fake embedder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import wrenmem.schema_index as schema_index
+from tests.schema_helpers import RecordingEmbedder, edit_manifest, settle
+from wrenmem.manifest import load_manifest
+from wrenmem.schema_index import sync_schema, vector_search
+from wrenmem.schema_items import schema_items
+from wrenmem.settings import Settings, load_settings
+
+
+@pytest.fixture
+def settings(example_project: Path) -> Settings:
+    s = load_settings(example_project)
+    settle(s.manifest_path)
+    return s
+
+
+def rows(settings: Settings) -> dict[str, tuple[str, str, str]]:
+    table = schema_index.open_table(schema_index.connect(settings))
+    data = table.search().select(["id", "item_hash", "embedder", "text"]).limit(None).to_arrow()
+    return {i: (h, e, t) for i, h, e, t in zip(*(data[c].to_pylist() for c in (
+        "id", "item_hash", "embedder", "text")), strict=True)}
+
+
+def current_items(settings: Settings) -> dict[str, str]:
+    return {i.id: i.item_hash for i in schema_items(load_manifest(settings.manifest_path))}
+
+
+def test_first_sync_embeds_everything_once(settings: Settings) -> None:
+    fake = RecordingEmbedder()
+    report = sync_schema(settings, embedder=fake)
+    items = current_items(settings)
+    assert report.embedded == report.items == len(items) and not report.noop
+    assert len(fake.embedded) == len(items)
+    stored = rows(settings)
+    assert {k: v[0] for k, v in stored.items()} == items
+    assert {v[1] for v in stored.values()} == {"fake@1"}
+
+
+def test_noop_sync_opens_nothing_and_embeds_nothing(settings: Settings,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    sync_schema(settings, embedder=RecordingEmbedder())
+    fake = RecordingEmbedder()
+
+    def no_lancedb(_settings: Settings) -> None:
+        raise AssertionError("a no-op sync must not open the index")
+
+    monkeypatch.setattr(schema_index, "connect", no_lancedb)
+    report = sync_schema(settings, embedder=fake)
+    assert report.noop and fake.calls == []
+    # Same content, new mtime: parsed once, fingerprint equal, still nothing opened.
+    settings.manifest_path.write_bytes(settings.manifest_path.read_bytes())
+    settle(settings.manifest_path, 5)
+    assert sync_schema(settings, embedder=fake).noop and fake.calls == []
+    # Only a key starting with "_" added: fingerprint unchanged.
+    edit_manifest(settings.manifest_path, lambda d: d.update(_instructions="be brief"))
+    assert sync_schema(settings, embedder=fake).noop and fake.calls == []
+
+
+def test_one_changed_column_re_embeds_only_that_item(settings: Settings) -> None:
+    sync_schema(settings, embedder=RecordingEmbedder())
+    edit_manifest(settings.manifest_path, lambda d: d["models"][4]["columns"][6].update(
+        type="NUMERIC(12,2)"))
+    fake = RecordingEmbedder()
+    report = sync_schema(settings, embedder=fake)
+    assert (report.embedded, report.deleted) == (1, 0)
+    assert len(fake.embedded) == 1 and fake.embedded[0].startswith("Column amount (NUMERIC")
+    stored = rows(settings)
+    assert "NUMERIC(12,2)" in stored["column:orders.amount"][2]
+    assert {k: v[0] for k, v in stored.items()} == current_items(settings)
+
+
+def test_removed_and_renamed_items_are_deleted(settings: Settings) -> None:
+    sync_schema(settings, embedder=RecordingEmbedder())
+
+    def drop_payments(doc: dict) -> None:
+        doc["models"] = [m for m in doc["models"] if m["name"] != "payments"]
+        doc["relationships"] = [r for r in doc["relationships"] if "payments" not in r["models"]]
+        doc["models"][0]["columns"][1]["name"] = "given_name"
+
+    edit_manifest(settings.manifest_path, drop_payments)
+    fake = RecordingEmbedder()
+    report = sync_schema(settings, embedder=fake)
+    stored = rows(settings)
+    assert {k: v[0] for k, v in stored.items()} == current_items(settings)
+    assert not any("payments" in k for k in stored)
+    # The renamed column and its model's column list changed; nothing else was embedded.
+    assert sorted(t.split(" ")[1] for t in fake.embedded) == ["customers:", "given_name"]
+    assert report.deleted == 1 + 6 + 1 + 1  # model, its visible columns, relationship, old name
+
+
+def test_another_embedder_rebuilds(settings: Settings) -> None:
+    sync_schema(settings, embedder=RecordingEmbedder())
+    other = RecordingEmbedder("fake@2", dim=32)
+    report = sync_schema(settings, embedder=other)
+    assert report.rebuilt and report.embedded == report.items
+    assert {v[1] for v in rows(settings).values()} == {"fake@2"}
+
+
+def test_a_failed_sync_is_completed_by_the_next(settings: Settings) -> None:
+    sync_schema(settings, embedder=RecordingEmbedder())
+    def change(doc: dict) -> None:
+        doc["models"].pop(1)
+        doc["models"][0]["properties"]["description"] = "People who buy things."
+
+    edit_manifest(settings.manifest_path, change)
+    with pytest.raises(RuntimeError):
+        sync_schema(settings, embedder=RecordingEmbedder(fail_after=0))
+    edit_manifest(settings.manifest_path, lambda d: d["models"][0]["columns"].pop())
+    sync_schema(settings, embedder=RecordingEmbedder())
+    assert {k: v[0] for k, v in rows(settings).items()} == current_items(settings)
+
+
+def test_deleted_index_folder_is_rebuilt(settings: Settings) -> None:
+    import shutil
+
+    sync_schema(settings, embedder=RecordingEmbedder())
+    shutil.rmtree(settings.index_uri)
+    fake = RecordingEmbedder()
+    assert sync_schema(settings, embedder=fake).embedded == len(current_items(settings))
+
+
+def test_vector_search_filters(settings: Settings) -> None:
+    fake = RecordingEmbedder()
+    sync_schema(settings, embedder=fake)
+    hits = vector_search(settings, "payment method chosen at checkout", embedder=fake, limit=3)
+    assert hits[0][0] == "column:payments.method"
+    only_models = vector_search(settings, "payment", embedder=fake, limit=50, types=["model"])
+    assert only_models and all(h[0].startswith("model:") for h in only_models)
+    customers = vector_search(settings, "customer", embedder=fake, limit=100,
+                              model="customers")
+    ids = {h[0] for h in customers}
+    assert "relationship:orders_customer" in ids and "column:customers.email" in ids
+    assert all("customers" in i or i == "relationship:orders_customer" for i in ids)
