@@ -50,15 +50,18 @@ def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | Non
            datasource: str | None, tags: tuple[str, ...], source: str | None,
            backend: str | None, as_json: bool) -> None:
     """Recall the stored NL→SQL pairs most similar to each question."""
+    from wrenmem.daemon_client import remote_recall
     from wrenmem.recall import Filters, recall_many
 
     questions = list(queries) + (read_questions(Path(queries_file)) if queries_file else [])
     if not questions:
         raise click.UsageError("give a question with -q, or a file with --queries")
     settings = get_settings(ctx, backend=backend)
-    results = recall_many(settings, questions, k,
-                          Filters(datasource=datasource, tags=tags, source=source),
-                          notify=warn)
+    filters = Filters(datasource=datasource, tags=tags, source=source)
+    # The running watcher answers warm when it can; otherwise the same work in-process.
+    results = remote_recall(settings, questions, k, filters, notify=warn)
+    if results is None:
+        results = recall_many(settings, questions, k, filters, notify=warn)
     if as_json:
         emit_json([r.to_dict() for r in results])
         return

@@ -1,0 +1,111 @@
+"""watch: keep the index in step with the files, and answer the CLI warm."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import sys
+
+import click
+
+from wrenmem.cli.common import emit_json, get_settings, json_option, warn
+
+
+@click.command()
+@click.option("--detach", is_flag=True, help="Run in the background (log: .wrenmem/watch.log).")
+@click.option("--stop", is_flag=True, help="Stop the background watcher of this project.")
+@click.option("--status", "show_status", is_flag=True,
+              help="Whether a watcher runs, its pid, socket and last sync.")
+@click.option("--poll", is_flag=True,
+              help="Poll the files instead of using inotify (network or container mounts).")
+@click.option("--no-daemon", is_flag=True, help="Do not answer recall/fetch/status requests.")
+@click.option("--debounce", type=click.FloatRange(0.0, 60.0), default=0.15, show_default=True,
+              help="Seconds of quiet that end a burst of changes.")
+@json_option
+@click.pass_context
+def watch(ctx: click.Context, detach: bool, stop: bool, show_status: bool, poll: bool,
+          no_daemon: bool, debounce: float, as_json: bool) -> None:
+    """Watch knowledge/sql/ and the manifest; sync the index after every change.
+
+    While it runs it also answers `recall`, `fetch` and `status` with the model already
+    loaded, over a socket in .wrenmem/ that only you can use; the CLI uses it when it is
+    there and gives the same answers without it. Stop it with Ctrl-C or SIGTERM.
+    """
+    from wrenmem import watch_run
+
+    if sum((detach, stop, show_status)) > 1:
+        raise click.UsageError("--detach, --stop and --status are exclusive")
+    settings = get_settings(ctx)
+    if show_status:
+        info = watch_run.watcher_status(settings)
+        if as_json:
+            emit_json(info)
+        else:
+            _print_status(info)
+        ctx.exit(0 if info["running"] else 1)
+    if stop:
+        pid = watch_run.stop_watcher(settings)
+        if as_json:
+            emit_json({"stopped": pid is not None, "pid": pid})
+        elif pid is None:
+            warn("no watcher is running for this project")
+        else:
+            click.echo(f"stopped the watcher (pid {pid})")
+        return
+    argv = [*(["--poll"] if poll else []), *(["--no-daemon"] if no_daemon else []),
+            "--debounce", str(debounce)]
+    if detach:
+        pid = watch_run.start_detached(settings, argv)
+        if as_json:
+            emit_json({"started": True, "pid": pid,
+                       "log": str(settings.state_dir / watch_run.LOG_FILE)})
+        else:
+            click.echo(f"watching in the background (pid {pid}); log: "
+                       f"{settings.relpath(settings.state_dir / watch_run.LOG_FILE)}")
+        return
+    from wrenmem.watch import LoopConfig
+
+    _log_to_stderr()
+    watch_run.run_watch(settings, reload=lambda: get_settings(ctx),
+                        options=watch_run.WatchOptions(poll=poll, daemon=not no_daemon,
+                                                       config=LoopConfig(debounce=debounce)),
+                        report=_report)
+    warn("watch: stopped")
+
+
+def _log_to_stderr() -> None:
+    # Library messages (logging) and ours go to stderr with a timestamp; a detached watcher's
+    # stderr is its log file.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
+    logger = logging.getLogger("wrenmem")
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+
+
+def _report(level: str, message: str) -> None:
+    stamp = dt.datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
+    prefix = {"ERROR": "error: ", "WARNING": "warning: "}.get(level, "")
+    click.echo(f"{stamp} {prefix}{message}", err=True)
+
+
+def _print_status(info: dict[str, object]) -> None:
+    if not info["running"]:
+        click.echo("watcher: not running"
+                   + (" (removed the files of a watcher that died)"
+                      if info.get("stale_cleaned") else ""))
+        return
+    click.echo(f"watcher: running (pid {info['pid']}, {info.get('mode') or '?'})")
+    click.echo(f"daemon:  {info['socket'] if info['daemon'] else 'not answering'}")
+    last = info.get("last_sync_at")
+    when = (dt.datetime.fromtimestamp(float(last)).strftime("%Y-%m-%d %H:%M:%S")  # type: ignore[arg-type]
+            if last else "never")
+    click.echo(f"syncs:   {info.get('syncs', 0)}, last at {when}"
+               + (f": {info['last_summary']}" if info.get("last_summary") else ""))
+    if info.get("last_error"):
+        click.echo(f"error:   {info['last_error']}")
+    for path in info.get("bad_files") or ():  # type: ignore[attr-defined]
+        click.echo(f"bad file: {path}")
+
+
+COMMANDS = [watch]

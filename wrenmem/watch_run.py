@@ -1,0 +1,371 @@
+"""Running the watcher as a process: one per project, its pid file, state, log and daemon.
+
+``run_watch`` is ``wrenmem watch`` in the foreground; ``start_detached``, ``stop_watcher``
+and ``watcher_status`` are ``--detach``, ``--stop`` and ``--status``. A watcher holds an
+exclusive ``flock`` on ``.wrenmem/watch.lock`` for its whole life: the kernel drops it when
+the process dies, however it dies, so a pid file left by ``kill -9`` is recognised as stale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wrenmem.errors import WrenmemError
+from wrenmem.settings import Settings
+from wrenmem.watch import (
+    MANIFEST,
+    PAIRS,
+    SETTINGS,
+    LoopConfig,
+    LoopStats,
+    RestartRequested,
+    SyncResult,
+    WatchdogSource,
+    run_loop,
+)
+
+log = logging.getLogger(__name__)
+LOCK_FILE, PID_FILE, STATE_FILE, LOG_FILE = "watch.lock", "watch.pid", "watch.json", "watch.log"
+
+
+# --- one sync round -------------------------------------------------------------------------
+
+def _optional(module: str, name: str) -> Callable[..., Any] | None:
+    """A function another module may provide; None until it exists."""
+    try:
+        return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    except (ImportError, AttributeError):
+        return None
+
+
+def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
+    """Bring every derived index up to date with the files; each part fails on its own.
+
+    Pairs: the one sync function (``wrenmem.sync.sync_pairs``) when the index is installed,
+    else a catalog scan (what grep recall reads). Manifest: the schema sync, when present.
+    """
+    kinds = {PAIRS, MANIFEST} if kinds is None else kinds
+    summaries: list[str] = []
+    failures: list[tuple[str, BaseException]] = []
+    pair_errors: tuple[Any, ...] = ()
+    changed = False
+    if kinds & {PAIRS, MANIFEST}:  # seed pairs come from the manifest
+        try:
+            sync_pairs = _optional("wrenmem.sync", "sync_pairs")
+            if sync_pairs is not None:
+                report = sync_pairs(settings)
+                pair_errors = tuple(getattr(report, "errors", ()) or ())
+                summaries.append(f"pairs: {_summary(report)}")
+                changed = changed or _report_changed(report)
+            else:
+                from wrenmem.catalog import scan
+
+                found = scan(settings)
+                pair_errors = found.errors
+                summaries.append(f"pairs: {len(found.pairs)} read")
+                changed = True
+        except Exception as e:
+            failures.append((PAIRS, e))
+    if MANIFEST in kinds:
+        sync_schema = _optional("wrenmem.schema_index", "sync_schema")
+        if sync_schema is not None and settings.manifest_path.exists():
+            try:
+                report = sync_schema(settings)
+                summaries.append(f"schema: {_summary(report)}")
+                changed = changed or _report_changed(report)
+            except Exception as e:
+                failures.append((MANIFEST, e))
+    return SyncResult(tuple(summaries), tuple(failures), pair_errors, changed)
+
+
+def _summary(report: Any) -> str:
+    describe = getattr(report, "summary", None)
+    return str(describe() if callable(describe) else report)
+
+
+def _report_changed(report: Any) -> bool:
+    for attr in ("changed", "has_changes"):
+        value = getattr(report, attr, None)
+        if value is not None:
+            return bool(value() if callable(value) else value)
+    return True
+
+
+# --- the watcher process --------------------------------------------------------------------
+
+@contextlib.contextmanager
+def singleton(settings: Settings) -> Iterator[None]:
+    """Hold ``.wrenmem/watch.lock``; WrenmemError if another watcher holds it."""
+    state = settings.state_dir
+    state.mkdir(parents=True, exist_ok=True)
+    fd = os.open(state / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _read_pid(state)
+            raise WrenmemError(
+                f"a watcher is already running for {settings.root}"
+                + (f" (pid {pid})" if pid else "")
+                + "; stop it with `wrenmem watch --stop`") from None
+        (state / PID_FILE).write_text(f"{os.getpid()}\n", encoding="utf-8")
+        try:
+            yield
+        finally:
+            for name in (PID_FILE, STATE_FILE):
+                with contextlib.suppress(FileNotFoundError):
+                    (state / name).unlink()
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class WatchOptions:
+    poll: bool = False
+    daemon: bool = True
+    config: LoopConfig | None = None
+
+
+def run_watch(settings: Settings, *, reload: Callable[[], Settings] | None = None,
+              options: WatchOptions | None = None, stop: threading.Event | None = None,
+              report: Callable[[str, str], None] | None = None) -> None:
+    """Watch until SIGINT/SIGTERM (or ``stop``): sync after changes, serve the daemon."""
+    opts = options or WatchOptions()
+    stop = stop or threading.Event()
+    say = report or (lambda level, msg: log.log(logging.getLevelName(level), msg))
+    with singleton(settings), _stop_on_signals(stop):
+        while True:
+            try:
+                _watch_once(settings, reload, opts, stop, say)
+                return
+            except RestartRequested:
+                assert reload is not None
+                settings = reload()
+                say("INFO", "settings changed: watching again with the new settings")
+
+
+def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts: WatchOptions,
+                stop: threading.Event, say: Callable[[str, str], None]) -> None:
+    source = WatchdogSource(settings, poll=opts.poll, notify=lambda m: say("WARNING", m))
+    source.start()
+    stats = LoopStats()
+    server = None
+    state_path = settings.state_dir / STATE_FILE
+
+    def info() -> dict[str, Any]:
+        return {"mode": source.mode, **stats.to_dict()}
+
+    if opts.daemon:
+        from wrenmem.daemon import DaemonServer
+
+        server = DaemonServer(settings, info)
+        try:
+            server.start()
+        except OSError as e:
+            say("WARNING", f"daemon: cannot listen on {server.path}: {e}; watching without it")
+            server = None
+    _write_state(state_path, settings, server, info())
+    say("INFO", f"watching {settings.relpath(settings.knowledge_path)}/ and "
+        f"{settings.relpath(settings.manifest_path)} ({source.mode})"
+        + (f"; daemon on {server.path}" if server else ""))
+
+    def sync(kinds: set[str]) -> SyncResult:
+        if SETTINGS in kinds and reload is not None:
+            new = reload()  # a SettingsError is a permanent error, reported once
+            if new != settings:
+                raise RestartRequested
+            kinds = kinds - {SETTINGS}
+            if not kinds:
+                return SyncResult()
+        result = sync_all(settings, kinds)
+        if server is not None:
+            server.refresh()
+        return result
+
+    def wrapped(kinds: set[str]) -> SyncResult:
+        try:
+            result = sync(kinds)
+        except RestartRequested:
+            raise
+        except Exception as e:
+            result = SyncResult(failures=((SETTINGS if SETTINGS in kinds else PAIRS, e),))
+        _write_state(state_path, settings, server, info())
+        return result
+
+    warmed = False
+
+    def after_first(kinds: set[str]) -> SyncResult:
+        nonlocal warmed
+        result = wrapped(kinds)
+        if not warmed and server is not None:
+            warmed = True
+            try:
+                server.warm()
+            except Exception as e:  # the CLI still works in-process
+                say("WARNING", f"daemon: could not load the recall backend: {e}")
+        return result
+
+    try:
+        run_loop(settings, source, after_first, stop, config=opts.config, report=say,
+                 stats=stats)
+    finally:
+        source.close()
+        if server is not None:
+            server.close()
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda _n, _f: stop.set())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _write_state(path: Path, settings: Settings, server: Any, info: dict[str, Any]) -> None:
+    from wrenmem.fsutil import atomic_write_text
+
+    data = {"pid": os.getpid(), "root": str(settings.root),
+            "socket": str(server.path) if server is not None else None, **info}
+    with contextlib.suppress(OSError):
+        atomic_write_text(path, json.dumps(data, indent=2))
+
+
+# --- --detach / --stop / --status -----------------------------------------------------------
+
+def _read_pid(state: Path) -> int | None:
+    try:
+        return int((state / PID_FILE).read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+
+
+def is_running(settings: Settings) -> bool:
+    """Whether a watcher holds this project's lock (a stale pid file does not count)."""
+    path = settings.state_dir / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the lock we may have taken
+    return False
+
+
+def clean_stale(settings: Settings) -> bool:
+    """Remove the pid, state and socket files of a watcher that died; True if any."""
+    if is_running(settings):
+        return False
+    from wrenmem.daemon_client import socket_path
+
+    removed = False
+    for path in (settings.state_dir / PID_FILE, settings.state_dir / STATE_FILE,
+                 socket_path(settings.root)):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed = True
+    return removed
+
+
+def watcher_status(settings: Settings) -> dict[str, Any]:
+    """running, pid, socket, mode and the last sync, from the daemon or the state file."""
+    from wrenmem.daemon_client import ping, socket_path
+
+    running = is_running(settings)
+    out: dict[str, Any] = {"running": running, "pid": None, "socket": None, "mode": None,
+                           "daemon": False, "syncs": 0, "last_sync_at": None,
+                           "last_summary": "", "last_error": "", "bad_files": []}
+    if not running:
+        out["stale_cleaned"] = clean_stale(settings)
+        return out
+    reply = ping(settings.root)
+    if reply is None:
+        with contextlib.suppress(OSError, ValueError):
+            reply = json.loads((settings.state_dir / STATE_FILE).read_text(encoding="utf-8"))
+    else:
+        out["daemon"] = True
+        out["socket"] = str(socket_path(settings.root))
+    for key in ("pid", "mode", "syncs", "last_sync_at", "last_summary", "last_error",
+                "bad_files"):
+        if reply and key in reply:
+            out[key] = reply[key]
+    out["pid"] = out["pid"] or _read_pid(settings.state_dir)
+    return out
+
+
+def start_detached(settings: Settings, argv: list[str], *, wait: float = 30.0) -> int:
+    """Start ``wrenmem watch`` in a new session, logging to ``.wrenmem/watch.log``; return
+    its pid once it holds the lock (WrenmemError with the log's last lines if it died)."""
+    if is_running(settings):
+        raise WrenmemError(f"a watcher is already running for {settings.root} (pid "
+                           f"{_read_pid(settings.state_dir)}); stop it with `wrenmem watch "
+                           "--stop`")
+    clean_stale(settings)
+    state = settings.state_dir
+    state.mkdir(parents=True, exist_ok=True)
+    log_path = state / LOG_FILE
+    with open(log_path, "ab") as log_fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "wrenmem", "--project", str(settings.root), "watch", *argv],
+            stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT,
+            start_new_session=True, cwd=settings.root)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = _tail(log_path)
+            raise WrenmemError(f"the watcher stopped at once (exit {proc.returncode}); "
+                               f"{log_path}:\n{tail}")
+        if is_running(settings) and _read_pid(state) == proc.pid:
+            return proc.pid
+        time.sleep(0.05)
+    return proc.pid
+
+
+def stop_watcher(settings: Settings, *, wait: float = 15.0) -> int | None:
+    """SIGTERM the running watcher and wait for it to let go; its pid, or None if none ran."""
+    if not is_running(settings):
+        clean_stale(settings)
+        return None
+    pid = _read_pid(settings.state_dir)
+    if pid is None:
+        raise WrenmemError("a watcher holds the lock but wrote no pid file")
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if not is_running(settings):
+            return pid
+        time.sleep(0.05)
+    raise WrenmemError(f"the watcher (pid {pid}) did not stop within {wait:g} s")
+
+
+def _tail(path: Path, lines: int = 8) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
