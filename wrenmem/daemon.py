@@ -84,6 +84,13 @@ class DaemonServer:
 
     def close(self) -> None:
         self._closing.set()
+        if self._sock is not None:
+            try:  # a connection wakes the accept() at once
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as wake:
+                    wake.settimeout(0.2)
+                    wake.connect(os.fspath(self.path))
+            except OSError:
+                pass
         if self._thread is not None:
             self._thread.join(timeout=5)
         if self._sock is not None:
@@ -106,6 +113,9 @@ class DaemonServer:
                     return
                 time.sleep(0.05)
                 continue
+            if self._closing.is_set():
+                conn.close()
+                return
             threading.Thread(target=self._serve_one, args=(conn,), daemon=True).start()
 
     def _serve_one(self, conn: socket.socket) -> None:

@@ -202,7 +202,7 @@ def run_loop(settings: Settings, source: EventSource, sync: Callable[[set[str]],
         deadline = _deadline(pending, first_at, last_at, retry_at, cfg)
         if deadline is None or now < deadline or stop.is_set():
             continue
-        kinds, pending = set(pending), set()
+        kinds, pending, retry_at = set(pending), set(), None
         started = clock()
         result = sync(kinds)
         stats.syncs += 1
@@ -236,8 +236,6 @@ def run_loop(settings: Settings, source: EventSource, sync: Callable[[set[str]],
         if retry_parts:
             pending |= retry_parts
             first_at = last_at = clock()
-        else:
-            retry_at = None
     return stats
 
 

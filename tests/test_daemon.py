@@ -1,0 +1,158 @@
+"""The warm daemon and its client: same answers as in-process, or no answer at all."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from wrenmem import daemon_client
+from wrenmem.daemon import DaemonServer
+from wrenmem.daemon_client import remote_recall, request, settings_payload, socket_path
+from wrenmem.recall import Filters, recall_many
+from wrenmem.settings import load_settings
+
+
+@pytest.fixture
+def settings(example_project: Path):
+    return load_settings(example_project)
+
+
+@pytest.fixture
+def server(settings):
+    srv = DaemonServer(settings, info=lambda: {"mode": "test"})
+    srv.start()
+    yield srv
+    srv.close()
+
+
+QUESTIONS = ["What was our revenue per month?", "每个门店的销售额是多少？", "top customers"]
+
+
+def test_socket_is_private(server, settings) -> None:
+    mode = stat.S_IMODE(os.stat(server.path).st_mode)
+    assert stat.S_ISSOCK(os.stat(server.path).st_mode)
+    assert mode == 0o600
+    assert stat.S_IMODE(os.stat(server.path.parent).st_mode) == 0o700
+    assert server.path == settings.root / ".wrenmem" / "daemon.sock"
+
+
+def test_daemon_answers_exactly_what_recall_many_does(server, settings) -> None:
+    for backend in ("auto", "grep"):
+        s = dataclasses.replace(settings, backend=backend)
+        for filters in (Filters(), Filters(tags=("revenue",)), Filters(datasource="nope")):
+            notes_remote: list[str] = []
+            notes_local: list[str] = []
+            remote = remote_recall(s, QUESTIONS, 4, filters, notify=notes_remote.append)
+            local = recall_many(s, QUESTIONS, 4, filters, notify=notes_local.append)
+            assert remote == local
+            assert notes_remote == notes_local
+    assert server.requests == 6
+
+
+def test_daemon_sees_file_changes(server, settings) -> None:
+    from conftest import write_pair
+
+    assert remote_recall(settings, ["zanzibar"], 1, Filters())[0].hits == ()
+    write_pair(settings.root, "z.md", "Orders shipped to Zanzibar", "SELECT 1")
+    hits = remote_recall(settings, ["zanzibar"], 1, Filters())[0].hits
+    assert [h.path for h in hits] == ["knowledge/sql/z.md"]
+
+
+def test_other_settings_are_refused(server, settings) -> None:
+    other = dataclasses.replace(settings, embedder="minilm")
+    reply = daemon_client._exchange(server.path, {"v": 1, "op": "recall", "args": {
+        "queries": ["x"]}, "settings": settings_payload(other)}, 1, 5)
+    assert reply["ok"] is False and "embedder" in reply["error"]
+    assert remote_recall(other, ["x"], 1, Filters()) is None
+    elsewhere = dataclasses.replace(settings, root=settings.root / "sub")
+    assert request(elsewhere, "ping") is None  # another project's socket path: none there
+
+
+def test_protocol_mismatch_and_garbage_are_refused(server, settings) -> None:
+    reply = daemon_client._exchange(server.path, {"v": 99, "op": "ping"}, 1, 5)
+    assert reply["ok"] is False and "protocol" in reply["error"]
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(str(server.path))
+        sock.sendall(b"{not json\n")
+        sock.shutdown(socket.SHUT_WR)
+        assert json.loads(sock.recv(4096))["ok"] is False
+    assert request(settings, "no-such-op") is None
+    # the daemon survives all of that
+    assert remote_recall(settings, ["revenue"], 1, Filters()) is not None
+
+
+def test_no_socket_or_a_stale_one_falls_back_fast(settings) -> None:
+    assert remote_recall(settings, ["revenue"], 1, Filters()) is None
+    path = socket_path(settings.root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(path))  # a socket file nobody listens on: what SIGKILL leaves behind
+    stale.close()
+    started = time.monotonic()
+    assert remote_recall(settings, ["revenue"], 1, Filters()) is None
+    assert time.monotonic() - started < 0.5
+
+
+def test_a_hung_daemon_times_out(settings, monkeypatch) -> None:
+    path = socket_path(settings.root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mute = socket.socket(socket.AF_UNIX)
+    mute.bind(str(path))
+    mute.listen(1)  # accepts connections, never answers
+    monkeypatch.setattr(daemon_client, "REPLY_TIMEOUT", 0.3)
+    try:
+        assert remote_recall(settings, ["revenue"], 1, Filters()) is None
+    finally:
+        mute.close()
+
+
+def test_disabled_by_environment(server, settings, monkeypatch) -> None:
+    monkeypatch.setenv("WRENMEM_NO_DAEMON", "1")
+    assert remote_recall(settings, ["revenue"], 1, Filters()) is None
+    assert server.requests == 0
+
+
+def test_a_socket_owned_by_someone_else_is_not_used(server, settings) -> None:
+    if os.getuid() != 0:
+        pytest.skip("needs root to give the socket away")
+    os.chown(server.path, 12345, 12345)
+    assert remote_recall(settings, ["revenue"], 1, Filters()) is None
+    assert server.requests == 0
+
+
+def test_long_project_paths_get_a_short_socket(tmp_path: Path) -> None:
+    root = tmp_path / ("x" * 120)
+    path = socket_path(root)
+    assert len(str(path)) < 100 and path.name.endswith(".sock")
+    assert path == socket_path(root)  # client and server agree
+    assert socket_path(tmp_path / "short") == tmp_path / "short" / ".wrenmem" / "daemon.sock"
+
+
+def test_long_path_daemon_works(tmp_path: Path) -> None:
+    from conftest import write_pair
+
+    root = tmp_path / ("deep-" * 25)
+    write_pair(root, "a.md", "Revenue by month", "SELECT 1")
+    s = load_settings(root)
+    srv = DaemonServer(s)
+    srv.start()
+    try:
+        assert stat.S_IMODE(os.stat(srv.path.parent).st_mode) == 0o700
+        hits = remote_recall(s, ["revenue"], 1, Filters())
+        assert hits is not None and hits[0].hits[0].path == "knowledge/sql/a.md"
+    finally:
+        srv.close()
+    assert not srv.path.exists()
+
+
+def test_ping_reports_the_daemon(server, settings) -> None:
+    info = daemon_client.ping(settings.root)
+    assert info["pid"] == os.getpid() and info["mode"] == "test"
+    assert info["root"] == str(settings.root)
