@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import write_pair
 
 from wrenmem.errors import LockTimeoutError, ManifestError, PairError, SettingsError
 from wrenmem.settings import load_settings
@@ -25,8 +26,6 @@ from wrenmem.watch import (
     classify_path,
     run_loop,
 )
-
-from conftest import write_pair
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ LOCK_FILE, PID_FILE, STATE_FILE, LOG_FILE = "watch.lock", "watch.pid", "watch.js
 def _optional(module: str, name: str) -> Callable[..., Any] | None:
     """A function another module may provide; None until it exists."""
     try:
-        return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+        return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return,unused-ignore]
     except (ImportError, AttributeError):
         return None
 

@@ -1,0 +1,232 @@
+"""``wrenmem watch`` as a user meets it: real processes, real files, real git, real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_wrenmem, write_pair
+
+from wrenmem.daemon_client import ping
+
+NO_DAEMON = {"WRENMEM_NO_DAEMON": "1"}
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 15.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what or predicate}")
+
+
+def recall_paths(root: Path, question: str, k: int = 5, **kw: object) -> list[str]:
+    proc = run_wrenmem(["recall", "-q", question, "-k", str(k), "--json"], root, **kw)
+    assert proc.returncode == 0, proc.stderr
+    return [hit["path"] for hit in json.loads(proc.stdout)[0]["hits"]]
+
+
+def git(root: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+
+def log_text(root: Path) -> str:
+    return (root / ".wrenmem" / "watch.log").read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def watched(example_project: Path):
+    """A git repository with the example project and a detached watcher; stopped after."""
+    root = example_project
+    git(root, "init", "-q", "-b", "main")
+    (root / ".gitignore").write_text(".wrenmem/\n", encoding="utf-8")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "example")
+    yield root
+    run_wrenmem(["watch", "--stop"], root)
+
+
+def start(root: Path) -> int:
+    proc = run_wrenmem(["watch", "--detach", "--json"], root)
+    assert proc.returncode == 0, proc.stderr
+    pid = json.loads(proc.stdout)["pid"]
+    wait_until(lambda: ping(root) is not None, what="the daemon")
+    wait_until(lambda: (ping(root) or {}).get("syncs", 0) >= 1, what="the first sync")
+    return pid
+
+
+def test_watcher_follows_edits_deletes_moves_and_checkouts(watched: Path) -> None:
+    root = watched
+    sql = root / "knowledge" / "sql"
+    # another branch with many differing pairs
+    git(root, "checkout", "-q", "-b", "bulk")
+    for i in range(120):
+        write_pair(root, f"bulk/flamingo-{i:03}.md", f"Flamingo count number {i}", "SELECT 1")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "bulk")
+    git(root, "checkout", "-q", "main")
+
+    pid = start(root)
+    status = json.loads(run_wrenmem(["watch", "--status", "--json"], root).stdout)
+    assert status["running"] and status["daemon"] and status["pid"] == pid
+    assert status["mode"] == "inotify"
+
+    # the CLI goes through the daemon, and says exactly what it says without it
+    before = ping(root)["requests"]
+    warm = run_wrenmem(["recall", "-q", "revenue per month", "-k", "3"], root)
+    cold = run_wrenmem(["recall", "-q", "revenue per month", "-k", "3"], root, env=NO_DAEMON)
+    assert ping(root)["requests"] == before + 2  # the recall and our ping
+    assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout,
+                                                           cold.stderr)
+
+    # an editor's atomic save: temp file, then rename onto the pair
+    target = next(sql.rglob("*.md"))
+    rel = target.relative_to(root).as_posix()
+    tmp = target.parent / f".{target.name}.swp.tmp"
+    tmp.write_text('---\nnl: "How many narwhals did we sell?"\n---\n\n```sql\nSELECT 1\n```\n',
+                   encoding="utf-8")
+    os.replace(tmp, target)
+    wait_until(lambda: recall_paths(root, "narwhals", 1) == [rel], what="the edit")
+
+    # a move into a new subfolder, then a delete
+    (sql / "moved" / "here").mkdir(parents=True)
+    moved = sql / "moved" / "here" / target.name
+    os.rename(target, moved)
+    moved_rel = moved.relative_to(root).as_posix()
+    wait_until(lambda: recall_paths(root, "narwhals", 1) == [moved_rel], what="the move")
+    moved.unlink()
+    wait_until(lambda: recall_paths(root, "narwhals", 1) == [], what="the delete")
+
+    # a checkout that changes 120 files: few syncs, all of them visible
+    syncs_before = ping(root)["syncs"]
+    git(root, "checkout", "-q", "bulk")
+    wait_until(lambda: sum("flamingo" in p for p in recall_paths(root, "flamingo", 200)) == 120,
+               what="the checkout")
+    time.sleep(0.5)
+    assert ping(root)["syncs"] - syncs_before <= 5
+    # answers through the daemon equal answers without it
+    for question in ("flamingo 42", "revenue", "每个门店的销售额是多少？"):
+        assert recall_paths(root, question) == recall_paths(root, question, env=NO_DAEMON)
+
+
+def test_sigkill_leaves_the_cli_working_and_a_new_watcher_starts(watched: Path) -> None:
+    root = watched
+    pid = start(root)
+    second = run_wrenmem(["watch", "--detach"], root)
+    assert second.returncode == 1
+    assert f"already running for {root} (pid {pid})" in second.stderr
+    foreground = run_wrenmem(["watch"], root, timeout=20)
+    assert foreground.returncode == 1 and "already running" in foreground.stderr
+
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not _alive(pid), what="the kill")
+    assert (root / ".wrenmem" / "daemon.sock").exists()  # left behind by SIGKILL
+    after = run_wrenmem(["recall", "-q", "revenue", "-k", "2"], root)
+    cold = run_wrenmem(["recall", "-q", "revenue", "-k", "2"], root, env=NO_DAEMON)
+    assert after.returncode == 0 and after.stdout == cold.stdout and after.stdout
+
+    status = run_wrenmem(["watch", "--status"], root)
+    assert status.returncode == 1
+    assert "not running (removed the files of a watcher that died)" in status.stdout
+    assert not (root / ".wrenmem" / "watch.pid").exists()
+
+    new_pid = start(root)
+    assert new_pid != pid
+    stop = run_wrenmem(["watch", "--stop"], root)
+    assert stop.returncode == 0 and f"pid {new_pid}" in stop.stdout
+    assert not _alive(new_pid)
+    assert not (root / ".wrenmem" / "daemon.sock").exists()
+    assert "not running" in run_wrenmem(["watch", "--status"], root).stdout
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (our child in no test here, but be safe) counts as gone
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_foreground_watch_stops_cleanly(example_project: Path, sig: int) -> None:
+    root = example_project
+    proc = subprocess.Popen([sys.executable, "-m", "wrenmem", "watch"], cwd=root,
+                            env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: (ping(root) or {}).get("syncs", 0) >= 1, what="the watcher")
+        proc.send_signal(sig)
+        _out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "watching knowledge/sql/ and target/mdl.json (inotify)" in err
+    assert "watch: stopped" in err and "Traceback" not in err
+    for name in ("daemon.sock", "watch.pid", "watch.json"):
+        assert not (root / ".wrenmem" / name).exists()
+
+
+def test_bad_settings_at_start_are_one_clear_error(example_project: Path) -> None:
+    (example_project / "wrenmem.toml").write_text('backend = "faiss"\n', encoding="utf-8")
+    proc = run_wrenmem(["watch"], example_project, timeout=30)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: setting 'backend' from wrenmem.toml")
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_settings_while_running_are_reported_once_then_picked_up(watched: Path) -> None:
+    root = watched
+    start(root)
+    config = root / "wrenmem.toml"
+    config.write_text('backend = "faiss"\n', encoding="utf-8")
+    wait_until(lambda: "faiss" in log_text(root), what="the error")
+    time.sleep(2.5)  # long enough for several retries, if it were retrying
+    write_pair(root, "x.md", "Unrelated edit meanwhile", "SELECT 1")
+    time.sleep(0.6)
+    errors = [line for line in log_text(root).splitlines() if "error:" in line]
+    assert len(errors) == 1, errors
+    assert "setting 'backend' from wrenmem.toml" in errors[0]
+    assert "not retrying until something changes" in errors[0]
+
+    config.write_text('backend = "grep"\n', encoding="utf-8")
+    wait_until(lambda: "settings changed" in log_text(root), what="the restart")
+    wait_until(lambda: ping(root) is not None, what="the daemon again")
+    before = ping(root)["requests"]
+    assert recall_paths(root, "unrelated edit", 1) == ["knowledge/sql/x.md"]
+    assert ping(root)["requests"] == before + 2  # served warm, with the new settings
+
+
+def test_a_bad_pair_is_reported_and_the_rest_keep_syncing(watched: Path) -> None:
+    root = watched
+    start(root)
+    bad = root / "knowledge" / "sql" / "broken.md"
+    bad.write_text("---\nnl: [unclosed\n---\n", encoding="utf-8")
+    write_pair(root, "fine.md", "Pelican deliveries per week", "SELECT 1")
+    wait_until(lambda: recall_paths(root, "pelican", 1) == ["knowledge/sql/fine.md"])
+    wait_until(lambda: "knowledge/sql/broken.md:" in log_text(root), what="the report")
+    status = json.loads(run_wrenmem(["watch", "--status", "--json"], root).stdout)
+    assert status["bad_files"] == ["knowledge/sql/broken.md"]
+    write_pair(root, "fine2.md", "Pelican returns per week", "SELECT 1")
+    wait_until(lambda: len(recall_paths(root, "pelican", 5)) == 2)
+    assert log_text(root).count("knowledge/sql/broken.md:") == 1  # once, not per sync
+
+
+def test_watch_help_and_exclusive_flags(project: Path) -> None:
+    proc = run_wrenmem(["watch", "--stop", "--status"], project)
+    assert proc.returncode == 2
+    proc = run_wrenmem(["watch", "--stop"], project)
+    assert proc.returncode == 0 and "no watcher is running" in proc.stderr
