@@ -358,6 +358,10 @@ class WatchdogSource:
             out.extend(self._rewatch_if_needed())
         return out or None
 
+    def wake(self) -> None:
+        """Return from a waiting ``get`` now (used on SIGTERM)."""
+        self.queue.put(("", False))
+
     def _rewatch_if_needed(self) -> list[Change]:
         """A watched folder deleted and created again (a checkout can do that) loses its
         inotify watch: notice it and watch the new one."""

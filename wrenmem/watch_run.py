@@ -47,9 +47,10 @@ LOCK_FILE, PID_FILE, STATE_FILE, LOG_FILE = "watch.lock", "watch.pid", "watch.js
 def _optional(module: str, name: str) -> Callable[..., Any] | None:
     """A function another module may provide; None until it exists."""
     try:
-        return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return,unused-ignore]
+        func: Callable[..., Any] = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError):
         return None
+    return func
 
 
 def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
@@ -147,10 +148,11 @@ def run_watch(settings: Settings, *, reload: Callable[[], Settings] | None = Non
     opts = options or WatchOptions()
     stop = stop or threading.Event()
     say = report or (lambda level, msg: log.log(logging.getLevelName(level), msg))
-    with singleton(settings), _stop_on_signals(stop):
+    wakers: list[Callable[[], None]] = []  # unblock the loop's wait when a signal comes
+    with singleton(settings), _stop_on_signals(stop, wakers):
         while True:
             try:
-                _watch_once(settings, reload, opts, stop, say)
+                _watch_once(settings, reload, opts, stop, say, wakers)
                 return
             except RestartRequested:
                 assert reload is not None
@@ -159,9 +161,11 @@ def run_watch(settings: Settings, *, reload: Callable[[], Settings] | None = Non
 
 
 def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts: WatchOptions,
-                stop: threading.Event, say: Callable[[str, str], None]) -> None:
+                stop: threading.Event, say: Callable[[str, str], None],
+                wakers: list[Callable[[], None]]) -> None:
     source = WatchdogSource(settings, poll=opts.poll, notify=lambda m: say("WARNING", m))
     source.start()
+    wakers[:] = [source.wake]
     stats = LoopStats()
     server = None
     state_path = settings.state_dir / STATE_FILE
@@ -229,13 +233,19 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
 
 
 @contextlib.contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+def _stop_on_signals(stop: threading.Event, wakers: list[Callable[[], None]]
+                     ) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    def handler(_signum: int, _frame: object) -> None:
+        stop.set()
+        for wake in wakers:
+            wake()
+
     for sig in previous:
-        signal.signal(sig, lambda _n, _f: stop.set())
+        signal.signal(sig, handler)
     try:
         yield
     finally:
