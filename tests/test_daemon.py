@@ -156,3 +156,27 @@ def test_ping_reports_the_daemon(server, settings) -> None:
     info = daemon_client.ping(settings.root)
     assert info["pid"] == os.getpid() and info["mode"] == "test"
     assert info["root"] == str(settings.root)
+
+
+def test_fetch_through_the_daemon_is_the_same(server, settings) -> None:
+    from wrenmem.daemon_client import remote_fetch
+    from wrenmem.fetch import fetch
+
+    grep = dataclasses.replace(settings, backend="grep")
+    for kw in ({}, {"threshold": 0}, {"threshold": 0, "types": ("column",), "k": 3},
+               {"threshold": 0, "model": "orders"}):
+        remote = remote_fetch(grep, "revenue by store", **kw)
+        local = fetch(grep, "revenue by store", **kw)
+        assert remote is not None
+        assert remote.to_dict() == local.to_dict()
+        assert remote.render() == local.render()
+        assert remote.notes == local.notes and remote.warnings == local.warnings
+
+
+def test_fetch_errors_fall_back(server, settings) -> None:
+    from wrenmem.daemon_client import remote_fetch
+
+    missing = dataclasses.replace(settings, manifest="nope.json")
+    assert remote_fetch(missing, "x") is None  # other settings: refused
+    (settings.root / "target" / "mdl.json").write_text("{broken", encoding="utf-8")
+    assert remote_fetch(settings, "x") is None  # the CLI shows the error itself

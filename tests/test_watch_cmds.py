@@ -17,6 +17,14 @@ from conftest import REPO, run_wrenmem, write_pair
 from wrenmem.daemon_client import ping
 
 NO_DAEMON = {"WRENMEM_NO_DAEMON": "1"}
+# Most tests need no model: the grep backend indexes nothing. One test runs the default.
+GREP = {"WRENMEM_BACKEND": "grep"}
+
+
+@pytest.fixture(autouse=True)
+def _grep_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in GREP.items():
+        monkeypatch.setenv(name, value)
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 15.0, what: str = "") -> None:
@@ -181,10 +189,10 @@ def test_foreground_watch_stops_cleanly(example_project: Path, sig: int) -> None
 
 
 def test_bad_settings_at_start_are_one_clear_error(example_project: Path) -> None:
-    (example_project / "wrenmem.toml").write_text('backend = "faiss"\n', encoding="utf-8")
+    (example_project / "wrenmem.toml").write_text("fetch_threshold = -5\n", encoding="utf-8")
     proc = run_wrenmem(["watch"], example_project, timeout=30)
     assert proc.returncode == 1
-    assert proc.stderr.startswith("error: setting 'backend' from wrenmem.toml")
+    assert proc.stderr.startswith("error: setting 'fetch_threshold' from wrenmem.toml")
     assert "Traceback" not in proc.stderr
 
 
@@ -192,17 +200,17 @@ def test_bad_settings_while_running_are_reported_once_then_picked_up(watched: Pa
     root = watched
     start(root)
     config = root / "wrenmem.toml"
-    config.write_text('backend = "faiss"\n', encoding="utf-8")
-    wait_until(lambda: "faiss" in log_text(root), what="the error")
+    config.write_text("fetch_threshold = -5\n", encoding="utf-8")
+    wait_until(lambda: "-5" in log_text(root), what="the error")
     time.sleep(2.5)  # long enough for several retries, if it were retrying
     write_pair(root, "x.md", "Unrelated edit meanwhile", "SELECT 1")
     time.sleep(0.6)
     errors = [line for line in log_text(root).splitlines() if "error:" in line]
     assert len(errors) == 1, errors
-    assert "setting 'backend' from wrenmem.toml" in errors[0]
+    assert "setting 'fetch_threshold' from wrenmem.toml" in errors[0]
     assert "not retrying until something changes" in errors[0]
 
-    config.write_text('backend = "grep"\n', encoding="utf-8")
+    config.write_text("fetch_threshold = 100\n", encoding="utf-8")
     wait_until(lambda: "settings changed" in log_text(root), what="the restart")
     wait_until(lambda: ping(root) is not None, what="the daemon again")
     before = ping(root)["requests"]
@@ -230,3 +238,23 @@ def test_watch_help_and_exclusive_flags(project: Path) -> None:
     assert proc.returncode == 2
     proc = run_wrenmem(["watch", "--stop"], project)
     assert proc.returncode == 0 and "no watcher is running" in proc.stderr
+
+
+@pytest.mark.slow
+def test_fetch_and_recall_are_served_warm_with_the_default_backend(
+        watched: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default settings: the watcher loads the model once; answers match in-process."""
+    root = watched
+    monkeypatch.delenv("WRENMEM_BACKEND")
+    start(root)
+    wait_until(lambda: "schema:" in (ping(root) or {}).get("last_summary", ""), timeout=120,
+               what="the schema index")
+    for args in (["fetch", "-q", "revenue by store", "--threshold", "0", "-k", "4"],
+                 ["fetch", "-q", "which customers churned", "--threshold", "0", "--json"],
+                 ["recall", "-q", "revenue per month", "-q", "每个门店的销售额是多少？"]):
+        before = ping(root)["requests"]
+        warm = run_wrenmem(args, root)
+        assert ping(root)["requests"] == before + 2, args  # answered by the daemon
+        cold = run_wrenmem(args, root, env=NO_DAEMON)
+        assert warm.returncode == cold.returncode == 0, cold.stderr
+        assert (warm.stdout, warm.stderr) == (cold.stdout, cold.stderr)

@@ -11,7 +11,6 @@ always the answer the CLI would have computed itself. Anything it will not answe
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import logging
 import os
@@ -31,11 +30,6 @@ log = logging.getLogger(__name__)
 # Settings a request may choose for itself: they pick a backend or a size, not the data.
 PER_REQUEST = ("backend", "fetch_threshold")
 MAX_REQUEST = 16 << 20
-
-# op -> (module, function) for the commands other modules provide; each function takes
-# (settings, **args) and returns JSON-ready data. Resolved lazily: a missing one is refused.
-OPTIONAL_OPS: dict[str, tuple[str, str]] = {}
-
 
 class Refused(Exception):
     """The daemon will not answer this request (the client falls back)."""
@@ -162,8 +156,10 @@ class DaemonServer:
                 args = message.get("args") or {}
                 if op == "recall":
                     result = self.recall(settings, args, notes)
-                elif op in OPTIONAL_OPS:
-                    result = self.call_optional(op, settings, args, notes)
+                elif op == "fetch":
+                    result = self.fetch(settings, args)
+                elif op == "status":
+                    result = self.status(settings, args)
                 else:
                     raise Refused(f"unknown request {op!r}")
         except Refused as e:
@@ -214,14 +210,28 @@ class DaemonServer:
         return [RecallResult(q, backend.name, tuple(h)).to_dict()
                 for q, h in zip(queries, hits, strict=True)]
 
-    def call_optional(self, op: str, settings: Settings, args: dict[str, Any],
-                      notes: list[str]) -> Any:
-        module_name, func_name = OPTIONAL_OPS[op]
+    def fetch(self, settings: Settings, args: dict[str, Any]) -> dict[str, Any]:
+        """``wrenmem.fetch.fetch`` (it brings the schema index up to date itself): its JSON,
+        its text and its warnings, everything the CLI prints."""
+        from wrenmem.fetch import fetch
+
+        question = args.get("question")
+        if not isinstance(question, str):
+            raise Refused("fetch needs a question")
+        threshold = args.get("threshold")
+        result = fetch(settings, question, types=tuple(args.get("types") or ()),
+                       model=args.get("model"), k=int(args.get("k", 10)),
+                       threshold=None if threshold is None else int(threshold))
+        return {"data": result.to_dict(), "text": result.render(),
+                "warnings": list(result.warnings), "notes": list(result.notes)}
+
+    def status(self, settings: Settings, args: dict[str, Any]) -> Any:
+        """The ``status`` command's data, when the index module provides it."""
         try:
-            func = getattr(importlib.import_module(module_name), func_name)
-        except (ImportError, AttributeError) as e:
-            raise Refused(f"{op} is not available: {e}") from e
-        return func(settings, notify=notes.append, **args)
+            from wrenmem.sync import index_status  # type: ignore[import-not-found,attr-defined,unused-ignore]
+        except ImportError as e:
+            raise Refused(f"status is not available here: {e}") from e
+        return index_status(settings, **args)
 
     # --- warm backends ----------------------------------------------------------------------
 

@@ -119,6 +119,35 @@ def remote_recall(settings: Any, queries: Sequence[str], k: int, filters: Any,
     return results
 
 
+class RemoteFetch:
+    """A ``FetchResult`` as the daemon sent it: what the ``fetch`` command prints."""
+
+    def __init__(self, payload: dict[str, Any]):
+        self._data = payload["data"]
+        self._text = str(payload["text"])
+        self.warnings = tuple(str(w) for w in payload["warnings"])
+        self.notes = tuple(str(n) for n in payload["notes"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._data)
+
+    def render(self) -> str:
+        return self._text
+
+
+def remote_fetch(settings: Any, question: str, *, types: Sequence[str] = (),
+                 model: str | None = None, k: int = 10,
+                 threshold: int | None = None) -> RemoteFetch | None:
+    """``wrenmem.fetch.fetch`` answered by the daemon, or None (then call it in-process)."""
+    args = {"question": question, "types": list(types), "model": model, "k": k,
+            "threshold": threshold}
+    result = remote_call(settings, "fetch", args)
+    try:
+        return RemoteFetch(result) if isinstance(result, dict) else None
+    except (KeyError, TypeError):
+        return None
+
+
 def remote_call(settings: Any, op: str, args: dict[str, Any],
                 notify: Callable[[str], None] | None = None) -> Any | None:
     """Any other request (``fetch``, ``status``): the JSON result, or None."""

@@ -58,15 +58,17 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
 
     Pairs: the one sync function (``wrenmem.sync.sync_pairs``) when the index is installed,
     else a catalog scan (what grep recall reads). Manifest: the schema sync, when present.
+    With ``backend = grep`` nothing reads an index, so only the scan runs.
     """
     kinds = {PAIRS, MANIFEST} if kinds is None else kinds
+    indexed = settings.backend != "grep"
     summaries: list[str] = []
     failures: list[tuple[str, BaseException]] = []
     pair_errors: tuple[Any, ...] = ()
     changed = False
     if kinds & {PAIRS, MANIFEST}:  # seed pairs come from the manifest
         try:
-            sync_pairs = _optional("wrenmem.sync", "sync_pairs")
+            sync_pairs = _optional("wrenmem.sync", "sync_pairs") if indexed else None
             if sync_pairs is not None:
                 report = sync_pairs(settings)
                 pair_errors = tuple(getattr(report, "errors", ()) or ())
@@ -81,7 +83,7 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
                 changed = True
         except Exception as e:
             failures.append((PAIRS, e))
-    if MANIFEST in kinds:
+    if MANIFEST in kinds and indexed:
         sync_schema = _optional("wrenmem.schema_index", "sync_schema")
         if sync_schema is not None and settings.manifest_path.exists():
             try:
@@ -239,6 +241,7 @@ def _stop_on_signals(stop: threading.Event, wakers: list[Callable[[], None]]
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
     def handler(_signum: int, _frame: object) -> None:
         stop.set()
         for wake in wakers:
@@ -249,8 +252,8 @@ def _stop_on_signals(stop: threading.Event, wakers: list[Callable[[], None]]
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _write_state(path: Path, settings: Settings, server: Any, info: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -73,11 +74,17 @@ def fetch(ctx: click.Context, question: str, types: tuple[str, ...], model: str 
     Search mode brings the schema index up to date first (only changed items are embedded)
     and falls back to keyword search when the index extra is not installed.
     """
-    from wrenmem.fetch import fetch as fetch_context
+    from wrenmem.daemon_client import remote_fetch
 
     settings = _settings(ctx, manifest, backend=backend)
-    result = fetch_context(settings, question, types=types, model=model, k=k,
-                           threshold=threshold)
+    # The running watcher answers warm when it can; otherwise the same work in-process.
+    result: Any = remote_fetch(settings, question, types=types, model=model, k=k,
+                               threshold=threshold)
+    if result is None:
+        from wrenmem.fetch import fetch as fetch_context
+
+        result = fetch_context(settings, question, types=types, model=model, k=k,
+                               threshold=threshold)
     _warn_manifest(result.warnings, settings.relpath(settings.manifest_path))
     for note in result.notes:
         warn(f"note: {note}")
