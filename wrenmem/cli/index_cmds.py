@@ -1,0 +1,198 @@
+"""Index commands: sync (alias index), status, check, reset."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import click
+
+from wrenmem.cli.common import emit_json, get_settings, json_option, report_pair_errors, warn
+
+
+class _TerminalProgress:
+    """``indexing: 1200/10000 texts`` redrawn in place on a terminal's stderr."""
+
+    def __init__(self) -> None:
+        self.enabled = sys.stderr.isatty()
+        self.shown = False
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or total < 50:
+            return
+        now = time.monotonic()
+        if done < total and now - self.last < 0.1:
+            return
+        self.last = now
+        self.shown = True
+        sys.stderr.write(f"\rindexing: {done}/{total} texts embedded ({100 * done // total}%)")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _sync_summary(report: Any) -> str:
+    if report.noop:
+        return f"index up to date: {report.rows} pairs ({report.model_id})"
+    bits = [f"{len(report.added)} added", f"{len(report.changed)} changed",
+            f"{len(report.removed)} removed", f"{len(report.renamed)} renamed",
+            f"{len(report.unchanged)} unchanged"]
+    head = "rebuilt" if report.rebuilt else "synced"
+    return (f"{head}: {', '.join(bits)}; {report.embedded} texts embedded; "
+            f"{report.rows} rows ({report.model_id})")
+
+
+@click.command()
+@click.option("--full", is_flag=True, help="Drop the pairs table and rebuild it from scratch.")
+@json_option
+@click.pass_context
+def sync(ctx: click.Context, full: bool, as_json: bool) -> None:
+    """Bring the index up to date with the pair files (embeds only new and changed pairs)."""
+    from wrenmem.sync import sync_pairs
+
+    settings = get_settings(ctx)
+    progress = _TerminalProgress()
+    try:
+        report = sync_pairs(settings, full=full, progress=progress)
+    finally:
+        progress.close()
+    report_pair_errors(report.errors)
+    for message in report.warnings:
+        warn(f"warning: {message}")
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    if report.rebuilt:
+        warn(f"rebuilt the index: {report.rebuild_reason}")
+    click.echo(_sync_summary(report))
+
+
+index = click.Command("index", callback=sync.callback, params=sync.params,
+                      help="Alias of `sync`.", short_help="Alias of `sync`.")
+
+
+def _drift_dict(drift: Any) -> dict[str, Any]:
+    plan = drift.plan
+    return {
+        "fresh": drift.fresh,
+        "index_missing": drift.index_missing,
+        "rebuild_needed": drift.rebuild_needed,
+        "embedder": drift.model_id,
+        "built_by": drift.built_by,
+        "added": list(plan.added),
+        "changed": list(plan.changed),
+        "removed": list(plan.removed),
+        "renamed": [{"from": a, "to": b} for a, b in plan.renamed],
+        "errors": [{"path": e.path, "line": e.line, "reason": e.reason} for e in drift.errors],
+    }
+
+
+@click.command()
+@json_option
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Backend, embedder, counts, and whether the index matches the files."""
+    from wrenmem.recall import choose_backend, index_unavailable
+    from wrenmem.sync import check_drift
+
+    settings = get_settings(ctx)
+    backend = choose_backend(settings)
+    unavailable = index_unavailable(settings)
+    data: dict[str, Any] = {
+        "backend": backend,
+        "backend_setting": settings.backend,
+        "embedder_setting": settings.embedder,
+        "index": settings.index_uri,
+        "index_available": unavailable is None,
+        "index_unavailable_reason": unavailable,
+    }
+    if unavailable is None:
+        drift = check_drift(settings)
+        data.update({
+            "embedder": drift.model_id,
+            "built_by": drift.built_by,
+            "pairs": drift.pairs,
+            "seeds": drift.seeds,
+            "rows": drift.rows,
+            "bad_files": len(drift.errors),
+            "fresh": drift.fresh,
+            "index_missing": drift.index_missing,
+            "rebuild_needed": drift.rebuild_needed,
+            "drift": {"added": len(drift.plan.added), "changed": len(drift.plan.changed),
+                      "removed": len(drift.plan.removed),
+                      "renamed": len(drift.plan.renamed)},
+        })
+    if as_json:
+        emit_json(data)
+        return
+    click.echo(f"backend:  {backend} (setting: {settings.backend})")
+    click.echo(f"index:    {settings.index_uri}")
+    if unavailable is not None:
+        click.echo(f"          unavailable: {unavailable}")
+        return
+    click.echo(f"embedder: {data['embedder']} (setting: {settings.embedder})")
+    click.echo(f"pairs:    {data['pairs']} files, {data['seeds']} seeds, "
+               f"{data['bad_files']} unreadable; {data['rows']} rows in the index")
+    if data["fresh"]:
+        click.echo("fresh:    yes")
+    elif data["index_missing"]:
+        click.echo("fresh:    no (no index yet: run `wrenmem sync`)")
+    elif data["rebuild_needed"]:
+        click.echo(f"fresh:    no (built by {data['built_by']}: `wrenmem sync` rebuilds)")
+    else:
+        d = data["drift"]
+        click.echo(f"fresh:    no ({d['added']} added, {d['changed']} changed, "
+                   f"{d['removed']} removed, {d['renamed']} renamed: run `wrenmem sync`)")
+
+
+@click.command()
+@json_option
+@click.pass_context
+def check(ctx: click.Context, as_json: bool) -> None:
+    """Report drift between the files and the index by content hash; exit 1 on drift."""
+    from wrenmem.sync import check_drift
+
+    settings = get_settings(ctx)
+    drift = check_drift(settings)
+    plan = drift.plan
+    drifted = not plan.in_sync or drift.rebuild_needed
+    if as_json:
+        emit_json(_drift_dict(drift))
+    else:
+        report_pair_errors(drift.errors)
+        for label, items in (("added", plan.added), ("changed", plan.changed),
+                             ("removed", plan.removed)):
+            for item in items:
+                click.echo(f"{label}: {item}")
+        for old, new in plan.renamed:
+            click.echo(f"renamed: {old} -> {new}")
+        if drift.rebuild_needed:
+            click.echo(f"embedder: index built by {drift.built_by}, setting is {drift.model_id}")
+        if drifted:
+            warn("the index is out of date: run `wrenmem sync`")
+        else:
+            click.echo(f"in sync: {len(plan.unchanged)} pairs")
+    ctx.exit(1 if drifted else 0)
+
+
+@click.command()
+@json_option
+@click.pass_context
+def reset(ctx: click.Context, as_json: bool) -> None:
+    """Delete the pairs index and its state (the files are untouched; `sync` rebuilds)."""
+    from wrenmem.sync import reset_index
+
+    settings = get_settings(ctx)
+    dropped = reset_index(settings)
+    if as_json:
+        emit_json({"dropped": dropped, "index": settings.index_uri})
+        return
+    click.echo("dropped the pairs index" if dropped else "no pairs index to drop")
+
+
+COMMANDS = [sync, index, status, check, reset]
