@@ -8,6 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_PROGRESS_BARS := 1
 export LANCE_LOG := error
+export LANCEDB_LOG := error
 
 .PHONY: demo test lint clean
 
@@ -19,6 +20,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: $(VENV)/.installed
+	$(VENV)/bin/wrenmem sync
 	$(VENV)/bin/wrenmem recall -k 3 -q "What was our revenue per month?" -q "每个门店的销售额是多少？"
 
 test: $(VENV)/.installed

@@ -36,6 +36,7 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     monkeypatch.setenv("LANCE_LOG", "error")
+    monkeypatch.setenv("LANCEDB_LOG", "error")  # what lancedb 0.40 actually reads
 
 
 @pytest.fixture

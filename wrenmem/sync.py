@@ -112,7 +112,9 @@ class Snapshot:
 
 
 def seed_id(pair: Pair) -> str:
-    """Seeds are not files: an id no relative path can take (paths never contain ':')."""
+    """Seeds are not files: an id no relative path takes (``seed:<key>``, or by content)."""
+    if pair.path.startswith(SEED_PREFIX):
+        return pair.path
     return SEED_PREFIX + pair.content_hash[:24]
 
 
@@ -125,7 +127,7 @@ def take_snapshot(settings: Settings) -> Snapshot:
     extras: dict[str, str] = {}
     extras_ok = True
     try:
-        for pair in extra_pairs(settings):
+        for pair in extra_pairs(settings, exclude_questions=[p.nl for p in found.pairs]):
             row_id = seed_id(pair)
             pairs.setdefault(row_id, pair)
             extras[row_id] = pair.content_hash

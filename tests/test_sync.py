@@ -1,0 +1,303 @@
+"""The one sync: what is embedded, which rows exist, and that nothing runs when nothing changed."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import write_pair
+from hypothesis import given
+from hypothesis import strategies as st
+from index_helpers import RecordingEmbedder, install_fake, settings_for, table_rows
+
+from wrenmem import index
+from wrenmem.pairs import Pair
+from wrenmem.sync import (
+    OPTIMIZE_EVERY,
+    SyncPlan,
+    check_drift,
+    load_state,
+    plan_sync,
+    reset_index,
+    sync_pairs,
+)
+
+ids = st.sampled_from([f"p{i}" for i in range(8)])
+hashes = st.sampled_from(["h1", "h2", "h3", "h4"])
+
+
+@given(st.dictionaries(ids, hashes), st.dictionaries(ids, st.lists(hashes, min_size=1,
+                                                                   max_size=3)))
+def test_plan_puts_every_id_in_exactly_one_place(desired: dict[str, str],
+                                                 indexed: dict[str, list[str]]) -> None:
+    plan = plan_sync(desired, indexed)
+    seen = [*plan.added, *plan.changed, *plan.removed, *plan.unchanged,
+            *(i for pair in plan.renamed for i in pair)]
+    assert sorted(seen) == sorted(set(desired) | set(indexed))
+    for old, new in plan.renamed:
+        assert indexed[old] == [desired[new]] and old not in desired and new not in indexed
+    for row_id in plan.unchanged:
+        assert indexed[row_id] == [desired[row_id]]
+
+
+def test_plan_examples() -> None:
+    plan = plan_sync({"a": "1", "b": "2", "new": "3", "moved": "4"},
+                     {"a": ["1"], "b": ["x"], "gone": ["9"], "old": ["4"], "dup": ["5", "5"]})
+    assert plan == SyncPlan(added=("new",), changed=("b",), removed=("dup", "gone"),
+                            unchanged=("a",), renamed=(("old", "moved"),))
+    assert plan_sync({"a": "1"}, {"a": ["1", "1"]}).changed == ("a",)
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> RecordingEmbedder:
+    return install_fake(monkeypatch)
+
+
+def _three(project: Path) -> None:
+    write_pair(project, "a.md", "How many orders?", "SELECT COUNT(*) FROM orders")
+    write_pair(project, "sub/b.md", "每个门店的销售额", "SELECT store, SUM(amount) FROM sales GROUP BY 1")
+    write_pair(project, "c.md", "Revenue by month", "SELECT month, SUM(amount) FROM t GROUP BY 1")
+
+
+def test_first_sync_embeds_everything_once(project: Path, fake: RecordingEmbedder) -> None:
+    _three(project)
+    settings = settings_for(project)
+    report = sync_pairs(settings)
+    assert report.added == ("knowledge/sql/a.md", "knowledge/sql/c.md", "knowledge/sql/sub/b.md")
+    assert report.embedded == 3 and not report.noop and report.rows == 3
+    assert sorted(fake.texts) == sorted(["How many orders?", "每个门店的销售额", "Revenue by month"])
+    rows = table_rows(settings)
+    assert [r["id"] for r in rows] == list(report.added)
+    assert rows[0]["question"] == "How many orders?"
+
+
+def test_noop_sync_neither_opens_the_index_nor_embeds(project: Path, fake: RecordingEmbedder,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    _three(project)
+    settings = settings_for(project)
+    sync_pairs(settings)
+    calls = len(fake.calls)
+
+    def boom(*a: object, **k: object) -> None:
+        raise AssertionError("a no-op sync opened LanceDB")
+
+    monkeypatch.setattr(index, "connect", boom)
+    report = sync_pairs(settings)
+    assert report.noop and report.embedded == 0 and len(report.unchanged) == 3
+    assert len(fake.calls) == calls
+    assert check_drift(settings).fresh  # answered from the mirror, LanceDB never opened
+
+
+def test_edit_delete_rename(project: Path, fake: RecordingEmbedder) -> None:
+    _three(project)
+    settings = settings_for(project)
+    sync_pairs(settings)
+    before = {r["id"]: r for r in table_rows(settings)}
+    fake.calls.clear()
+
+    write_pair(project, "a.md", "How many orders were placed?", "SELECT COUNT(*) FROM orders")
+    report = sync_pairs(settings)
+    assert report.changed == ("knowledge/sql/a.md",) and report.embedded == 1
+    assert fake.texts == ["How many orders were placed?"]
+
+    (project / "knowledge/sql/c.md").unlink()
+    report = sync_pairs(settings)
+    assert report.removed == ("knowledge/sql/c.md",) and report.embedded == 0
+    assert "knowledge/sql/c.md" not in {r["id"] for r in table_rows(settings)}
+
+    (project / "knowledge/sql/sub/b.md").rename(project / "knowledge/sql/moved.md")
+    report = sync_pairs(settings)
+    assert report.renamed == (("knowledge/sql/sub/b.md", "knowledge/sql/moved.md"),)
+    assert report.embedded == 0 and len(fake.calls) == 1
+    rows = {r["id"]: r for r in table_rows(settings)}
+    assert set(rows) == {"knowledge/sql/a.md", "knowledge/sql/moved.md"}
+    assert rows["knowledge/sql/moved.md"]["vector"] == before["knowledge/sql/sub/b.md"]["vector"]
+    assert rows["knowledge/sql/moved.md"]["path"] == "knowledge/sql/moved.md"
+    assert sync_pairs(settings).noop
+
+
+def test_notes_only_edit_is_not_a_change(project: Path, fake: RecordingEmbedder) -> None:
+    path = write_pair(project, "a.md", "How many orders?", "SELECT 1")
+    settings = settings_for(project)
+    sync_pairs(settings)
+    path.write_text(path.read_text() + "\nA reviewer's note.\n")
+    report = sync_pairs(settings)
+    assert not report.noop and report.unchanged == ("knowledge/sql/a.md",)
+    assert report.embedded == 0 and sync_pairs(settings).noop
+
+
+def test_a_file_that_stops_parsing_loses_its_row(project: Path, fake: RecordingEmbedder) -> None:
+    _three(project)
+    settings = settings_for(project)
+    sync_pairs(settings)
+    (project / "knowledge/sql/a.md").write_text("---\nnl: [unclosed\n---\n")
+    report = sync_pairs(settings)
+    assert report.removed == ("knowledge/sql/a.md",)
+    assert [e.path for e in report.errors] == ["knowledge/sql/a.md"]
+    assert "knowledge/sql/a.md" not in {r["id"] for r in table_rows(settings)}
+    assert sync_pairs(settings).noop
+
+
+def test_another_embedder_rebuilds_and_says_why(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    _three(project)
+    install_fake(monkeypatch)
+    sync_pairs(settings_for(project))
+    other = install_fake(monkeypatch, "other", model_id="other@2", dim=8)
+    report = sync_pairs(settings_for(project, "other"))
+    assert report.rebuilt and "fake@1" in (report.rebuild_reason or "")
+    assert "other@2" in caplog.text
+    assert report.embedded == 3 and len(other.texts) == 3
+    assert len(table_rows(settings_for(project, "other"))[0]["vector"]) == 8
+    drift = check_drift(settings_for(project))
+    assert drift.rebuild_needed and not drift.fresh
+
+
+def test_full_rebuilds(project: Path, fake: RecordingEmbedder) -> None:
+    _three(project)
+    settings = settings_for(project)
+    sync_pairs(settings)
+    report = sync_pairs(settings, full=True)
+    assert report.rebuilt and report.embedded == 3 and report.rows == 3
+
+
+def test_drift_is_read_only_and_by_content(project: Path, fake: RecordingEmbedder) -> None:
+    _three(project)
+    settings = settings_for(project)
+    drift = check_drift(settings)
+    assert drift.index_missing and len(drift.plan.added) == 3 and not drift.fresh
+    sync_pairs(settings)
+    (project / ".wrenmem/index-state.bin").unlink()  # force the slow path
+    write_pair(project, "d.md", "New one", "SELECT 2")
+    drift = check_drift(settings)
+    assert drift.plan.added == ("knowledge/sql/d.md",) and not drift.from_state
+    assert len(table_rows(settings)) == 3
+    sync_pairs(settings)
+    assert check_drift(settings).fresh
+
+
+def test_crash_between_commits_is_repaired(project: Path, fake: RecordingEmbedder,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    _three(project)
+    settings = settings_for(project)
+    sync_pairs(settings)
+    (project / "knowledge/sql/c.md").unlink()
+    write_pair(project, "d.md", "New one", "SELECT 2")
+    real_write = index.write
+    calls = []
+
+    def crash_after_first(table: object, rows: list, deletes: list) -> None:
+        calls.append(1)
+        if len(calls) > 1:
+            raise KeyboardInterrupt  # as if killed between the two commits
+        real_write(table, rows, deletes)
+
+    monkeypatch.setattr(index, "write", crash_after_first)
+    with pytest.raises(KeyboardInterrupt):
+        sync_pairs(settings)
+    monkeypatch.setattr(index, "write", real_write)
+    assert load_state(settings) is None  # the mirror never claims a half-applied sync
+    assert not check_drift(settings).fresh
+    sync_pairs(settings)
+    ids = [r["id"] for r in table_rows(settings)]
+    assert ids == ["knowledge/sql/a.md", "knowledge/sql/d.md", "knowledge/sql/sub/b.md"]
+    assert check_drift(settings).fresh
+
+
+def test_duplicate_rows_are_repaired(project: Path, fake: RecordingEmbedder) -> None:
+    _three(project)
+    settings = settings_for(project)
+    sync_pairs(settings)
+    table = index.open_table(index.connect(settings))
+    row = table.search().where("id = 'knowledge/sql/a.md'").limit(None).to_list()[0]
+    table.add([{k: v for k, v in row.items() if not k.startswith("_")}])
+    (project / ".wrenmem/index-state.bin").unlink()
+    assert check_drift(settings).plan.changed == ("knowledge/sql/a.md",)
+    sync_pairs(settings)
+    assert [r["id"] for r in table_rows(settings)].count("knowledge/sql/a.md") == 1
+
+
+def test_scoped_sync_keeps_the_mirror(project: Path, fake: RecordingEmbedder) -> None:
+    _three(project)
+    settings = settings_for(project)
+    sync_pairs(settings)
+    write_pair(project, "d.md", "New one", "SELECT 2")
+    write_pair(project, "e.md", "Not in scope", "SELECT 3")
+    report = sync_pairs(settings, paths=["knowledge/sql/d.md"])
+    assert report.added == ("knowledge/sql/d.md",) and report.embedded == 1
+    assert "knowledge/sql/e.md" not in {r["id"] for r in table_rows(settings)}
+    report = sync_pairs(settings)
+    assert report.added == ("knowledge/sql/e.md",) and report.embedded == 1
+    (project / "knowledge/sql/d.md").unlink()
+    assert sync_pairs(settings, paths=["knowledge/sql/d.md"]).removed == ("knowledge/sql/d.md",)
+    assert sync_pairs(settings).noop
+
+
+def test_seed_pairs_are_indexed_beside_files(project: Path, fake: RecordingEmbedder,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from wrenmem import seeds_source
+    from wrenmem.errors import ManifestError
+
+    seeds = [Pair(nl="List all orders", sql="SELECT * FROM orders", path="seed:orders/list",
+                  source="seed")]
+    monkeypatch.setattr(seeds_source, "extra_pairs", lambda settings, **kw: list(seeds))
+    _three(project)
+    settings = settings_for(project)
+    report = sync_pairs(settings)
+    assert "seed:orders/list" in report.added and report.embedded == 4
+    assert sync_pairs(settings).noop
+    seeds[0] = seeds[0].with_changes(sql="SELECT id FROM orders")
+    report = sync_pairs(settings)
+    assert report.changed == ("seed:orders/list",) and report.embedded == 1
+
+    def broken(settings: object, **kw: object) -> list[Pair]:
+        raise ManifestError("target/mdl.json: models must be a list")
+
+    monkeypatch.setattr(seeds_source, "extra_pairs", broken)
+    report = sync_pairs(settings)
+    assert report.warnings and not report.removed
+    assert any(r["id"].startswith("seed:") for r in table_rows(settings))
+
+
+def test_concurrent_syncs_never_duplicate(project: Path, fake: RecordingEmbedder) -> None:
+    for n in range(30):
+        write_pair(project, f"q{n}.md", f"Question number {n}", f"SELECT {n}")
+    settings = settings_for(project)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            sync_pairs(settings)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    ids = [r["id"] for r in table_rows(settings)]
+    assert len(ids) == len(set(ids)) == 30
+    assert len(fake.texts) == 30  # the losers of the race found nothing left to do
+
+
+def test_small_syncs_get_compacted(project: Path, fake: RecordingEmbedder) -> None:
+    settings = settings_for(project)
+    for n in range(OPTIMIZE_EVERY + 1):
+        write_pair(project, f"q{n}.md", f"Question number {n}", f"SELECT {n}")
+        sync_pairs(settings)
+    table = index.open_table(index.connect(settings))
+    assert table.stats()["fragment_stats"]["num_fragments"] <= 3
+    assert table.count_rows() == OPTIMIZE_EVERY + 1
+
+
+def test_reset_drops_the_table(project: Path, fake: RecordingEmbedder) -> None:
+    _three(project)
+    settings = settings_for(project)
+    sync_pairs(settings)
+    assert reset_index(settings)
+    assert check_drift(settings).index_missing
+    assert not reset_index(settings)
+    assert sync_pairs(settings).embedded == 3

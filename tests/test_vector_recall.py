@@ -1,0 +1,104 @@
+"""vector and hybrid recall: same hits as grep, fresh results, filters, real model."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLE_KNOWLEDGE, write_pair
+from index_helpers import RecordingEmbedder, install_fake, settings_for
+
+from wrenmem.recall import BACKENDS, Filters, Hit, choose_backend, recall_many
+from wrenmem.settings import load_settings
+from wrenmem.sync import sync_pairs
+from wrenmem.vector_recall import HybridBackend, VectorBackend, where_clause
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> RecordingEmbedder:
+    return install_fake(monkeypatch)
+
+
+def test_backends_are_registered_and_auto_picks_hybrid(project: Path) -> None:
+    assert {"grep", "vector", "hybrid"} <= set(BACKENDS)
+    notes: list[str] = []
+    assert choose_backend(load_settings(project), notes.append) == "hybrid" and not notes
+
+
+def test_where_clause_quotes_values() -> None:
+    assert where_clause(Filters()) is None
+    assert where_clause(Filters(datasource="o'x", tags=("a",), source="seed")) == (
+        "datasource = 'o''x' AND source = 'seed' AND array_has(tags, 'a')")
+
+
+def test_same_hit_shape_as_grep_and_ties_by_path(project: Path, fake: RecordingEmbedder) -> None:
+    write_pair(project, "b.md", "How many orders?", "SELECT COUNT(*) FROM orders",
+               tags="[kpi]", datasource="shop")
+    write_pair(project, "a.md", "How many orders?", "SELECT COUNT(id) FROM orders")
+    write_pair(project, "c.md", "Revenue by month", "SELECT 1")
+    settings = settings_for(project)
+    for backend in ("grep", "vector", "hybrid"):
+        s = settings_for(project).__class__(**{**settings.__dict__, "backend": backend})
+        [result] = recall_many(s, ["How many orders?"], 2, Filters())
+        assert result.backend == backend
+        assert [h.path for h in result.hits] == ["knowledge/sql/a.md", "knowledge/sql/b.md"]
+        hit = result.hits[1]
+        assert isinstance(hit, Hit) and hit.to_dict().keys() == {
+            "question", "sql", "path", "score", "source", "datasource", "dialect", "tags",
+            "backend"}
+        assert (hit.tags, hit.datasource, hit.source) == (("kpi",), "shop", "user")
+        assert hit.sql == "SELECT COUNT(*) FROM orders"
+
+
+def test_filters_apply_before_ranking(project: Path, fake: RecordingEmbedder) -> None:
+    write_pair(project, "a.md", "How many orders?", "SELECT 1", datasource="shop")
+    write_pair(project, "b.md", "Orders per day", "SELECT 2", datasource="crm", tags="[kpi]")
+    backend = HybridBackend(settings_for(project))
+    [hits] = backend.search(["How many orders?"], 5, Filters(datasource="crm"))
+    assert [h.path for h in hits] == ["knowledge/sql/b.md"]
+    [hits] = backend.search(["How many orders?"], 5, Filters(tags=("kpi",)))
+    assert [h.path for h in hits] == ["knowledge/sql/b.md"]
+    [hits] = backend.search(["How many orders?"], 5, Filters(source="seed"))
+    assert hits == []
+
+
+def test_recall_syncs_first_and_a_long_lived_backend_sees_changes(
+        project: Path, fake: RecordingEmbedder) -> None:
+    write_pair(project, "a.md", "How many orders?", "SELECT 1")
+    backend = VectorBackend(settings_for(project))
+    [hits] = backend.search(["How many orders?"], 3, Filters())  # builds the index itself
+    assert [h.path for h in hits] == ["knowledge/sql/a.md"]
+    write_pair(project, "b.md", "Revenue by month", "SELECT 2")
+    (project / "knowledge/sql/a.md").unlink()
+    [hits] = backend.search(["How many orders?"], 3, Filters())
+    assert [h.path for h in hits] == ["knowledge/sql/b.md"]
+    # Another writer (the watcher, a hook) commits: the same backend object sees it.
+    write_pair(project, "c.md", "How many orders?", "SELECT 3")
+    sync_pairs(settings_for(project))
+    quiet = VectorBackend(settings_for(project), auto_sync=False)
+    quiet.search(["x"], 1, Filters())
+    write_pair(project, "d.md", "Something else", "SELECT 4")
+    sync_pairs(settings_for(project))
+    [hits] = quiet.search(["Something else"], 1, Filters())
+    assert hits[0].path == "knowledge/sql/d.md"
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("acme")
+    shutil.copytree(EXAMPLE_KNOWLEDGE, root / "knowledge")
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["vector", "hybrid"])
+def test_real_model_finds_paraphrases_across_languages(example: Path, backend: str) -> None:
+    settings = load_settings(example, {"backend": backend})
+    questions = ["What was our revenue per month in 2024?", "2024年每个月的收入是多少？",
+                 "Show the monthly revenue for 2024"]
+    results = recall_many(settings, questions, 5, Filters())
+    for result in results:
+        assert result.backend == backend
+        paths = [h.path for h in result.hits]
+        assert any("2024" in p and ("revenue" in p or "收入" in p) for p in paths), paths
