@@ -45,6 +45,7 @@ def cli(ctx: click.Context, project: str | None, verbose: int) -> None:
 def _register() -> None:
     from wrenmem.cli import (
         exchange_cmds,
+        git_cmds,
         index_cmds,
         pair_cmds,
         recall_cmds,
@@ -52,7 +53,8 @@ def _register() -> None:
         watch_cmds,
     )
 
-    for module in (pair_cmds, exchange_cmds, recall_cmds, schema_cmds, index_cmds, watch_cmds):
+    for module in (pair_cmds, exchange_cmds, recall_cmds, schema_cmds, index_cmds, watch_cmds,
+                   git_cmds):
         for command in module.COMMANDS:
             cli.add_command(command)
 

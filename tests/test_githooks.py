@@ -1,0 +1,222 @@
+"""Git hooks in real repositories: chaining, idempotency, uninstall, hooksPath, worktrees."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+
+from tests.conftest import REPO, write_pair
+from wrenmem.githooks import HOOK_NAMES, MARKER, find_hook_repo, render_hook, template
+
+LEGACY_HOOK = '#!/bin/sh\necho "legacy $*" >> "$(git rev-parse --show-toplevel)/legacy.out"\n'
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=check)
+
+
+@pytest.fixture
+def repo(project: Path) -> Path:
+    """``project`` as a git repository with one commit holding one pair."""
+    git(project, "init", "-q", "-b", "main")
+    git(project, "config", "commit.gpgsign", "false")
+    write_pair(project, "a.md", "Question A?", "SELECT 1 AS a")
+    (project / ".gitignore").write_text(".wrenmem/\nlegacy.out\n")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "first")
+    return project
+
+
+def hook_log(root: Path) -> list[str]:
+    path = root / ".wrenmem" / "hooks.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def install(cli: Callable[..., Result], root: Path, *extra: str) -> Result:
+    return cli("hooks", "install", *extra, root=root)
+
+
+def test_shipped_scripts_are_the_packaged_ones() -> None:
+    for name in HOOK_NAMES:
+        shipped = REPO / "hooks" / name
+        assert shipped.read_bytes() == template(name).encode("utf-8"), name
+        assert shipped.stat().st_mode & stat.S_IXUSR, f"hooks/{name} is not executable"
+    assert sorted(p.name for p in (REPO / "hooks").iterdir()) == sorted(HOOK_NAMES)
+
+
+def test_installed_script_is_the_shipped_one_with_paths_filled_in(repo: Path, cli) -> None:
+    assert install(cli, repo).exit_code == 0
+    for name in HOOK_NAMES:
+        installed = (repo / ".git" / "hooks" / name).read_text().splitlines()
+        shipped = (REPO / "hooks" / name).read_text().splitlines()
+        differing = [(a, b) for a, b in zip(installed, shipped, strict=True) if a != b]
+        assert [a.split("=")[0] for a, _ in differing] == [
+            "WRENMEM_PYTHON", "WRENMEM_IMPORT_PATH"]
+        assert os.access(repo / ".git" / "hooks" / name, os.X_OK)
+
+
+def test_install_chains_an_existing_hook_and_uninstall_restores_it(repo: Path, cli) -> None:
+    original = repo / ".git" / "hooks" / "post-checkout"
+    original.write_text(LEGACY_HOOK)
+    original.chmod(0o755)
+
+    result = install(cli, repo)
+    assert result.exit_code == 0, result.output
+    assert "post-checkout: installed, chained post-checkout.legacy" in result.output
+    assert MARKER in original.read_text()
+    assert (repo / ".git" / "hooks" / "post-checkout.legacy").read_text() == LEGACY_HOOK
+
+    git(repo, "checkout", "-q", "-b", "feature")
+    # The user's hook still runs, with git's arguments; wrenmem's part ran too.
+    head = git(repo, "rev-parse", "HEAD").stdout.strip()
+    assert (repo / "legacy.out").read_text() == f"legacy {head} {head} 1\n"
+    assert any(" post-checkout " in line for line in hook_log(repo))
+
+    # Idempotent: a second install changes nothing and never chains our own script.
+    before = {n: (repo / ".git" / "hooks" / n).read_bytes() for n in HOOK_NAMES}
+    again = install(cli, repo)
+    assert again.exit_code == 0
+    assert again.output.count(": unchanged") == 4
+    assert {n: (repo / ".git" / "hooks" / n).read_bytes() for n in HOOK_NAMES} == before
+    assert (repo / ".git" / "hooks" / "post-checkout.legacy").read_text() == LEGACY_HOOK
+
+    result = cli("hooks", "uninstall", root=repo)
+    assert result.exit_code == 0
+    assert original.read_text() == LEGACY_HOOK
+    assert os.access(original, os.X_OK)
+    assert not (repo / ".git" / "hooks" / "post-checkout.legacy").exists()
+    for name in ("post-merge", "post-rewrite", "post-commit"):
+        assert not (repo / ".git" / "hooks" / name).exists()
+
+
+def test_the_chained_hooks_exit_status_is_kept(repo: Path, cli) -> None:
+    hook = repo / ".git" / "hooks" / "post-checkout"
+    hook.write_text("#!/bin/sh\necho 'legacy says no' >&2\nexit 3\n")
+    hook.chmod(0o755)
+    install(cli, repo)
+    done = git(repo, "checkout", "-q", "-b", "other", check=False)
+    assert done.returncode == 1  # git turns a failing post-checkout into exit status 1
+    assert "legacy says no" in done.stderr
+
+
+def test_each_hook_fires_on_its_git_operation(repo: Path, cli) -> None:
+    assert install(cli, repo).exit_code == 0
+    git(repo, "checkout", "-q", "-b", "feature")
+    write_pair(repo, "b.md", "Question B?", "SELECT 2 AS b")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "b")
+    git(repo, "checkout", "-q", "main")
+    write_pair(repo, "c.md", "Question C?", "SELECT 3 AS c")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "c")
+    git(repo, "merge", "-q", "--no-edit", "feature")
+    git(repo, "checkout", "-q", "feature")
+    git(repo, "rebase", "-q", "main")
+    git(repo, "commit", "-q", "--amend", "-m", "amended")
+    hooks_run = [line.split()[1] for line in hook_log(repo)]
+    for name in HOOK_NAMES:
+        assert name in hooks_run, (name, hooks_run)
+    assert "post-rewrite" in hooks_run[hooks_run.index("post-merge"):]
+
+
+def test_core_hooks_path_is_respected(repo: Path, cli) -> None:
+    git(repo, "config", "core.hooksPath", ".githooks")
+    result = install(cli, repo)
+    assert result.exit_code == 0
+    assert "core.hooksPath is set" in result.output
+    assert all((repo / ".githooks" / n).is_file() for n in HOOK_NAMES)
+    assert not (repo / ".git" / "hooks" / "post-checkout").exists()
+    git(repo, "checkout", "-q", "-b", "feature")
+    assert any(" post-checkout " in line for line in hook_log(repo))
+    status = cli("hooks", "status", "--json", root=repo)
+    assert status.exit_code == 0
+    data = json.loads(status.output)
+    assert data["hooks_path"] == ".githooks"
+    assert Path(data["hooks_dir"]) == (repo / ".githooks").resolve()
+
+
+def test_linked_worktree_uses_the_common_hooks_dir(repo: Path, cli, tmp_path: Path) -> None:
+    wt = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", str(wt), "-b", "wt-branch")
+    target = find_hook_repo(wt)
+    assert target.hooks_dir == (repo / ".git" / "hooks").resolve()
+    assert target.worktree == wt.resolve()
+    assert install(cli, wt).exit_code == 0
+    assert (repo / ".git" / "hooks" / "post-checkout").is_file()
+    git(wt, "checkout", "-q", "-b", "wt-two")
+    # The hook ran in the worktree, for the worktree's own project.
+    assert any(" post-checkout " in line for line in hook_log(wt))
+    assert hook_log(repo) == []
+
+
+def test_project_in_a_subfolder_of_the_repository(tmp_path: Path, cli) -> None:
+    top = tmp_path / "mono"
+    sub = top / "analytics"
+    (sub / "knowledge" / "sql").mkdir(parents=True)
+    git(top, "init", "-q", "-b", "main")
+    git(top, "commit", "-q", "--allow-empty", "-m", "first")
+    assert install(cli, sub).exit_code == 0
+    assert "WRENMEM_PROJECT_DIR=analytics" in (top / ".git/hooks/post-merge").read_text()
+    git(top, "checkout", "-q", "-b", "x")
+    assert any(" post-checkout " in line for line in hook_log(sub))
+
+
+def test_a_broken_project_never_fails_the_git_operation(repo: Path, cli) -> None:
+    install(cli, repo)
+    (repo / "wrenmem.toml").write_text("backend = 'nope'\n")
+    done = git(repo, "checkout", "-b", "feature", check=False)
+    assert done.returncode == 0
+    lines = [line for line in done.stderr.splitlines() if line.startswith("wrenmem:")]
+    assert len(lines) == 1 and "index not synced" in lines[0] and "backend" in lines[0]
+
+
+def test_status_reports_missing_and_foreign_hooks(repo: Path, cli) -> None:
+    assert cli("hooks", "status", root=repo).exit_code == 1
+    install(cli, repo)
+    result = cli("hooks", "status", root=repo)
+    assert result.exit_code == 0
+    assert result.output.count("installed") == 4
+    (repo / ".git" / "hooks" / "post-merge").write_text("#!/bin/sh\necho someone else\n")
+    result = cli("hooks", "status", "--json", root=repo)
+    assert result.exit_code == 1
+    states = {h["name"]: h["state"] for h in json.loads(result.output)["hooks"]}
+    assert states == {"post-checkout": "ours", "post-merge": "foreign",
+                      "post-rewrite": "ours", "post-commit": "ours"}
+
+
+def test_install_never_loses_a_foreign_hook(repo: Path, cli) -> None:
+    install(cli, repo)
+    hooks_dir = repo / ".git" / "hooks"
+    # Another tool replaced our hook, and a .legacy is already there: refuse, keep both.
+    (hooks_dir / "post-merge").write_text("#!/bin/sh\necho other tool\n")
+    (hooks_dir / "post-merge.legacy").write_text("#!/bin/sh\necho oldest\n")
+    result = install(cli, repo)
+    assert result.exit_code == 1
+    assert "post-merge" in result.output and "is taken" in result.output
+    assert (hooks_dir / "post-merge").read_text() == "#!/bin/sh\necho other tool\n"
+    assert (hooks_dir / "post-merge.legacy").read_text() == "#!/bin/sh\necho oldest\n"
+    assert MARKER in (hooks_dir / "post-checkout").read_text()
+
+
+def test_not_a_git_repository(project: Path, cli) -> None:
+    result = cli("hooks", "install", root=project)
+    assert result.exit_code == 1
+    assert "not inside a git repository" in result.output
+
+
+def test_render_hook_quotes_paths() -> None:
+    text = render_hook("post-merge", "/opt/my python/bin/python", "it's here")
+    assert "WRENMEM_PYTHON='/opt/my python/bin/python'" in text
+    assert "WRENMEM_PROJECT_DIR='it'\"'\"'s here'" in text
+
+
+def test_the_template_is_render_hook_with_nothing_filled_in() -> None:
+    for name in HOOK_NAMES:
+        assert render_hook(name, "", ".", "") == template(name)
