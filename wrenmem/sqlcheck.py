@@ -1,8 +1,16 @@
-"""SQL checks with sqlglot: one well-formed statement in the pair's dialect."""
+"""SQL checks with sqlglot: one well-formed statement in the pair's dialect.
+
+sqlglot is a lenient parser: it reads ``SELECT , FROM t`` as ``SELECT FROM t``, ``SELECT * FROM
+t ORDER`` as a table aliased ``ORDER``, and ``... JOIN u ON`` as a cross join. Beyond the parse,
+``check_sql`` therefore rejects what it silently repairs: a clause or separator with nothing
+after it, a SELECT without columns, and a SQL keyword read as an unquoted name.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -12,6 +20,14 @@ class SqlProblem:
     message: str
     line: int = 1
     col: int = 1
+
+
+# Words no dialect accepts as an unquoted table, column or alias name.
+RESERVED_NAMES = frozenset(
+    "SELECT FROM WHERE GROUP ORDER BY HAVING LIMIT JOIN ON AND OR NOT UNION EXCEPT INTERSECT "
+    "AS WITH CASE WHEN THEN ELSE DISTINCT INTO".split())
+# Dialects that allow a trailing comma at the end of a SELECT list.
+_TRAILING_COMMA_DIALECTS = frozenset({"bigquery", "duckdb", "snowflake", "databricks"})
 
 
 def known_dialect(name: str) -> bool:
@@ -24,6 +40,13 @@ def known_dialect(name: str) -> bool:
     return True
 
 
+def position(sql: str, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of character ``offset`` in ``sql``."""
+    offset = max(0, min(offset, len(sql)))
+    line = sql.count("\n", 0, offset) + 1
+    return line, offset - (sql.rfind("\n", 0, offset) + 1) + 1
+
+
 def check_sql(sql: str, dialect: str | None) -> list[SqlProblem]:
     """Problems that make ``sql`` unusable as an example: empty list when it is fine."""
     import sqlglot
@@ -31,17 +54,15 @@ def check_sql(sql: str, dialect: str | None) -> list[SqlProblem]:
     from sqlglot.errors import ParseError, TokenError
 
     dialect = dialect or ""
+    label = dialect or "generic"
     if dialect and not known_dialect(dialect):
         return [SqlProblem(f"unknown SQL dialect {dialect!r}")]
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect or None) if s is not None]
     except ParseError as e:
-        first = e.errors[0] if e.errors else {}
-        message = first.get("description") or str(e).splitlines()[0]
-        return [SqlProblem(f"SQL does not parse as {dialect or 'generic'} SQL: {message}",
-                           int(first.get("line") or 1), int(first.get("col") or 1))]
+        return [_parse_problem(e, label)]
     except TokenError as e:
-        return [SqlProblem(f"SQL does not tokenize as {dialect or 'generic'} SQL: {e}")]
+        return [_token_problem(sql, str(e), label)]
     if not statements:
         return [SqlProblem("the SQL is empty")]
     if len(statements) > 1:
@@ -54,4 +75,82 @@ def check_sql(sql: str, dialect: str | None) -> list[SqlProblem]:
                        exp.Create, exp.Drop, exp.Alter)
     if not isinstance(root, statement_types):
         return [SqlProblem(f"not a SQL statement: parses as a bare {root.key} expression")]
+    return _dangling_tokens(sql, dialect) or _repaired_tree(sql, root)
+
+
+def _parse_problem(e: Any, label: str) -> SqlProblem:
+    first = e.errors[0] if e.errors else {}
+    message = first.get("description") or str(e).splitlines()[0]
+    highlight = (first.get("highlight") or "").strip()
+    missing = re.match(r"Required keyword: '(\w+)' missing for <class '[\w.]+\.(\w+)'>", message)
+    if missing:
+        message = "incomplete expression" if highlight else (
+            f"incomplete {missing.group(2).upper()} expression")
+    message = re.sub(r"<Token token_type: TokenType\.SENTINEL[^>]*>", "the end of the SQL",
+                     message)
+    message = re.sub(r"<Token token_type: [\w.]+, text: (.*?), line: .*?>", r"'\1'", message)
+    if highlight and "\n" not in highlight:
+        message += f" near {highlight!r}"
+    line = int(first.get("line") or 1)
+    col = int(first.get("col") or 1)
+    if highlight and "\n" not in highlight:  # sqlglot points at the end of the token
+        col = max(1, col - len(highlight) + 1)
+    return SqlProblem(f"SQL does not parse as {label} SQL: {message}", line, col)
+
+
+def _token_problem(sql: str, message: str, label: str) -> SqlProblem:
+    # "Error tokenizing '<the SQL up to the bad spot>'": point where that context ends.
+    found = re.match(r"Error tokenizing '(.*)'$", message, re.S)
+    line, col = 1, 1
+    if found and found.group(1) and found.group(1) in sql:
+        context = found.group(1)
+        line, col = position(sql, sql.index(context) + len(context) - 1)
+    quote = "an unterminated string or quoted name" if sql.count("'") % 2 or sql.count(
+        '"') % 2 else "a character sqlglot cannot read"
+    return SqlProblem(f"SQL does not tokenize as {label} SQL: {quote}", line, col)
+
+
+def _dangling_tokens(sql: str, dialect: str) -> list[SqlProblem]:
+    """A clause keyword or separator followed by nothing, or by another clause keyword."""
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.tokens import TokenType as T
+
+    needs_operand = {T.COMMA, T.ON, T.WHERE, T.HAVING, T.AND, T.OR, T.SELECT, T.GROUP_BY,
+                     T.ORDER_BY, T.FROM, T.JOIN, T.LIMIT, T.USING, T.SET, T.UNION,
+                     T.EXCEPT, T.INTERSECT}
+    stoppers = {T.COMMA, T.FROM, T.WHERE, T.GROUP_BY, T.ORDER_BY, T.HAVING, T.LIMIT, T.JOIN,
+                T.ON, T.R_PAREN, T.SEMICOLON, T.UNION, T.EXCEPT, T.INTERSECT, T.AND, T.OR}
+    try:
+        tokens = [t for t in Dialect.get_or_raise(dialect or None).tokenize(sql)]
+    except Exception:  # parsing succeeded; a tokenizer quirk is no reason to fail the SQL
+        return []
+    for i, token in enumerate(tokens):
+        if token.token_type not in needs_operand:
+            continue
+        after = tokens[i + 1] if i + 1 < len(tokens) else None
+        if after is not None and after.token_type not in stoppers:
+            continue
+        if (token.token_type == T.COMMA and after is not None and after.token_type == T.FROM
+                and dialect in _TRAILING_COMMA_DIALECTS):
+            continue
+        what = f"{token.text!r} is followed by {after.text!r}" if after is not None else (
+            f"the SQL ends after {token.text!r}")
+        line, col = position(sql, token.start)
+        return [SqlProblem(f"incomplete SQL: {what}", line, col)]
+    return []
+
+
+def _repaired_tree(sql: str, root: Any) -> list[SqlProblem]:
+    """What sqlglot read only by repairing: no select list, a keyword used as a name."""
+    from sqlglot import exp
+
+    for node in root.walk():
+        if isinstance(node, exp.Select) and not node.expressions:
+            return [SqlProblem("incomplete SQL: a SELECT without any column")]
+        if (isinstance(node, exp.Identifier) and not node.quoted
+                and str(node.this).upper() in RESERVED_NAMES):
+            start = node.meta.get("start")
+            line, col = position(sql, start) if isinstance(start, int) else (1, 1)
+            return [SqlProblem(f"incomplete SQL: the keyword {node.this!r} is read as a name "
+                               "(quote it if it really is one)", line, col)]
     return []

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import click
 
 from wrenmem.cli.common import emit_json, get_settings, json_option, warn
+from wrenmem.settings import Settings
 
 
 @click.group()
@@ -106,4 +110,74 @@ def _print_states(states: list, as_json: bool, hooks_dir: object) -> None:
     click.echo(f"hooks directory: {hooks_dir}")
 
 
-COMMANDS = [hooks]
+@click.command()
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--no-schema", is_flag=True,
+              help="Do not check tables and columns against the manifest.")
+@json_option
+@click.pass_context
+def validate(ctx: click.Context, files: tuple[Path, ...], no_schema: bool, as_json: bool) -> None:
+    """Check pair files: each parses; its SQL is one well-formed statement in its dialect; and,
+    with a manifest, every table and column it names exists.
+
+    FILES default to every pair file of the project. One `path:line:col: message` line per
+    problem, the line being the pair file's. Exit 1 if there is any. Needs no index.
+    """
+    from wrenmem.validate import validate_files
+
+    settings = get_settings(ctx)
+    count, problems = validate_files(settings, list(files) if files else None,
+                                     check_schema=not no_schema)
+    if as_json:
+        emit_json({"files": count, "ok": not problems,
+                   "problems": [p.to_dict() for p in problems]})
+    else:
+        for problem in problems:
+            click.echo(problem.render())
+        if problems or not files:
+            warn(f"{count} file(s) checked, {len(problems)} problem(s)")
+    if problems:
+        ctx.exit(1)
+
+
+@click.command()
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
+@json_option
+@click.pass_context
+def duplicates(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> None:
+    """Find the same question twice, or one question with two different SQLs.
+
+    Every pair file of the project is compared; with FILES, only problems in those files are
+    reported (what pre-commit needs). Exit 1 if there is any.
+    """
+    from wrenmem.catalog import scan
+    from wrenmem.duplicates import find_duplicates
+    from wrenmem.validate import Problem, key_line
+
+    settings = get_settings(ctx)
+    found = scan(settings, use_cache=settings.state_dir.is_dir())
+    wanted = {settings.relpath(f) for f in files} if files else None
+    problems: list[Problem] = []
+    for dup in find_duplicates(found.pairs, settings.dialect):
+        if wanted is not None and dup.pair.path not in wanted:
+            continue
+        lines = (settings.root / dup.pair.path).read_text(encoding="utf-8-sig").split("\n")
+        problems.append(Problem(_shown(settings, dup.pair.path), key_line(lines, "nl"), 1,
+                                dup.message, "duplicate"))
+    if as_json:
+        emit_json({"files": len(found.pairs), "ok": not problems,
+                   "problems": [p.to_dict() for p in problems]})
+    else:
+        for problem in problems:
+            click.echo(problem.render())
+    if problems:
+        ctx.exit(1)
+
+
+def _shown(settings: Settings, rel: str) -> str:
+    """A project-relative path as seen from the current folder."""
+    shown = os.path.relpath(settings.root / rel)
+    return rel if shown.startswith("..") else Path(shown).as_posix()
+
+
+COMMANDS = [hooks, validate, duplicates]

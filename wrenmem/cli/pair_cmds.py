@@ -192,9 +192,12 @@ def forget(ctx: click.Context, targets: tuple[str, ...], source: str | None, yes
 @click.command()
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--check", is_flag=True, help="Change nothing; exit 1 if a file would change.")
+@click.option("--fail-on-change", is_flag=True,
+              help="Rewrite, and exit 1 if any file was changed (for pre-commit).")
 @json_option
 @click.pass_context
-def fmt(ctx: click.Context, files: tuple[str, ...], check: bool, as_json: bool) -> None:
+def fmt(ctx: click.Context, files: tuple[str, ...], check: bool, fail_on_change: bool,
+        as_json: bool) -> None:
     """Rewrite pair files in the canonical format (Wren's front-matter `sql:` included)."""
     from wrenmem.catalog import iter_pair_files
     from wrenmem.fsutil import atomic_write_text
@@ -227,7 +230,7 @@ def fmt(ctx: click.Context, files: tuple[str, ...], check: bool, as_json: bool) 
             click.echo(f"{verb} {rel}")
         warn(f"{len(changed)} file(s) {verb}, {len(paths) - len(changed) - len(broken)} "
              f"unchanged, {len(broken)} with errors")
-    if broken or (check and changed):
+    if broken or ((check or fail_on_change) and changed):
         ctx.exit(1)
 
 
