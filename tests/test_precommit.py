@@ -90,16 +90,25 @@ def test_manifest_declares_the_three_hooks() -> None:
 
 def test_validate_hook_with_try_repo(hook_repo: Path, pre_commit_home: dict[str, str],
                                      user_repo: Path) -> None:
+    (user_repo / "target").mkdir()
+    shutil.copy(REPO / "target" / "mdl.json", user_repo / "target" / "mdl.json")
     write_pair(user_repo, "good.md", "How many orders?", "SELECT COUNT(*) FROM orders")
     bad = user_repo / "knowledge" / "sql" / "bad.md"
     bad.write_text("---\nnl: Revenue by month\n---\n\nNotes.\n\n```sql\nSELECT\n"
-                   "  DATE_TRUNC('month', created_at),\n  SUM(amount\nFROM orders\n```\n")
+                   "  DATE_TRUNC('month', ordered_at),\n  SUM(amount\nFROM orders\n```\n")
+    column = write_pair(user_repo, "column.md", "Revenue by country",
+                        "SELECT c.country, SUM(o.amount)\nFROM orders o\n"
+                        "JOIN customers c ON c.id = o.customer_id\nWHERE o.statuz = 'paid'\n"
+                        "GROUP BY 1")
     done = try_repo(hook_repo, pre_commit_home, user_repo, "wrenmem-validate")
     assert done.returncode == 1, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("knowledge/")]
-    assert lines == ["knowledge/sql/bad.md:11:1: SQL does not parse as postgres SQL: "
-                     "Expecting ) near 'FROM'"]
+    assert sorted(lines) == [
+        "knowledge/sql/bad.md:11:1: SQL does not parse as postgres SQL: Expecting ) near 'FROM'",
+        "knowledge/sql/column.md:9:9: unknown column 'statuz' in 'orders'; did you mean "
+        "'status'?"]
     bad.unlink()
+    column.unlink()
     done = run_hook(hook_repo, pre_commit_home, user_repo, "wrenmem-validate")
     assert done.returncode == 0, done.stdout
     assert "Passed" in done.stdout

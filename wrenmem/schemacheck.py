@@ -14,24 +14,45 @@ from typing import Any
 from wrenmem.sqlcheck import SqlProblem, position
 
 
+class Schema:
+    """Tables and columns to check against, prepared once for many SQLs."""
+
+    def __init__(self, tables: Mapping[str, Mapping[str, str]]):
+        self.known = {name.lower(): {c.lower() for c in cols} for name, cols in tables.items()}
+        self._tables = {name: {c: "TEXT" for c in cols} for name, cols in tables.items()}
+        self._mappings: dict[str, Any] = {}
+
+    def mapping(self, dialect: str | None) -> Any:
+        """sqlglot's ``MappingSchema`` for ``dialect`` (types do not matter for names)."""
+        from sqlglot.schema import MappingSchema
+
+        key = dialect or ""
+        if key not in self._mappings:
+            self._mappings[key] = MappingSchema(self._tables, dialect=dialect or None)
+        return self._mappings[key]
+
+
 def check_schema(sql: str, dialect: str | None,
-                 tables: Mapping[str, Mapping[str, str]]) -> list[SqlProblem]:
+                 tables: Mapping[str, Mapping[str, str]] | Schema,
+                 tree: Any = None) -> list[SqlProblem]:
     """Unknown tables and columns in ``sql`` (one parsed statement) given ``tables``.
 
     ``tables`` maps table name → column name → type, as ``Manifest.table_columns()`` gives.
     Names compare case-insensitively; a table with no known columns is not checked for columns.
-    SQL that does not parse yields no problems here (``check_sql`` reports it).
+    SQL that does not parse yields no problems here (``check_sql`` reports it). ``tree`` is
+    the statement already parsed from ``sql``, if the caller has it (it is not modified).
     """
     import sqlglot
     from sqlglot.errors import SqlglotError
     from sqlglot.optimizer.qualify import qualify
     from sqlglot.optimizer.scope import traverse_scope
 
-    known = {name.lower(): {c.lower() for c in cols} for name, cols in tables.items()}
+    prepared = tables if isinstance(tables, Schema) else Schema(tables)
+    known = prepared.known
     try:
-        tree = sqlglot.parse_one(sql, read=dialect or None)
-        schema = {name: {c: "TEXT" for c in cols} for name, cols in tables.items()}
-        tree = qualify(tree, dialect=dialect or None, schema=schema,
+        if tree is None:
+            tree = sqlglot.parse_one(sql, read=dialect or None)
+        tree = qualify(tree, dialect=dialect or None, schema=prepared.mapping(dialect),
                        allow_partial_qualification=True, validate_qualify_columns=False,
                        quote_identifiers=False, identify=False)
         scopes = list(traverse_scope(tree))

@@ -49,6 +49,16 @@ def position(sql: str, offset: int) -> tuple[int, int]:
 
 def check_sql(sql: str, dialect: str | None) -> list[SqlProblem]:
     """Problems that make ``sql`` unusable as an example: empty list when it is fine."""
+    return parse_checked(sql, dialect)[1]
+
+
+def parse_checked(sql: str, dialect: str | None) -> tuple[Any, list[SqlProblem]]:
+    """(the parsed statement, problems): the tree is None unless there is no problem."""
+    problems = _check(sql, dialect)
+    return (problems[0], []) if isinstance(problems, tuple) else (None, problems)
+
+
+def _check(sql: str, dialect: str | None) -> list[SqlProblem] | tuple[Any]:
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import ParseError, TokenError
@@ -75,7 +85,7 @@ def check_sql(sql: str, dialect: str | None) -> list[SqlProblem]:
                        exp.Create, exp.Drop, exp.Alter)
     if not isinstance(root, statement_types):
         return [SqlProblem(f"not a SQL statement: parses as a bare {root.key} expression")]
-    return _dangling_tokens(sql, dialect) or _repaired_tree(sql, root)
+    return _dangling_tokens(sql, dialect) or _repaired_tree(sql, root) or (root,)
 
 
 def _parse_problem(e: Any, label: str) -> SqlProblem:

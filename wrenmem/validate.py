@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from wrenmem.errors import PairError, WrenmemError
 from wrenmem.pairs import Pair, decode_file, parse_pair
@@ -47,6 +48,7 @@ class Validator:
     manifest_dialect: str | None = None
     manifest_problem: Problem | None = None
     _loaded: bool = field(default=False, repr=False)
+    _schema: Any = field(default=None, repr=False)
 
     def load_manifest(self) -> None:
         """Read the manifest if there is one; a broken one becomes ``manifest_problem``."""
@@ -88,7 +90,7 @@ class Validator:
 
     def check_pair(self, pair: Pair, text: str) -> list[Problem]:
         """SQL and schema problems of a parsed pair, positioned in the file ``text``."""
-        from wrenmem.sqlcheck import check_sql, known_dialect
+        from wrenmem.sqlcheck import known_dialect, parse_checked
 
         lines = text.split("\n")
         dialect = self.dialect_of(pair)
@@ -97,16 +99,19 @@ class Validator:
                             f"unknown SQL dialect {pair.dialect!r} (a sqlglot dialect name)",
                             "pair")]
         to_file = sql_locator(pair, lines)
+        tree, sql_problems = parse_checked(pair.sql, dialect)
         problems = [Problem(pair.path, *to_file(p.line, p.col), p.message, "sql")
-                    for p in check_sql(pair.sql, dialect)]
+                    for p in sql_problems]
         if problems or not self.check_schema:
             return problems
         self.load_manifest()
         if self.tables:
-            from wrenmem.schemacheck import check_schema
+            from wrenmem.schemacheck import Schema, check_schema
 
+            if self._schema is None:
+                self._schema = Schema(self.tables)
             problems = [Problem(pair.path, *to_file(p.line, p.col), p.message, "schema")
-                        for p in check_schema(pair.sql, dialect, self.tables)]
+                        for p in check_schema(pair.sql, dialect, self._schema, tree)]
         return problems
 
     def check_file(self, path: Path, display: str | None = None) -> list[Problem]:
