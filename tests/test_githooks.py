@@ -6,13 +6,14 @@ import json
 import os
 import stat
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import Result
 
-from tests.conftest import REPO, write_pair
+from tests.conftest import REPO, run_wrenmem, write_pair
 from wrenmem.githooks import HOOK_NAMES, MARKER, find_hook_repo, render_hook, template
 
 LEGACY_HOOK = '#!/bin/sh\necho "legacy $*" >> "$(git rev-parse --show-toplevel)/legacy.out"\n'
@@ -24,8 +25,13 @@ def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProces
 
 @pytest.fixture
 def repo(project: Path) -> Path:
-    """``project`` as a git repository with one commit holding one pair."""
+    """``project`` as a git repository with one commit holding one pair.
+
+    Its backend is grep, so the hooks have no index to sync and these tests of the hook
+    mechanics load no model (one test below does the real sync).
+    """
     git(project, "init", "-q", "-b", "main")
+    (project / "wrenmem.toml").write_text('backend = "grep"\n')
     git(project, "config", "commit.gpgsign", "false")
     write_pair(project, "a.md", "Question A?", "SELECT 1 AS a")
     (project / ".gitignore").write_text(".wrenmem/\nlegacy.out\n")
@@ -160,6 +166,7 @@ def test_project_in_a_subfolder_of_the_repository(tmp_path: Path, cli) -> None:
     top = tmp_path / "mono"
     sub = top / "analytics"
     (sub / "knowledge" / "sql").mkdir(parents=True)
+    (sub / "wrenmem.toml").write_text('backend = "grep"\n')
     git(top, "init", "-q", "-b", "main")
     git(top, "commit", "-q", "--allow-empty", "-m", "first")
     assert install(cli, sub).exit_code == 0
@@ -220,3 +227,51 @@ def test_render_hook_quotes_paths() -> None:
 def test_the_template_is_render_hook_with_nothing_filled_in() -> None:
     for name in HOOK_NAMES:
         assert render_hook(name, "", ".", "") == template(name)
+
+
+@pytest.mark.slow
+def test_switching_branches_keeps_the_index_in_step(example_project: Path) -> None:
+    """The user story: sync once, install the hooks, then only use git; `check` stays clean."""
+    root = example_project
+    env = {"PYTHONPATH": str(REPO)}
+    git(root, "init", "-q", "-b", "main")
+    (root / ".gitignore").write_text(".wrenmem/\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "example")
+    assert run_wrenmem(["sync"], root).returncode == 0
+    assert run_wrenmem(["hooks", "install"], root).returncode == 0
+
+    def check_clean() -> None:
+        done = run_wrenmem(["check", "--json"], root)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    git(root, "checkout", "-q", "-b", "feature")
+    knowledge = root / "knowledge" / "sql"
+    write_pair(root, "new-question.md", "How many stores are there?",
+               "SELECT COUNT(*) FROM stores")
+    edited = knowledge / "total-payment-amount-by-payment-method.md"
+    edited.write_text(edited.read_text().replace(
+        "nl: Total payment amount by payment method", "nl: Payment totals per method"))
+    (knowledge / "total-refunded-amount-by-month.md").unlink()
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "pairs: one added, one edited, one deleted")  # post-commit
+    check_clean()
+    git(root, "checkout", "-q", "main")  # post-checkout: back to the old pairs
+    check_clean()
+    git(root, "merge", "-q", "--ff-only", "feature")  # post-merge
+    check_clean()
+    git(root, "reset", "-q", "--hard", "HEAD~1")  # no hook fires: the index is behind now
+    assert run_wrenmem(["check"], root).returncode == 1
+    assert run_wrenmem(["sync"], root).returncode == 0
+
+    # --background: git returns before the sync is done; it lands in the log a bit later.
+    assert run_wrenmem(["hooks", "install", "--background"], root).returncode == 0
+    before = len(hook_log(root))
+    started = time.monotonic()
+    subprocess.run(["git", "checkout", "-q", "feature"], cwd=root, check=True,
+                   env={**os.environ, **env})
+    while len(hook_log(root)) == before and time.monotonic() - started < 120:
+        time.sleep(0.2)
+    assert "synced: 1 added, 1 changed, 1 removed" in hook_log(root)[-1]
+    check_clean()
+    assert all("FAILED" not in line for line in hook_log(root))

@@ -31,6 +31,7 @@ MARKER = "wrenmem-hook-v1"
 LEGACY_SUFFIX = ".legacy"
 LOG_NAME = "hooks.log"
 LOG_MAX_BYTES = 1_000_000
+HOOK_LOCK_TIMEOUT = 20.0  # another sync (the watcher) holding the lock will see the files too
 _TEMPLATE_START = "# start templated\n"
 _TEMPLATE_END = "# end templated\n"
 
@@ -47,11 +48,13 @@ class HookState:
     python_ok: bool = False  # that interpreter still exists
     current: bool = False  # our script matches what install would write now
     action: str = ""  # what install/uninstall did: installed, updated, unchanged, ...
+    background: bool = False  # the script syncs in the background
 
     def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "path": self.path, "state": self.state,
                 "legacy": self.legacy, "python": self.python, "python_ok": self.python_ok,
-                "current": self.current, "action": self.action}
+                "current": self.current, "background": self.background,
+                "action": self.action}
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ def import_path() -> str:
 
 
 def render_hook(name: str, python: str, project_dir: str = ".",
-                package_path: str | None = None) -> str:
+                package_path: str | None = None, background: bool = False) -> str:
     """The script ``install`` writes: the template with the interpreter and project filled in."""
     text = template(name)
     start = text.index(_TEMPLATE_START) + len(_TEMPLATE_START)
@@ -85,7 +88,8 @@ def render_hook(name: str, python: str, project_dir: str = ".",
     package = import_path() if package_path is None else package_path
     block = (f"WRENMEM_PYTHON={shlex.quote(python)}\n"
              f"WRENMEM_IMPORT_PATH={shlex.quote(package)}\n"
-             f"WRENMEM_PROJECT_DIR={shlex.quote(project_dir)}\n")
+             f"WRENMEM_PROJECT_DIR={shlex.quote(project_dir)}\n"
+             f"WRENMEM_BACKGROUND={int(background)}\n")
     return text[:start] + block + text[end:]
 
 
@@ -125,9 +129,10 @@ def is_ours(path: Path) -> bool:
     return MARKER.encode() in head
 
 
-def _recorded_python(text: str) -> str | None:
+def _recorded(text: str, name: str) -> str | None:
+    """The value a templated ``NAME=...`` line of an installed script holds."""
     for line in text.splitlines():
-        if line.startswith("WRENMEM_PYTHON="):
+        if line.startswith(name + "="):
             values = shlex.split(line.partition("=")[2])
             return values[0] if values else None
     return None
@@ -143,15 +148,18 @@ def hook_state(target: HookRepo, name: str, python: str | None = None,
     if not is_ours(path):
         return HookState(name, str(path), "foreign", legacy, action=action)
     text = path.read_text(encoding="utf-8", errors="replace")
-    recorded = _recorded_python(text)
-    expected = render_hook(name, python or recorded or "", target.project_dir)
+    recorded = _recorded(text, "WRENMEM_PYTHON")
+    background = _recorded(text, "WRENMEM_BACKGROUND") == "1"
+    expected = render_hook(name, python or recorded or "", target.project_dir,
+                           background=background)
     return HookState(name, str(path), "ours", legacy, recorded,
                      bool(recorded) and os.access(recorded, os.X_OK),
-                     text == expected and os.access(path, os.X_OK), action)
+                     text == expected and os.access(path, os.X_OK), action, background)
 
 
 def install_hooks(target: HookRepo, python: str | None = None,
-                  names: tuple[str, ...] = HOOK_NAMES) -> list[HookState]:
+                  names: tuple[str, ...] = HOOK_NAMES, *,
+                  background: bool = False) -> list[HookState]:
     """Write our hooks, chaining any foreign hook as ``<name>.legacy``. Idempotent.
 
     A foreign hook is never lost: if a ``.legacy`` file is already taken (another tool replaced
@@ -165,7 +173,7 @@ def install_hooks(target: HookRepo, python: str | None = None,
     for name in names:
         path = target.hooks_dir / name
         legacy = Path(str(path) + LEGACY_SUFFIX)
-        text = render_hook(name, python, target.project_dir)
+        text = render_hook(name, python, target.project_dir, background=background)
         if os.path.lexists(path) and not is_ours(path):
             if os.path.lexists(legacy):
                 refused.append(f"{path}: a hook that is not wrenmem's is there and {legacy.name}"
@@ -253,13 +261,27 @@ def run_hook(settings: Settings, name: str, args: tuple[str, ...]) -> str | None
 
 
 def _sync(settings: Settings) -> str:
-    """Run the one incremental sync of the project and describe what it did."""
-    try:
-        from wrenmem import sync as sync_module  # type: ignore[attr-defined]
-    except ImportError:
-        return "index sync is not available in this version of wrenmem; skipped"
-    report = sync_module.sync_pairs(settings)
-    return str(report) if report is not None else "synced"
+    """Run the one incremental sync of the project and describe what it did.
+
+    A no-op sync opens neither the index nor a model, so most hooks cost a file scan. Nothing
+    is synced for a grep-only project (setting ``backend = "grep"``) or without the index
+    extra: there is no index to keep in step, and recall reads the files.
+    """
+    if settings.backend == "grep":
+        return "backend is grep: no index to sync"
+    from wrenmem.recall import index_unavailable
+
+    reason = index_unavailable(settings)
+    if reason is not None:
+        return f"no index to sync: {reason}"
+    from wrenmem.sync import sync_pairs
+
+    report = sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT)
+    if report.noop:
+        return f"index up to date ({report.rows} rows)"
+    return (f"synced: {len(report.added)} added, {len(report.changed)} changed, "
+            f"{len(report.removed)} removed, {len(report.renamed)} renamed; "
+            f"{report.embedded} embedded")
 
 
 def _log(path: Path, message: str) -> None:

@@ -17,9 +17,12 @@ def hooks() -> None:
 
 
 @hooks.command(name="install")
+@click.option("--background", is_flag=True,
+              help="Sync after git returns, in the background (the index lags for the time "
+                   "a sync takes; the outcome is in .wrenmem/hooks.log).")
 @json_option
 @click.pass_context
-def hooks_install(ctx: click.Context, as_json: bool) -> None:
+def hooks_install(ctx: click.Context, background: bool, as_json: bool) -> None:
     """Install post-checkout, post-merge, post-rewrite and post-commit hooks.
 
     Hooks already there are kept: moved to <name>.legacy and run first by wrenmem's hook.
@@ -30,7 +33,7 @@ def hooks_install(ctx: click.Context, as_json: bool) -> None:
     settings = get_settings(ctx)
     target = find_hook_repo(settings.root)
     try:
-        results = install_hooks(target)
+        results = install_hooks(target, background=background)
     except HookConflict as e:
         _print_states(e.results, as_json, target.hooks_dir)
         raise
