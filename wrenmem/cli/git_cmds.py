@@ -177,10 +177,45 @@ def duplicates(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> No
         ctx.exit(1)
 
 
+@click.command()
+@click.argument("base", required=False)
+@click.argument("head", required=False)
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text",
+              show_default=True, help="markdown: a pull-request comment.")
+@click.option("--direct", is_flag=True,
+              help="Compare with BASE itself, not with the merge base of BASE and HEAD.")
+@click.option("--fail-on-invalid", is_flag=True,
+              help="Exit 1 when an added or changed pair does not validate.")
+@click.option("--no-schema", is_flag=True,
+              help="Do not check tables and columns against the manifest.")
+@json_option
+@click.pass_context
+def diff(ctx: click.Context, base: str | None, head: str | None, fmt: str, direct: bool,
+         fail_on_invalid: bool, no_schema: bool, as_json: bool) -> None:
+    """Pairs added, changed and removed between BASE and HEAD, with their SQL and validation.
+
+    BASE defaults to HEAD and HEAD to the working tree: `wrenmem diff main` is what a branch
+    changes since it left main (like `git diff main...`; --direct compares with main's tip).
+    """
+    from wrenmem.prdiff import diff_pairs, render_markdown, render_text
+
+    settings = get_settings(ctx)
+    result = diff_pairs(settings, base, head, merge_base=not direct,
+                        check_schema=not no_schema)
+    if as_json:
+        emit_json(result.to_dict())
+    elif fmt == "markdown":
+        click.echo(render_markdown(result), nl=False)
+    else:
+        click.echo(render_text(result))
+    if fail_on_invalid and result.invalid:
+        ctx.exit(1)
+
+
 def _shown(settings: Settings, rel: str) -> str:
     """A project-relative path as seen from the current folder."""
     shown = os.path.relpath(settings.root / rel)
     return rel if shown.startswith("..") else Path(shown).as_posix()
 
 
-COMMANDS = [hooks, validate, duplicates]
+COMMANDS = [hooks, validate, duplicates, diff]
