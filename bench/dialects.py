@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import sys
 import time
 from pathlib import Path
@@ -46,15 +45,22 @@ def schemas(data: Path) -> dict[str, Schema]:
     return out
 
 
-def typo(sql: str, schema: Schema, rng: random.Random) -> str | None:
-    """The SQL with one column name it uses misspelled (a letter doubled), or None."""
-    names = sorted({c for cols in schema.known.values() for c in cols
-                    if re.fullmatch(r"[a-z_][a-z0-9_]{2,}", c)
-                    and re.search(rf"\b{c}\b", sql, re.I)})
-    if not names:
+def typo(sql: str, dialect: str, schema: Schema, rng: random.Random) -> str | None:
+    """The SQL with one column reference of a schema column misspelled (its last letter
+    doubled, at the place the parser found it), or None when it has none."""
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(sql, read=dialect)
+    columns = {c for cols in schema.known.values() for c in cols}
+    spots = sorted({(node.this.meta["start"], node.this.meta["end"])
+                    for node in tree.find_all(exp.Column)
+                    if node.name.lower() in columns and "start" in node.this.meta
+                    and not node.this.quoted})
+    if not spots:
         return None
-    name = rng.choice(names)
-    return re.sub(rf"\b{name}\b", name + name[-1], sql, count=1, flags=re.I)
+    start, end = rng.choice(spots)
+    return sql[: end + 1] + sql[end] + sql[end + 1:]
 
 
 def main() -> int:
@@ -100,7 +106,7 @@ def main() -> int:
             schema = tables[item["db_id"]]
             if check_schema(item["SQL"], dialect, schema):
                 false_alarms += 1
-            wrong = typo(item["SQL"], schema, rng)
+            wrong = typo(item["SQL"], dialect, schema, rng)
             if wrong is not None:
                 typos += 1
                 caught += bool(check_schema(wrong, dialect, schema))
