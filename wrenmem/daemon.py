@@ -10,6 +10,7 @@ always the answer the CLI would have computed itself. Anything it will not answe
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 # Settings a request may choose for itself: they pick a backend or a size, not the data.
 PER_REQUEST = ("backend", "fetch_threshold")
 MAX_REQUEST = 16 << 20
+BUSY_WAIT = 0.05  # seconds a search waits for a writer before using the last whole version
 
 class Refused(Exception):
     """The daemon will not answer this request (the client falls back)."""
@@ -49,6 +51,8 @@ class DaemonServer:
         self._closing = threading.Event()
         self._backends: dict[tuple[str, Settings], Any] = {}
         self._backend_locks: dict[tuple[str, Settings], threading.Lock] = {}
+        self._complete: dict[tuple[str, Settings], int] = {}  # last version seen whole
+        self._detached: set[tuple[str, Settings]] = set()  # backends checked out at one
         self._cache_lock = threading.Lock()
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -204,9 +208,8 @@ class DaemonServer:
         name = choose_backend(settings, notes.append)
         if name not in BACKENDS:
             raise ExtraMissingError(f"the {name} backend is not available in this install")
-        backend, lock = self._backend(name, settings)
-        with lock:
-            hits = backend.search(list(queries), k, filters)
+        backend = self._backend(name, settings)
+        hits = self._search(backend, settings, list(queries), k, filters)
         return [RecallResult(q, backend.name, tuple(h)).to_dict()
                 for q, h in zip(queries, hits, strict=True)]
 
@@ -235,7 +238,7 @@ class DaemonServer:
 
     # --- warm backends ----------------------------------------------------------------------
 
-    def _backend(self, name: str, settings: Settings) -> tuple[Any, threading.Lock]:
+    def _backend(self, name: str, settings: Settings) -> Any:
         from wrenmem.recall import BACKENDS
 
         key = (name, settings)
@@ -244,22 +247,51 @@ class DaemonServer:
             if backend is None:
                 backend = self._backends[key] = BACKENDS[name](settings)
                 self._backend_locks[key] = threading.Lock()
-            return backend, self._backend_locks[key]
+            return backend
 
-    def refresh(self) -> None:
-        """After a sync: later searches see the newly committed index.
+    def _search(self, backend: Any, settings: Settings, queries: list[str], k: int,
+                filters: Any) -> list[list[Any]]:
+        """``backend.search``, never on a half-applied sync.
 
-        Backends that can move to the latest committed version in place (a ``refresh``
-        method) keep their loaded model; others are rebuilt on the next request.
+        Index backends search under the index lock (so no writer is between commits; their
+        own catch-up sync re-enters it), and the version they saw is remembered as complete.
+        If a writer holds the lock, the search runs on that last complete version instead of
+        waiting; with none known yet, the request is refused and the CLI works in-process.
         """
-        with self._cache_lock:
-            for key, backend in list(self._backends.items()):
-                refresh = getattr(backend, "refresh", None)
-                if callable(refresh):
-                    with self._backend_locks[key]:
-                        refresh()
-                else:
-                    del self._backends[key]
+        key = (backend.name, settings)
+        with self._backend_locks[key]:
+            if not callable(getattr(backend, "table", None)):
+                return backend.search(queries, k, filters)  # grep reads the files themselves
+            from wrenmem.errors import LockTimeoutError
+            from wrenmem.lock import index_lock
+
+            with contextlib.ExitStack() as stack:
+                try:
+                    stack.enter_context(index_lock(settings, timeout=BUSY_WAIT))
+                except LockTimeoutError:
+                    return self._search_pinned(backend, key, queries, k, filters)
+                if key in self._detached:
+                    backend.table().checkout_latest()
+                    self._detached.discard(key)
+                hits = backend.search(queries, k, filters)
+                self._complete[key] = backend.table().version
+                return hits
+        raise AssertionError("unreachable")
+
+    def _search_pinned(self, backend: Any, key: tuple[str, Settings], queries: list[str],
+                       k: int, filters: Any) -> list[list[Any]]:
+        version = self._complete.get(key)
+        if version is None:
+            raise Refused("the index is being written and no complete version is known yet")
+        backend.table().checkout(version)
+        self._detached.add(key)
+        auto_sync = getattr(backend, "auto_sync", None)
+        backend.auto_sync = False  # a writer holds the lock: do not queue behind it
+        try:
+            return backend.search(queries, k, filters)
+        finally:
+            if auto_sync is not None:
+                backend.auto_sync = auto_sync
 
     def warm(self) -> None:
         """Load the default backend (and its model) before the first request needs it."""
@@ -267,9 +299,8 @@ class DaemonServer:
 
         name = choose_backend(self.settings)
         if name in BACKENDS:
-            backend, lock = self._backend(name, self.settings)
-            with lock:
-                backend.search(["warm up"], 1, Filters())
+            self._search(self._backend(name, self.settings), self.settings, ["warm up"], 1,
+                         Filters())
 
 
 def _same_user(conn: socket.socket) -> bool:

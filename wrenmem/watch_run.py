@@ -197,10 +197,7 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
             kinds = kinds - {SETTINGS}
             if not kinds:
                 return SyncResult()
-        result = sync_all(settings, kinds)
-        if server is not None:
-            server.refresh()
-        return result
+        return sync_all(settings, kinds)
 
     def wrapped(kinds: set[str]) -> SyncResult:
         try:
