@@ -299,8 +299,14 @@ class DaemonServer:
 
         name = choose_backend(self.settings)
         if name in BACKENDS:
-            self._search(self._backend(name, self.settings), self.settings, ["warm up"], 1,
-                         Filters())
+            backend = self._backend(name, self.settings)
+            embedder = getattr(backend, "embedder", None)
+            if embedder is not None:
+                embedder.embed(["warm up"])  # the slow part, and needs no lock
+            try:
+                self._search(backend, self.settings, ["warm up"], 1, Filters())
+            except Refused:
+                pass  # a sync is writing: the model is loaded, the table opens on first use
 
 
 def _same_user(conn: socket.socket) -> bool:

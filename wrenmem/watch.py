@@ -211,7 +211,7 @@ def run_loop(settings: Settings, source: EventSource, sync: Callable[[set[str]],
         _report_pair_errors(result, stats, say)
         if result.summaries:
             stats.last_summary = "; ".join(result.summaries)
-            if result.changed:
+            if result.changed or stats.syncs == 1:
                 say("INFO", f"synced ({stats.last_sync_seconds:.2f} s): {stats.last_summary}")
         failed_parts = {part for part, _ in result.failures}
         for part in kinds - failed_parts:

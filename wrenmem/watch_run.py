@@ -96,16 +96,23 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
 
 
 def _summary(report: Any) -> str:
-    describe = getattr(report, "summary", None)
-    return str(describe() if callable(describe) else report)
+    """One short line: counts, never the lists of paths."""
+    if getattr(report, "noop", False):
+        return "up to date"
+    parts = []
+    for name in ("added", "changed", "removed", "renamed", "embedded", "deleted", "items"):
+        value = getattr(report, name, None)
+        count = len(value) if isinstance(value, tuple | list) else value
+        if isinstance(count, int) and (count or name in ("embedded",)):
+            parts.append(f"{count} {name}")
+    if getattr(report, "rebuilt", False):
+        reason = getattr(report, "rebuild_reason", None)
+        parts.append("rebuilt" + (f" ({reason})" if reason else ""))
+    return ", ".join(parts) or str(report)
 
 
 def _report_changed(report: Any) -> bool:
-    for attr in ("changed", "has_changes"):
-        value = getattr(report, attr, None)
-        if value is not None:
-            return bool(value() if callable(value) else value)
-    return True
+    return not getattr(report, "noop", False)
 
 
 # --- the watcher process --------------------------------------------------------------------
@@ -211,15 +218,19 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
 
     warmed = False
 
+    def warm() -> None:
+        try:
+            server.warm()  # type: ignore[union-attr]
+        except Exception as e:  # the CLI still works in-process
+            say("WARNING", f"daemon: could not load the recall backend: {e}")
+
     def after_first(kinds: set[str]) -> SyncResult:
         nonlocal warmed
         result = wrapped(kinds)
         if not warmed and server is not None:
+            # Load the model beside the loop, not in it: changes keep syncing meanwhile.
             warmed = True
-            try:
-                server.warm()
-            except Exception as e:  # the CLI still works in-process
-                say("WARNING", f"daemon: could not load the recall backend: {e}")
+            threading.Thread(target=warm, name="wrenmem-warm", daemon=True).start()
         return result
 
     try:
