@@ -215,6 +215,18 @@ def test_index_backends_through_the_daemon(server, settings) -> None:
     assert after[0].hits[0].path == "knowledge/sql/capy.md"
     assert after == recall_many(hybrid, question, 1, Filters())
 
+    # rows added by another process: the daemon's long-lived handles must not keep an old
+    # full-text index (a fresh process would not)
+    for i in range(3):
+        write_pair(settings.root, f"okapi-{i}.md", f"How many okapi{i} were sold last week?",
+                   "SELECT 1")
+    from conftest import run_wrenmem
+
+    assert run_wrenmem(["sync"], settings.root).returncode == 0
+    last_week = ["How many orders were cancelled last week?", "okapi sold last week"]
+    assert remote_recall(hybrid, last_week, 5, Filters()) == recall_many(hybrid, last_week, 5,
+                                                                         Filters())
+
 
 def test_a_busy_index_with_no_whole_version_known_is_refused(server, settings) -> None:
     from wrenmem.lock import index_lock

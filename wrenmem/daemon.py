@@ -208,9 +208,8 @@ class DaemonServer:
         name = choose_backend(settings, notes.append)
         if name not in BACKENDS:
             raise ExtraMissingError(f"the {name} backend is not available in this install")
-        backend = self._backend(name, settings)
-        hits = self._search(backend, settings, list(queries), k, filters)
-        return [RecallResult(q, backend.name, tuple(h)).to_dict()
+        backend_name, hits = self._search(name, settings, list(queries), k, filters)
+        return [RecallResult(q, backend_name, tuple(h)).to_dict()
                 for q, h in zip(queries, hits, strict=True)]
 
     def fetch(self, settings: Settings, args: dict[str, Any]) -> dict[str, Any]:
@@ -249,19 +248,22 @@ class DaemonServer:
                 self._backend_locks[key] = threading.Lock()
             return backend
 
-    def _search(self, backend: Any, settings: Settings, queries: list[str], k: int,
-                filters: Any) -> list[list[Any]]:
-        """``backend.search``, never on a half-applied sync.
+    def _search(self, name: str, settings: Settings, queries: list[str], k: int,
+                filters: Any) -> tuple[str, list[list[Any]]]:
+        """What ``backend.search`` returns in a fresh process, never on a half-applied sync.
 
-        Index backends search under the index lock (so no writer is between commits; their
-        own catch-up sync re-enters it), and the version they saw is remembered as complete.
-        If a writer holds the lock, the search runs on that last complete version instead of
-        waiting; with none known yet, the request is refused and the CLI works in-process.
+        Index backends: under the index lock (no writer is between commits), first the same
+        catch-up sync the backend does in-process, then the search; that version is then
+        remembered as whole. A handle opened at an older version is replaced, because a
+        LanceDB connection keeps serving the full-text index it first read. If a writer
+        holds the lock, the search runs on the last whole version instead of waiting; with
+        none known yet, the request is refused and the CLI works in-process.
         """
-        key = (backend.name, settings)
+        key = (name, settings)
+        backend = self._backend(name, settings)
         with self._backend_locks[key]:
             if not callable(getattr(backend, "table", None)):
-                return backend.search(queries, k, filters)  # grep reads the files themselves
+                return backend.name, backend.search(queries, k, filters)  # grep: the files
             from wrenmem.errors import LockTimeoutError
             from wrenmem.lock import index_lock
 
@@ -269,14 +271,38 @@ class DaemonServer:
                 try:
                     stack.enter_context(index_lock(settings, timeout=BUSY_WAIT))
                 except LockTimeoutError:
-                    return self._search_pinned(backend, key, queries, k, filters)
-                if key in self._detached:
-                    backend.table().checkout_latest()
-                    self._detached.discard(key)
-                hits = backend.search(queries, k, filters)
-                self._complete[key] = backend.table().version
-                return hits
+                    return backend.name, self._search_pinned(backend, key, queries, k, filters)
+                if getattr(backend, "auto_sync", False):
+                    from wrenmem.sync import sync_pairs
+
+                    sync_pairs(settings)  # re-enters the lock we hold
+                version = backend.table().version
+                if key in self._detached or self._complete.get(key, version) != version:
+                    backend = self._replace_backend(key)
+                    version = backend.table().version
+                self._detached.discard(key)
+                self._complete[key] = version
+                return backend.name, self._without_sync(backend, queries, k, filters)
         raise AssertionError("unreachable")
+
+    def _replace_backend(self, key: tuple[str, Settings]) -> Any:
+        from wrenmem.recall import BACKENDS
+
+        with self._cache_lock:
+            backend = self._backends[key] = BACKENDS[key[0]](key[1])
+        return backend
+
+    @staticmethod
+    def _without_sync(backend: Any, queries: list[str], k: int, filters: Any
+                      ) -> list[list[Any]]:
+        auto_sync = getattr(backend, "auto_sync", None)
+        if auto_sync is not None:
+            backend.auto_sync = False  # already done, or a writer holds the lock
+        try:
+            return backend.search(queries, k, filters)
+        finally:
+            if auto_sync is not None:
+                backend.auto_sync = auto_sync
 
     def _search_pinned(self, backend: Any, key: tuple[str, Settings], queries: list[str],
                        k: int, filters: Any) -> list[list[Any]]:
@@ -285,13 +311,7 @@ class DaemonServer:
             raise Refused("the index is being written and no complete version is known yet")
         backend.table().checkout(version)
         self._detached.add(key)
-        auto_sync = getattr(backend, "auto_sync", None)
-        backend.auto_sync = False  # a writer holds the lock: do not queue behind it
-        try:
-            return backend.search(queries, k, filters)
-        finally:
-            if auto_sync is not None:
-                backend.auto_sync = auto_sync
+        return self._without_sync(backend, queries, k, filters)
 
     def warm(self) -> None:
         """Load the default backend (and its model) before the first request needs it."""
@@ -304,7 +324,7 @@ class DaemonServer:
             if embedder is not None:
                 embedder.embed(["warm up"])  # the slow part, and needs no lock
             try:
-                self._search(backend, self.settings, ["warm up"], 1, Filters())
+                self._search(name, self.settings, ["warm up"], 1, Filters())
             except Refused:
                 pass  # a sync is writing: the model is loaded, the table opens on first use
 
