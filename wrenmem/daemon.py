@@ -49,11 +49,7 @@ class DaemonServer:
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._closing = threading.Event()
-        self._backends: dict[tuple[str, Settings], Any] = {}
-        self._backend_locks: dict[tuple[str, Settings], threading.Lock] = {}
-        self._complete: dict[tuple[str, Settings], int] = {}  # last version seen whole
-        self._detached: set[tuple[str, Settings]] = set()  # backends checked out at one
-        self._cache_lock = threading.Lock()
+        self._complete: dict[tuple[str, Settings], int] = {}  # last index version seen whole
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -235,83 +231,50 @@ class DaemonServer:
             raise Refused(f"status is not available here: {e}") from e
         return index_status(settings, **args)
 
-    # --- warm backends ----------------------------------------------------------------------
-
-    def _backend(self, name: str, settings: Settings) -> Any:
-        from wrenmem.recall import BACKENDS
-
-        key = (name, settings)
-        with self._cache_lock:
-            backend = self._backends.get(key)
-            if backend is None:
-                backend = self._backends[key] = BACKENDS[name](settings)
-                self._backend_locks[key] = threading.Lock()
-            return backend
+    # --- searching -------------------------------------------------------------------------
 
     def _search(self, name: str, settings: Settings, queries: list[str], k: int,
                 filters: Any) -> tuple[str, list[list[Any]]]:
         """What ``backend.search`` returns in a fresh process, never on a half-applied sync.
 
-        Index backends: under the index lock (no writer is between commits), first the same
-        catch-up sync the backend does in-process, then the search; that version is then
-        remembered as whole. A handle opened at an older version is replaced, because a
-        LanceDB connection keeps serving the full-text index it first read. If a writer
-        holds the lock, the search runs on the last whole version instead of waiting; with
-        none known yet, the request is refused and the CLI works in-process.
+        Each request gets a new backend object, as a CLI process would: what stays warm is
+        the process (imports) and the embedder (``get_embedder`` keeps it), which is the
+        expensive part. A LanceDB handle kept across requests is not the same thing: it
+        keeps the full-text index it first read, and ranks full-text ties differently from
+        its first search, so its answers would drift from the CLI's.
+
+        Index backends run under the index lock (no writer is between commits): first the
+        same catch-up sync the backend does in-process, then the search, and that version
+        is remembered as whole. If a writer holds the lock, the search runs on the last
+        whole version instead of waiting; with none known yet, the request is refused and
+        the CLI works in-process.
         """
-        key = (name, settings)
-        backend = self._backend(name, settings)
-        with self._backend_locks[key]:
-            if not callable(getattr(backend, "table", None)):
-                return backend.name, backend.search(queries, k, filters)  # grep: the files
-            from wrenmem.errors import LockTimeoutError
-            from wrenmem.lock import index_lock
-
-            with contextlib.ExitStack() as stack:
-                try:
-                    stack.enter_context(index_lock(settings, timeout=BUSY_WAIT))
-                except LockTimeoutError:
-                    return backend.name, self._search_pinned(backend, key, queries, k, filters)
-                if getattr(backend, "auto_sync", False):
-                    from wrenmem.sync import sync_pairs
-
-                    sync_pairs(settings)  # re-enters the lock we hold
-                version = backend.table().version
-                if key in self._detached or self._complete.get(key, version) != version:
-                    backend = self._replace_backend(key)
-                    version = backend.table().version
-                self._detached.discard(key)
-                self._complete[key] = version
-                return backend.name, self._without_sync(backend, queries, k, filters)
-        raise AssertionError("unreachable")
-
-    def _replace_backend(self, key: tuple[str, Settings]) -> Any:
         from wrenmem.recall import BACKENDS
 
-        with self._cache_lock:
-            backend = self._backends[key] = BACKENDS[key[0]](key[1])
-        return backend
+        backend: Any = BACKENDS[name](settings)
+        if not callable(getattr(backend, "table", None)):
+            return backend.name, backend.search(queries, k, filters)  # grep: the files
+        from wrenmem.errors import LockTimeoutError
+        from wrenmem.lock import index_lock
 
-    @staticmethod
-    def _without_sync(backend: Any, queries: list[str], k: int, filters: Any
-                      ) -> list[list[Any]]:
-        auto_sync = getattr(backend, "auto_sync", None)
-        if auto_sync is not None:
-            backend.auto_sync = False  # already done, or a writer holds the lock
-        try:
-            return backend.search(queries, k, filters)
-        finally:
-            if auto_sync is not None:
-                backend.auto_sync = auto_sync
+        key = (name, settings)
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(index_lock(settings, timeout=BUSY_WAIT))
+            except LockTimeoutError:
+                version = self._complete.get(key)
+                if version is None:
+                    raise Refused("the index is being written and no whole version is known "
+                                  "yet") from None
+                backend.table().checkout(version)
+                return backend.name, _without_sync(backend, queries, k, filters)
+            if getattr(backend, "auto_sync", False):
+                from wrenmem.sync import sync_pairs
 
-    def _search_pinned(self, backend: Any, key: tuple[str, Settings], queries: list[str],
-                       k: int, filters: Any) -> list[list[Any]]:
-        version = self._complete.get(key)
-        if version is None:
-            raise Refused("the index is being written and no complete version is known yet")
-        backend.table().checkout(version)
-        self._detached.add(key)
-        return self._without_sync(backend, queries, k, filters)
+                sync_pairs(settings)  # re-enters the lock we hold
+            self._complete[key] = backend.table().version
+            return backend.name, _without_sync(backend, queries, k, filters)
+        raise AssertionError("unreachable")
 
     def warm(self) -> None:
         """Load the default backend (and its model) before the first request needs it."""
@@ -319,7 +282,7 @@ class DaemonServer:
 
         name = choose_backend(self.settings)
         if name in BACKENDS:
-            backend = self._backend(name, self.settings)
+            backend = BACKENDS[name](self.settings)
             embedder = getattr(backend, "embedder", None)
             if embedder is not None:
                 embedder.embed(["warm up"])  # the slow part, and needs no lock
@@ -327,6 +290,14 @@ class DaemonServer:
                 self._search(name, self.settings, ["warm up"], 1, Filters())
             except Refused:
                 pass  # a sync is writing: the model is loaded, the table opens on first use
+
+
+def _without_sync(backend: Any, queries: list[str], k: int, filters: Any) -> list[list[Any]]:
+    """Search without the backend's own catch-up sync (done already, or a writer is busy)."""
+    if getattr(backend, "auto_sync", None) is not None:
+        backend.auto_sync = False
+    hits: list[list[Any]] = backend.search(queries, k, filters)
+    return hits
 
 
 def _same_user(conn: socket.socket) -> bool:
