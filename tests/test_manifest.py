@@ -156,7 +156,7 @@ manifests = st.dictionaries(
     st.lists(near_items | json_values, max_size=4) | json_values, max_size=6)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(manifests)
 def test_fuzzed_manifests_never_crash(document: dict) -> None:
     """Any JSON either loads (maybe with warnings) or raises ManifestError: no traceback."""
@@ -173,3 +173,15 @@ def test_fuzzed_manifests_never_crash(document: dict) -> None:
     items = schema_items(manifest)
     assert len({i.id for i in items}) == len(items)
     generate_seeds(manifest)
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
+def test_fuzzed_files_never_crash(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "mdl.json"
+    path.write_bytes(data)
+    try:
+        load_manifest(path)
+    except ManifestError as e:
+        assert str(path) in str(e)

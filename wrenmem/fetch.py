@@ -10,22 +10,20 @@ search is keyword-only over the current manifest's items, so it can never be sta
 from __future__ import annotations
 
 import logging
-import threading
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from wrenmem.describe import describe
 from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
-from wrenmem.manifest import Manifest, load_manifest
-from wrenmem.schema_items import SchemaItem, normalize_types, schema_items
+from wrenmem.manifest import load_manifest
+from wrenmem.schema_cache import Prepared, prepare
+from wrenmem.schema_items import SchemaItem, normalize_types
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 RRF_K = 60
 OVERFETCH = 4
-NAME_WEIGHT = 3.0  # the item's own name and model count more than its sentence
 
 
 @dataclass(frozen=True)
@@ -51,6 +49,7 @@ class FetchResult:
     schema: str | None = None
     results: tuple[ScoredItem, ...] = ()
     notes: tuple[str, ...] = ()
+    index: dict[str, Any] | None = None  # what the schema index sync did (search mode)
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -58,7 +57,7 @@ class FetchResult:
                 "manifest": self.manifest, "fingerprint": self.fingerprint,
                 "characters": self.characters, "threshold": self.threshold,
                 "schema": self.schema, "results": [r.to_dict() for r in self.results],
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "index": self.index}
 
     def render(self) -> str:
         """Plain text for a reader or a prompt."""
@@ -67,79 +66,11 @@ class FetchResult:
         return render_results(self.question, self.results, self.method)
 
 
-# In-process caches (the warm daemon calls fetch many times): manifest by file stat, items
-# and keyword index by fingerprint.
-_lock = threading.Lock()
-_manifests: dict[str, tuple[tuple[int, int, int], Manifest]] = {}
-_items: dict[str, tuple[list[SchemaItem], str]] = {}
-_keyword: dict[str, Any] = {}
-
-
-def cached_manifest(path: Path) -> Manifest:
-    """``load_manifest`` with a one-entry cache keyed by the file's stat."""
-    try:
-        st = path.stat()
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
-    except OSError:
-        return load_manifest(path)  # raises the proper ManifestError
-    with _lock:
-        hit = _manifests.get(str(path))
-        if hit is not None and hit[0] == key:
-            return hit[1]
-    manifest = load_manifest(path)
-    with _lock:
-        _manifests.clear()
-        _manifests[str(path)] = (key, manifest)
-    return manifest
-
-
-def manifest_items(manifest: Manifest) -> list[SchemaItem]:
-    """``schema_items(manifest)``, computed once per fingerprint in this process."""
-    with _lock:
-        hit = _items.get(manifest.fingerprint)
-    if hit is not None:
-        return hit[0]
-    items = schema_items(manifest)
-    with _lock:
-        _items.clear()
-        _items[manifest.fingerprint] = (items, describe(manifest))
-    return items
-
-
-def manifest_text(manifest: Manifest) -> str:
-    manifest_items(manifest)
-    with _lock:
-        hit = _items.get(manifest.fingerprint)
-    return hit[1] if hit is not None else describe(manifest)
-
-
-def keyword_index(fingerprint: str, items: list[SchemaItem]) -> Any:
-    """BM25 over the items' names (weighted up) and sentences, cached per fingerprint."""
-    from wrenmem.textsearch import Bm25Index, tokenize
-
-    with _lock:
-        hit = _keyword.get(fingerprint)
-    if hit is not None:
-        return hit
-    docs = []
-    for item in items:
-        terms: Counter[str] = Counter()
-        for term in tokenize(f"{item.name} {item.model} {item.related}"):
-            terms[term] += NAME_WEIGHT
-        for term in tokenize(item.text):
-            terms[term] += 1.0
-        docs.append(dict(terms))
-    index = Bm25Index(docs)
-    with _lock:
-        _keyword.clear()
-        _keyword[fingerprint] = index
-    return index
-
-
-def keyword_search(items: list[SchemaItem], fingerprint: str, question: str, k: int,
-                   types: tuple[str, ...], model: str | None) -> list[ScoredItem]:
-    index = keyword_index(fingerprint, items)
-    scores = index.scores(question)
+def keyword_search(prepared: Prepared, question: str, k: int, types: tuple[str, ...],
+                   model: str | None) -> list[ScoredItem]:
+    """BM25 over the current manifest's items (names weigh more than sentences)."""
+    items = prepared.items
+    scores = prepared.keyword.scores(question)
     ranked = sorted(((s, i) for i, s in scores.items() if items[i].matches(types, model)),
                     key=lambda pair: (-pair[0], items[pair[1]].id))
     return [ScoredItem(items[i], s) for s, i in ranked[:k]]
@@ -156,53 +87,55 @@ def fetch(settings: Settings, question: str, *, types: tuple[str, ...] | list[st
     except ValueError as e:
         raise WrenmemError(str(e)) from e
     path = (manifest_path or settings.manifest_path).resolve()
-    manifest = cached_manifest(path)
-    text = manifest_text(manifest)
+    prepared = prepare(settings, path)
     limit = settings.fetch_threshold if threshold is None else threshold
-    base = {"question": question, "manifest": str(path), "fingerprint": manifest.fingerprint,
-            "characters": len(text), "threshold": limit, "warnings": manifest.warnings}
-    if len(text) <= limit:
-        notes = ()
+    base = {"question": question, "manifest": str(path), "fingerprint": prepared.fingerprint,
+            "characters": prepared.characters, "threshold": limit,
+            "warnings": prepared.warnings}
+    if prepared.characters <= limit:
+        notes: tuple[str, ...] = ()
         if wanted or model:
-            notes = (f"the whole schema fits ({len(text)} <= {limit} characters), so "
-                     "--type and --model are not applied; use --threshold 0 to search",)
-        return FetchResult(strategy="full", method="full", schema=text, notes=notes, **base)
-    items = manifest_items(manifest)
-    if model and not any(i.model == model or i.related == model for i in items):
+            notes = (f"the whole schema fits ({prepared.characters} <= {limit} characters), "
+                     "so --type and --model are not applied; use --threshold 0 to search",)
+        # Small by definition, so reading it again is cheap.
+        text = describe(load_manifest(path))
+        return FetchResult(strategy="full", method="full", schema=text, notes=notes,
+                           **base)  # type: ignore[arg-type]
+    if model and not any(i.model == model or i.related == model for i in prepared.items):
         raise WrenmemError(f"no model, view or cube named {model!r} in {path}")
-    results, method, notes = _search(settings, path, manifest, items, question, k, wanted,
-                                     model)
+    results, method, notes_list, index = _search(settings, path, prepared, question, k,
+                                                 wanted, model)
     return FetchResult(strategy="search", method=method, results=tuple(results),
-                       notes=tuple(notes), **base)
+                       notes=tuple(notes_list), index=index, **base)  # type: ignore[arg-type]
 
 
-def _search(settings: Settings, path: Path, manifest: Manifest, items: list[SchemaItem],
-            question: str, k: int, types: tuple[str, ...], model: str | None
-            ) -> tuple[list[ScoredItem], str, list[str]]:
-    keyword = keyword_search(items, manifest.fingerprint, question, k * OVERFETCH, types, model)
+def _search(settings: Settings, path: Path, prepared: Prepared, question: str, k: int,
+            types: tuple[str, ...], model: str | None
+            ) -> tuple[list[ScoredItem], str, list[str], dict[str, Any] | None]:
+    keyword = keyword_search(prepared, question, k * OVERFETCH, types, model)
     if settings.backend == "grep":
-        return keyword[:k], "keyword", []
+        return keyword[:k], "keyword", [], None
     try:
-        vector = _vector_search(settings, path, manifest, items, question, k * OVERFETCH, types,
-                                model)
+        vector, report = _vector_search(settings, path, prepared, question, k * OVERFETCH,
+                                        types, model)
     except ExtraMissingError as e:
-        return keyword[:k], "keyword", [f"keyword search only: {e}"]
+        return keyword[:k], "keyword", [f"keyword search only: {e}"], None
     except LockTimeoutError as e:
-        return keyword[:k], "keyword", [f"keyword search only, the index is busy: {e}"]
+        return keyword[:k], "keyword", [f"keyword search only, the index is busy: {e}"], None
     if settings.backend == "vector":
-        return vector[:k], "vector", []
-    return fuse(vector, keyword)[:k], "hybrid", []
+        return vector[:k], "vector", [], report
+    return fuse(vector, keyword)[:k], "hybrid", [], report
 
 
-def _vector_search(settings: Settings, path: Path, manifest: Manifest, items: list[SchemaItem],
-                   question: str, limit: int, types: tuple[str, ...], model: str | None
-                   ) -> list[ScoredItem]:
+def _vector_search(settings: Settings, path: Path, prepared: Prepared, question: str,
+                   limit: int, types: tuple[str, ...], model: str | None
+                   ) -> tuple[list[ScoredItem], dict[str, Any]]:
     from wrenmem.embedders import get_embedder
-    from wrenmem.schema_index import sync_schema, vector_search
+    from wrenmem.schema_index import sync_items, vector_search
 
     embedder = get_embedder(settings.embedder, root=settings.root)
-    sync_schema(settings, manifest_path=path, manifest=None, embedder=embedder)
-    current = {item.id: item for item in items}
+    report = sync_items(settings, path, prepared.fingerprint, prepared.items, embedder)
+    current = {item.id: item for item in prepared.items}
     out = []
     for item_id, item_hash, score in vector_search(settings, question, embedder=embedder,
                                                    limit=limit, types=types, model=model):
@@ -210,7 +143,7 @@ def _vector_search(settings: Settings, path: Path, manifest: Manifest, items: li
         # Rows of another manifest (a concurrent sync of a different file) never leak in.
         if item is not None and item.item_hash == item_hash:
             out.append(ScoredItem(item, score))
-    return out
+    return out, report.to_dict()
 
 
 def fuse(*rankings: list[ScoredItem]) -> list[ScoredItem]:

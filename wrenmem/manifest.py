@@ -13,6 +13,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -119,11 +120,12 @@ class Manifest:
         """sqlglot dialect of the manifest's ``dataSource``; None if absent or unknown."""
         return DATASOURCE_DIALECTS.get(self.data_source.strip().lower())
 
+    @cached_property
+    def _models_by_name(self) -> dict[str, Model]:
+        return {m.name: m for m in self.models}
+
     def model(self, name: str) -> Model | None:
-        for model in self.models:
-            if model.name == name:
-                return model
-        return None
+        return self._models_by_name.get(name)
 
     def table_columns(self) -> dict[str, dict[str, str]]:
         """Model/view name → column name → type, hidden columns included (SQL may use them).
@@ -153,16 +155,23 @@ def load_manifest(path: str | Path) -> Manifest:
     except UnicodeDecodeError as e:
         raise ManifestError(f"{path}: manifest is not valid UTF-8 (byte {e.start})") from e
     try:
-        document = json.loads(text)
+        # Keys starting with "_" are dropped while decoding: they are not part of the schema
+        # and the fingerprint ignores them, so it need not copy the document again.
+        document = json.loads(text, object_pairs_hook=_public_object)
     except json.JSONDecodeError as e:
         raise ManifestError(f"{path}:{e.lineno}:{e.colno}: manifest is not valid JSON: "
                             f"{e.msg}") from e
     except RecursionError as e:
         raise ManifestError(f"{path}: manifest is nested too deeply") from e
-    return parse_manifest(document, str(path))
+    return parse_manifest(document, str(path), _public=True)
 
 
-def parse_manifest(document: Any, path: str = "<manifest>") -> Manifest:
+def _public_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {k: v for k, v in pairs if not k.startswith("_")}
+
+
+def parse_manifest(document: Any, path: str = "<manifest>", *, _public: bool = False
+                   ) -> Manifest:
     """Build a :class:`Manifest` from decoded JSON, skipping (and naming) bad items."""
     if not isinstance(document, dict):
         raise ManifestError(f"{path}: a manifest must be a JSON object, not {_kind(document)}")
@@ -190,13 +199,15 @@ def parse_manifest(document: Any, path: str = "<manifest>") -> Manifest:
         data_source=_text(document, "dataSource", "manifest", warnings),
         description=_text(document, "description", "manifest", warnings),
         models=models, relationships=relationships, views=views, cubes=cubes,
-        fingerprint=fingerprint(document), warnings=tuple(warnings), path=path,
+        fingerprint=fingerprint(document, _public=_public), warnings=tuple(warnings),
+        path=path,
     )
 
 
-def fingerprint(document: Any) -> str:
+def fingerprint(document: Any, *, _public: bool = False) -> str:
     """Stable hash of a decoded manifest; keys starting with ``_`` (at any depth) are ignored."""
-    payload = json.dumps(_without_private(document), sort_keys=True, ensure_ascii=False,
+    public = document if _public else _without_private(document)
+    payload = json.dumps(public, sort_keys=True, ensure_ascii=False,
                          separators=(",", ":"), default=str)
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 

@@ -31,6 +31,7 @@ STATE_FILE = "schema_index.json"
 STATE_VERSION = 1
 EMBED_BATCH = 256
 RACY_SECONDS = 2.0
+COMPACT_EVERY = 20  # table versions between compactions
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,6 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
     ``index`` extra. The watcher calls this when the manifest changes.
     """
     from wrenmem.embedders import get_embedder
-    from wrenmem.manifest import load_manifest
 
     started = time.perf_counter()
     path = (manifest_path or settings.manifest_path).resolve()
@@ -118,32 +118,44 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
                                 unchanged=state.get("items", 0), noop=True,
                                 seconds=time.perf_counter() - started,
                                 embedder=embedder.model_id)
-    manifest = manifest or load_manifest(path)
-    stat_key = _stat_key(path)
-    if is_fresh(settings, path, embedder.model_id, manifest.fingerprint):
-        state = read_state(settings)
-        _write_state(settings, path, manifest, embedder.model_id, state.get("items", 0),
-                     stat_key)
-        return SchemaSyncReport(str(path), manifest.fingerprint, state.get("items", 0),
-                                unchanged=state.get("items", 0), noop=True,
-                                seconds=time.perf_counter() - started,
-                                embedder=embedder.model_id)
-    from wrenmem.fetch import manifest_items
+    if manifest is not None:
+        from wrenmem.schema_items import schema_items
+
+        fingerprint, items = manifest.fingerprint, schema_items(manifest)
+    else:
+        from wrenmem.schema_cache import prepare
+
+        prepared = prepare(settings, path)  # shared with fetch: parsed once per change
+        fingerprint, items = prepared.fingerprint, prepared.items
+    return sync_items(settings, path, fingerprint, items, embedder, progress=progress,
+                      started=started)
+
+
+def sync_items(settings: Settings, path: Path, fingerprint: str, items: Sequence[SchemaItem],
+               embedder: Any, *, progress: Callable[[int, int], None] | None = None,
+               started: float | None = None) -> SchemaSyncReport:
+    """Sync already-extracted items of the manifest at ``path`` (fetch has them cached)."""
     from wrenmem.lock import index_lock
 
-    items = manifest_items(manifest)
+    started = time.perf_counter() if started is None else started
+    stat_key = _stat_key(path)
+    if is_fresh(settings, path, embedder.model_id, fingerprint):
+        if read_state(settings).get("stat") != stat_key:
+            _write_state(settings, path, fingerprint, embedder.model_id, len(items), stat_key)
+        return SchemaSyncReport(str(path), fingerprint, len(items), unchanged=len(items),
+                                noop=True, seconds=time.perf_counter() - started,
+                                embedder=embedder.model_id)
     with index_lock(settings):
-        report = _apply(settings, items, embedder, progress)
-        _write_state(settings, path, manifest, embedder.model_id, len(items), stat_key)
-    return SchemaSyncReport(str(path), manifest.fingerprint, len(items), report[0], report[1],
-                            report[2], report[3], False, time.perf_counter() - started,
-                            embedder.model_id)
+        embedded, deleted, unchanged, rebuilt = _apply(settings, items, embedder, progress)
+        _write_state(settings, path, fingerprint, embedder.model_id, len(items), stat_key)
+    return SchemaSyncReport(str(path), fingerprint, len(items), embedded, deleted, unchanged,
+                            rebuilt, False, time.perf_counter() - started, embedder.model_id)
 
 
-def _write_state(settings: Settings, path: Path, manifest: Manifest, embedder_id: str,
+def _write_state(settings: Settings, path: Path, fingerprint: str, embedder_id: str,
                  items: int, stat_key: list[int] | None) -> None:
     state = {"version": STATE_VERSION, "manifest": str(path), "stat": stat_key,
-             "fingerprint": manifest.fingerprint, "embedder": embedder_id,
+             "fingerprint": fingerprint, "embedder": embedder_id,
              "index": settings.index_uri, "items": items}
     try:
         atomic_write_text(state_path(settings), json.dumps(state))
@@ -218,7 +230,25 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Any,
         merge.execute(rows)
     elif removed:
         table.delete(_in_filter("id", removed))
+    if table is not None and not rebuild:
+        _compact(table)
     return len(todo), len(removed), len(items) - len(todo), rebuild
+
+
+def _compact(table: Any) -> None:
+    """Every few syncs, merge small fragments and drop versions older than an hour.
+
+    Each incremental sync adds a small fragment and a version; without compaction a long-
+    lived index slows down and grows. Readers of recent versions are not disturbed.
+    """
+    import datetime as dt
+
+    try:
+        if table.version % COMPACT_EVERY:
+            return
+        table.optimize(cleanup_older_than=dt.timedelta(hours=1))
+    except Exception as e:  # compaction is housekeeping: never fail a sync for it
+        log.debug("schema index compaction skipped: %s", e)
 
 
 def _embed(embedder: Any, texts: list[str], progress: Callable[[int, int], None] | None

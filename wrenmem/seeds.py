@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from wrenmem.manifest import Column, Manifest, Model, Relationship
 
@@ -62,7 +63,8 @@ def generate_seeds(manifest: Manifest) -> list[Seed]:
     from wrenmem.sqlcheck import check_sql
 
     layers = {m.name: m.layer for m in manifest.models}
-    keys = relationship_keys(manifest)
+    conditions = parse_conditions(manifest)
+    keys = relationship_keys(manifest, conditions)
     seeds: list[Seed] = []
     for model in manifest.models:
         if model.layer == "raw":
@@ -74,7 +76,7 @@ def generate_seeds(manifest: Manifest) -> list[Seed]:
     for rel in manifest.relationships:
         if "raw" in (layers.get(rel.left), layers.get(rel.right)):
             continue
-        seed = _join_seed(rel, manifest)
+        seed = _join_seed(rel, manifest, conditions.get(rel.name))
         if seed is not None:
             seeds.append(seed)
     out: list[Seed] = []
@@ -91,21 +93,33 @@ def generate_seeds(manifest: Manifest) -> list[Seed]:
     return out
 
 
-def relationship_keys(manifest: Manifest) -> dict[str, set[str]]:
-    """Model name → lower-cased column names used in relationship join conditions."""
+def parse_conditions(manifest: Manifest) -> dict[str, Any]:
+    """Relationship name → parsed join condition (sqlglot tree), for those that parse."""
     import sqlglot
-    from sqlglot import exp
     from sqlglot.errors import SqlglotError
 
-    out: dict[str, set[str]] = {}
-    columns = {m.name: {c.name.lower() for c in m.columns} for m in manifest.models}
+    out: dict[str, Any] = {}
     for rel in manifest.relationships:
         if not rel.condition:
             continue
         try:
-            tree = sqlglot.parse_one(rel.condition, read=manifest.dialect)
+            out[rel.name] = sqlglot.parse_one(rel.condition, read=manifest.dialect)
         except (SqlglotError, ValueError, RecursionError) as e:
             log.warning("relationship %s: condition does not parse: %s", rel.name, e)
+    return out
+
+
+def relationship_keys(manifest: Manifest, conditions: dict[str, Any] | None = None
+                      ) -> dict[str, set[str]]:
+    """Model name → lower-cased column names used in relationship join conditions."""
+    from sqlglot import exp
+
+    conditions = parse_conditions(manifest) if conditions is None else conditions
+    out: dict[str, set[str]] = {}
+    columns = {m.name: {c.name.lower() for c in m.columns} for m in manifest.models}
+    for rel in manifest.relationships:
+        tree = conditions.get(rel.name)
+        if tree is None:
             continue
         ends = {rel.left.lower(): rel.left, rel.right.lower(): rel.right}
         found = list(tree.find_all(exp.Column))
@@ -209,19 +223,14 @@ def _model_seeds(model: Model, keys: set[str], dialect: str | None) -> list[Seed
     return seeds
 
 
-def _join_seed(rel: Relationship, manifest: Manifest) -> Seed | None:
-    import sqlglot
+def _join_seed(rel: Relationship, manifest: Manifest, parsed: Any) -> Seed | None:
     from sqlglot import exp
-    from sqlglot.errors import SqlglotError
 
     dialect = manifest.dialect
-    if not rel.condition or manifest.model(rel.left) is None or manifest.model(
+    if parsed is None or manifest.model(rel.left) is None or manifest.model(
             rel.right) is None or rel.left == rel.right:
         return None
-    try:
-        condition = sqlglot.parse_one(rel.condition, read=dialect)
-    except (SqlglotError, ValueError, RecursionError):
-        return None
+    condition = parsed.copy()
     for col in condition.find_all(exp.Column):
         for part in col.parts:
             _quote(part, dialect)
