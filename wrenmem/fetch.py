@@ -10,6 +10,7 @@ search is keyword-only over the current manifest's items, so it can never be sta
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,8 @@ def keyword_search(prepared: Prepared, question: str, k: int, types: tuple[str, 
 
 def fetch(settings: Settings, question: str, *, types: tuple[str, ...] | list[str] = (),
           model: str | None = None, k: int = 10, threshold: int | None = None,
-          manifest_path: Path | None = None) -> FetchResult:
+          manifest_path: Path | None = None,
+          progress: Callable[[int, int], None] | None = None) -> FetchResult:
     """Schema context for ``question``. Raises ManifestError when there is no usable manifest."""
     if k <= 0:
         raise WrenmemError(f"-k must be a positive number, got {k}")
@@ -104,20 +106,21 @@ def fetch(settings: Settings, question: str, *, types: tuple[str, ...] | list[st
     if model and not any(i.model == model or i.related == model for i in prepared.items):
         raise WrenmemError(f"no model, view or cube named {model!r} in {path}")
     results, method, notes_list, index = _search(settings, path, prepared, question, k,
-                                                 wanted, model)
+                                                 wanted, model, progress)
     return FetchResult(strategy="search", method=method, results=tuple(results),
                        notes=tuple(notes_list), index=index, **base)  # type: ignore[arg-type]
 
 
 def _search(settings: Settings, path: Path, prepared: Prepared, question: str, k: int,
-            types: tuple[str, ...], model: str | None
+            types: tuple[str, ...], model: str | None,
+            progress: Callable[[int, int], None] | None = None
             ) -> tuple[list[ScoredItem], str, list[str], dict[str, Any] | None]:
     keyword = keyword_search(prepared, question, k * OVERFETCH, types, model)
     if settings.backend == "grep":
         return keyword[:k], "keyword", [], None
     try:
         vector, report = _vector_search(settings, path, prepared, question, k * OVERFETCH,
-                                        types, model)
+                                        types, model, progress)
     except ExtraMissingError as e:
         return keyword[:k], "keyword", [f"keyword search only: {e}"], None
     except LockTimeoutError as e:
@@ -128,13 +131,15 @@ def _search(settings: Settings, path: Path, prepared: Prepared, question: str, k
 
 
 def _vector_search(settings: Settings, path: Path, prepared: Prepared, question: str,
-                   limit: int, types: tuple[str, ...], model: str | None
+                   limit: int, types: tuple[str, ...], model: str | None,
+                   progress: Callable[[int, int], None] | None = None
                    ) -> tuple[list[ScoredItem], dict[str, Any]]:
     from wrenmem.embedders import get_embedder
     from wrenmem.schema_index import sync_items, vector_search
 
     embedder = get_embedder(settings.embedder, root=settings.root)
-    report = sync_items(settings, path, prepared.fingerprint, prepared.items, embedder)
+    report = sync_items(settings, path, prepared.fingerprint, prepared.items, embedder,
+                        progress=progress)
     current = {item.id: item for item in prepared.items}
     out = []
     for item_id, item_hash, score in vector_search(settings, question, embedder=embedder,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,22 @@ def _settings(ctx: click.Context, manifest: str | None, **overrides: object) -> 
 def _warn_manifest(warnings: tuple[str, ...], path: str) -> None:
     for message in warnings:
         warn(f"warning: {path}: {message}")
+
+
+def _progress() -> Callable[[int, int], None] | None:
+    """A one-line counter on a terminal's stderr while schema items are embedded."""
+    import sys
+
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        end = "\n" if done >= total else ""
+        click.echo(f"\rembedding schema items: {done}/{total}", err=True, nl=False)
+        if end:
+            click.echo(err=True)
+
+    return show
 
 
 @click.command()
@@ -84,7 +101,7 @@ def fetch(ctx: click.Context, question: str, types: tuple[str, ...], model: str 
         from wrenmem.fetch import fetch as fetch_context
 
         result = fetch_context(settings, question, types=types, model=model, k=k,
-                               threshold=threshold)
+                               threshold=threshold, progress=_progress())
     _warn_manifest(result.warnings, settings.relpath(settings.manifest_path))
     for note in result.notes:
         warn(f"note: {note}")
