@@ -138,3 +138,17 @@ def test_vector_search_filters(settings: Settings) -> None:
     ids = {h[0] for h in customers}
     assert "relationship:orders_customer" in ids and "column:customers.email" in ids
     assert all("customers" in i or i == "relationship:orders_customer" for i in ids)
+
+
+def test_killed_first_index_keeps_finished_chunks(settings: Settings,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(schema_index, "WRITE_CHUNK", 10)
+    monkeypatch.setattr(schema_index, "EMBED_BATCH", 5)
+    with pytest.raises(RuntimeError):
+        sync_schema(settings, embedder=RecordingEmbedder(fail_after=25))
+    assert len(rows(settings)) == 20
+    resumed = RecordingEmbedder()
+    report = sync_schema(settings, embedder=resumed)
+    total = len(current_items(settings))
+    assert report.embedded == len(resumed.embedded) == total - 20
+    assert {k: v[0] for k, v in rows(settings).items()} == current_items(settings)

@@ -32,6 +32,7 @@ STATE_VERSION = 1
 EMBED_BATCH = 256
 RACY_SECONDS = 2.0
 COMPACT_EVERY = 20  # table versions between compactions
+WRITE_CHUNK = 4096  # items embedded per commit of a large sync
 
 
 @dataclass(frozen=True)
@@ -211,26 +212,28 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Any,
     removed = sorted(set(existing) - set(current))
     if not todo and not removed and not rebuild:
         return 0, 0, len(items), False
-    rows = None
-    if todo:
-        vectors = _embed(embedder, [item.text for item in todo], progress)
-        rows = _arrow_rows(todo, vectors, embedder.model_id)
-    if rebuild and rows is None:  # a manifest without items: an empty table
+    if rebuild and not todo:  # a manifest without items: no table
         if table is not None:
             db.drop_table(TABLE)
         return 0, len(removed), 0, True
-    if rebuild:
-        # One atomic overwrite: readers see the old table or the new one.
-        db.create_table(TABLE, rows, mode="overwrite")
-    elif todo:
-        merge = (table.merge_insert("id").when_matched_update_all()
-                 .when_not_matched_insert_all())
-        if removed:
+    # Large first indexes are written in chunks, so a killed sync keeps what it embedded
+    # (the next one skips those rows by hash) and memory stays bounded. A normal
+    # incremental sync is one chunk: one commit with its deletions.
+    chunks = [todo[i:i + WRITE_CHUNK] for i in range(0, len(todo), WRITE_CHUNK)]
+    for n, chunk in enumerate(chunks):
+        vectors = _embed(embedder, [item.text for item in chunk], progress,
+                         n * WRITE_CHUNK, len(todo))
+        rows = _arrow_rows(chunk, vectors, embedder.model_id)
+        if rebuild and n == 0:
+            table = db.create_table(TABLE, rows, mode="overwrite")
+            continue
+        merge = table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+        if removed and n == len(chunks) - 1:
             merge = merge.when_not_matched_by_source_delete(_in_filter("id", removed))
         merge.execute(rows)
-    elif removed:
+    if not chunks and removed:
         table.delete(_in_filter("id", removed))
-    if table is not None and not rebuild:
+    if not rebuild:
         _compact(table)
     return len(todo), len(removed), len(items) - len(todo), rebuild
 
@@ -251,15 +254,15 @@ def _compact(table: Any) -> None:
         log.debug("schema index compaction skipped: %s", e)
 
 
-def _embed(embedder: Any, texts: list[str], progress: Callable[[int, int], None] | None
-           ) -> Any:
+def _embed(embedder: Any, texts: list[str], progress: Callable[[int, int], None] | None,
+           offset: int = 0, total: int = 0) -> Any:
     import numpy as np
 
     parts = []
     for start in range(0, len(texts), EMBED_BATCH):
         parts.append(embedder.embed(texts[start:start + EMBED_BATCH]))
         if progress is not None:
-            progress(min(start + EMBED_BATCH, len(texts)), len(texts))
+            progress(offset + min(start + EMBED_BATCH, len(texts)), total or len(texts))
     return np.concatenate(parts).astype(np.float32, copy=False)
 
 
