@@ -95,8 +95,9 @@ def fetch(ctx: click.Context, question: str, types: tuple[str, ...], model: str 
 
     settings = _settings(ctx, manifest, backend=backend)
     # The running watcher answers warm when it can; otherwise the same work in-process.
-    result: Any = remote_fetch(settings, question, types=types, model=model, k=k,
-                               threshold=threshold)
+    # Not for another manifest than the project's: the daemon answers for its own.
+    result: Any = None if manifest else remote_fetch(settings, question, types=types,
+                                                     model=model, k=k, threshold=threshold)
     if result is None:
         from wrenmem.fetch import fetch as fetch_context
 
