@@ -30,7 +30,8 @@ def test_second_process_reads_the_cache_not_the_manifest(example_project: Path,
 
     monkeypatch.setattr(wrenmem.manifest, "load_manifest", boom)
     second = schema_cache.prepare(settings, path)
-    assert second.items == first.items and second.terms == first.terms
+    assert second.items == first.items and second.postings == first.postings
+    assert second.keyword_scores("payment method") == first.keyword_scores("payment method")
     assert second.fingerprint == first.fingerprint
     assert second.characters == first.characters
 

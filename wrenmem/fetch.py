@@ -70,11 +70,10 @@ class FetchResult:
 def keyword_search(prepared: Prepared, question: str, k: int, types: tuple[str, ...],
                    model: str | None) -> list[ScoredItem]:
     """BM25 over the current manifest's items (names weigh more than sentences)."""
-    items = prepared.items
-    scores = prepared.keyword.scores(question)
-    ranked = sorted(((s, i) for i, s in scores.items() if items[i].matches(types, model)),
-                    key=lambda pair: (-pair[0], items[pair[1]].id))
-    return [ScoredItem(items[i], s) for s, i in ranked[:k]]
+    scores = prepared.keyword_scores(question)
+    ranked = sorted(((s, n) for n, s in scores.items() if prepared.matches(n, types, model)),
+                    key=lambda pair: (-pair[0], prepared.records[pair[1]][0]))
+    return [ScoredItem(prepared.item(n), s) for s, n in ranked[:k]]
 
 
 def fetch(settings: Settings, question: str, *, types: tuple[str, ...] | list[str] = (),
@@ -103,7 +102,7 @@ def fetch(settings: Settings, question: str, *, types: tuple[str, ...] | list[st
         text = describe(load_manifest(path))
         return FetchResult(strategy="full", method="full", schema=text, notes=notes,
                            **base)  # type: ignore[arg-type]
-    if model and not any(i.model == model or i.related == model for i in prepared.items):
+    if model and not prepared.has_model(model):
         raise WrenmemError(f"no model, view or cube named {model!r} in {path}")
     results, method, notes_list, index = _search(settings, path, prepared, question, k,
                                                  wanted, model, progress)
@@ -138,16 +137,15 @@ def _vector_search(settings: Settings, path: Path, prepared: Prepared, question:
     from wrenmem.schema_index import sync_items, vector_search
 
     embedder = get_embedder(settings.embedder, root=settings.root)
-    report = sync_items(settings, path, prepared.fingerprint, prepared.items, embedder,
-                        progress=progress)
-    current = {item.id: item for item in prepared.items}
+    report = sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
+                        embedder, count=len(prepared), progress=progress)
     out = []
     for item_id, item_hash, score in vector_search(settings, question, embedder=embedder,
                                                    limit=limit, types=types, model=model):
-        item = current.get(item_id)
+        n = prepared.position(item_id)
         # Rows of another manifest (a concurrent sync of a different file) never leak in.
-        if item is not None and item.item_hash == item_hash:
-            out.append(ScoredItem(item, score))
+        if n is not None and prepared.item(n).item_hash == item_hash:
+            out.append(ScoredItem(prepared.item(n), score))
     return out, report.to_dict()
 
 

@@ -2,7 +2,9 @@
 
 A 2,500-model manifest takes seconds to parse, turn into 56,000 items and tokenize for
 keyword search. ``prepare`` keeps the result in ``.wrenmem/schema_cache.bin`` (marshal),
-keyed by the manifest file's stat, and in memory for the warm daemon. A manifest edited in
+keyed by the manifest file's stat, and in memory for the warm daemon. The keyword index is
+stored as postings (packed arrays), so loading it costs no tokenizing; items are stored
+as plain tuples and become :class:`SchemaItem` objects only when used. A manifest edited in
 the last two seconds is always re-read, because a same-size edit within one clock tick
 would otherwise look unchanged.
 """
@@ -11,42 +13,92 @@ from __future__ import annotations
 
 import logging
 import marshal
+import math
 import threading
 import time
+from array import array
 from collections import Counter
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from wrenmem.fsutil import atomic_write_bytes
 from wrenmem.schema_items import SchemaItem, schema_items
 from wrenmem.settings import Settings
-from wrenmem.textsearch import TOKENIZER_VERSION, Bm25Index, tokenize
+from wrenmem.textsearch import K1, TOKENIZER_VERSION, B, tokenize
 
 log = logging.getLogger(__name__)
 CACHE_FILE = "schema_cache.bin"
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 RACY_SECONDS = 2.0
 NAME_WEIGHT = 3.0  # an item's own name and model count more than its sentence
+FIELD = {f.name: n for n, f in enumerate(fields(SchemaItem))}
 
 
 @dataclass
 class Prepared:
-    """The manifest as fetch uses it. ``keyword`` is built on first use."""
+    """The manifest as fetch uses it: item records and a BM25 keyword index over them."""
 
     path: str
     fingerprint: str
     characters: int  # length of the describe text
     warnings: tuple[str, ...]
-    items: list[SchemaItem]
-    terms: list[dict[str, float]]
-    _keyword: Bm25Index | None = None
+    records: list[tuple[Any, ...]]  # SchemaItem fields, in field order
+    postings: dict[str, tuple[bytes, bytes]]  # term -> (doc numbers int32, weights float32)
+    lengths: bytes  # float32 weighted length of each record
+    _items: list[SchemaItem] | None = field(default=None, repr=False)
+    _index: dict[str, int] | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.records)
 
     @property
-    def keyword(self) -> Bm25Index:
-        if self._keyword is None:
-            self._keyword = Bm25Index(self.terms)
-        return self._keyword
+    def items(self) -> list[SchemaItem]:
+        """Every item (built on first use: a sync needs them all, a search does not)."""
+        if self._items is None:
+            self._items = [SchemaItem(*r) for r in self.records]
+        return self._items
+
+    def item(self, n: int) -> SchemaItem:
+        return self._items[n] if self._items is not None else SchemaItem(*self.records[n])
+
+    def position(self, item_id: str) -> int | None:
+        if self._index is None:
+            self._index = {r[0]: n for n, r in enumerate(self.records)}
+        return self._index.get(item_id)
+
+    def matches(self, n: int, types: tuple[str, ...], model: str | None) -> bool:
+        """``SchemaItem.matches`` without building the item."""
+        record = self.records[n]
+        if types and record[FIELD["type"]] not in types:
+            return False
+        return model is None or model in (record[FIELD["model"]], record[FIELD["related"]])
+
+    def has_model(self, model: str) -> bool:
+        m, r = FIELD["model"], FIELD["related"]
+        return any(rec[m] == model or rec[r] == model for rec in self.records)
+
+    def keyword_scores(self, query: str) -> dict[int, float]:
+        """Record number → BM25 score (same formula as :class:`textsearch.Bm25Index`)."""
+        lengths = array("f")
+        lengths.frombytes(self.lengths)
+        n = len(lengths)
+        if not n:
+            return {}
+        average = sum(lengths) / n
+        out: dict[int, float] = {}
+        for term in dict.fromkeys(tokenize(query)):
+            entry = self.postings.get(term)
+            if entry is None:
+                continue
+            docs, weights = array("i"), array("f")
+            docs.frombytes(entry[0])
+            weights.frombytes(entry[1])
+            idf = math.log(1 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
+            for doc, tf in zip(docs, weights, strict=True):
+                norm = K1 * (1 - B + B * lengths[doc] / average)
+                out[doc] = out.get(doc, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+        return out
 
 
 _lock = threading.Lock()
@@ -93,8 +145,21 @@ def _build(manifest: Any) -> Prepared:
     from wrenmem.describe import describe
 
     items = schema_items(manifest)
+    postings: dict[str, tuple[array, array]] = {}
+    lengths = array("f")
+    for n, item in enumerate(items):
+        terms = item_terms(item)
+        lengths.append(sum(terms.values()))
+        for term, weight in terms.items():
+            entry = postings.get(term)
+            if entry is None:
+                entry = postings[term] = (array("i"), array("f"))
+            entry[0].append(n)
+            entry[1].append(weight)
     return Prepared(str(manifest.path), manifest.fingerprint, len(describe(manifest)),
-                    manifest.warnings, items, [item_terms(i) for i in items])
+                    manifest.warnings, [astuple(i) for i in items],
+                    {t: (d.tobytes(), w.tobytes()) for t, (d, w) in postings.items()},
+                    lengths.tobytes(), _items=items)
 
 
 def _remember(path: Path, key: tuple[int, int, int], prepared: Prepared) -> None:
@@ -110,8 +175,8 @@ def _read(settings: Settings, path: Path, key: tuple[int, int, int]) -> Prepared
                 or data.get("manifest") != str(path) or tuple(data.get("stat")) != key):
             return None
         return Prepared(str(path), data["fingerprint"], data["characters"],
-                        tuple(data["warnings"]), [SchemaItem(*t) for t in data["items"]],
-                        data["terms"])
+                        tuple(data["warnings"]), data["records"], data["postings"],
+                        data["lengths"])
     except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError):
         return None
 
@@ -121,7 +186,8 @@ def _write(settings: Settings, path: Path, key: tuple[int, int, int], prepared: 
     data = {"version": (CACHE_VERSION, TOKENIZER_VERSION), "manifest": str(path),
             "stat": key, "fingerprint": prepared.fingerprint,
             "characters": prepared.characters, "warnings": prepared.warnings,
-            "items": [astuple(i) for i in prepared.items], "terms": prepared.terms}
+            "records": prepared.records, "postings": prepared.postings,
+            "lengths": prepared.lengths}
     try:
         atomic_write_bytes(settings.state_dir / CACHE_FILE, marshal.dumps(data))
     except (OSError, ValueError) as e:  # a read-only checkout still fetches, just slower

@@ -127,29 +127,38 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
         from wrenmem.schema_cache import prepare
 
         prepared = prepare(settings, path)  # shared with fetch: parsed once per change
-        fingerprint, items = prepared.fingerprint, prepared.items
+        return sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
+                          embedder, count=len(prepared), progress=progress, started=started)
     return sync_items(settings, path, fingerprint, items, embedder, progress=progress,
                       started=started)
 
 
-def sync_items(settings: Settings, path: Path, fingerprint: str, items: Sequence[SchemaItem],
-               embedder: Any, *, progress: Callable[[int, int], None] | None = None,
+def sync_items(settings: Settings, path: Path, fingerprint: str,
+               items: Sequence[SchemaItem] | Callable[[], Sequence[SchemaItem]],
+               embedder: Any, *, count: int | None = None,
+               progress: Callable[[int, int], None] | None = None,
                started: float | None = None) -> SchemaSyncReport:
-    """Sync already-extracted items of the manifest at ``path`` (fetch has them cached)."""
+    """Sync already-extracted items of the manifest at ``path`` (fetch has them cached).
+
+    ``items`` may be a function, called only when the index is not already fresh; then
+    ``count`` gives the number of items for the report.
+    """
     from wrenmem.lock import index_lock
 
     started = time.perf_counter() if started is None else started
+    total = len(items) if not callable(items) else (count or 0)
     stat_key = _stat_key(path)
     if is_fresh(settings, path, embedder.model_id, fingerprint):
         if read_state(settings).get("stat") != stat_key:
-            _write_state(settings, path, fingerprint, embedder.model_id, len(items), stat_key)
-        return SchemaSyncReport(str(path), fingerprint, len(items), unchanged=len(items),
+            _write_state(settings, path, fingerprint, embedder.model_id, total, stat_key)
+        return SchemaSyncReport(str(path), fingerprint, total, unchanged=total,
                                 noop=True, seconds=time.perf_counter() - started,
                                 embedder=embedder.model_id)
+    listed = items() if callable(items) else items
     with index_lock(settings):
-        embedded, deleted, unchanged, rebuilt = _apply(settings, items, embedder, progress)
-        _write_state(settings, path, fingerprint, embedder.model_id, len(items), stat_key)
-    return SchemaSyncReport(str(path), fingerprint, len(items), embedded, deleted, unchanged,
+        embedded, deleted, unchanged, rebuilt = _apply(settings, listed, embedder, progress)
+        _write_state(settings, path, fingerprint, embedder.model_id, len(listed), stat_key)
+    return SchemaSyncReport(str(path), fingerprint, len(listed), embedded, deleted, unchanged,
                             rebuilt, False, time.perf_counter() - started, embedder.model_id)
 
 
