@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, fields, replace
+from functools import cached_property
 
 from wrenmem.describe import (
     JOIN_WORDS,
@@ -51,9 +52,10 @@ class SchemaItem:
     description: str = ""
     is_calculated: bool = False
 
-    @property
+    @cached_property
     def item_hash(self) -> str:
-        payload = json.dumps(asdict(self), sort_keys=True, ensure_ascii=False)
+        """Hash of every field: the index re-embeds an item only when this changes."""
+        payload = json.dumps([getattr(self, f.name) for f in fields(self)], ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
     def matches(self, types: tuple[str, ...] = (), model: str | None = None) -> bool:
@@ -180,14 +182,14 @@ def _cube_items(cube: Cube) -> list[SchemaItem]:
     over = f" over {cube.base_object}" if cube.base_object else ""
     text = f"Cube {cube.name}{over}" + (": " + sentence(cube.description)
                                          if cube.description else ".")
-    for _kind, title, fields in groups:
-        if fields:
-            text += f" {title}: " + ", ".join(f.name for f in fields) + "."
+    for _kind, title, members in groups:
+        if members:
+            text += f" {title}: " + ", ".join(f.name for f in members) + "."
     items = [SchemaItem(f"cube:{cube.name}", "cube", cube.name, cube.base_object, text, text,
                         related=cube.name, description=cube.description)]
-    for kind, _title, fields in groups:
+    for kind, _title, members in groups:
         label = kind.replace("_", " ").capitalize()
-        for f in fields:
+        for f in members:
             facts = f" ({f.type})" if f.type else ""
             if f.expression and (kind == "measure" or f.expression != f.name):
                 facts += f", computed as {f.expression}"
