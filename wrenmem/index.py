@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TABLE = "pairs"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: the `terms` column for full-text search
 META_MODEL = b"wrenmem.model_id"
 META_DIM = b"wrenmem.dim"
 META_SCHEMA = b"wrenmem.schema"
@@ -111,6 +111,7 @@ def create_table(db: Any, model_id: str, dim: int) -> Any:
             pa.field("source", pa.string()),
             pa.field("meta", pa.string()),
             pa.field("text", pa.string()),
+            pa.field("terms", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), dim)),
         ],
         metadata={META_MODEL: model_id.encode(), META_DIM: str(dim).encode(),
@@ -152,6 +153,26 @@ def sql_list(values: Sequence[str]) -> str:
     return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
 
 
+def lexical_terms(pair: Pair) -> str:
+    """The pair's search terms, space-separated, for LanceDB's full-text index.
+
+    LanceDB's own tokenizers either miss Chinese (``simple``) or do not know SQL, so the
+    terms come from wrenmem's tokenizer (the one grep uses: stemming, stop words, CJK
+    unigrams and bigrams, SQL identifiers split on ``_``) and the index splits on spaces.
+    A term is repeated by its field's weight (question 3, tags 2, SQL 1): BM25F in BM25.
+    """
+    from wrenmem.textsearch import document_terms
+
+    weighted = document_terms({"nl": pair.nl, "sql": pair.sql, "tags": " ".join(pair.tags)})
+    return " ".join(" ".join([term] * max(1, round(w))) for term, w in weighted.items())
+
+
+def query_terms(question: str) -> str:
+    from wrenmem.textsearch import tokenize
+
+    return " ".join(dict.fromkeys(tokenize(question)))
+
+
 def pair_row(row_id: str, pair: Pair, text: str, vector: Sequence[float] | np.ndarray
              ) -> dict[str, Any]:
     meta = {"created_at": pair.created_at, "sql_line": pair.sql_line}
@@ -167,6 +188,7 @@ def pair_row(row_id: str, pair: Pair, text: str, vector: Sequence[float] | np.nd
         "source": pair.source,
         "meta": json.dumps(meta, ensure_ascii=False),
         "text": text,
+        "terms": lexical_terms(pair),
         "vector": [float(x) for x in vector],
     }
 
@@ -212,17 +234,17 @@ def write(table: Any, rows: Sequence[dict[str, Any]], delete_ids: Sequence[str])
 
 
 def ensure_fts(table: Any) -> None:
-    """A full-text index on the question with the ICU tokenizer (handles Chinese)."""
+    """A full-text index on ``terms`` (already tokenized: split on whitespace only)."""
     from lancedb.index import FTS
 
-    if any("question" in list(getattr(i, "columns", [])) for i in table.list_indices()):
+    if any("terms" in list(getattr(i, "columns", [])) for i in table.list_indices()):
         return
     if table.count_rows() == 0:
         return
-    table.create_index("question", config=FTS(base_tokenizer="icu", with_position=False,
-                                              lower_case=True, stem=False,
-                                              remove_stop_words=False, ascii_folding=True),
-                       replace=True)
+    table.create_index("terms", config=FTS(base_tokenizer="whitespace", with_position=False,
+                                           lower_case=False, stem=False,
+                                           remove_stop_words=False, ascii_folding=False,
+                                           max_token_length=None), replace=True)
 
 
 def optimize(table: Any) -> bool:

@@ -20,10 +20,12 @@ from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 
-RRF_K = 60.0
-DENSE_WEIGHT = 1.0
-TEXT_WEIGHT = 1.0
-MIN_DEPTH = 30  # candidates per ranking before fusion
+# Hybrid score = cosine + LEXICAL_WEIGHT * (1 - best cosine) * bm25 / best bm25. Keyword
+# evidence counts in proportion to the dense model's doubt: a near-identical stored question
+# (cosine near 1) wins on meaning; when no stored question is close, shared table names,
+# values and rare words decide. Tuned on bench/recall_quality.py (see the README).
+LEXICAL_WEIGHT = 1.5
+MIN_DEPTH = 50  # candidates per ranking before fusion
 SYNC_LOCK_TIMEOUT = 10.0
 COLUMNS = ["id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta"]
 
@@ -109,7 +111,12 @@ class VectorBackend:
               ) -> list[dict[str, Any]]:
         if not text.strip():
             return []
-        query = table.search(text, query_type="fts", fts_columns="question").limit(depth)
+        from wrenmem.index import query_terms
+
+        terms = query_terms(text)
+        if not terms:
+            return []
+        query = table.search(terms, query_type="fts", fts_columns="terms").limit(depth)
         if where:
             query = query.where(where, prefilter=True)
         try:
@@ -138,7 +145,7 @@ class VectorBackend:
 
 
 class HybridBackend(VectorBackend):
-    """Dense and full-text rankings fused by weighted reciprocal rank."""
+    """Dense similarity plus LanceDB full-text (BM25) evidence, weighted by dense doubt."""
 
     name = "hybrid"
 
@@ -147,12 +154,19 @@ class HybridBackend(VectorBackend):
         from wrenmem.index import row_pair
 
         depth = max(MIN_DEPTH, 3 * k)
-        fused: dict[str, float] = {}
+        dense = self._dense(table, vector, depth, where)
+        text = self._text(table, query, depth, where)
         rows: dict[str, dict[str, Any]] = {}
-        for weight, ranked in ((DENSE_WEIGHT, self._dense(table, vector, depth, where)),
-                               (TEXT_WEIGHT, self._text(table, query, depth, where))):
-            for position, row in enumerate(ranked):
-                rows.setdefault(row["id"], row)
-                fused[row["id"]] = fused.get(row["id"], 0.0) + weight / (RRF_K + position + 1)
-        scored = [(round(score, 6), row_pair(rows[i])) for i, score in fused.items()]
+        scores: dict[str, float] = {}
+        for row in dense:
+            rows[row["id"]] = row
+            scores[row["id"]] = 1.0 - float(row["_distance"])
+        best_cos = max(scores.values(), default=0.0)
+        best_bm25 = max((float(r["_score"]) for r in text), default=0.0)
+        weight = LEXICAL_WEIGHT * max(0.0, 1.0 - best_cos)
+        for row in text:
+            rows.setdefault(row["id"], row)
+            lexical = float(row["_score"]) / best_bm25 if best_bm25 > 0 else 0.0
+            scores[row["id"]] = scores.get(row["id"], 0.0) + weight * lexical
+        scored = [(round(score, 6), row_pair(rows[i])) for i, score in scores.items()]
         return rank(scored, k, self.name)
