@@ -18,15 +18,22 @@ EXAMPLE_KNOWLEDGE = REPO / "knowledge"
 EXAMPLE_MANIFEST = REPO / "target" / "mdl.json"
 
 
+@pytest.fixture(scope="session")
+def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One derived-model cache (wrenmem.embedders.cache_dir) for the whole session."""
+    return tmp_path_factory.mktemp("model-cache")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
-                  ) -> None:
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
+                  _model_cache: Path) -> None:
     """No test reads the developer's settings, git identity or model caches."""
     for name in list(os.environ):
         if name.startswith("WRENMEM_"):
             monkeypatch.delenv(name)
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(_model_cache))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.com")

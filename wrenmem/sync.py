@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import marshal
+import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -239,6 +240,7 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
     if not full and state_matches(settings, load_state(settings), embedder.model_id, snap):
         return _noop_report(settings, snap, embedder.model_id)
 
+    _warm_up(embedder, snap, load_state(settings), full)
     from wrenmem.lock import index_lock
 
     with index_lock(settings, timeout=lock_timeout):
@@ -247,6 +249,33 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
         if not full and state_matches(settings, state, embedder.model_id, snap):
             return _noop_report(settings, snap, embedder.model_id)
         return _sync_locked(settings, embedder, snap, full, progress, paths, state)
+
+
+def _warm_up(embedder: Any, snap: Snapshot, state: dict[str, Any] | None, full: bool) -> None:
+    """Load the model in a thread while this one imports LanceDB and reads the table.
+
+    Only when something will probably be embedded: a file or seed whose hash the index
+    does not hold yet (a deletion or a rename needs no model, and loading one costs a
+    second of CPU on a small machine).
+    """
+    load = getattr(embedder, "load", None)
+    if load is None:
+        return
+    if state is not None and not full:
+        known = set((state.get("files") or {}).values()) | set(
+            (state.get("extras") or {}).values())
+        fresh = [h for h in snap.file_hashes.values() if h not in known]
+        fresh += [h for h in snap.extra_hashes.values() if h not in known]
+        if not fresh:
+            return
+
+    def run() -> None:
+        try:
+            load()
+        except Exception:  # the main thread will meet the same error and report it
+            log.debug("model warm-up failed", exc_info=True)
+
+    threading.Thread(target=run, name="wrenmem-model-load", daemon=True).start()
 
 
 def _noop_report(settings: Settings, snap: Snapshot, model_id: str) -> SyncReport:
