@@ -154,6 +154,19 @@ def test_another_embedder_rebuilds_and_says_why(project: Path, monkeypatch: pyte
     assert drift.rebuild_needed and not drift.fresh
 
 
+def test_a_table_of_an_older_wrenmem_is_rebuilt_even_with_a_matching_mirror(
+        project: Path, fake: RecordingEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    _three(project)
+    settings = settings_for(project)
+    monkeypatch.setattr(index, "SCHEMA_VERSION", "0")
+    sync_pairs(settings)
+    monkeypatch.undo()
+    install_fake(monkeypatch).calls.clear()
+    report = sync_pairs(settings_for(project))
+    assert report.rebuilt and "older wrenmem" in (report.rebuild_reason or "")
+    assert report.embedded == 3
+
+
 def test_full_rebuilds(project: Path, fake: RecordingEmbedder) -> None:
     _three(project)
     settings = settings_for(project)

@@ -156,7 +156,10 @@ def load_state(settings: Settings) -> dict[str, Any] | None:
 
 
 def save_state(settings: Settings, model_id: str, snap: Snapshot, rows: int) -> None:
-    state = {"v": STATE_VERSION, "uri": settings.index_uri, "model_id": model_id,
+    from wrenmem.index import SCHEMA_VERSION
+
+    state = {"v": STATE_VERSION, "schema": SCHEMA_VERSION, "uri": settings.index_uri,
+             "model_id": model_id,
              "files": snap.file_hashes, "extras": snap.extra_hashes, "rows": rows}
     try:
         atomic_write_bytes(_state_path(settings), marshal.dumps(state))
@@ -171,9 +174,10 @@ def invalidate_state(settings: Settings) -> None:
 def state_matches(settings: Settings, state: dict[str, Any] | None, model_id: str,
                   snap: Snapshot) -> bool:
     """True when the index provably holds exactly ``snap`` (no LanceDB needed)."""
-    from wrenmem.index import index_exists
+    from wrenmem.index import SCHEMA_VERSION, index_exists
 
-    return (state is not None and state.get("uri") == settings.index_uri
+    return (state is not None and state.get("schema") == SCHEMA_VERSION
+            and state.get("uri") == settings.index_uri
             and state.get("model_id") == model_id and snap.extras_ok
             and state.get("files") == snap.file_hashes
             and state.get("extras") == snap.extra_hashes
@@ -341,7 +345,10 @@ def _sync_locked(settings: Settings, embedder: Any, snap: Snapshot, full: bool,
 
 
 def _mirror_ok(settings: Settings, prior: dict[str, Any] | None, model_id: str) -> bool:
-    return (prior is not None and prior.get("uri") == settings.index_uri
+    from wrenmem.index import SCHEMA_VERSION
+
+    return (prior is not None and prior.get("schema") == SCHEMA_VERSION
+            and prior.get("uri") == settings.index_uri
             and prior.get("model_id") == model_id)
 
 
