@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -75,9 +76,9 @@ def test_install_chains_an_existing_hook_and_uninstall_restores_it(repo: Path, c
 
     result = install(cli, repo)
     assert result.exit_code == 0, result.output
-    assert "post-checkout: installed, chained post-checkout.legacy" in result.output
+    assert "post-checkout: installed, chained post-checkout.wrenmem-legacy" in result.output
     assert MARKER in original.read_text()
-    assert (repo / ".git" / "hooks" / "post-checkout.legacy").read_text() == LEGACY_HOOK
+    assert (repo / ".git" / "hooks" / "post-checkout.wrenmem-legacy").read_text() == LEGACY_HOOK
 
     git(repo, "checkout", "-q", "-b", "feature")
     # The user's hook still runs, with git's arguments; wrenmem's part ran too.
@@ -91,13 +92,13 @@ def test_install_chains_an_existing_hook_and_uninstall_restores_it(repo: Path, c
     assert again.exit_code == 0
     assert again.output.count(": unchanged") == 4
     assert {n: (repo / ".git" / "hooks" / n).read_bytes() for n in HOOK_NAMES} == before
-    assert (repo / ".git" / "hooks" / "post-checkout.legacy").read_text() == LEGACY_HOOK
+    assert (repo / ".git" / "hooks" / "post-checkout.wrenmem-legacy").read_text() == LEGACY_HOOK
 
     result = cli("hooks", "uninstall", root=repo)
     assert result.exit_code == 0
     assert original.read_text() == LEGACY_HOOK
     assert os.access(original, os.X_OK)
-    assert not (repo / ".git" / "hooks" / "post-checkout.legacy").exists()
+    assert not (repo / ".git" / "hooks" / "post-checkout.wrenmem-legacy").exists()
     for name in ("post-merge", "post-rewrite", "post-commit"):
         assert not (repo / ".git" / "hooks" / name).exists()
 
@@ -201,14 +202,14 @@ def test_status_reports_missing_and_foreign_hooks(repo: Path, cli) -> None:
 def test_install_never_loses_a_foreign_hook(repo: Path, cli) -> None:
     install(cli, repo)
     hooks_dir = repo / ".git" / "hooks"
-    # Another tool replaced our hook, and a .legacy is already there: refuse, keep both.
+    # Another tool replaced our hook, and a chained hook is already there: refuse, keep both.
     (hooks_dir / "post-merge").write_text("#!/bin/sh\necho other tool\n")
-    (hooks_dir / "post-merge.legacy").write_text("#!/bin/sh\necho oldest\n")
+    (hooks_dir / "post-merge.wrenmem-legacy").write_text("#!/bin/sh\necho oldest\n")
     result = install(cli, repo)
     assert result.exit_code == 1
     assert "post-merge" in result.output and "is taken" in result.output
     assert (hooks_dir / "post-merge").read_text() == "#!/bin/sh\necho other tool\n"
-    assert (hooks_dir / "post-merge.legacy").read_text() == "#!/bin/sh\necho oldest\n"
+    assert (hooks_dir / "post-merge.wrenmem-legacy").read_text() == "#!/bin/sh\necho oldest\n"
     assert MARKER in (hooks_dir / "post-checkout").read_text()
 
 
@@ -275,3 +276,43 @@ def test_switching_branches_keeps_the_index_in_step(example_project: Path) -> No
     assert "synced: 1 added, 1 changed, 1 removed" in hook_log(root)[-1]
     check_clean()
     assert all("FAILED" not in line for line in hook_log(root))
+
+
+PRE_COMMIT_CONFIG = """\
+repos:
+  - repo: local
+    hooks:
+      - id: say
+        name: say
+        entry: sh -c 'echo pre-commit-ran >> pc.out'
+        language: system
+        always_run: true
+        pass_filenames: false
+        stages: [post-checkout]
+"""
+
+
+@pytest.mark.parametrize("order", ["pre-commit first", "wrenmem first"])
+def test_works_with_pre_commits_own_post_checkout_hook(repo: Path, cli, tmp_path: Path,
+                                                       order: str) -> None:
+    (repo / ".pre-commit-config.yaml").write_text(PRE_COMMIT_CONFIG)
+    (repo / ".gitignore").write_text(".wrenmem/\npc.out\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "pre-commit config")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pc-home")}
+
+    def pre_commit_install() -> None:
+        subprocess.run([sys.executable, "-m", "pre_commit", "install", "--hook-type",
+                        "post-checkout"], cwd=repo, env=env, check=True, capture_output=True)
+
+    if order == "pre-commit first":
+        pre_commit_install()
+        assert install(cli, repo).exit_code == 0
+    else:
+        assert install(cli, repo).exit_code == 0
+        pre_commit_install()  # pre-commit moves wrenmem's script to its own .legacy
+    done = subprocess.run(["git", "checkout", "-q", "-b", "feature"], cwd=repo, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (repo / "pc.out").read_text() == "pre-commit-ran\n"
+    assert [line.split()[1] for line in hook_log(repo)] == ["post-checkout"]

@@ -79,7 +79,7 @@ def test_json_lists_each_kind_of_change(branch: Path, wrenmem_proc) -> None:
 
 
 def test_markdown_for_a_pull_request(branch: Path, wrenmem_proc) -> None:
-    done = wrenmem_proc("diff", "main", "--format", "markdown", cwd=branch)
+    done = wrenmem_proc("diff", "main", cwd=branch)  # Markdown is the default
     assert done.returncode == 0
     text = done.stdout
     assert text.startswith("## wrenmem: NL→SQL pairs in this change\n")
@@ -112,9 +112,11 @@ def test_base_is_the_merge_base_unless_direct(branch: Path, wrenmem_proc) -> Non
 def test_working_tree_against_head(branch: Path, wrenmem_proc) -> None:
     done = wrenmem_proc("diff", cwd=branch)
     assert done.returncode == 0
-    assert done.stdout.startswith("HEAD → working tree: 0 added, 0 changed, 0 removed")
+    assert "**0 added, 0 changed, 0 removed**" in done.stdout
+    assert "No pair was added, changed or removed." in done.stdout
     write_pair(branch, "uncommitted.md", "Not committed yet", "SELECT 2 AS two")
-    done = wrenmem_proc("diff", cwd=branch)
+    done = wrenmem_proc("diff", "--format", "text", cwd=branch)
+    assert done.stdout.startswith("HEAD → working tree: 1 added, 0 changed, 0 removed")
     assert "A knowledge/sql/uncommitted.md  Not committed yet  ok" in done.stdout
 
 

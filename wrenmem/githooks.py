@@ -5,8 +5,9 @@ Installing writes them into the hooks directory git really uses — ``core.hooks
 the common ``.git/hooks`` of a linked worktree — with two templated lines filled in: the Python
 that ran the install (so the hook works when ``wrenmem`` is not on PATH) and the project folder
 relative to the top of the working tree. As in pre-commit's installer, a script is recognised as
-ours by a marker line; a hook that was already there is moved to ``<name>.legacy``, run first by
-ours, and put back by uninstall.
+ours by a marker line; a hook that was already there is moved to ``<name>.wrenmem-legacy``, run
+first by ours, and put back by uninstall. (Not pre-commit's ``<name>.legacy``: a pre-commit hook
+script runs ``<name>.legacy`` itself, so moved there it would run itself and fail.)
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 
 HOOK_NAMES = ("post-checkout", "post-merge", "post-rewrite", "post-commit")
 MARKER = "wrenmem-hook-v1"
-LEGACY_SUFFIX = ".legacy"
+LEGACY_SUFFIX = ".wrenmem-legacy"
 LOG_NAME = "hooks.log"
 LOG_MAX_BYTES = 1_000_000
 HOOK_LOCK_TIMEOUT = 20.0  # another sync (the watcher) holding the lock will see the files too
@@ -43,7 +44,7 @@ class HookState:
     name: str
     path: str
     state: str  # ours | foreign | absent
-    legacy: bool  # a chained <name>.legacy exists
+    legacy: bool  # a chained <name>.wrenmem-legacy exists
     python: str | None = None  # interpreter recorded in our script
     python_ok: bool = False  # that interpreter still exists
     current: bool = False  # our script matches what install would write now
@@ -160,9 +161,9 @@ def hook_state(target: HookRepo, name: str, python: str | None = None,
 def install_hooks(target: HookRepo, python: str | None = None,
                   names: tuple[str, ...] = HOOK_NAMES, *,
                   background: bool = False) -> list[HookState]:
-    """Write our hooks, chaining any foreign hook as ``<name>.legacy``. Idempotent.
+    """Write our hooks, chaining any foreign hook as ``<name>.wrenmem-legacy``. Idempotent.
 
-    A foreign hook is never lost: if a ``.legacy`` file is already taken (another tool replaced
+    A foreign hook is never lost: if that file is already taken (another tool replaced
     our hook after an earlier install), that hook is refused with a :class:`WrenmemError`
     after the others were installed.
     """
@@ -204,7 +205,7 @@ class HookConflict(WrenmemError):
 
 
 def uninstall_hooks(target: HookRepo, names: tuple[str, ...] = HOOK_NAMES) -> list[HookState]:
-    """Remove our hooks and put back each ``.legacy`` hook. Foreign hooks are left alone."""
+    """Remove our hooks and put back each chained hook. Foreign hooks are left alone."""
     results: list[HookState] = []
     for name in names:
         path = target.hooks_dir / name

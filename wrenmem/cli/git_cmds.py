@@ -25,7 +25,7 @@ def hooks() -> None:
 def hooks_install(ctx: click.Context, background: bool, as_json: bool) -> None:
     """Install post-checkout, post-merge, post-rewrite and post-commit hooks.
 
-    Hooks already there are kept: moved to <name>.legacy and run first by wrenmem's hook.
+    Hooks already there are kept: moved to <name>.wrenmem-legacy and run first by wrenmem's hook.
     Running install again updates wrenmem's hooks and changes nothing else.
     """
     from wrenmem.githooks import HookConflict, find_hook_repo, install_hooks
@@ -180,8 +180,9 @@ def duplicates(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> No
 @click.command()
 @click.argument("base", required=False)
 @click.argument("head", required=False)
-@click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text",
-              show_default=True, help="markdown: a pull-request comment.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "text"]), default="markdown",
+              show_default=True,
+              help="markdown: a pull-request comment; text: one line per pair.")
 @click.option("--direct", is_flag=True,
               help="Compare with BASE itself, not with the merge base of BASE and HEAD.")
 @click.option("--fail-on-invalid", is_flag=True,
