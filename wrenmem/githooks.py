@@ -154,7 +154,7 @@ def hook_state(target: HookRepo, name: str, python: str | None = None,
     expected = render_hook(name, python or recorded or "", target.project_dir,
                            background=background)
     return HookState(name, str(path), "ours", legacy, recorded,
-                     bool(recorded) and os.access(recorded, os.X_OK),
+                     recorded is not None and os.access(recorded, os.X_OK),
                      text == expected and os.access(path, os.X_OK), action, background)
 
 

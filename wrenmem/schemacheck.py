@@ -19,7 +19,8 @@ class Schema:
 
     def __init__(self, tables: Mapping[str, Mapping[str, str]]):
         self.known = {name.lower(): {c.lower() for c in cols} for name, cols in tables.items()}
-        self._tables = {name: {c: "TEXT" for c in cols} for name, cols in tables.items()}
+        self._tables: dict[str, object] = {name: {c: "TEXT" for c in cols}
+                                           for name, cols in tables.items()}
         self._mappings: dict[str, Any] = {}
 
     def mapping(self, dialect: str | None) -> Any:
@@ -73,10 +74,10 @@ def check_schema(sql: str, dialect: str | None,
     for scope in scopes:
         unknown_sources: set[str] = set()
         for alias, source in scope.sources.items():
-            if _is_table(source) and source.name.lower() not in known:
+            table: Any = source
+            if _is_table(table) and table.name.lower() not in known:
                 unknown_sources.add(alias.lower())
-                report(source.this, f"unknown table {source.name!r}" + _hint(
-                    source.name, known))
+                report(table.this, f"unknown table {table.name!r}" + _hint(table.name, known))
         for column in scope.columns:
             _check_column(scope, column, known, unknown_sources, report)
     return [p for _, p in sorted(problems, key=lambda item: item[0])]
@@ -158,7 +159,8 @@ def _source_columns(source: Any, known: dict[str, set[str]]) -> set[str] | None:
         columns = known.get(source.name.lower())
         return columns or None
     if isinstance(source, Scope):
-        selects = [s.lower() for s in source.expression.named_selects]
+        query: Any = source.expression
+        selects = [s.lower() for s in query.named_selects]
         if not selects or "*" in selects:
             return None
         return set(selects)
