@@ -316,3 +316,22 @@ def test_works_with_pre_commits_own_post_checkout_hook(repo: Path, cli, tmp_path
     assert done.returncode == 0, done.stderr
     assert (repo / "pc.out").read_text() == "pre-commit-ran\n"
     assert [line.split()[1] for line in hook_log(repo)] == ["post-checkout"]
+
+    # Installing again changes nothing, and each hook still runs once.
+    again = install(cli, repo)
+    assert again.exit_code == 0 and again.output.count("unchanged") == 4, again.output
+    assert cli("hooks", "status", root=repo).exit_code == 0
+    assert git(repo, "checkout", "-q", "main", check=False).returncode == 0
+    assert (repo / "pc.out").read_text() == "pre-commit-ran\n" * 2
+    assert len(hook_log(repo)) == 2
+
+    # Uninstall leaves pre-commit's hook working, and wrenmem's no longer runs.
+    assert cli("hooks", "uninstall", root=repo).exit_code == 0
+    hooks_dir = repo / ".git" / "hooks"
+    assert not any(MARKER in p.read_text() for p in hooks_dir.iterdir() if p.is_file()
+                   and not p.name.endswith(".sample"))
+    done = subprocess.run(["git", "checkout", "-q", "feature"], cwd=repo, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (repo / "pc.out").read_text() == "pre-commit-ran\n" * 3
+    assert len(hook_log(repo)) == 2

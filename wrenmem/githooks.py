@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 HOOK_NAMES = ("post-checkout", "post-merge", "post-rewrite", "post-commit")
 MARKER = "wrenmem-hook-v1"
 LEGACY_SUFFIX = ".wrenmem-legacy"
+# Where pre-commit (and installers that copy it) move a hook they replace, and run it from.
+OTHERS_LEGACY_SUFFIX = ".legacy"
 LOG_NAME = "hooks.log"
 LOG_MAX_BYTES = 1_000_000
 HOOK_LOCK_TIMEOUT = 20.0  # another sync (the watcher) holding the lock will see the files too
@@ -43,7 +45,7 @@ class HookState:
 
     name: str
     path: str
-    state: str  # ours | foreign | absent
+    state: str  # ours | chained (ours, run by another tool's hook) | foreign | absent
     legacy: bool  # a chained <name>.wrenmem-legacy exists
     python: str | None = None  # interpreter recorded in our script
     python_ok: bool = False  # that interpreter still exists
@@ -144,16 +146,19 @@ def hook_state(target: HookRepo, name: str, python: str | None = None,
     """Describe hook ``name`` in ``target``; ``current`` compares with what install writes."""
     path = target.hooks_dir / name
     legacy = os.path.lexists(str(path) + LEGACY_SUFFIX)
+    state = "ours"
     if not os.path.lexists(path):
         return HookState(name, str(path), "absent", legacy, action=action)
     if not is_ours(path):
-        return HookState(name, str(path), "foreign", legacy, action=action)
+        if not is_ours(_others_legacy(path)):
+            return HookState(name, str(path), "foreign", legacy, action=action)
+        path, state = _others_legacy(path), "chained"
     text = path.read_text(encoding="utf-8", errors="replace")
     recorded = _recorded(text, "WRENMEM_PYTHON")
     background = _recorded(text, "WRENMEM_BACKGROUND") == "1"
     expected = render_hook(name, python or recorded or "", target.project_dir,
                            background=background)
-    return HookState(name, str(path), "ours", legacy, recorded,
+    return HookState(name, str(path), state, legacy, recorded,
                      recorded is not None and os.access(recorded, os.X_OK),
                      text == expected and os.access(path, os.X_OK), action, background)
 
@@ -175,7 +180,14 @@ def install_hooks(target: HookRepo, python: str | None = None,
         path = target.hooks_dir / name
         legacy = Path(str(path) + LEGACY_SUFFIX)
         text = render_hook(name, python, target.project_dir, background=background)
-        if os.path.lexists(path) and not is_ours(path):
+        if os.path.lexists(path) and not is_ours(path) and is_ours(_others_legacy(path)):
+            # Another tool (pre-commit's migration mode) put its hook here and runs ours as
+            # <name>.legacy: update ours in place; moving theirs would make them run each other.
+            path = _others_legacy(path)
+            same = path.read_text(encoding="utf-8", errors="replace") == text
+            action = "unchanged" if same else "updated"
+            action += f" (run by another tool's {name} hook as {path.name})"
+        elif os.path.lexists(path) and not is_ours(path):
             if os.path.lexists(legacy):
                 refused.append(f"{path}: a hook that is not wrenmem's is there and {legacy.name}"
                                " is taken too; move one of them away and install again")
@@ -188,7 +200,7 @@ def install_hooks(target: HookRepo, python: str | None = None,
             action = "unchanged" if same and os.access(path, os.X_OK) else "updated"
         else:
             action = "installed"
-        if action != "unchanged":
+        if not action.startswith("unchanged"):
             _write_executable(path, text)
         results.append(hook_state(target, name, python, action))
     if refused:
@@ -210,7 +222,13 @@ def uninstall_hooks(target: HookRepo, names: tuple[str, ...] = HOOK_NAMES) -> li
     for name in names:
         path = target.hooks_dir / name
         legacy = Path(str(path) + LEGACY_SUFFIX)
-        if os.path.lexists(path) and not is_ours(path):
+        if os.path.lexists(path) and not is_ours(path) and is_ours(_others_legacy(path)):
+            # Ours runs as another tool's <name>.legacy: hand that tool the hook ours chained.
+            _others_legacy(path).unlink()
+            if os.path.lexists(legacy):
+                os.replace(legacy, _others_legacy(path))
+            action = f"removed (it was run by another tool's {name} hook)"
+        elif os.path.lexists(path) and not is_ours(path):
             action = "not wrenmem's: left alone"
         else:
             existed = os.path.lexists(path)
@@ -223,6 +241,10 @@ def uninstall_hooks(target: HookRepo, names: tuple[str, ...] = HOOK_NAMES) -> li
                 action = "removed" if existed else "not installed"
         results.append(hook_state(target, name, action=action))
     return results
+
+
+def _others_legacy(path: Path) -> Path:
+    return Path(str(path) + OTHERS_LEGACY_SUFFIX)
 
 
 def _write_executable(path: Path, text: str) -> None:

@@ -73,15 +73,17 @@ def hooks_status(ctx: click.Context, as_json: bool) -> None:
     else:
         click.echo(f"hooks directory: {target.hooks_dir}")
         for s in states:
-            if s.state == "ours":
+            if s.state in ("ours", "chained"):
                 detail = "installed" if s.current else "installed, out of date (install again)"
+                if s.state == "chained":
+                    detail += " (run by another tool's hook)"
                 if not s.python_ok:
                     detail += f"; its python {s.python} is gone (install again)"
             else:
                 detail = "not wrenmem's hook" if s.state == "foreign" else "not installed"
             chained = " (chains the previous hook)" if s.legacy and s.state == "ours" else ""
             click.echo(f"  {s.name:<14} {detail}{chained}")
-    if not all(s.state == "ours" and s.current and s.python_ok for s in states):
+    if not all(s.state in ("ours", "chained") and s.current and s.python_ok for s in states):
         ctx.exit(1)
 
 
