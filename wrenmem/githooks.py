@@ -270,6 +270,11 @@ def run_hook(settings: Settings, name: str, args: tuple[str, ...]) -> str | None
         if not settings.knowledge_path.is_dir():
             _log(log_path, f"{name} {' '.join(args)}: no {settings.knowledge_dir}/, nothing to do")
             return None
+        if name in ("post-commit", "post-checkout") and _rebasing(settings.root):
+            # A rebase runs post-commit for every commit it replays (and post-checkout when it
+            # starts); post-rewrite runs once at its end and syncs the result.
+            _log(log_path, f"{name} {' '.join(args)}: rebase in progress, post-rewrite syncs")
+            return None
         summary = _sync(settings)
     except BaseException as e:  # a hook must never fail the git operation, whatever happened
         if isinstance(e, KeyboardInterrupt):
@@ -281,6 +286,19 @@ def run_hook(settings: Settings, name: str, args: tuple[str, ...]) -> str | None
     _log(log_path, f"{name} {' '.join(args)}: {summary} "
                    f"({time.monotonic() - started:.2f}s)")
     return None
+
+
+def _rebasing(root: Path) -> bool:
+    """True while ``git rebase`` runs in the working tree of ``root``."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "rev-parse", "--git-path", "rebase-merge",
+                               "--git-path", "rebase-apply"], cwd=root, capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return any((root / line).is_dir() for line in done.stdout.splitlines() if line)
 
 
 def _sync(settings: Settings) -> str:
