@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from wrenmem.cli.common import emit_json, get_settings, json_option, warn
 from wrenmem.settings import Settings
+
+if TYPE_CHECKING:
+    from wrenmem.githooks import HookState
 
 
 @click.group()
@@ -106,7 +110,7 @@ def hooks_run(ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
              f"(see {settings.relpath(settings.state_dir / LOG_NAME)})")
 
 
-def _print_states(states: list, as_json: bool, hooks_dir: object) -> None:
+def _print_states(states: list[HookState], as_json: bool, hooks_dir: Path) -> None:
     if as_json:
         emit_json({"hooks_dir": str(hooks_dir), "hooks": [s.to_dict() for s in states]})
         return
