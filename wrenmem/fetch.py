@@ -172,7 +172,7 @@ def render_results(question: str, results: tuple[ScoredItem, ...] | list[ScoredI
         if item.type == "relationship":
             key = "Relationships"
         elif item.type in ("cube", "measure", "dimension", "time_dimension"):
-            key = f"Cube {item.related}"
+            key = f"Cube {item.related}" + (f" over {item.model}" if item.model else "")
         elif item.type == "view":
             key = f"View {item.name}"
         else:
@@ -184,6 +184,15 @@ def render_results(question: str, results: tuple[ScoredItem, ...] | list[ScoredI
         lines += ["", f"## {title}"]
         # The model's own summary first, then its columns in rank order.
         for hit in sorted(hits, key=lambda h: h.item.type not in ("model", "cube", "view")):
-            solo = hit.item.type in ("model", "cube", "view")
-            lines.append(hit.item.detail if solo else "- " + hit.item.detail)
+            if hit.item.type not in ("model", "cube", "view"):
+                lines.append("- " + hit.item.detail)
+                continue
+            # The group title already names it: "Model orders: One row…" → "One row…".
+            detail = hit.item.detail
+            if detail.startswith(title + ": "):
+                detail = detail[len(title) + 2:]
+            elif detail.startswith(title):
+                detail = detail[len(title):].lstrip(". \n")
+            if detail:
+                lines.append(detail[:1].upper() + detail[1:])
     return "\n".join(lines) + "\n"
