@@ -56,8 +56,10 @@ def test_threshold_switches_to_search(settings: Settings, fake: RecordingEmbedde
     assert text.startswith("# Schema items for: payment method chosen at checkout\n")
     assert "## Model payments" in text
     assert "- Column payments.method (VARCHAR; not null): Payment method chosen" in text
-    if "model:payments" in ids(result):  # its summary under the title, not repeating it
-        assert "## Model payments\nPayment transactions against orders." in text
+    payments = fetch(settings, "payment transactions", threshold=0, k=3, model="payments")
+    assert "model:payments" in ids(payments)
+    # The model's summary sits under its group title, without repeating its name.
+    assert "## Model payments\nPayment transactions against orders." in payments.render()
     small = load_settings(settings.root, {"fetch_threshold": 100})
     assert fetch(small, "payment method").strategy == "search"
 
