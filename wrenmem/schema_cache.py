@@ -17,7 +17,6 @@ import math
 import threading
 import time
 from array import array
-from collections import Counter
 from dataclasses import astuple, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -107,12 +106,12 @@ _memory: dict[str, tuple[tuple[int, int, int], Prepared]] = {}
 
 def item_terms(item: SchemaItem) -> dict[str, float]:
     """Keyword-search terms of an item: name, model and related names weigh more."""
-    terms: Counter[str] = Counter()
+    terms: dict[str, float] = {}
     for term in tokenize(f"{item.name} {item.model} {item.related}"):
-        terms[term] += NAME_WEIGHT
+        terms[term] = terms.get(term, 0.0) + NAME_WEIGHT
     for term in tokenize(item.text):
-        terms[term] += 1.0
-    return dict(terms)
+        terms[term] = terms.get(term, 0.0) + 1.0
+    return terms
 
 
 def prepare(settings: Settings, path: Path) -> Prepared:

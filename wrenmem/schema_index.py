@@ -236,11 +236,12 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Any,
         if rebuild and n == 0:
             table = db.create_table(TABLE, rows, mode="overwrite")
             continue
+        assert table is not None  # created above, or opened when not rebuilding
         merge = table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
         if removed and n == len(chunks) - 1:
             merge = merge.when_not_matched_by_source_delete(_in_filter("id", removed))
         merge.execute(rows)
-    if not chunks and removed:
+    if not chunks and removed and table is not None:
         table.delete(_in_filter("id", removed))
     if not rebuild:
         _compact(table)

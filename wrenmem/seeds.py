@@ -13,9 +13,12 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wrenmem.manifest import Column, Manifest, Model, Relationship
+
+if TYPE_CHECKING:
+    from sqlglot import exp
 
 log = logging.getLogger(__name__)
 LIMIT = 100
@@ -260,7 +263,7 @@ def _quote(identifier: object, dialect: str | None) -> None:
     identifier.set("quoted", bool(needs))
 
 
-def _ident(name: str, dialect: str | None) -> object:
+def _ident(name: str, dialect: str | None) -> exp.Identifier:
     from sqlglot import exp
 
     identifier = exp.Identifier(this=name, quoted=False)
@@ -268,13 +271,13 @@ def _ident(name: str, dialect: str | None) -> object:
     return identifier
 
 
-def _col(name: str, dialect: str | None) -> object:
+def _col(name: str, dialect: str | None) -> exp.Column:
     from sqlglot import exp
 
     return exp.Column(this=_ident(name, dialect))
 
 
-def _table(name: str, dialect: str | None) -> object:
+def _table(name: str, dialect: str | None) -> exp.Table:
     from sqlglot import exp
 
     return exp.Table(this=_ident(name, dialect))
@@ -286,5 +289,5 @@ def _select_all(name: str, dialect: str | None) -> str:
     return _sql(exp.select(exp.Star()).from_(_table(name, dialect)).limit(LIMIT), dialect)
 
 
-def _sql(query: object, dialect: str | None) -> str:
-    return query.sql(dialect=dialect, pretty=False)  # type: ignore[attr-defined]
+def _sql(query: exp.Expr, dialect: str | None) -> str:
+    return query.sql(dialect=dialect, pretty=False)
