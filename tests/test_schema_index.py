@@ -152,3 +152,26 @@ def test_killed_first_index_keeps_finished_chunks(settings: Settings,
     total = len(current_items(settings))
     assert report.embedded == len(resumed.embedded) == total - 20
     assert {k: v[0] for k, v in rows(settings).items()} == current_items(settings)
+
+
+def test_changed_hash_with_same_text_reuses_the_stored_vector(settings: Settings,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    from functools import cached_property
+
+    from wrenmem.schema_items import SchemaItem
+
+    sync_schema(settings, embedder=RecordingEmbedder())
+    before = rows(settings)
+    # Another hash scheme (or a field that is not in the text): every item looks changed.
+    patched = cached_property(lambda self: "v2-" + self.id)
+    patched.__set_name__(SchemaItem, "item_hash")
+    monkeypatch.setattr(SchemaItem, "item_hash", patched)
+    edit_manifest(settings.manifest_path, lambda d: d.update(layoutVersion=4))
+    fake = RecordingEmbedder()
+    report = sync_schema(settings, embedder=fake)
+    assert fake.calls == [] and report.embedded == 0
+    after = rows(settings)
+    assert set(after) == set(before) and all(v[0].startswith("v2-") for v in after.values())
+    hits = vector_search(settings, "payment method chosen at checkout", embedder=fake, limit=1)
+    assert hits[0][0] == "column:payments.method"

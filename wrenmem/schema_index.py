@@ -199,11 +199,23 @@ def open_table(db: Any) -> Any | None:
         return None
 
 
-def _existing(table: Any) -> dict[str, tuple[str, str]]:
-    """id → (item_hash, embedder) of every row, without reading vectors."""
-    data = table.search().select(["id", "item_hash", "embedder"]).limit(None).to_arrow()
-    return {i: (h, e) for i, h, e in zip(data["id"].to_pylist(), data["item_hash"].to_pylist(),
-                                        data["embedder"].to_pylist(), strict=True)}
+def _existing(table: Any) -> dict[str, tuple[str, str, str]]:
+    """id → (item_hash, embedder, text) of every row, without reading vectors."""
+    data = table.search().select(["id", "item_hash", "embedder", "text"]).limit(None).to_arrow()
+    return {i: (h, e, t) for i, h, e, t in zip(
+        data["id"].to_pylist(), data["item_hash"].to_pylist(), data["embedder"].to_pylist(),
+        data["text"].to_pylist(), strict=True)}
+
+
+def _stored_vectors(table: Any, ids: Sequence[str]) -> dict[str, Any]:
+    """Vectors already in the table for ``ids`` (a changed item whose text did not change)."""
+    query = table.search().select(["id", "vector"]).limit(None)
+    if len(ids) <= 500:
+        query = query.where(_in_filter("id", ids))
+    data = query.to_arrow()
+    wanted = set(ids)
+    vectors = data["vector"].to_numpy(zero_copy_only=False)
+    return {i: v for i, v in zip(data["id"].to_pylist(), vectors, strict=True) if i in wanted}
 
 
 def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Any,
@@ -212,7 +224,7 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Any,
     db = connect(settings)
     table = open_table(db)
     existing = _existing(table) if table is not None else {}
-    rebuild = table is None or any(e != embedder.model_id for _h, e in existing.values())
+    rebuild = table is None or any(row[1] != embedder.model_id for row in existing.values())
     if table is not None and rebuild:
         log.warning("schema index was built with another embedder; rebuilding it")
         existing = {}
@@ -228,10 +240,20 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Any,
     # Large first indexes are written in chunks, so a killed sync keeps what it embedded
     # (the next one skips those rows by hash) and memory stays bounded. A normal
     # incremental sync is one chunk: one commit with its deletions.
+    # The vector depends on the text only: an item whose other fields changed (or whose id
+    # changed, text equal) keeps the stored vector.
+    by_text = {row[2]: row_id for row_id, row in existing.items()}
+    reuse = {item.id: by_text[item.text] for item in todo if item.text in by_text}
+    stored = _stored_vectors(table, sorted(set(reuse.values()))) if reuse else {}
+    embedded = 0
     chunks = [todo[i:i + WRITE_CHUNK] for i in range(0, len(todo), WRITE_CHUNK)]
     for n, chunk in enumerate(chunks):
-        vectors = _embed(embedder, [item.text for item in chunk], progress,
-                         n * WRITE_CHUNK, len(todo))
+        texts = list(dict.fromkeys(i.text for i in chunk if reuse.get(i.id) not in stored))
+        fresh = dict(zip(texts, _embed(embedder, texts, progress, embedded, len(todo)),
+                         strict=True)) if texts else {}
+        embedded += len(texts)
+        vectors = [stored[reuse[i.id]] if reuse.get(i.id) in stored else fresh[i.text]
+                   for i in chunk]
         rows = _arrow_rows(chunk, vectors, embedder.model_id)
         if rebuild and n == 0:
             table = db.create_table(TABLE, rows, mode="overwrite")
@@ -245,7 +267,7 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Any,
         table.delete(_in_filter("id", removed))
     if not rebuild:
         _compact(table)
-    return len(todo), len(removed), len(items) - len(todo), rebuild
+    return embedded, len(removed), len(items) - embedded, rebuild
 
 
 def _compact(table: Any) -> None:
@@ -277,8 +299,10 @@ def _embed(embedder: Any, texts: list[str], progress: Callable[[int, int], None]
 
 
 def _arrow_rows(items: Sequence[SchemaItem], vectors: Any, embedder_id: str) -> Any:
+    import numpy as np
     import pyarrow as pa
 
+    vectors = np.asarray(np.stack(vectors), dtype=np.float32)
     dim = int(vectors.shape[1])
     return pa.table({
         "id": pa.array([i.id for i in items], pa.string()),
