@@ -314,3 +314,61 @@ def test_reset_drops_the_table(project: Path, fake: RecordingEmbedder) -> None:
     assert check_drift(settings).index_missing
     assert not reset_index(settings)
     assert sync_pairs(settings).embedded == 3
+
+
+def _age(project: Path, seconds: float = 10.0) -> None:
+    import os
+    import time
+
+    past = time.time() - seconds
+    for path in (project / "knowledge").rglob("*.md"):
+        os.utime(path, (past, past))
+
+
+def test_quick_noop_reads_no_file(project: Path, fake: RecordingEmbedder,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from wrenmem import sync as sync_module
+
+    _three(project)
+    (project / "knowledge/sql/bad.md").write_text("no front matter\n")
+    _age(project)
+    settings = settings_for(project)
+    sync_pairs(settings)
+
+    def no_scan(*a: object, **k: object) -> None:
+        raise AssertionError("a quick no-op read the files")
+
+    monkeypatch.setattr(sync_module, "scan", no_scan)
+    report = sync_pairs(settings)
+    assert report.noop and report.rows == 3 and len(report.unchanged) == 3
+    assert [e.path for e in report.errors] == ["knowledge/sql/bad.md"]
+    drift = check_drift(settings)
+    assert drift.fresh and drift.from_state and drift.pairs == 3
+    monkeypatch.undo()
+    fake = install_fake(monkeypatch)
+    # A touched file (same content) leaves the quick path but is still a no-op.
+    (project / "knowledge/sql/a.md").touch()
+    assert sync_pairs(settings_for(project)).noop and not fake.calls
+    # A new file is never missed by the quick path.
+    write_pair(project, "new.md", "Brand new question", "SELECT 9")
+    _age(project)
+    report = sync_pairs(settings_for(project))
+    assert report.added == ("knowledge/sql/new.md",)
+
+
+def test_walk_stats_sees_the_catalogs_files(project: Path) -> None:
+    from wrenmem.catalog import scan
+    from wrenmem.index_state import walk_stats
+
+    _three(project)
+    base = project / "knowledge/sql"
+    (base / ".hidden").mkdir()
+    (base / ".hidden/x.md").write_text("x")
+    (base / "backup.md~").write_text("x")
+    (base / "README.md").write_text("x")
+    (base / "notes.txt").write_text("x")
+    (base / "link.md").symlink_to(base / "a.md")
+    settings = settings_for(project)
+    expected = set(scan(settings).file_hashes)
+    assert set(walk_stats(settings)) == expected
+    assert "knowledge/sql/link.md" in expected

@@ -14,25 +14,33 @@ table's own (id, content_hash) column, which is always the truth.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import marshal
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from wrenmem.catalog import scan
 from wrenmem.errors import PairError, WrenmemError
 from wrenmem.fsutil import atomic_write_bytes
+from wrenmem.index_state import (
+    Stats,
+    invalidate_state,
+    load_state,
+    quick_noop,
+    save_state,
+    seeds_digest,
+    state_matches,
+    walk_stats,
+)
 from wrenmem.pairs import Pair
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 
-STATE_NAME = "index-state.bin"
 MAINT_NAME = "index-maint.bin"
-STATE_VERSION = 1
 SEED_PREFIX = "seed:"
 EMBED_BATCH = 64
 WRITE_CHUNK = 2048  # rows per commit during a big build: progress survives a kill
@@ -107,6 +115,9 @@ class Snapshot:
     errors: tuple[PairError, ...]
     warnings: tuple[str, ...] = ()
     extras_ok: bool = True
+    stats: Stats | None = None  # taken before the files were read
+    stats_at: float = 0.0
+    seeds: str | None = None
 
     def desired(self) -> dict[str, str]:
         return {row_id: pair.content_hash for row_id, pair in self.pairs.items()}
@@ -122,6 +133,12 @@ def seed_id(pair: Pair) -> str:
 def take_snapshot(settings: Settings) -> Snapshot:
     from wrenmem.seeds_source import extra_pairs
 
+    stats_at = time.time()
+    stats = walk_stats(settings)
+    try:
+        seeds: str | None = seeds_digest(settings)
+    except WrenmemError:
+        seeds = None
     found = scan(settings)
     pairs = {p.path: p for p in found.pairs}
     warnings: list[str] = []
@@ -136,52 +153,22 @@ def take_snapshot(settings: Settings) -> Snapshot:
         extras_ok = False
         warnings.append(f"seed pairs left as they were: {e}")
     return Snapshot(pairs, dict(found.file_hashes), extras, found.errors, tuple(warnings),
-                    extras_ok)
+                    extras_ok, stats, stats_at, seeds)
 
 
 # ---------------------------------------------------------------- state mirror ----
 
-def _state_path(settings: Settings) -> Any:
-    return settings.state_dir / STATE_NAME
+def _matches(settings: Settings, state: dict[str, Any] | None, model_id: str,
+             snap: Snapshot) -> bool:
+    return snap.extras_ok and state_matches(settings, state, model_id, snap.file_hashes,
+                                            snap.extra_hashes)
 
 
-def load_state(settings: Settings) -> dict[str, Any] | None:
-    try:
-        data = marshal.loads(_state_path(settings).read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
-        return None
-    if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
-        return None
-    return data
-
-
-def save_state(settings: Settings, model_id: str, snap: Snapshot, rows: int) -> None:
-    from wrenmem.index import SCHEMA_VERSION
-
-    state = {"v": STATE_VERSION, "schema": SCHEMA_VERSION, "uri": settings.index_uri,
-             "model_id": model_id,
-             "files": snap.file_hashes, "extras": snap.extra_hashes, "rows": rows}
-    try:
-        atomic_write_bytes(_state_path(settings), marshal.dumps(state))
-    except OSError as e:  # read-only state dir: syncs just stay on the slow path
-        log.debug("cannot write %s: %s", _state_path(settings), e)
-
-
-def invalidate_state(settings: Settings) -> None:
-    _state_path(settings).unlink(missing_ok=True)
-
-
-def state_matches(settings: Settings, state: dict[str, Any] | None, model_id: str,
-                  snap: Snapshot) -> bool:
-    """True when the index provably holds exactly ``snap`` (no LanceDB needed)."""
-    from wrenmem.index import SCHEMA_VERSION, index_exists
-
-    return (state is not None and state.get("schema") == SCHEMA_VERSION
-            and state.get("uri") == settings.index_uri
-            and state.get("model_id") == model_id and snap.extras_ok
-            and state.get("files") == snap.file_hashes
-            and state.get("extras") == snap.extra_hashes
-            and index_exists(settings))
+def _save(settings: Settings, model_id: str, snap: Snapshot, rows: int) -> None:
+    save_state(settings, model_id=model_id, files=snap.file_hashes, extras=snap.extra_hashes,
+               rows=rows, ids=sorted(snap.pairs),
+               errors=[(e.path, e.reason, e.line) for e in snap.errors], stats=snap.stats,
+               stats_at=snap.stats_at, seeds=snap.seeds)
 
 
 # ---------------------------------------------------------------------- report ----
@@ -240,8 +227,13 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
     from wrenmem.embedders import get_embedder
 
     embedder = get_embedder(settings.embedder, root=settings.root)
+    if not full:
+        state = quick_noop(settings, embedder.model_id)
+        if state is not None:
+            return _report_from_state(state, embedder.model_id)
     snap = take_snapshot(settings)
-    if not full and state_matches(settings, load_state(settings), embedder.model_id, snap):
+    if not full and _matches(settings, load_state(settings), embedder.model_id, snap):
+        _refresh_stats(settings, embedder.model_id)
         return _noop_report(settings, snap, embedder.model_id)
 
     _warm_up(embedder, snap, load_state(settings), full)
@@ -250,9 +242,33 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
     with index_lock(settings, timeout=lock_timeout):
         snap = take_snapshot(settings)  # files may have moved on while we waited
         state = load_state(settings)
-        if not full and state_matches(settings, state, embedder.model_id, snap):
+        if not full and _matches(settings, state, embedder.model_id, snap):
+            _save(settings, embedder.model_id, snap, int(state.get("rows", 0)) if state else 0)
             return _noop_report(settings, snap, embedder.model_id)
         return _sync_locked(settings, embedder, snap, full, progress, paths, state)
+
+
+def _refresh_stats(settings: Settings, model_id: str) -> None:
+    """Files were touched but not changed: record their new stats so the next no-op is
+    quick again. Only under the lock (never overwrite a writer's invalidation), and only
+    if the lock is free right now."""
+    from wrenmem.errors import LockTimeoutError
+    from wrenmem.lock import index_lock
+
+    try:
+        with index_lock(settings, timeout=0):
+            snap = take_snapshot(settings)
+            state = load_state(settings)
+            if _matches(settings, state, model_id, snap) and state is not None:
+                _save(settings, model_id, snap, int(state.get("rows", 0)))
+    except LockTimeoutError:
+        pass
+
+
+def _report_from_state(state: dict[str, Any], model_id: str) -> SyncReport:
+    errors = tuple(PairError(p, reason, line) for p, reason, line in state.get("errors") or ())
+    return SyncReport(unchanged=tuple(state.get("ids") or ()), errors=errors, noop=True,
+                      model_id=model_id, rows=int(state.get("rows", 0)))
 
 
 def _warm_up(embedder: Any, snap: Snapshot, state: dict[str, Any] | None, full: bool) -> None:
@@ -335,7 +351,7 @@ def _sync_locked(settings: Settings, embedder: Any, snap: Snapshot, full: bool,
     rows = table.count_rows()
     if scope is None:
         if snap.extras_ok:
-            save_state(settings, embedder.model_id, snap, rows)
+            _save(settings, embedder.model_id, snap, rows)
     elif reason is None and _mirror_ok(settings, prior, embedder.model_id):
         assert prior is not None
         _save_scoped(settings, embedder.model_id, snap, rows, prior, scope)
@@ -357,13 +373,26 @@ def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
     """A scoped sync vouches only for its paths: patch them into the previous mirror,
     which stayed true for every other path (any other write would have deleted it)."""
     files = dict(prior.get("files") or {})
+    stats = dict(prior.get("stats") or {})
+    ids = set(prior.get("ids") or ())
+    errors = [e for e in prior.get("errors") or () if e[0] not in scope]
     for path in scope:
+        files.pop(path, None)
+        stats.pop(path, None)
+        ids.discard(path)
         if path in snap.file_hashes:
             files[path] = snap.file_hashes[path]
-        else:
-            files.pop(path, None)
-    merged = Snapshot({}, files, dict(prior.get("extras") or {}), ())
-    save_state(settings, model_id, merged, rows)
+        if snap.stats is not None and path in snap.stats:
+            stats[path] = snap.stats[path]
+        if path in snap.pairs:
+            ids.add(path)
+    errors += [(e.path, e.reason, e.line) for e in snap.errors if e.path in scope]
+    # The recorded stats of other paths are as old as the prior mirror; keep its clock.
+    save_state(settings, model_id=model_id, files=files,
+               extras=dict(prior.get("extras") or {}), rows=rows, ids=sorted(ids),
+               errors=sorted(errors), stats=stats if prior.get("stats") is not None else None,
+               stats_at=min(float(prior.get("stats_at") or 0.0), snap.stats_at),
+               seeds=prior.get("seeds"))
 
 
 def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, list[str]],
@@ -471,10 +500,17 @@ def check_drift(settings: Settings) -> Drift:
     from wrenmem.embedders import get_embedder
 
     model_id = get_embedder(settings.embedder, root=settings.root).model_id
+    quick = quick_noop(settings, model_id)
+    if quick is not None:
+        ids = tuple(quick.get("ids") or ())
+        n_seeds = sum(1 for i in ids if i.startswith(SEED_PREFIX))
+        errors = tuple(PairError(p, r, ln) for p, r, ln in quick.get("errors") or ())
+        return Drift(SyncPlan(unchanged=ids), errors, model_id, model_id, False,
+                     int(quick.get("rows", 0)), len(ids) - n_seeds, n_seeds, True)
     snap = take_snapshot(settings)
     seeds = len(snap.extra_hashes)
     state = load_state(settings)
-    if state_matches(settings, state, model_id, snap):
+    if _matches(settings, state, model_id, snap):
         assert state is not None
         return Drift(SyncPlan(unchanged=tuple(sorted(snap.pairs))), snap.errors, model_id,
                      model_id, False, int(state.get("rows", 0)), len(snap.pairs) - seeds,
@@ -492,14 +528,6 @@ def check_drift(settings: Settings) -> Drift:
     return Drift(plan_sync(snap.desired(), indexed), snap.errors, model_id,
                  index.table_model_id(table), False, sum(map(len, indexed.values())),
                  len(snap.pairs) - seeds, seeds, False)
-
-
-def content_digest(values: Iterable[str]) -> str:
-    """One hash over many (for logs and tests)."""
-    h = hashlib.sha256()
-    for v in sorted(values):
-        h.update(v.encode())
-    return h.hexdigest()
 
 
 def reset_index(settings: Settings) -> bool:
