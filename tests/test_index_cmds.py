@@ -159,3 +159,22 @@ def test_kill_9_during_syncs_then_sync_is_clean(tmp_path: Path) -> None:
     ids = table.search().select(["id"]).limit(None).to_arrow().column("id").to_pylist()
     files = sorted(settings.relpath(p) for p in (root / "knowledge/sql").rglob("*.md"))
     assert sorted(ids) == files  # no lost pair, no stale row, no duplicate
+
+
+def test_concurrent_stores_lose_nothing(project: Path, wrenmem_proc: Run) -> None:
+    write_pair(project, "seed.md", "Total revenue by region", "SELECT 1")
+    assert wrenmem_proc("sync").returncode == 0
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-m", "wrenmem", "store", "--nl",
+                               f"How many orders came from store number {n}?", "--sql",
+                               f"SELECT COUNT(*) FROM orders WHERE store_id = {n}"],
+                              cwd=project, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for n in range(4)]
+    for proc in procs:
+        _out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+        assert "index not updated" not in err
+    check = wrenmem_proc("check", "--json")
+    assert check.returncode == 0, check.stdout  # every store indexed its own pair
+    status = _json(wrenmem_proc("status", "--json"))
+    assert status["rows"] == status["pairs"] == 5
