@@ -80,10 +80,12 @@ def run_hook(hook_repo: Path, home: dict[str, str], user_repo: Path, hook: str
                 "never"], user_repo, home)
 
 
-def test_manifest_declares_the_three_hooks() -> None:
+def test_manifest_declares_the_hooks() -> None:
     hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
-    assert [h["id"] for h in hooks] == ["wrenmem-validate", "wrenmem-fmt", "wrenmem-duplicates"]
-    assert all(h["language"] == "python" and h["entry"].startswith("wrenmem ") for h in hooks)
+    assert [h["id"] for h in hooks] == ["wrenmem-validate", "wrenmem-fmt", "wrenmem-duplicates",
+                                        "wrenmem-sync"]
+    checks = hooks[:3]
+    assert all(h["language"] == "python" and h["entry"].startswith("wrenmem ") for h in checks)
     readme = (REPO / "README.md").read_text()
     assert all(h["id"] in readme for h in hooks), "every hook id is documented"
 
@@ -149,3 +151,36 @@ def test_this_repository_dogfoods_its_hooks(hook_repo: Path, pre_commit_home: di
     for name in ("wrenmem validate", "wrenmem fmt", "wrenmem duplicates"):
         assert any(line.startswith(name) and line.endswith("Passed")
                    for line in done.stdout.splitlines()), done.stdout
+
+
+def test_sync_hook_for_repositories_whose_hooks_pre_commit_manages(
+        hook_repo: Path, pre_commit_home: dict[str, str], user_repo: Path,
+        tmp_path: Path) -> None:
+    """`wrenmem-sync` at the post-* stages runs the wrenmem on PATH and never fails git."""
+    write_pair(user_repo, "a.md", "Question A", "SELECT 1 AS a")
+    (user_repo / "wrenmem.toml").write_text('backend = "grep"\n')
+    (user_repo / ".gitignore").write_text(".wrenmem/\n")
+    rev = run(["git", "rev-parse", "HEAD"], hook_repo).stdout.strip()
+    config = {"default_install_hook_types": ["post-checkout", "post-merge", "post-rewrite",
+                                             "post-commit"],
+              "repos": [{"repo": str(hook_repo), "rev": rev,
+                         "hooks": [{"id": "wrenmem-sync"}]}]}
+    (user_repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
+    shim = tmp_path / "bin" / "wrenmem"  # wrenmem on PATH, as an installed console script
+    shim.parent.mkdir()
+    shim.write_text(f"#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m wrenmem \"$@\"\n")
+    shim.chmod(0o755)
+    env = {**pre_commit_home, "PATH": os.pathsep.join([str(shim.parent), os.environ["PATH"]])}
+    assert run([sys.executable, "-m", "pre_commit", "install"], user_repo, env).returncode == 0
+    assert run(["git", "add", "-A"], user_repo, env).returncode == 0
+    assert run(["git", "commit", "-q", "-m", "first"], user_repo, env).returncode == 0
+    assert run(["git", "checkout", "-q", "-b", "feature"], user_repo, env).returncode == 0
+    log = (user_repo / ".wrenmem" / "hooks.log").read_text().splitlines()
+    head = run(["git", "rev-parse", "HEAD"], user_repo).stdout.strip()
+    assert [line.split(" ", 1)[1].split(":")[0] for line in log] == [
+        "post-commit (pre-commit) ", f"post-checkout (pre-commit) {head} {head} 1"]
+    assert all("backend is grep" in line for line in log)
+    # Without wrenmem on PATH the git operation still succeeds.
+    bare = {**pre_commit_home, "PATH": os.environ["PATH"]}
+    done = run(["git", "checkout", "-q", "main"], user_repo, bare)
+    assert done.returncode == 0, done.stderr

@@ -19,6 +19,7 @@ import shlex
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -258,19 +259,37 @@ def _write_executable(path: Path, text: str) -> None:
 # ---- what a hook does when git runs it ---------------------------------------------------------
 
 
+def pre_commit_stage(environ: Mapping[str, str]) -> str:
+    """The git hook the pre-commit framework is running, from the variables it sets."""
+    if "PRE_COMMIT_CHECKOUT_TYPE" in environ:
+        return "post-checkout"
+    if "PRE_COMMIT_IS_SQUASH_MERGE" in environ:
+        return "post-merge"
+    if "PRE_COMMIT_REWRITE_COMMAND" in environ:
+        return "post-rewrite"
+    return "post-commit"
+
+
 def run_hook(settings: Settings, name: str, args: tuple[str, ...]) -> str | None:
     """Sync the index after git hook ``name``; never raises.
 
-    Returns None on success, or a one-line reason on failure (the traceback is in the log).
-    Every run is logged to ``.wrenmem/hooks.log``.
+    ``name`` "pre-commit" means the pre-commit framework runs us (the ``wrenmem-sync`` hook):
+    the git hook is then told by pre-commit's environment variables. Returns None on
+    success, or a one-line reason on failure (the traceback is in the log). Every run is
+    logged to ``.wrenmem/hooks.log``.
     """
+    if name == "pre-commit":
+        name = pre_commit_stage(os.environ) + " (pre-commit)"
+        args = tuple(os.environ.get(v, "") for v in (
+            "PRE_COMMIT_FROM_REF", "PRE_COMMIT_TO_REF", "PRE_COMMIT_CHECKOUT_TYPE",
+            "PRE_COMMIT_REWRITE_COMMAND") if v in os.environ)
     started = time.monotonic()
     log_path = settings.state_dir / LOG_NAME
     try:
         if not settings.knowledge_path.is_dir():
             _log(log_path, f"{name} {' '.join(args)}: no {settings.knowledge_dir}/, nothing to do")
             return None
-        if name in ("post-commit", "post-checkout") and _rebasing(settings.root):
+        if name.split()[0] in ("post-commit", "post-checkout") and _rebasing(settings.root):
             # A rebase runs post-commit for every commit it replays (and post-checkout when it
             # starts); post-rewrite runs once at its end and syncs the result.
             _log(log_path, f"{name} {' '.join(args)}: rebase in progress, post-rewrite syncs")
