@@ -44,9 +44,8 @@ def build(root: Path, n: int) -> None:
     for i, (nl, sql) in enumerate(questions(n)):
         sub = folder / f"part{i % 20:02d}"
         sub.mkdir(parents=True, exist_ok=True)
-        (sub / f"pair-{i:05d}.md").write_text(
-            f"---\nnl: {json.dumps(nl, ensure_ascii=False)}\nsource: user\n---\n\n```sql\n{sql}\n```\n",
-            encoding="utf-8")
+        front = f"---\nnl: {json.dumps(nl, ensure_ascii=False)}\nsource: user\n---\n"
+        (sub / f"pair-{i:05d}.md").write_text(f"{front}\n```sql\n{sql}\n```\n", encoding="utf-8")
 
 
 def run(root: Path, query: str) -> float:
