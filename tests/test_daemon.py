@@ -252,3 +252,15 @@ class _FakeIndexBackend:
 
     def search(self, queries, k, filters):
         raise AssertionError("must not search")
+
+
+def test_status_through_the_daemon_is_the_same(server, settings) -> None:
+    from wrenmem.daemon_client import remote_call
+    from wrenmem.index_status import status_data
+    from wrenmem.lock import index_lock
+
+    remote = remote_call(settings, "status", {})
+    assert remote == status_data(settings)
+    assert remote["backend"] == "grep"
+    with index_lock(settings):  # a writer between commits: the CLI computes it itself
+        assert remote_call(settings, "status", {}) is None

@@ -250,7 +250,8 @@ def test_fetch_and_recall_are_served_warm_with_the_default_backend(
     wait_until(lambda: "schema:" in (ping(root) or {}).get("last_summary", ""), timeout=120,
                what="the schema index")
     for args in (["fetch", "-q", "revenue by store", "--threshold", "0", "-k", "4"],
-                 ["recall", "-q", "revenue per month", "-q", "每个门店的销售额是多少？"]):
+                 ["recall", "-q", "revenue per month", "-q", "每个门店的销售额是多少？"],
+                 ["status", "--json"]):
         before = ping(root)["requests"]
         warm = run_wrenmem(args, root)
         assert ping(root)["requests"] == before + 2, args  # answered by the daemon

@@ -223,13 +223,17 @@ class DaemonServer:
         return {"data": result.to_dict(), "text": result.render(),
                 "warnings": list(result.warnings), "notes": list(result.notes)}
 
-    def status(self, settings: Settings, args: dict[str, Any]) -> Any:
-        """The ``status`` command's data, when the index module provides it."""
+    def status(self, settings: Settings, args: dict[str, Any]) -> dict[str, Any]:
+        """What ``wrenmem status`` shows; refused while a writer is between commits."""
+        from wrenmem.errors import LockTimeoutError
+        from wrenmem.index_status import status_data
+        from wrenmem.lock import index_lock
+
         try:
-            from wrenmem.sync import index_status  # type: ignore[import-not-found,attr-defined,unused-ignore]
-        except ImportError as e:
-            raise Refused(f"status is not available here: {e}") from e
-        return index_status(settings, **args)
+            with index_lock(settings, timeout=BUSY_WAIT):
+                return status_data(settings)
+        except LockTimeoutError as e:
+            raise Refused(f"the index is being written: {e}") from e
 
     # --- searching -------------------------------------------------------------------------
 

@@ -97,36 +97,16 @@ def _drift_dict(drift: Any) -> dict[str, Any]:
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Backend, embedder, counts, and whether the index matches the files."""
-    from wrenmem.recall import choose_backend, index_unavailable
-    from wrenmem.sync import check_drift
+    from wrenmem.daemon_client import remote_call
 
     settings = get_settings(ctx)
-    backend = choose_backend(settings)
-    unavailable = index_unavailable(settings)
-    data: dict[str, Any] = {
-        "backend": backend,
-        "backend_setting": settings.backend,
-        "embedder_setting": settings.embedder,
-        "index": settings.index_uri,
-        "index_available": unavailable is None,
-        "index_unavailable_reason": unavailable,
-    }
-    if unavailable is None:
-        drift = check_drift(settings)
-        data.update({
-            "embedder": drift.model_id,
-            "built_by": drift.built_by,
-            "pairs": drift.pairs,
-            "seeds": drift.seeds,
-            "rows": drift.rows,
-            "bad_files": len(drift.errors),
-            "fresh": drift.fresh,
-            "index_missing": drift.index_missing,
-            "rebuild_needed": drift.rebuild_needed,
-            "drift": {"added": len(drift.plan.added), "changed": len(drift.plan.changed),
-                      "removed": len(drift.plan.removed),
-                      "renamed": len(drift.plan.renamed)},
-        })
+    # The running watcher answers warm when it can; otherwise the same work in-process.
+    data = remote_call(settings, "status", {})
+    if not isinstance(data, dict):
+        from wrenmem.index_status import status_data
+
+        data = status_data(settings)
+    backend, unavailable = data["backend"], data["index_unavailable_reason"]
     if as_json:
         emit_json(data)
         return
