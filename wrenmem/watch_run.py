@@ -58,10 +58,13 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
 
     Pairs: the one sync function (``wrenmem.sync.sync_pairs``) when the index is installed,
     else a catalog scan (what grep recall reads). Manifest: the schema sync, when present.
-    With ``backend = grep`` nothing reads an index, so only the scan runs.
+    When recall uses grep (set, or ``auto`` without the index extra) nothing reads an index,
+    so only the scan runs.
     """
     kinds = {PAIRS, MANIFEST} if kinds is None else kinds
-    indexed = settings.backend != "grep"
+    from wrenmem.recall import choose_backend
+
+    indexed = choose_backend(settings) != "grep"  # auto without the index extra is grep
     summaries: list[str] = []
     failures: list[tuple[str, BaseException]] = []
     pair_errors: tuple[Any, ...] = ()
