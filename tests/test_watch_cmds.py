@@ -258,3 +258,16 @@ def test_fetch_and_recall_are_served_warm_with_the_default_backend(
         cold = run_wrenmem(args, root, env=NO_DAEMON)
         assert warm.returncode == cold.returncode == 0, cold.stderr
         assert (warm.stdout, warm.stderr) == (cold.stdout, cold.stderr)
+
+    # an editor's save reaches the index through the watcher alone: `check` finds no drift
+    syncs = ping(root)["syncs"]
+    target = root / "knowledge" / "sql" / "sales" / "monthly-revenue-in-2024.md"
+    tmp = target.parent / ".monthly.tmp"
+    tmp.write_text(target.read_text(encoding="utf-8").replace(
+        "Monthly revenue in 2024", "Monthly takings of the year 2024"), encoding="utf-8")
+    os.replace(tmp, target)
+    wait_until(lambda: ping(root)["syncs"] > syncs, what="the watcher's sync")
+    check = run_wrenmem(["check"], root)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert recall_paths(root, "takings of the year", 1) == [
+        "knowledge/sql/sales/monthly-revenue-in-2024.md"]
