@@ -48,3 +48,24 @@ def test_changed_or_just_edited_manifest_is_read_again(example_project: Path) ->
     path.write_text(path.read_text().replace('"segment"', '"tier"'))
     fresh = schema_cache.prepare(settings, path)
     assert any(i.id == "column:customers.tier" for i in fresh.items)
+
+
+def test_memoised_item_terms_equal_plain_tokenizing() -> None:
+    from collections import Counter
+
+    from tests.conftest import EXAMPLE_MANIFEST
+    from wrenmem.manifest import parse_manifest
+    from wrenmem.textsearch import tokenize
+
+    extra = parse_manifest({"models": [{"name": "订单表", "properties": {
+        "description": "每个客户的订单，金额（美元）。Ünïcode naïve café"}, "columns": [
+        {"name": "金额", "type": "DECIMAL", "properties": {"description": "订单 总额"}}]}]})
+    items = schema_items(load_manifest(EXAMPLE_MANIFEST)) + schema_items(extra)
+    memo: dict[str, list[str]] = {}
+    for item in items:
+        plain: Counter[str] = Counter()
+        for term in tokenize(f"{item.name} {item.model} {item.related}"):
+            plain[term] += schema_cache.NAME_WEIGHT
+        for term in tokenize(item.text):
+            plain[term] += 1.0
+        assert schema_cache.item_terms(item, memo) == dict(plain), item.id
