@@ -9,7 +9,6 @@ when something about it changed.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, fields, replace
 from functools import cached_property
 
@@ -55,7 +54,8 @@ class SchemaItem:
     @cached_property
     def item_hash(self) -> str:
         """Hash of every field: the index re-embeds an item only when this changes."""
-        payload = json.dumps([getattr(self, f.name) for f in fields(self)], ensure_ascii=False)
+        # Fields joined by a separator no name or description contains (unit separator).
+        payload = "\x1f".join([str(getattr(self, name)) for name in _FIELD_NAMES])
         return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
     def matches(self, types: tuple[str, ...] = (), model: str | None = None) -> bool:
@@ -69,6 +69,9 @@ class SchemaItem:
                 "related": self.related, "data_type": self.data_type,
                 "expression": self.expression, "description": self.description,
                 "is_calculated": self.is_calculated, "text": self.text, "detail": self.detail}
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(SchemaItem))
 
 
 def normalize_types(types: tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
