@@ -133,9 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("re-index after one changed column (fetch)", seconds, changed["index"]))
 
     for label, secs, index in rows:
-        print(f"{label:45s} {secs:7.2f} s  items={index['items']} "
-              f"embedded={index['embedded']} deleted={index['deleted']} "
-              f"noop={index['noop']}")
+        print(f"{label:45s} {secs:7.2f} s  (sync {index['seconds']:.2f} s) "
+              f"items={index['items']} embedded={index['embedded']} "
+              f"deleted={index['deleted']} noop={index['noop']}")
 
     grep = [cli(root, "fetch", "-q", question, "--threshold", "0", "-b", "grep")[0]
             for _ in range(5)]
