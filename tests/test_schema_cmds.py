@@ -105,3 +105,32 @@ def test_seed_list_and_write(cli, example_project: Path) -> None:
     assert len([p for p in paths if "total-amount-of-all-orders" in p]) == 1
     again = json.loads(cli("seed", "--write", "--json", root=example_project).stdout)
     assert not any(w["created"] for w in again["written"])
+
+
+def test_fuzzed_manifests_through_the_cli(tmp_path: Path) -> None:
+    """describe, fetch and seed on broken manifests: exit 0 or 1, never a traceback."""
+    from click.testing import CliRunner
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from tests.test_manifest import manifests
+    from wrenmem.cli import cli as group
+
+    root = tmp_path / "p"
+    (root / "target").mkdir(parents=True)
+    runner = CliRunner()
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(manifests | st.text(max_size=50).map(lambda t: {"_raw": t}))
+    def check(document: dict) -> None:
+        raw = document.pop("_raw", None) if isinstance(document, dict) else None
+        (root / "target" / "mdl.json").write_text(raw if raw is not None
+                                                  else json.dumps(document))
+        for args in (["describe"], ["fetch", "-q", "orders", "--threshold", "0", "-b", "grep"],
+                     ["seed", "--json"]):
+            result = runner.invoke(group, ["--project", str(root), *args])
+            assert result.exit_code in (0, 1), (args, result.output)
+            assert result.exception is None or isinstance(result.exception, SystemExit), (
+                args, repr(result.exception))
+
+    check()
