@@ -232,16 +232,18 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
         if state is not None:
             return _report_from_state(state, embedder.model_id)
     snap = take_snapshot(settings)
-    if not full and _matches(settings, load_state(settings), embedder.model_id, snap):
+    seen = load_state(settings)
+    if not full and _matches(settings, seen, embedder.model_id, snap):
         _refresh_stats(settings, embedder.model_id)
         return _noop_report(settings, snap, embedder.model_id)
 
-    _warm_up(embedder, snap, load_state(settings), full)
+    _warm_up(embedder, snap, seen, full)
     from wrenmem.lock import index_lock
 
     with index_lock(settings, timeout=lock_timeout):
-        snap = take_snapshot(settings)  # files may have moved on while we waited
         state = load_state(settings)
+        if state != seen:  # another writer finished meanwhile: read the files again
+            snap = take_snapshot(settings)
         if not full and _matches(settings, state, embedder.model_id, snap):
             _save(settings, embedder.model_id, snap, int(state.get("rows", 0)) if state else 0)
             return _noop_report(settings, snap, embedder.model_id)
