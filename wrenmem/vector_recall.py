@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +33,13 @@ LEXICAL_WEIGHT = 1.5
 MIN_DEPTH = 50  # candidates per ranking before fusion
 SYNC_LOCK_TIMEOUT = 10.0
 COLUMNS = ["id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta"]
+
+
+def _quietly(fn: Any) -> None:
+    try:
+        fn()
+    except Exception:  # the search itself meets the same error and reports it
+        log.debug("model warm-up failed", exc_info=True)
 
 
 def where_clause(filters: Filters) -> str | None:
@@ -60,6 +68,10 @@ class VectorBackend:
         self.embedder = get_embedder(settings.embedder, root=settings.root)
         self._db: Any = None
         self._table: Any = None
+        load = getattr(self.embedder, "load", None)
+        if load is not None:  # load the model while this thread imports LanceDB
+            threading.Thread(target=_quietly, args=(load,), daemon=True,
+                             name="wrenmem-model-load").start()
 
     # -- index access ---------------------------------------------------------------
     def _bring_up_to_date(self) -> None:
