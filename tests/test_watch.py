@@ -12,7 +12,13 @@ from types import SimpleNamespace
 import pytest
 from conftest import write_pair
 
-from wrenmem.errors import LockTimeoutError, ManifestError, PairError, SettingsError
+from wrenmem.errors import (
+    LockTimeoutError,
+    ManifestError,
+    PairError,
+    SettingsError,
+    WrenmemError,
+)
 from wrenmem.settings import load_settings
 from wrenmem.watch import (
     MANIFEST,
@@ -76,6 +82,8 @@ def test_classify_error() -> None:
     assert classify_error(SettingsError("bad")) == "permanent"
     assert classify_error(ManifestError("bad")) == "permanent"
     assert classify_error(ImportError("no lancedb")) == "permanent"
+    assert classify_error(WrenmemError("cannot load sentence-transformers model x")) == \
+        "permanent"
     assert classify_error(PermissionError(errno.EACCES, "denied")) == "permanent"
     assert classify_error(RuntimeError("lance commit conflict")) == "unknown"
 

@@ -17,17 +17,11 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from wrenmem.errors import (
-    ExtraMissingError,
-    LockTimeoutError,
-    ManifestError,
-    PairError,
-    SettingsError,
-)
+from wrenmem.errors import LockTimeoutError, PairError, WrenmemError
 from wrenmem.settings import CONFIG_FILE, Settings
 
 log = logging.getLogger(__name__)
@@ -98,8 +92,9 @@ def classify_error(exc: BaseException) -> str:
     (retry soon: a busy lock, a file mid-write) or UNKNOWN (retried a few times)."""
     if isinstance(exc, LockTimeoutError | TimeoutError):
         return TRANSIENT
-    if isinstance(exc, SettingsError | ManifestError | ExtraMissingError | PairError
-                  | ImportError):
+    if isinstance(exc, WrenmemError | ImportError):
+        # wrenmem raises on purpose, with a reason for the user (bad settings or manifest,
+        # a missing extra, a model that cannot load); only a busy lock is worth a retry
         return PERMANENT
     if type(exc).__name__ in ("EmbedderError", "ModelLoadError") or getattr(
             exc, "permanent", False):
@@ -156,7 +151,6 @@ class LoopStats:
     last_summary: str = ""
     last_error: str = ""
     bad_files: tuple[str, ...] = ()
-    history: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"syncs": self.syncs, "events": self.events, "last_sync_at": self.last_sync_at,
@@ -248,9 +242,9 @@ def _deadline(pending: set[str], first_at: float | None, last_at: float | None,
 
 
 def _describe(exc: BaseException) -> str:
+    """Our own errors speak for themselves; a foreign one also names its type."""
     text = str(exc).strip() or type(exc).__name__
-    return text if isinstance(exc, SettingsError | ManifestError) else (
-        f"{text}" if type(exc).__module__.startswith("wrenmem") else
+    return text if type(exc).__module__.startswith("wrenmem") else (
         f"{type(exc).__name__}: {text}")
 
 

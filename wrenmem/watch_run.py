@@ -191,7 +191,7 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
         server = DaemonServer(settings, info)
         try:
             server.start()
-        except OSError as e:
+        except (OSError, WrenmemError) as e:
             say("WARNING", f"daemon: cannot listen on {server.path}: {e}; watching without it")
             server = None
     _write_state(state_path, settings, server, info())
