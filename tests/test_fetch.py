@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,29 @@ def test_real_model_finds_relevant_items_in_two_languages(example_project: Path)
     chinese = fetch(settings, "每个商店的销售渠道", threshold=0, k=8,
                     types=["column"])
     assert "column:stores.channel" in ids(chinese)
+
+
+def test_index_with_other_item_hashes_is_resynced_not_empty(settings: Settings,
+                                                           fake: RecordingEmbedder,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    from functools import cached_property
+
+    from wrenmem.schema_items import SchemaItem
+
+    fetch(settings, "anything", threshold=0)
+    # The state file says fresh (same manifest), but the rows hold hashes of another item
+    # format, as after an upgrade: fetch must notice, re-sync and still answer.
+    patched = cached_property(lambda self: "v9-" + self.id)
+    patched.__set_name__(SchemaItem, "item_hash")
+    monkeypatch.setattr(SchemaItem, "item_hash", patched)
+    import wrenmem.schema_cache as schema_cache
+
+    schema_cache._memory.clear()
+    (settings.state_dir / schema_cache.CACHE_FILE).unlink()
+    before = len(fake.embedded)
+    vector_only = dataclasses.replace(settings, backend="vector")
+    result = fetch(vector_only, "payment method chosen at checkout", threshold=0, k=3)
+    assert ids(result)[0] == "column:payments.method"
+    assert result.index is not None and result.index["embedded"] == 0
+    assert len(fake.embedded) - before == 2  # the question, searched twice

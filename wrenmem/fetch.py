@@ -139,13 +139,23 @@ def _vector_search(settings: Settings, path: Path, prepared: Prepared, question:
     embedder = get_embedder(settings.embedder, root=settings.root)
     report = sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
                         embedder, count=len(prepared), progress=progress)
-    out = []
-    for item_id, item_hash, score in vector_search(settings, question, embedder=embedder,
-                                                   limit=limit, types=types, model=model):
-        n = prepared.position(item_id)
-        # Rows of another manifest (a concurrent sync of a different file) never leak in.
-        if n is not None and prepared.item(n).item_hash == item_hash:
-            out.append(ScoredItem(prepared.item(n), score))
+    for attempt in (1, 2):
+        out, stale = [], 0
+        for item_id, item_hash, score in vector_search(settings, question, embedder=embedder,
+                                                       limit=limit, types=types, model=model):
+            n = prepared.position(item_id)
+            # Rows of another manifest or an older item format never leak in.
+            if n is not None and prepared.item(n).item_hash == item_hash:
+                out.append(ScoredItem(prepared.item(n), score))
+            else:
+                stale += 1
+        if not stale or attempt == 2:
+            break
+        # The index does not hold exactly these items although its state said so (another
+        # process synced another manifest, or the item format changed): sync for real.
+        log.info("schema index held %d rows of other items; syncing again", stale)
+        report = sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
+                            embedder, count=len(prepared), progress=progress, force=True)
     return out, report.to_dict()
 
 

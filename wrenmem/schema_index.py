@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 TABLE = "schema_items"
 STATE_FILE = "schema_index.json"
 STATE_VERSION = 1
+# Bump when item texts or hashes are computed differently: a state of another version is
+# not fresh, so the next sync compares the table (and re-embeds only changed texts).
+ITEMS_VERSION = 2
 EMBED_BATCH = 256
 RACY_SECONDS = 2.0
 COMPACT_EVERY = 20  # table versions between compactions
@@ -76,7 +79,9 @@ def read_state(settings: Settings) -> dict[str, Any]:
         data = json.loads(state_path(settings).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) and data.get("version") == STATE_VERSION else {}
+    if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+        return {}
+    return data if data.get("items_version") == ITEMS_VERSION else {}
 
 
 def _table_present(settings: Settings) -> bool:
@@ -137,18 +142,19 @@ def sync_items(settings: Settings, path: Path, fingerprint: str,
                items: Sequence[SchemaItem] | Callable[[], Sequence[SchemaItem]],
                embedder: Any, *, count: int | None = None,
                progress: Callable[[int, int], None] | None = None,
-               started: float | None = None) -> SchemaSyncReport:
+               started: float | None = None, force: bool = False) -> SchemaSyncReport:
     """Sync already-extracted items of the manifest at ``path`` (fetch has them cached).
 
     ``items`` may be a function, called only when the index is not already fresh; then
-    ``count`` gives the number of items for the report.
+    ``count`` gives the number of items for the report. ``force`` ignores the state file
+    and compares the table itself (still embedding only what changed).
     """
     from wrenmem.lock import index_lock
 
     started = time.perf_counter() if started is None else started
     total = len(items) if not callable(items) else (count or 0)
     stat_key = _stat_key(path)
-    if is_fresh(settings, path, embedder.model_id, fingerprint):
+    if not force and is_fresh(settings, path, embedder.model_id, fingerprint):
         if read_state(settings).get("stat") != stat_key:
             _write_state(settings, path, fingerprint, embedder.model_id, total, stat_key)
         return SchemaSyncReport(str(path), fingerprint, total, unchanged=total,
@@ -164,7 +170,8 @@ def sync_items(settings: Settings, path: Path, fingerprint: str,
 
 def _write_state(settings: Settings, path: Path, fingerprint: str, embedder_id: str,
                  items: int, stat_key: list[int] | None) -> None:
-    state = {"version": STATE_VERSION, "manifest": str(path), "stat": stat_key,
+    state = {"version": STATE_VERSION, "items_version": ITEMS_VERSION,
+             "manifest": str(path), "stat": stat_key,
              "fingerprint": fingerprint, "embedder": embedder_id,
              "index": settings.index_uri, "items": items}
     try:
