@@ -175,3 +175,28 @@ def test_changed_hash_with_same_text_reuses_the_stored_vector(settings: Settings
     assert set(after) == set(before) and all(v[0].startswith("v2-") for v in after.values())
     hits = vector_search(settings, "payment method chosen at checkout", embedder=fake, limit=1)
     assert hits[0][0] == "column:payments.method"
+
+
+def test_one_column_change_in_a_2000_model_manifest(project: Path) -> None:
+    import json
+
+    doc = {"dataSource": "postgres", "models": [
+        {"name": f"table_{n:04d}", "primaryKey": "id", "columns": [
+            {"name": "id", "type": "INTEGER"},
+            {"name": f"metric_{n}", "type": "DECIMAL",
+             "properties": {"description": f"Metric number {n}."}}]}
+        for n in range(2000)]}
+    path = project / "target" / "mdl.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(doc))
+    settle(path)
+    settings = load_settings(project)
+    first = RecordingEmbedder()
+    assert sync_schema(settings, embedder=first).embedded == 6000
+    edit_manifest(path, lambda d: d["models"][1234]["columns"][1]["properties"].update(
+        description="Metric 1234, now in euros."))
+    fake = RecordingEmbedder()
+    report = sync_schema(settings, embedder=fake)
+    assert (report.items, report.embedded, report.deleted) == (6000, 1, 0)
+    assert fake.embedded == ["Column metric_1234 (DECIMAL) in model table_1234: Metric 1234, "
+                             "now in euros."]
