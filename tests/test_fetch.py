@@ -147,3 +147,16 @@ def test_index_with_other_item_hashes_is_resynced_not_empty(settings: Settings,
     assert ids(result)[0] == "column:payments.method"
     assert result.index is not None and result.index["embedded"] == 0
     assert len(fake.embedded) - before == 2  # the question, searched twice
+
+
+def test_table_dropped_behind_the_state_files_back(settings: Settings,
+                                                   fake: RecordingEmbedder) -> None:
+    import wrenmem.schema_index as schema_index
+
+    fetch(settings, "anything", threshold=0)
+    schema_index.connect(settings).drop_table(schema_index.TABLE)
+    (Path(settings.index_uri) / f"{schema_index.TABLE}.lance").mkdir(parents=True,
+                                                                       exist_ok=True)
+    result = fetch(settings, "payment method chosen at checkout", threshold=0, k=3)
+    assert ids(result)[0] == "column:payments.method"
+    assert result.index is not None and result.index["embedded"] == result.index["items"]

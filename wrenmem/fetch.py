@@ -134,15 +134,21 @@ def _vector_search(settings: Settings, path: Path, prepared: Prepared, question:
                    progress: Callable[[int, int], None] | None = None
                    ) -> tuple[list[ScoredItem], dict[str, Any]]:
     from wrenmem.embedders import get_embedder
-    from wrenmem.schema_index import sync_items, vector_search
+    from wrenmem.schema_index import SchemaIndexMissing, sync_items, vector_search
 
     embedder = get_embedder(settings.embedder, root=settings.root)
     report = sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
                         embedder, count=len(prepared), progress=progress)
     for attempt in (1, 2):
         out, stale = [], 0
-        for item_id, item_hash, score in vector_search(settings, question, embedder=embedder,
-                                                       limit=limit, types=types, model=model):
+        try:
+            rows = vector_search(settings, question, embedder=embedder, limit=limit,
+                                 types=types, model=model)
+        except SchemaIndexMissing:
+            if attempt == 2:
+                raise
+            rows, stale = [], 1
+        for item_id, item_hash, score in rows:
             n = prepared.position(item_id)
             # Rows of another manifest or an older item format never leak in.
             if n is not None and prepared.item(n).item_hash == item_hash:

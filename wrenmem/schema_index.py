@@ -38,6 +38,10 @@ COMPACT_EVERY = 20  # table versions between compactions
 WRITE_CHUNK = 4096  # items embedded per commit of a large sync
 
 
+class SchemaIndexMissing(WrenmemError):
+    """The ``schema_items`` table is not there (deleted behind the state file's back)."""
+
+
 @dataclass(frozen=True)
 class SchemaSyncReport:
     """What a schema sync did. ``noop`` means nothing was opened or loaded."""
@@ -340,7 +344,7 @@ def vector_search(settings: Settings, question: str, *, embedder: Any, limit: in
     db = connect(settings)
     table = open_table(db)
     if table is None:
-        raise WrenmemError("the schema index has no table yet; run a sync first")
+        raise SchemaIndexMissing("the schema index has no table; a sync builds it")
     vector = embedder.embed([question])[0]
     where = []
     if types:
