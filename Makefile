@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/wrenmem sync
-	$(VENV)/bin/wrenmem recall -k 3 -q "What was our revenue per month?" -q "每个门店的销售额是多少？"
+	$(VENV)/bin/wrenmem recall -k 3 -q "What was our revenue per month?" -q "哪些商品从未被下单？"
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
