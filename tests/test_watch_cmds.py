@@ -271,3 +271,15 @@ def test_fetch_and_recall_are_served_warm_with_the_default_backend(
     assert check.returncode == 0, check.stdout + check.stderr
     assert recall_paths(root, "takings of the year", 1) == [
         "knowledge/sql/sales/monthly-revenue-in-2024.md"]
+
+
+def test_poll_flag_watches_by_polling(watched: Path) -> None:
+    root = watched
+    proc = run_wrenmem(["watch", "--detach", "--poll"], root)
+    assert proc.returncode == 0, proc.stderr
+    wait_until(lambda: (ping(root) or {}).get("syncs", 0) >= 1, what="the first sync")
+    assert ping(root)["mode"] == "polling"
+    syncs = ping(root)["syncs"]
+    write_pair(root, "polled.md", "Armadillo sightings per region", "SELECT 1")
+    wait_until(lambda: ping(root)["syncs"] > syncs, what="a polled change")
+    assert recall_paths(root, "armadillo", 1) == ["knowledge/sql/polled.md"]
