@@ -144,6 +144,10 @@ class VectorBackend:
     def search(self, queries: Sequence[str], k: int, filters: Filters) -> list[list[Hit]]:
         if self.auto_sync:
             self._bring_up_to_date()
+            # A fresh handle per search: a kept one sees new rows (the connection checks the
+            # latest version) but keeps the full-text index it first read. A caller that
+            # pins a version (the daemon, with auto_sync off) keeps its handle.
+            self._table = None
         if not queries:
             return []
         vectors = self.embedder.embed(list(queries))
