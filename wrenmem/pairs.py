@@ -96,7 +96,7 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
         raise PairError(path, "front matter is not closed by a '---' line", first + 1)
     yaml_text = "\n".join(lines[first + 1 : close])
     try:
-        meta = yaml.safe_load(yaml_text) if yaml_text.strip() else None
+        meta = _load_yaml(yaml_text) if yaml_text.strip() else None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = first + 2 + mark.line if mark is not None else first + 1
@@ -178,6 +178,20 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
         sql_line=sql_line,
         wren_format=wren,
     )
+
+
+def _load_yaml(text: str) -> Any:
+    """libyaml's loader when PyYAML has it (same values, ~10x faster); on an error the
+    pure-Python loader parses again, because its error marks point at the right line."""
+    import yaml
+
+    fast = getattr(yaml, "CSafeLoader", None)
+    if fast is not None:
+        try:
+            return yaml.load(text, Loader=fast)  # noqa: S506 - a safe loader
+        except yaml.YAMLError:
+            pass
+    return yaml.safe_load(text)
 
 
 def _find_sql_block(lines: list[str]) -> tuple[int, int, str] | None:
