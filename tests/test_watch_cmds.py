@@ -283,3 +283,21 @@ def test_poll_flag_watches_by_polling(watched: Path) -> None:
     write_pair(root, "polled.md", "Armadillo sightings per region", "SELECT 1")
     wait_until(lambda: ping(root)["syncs"] > syncs, what="a polled change")
     assert recall_paths(root, "armadillo", 1) == ["knowledge/sql/polled.md"]
+
+
+def test_deleting_wrenmem_folder_while_watching(watched: Path) -> None:
+    """Everything under .wrenmem/ may be deleted at any time, with a watcher running too."""
+    import shutil
+
+    root = watched
+    pid = start(root)
+    shutil.rmtree(root / ".wrenmem")
+    wait_until(lambda: (root / ".wrenmem" / "watch.pid").exists(), what="the pid file")
+    wait_until(lambda: ping(root) is not None, what="the socket")
+    assert ping(root)["pid"] == pid
+    status = json.loads(run_wrenmem(["watch", "--status", "--json"], root).stdout)
+    assert status["running"] and status["pid"] == pid
+    again = run_wrenmem(["watch", "--detach"], root)
+    assert again.returncode == 1 and "already running" in again.stderr
+    write_pair(root, "after.md", "Pangolin counts after the cleanup", "SELECT 1")
+    wait_until(lambda: recall_paths(root, "pangolin", 1) == ["knowledge/sql/after.md"])

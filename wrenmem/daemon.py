@@ -55,6 +55,7 @@ class DaemonServer:
 
     def start(self) -> Path:
         """Bind the socket (replacing a stale one) and serve in a daemon thread."""
+        self._closing = threading.Event()
         folder = self.path.parent
         folder.mkdir(parents=True, exist_ok=True)
         _make_private(folder)

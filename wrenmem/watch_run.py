@@ -120,30 +120,88 @@ def _report_changed(report: Any) -> bool:
 
 # --- the watcher process --------------------------------------------------------------------
 
-@contextlib.contextmanager
-def singleton(settings: Settings) -> Iterator[None]:
-    """Hold ``.wrenmem/watch.lock``; WrenmemError if another watcher holds it."""
-    state = settings.state_dir
-    state.mkdir(parents=True, exist_ok=True)
-    fd = os.open(state / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
+class Singleton:
+    """This watcher's hold on ``.wrenmem/watch.lock`` and its pid file."""
+
+    def __init__(self, settings: Settings):
+        self.state = settings.state_dir
+        self.root = settings.root
+        self.fd: int | None = None
+
+    def _take(self) -> int | None:
+        self.state.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.state / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            pid = _read_pid(state)
+            os.close(fd)
+            return None
+        (self.state / PID_FILE).write_text(f"{os.getpid()}\n", encoding="utf-8")
+        return fd
+
+    def acquire(self) -> None:
+        """Take the lock; WrenmemError if another watcher holds it."""
+        self.fd = self._take()
+        if self.fd is None:
+            pid = _read_pid(self.state)
             raise WrenmemError(
-                f"a watcher is already running for {settings.root}"
+                f"a watcher is already running for {self.root}"
                 + (f" (pid {pid})" if pid else "")
-                + "; stop it with `wrenmem watch --stop`") from None
-        (state / PID_FILE).write_text(f"{os.getpid()}\n", encoding="utf-8")
+                + "; stop it with `wrenmem watch --stop`")
+
+    def recovered(self) -> bool | None:
+        """After ``.wrenmem/`` was deleted: lock and pid file again. None when nothing was
+        missing, True when they are back, False when another watcher took the project."""
+        assert self.fd is not None
         try:
-            yield
-        finally:
-            for name in (PID_FILE, STATE_FILE):
-                with contextlib.suppress(FileNotFoundError):
-                    (state / name).unlink()
+            same = os.stat(self.state / LOCK_FILE).st_ino == os.fstat(self.fd).st_ino
+            if same and (self.state / PID_FILE).exists():
+                return None
+        except FileNotFoundError:
+            pass
+        fd = self._take()
+        if fd is None:
+            return False
+        os.close(self.fd)
+        self.fd = fd
+        return True
+
+    def release(self) -> None:
+        for name in (PID_FILE, STATE_FILE):
+            with contextlib.suppress(FileNotFoundError):
+                (self.state / name).unlink()
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+@contextlib.contextmanager
+def singleton(settings: Settings) -> Iterator[Singleton]:
+    """Hold ``.wrenmem/watch.lock``; WrenmemError if another watcher holds it."""
+    hold = Singleton(settings)
+    hold.acquire()
+    try:
+        yield hold
     finally:
-        os.close(fd)
+        hold.release()
+
+
+class _Housekeeping:
+    """The event source, plus a check every second that ``.wrenmem/`` is still ours: if it
+    was deleted (it may be, any time), take the lock back, listen again and rebuild."""
+
+    def __init__(self, source: Any, task: Callable[[], list[Any]], every: float = 1.0):
+        self.source, self.task, self.every = source, task, every
+        self._next = time.monotonic() + every
+
+    def get(self, timeout: float) -> list[Any] | None:
+        changes = self.source.get(min(timeout, self.every))
+        if time.monotonic() >= self._next:
+            self._next = time.monotonic() + self.every
+            extra = self.task()
+            if extra:
+                changes = [*(changes or []), *extra]
+        return changes
 
 
 @dataclass
@@ -161,10 +219,10 @@ def run_watch(settings: Settings, *, reload: Callable[[], Settings] | None = Non
     stop = stop or threading.Event()
     say = report or (lambda level, msg: log.log(logging.getLevelName(level), msg))
     wakers: list[Callable[[], None]] = []  # unblock the loop's wait when a signal comes
-    with singleton(settings), _stop_on_signals(stop, wakers):
+    with singleton(settings) as hold, _stop_on_signals(stop, wakers):
         while True:
             try:
-                _watch_once(settings, reload, opts, stop, say, wakers)
+                _watch_once(settings, reload, opts, stop, say, wakers, hold)
                 return
             except RestartRequested:
                 assert reload is not None
@@ -174,7 +232,7 @@ def run_watch(settings: Settings, *, reload: Callable[[], Settings] | None = Non
 
 def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts: WatchOptions,
                 stop: threading.Event, say: Callable[[str, str], None],
-                wakers: list[Callable[[], None]]) -> None:
+                wakers: list[Callable[[], None]], hold: Singleton) -> None:
     source = WatchdogSource(settings, poll=opts.poll, notify=lambda m: say("WARNING", m))
     source.start()
     wakers[:] = [source.wake]
@@ -236,9 +294,24 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
             threading.Thread(target=warm, name="wrenmem-warm", daemon=True).start()
         return result
 
+    def housekeeping() -> list[Any]:
+        back = hold.recovered()
+        if back is False:
+            say("ERROR", "another watcher took this project over after .wrenmem/ was "
+                "deleted; stopping")
+            stop.set()
+            return []
+        if server is not None and not server.path.exists():
+            server.close()
+            server.start()
+        if back:
+            say("INFO", ".wrenmem/ was deleted: rebuilding the index")
+            return [(str(settings.knowledge_path), True), (str(settings.manifest_path), False)]
+        return []
+
     try:
-        run_loop(settings, source, after_first, stop, config=opts.config, report=say,
-                 stats=stats)
+        run_loop(settings, _Housekeeping(source, housekeeping), after_first, stop,
+                 config=opts.config, report=say, stats=stats)
     finally:
         source.close()
         if server is not None:
