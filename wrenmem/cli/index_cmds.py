@@ -43,7 +43,8 @@ def _sync_summary(report: Any) -> str:
             f"{len(report.removed)} removed", f"{len(report.renamed)} renamed",
             f"{len(report.unchanged)} unchanged"]
     head = "rebuilt" if report.rebuilt else "synced"
-    return (f"{head}: {', '.join(bits)}; {report.embedded} texts embedded; "
+    texts = "text" if report.embedded == 1 else "texts"
+    return (f"{head}: {', '.join(bits)}; {report.embedded} {texts} embedded; "
             f"{report.rows} rows ({report.model_id})")
 
 
