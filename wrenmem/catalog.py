@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import marshal
 import os
 import time
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import PairError
-from wrenmem.fsutil import atomic_write_bytes
+from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.pairs import Pair, decode_file, parse_pair
 from wrenmem.settings import Settings
 
@@ -156,10 +155,7 @@ def marshal_safe(value: Any) -> Any:
 
 
 def _load_cache(path: Path) -> dict[str, Any]:
-    try:
-        data = marshal.loads(path.read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
-        return {}
+    data = read_marshal(path)
     if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
         return {}
     entries = data.get("entries")
@@ -167,7 +163,4 @@ def _load_cache(path: Path) -> dict[str, Any]:
 
 
 def _save_cache(path: Path, entries: dict[str, Any]) -> None:
-    try:
-        atomic_write_bytes(path, marshal.dumps({"version": CACHE_VERSION, "entries": entries}))
-    except OSError as e:  # a read-only checkout still works, just slower
-        log.debug("cannot write %s: %s", path, e)
+    write_marshal(path, {"version": CACHE_VERSION, "entries": entries})

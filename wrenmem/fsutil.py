@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def atomic_write_text(path: Path, text: str, *, exclusive: bool = False) -> None:
@@ -49,3 +51,27 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def read_marshal(path: Path) -> Any:
+    """A derived-state file written by :func:`write_marshal`, or None if it is missing,
+    truncated or not marshal data: callers then rebuild what it held."""
+    import marshal
+
+    try:
+        return marshal.loads(path.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+
+
+def write_marshal(path: Path, data: Any) -> bool:
+    """Atomically store derived state; False (and a debug log) when it cannot be written,
+    e.g. in a read-only checkout, where wrenmem still works, only slower."""
+    import marshal
+
+    try:
+        atomic_write_bytes(path, marshal.dumps(data))
+    except (OSError, ValueError) as e:
+        logging.getLogger(__name__).debug("cannot write %s: %s", path, e)
+        return False
+    return True

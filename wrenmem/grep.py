@@ -7,12 +7,11 @@ file's content hash, so a query over 10,000 files reads none of them when none c
 from __future__ import annotations
 
 import logging
-import marshal
 from collections.abc import Sequence
 from pathlib import Path
 
 from wrenmem.catalog import scan
-from wrenmem.fsutil import atomic_write_bytes
+from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.pairs import Pair
 from wrenmem.recall import Filters, Hit, rank
 from wrenmem.settings import Settings
@@ -69,10 +68,7 @@ class GrepBackend:
 
 
 def _load(path: Path) -> dict[str, dict[str, float]]:
-    try:
-        data = marshal.loads(path.read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
-        return {}
+    data = read_marshal(path)
     if not isinstance(data, dict) or data.get("version") != TOKENIZER_VERSION:
         return {}
     terms = data.get("terms")
@@ -80,7 +76,4 @@ def _load(path: Path) -> dict[str, dict[str, float]]:
 
 
 def _save(path: Path, terms: dict[str, dict[str, float]]) -> None:
-    try:
-        atomic_write_bytes(path, marshal.dumps({"version": TOKENIZER_VERSION, "terms": terms}))
-    except OSError as e:
-        log.debug("cannot write %s: %s", path, e)
+    write_marshal(path, {"version": TOKENIZER_VERSION, "terms": terms})

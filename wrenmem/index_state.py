@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import marshal
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from wrenmem.fsutil import atomic_write_bytes
+from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -92,10 +91,7 @@ def _path(settings: Settings) -> Path:
 
 
 def load_state(settings: Settings) -> dict[str, Any] | None:
-    try:
-        data = marshal.loads(_path(settings).read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
-        return None
+    data = read_marshal(_path(settings))
     if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
         return None
     return data
@@ -112,10 +108,7 @@ def save_state(settings: Settings, *, model_id: str, files: dict[str, str],
              "model_id": model_id, "files": files, "extras": extras, "rows": rows,
              "ids": ids, "errors": errors, "stats": stats, "stats_at": stats_at,
              "seeds": seeds}
-    try:
-        atomic_write_bytes(_path(settings), marshal.dumps(state))
-    except OSError as e:  # read-only state dir: syncs just stay on the slow path
-        log.debug("cannot write %s: %s", _path(settings), e)
+    write_marshal(_path(settings), state)  # unwritable: syncs just stay on the slow path
 
 
 def invalidate_state(settings: Settings) -> None:

@@ -12,7 +12,6 @@ would otherwise look unchanged.
 from __future__ import annotations
 
 import logging
-import marshal
 import math
 import threading
 import time
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from wrenmem.fsutil import atomic_write_bytes
+from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.schema_items import SchemaItem, schema_items
 from wrenmem.settings import Settings
 from wrenmem.textsearch import K1, TOKENIZER_VERSION, B, tokenize
@@ -184,8 +183,8 @@ def _remember(path: Path, key: tuple[int, int, int], prepared: Prepared) -> None
 
 
 def _read(settings: Settings, path: Path, key: tuple[int, int, int]) -> Prepared | None:
+    data = read_marshal(settings.state_dir / CACHE_FILE)
     try:
-        data = marshal.loads((settings.state_dir / CACHE_FILE).read_bytes())
         if (data.get("version") != (CACHE_VERSION, TOKENIZER_VERSION)
                 or data.get("manifest") != str(path) or tuple(data.get("stat")) != key):
             return None
@@ -203,7 +202,4 @@ def _write(settings: Settings, path: Path, key: tuple[int, int, int], prepared: 
             "characters": prepared.characters, "warnings": prepared.warnings,
             "records": prepared.records, "postings": prepared.postings,
             "lengths": prepared.lengths}
-    try:
-        atomic_write_bytes(settings.state_dir / CACHE_FILE, marshal.dumps(data))
-    except (OSError, ValueError) as e:  # a read-only checkout still fetches, just slower
-        log.debug("cannot write the schema cache: %s", e)
+    write_marshal(settings.state_dir / CACHE_FILE, data)  # read-only: fetch is just slower

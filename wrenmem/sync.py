@@ -15,7 +15,6 @@ table's own (id, content_hash) column, which is always the truth.
 from __future__ import annotations
 
 import logging
-import marshal
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -24,7 +23,7 @@ from typing import Any
 
 from wrenmem.catalog import scan
 from wrenmem.errors import PairError, WrenmemError
-from wrenmem.fsutil import atomic_write_bytes
+from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.index_state import (
     Stats,
     invalidate_state,
@@ -455,20 +454,15 @@ def _maintain(settings: Settings, table: Any, commits: int, embedded: int) -> bo
     if not commits:
         return False
     path = settings.state_dir / MAINT_NAME
-    try:
-        count = int(marshal.loads(path.read_bytes()))
-    except (OSError, EOFError, ValueError, TypeError):
-        count = 0
+    stored = read_marshal(path)
+    count = stored if isinstance(stored, int) else 0
     count += commits
     done = False
     if count >= OPTIMIZE_EVERY or embedded >= 1000:
         done = index.optimize(table)
         if done:
             count = 0
-    try:
-        atomic_write_bytes(path, marshal.dumps(count))
-    except OSError:
-        pass
+    write_marshal(path, count)
     return done
 
 
