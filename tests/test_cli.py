@@ -13,7 +13,20 @@ from wrenmem.cli import cli as group
 
 
 def all_commands() -> list[str]:
-    return sorted(group.commands)
+    return group.list_commands(None)  # type: ignore[arg-type]
+
+
+def test_lazy_command_table_matches_the_modules() -> None:
+    import importlib
+
+    from wrenmem.cli import COMMAND_MODULES
+
+    for module_name in set(COMMAND_MODULES.values()):
+        module = importlib.import_module(f"wrenmem.cli.{module_name}")
+        names = {c.name for c in module.COMMANDS}
+        assert names == {n for n, m in COMMAND_MODULES.items() if m == module_name}
+    cli_files = {p.stem for p in (REPO / "wrenmem" / "cli").glob("*_cmds.py")}
+    assert cli_files == set(COMMAND_MODULES.values())
 
 
 @pytest.mark.parametrize("name", all_commands())

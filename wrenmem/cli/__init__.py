@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import logging
+import importlib
 import sys
 
 import click
@@ -10,9 +10,33 @@ import click
 from wrenmem import __version__
 from wrenmem.errors import WrenmemError
 
+# Command name -> module of wrenmem.cli that defines it (in its COMMANDS list). Modules are
+# imported only when one of their commands runs, so `recall` answered by the daemon does not
+# pay for importing every other command's libraries. A test keeps this table exact.
+COMMAND_MODULES: dict[str, str] = {
+    **dict.fromkeys(["init", "store", "show", "list", "forget", "fmt"], "pair_cmds"),
+    **dict.fromkeys(["import", "export"], "exchange_cmds"),
+    "recall": "recall_cmds",
+    **dict.fromkeys(["describe", "fetch", "seed"], "schema_cmds"),
+    **dict.fromkeys(["sync", "index", "status", "check", "reset"], "index_cmds"),
+    "watch": "watch_cmds",
+    **dict.fromkeys(["hooks", "validate", "duplicates", "diff"], "git_cmds"),
+}
+
 
 class WrenmemGroup(click.Group):
-    """Turns library errors into one ``error: ...`` line on stderr and exit status 1."""
+    """Loads command modules on first use, and turns library errors into one
+    ``error: ...`` line on stderr and exit status 1."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(COMMAND_MODULES))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
+            module = importlib.import_module(f"wrenmem.cli.{COMMAND_MODULES[cmd_name]}")
+            for command in module.COMMANDS:
+                self.add_command(command)
+        return self.commands.get(cmd_name)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -37,29 +61,11 @@ class WrenmemClickError(click.ClickException):
 def cli(ctx: click.Context, project: str | None, verbose: int) -> None:
     """Memory for text-to-SQL agents: NL→SQL pairs as Markdown files in git, recalled on demand,
     with schema context from a Wren MDL manifest."""
+    import logging
+
     logging.basicConfig(level=logging.WARNING - 10 * min(verbose, 2),
                         format="wrenmem: %(message)s")
     ctx.obj = {"project": project}
-
-
-def _register() -> None:
-    from wrenmem.cli import (
-        exchange_cmds,
-        git_cmds,
-        index_cmds,
-        pair_cmds,
-        recall_cmds,
-        schema_cmds,
-        watch_cmds,
-    )
-
-    for module in (pair_cmds, exchange_cmds, recall_cmds, schema_cmds, index_cmds, watch_cmds,
-                   git_cmds):
-        for command in module.COMMANDS:
-            cli.add_command(command)
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> None:
