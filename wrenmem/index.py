@@ -161,9 +161,10 @@ def lexical_terms(pair: Pair) -> str:
     unigrams and bigrams, SQL identifiers split on ``_``) and the index splits on spaces.
     A term is repeated by its field's weight (question 3, tags 2, SQL 1): BM25F in BM25.
     """
+    from wrenmem.grep import pair_fields
     from wrenmem.textsearch import document_terms
 
-    weighted = document_terms({"nl": pair.nl, "sql": pair.sql, "tags": " ".join(pair.tags)})
+    weighted = document_terms(pair_fields(pair))
     return " ".join(" ".join([term] * max(1, round(w))) for term, w in weighted.items())
 
 

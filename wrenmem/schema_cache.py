@@ -12,7 +12,6 @@ would otherwise look unchanged.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from array import array
@@ -23,7 +22,7 @@ from typing import Any
 from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.schema_items import SchemaItem, schema_items
 from wrenmem.settings import Settings
-from wrenmem.textsearch import K1, TOKENIZER_VERSION, B, tokenize
+from wrenmem.textsearch import TOKENIZER_VERSION, add_term_scores, tokenize
 
 log = logging.getLogger(__name__)
 CACHE_FILE = "schema_cache.bin"
@@ -92,10 +91,8 @@ class Prepared:
             docs, weights = array("i"), array("f")
             docs.frombytes(entry[0])
             weights.frombytes(entry[1])
-            idf = math.log(1 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
-            for doc, tf in zip(docs, weights, strict=True):
-                norm = K1 * (1 - B + B * lengths[doc] / average)
-                out[doc] = out.get(doc, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+            add_term_scores(out, zip(docs, weights, strict=True), len(docs), n, lengths,
+                            average)
         return out
 
 

@@ -107,25 +107,24 @@ class Bm25Index:
                 postings.setdefault(term, []).append((i, tf))
         self.postings = postings
 
-    def idf(self, term: str) -> float:
-        n = len(self.docs)
-        df = len(self.postings.get(term, ()))
-        return math.log(1 + (n - df + 0.5) / (df + 0.5))
-
     def scores(self, query: str) -> dict[int, float]:
         """Document number → BM25F score, for documents sharing at least one term."""
-        terms = _unique(tokenize(query))
         out: dict[int, float] = {}
-        for term in terms:
-            idf = self.idf(term)
-            for i, tf in self.postings.get(term, ()):
-                norm = K1 * (1 - B + B * self.lengths[i] / self.avg_length)
-                out[i] = out.get(i, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+        for term in dict.fromkeys(tokenize(query)):
+            postings = self.postings.get(term, [])
+            add_term_scores(out, postings, len(postings), len(self.docs), self.lengths,
+                            self.avg_length)
         return out
 
 
-def _unique(items: Iterable[str]) -> list[str]:
-    seen: dict[str, None] = {}
-    for item in items:
-        seen.setdefault(item, None)
-    return list(seen)
+def add_term_scores(out: dict[int, float], postings: Iterable[tuple[int, float]], df: int,
+                    n: int, lengths: Sequence[float], average: float) -> None:
+    """Add one query term's BM25 contribution to ``out`` (document number → score).
+
+    ``postings`` are (document number, weighted term frequency) for the ``df`` documents
+    holding the term, out of ``n`` documents whose weighted lengths are ``lengths``.
+    """
+    idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+    for doc, tf in postings:
+        norm = K1 * (1 - B + B * lengths[doc] / average)
+        out[doc] = out.get(doc, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
