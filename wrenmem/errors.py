@@ -36,10 +36,6 @@ class ManifestError(WrenmemError):
     """A Wren MDL manifest that cannot be used."""
 
 
-class SqlError(WrenmemError):
-    """SQL that does not parse in its dialect."""
-
-
 class ExtraMissingError(WrenmemError):
     """An optional dependency (an install extra) is not installed."""
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,3 @@ def report_pair_errors(errors: Iterable[PairError], *, label: str = "skipped") -
         warn(f"{error.location()}: {error.reason} ({label})")
         count += 1
     return count
-
-
-def isatty_stdout() -> bool:
-    return sys.stdout.isatty()
