@@ -9,10 +9,10 @@ import pytest
 from conftest import EXAMPLE_KNOWLEDGE, write_pair
 from index_helpers import RecordingEmbedder, install_fake, settings_for
 
-from wrenmem.recall import BACKENDS, Filters, Hit, choose_backend, recall_many
+from wrenmem.recall.backends import BACKENDS, Filters, Hit, choose_backend, recall_many
 from wrenmem.settings import load_settings
-from wrenmem.sync import sync_pairs
-from wrenmem.vector_recall import HybridBackend, VectorBackend, where_clause
+from wrenmem.index.sync import sync_pairs
+from wrenmem.recall.vector import HybridBackend, VectorBackend, where_clause
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from wrenmem.errors import (
     WrenmemError,
 )
 from wrenmem.settings import load_settings
-from wrenmem.watch import (
+from wrenmem.watch.loop import (
     MANIFEST,
     PAIRS,
     SETTINGS,
@@ -242,7 +242,7 @@ class RealRun:
     """run_loop in a thread with a real WatchdogSource and a sync that reads the files."""
 
     def __init__(self, settings, **source_kw):
-        from wrenmem.catalog import scan
+        from wrenmem.pairs.catalog import scan
 
         self.settings = settings
         self.snapshots: list[dict[str, str]] = []

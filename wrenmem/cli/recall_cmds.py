@@ -50,8 +50,8 @@ def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | Non
            datasource: str | None, tags: tuple[str, ...], source: str | None,
            backend: str | None, as_json: bool) -> None:
     """Recall the stored NL→SQL pairs most similar to each question."""
-    from wrenmem.daemon_client import remote_recall
-    from wrenmem.recall import Filters, recall_many
+    from wrenmem.watch.client import remote_recall
+    from wrenmem.recall.backends import Filters, recall_many
 
     questions = list(queries) + (read_questions(Path(queries_file)) if queries_file else [])
     if not questions:

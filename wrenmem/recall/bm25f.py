@@ -10,10 +10,10 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from wrenmem.catalog import scan
+from wrenmem.pairs.catalog import scan
 from wrenmem.fsutil import read_marshal, write_marshal
-from wrenmem.pairs import Pair
-from wrenmem.recall import Filters, Hit, rank
+from wrenmem.pairs.pairfile import Pair
+from wrenmem.recall.backends import Filters, Hit, rank
 from wrenmem.settings import Settings
 from wrenmem.textsearch import TOKENIZER_VERSION, Bm25Index, document_terms
 
@@ -38,7 +38,7 @@ class GrepBackend:
             pairs = list(self._pairs)
             return pairs, [document_terms(pair_fields(p)) for p in pairs]
         found = scan(self.settings)
-        from wrenmem.seeds_source import extra_pairs
+        from wrenmem.pairs.seeds import extra_pairs
 
         pairs = list(found.pairs) + list(extra_pairs(self.settings))
         cache_path = self.settings.state_dir / "grep-terms.bin"

@@ -102,7 +102,7 @@ def remote_recall(settings: Any, queries: Sequence[str], k: int, filters: Any,
     reply = request(settings, "recall", args, timeout=REPLY_TIMEOUT + 0.05 * len(queries))
     if reply is None:
         return None
-    from wrenmem.recall import Hit, RecallResult
+    from wrenmem.recall.backends import Hit, RecallResult
 
     try:
         results = [
@@ -138,7 +138,7 @@ class RemoteFetch:
 def remote_fetch(settings: Any, question: str, *, types: Sequence[str] = (),
                  model: str | None = None, k: int = 10,
                  threshold: int | None = None) -> RemoteFetch | None:
-    """``wrenmem.fetch.fetch`` answered by the daemon, or None (then call it in-process)."""
+    """``wrenmem.schema.fetch.fetch`` answered by the daemon, or None (then call it in-process)."""
     args = {"question": question, "types": list(types), "model": model, "k": k,
             "threshold": threshold}
     result = remote_call(settings, "fetch", args)

@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from wrenmem.errors import ExtraMissingError, WrenmemError
-from wrenmem.pairs import Pair
+from wrenmem.pairs.pairfile import Pair
 from wrenmem.settings import Settings
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ def lexical_terms(pair: Pair) -> str:
     unigrams and bigrams, SQL identifiers split on ``_``) and the index splits on spaces.
     A term is repeated by its field's weight (question 3, tags 2, SQL 1): BM25F in BM25.
     """
-    from wrenmem.grep import pair_fields
+    from wrenmem.recall.bm25f import pair_fields
     from wrenmem.textsearch import document_terms
 
     weighted = document_terms(pair_fields(pair))

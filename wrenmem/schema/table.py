@@ -21,8 +21,8 @@ from typing import Any
 
 from wrenmem.errors import ExtraMissingError, WrenmemError
 from wrenmem.fsutil import atomic_write_text
-from wrenmem.manifest import Manifest
-from wrenmem.schema_items import SchemaItem
+from wrenmem.schema.manifest import Manifest
+from wrenmem.schema.items import SchemaItem
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -129,11 +129,11 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
                                 seconds=time.perf_counter() - started,
                                 embedder=embedder.model_id)
     if manifest is not None:
-        from wrenmem.schema_items import schema_items
+        from wrenmem.schema.items import schema_items
 
         fingerprint, items = manifest.fingerprint, schema_items(manifest)
     else:
-        from wrenmem.schema_cache import prepare
+        from wrenmem.schema.cache import prepare
 
         prepared = prepare(settings, path)  # shared with fetch: parsed once per change
         return sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,

@@ -38,11 +38,11 @@ Stats = dict[str, tuple[int, int, int]]
 def walk_stats(settings: Settings) -> Stats:
     """``relative path -> (mtime_ns, size, inode)`` of every pair file.
 
-    The same files as :func:`wrenmem.catalog.iter_pair_files` (same rules: hidden and
+    The same files as :func:`wrenmem.pairs.catalog.iter_pair_files` (same rules: hidden and
     ``~`` names skipped, ``*.md`` only, no README, symlinked folders not followed), with
     plain strings because this runs for every file on every no-op.
     """
-    from wrenmem.catalog import SKIPPED_NAMES
+    from wrenmem.pairs.catalog import SKIPPED_NAMES
 
     folder = str(settings.knowledge_path)
     out: Stats = {}
@@ -78,7 +78,7 @@ def walk_stats(settings: Settings) -> Stats:
 
 def seeds_digest(settings: Settings) -> str:
     """One hash over every seed of the manifest (before files shadow any of them)."""
-    from wrenmem.seeds_source import seed_pairs
+    from wrenmem.pairs.seeds import seed_pairs
 
     h = hashlib.sha256()
     for pair in seed_pairs(settings):
@@ -102,7 +102,7 @@ def save_state(settings: Settings, *, model_id: str, files: dict[str, str],
                errors: list[tuple[str, str, int]], stats: Stats | None, stats_at: float,
                seeds: str | None) -> None:
     """Record what the index now holds (call only right after it was made so)."""
-    from wrenmem.index import SCHEMA_VERSION
+    from wrenmem.index.table import SCHEMA_VERSION
 
     state = {"v": STATE_VERSION, "schema": SCHEMA_VERSION, "uri": settings.index_uri,
              "model_id": model_id, "files": files, "extras": extras, "rows": rows,
@@ -117,7 +117,7 @@ def invalidate_state(settings: Settings) -> None:
 
 def same_target(settings: Settings, state: dict[str, Any] | None, model_id: str) -> bool:
     """The mirror describes this URI, embedder and table schema, and the table exists."""
-    from wrenmem.index import SCHEMA_VERSION, index_exists
+    from wrenmem.index.table import SCHEMA_VERSION, index_exists
 
     return (state is not None and state.get("schema") == SCHEMA_VERSION
             and state.get("uri") == settings.index_uri

@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass, fields, replace
 from functools import cached_property
 
-from wrenmem.describe import (
+from wrenmem.schema.describe import (
     JOIN_WORDS,
     column_text,
     column_traits,
@@ -21,7 +21,7 @@ from wrenmem.describe import (
     sentence,
     view_lines,
 )
-from wrenmem.manifest import Cube, CubeField, Manifest, Model
+from wrenmem.schema.manifest import Cube, CubeField, Manifest, Model
 
 ITEM_TYPES = ("model", "column", "relationship", "view", "cube", "measure", "dimension",
               "time_dimension")

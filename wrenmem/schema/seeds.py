@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wrenmem.manifest import Column, Manifest, Model, Relationship
+from wrenmem.schema.manifest import Column, Manifest, Model, Relationship
 
 if TYPE_CHECKING:
     from sqlglot import exp

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import PairError, WrenmemError
-from wrenmem.pairs import Pair, decode_file, parse_pair
+from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair
 from wrenmem.settings import Settings
 
 
@@ -59,7 +59,7 @@ class Validator:
         if self.tables is not None or not path.is_file():
             return
         try:
-            from wrenmem.manifest import load_manifest
+            from wrenmem.schema.manifest import load_manifest
         except ImportError:  # a wrenmem without manifest support: parse checks only
             return
         try:
@@ -106,7 +106,7 @@ class Validator:
             return problems
         self.load_manifest()
         if self.tables:
-            from wrenmem.schemacheck import Schema, check_schema
+            from wrenmem.checks.references import Schema, check_schema
 
             if self._schema is None:
                 self._schema = Schema(self.tables)
@@ -129,7 +129,7 @@ class Validator:
 def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
                    *, check_schema: bool = True) -> tuple[int, list[Problem]]:
     """Check ``paths`` (default: every pair file of the project): (files checked, problems)."""
-    from wrenmem.catalog import SKIPPED_NAMES, iter_pair_files
+    from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
 
     validator = Validator(settings, check_schema=check_schema)
     given = None if paths is None else list(paths)

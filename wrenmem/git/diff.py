@@ -17,9 +17,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from wrenmem.errors import WrenmemError
-from wrenmem.pairs import Pair, decode_file
+from wrenmem.pairs.pairfile import Pair, decode_file
 from wrenmem.settings import Settings
-from wrenmem.validate import Problem, Validator
+from wrenmem.checks.validate import Problem, Validator
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def diff_pairs(settings: Settings, base: str | None = None, head: str | None = N
     base_side = Side(base_label, base_commit.hexsha,
                      _files_at(base_commit, knowledge, project))
     if head is None:
-        from wrenmem.catalog import iter_pair_files
+        from wrenmem.pairs.catalog import iter_pair_files
 
         files = {settings.relpath(p): p.read_bytes()
                  for p in iter_pair_files(settings.knowledge_path)}
@@ -153,7 +153,7 @@ def _commit(repo: Any, rev: str) -> Any:
 
 def _files_at(commit: Any, knowledge: str, project: str) -> dict[str, bytes]:
     """Pair files of the knowledge folder at ``commit``, keyed by project-relative path."""
-    from wrenmem.catalog import SKIPPED_NAMES
+    from wrenmem.pairs.catalog import SKIPPED_NAMES
 
     try:
         tree = commit.tree / knowledge
@@ -181,7 +181,7 @@ def _validator_at(settings: Settings, commit: Any, top: Path, check_schema: bool
         blob = commit.tree / settings.manifest_path.relative_to(top).as_posix()
     except (KeyError, ValueError):
         return validator
-    from wrenmem.manifest import load_manifest
+    from wrenmem.schema.manifest import load_manifest
 
     with tempfile.TemporaryDirectory(prefix="wrenmem-diff-") as tmp:
         path = Path(tmp) / "mdl.json"
@@ -210,7 +210,7 @@ def _parse(validator: Validator, path: str, data: bytes) -> tuple[Pair | None, l
 
 def _quiet_parse(path: str, data: bytes) -> Pair | None:
     from wrenmem.errors import PairError
-    from wrenmem.pairs import parse_pair
+    from wrenmem.pairs.pairfile import parse_pair
 
     try:
         return parse_pair(decode_file(data, path), path)

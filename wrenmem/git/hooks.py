@@ -1,6 +1,6 @@
 """Git hooks that keep the index in step with the pair files: install, uninstall, status, run.
 
-The scripts live in ``wrenmem/hook_scripts/`` (a copy in the repository's top-level ``hooks/``).
+The scripts live in ``wrenmem/git/hook_scripts/`` (a copy in the repository's top-level ``hooks/``).
 Installing writes them into the hooks directory git really uses — ``core.hooksPath`` when set,
 the common ``.git/hooks`` of a linked worktree — with two templated lines filled in: the Python
 that ran the install (so the hook works when ``wrenmem`` is not on PATH) and the project folder
@@ -329,12 +329,12 @@ def _sync(settings: Settings) -> str:
     """
     if settings.backend == "grep":
         return "backend is grep: no index to sync"
-    from wrenmem.recall import index_unavailable
+    from wrenmem.recall.backends import index_unavailable
 
     reason = index_unavailable(settings)
     if reason is not None:
         return f"no index to sync: {reason}"
-    from wrenmem.sync import sync_pairs
+    from wrenmem.index.sync import sync_pairs
 
     report = sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT)
     if report.noop:

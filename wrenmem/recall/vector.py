@@ -2,7 +2,7 @@
 
 ``vector`` ranks by cosine similarity of the question's embedding. ``hybrid`` also runs
 LanceDB's full-text search (ICU tokenizer: English and Chinese) and fuses the two rankings
-by weighted reciprocal rank fusion. Both return the same :class:`~wrenmem.recall.Hit`s as
+by weighted reciprocal rank fusion. Both return the same :class:`~wrenmem.recall.backends.Hit`s as
 grep. A backend object keeps its embedder loaded and may serve many searches in a
 long-lived process; every search sees the latest committed table version, and first brings
 the index up to date with the files (a no-op sync costs a few milliseconds).
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from wrenmem.errors import LockTimeoutError, WrenmemError
-from wrenmem.recall import Filters, Hit, rank
+from wrenmem.recall.backends import Filters, Hit, rank
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ def _quietly(fn: Any) -> None:
 
 def where_clause(filters: Filters) -> str | None:
     """The filters as a LanceDB (DataFusion) predicate, applied before ranking."""
-    from wrenmem.index import sql_list
+    from wrenmem.index.table import sql_list
 
     parts = []
     if filters.datasource is not None:
@@ -75,7 +75,7 @@ class VectorBackend:
 
     # -- index access ---------------------------------------------------------------
     def _bring_up_to_date(self) -> None:
-        from wrenmem.sync import sync_pairs
+        from wrenmem.index.sync import sync_pairs
 
         try:
             report = sync_pairs(self.settings, lock_timeout=SYNC_LOCK_TIMEOUT)
@@ -89,8 +89,7 @@ class VectorBackend:
                 log.info("recall: indexed %d new or changed pair(s) first", report.embedded)
 
     def table(self) -> Any:
-        from wrenmem import index
-
+        from wrenmem.index import table as index
         if self._table is None:
             if self._db is None:
                 self._db = index.connect(self.settings)
@@ -127,7 +126,7 @@ class VectorBackend:
               ) -> list[dict[str, Any]]:
         if not text.strip():
             return []
-        from wrenmem.index import query_terms
+        from wrenmem.index.table import query_terms
 
         terms = query_terms(text)
         if not terms:
@@ -157,7 +156,7 @@ class VectorBackend:
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None
              ) -> list[Hit]:
-        from wrenmem.index import row_pair
+        from wrenmem.index.table import row_pair
 
         rows = self._dense(table, vector, k + 10, where)
         scored = [(round(1.0 - float(r["_distance"]), 6), row_pair(r)) for r in rows]
@@ -171,7 +170,7 @@ class HybridBackend(VectorBackend):
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None
              ) -> list[Hit]:
-        from wrenmem.index import query_terms, row_pair
+        from wrenmem.index.table import query_terms, row_pair
 
         depth = max(MIN_DEPTH, 3 * k)
         dense = self._dense(table, vector, depth, where)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from wrenmem.pairs import Pair
+from wrenmem.pairs.pairfile import Pair
 from wrenmem.settings import Settings
 
 
@@ -79,19 +79,19 @@ class RecallBackend(Protocol):
 
 
 def _grep(settings: Settings) -> RecallBackend:
-    from wrenmem.grep import GrepBackend
+    from wrenmem.recall.bm25f import GrepBackend
 
     return GrepBackend(settings)
 
 
 def _vector(settings: Settings) -> RecallBackend:
-    from wrenmem.vector_recall import VectorBackend
+    from wrenmem.recall.vector import VectorBackend
 
     return VectorBackend(settings)
 
 
 def _hybrid(settings: Settings) -> RecallBackend:
-    from wrenmem.vector_recall import HybridBackend
+    from wrenmem.recall.vector import HybridBackend
 
     return HybridBackend(settings)
 

@@ -7,7 +7,7 @@ short enough.
 
 from __future__ import annotations
 
-from wrenmem.manifest import Column, Cube, CubeField, Manifest, Model, Relationship, View
+from wrenmem.schema.manifest import Column, Cube, CubeField, Manifest, Model, Relationship, View
 
 JOIN_WORDS = {
     "ONE_TO_ONE": "one to one",

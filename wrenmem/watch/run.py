@@ -26,7 +26,7 @@ from typing import Any
 
 from wrenmem.errors import WrenmemError
 from wrenmem.settings import Settings
-from wrenmem.watch import (
+from wrenmem.watch.loop import (
     MANIFEST,
     PAIRS,
     SETTINGS,
@@ -56,13 +56,13 @@ def _optional(module: str, name: str) -> Callable[..., Any] | None:
 def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
     """Bring every derived index up to date with the files; each part fails on its own.
 
-    Pairs: the one sync function (``wrenmem.sync.sync_pairs``) when the index is installed,
+    Pairs: the one sync function (``wrenmem.index.sync.sync_pairs``) when the index is installed,
     else a catalog scan (what grep recall reads). Manifest: the schema sync, when present.
     When recall uses grep (set, or ``auto`` without the index extra) nothing reads an index,
     so only the scan runs.
     """
     kinds = {PAIRS, MANIFEST} if kinds is None else kinds
-    from wrenmem.recall import choose_backend
+    from wrenmem.recall.backends import choose_backend
 
     indexed = choose_backend(settings) != "grep"  # auto without the index extra is grep
     summaries: list[str] = []
@@ -71,14 +71,14 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
     changed = False
     if kinds & {PAIRS, MANIFEST}:  # seed pairs come from the manifest
         try:
-            sync_pairs = _optional("wrenmem.sync", "sync_pairs") if indexed else None
+            sync_pairs = _optional("wrenmem.index.sync", "sync_pairs") if indexed else None
             if sync_pairs is not None:
                 report = sync_pairs(settings)
                 pair_errors = tuple(getattr(report, "errors", ()) or ())
                 summaries.append(f"pairs: {_summary(report)}")
                 changed = changed or _report_changed(report)
             else:
-                from wrenmem.catalog import scan
+                from wrenmem.pairs.catalog import scan
 
                 found = scan(settings)
                 pair_errors = found.errors
@@ -87,7 +87,7 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
         except Exception as e:
             failures.append((PAIRS, e))
     if MANIFEST in kinds and indexed:
-        sync_schema = _optional("wrenmem.schema_index", "sync_schema")
+        sync_schema = _optional("wrenmem.schema.table", "sync_schema")
         if sync_schema is not None and settings.manifest_path.exists():
             try:
                 report = sync_schema(settings)
@@ -244,7 +244,7 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
         return {"mode": source.mode, **stats.to_dict()}
 
     if opts.daemon:
-        from wrenmem.daemon import DaemonServer
+        from wrenmem.watch.daemon import DaemonServer
 
         server = DaemonServer(settings, info)
         try:
@@ -378,7 +378,7 @@ def clean_stale(settings: Settings) -> bool:
     """Remove the pid, state and socket files of a watcher that died; True if any."""
     if is_running(settings):
         return False
-    from wrenmem.daemon_client import socket_path
+    from wrenmem.watch.client import socket_path
 
     removed = False
     for path in (settings.state_dir / PID_FILE, settings.state_dir / STATE_FILE,
@@ -391,7 +391,7 @@ def clean_stale(settings: Settings) -> bool:
 
 def watcher_status(settings: Settings) -> dict[str, Any]:
     """running, pid, socket, mode and the last sync, from the daemon or the state file."""
-    from wrenmem.daemon_client import ping, socket_path
+    from wrenmem.watch.client import ping, socket_path
 
     running = is_running(settings)
     out: dict[str, Any] = {"running": running, "pid": None, "socket": None, "mode": None,

@@ -26,14 +26,14 @@ def after_write(settings: Settings, paths: Sequence[str]) -> str | None:
     """
     if not paths:
         return None
-    from wrenmem.recall import index_unavailable
+    from wrenmem.recall.backends import index_unavailable
 
     try:
-        from wrenmem.index import index_exists
+        from wrenmem.index.table import index_exists
 
         if index_unavailable(settings) is not None or not index_exists(settings):
             return None
-        from wrenmem.sync import sync_pairs
+        from wrenmem.index.sync import sync_pairs
 
         report = sync_pairs(settings, paths=list(paths), lock_timeout=LOCK_TIMEOUT)
     except Exception as e:  # never fail the write because of the derived index

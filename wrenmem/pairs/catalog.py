@@ -19,7 +19,7 @@ from typing import Any
 
 from wrenmem.errors import PairError
 from wrenmem.fsutil import read_marshal, write_marshal
-from wrenmem.pairs import Pair, decode_file, parse_pair
+from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)

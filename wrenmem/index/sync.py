@@ -2,7 +2,7 @@
 
 files → parse (catalog cache) → content hashes → plan (pure) → embed only what is new →
 one commit per write → compaction now and then. Used by ``wrenmem sync``, ``store``
-(through :mod:`wrenmem.autosync`), recall, the watcher and the git hooks.
+(through :mod:`wrenmem.index.autosync`), recall, the watcher and the git hooks.
 
 A small state file (``.wrenmem/index-state.bin``) mirrors what the index holds: the raw
 hash of every file and the content hash of every seed, plus the embedder and URI. When the
@@ -21,10 +21,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from wrenmem.catalog import scan
+from wrenmem.pairs.catalog import scan
 from wrenmem.errors import PairError, WrenmemError
 from wrenmem.fsutil import read_marshal, write_marshal
-from wrenmem.index_state import (
+from wrenmem.index.state import (
     Stats,
     invalidate_state,
     load_state,
@@ -34,7 +34,7 @@ from wrenmem.index_state import (
     state_matches,
     walk_stats,
 )
-from wrenmem.pairs import Pair
+from wrenmem.pairs.pairfile import Pair
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ def seed_id(pair: Pair) -> str:
 
 
 def take_snapshot(settings: Settings) -> Snapshot:
-    from wrenmem.seeds_source import extra_pairs
+    from wrenmem.pairs.seeds import extra_pairs
 
     stats_at = time.time()
     stats = walk_stats(settings)
@@ -309,8 +309,7 @@ def _noop_report(settings: Settings, snap: Snapshot, model_id: str) -> SyncRepor
 def _sync_locked(settings: Settings, embedder: Any, snap: Snapshot, full: bool,
                  progress: Progress | None, paths: Collection[str] | None,
                  prior: dict[str, Any] | None) -> SyncReport:
-    from wrenmem import index
-
+    from wrenmem.index import table as index
     db = index.connect(settings)
     table = index.open_table(db)
     reason = None
@@ -362,7 +361,7 @@ def _sync_locked(settings: Settings, embedder: Any, snap: Snapshot, full: bool,
 
 
 def _mirror_ok(settings: Settings, prior: dict[str, Any] | None, model_id: str) -> bool:
-    from wrenmem.index import SCHEMA_VERSION
+    from wrenmem.index.table import SCHEMA_VERSION
 
     return (prior is not None and prior.get("schema") == SCHEMA_VERSION
             and prior.get("uri") == settings.index_uri
@@ -399,8 +398,7 @@ def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
 def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, list[str]],
            embedder: Any, progress: Progress | None) -> tuple[int, int]:
     """Write the plan: reused vectors and deletions first, then embedded chunks."""
-    from wrenmem import index
-
+    from wrenmem.index import table as index
     commits = 0
     duplicated = [i for i in plan.changed if len(indexed.get(i, ())) > 1]
     targets = list(plan.added) + list(plan.changed) + [new for _old, new in plan.renamed]
@@ -449,8 +447,7 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
 
 def _maintain(settings: Settings, table: Any, commits: int, embedded: int) -> bool:
     """Compact every OPTIMIZE_EVERY write commits, and after any big write."""
-    from wrenmem import index
-
+    from wrenmem.index import table as index
     if not commits:
         return False
     path = settings.state_dir / MAINT_NAME
@@ -511,8 +508,7 @@ def check_drift(settings: Settings) -> Drift:
         return Drift(SyncPlan(unchanged=tuple(sorted(snap.pairs))), snap.errors, model_id,
                      model_id, False, int(state.get("rows", 0)), len(snap.pairs) - seeds,
                      seeds, True)
-    from wrenmem import index
-
+    from wrenmem.index import table as index
     table = index.open_table(index.connect(settings)) if index.index_exists(settings) else None
     if table is None:
         plan = plan_sync(snap.desired(), {})
@@ -528,7 +524,7 @@ def check_drift(settings: Settings) -> Drift:
 
 def reset_index(settings: Settings) -> bool:
     """Drop the pairs table and forget the mirror; returns whether a table was dropped."""
-    from wrenmem import index
+    from wrenmem.index import table as index
     from wrenmem.lock import index_lock
 
     with index_lock(settings, timeout=LOCK_TIMEOUT):

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from wrenmem.pairs import Pair
+from wrenmem.pairs.pairfile import Pair
 
 _TRAILING = re.compile(r"[\s?？.。!！…]+$")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
-from wrenmem.pairs import Pair
+from wrenmem.pairs.pairfile import Pair
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ def extra_pairs(settings: Settings, *, exclude_questions: Iterable[str] | None =
     if not seeds:
         return []
     if exclude_questions is None:
-        from wrenmem.catalog import scan
+        from wrenmem.pairs.catalog import scan
 
         exclude_questions = [p.nl for p in scan(settings).pairs]
     taken = {q.strip().casefold() for q in exclude_questions}
@@ -60,7 +60,7 @@ def seed_pairs(settings: Settings) -> list[Pair]:
         if pairs is not None:
             return pairs
     try:
-        from wrenmem.manifest import load_manifest
+        from wrenmem.schema.manifest import load_manifest
 
         manifest = load_manifest(path)
     except WrenmemError as e:
@@ -76,7 +76,7 @@ def seed_pairs(settings: Settings) -> list[Pair]:
 
 def build_records(manifest: Any) -> list[dict[str, Any]]:
     """Seeds of a loaded manifest as plain records (what the cache stores)."""
-    from wrenmem.seeds import generate_seeds
+    from wrenmem.schema.seeds import generate_seeds
 
     datasource = manifest.data_source or None
     return [{"nl": s.nl, "sql": s.sql, "path": f"seed:{s.key}", "dialect": manifest.dialect,

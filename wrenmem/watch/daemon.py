@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from wrenmem.daemon_client import PROTOCOL, settings_payload, socket_path
+from wrenmem.watch.client import PROTOCOL, settings_payload, socket_path
 from wrenmem.errors import ExtraMissingError, WrenmemError
 from wrenmem.settings import Settings
 
@@ -193,7 +193,7 @@ class DaemonServer:
     def recall(self, settings: Settings, args: dict[str, Any], notes: list[str]
                ) -> list[dict[str, Any]]:
         """Exactly ``recall_many``, with backend objects kept warm between requests."""
-        from wrenmem.recall import BACKENDS, Filters, RecallResult, choose_backend
+        from wrenmem.recall.backends import BACKENDS, Filters, RecallResult, choose_backend
 
         queries = args.get("queries")
         if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
@@ -210,9 +210,9 @@ class DaemonServer:
                 for q, h in zip(queries, hits, strict=True)]
 
     def fetch(self, settings: Settings, args: dict[str, Any]) -> dict[str, Any]:
-        """``wrenmem.fetch.fetch`` (it brings the schema index up to date itself): its JSON,
+        """``wrenmem.schema.fetch.fetch`` (it brings the schema index up to date itself): its JSON,
         its text and its warnings, everything the CLI prints."""
-        from wrenmem.fetch import fetch
+        from wrenmem.schema.fetch import fetch
 
         question = args.get("question")
         if not isinstance(question, str):
@@ -227,7 +227,7 @@ class DaemonServer:
     def status(self, settings: Settings, args: dict[str, Any]) -> dict[str, Any]:
         """What ``wrenmem status`` shows; refused while a writer is between commits."""
         from wrenmem.errors import LockTimeoutError
-        from wrenmem.index_status import status_data
+        from wrenmem.index.status import status_data
         from wrenmem.lock import index_lock
 
         try:
@@ -254,7 +254,7 @@ class DaemonServer:
         whole version instead of waiting; with none known yet, the request is refused and
         the CLI works in-process.
         """
-        from wrenmem.recall import BACKENDS
+        from wrenmem.recall.backends import BACKENDS
 
         backend: Any = BACKENDS[name](settings)
         if not callable(getattr(backend, "table", None)):
@@ -274,7 +274,7 @@ class DaemonServer:
                 backend.table().checkout(version)
                 return backend.name, _without_sync(backend, queries, k, filters)
             if getattr(backend, "auto_sync", False):
-                from wrenmem.sync import sync_pairs
+                from wrenmem.index.sync import sync_pairs
 
                 sync_pairs(settings)  # re-enters the lock we hold
             self._complete[key] = backend.table().version
@@ -283,7 +283,7 @@ class DaemonServer:
 
     def warm(self) -> None:
         """Load the default backend (and its model) before the first request needs it."""
-        from wrenmem.recall import BACKENDS, Filters, choose_backend
+        from wrenmem.recall.backends import BACKENDS, Filters, choose_backend
 
         name = choose_backend(self.settings)
         if name in BACKENDS:

@@ -13,7 +13,7 @@ from wrenmem.settings import Settings
 
 def status_data(settings: Settings) -> dict[str, Any]:
     """Everything ``wrenmem status`` shows, with stable keys (its ``--json`` output)."""
-    from wrenmem.recall import choose_backend, index_unavailable
+    from wrenmem.recall.backends import choose_backend, index_unavailable
 
     backend = choose_backend(settings)
     unavailable = index_unavailable(settings)
@@ -26,7 +26,7 @@ def status_data(settings: Settings) -> dict[str, Any]:
         "index_unavailable_reason": unavailable,
     }
     if unavailable is None:
-        from wrenmem.sync import check_drift
+        from wrenmem.index.sync import check_drift
 
         drift = check_drift(settings)
         data.update({

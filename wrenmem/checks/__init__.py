@@ -1,0 +1,1 @@
+"""Checks over pair files: validation (SQL and schema references) and duplicates."""

@@ -1,0 +1,1 @@
+"""Git integration: hook install/run and the pull-request diff."""

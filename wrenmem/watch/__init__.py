@@ -1,0 +1,1 @@
+"""The watcher (filesystem events -> sync) and its warm daemon on a local socket."""
