@@ -7,7 +7,7 @@ import json
 from tests.conftest import EXAMPLE_KNOWLEDGE, REPO
 from wrenmem.pairs.catalog import scan
 from wrenmem.recall.bm25f import GrepBackend
-from wrenmem.recall.backends import Filters
+from wrenmem.recall.hits import Filters
 from wrenmem.settings import load_settings
 from wrenmem.sqlcheck import check_sql
 

@@ -7,28 +7,26 @@ from pathlib import Path
 
 import pytest
 
-import wrenmem.embedders
 import wrenmem.schema.table
 from tests.schema_helpers import RecordingEmbedder, edit_manifest, settle
-from wrenmem.schema.describe import describe
+from wrenmem.embedders import use_embedder
 from wrenmem.errors import ExtraMissingError, ManifestError, WrenmemError
+from wrenmem.schema.describe import describe
 from wrenmem.schema.fetch import fetch
 from wrenmem.schema.manifest import load_manifest
 from wrenmem.settings import Settings, load_settings
 
 
 @pytest.fixture
-def settings(example_project: Path) -> Settings:
-    s = load_settings(example_project)
-    settle(s.manifest_path)
-    return s
+def fake() -> RecordingEmbedder:
+    return RecordingEmbedder()
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> RecordingEmbedder:
-    embedder = RecordingEmbedder()
-    monkeypatch.setattr(wrenmem.embedders, "get_embedder", lambda *a, **k: embedder)
-    return embedder
+def settings(example_project: Path, fake: RecordingEmbedder) -> Settings:
+    s = load_settings(example_project, {"embedder": use_embedder(fake)})
+    settle(s.manifest_path)
+    return s
 
 
 def ids(result) -> list[str]:

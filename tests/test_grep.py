@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import write_pair
 from wrenmem.pairs import catalog
 from wrenmem.recall.bm25f import GrepBackend
-from wrenmem.recall.backends import Filters
+from wrenmem.recall.hits import Filters
 from wrenmem.settings import load_settings
 from wrenmem.textsearch import tokenize
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-import wrenmem.schema.manifest
 import wrenmem.schema.cache as schema_cache
+import wrenmem.schema.manifest
 from tests.schema_helpers import edit_manifest, settle
-from wrenmem.schema.manifest import load_manifest
 from wrenmem.schema.items import schema_items
+from wrenmem.schema.manifest import load_manifest
 from wrenmem.settings import load_settings
 
 

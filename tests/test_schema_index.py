@@ -8,9 +8,9 @@ import pytest
 
 import wrenmem.schema.table as schema_index
 from tests.schema_helpers import RecordingEmbedder, edit_manifest, settle
+from wrenmem.schema.items import schema_items
 from wrenmem.schema.manifest import load_manifest
 from wrenmem.schema.table import sync_schema, vector_search
-from wrenmem.schema.items import schema_items
 from wrenmem.settings import Settings, load_settings
 
 

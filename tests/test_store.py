@@ -5,8 +5,8 @@ from pathlib import Path
 
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
-from wrenmem.settings import load_settings
 from wrenmem.pairs.store import store_pair
+from wrenmem.settings import load_settings
 
 
 def test_new_question_gets_its_own_file(project: Path) -> None:

@@ -12,13 +12,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import write_pair
 
-from wrenmem.errors import (
-    LockTimeoutError,
-    ManifestError,
-    PairError,
-    SettingsError,
-    WrenmemError,
-)
+from wrenmem.errors import LockTimeoutError, ManifestError, PairError, SettingsError, WrenmemError
 from wrenmem.settings import load_settings
 from wrenmem.watch.loop import (
     MANIFEST,

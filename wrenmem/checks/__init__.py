@@ -1,1 +1,2 @@
-"""Checks over pair files: validation (SQL and schema references) and duplicates."""
+"""Checks over pair files: validation (SQL and schema references) and duplicates.
+"""

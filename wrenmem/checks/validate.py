@@ -15,9 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wrenmem.checks.references import Schema, check_schema
 from wrenmem.errors import PairError, WrenmemError
+from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
 from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair
+from wrenmem.schema.manifest import load_manifest
 from wrenmem.settings import Settings
+from wrenmem.sqlcheck import known_dialect, parse_checked
 
 
 @dataclass(frozen=True)
@@ -59,10 +63,6 @@ class Validator:
         if self.tables is not None or not path.is_file():
             return
         try:
-            from wrenmem.schema.manifest import load_manifest
-        except ImportError:  # a wrenmem without manifest support: parse checks only
-            return
-        try:
             manifest = load_manifest(path)
             self.tables = manifest.table_columns()
             self.manifest_dialect = manifest.dialect
@@ -90,7 +90,6 @@ class Validator:
 
     def check_pair(self, pair: Pair, text: str) -> list[Problem]:
         """SQL and schema problems of a parsed pair, positioned in the file ``text``."""
-        from wrenmem.sqlcheck import known_dialect, parse_checked
 
         lines = text.split("\n")
         dialect = self.dialect_of(pair)
@@ -106,7 +105,6 @@ class Validator:
             return problems
         self.load_manifest()
         if self.tables:
-            from wrenmem.checks.references import Schema, check_schema
 
             if self._schema is None:
                 self._schema = Schema(self.tables)
@@ -129,7 +127,6 @@ class Validator:
 def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
                    *, check_schema: bool = True) -> tuple[int, list[Problem]]:
     """Check ``paths`` (default: every pair file of the project): (files checked, problems)."""
-    from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
 
     validator = Validator(settings, check_schema=check_schema)
     given = None if paths is None else list(paths)

@@ -1,1 +1,2 @@
-"""Git integration: hook install/run and the pull-request diff."""
+"""Git integration: hook install/run and the pull-request diff.
+"""

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from wrenmem.errors import WrenmemError
-from wrenmem.pairs.pairfile import Pair, decode_file
-from wrenmem.settings import Settings
 from wrenmem.checks.validate import Problem, Validator
+from wrenmem.errors import PairError, WrenmemError
+from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
+from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair
+from wrenmem.schema.manifest import load_manifest
+from wrenmem.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,6 @@ def diff_pairs(settings: Settings, base: str | None = None, head: str | None = N
     base_side = Side(base_label, base_commit.hexsha,
                      _files_at(base_commit, knowledge, project))
     if head is None:
-        from wrenmem.pairs.catalog import iter_pair_files
 
         files = {settings.relpath(p): p.read_bytes()
                  for p in iter_pair_files(settings.knowledge_path)}
@@ -153,7 +154,6 @@ def _commit(repo: Any, rev: str) -> Any:
 
 def _files_at(commit: Any, knowledge: str, project: str) -> dict[str, bytes]:
     """Pair files of the knowledge folder at ``commit``, keyed by project-relative path."""
-    from wrenmem.pairs.catalog import SKIPPED_NAMES
 
     try:
         tree = commit.tree / knowledge
@@ -181,7 +181,6 @@ def _validator_at(settings: Settings, commit: Any, top: Path, check_schema: bool
         blob = commit.tree / settings.manifest_path.relative_to(top).as_posix()
     except (KeyError, ValueError):
         return validator
-    from wrenmem.schema.manifest import load_manifest
 
     with tempfile.TemporaryDirectory(prefix="wrenmem-diff-") as tmp:
         path = Path(tmp) / "mdl.json"
@@ -199,7 +198,6 @@ def _validator_at(settings: Settings, commit: Any, top: Path, check_schema: bool
 
 
 def _parse(validator: Validator, path: str, data: bytes) -> tuple[Pair | None, list[Problem]]:
-    from wrenmem.errors import PairError
 
     try:
         text = decode_file(data, path)
@@ -209,8 +207,6 @@ def _parse(validator: Validator, path: str, data: bytes) -> tuple[Pair | None, l
 
 
 def _quiet_parse(path: str, data: bytes) -> Pair | None:
-    from wrenmem.errors import PairError
-    from wrenmem.pairs.pairfile import parse_pair
 
     try:
         return parse_pair(decode_file(data, path), path)

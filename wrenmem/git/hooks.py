@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wrenmem.errors import WrenmemError
+from wrenmem.fsutil import atomic_write_text
+from wrenmem.index.sync import sync_pairs
+from wrenmem.index.table import index_unavailable
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -249,7 +252,6 @@ def _others_legacy(path: Path) -> Path:
 
 
 def _write_executable(path: Path, text: str) -> None:
-    from wrenmem.fsutil import atomic_write_text
 
     atomic_write_text(path, text)
     mode = path.stat().st_mode
@@ -329,12 +331,10 @@ def _sync(settings: Settings) -> str:
     """
     if settings.backend == "grep":
         return "backend is grep: no index to sync"
-    from wrenmem.recall.backends import index_unavailable
 
     reason = index_unavailable(settings)
     if reason is not None:
         return f"no index to sync: {reason}"
-    from wrenmem.index.sync import sync_pairs
 
     report = sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT)
     if report.noop:

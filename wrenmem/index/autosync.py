@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from wrenmem.index.sync import sync_pairs
+from wrenmem.index.table import index_exists, index_unavailable
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -26,14 +28,11 @@ def after_write(settings: Settings, paths: Sequence[str]) -> str | None:
     """
     if not paths:
         return None
-    from wrenmem.recall.backends import index_unavailable
 
     try:
-        from wrenmem.index.table import index_exists
 
         if index_unavailable(settings) is not None or not index_exists(settings):
             return None
-        from wrenmem.index.sync import sync_pairs
 
         report = sync_pairs(settings, paths=list(paths), lock_timeout=LOCK_TIMEOUT)
     except Exception as e:  # never fail the write because of the derived index

@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.index.table import SCHEMA_VERSION, index_exists
+from wrenmem.pairs.catalog import SKIPPED_NAMES
+from wrenmem.pairs.seeds import seed_pairs
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -42,7 +45,6 @@ def walk_stats(settings: Settings) -> Stats:
     ``~`` names skipped, ``*.md`` only, no README, symlinked folders not followed), with
     plain strings because this runs for every file on every no-op.
     """
-    from wrenmem.pairs.catalog import SKIPPED_NAMES
 
     folder = str(settings.knowledge_path)
     out: Stats = {}
@@ -78,7 +80,6 @@ def walk_stats(settings: Settings) -> Stats:
 
 def seeds_digest(settings: Settings) -> str:
     """One hash over every seed of the manifest (before files shadow any of them)."""
-    from wrenmem.pairs.seeds import seed_pairs
 
     h = hashlib.sha256()
     for pair in seed_pairs(settings):
@@ -102,7 +103,6 @@ def save_state(settings: Settings, *, model_id: str, files: dict[str, str],
                errors: list[tuple[str, str, int]], stats: Stats | None, stats_at: float,
                seeds: str | None) -> None:
     """Record what the index now holds (call only right after it was made so)."""
-    from wrenmem.index.table import SCHEMA_VERSION
 
     state = {"v": STATE_VERSION, "schema": SCHEMA_VERSION, "uri": settings.index_uri,
              "model_id": model_id, "files": files, "extras": extras, "rows": rows,
@@ -117,7 +117,6 @@ def invalidate_state(settings: Settings) -> None:
 
 def same_target(settings: Settings, state: dict[str, Any] | None, model_id: str) -> bool:
     """The mirror describes this URI, embedder and table schema, and the table exists."""
-    from wrenmem.index.table import SCHEMA_VERSION, index_exists
 
     return (state is not None and state.get("schema") == SCHEMA_VERSION
             and state.get("uri") == settings.index_uri

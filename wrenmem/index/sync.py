@@ -21,9 +21,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from wrenmem.pairs.catalog import scan
-from wrenmem.errors import PairError, WrenmemError
+from wrenmem.embedders import get_embedder
+from wrenmem.errors import LockTimeoutError, PairError, WrenmemError
 from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.index import table as index
 from wrenmem.index.state import (
     Stats,
     invalidate_state,
@@ -34,7 +35,11 @@ from wrenmem.index.state import (
     state_matches,
     walk_stats,
 )
+from wrenmem.index.table import SCHEMA_VERSION
+from wrenmem.lock import index_lock
+from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
+from wrenmem.pairs.seeds import extra_pairs
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -130,7 +135,6 @@ def seed_id(pair: Pair) -> str:
 
 
 def take_snapshot(settings: Settings) -> Snapshot:
-    from wrenmem.pairs.seeds import extra_pairs
 
     stats_at = time.time()
     stats = walk_stats(settings)
@@ -223,7 +227,6 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
     those pairs, for ``store`` and friends. Safe from many processes and threads at once:
     writers take :func:`wrenmem.lock.index_lock`; the no-op check needs no lock.
     """
-    from wrenmem.embedders import get_embedder
 
     embedder = get_embedder(settings.embedder, root=settings.root)
     if not full:
@@ -237,7 +240,6 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
         return _noop_report(settings, snap, embedder.model_id)
 
     _warm_up(embedder, snap, seen, full)
-    from wrenmem.lock import index_lock
 
     with index_lock(settings, timeout=lock_timeout):
         state = load_state(settings)
@@ -253,8 +255,6 @@ def _refresh_stats(settings: Settings, model_id: str) -> None:
     """Files were touched but not changed: record their new stats so the next no-op is
     quick again. Only under the lock (never overwrite a writer's invalidation), and only
     if the lock is free right now."""
-    from wrenmem.errors import LockTimeoutError
-    from wrenmem.lock import index_lock
 
     try:
         with index_lock(settings, timeout=0):
@@ -309,7 +309,6 @@ def _noop_report(settings: Settings, snap: Snapshot, model_id: str) -> SyncRepor
 def _sync_locked(settings: Settings, embedder: Any, snap: Snapshot, full: bool,
                  progress: Progress | None, paths: Collection[str] | None,
                  prior: dict[str, Any] | None) -> SyncReport:
-    from wrenmem.index import table as index
     db = index.connect(settings)
     table = index.open_table(db)
     reason = None
@@ -361,7 +360,6 @@ def _sync_locked(settings: Settings, embedder: Any, snap: Snapshot, full: bool,
 
 
 def _mirror_ok(settings: Settings, prior: dict[str, Any] | None, model_id: str) -> bool:
-    from wrenmem.index.table import SCHEMA_VERSION
 
     return (prior is not None and prior.get("schema") == SCHEMA_VERSION
             and prior.get("uri") == settings.index_uri
@@ -398,7 +396,6 @@ def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
 def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, list[str]],
            embedder: Any, progress: Progress | None) -> tuple[int, int]:
     """Write the plan: reused vectors and deletions first, then embedded chunks."""
-    from wrenmem.index import table as index
     commits = 0
     duplicated = [i for i in plan.changed if len(indexed.get(i, ())) > 1]
     targets = list(plan.added) + list(plan.changed) + [new for _old, new in plan.renamed]
@@ -447,7 +444,6 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
 
 def _maintain(settings: Settings, table: Any, commits: int, embedded: int) -> bool:
     """Compact every OPTIMIZE_EVERY write commits, and after any big write."""
-    from wrenmem.index import table as index
     if not commits:
         return False
     path = settings.state_dir / MAINT_NAME
@@ -490,7 +486,6 @@ class Drift:
 
 def check_drift(settings: Settings) -> Drift:
     """How the index differs from the pairs, by content hash. Never writes the index."""
-    from wrenmem.embedders import get_embedder
 
     model_id = get_embedder(settings.embedder, root=settings.root).model_id
     quick = quick_noop(settings, model_id)
@@ -508,7 +503,6 @@ def check_drift(settings: Settings) -> Drift:
         return Drift(SyncPlan(unchanged=tuple(sorted(snap.pairs))), snap.errors, model_id,
                      model_id, False, int(state.get("rows", 0)), len(snap.pairs) - seeds,
                      seeds, True)
-    from wrenmem.index import table as index
     table = index.open_table(index.connect(settings)) if index.index_exists(settings) else None
     if table is None:
         plan = plan_sync(snap.desired(), {})
@@ -524,8 +518,6 @@ def check_drift(settings: Settings) -> Drift:
 
 def reset_index(settings: Settings) -> bool:
     """Drop the pairs table and forget the mirror; returns whether a table was dropped."""
-    from wrenmem.index import table as index
-    from wrenmem.lock import index_lock
 
     with index_lock(settings, timeout=LOCK_TIMEOUT):
         invalidate_state(settings)

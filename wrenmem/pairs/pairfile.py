@@ -308,3 +308,8 @@ def _yaml_item(key: str, value: Any) -> str:
 
     return yaml.safe_dump({key: value}, allow_unicode=True, sort_keys=False,
                           default_flow_style=False, width=10**9).rstrip("\n")
+
+
+def search_fields(pair: Pair) -> dict[str, str]:
+    """The pair's text by field, as keyword search weighs it (question, tags, SQL)."""
+    return {"nl": pair.nl, "sql": pair.sql, "tags": " ".join(pair.tags)}

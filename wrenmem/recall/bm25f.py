@@ -10,18 +10,15 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from wrenmem.pairs.catalog import scan
 from wrenmem.fsutil import read_marshal, write_marshal
-from wrenmem.pairs.pairfile import Pair
-from wrenmem.recall.backends import Filters, Hit, rank
+from wrenmem.pairs.catalog import scan
+from wrenmem.pairs.pairfile import Pair, search_fields
+from wrenmem.pairs.seeds import extra_pairs
+from wrenmem.recall.hits import Filters, Hit, rank
 from wrenmem.settings import Settings
 from wrenmem.textsearch import TOKENIZER_VERSION, Bm25Index, document_terms
 
 log = logging.getLogger(__name__)
-
-
-def pair_fields(pair: Pair) -> dict[str, str]:
-    return {"nl": pair.nl, "sql": pair.sql, "tags": " ".join(pair.tags)}
 
 
 class GrepBackend:
@@ -36,9 +33,8 @@ class GrepBackend:
     def _load(self) -> tuple[list[Pair], list[dict[str, float]]]:
         if self._pairs is not None:
             pairs = list(self._pairs)
-            return pairs, [document_terms(pair_fields(p)) for p in pairs]
+            return pairs, [document_terms(search_fields(p)) for p in pairs]
         found = scan(self.settings)
-        from wrenmem.pairs.seeds import extra_pairs
 
         pairs = list(found.pairs) + list(extra_pairs(self.settings))
         cache_path = self.settings.state_dir / "grep-terms.bin"
@@ -49,7 +45,7 @@ class GrepBackend:
             key = found.file_hashes.get(pair.path) or pair.content_hash
             terms = cache.get(key)
             if terms is None:
-                terms = document_terms(pair_fields(pair))
+                terms = document_terms(search_fields(pair))
             fresh[key] = terms
             docs.append(terms)
         if set(fresh) != set(cache):

@@ -16,8 +16,12 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from wrenmem.embedders import get_embedder
 from wrenmem.errors import LockTimeoutError, WrenmemError
-from wrenmem.recall.backends import Filters, Hit, rank
+from wrenmem.index import table as index
+from wrenmem.index.sync import sync_pairs
+from wrenmem.index.table import query_terms, row_pair, sql_list
+from wrenmem.recall.hits import Filters, Hit, rank
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -44,7 +48,6 @@ def _quietly(fn: Any) -> None:
 
 def where_clause(filters: Filters) -> str | None:
     """The filters as a LanceDB (DataFusion) predicate, applied before ranking."""
-    from wrenmem.index.table import sql_list
 
     parts = []
     if filters.datasource is not None:
@@ -61,7 +64,6 @@ class VectorBackend:
     name = "vector"
 
     def __init__(self, settings: Settings, *, auto_sync: bool = True):
-        from wrenmem.embedders import get_embedder
 
         self.settings = settings
         self.auto_sync = auto_sync
@@ -75,7 +77,6 @@ class VectorBackend:
 
     # -- index access ---------------------------------------------------------------
     def _bring_up_to_date(self) -> None:
-        from wrenmem.index.sync import sync_pairs
 
         try:
             report = sync_pairs(self.settings, lock_timeout=SYNC_LOCK_TIMEOUT)
@@ -89,7 +90,6 @@ class VectorBackend:
                 log.info("recall: indexed %d new or changed pair(s) first", report.embedded)
 
     def table(self) -> Any:
-        from wrenmem.index import table as index
         if self._table is None:
             if self._db is None:
                 self._db = index.connect(self.settings)
@@ -126,7 +126,6 @@ class VectorBackend:
               ) -> list[dict[str, Any]]:
         if not text.strip():
             return []
-        from wrenmem.index.table import query_terms
 
         terms = query_terms(text)
         if not terms:
@@ -156,7 +155,6 @@ class VectorBackend:
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None
              ) -> list[Hit]:
-        from wrenmem.index.table import row_pair
 
         rows = self._dense(table, vector, k + 10, where)
         scored = [(round(1.0 - float(r["_distance"]), 6), row_pair(r)) for r in rows]
@@ -170,7 +168,6 @@ class HybridBackend(VectorBackend):
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None
              ) -> list[Hit]:
-        from wrenmem.index.table import query_terms, row_pair
 
         depth = max(MIN_DEPTH, 3 * k)
         dense = self._dense(table, vector, depth, where)

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.schema.describe import describe
 from wrenmem.schema.items import SchemaItem, schema_items
+from wrenmem.schema.manifest import load_manifest
 from wrenmem.settings import Settings
 from wrenmem.textsearch import TOKENIZER_VERSION, add_term_scores, tokenize
 
@@ -122,7 +124,6 @@ def item_terms(item: SchemaItem, memo: dict[str, list[str]] | None = None
 
 def prepare(settings: Settings, path: Path) -> Prepared:
     """The prepared manifest at ``path``; raises ManifestError when it cannot be used."""
-    from wrenmem.schema.manifest import load_manifest
 
     try:
         st = path.stat()
@@ -147,7 +148,6 @@ def prepare(settings: Settings, path: Path) -> Prepared:
 
 
 def _build(manifest: Any) -> Prepared:
-    from wrenmem.schema.describe import describe
 
     items = schema_items(manifest)
     postings: dict[str, tuple[array, array]] = {}

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wrenmem.schema.describe import describe
+from wrenmem.embedders import get_embedder
 from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
-from wrenmem.schema.manifest import load_manifest
 from wrenmem.schema.cache import Prepared, prepare
+from wrenmem.schema.describe import describe
 from wrenmem.schema.items import SchemaItem, normalize_types
+from wrenmem.schema.manifest import load_manifest
+from wrenmem.schema.table import SchemaIndexMissing, sync_items, vector_search
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -133,8 +135,6 @@ def _vector_search(settings: Settings, path: Path, prepared: Prepared, question:
                    limit: int, types: tuple[str, ...], model: str | None,
                    progress: Callable[[int, int], None] | None = None
                    ) -> tuple[list[ScoredItem], dict[str, Any]]:
-    from wrenmem.embedders import get_embedder
-    from wrenmem.schema.table import SchemaIndexMissing, sync_items, vector_search
 
     embedder = get_embedder(settings.embedder, root=settings.root)
     report = sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wrenmem.schema.manifest import Column, Manifest, Model, Relationship
+from wrenmem.sqlcheck import check_sql
 
 if TYPE_CHECKING:
     from sqlglot import exp
@@ -63,7 +64,6 @@ class Seed:
 
 def generate_seeds(manifest: Manifest) -> list[Seed]:
     """Every seed of ``manifest`` whose SQL parses in the manifest's dialect."""
-    from wrenmem.sqlcheck import check_sql
 
     layers = {m.name: m.layer for m in manifest.models}
     conditions = parse_conditions(manifest)

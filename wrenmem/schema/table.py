@@ -19,10 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wrenmem.embedders import get_embedder
 from wrenmem.errors import ExtraMissingError, WrenmemError
 from wrenmem.fsutil import atomic_write_text
+from wrenmem.lock import index_lock
+from wrenmem.schema.cache import prepare
+from wrenmem.schema.items import SchemaItem, schema_items
 from wrenmem.schema.manifest import Manifest
-from wrenmem.schema.items import SchemaItem
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -117,7 +120,6 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
     Raises ManifestError for an unusable manifest and ExtraMissingError without the
     ``index`` extra. The watcher calls this when the manifest changes.
     """
-    from wrenmem.embedders import get_embedder
 
     started = time.perf_counter()
     path = (manifest_path or settings.manifest_path).resolve()
@@ -129,11 +131,9 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
                                 seconds=time.perf_counter() - started,
                                 embedder=embedder.model_id)
     if manifest is not None:
-        from wrenmem.schema.items import schema_items
 
         fingerprint, items = manifest.fingerprint, schema_items(manifest)
     else:
-        from wrenmem.schema.cache import prepare
 
         prepared = prepare(settings, path)  # shared with fetch: parsed once per change
         return sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
@@ -153,7 +153,6 @@ def sync_items(settings: Settings, path: Path, fingerprint: str,
     ``count`` gives the number of items for the report. ``force`` ignores the state file
     and compares the table itself (still embedding only what changed).
     """
-    from wrenmem.lock import index_lock
 
     started = time.perf_counter() if started is None else started
     total = len(items) if not callable(items) else (count or 0)

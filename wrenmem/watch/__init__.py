@@ -1,1 +1,2 @@
-"""The watcher (filesystem events -> sync) and its warm daemon on a local socket."""
+"""The watcher (filesystem events -> sync) and its warm daemon on a local socket.
+"""

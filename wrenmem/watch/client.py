@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from wrenmem.recall.hits import Hit, RecallResult
+
 PROTOCOL = 1
 SOCKET_NAME = "daemon.sock"
 # sun_path holds 108 bytes on Linux, 104 on macOS; keep a margin.
@@ -102,7 +104,6 @@ def remote_recall(settings: Any, queries: Sequence[str], k: int, filters: Any,
     reply = request(settings, "recall", args, timeout=REPLY_TIMEOUT + 0.05 * len(queries))
     if reply is None:
         return None
-    from wrenmem.recall.backends import Hit, RecallResult
 
     try:
         results = [

@@ -23,9 +23,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from wrenmem.watch.client import PROTOCOL, settings_payload, socket_path
-from wrenmem.errors import ExtraMissingError, WrenmemError
+from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
+from wrenmem.index.sync import sync_pairs
+from wrenmem.lock import index_lock
+from wrenmem.recall.backends import BACKENDS, choose_backend
+from wrenmem.recall.hits import Filters, RecallResult
+from wrenmem.recall.status import status_data
+from wrenmem.schema.fetch import fetch
 from wrenmem.settings import Settings
+from wrenmem.watch.client import PROTOCOL, settings_payload, socket_path
 
 log = logging.getLogger(__name__)
 # Settings a request may choose for itself: they pick a backend or a size, not the data.
@@ -193,7 +199,6 @@ class DaemonServer:
     def recall(self, settings: Settings, args: dict[str, Any], notes: list[str]
                ) -> list[dict[str, Any]]:
         """Exactly ``recall_many``, with backend objects kept warm between requests."""
-        from wrenmem.recall.backends import BACKENDS, Filters, RecallResult, choose_backend
 
         queries = args.get("queries")
         if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
@@ -212,7 +217,6 @@ class DaemonServer:
     def fetch(self, settings: Settings, args: dict[str, Any]) -> dict[str, Any]:
         """``wrenmem.schema.fetch.fetch`` (it brings the schema index up to date itself): its JSON,
         its text and its warnings, everything the CLI prints."""
-        from wrenmem.schema.fetch import fetch
 
         question = args.get("question")
         if not isinstance(question, str):
@@ -226,9 +230,6 @@ class DaemonServer:
 
     def status(self, settings: Settings, args: dict[str, Any]) -> dict[str, Any]:
         """What ``wrenmem status`` shows; refused while a writer is between commits."""
-        from wrenmem.errors import LockTimeoutError
-        from wrenmem.index.status import status_data
-        from wrenmem.lock import index_lock
 
         try:
             with index_lock(settings, timeout=BUSY_WAIT):
@@ -254,13 +255,10 @@ class DaemonServer:
         whole version instead of waiting; with none known yet, the request is refused and
         the CLI works in-process.
         """
-        from wrenmem.recall.backends import BACKENDS
 
         backend: Any = BACKENDS[name](settings)
         if not callable(getattr(backend, "table", None)):
             return backend.name, backend.search(queries, k, filters)  # grep: the files
-        from wrenmem.errors import LockTimeoutError
-        from wrenmem.lock import index_lock
 
         key = (name, settings)
         with contextlib.ExitStack() as stack:
@@ -274,7 +272,6 @@ class DaemonServer:
                 backend.table().checkout(version)
                 return backend.name, _without_sync(backend, queries, k, filters)
             if getattr(backend, "auto_sync", False):
-                from wrenmem.index.sync import sync_pairs
 
                 sync_pairs(settings)  # re-enters the lock we hold
             self._complete[key] = backend.table().version
@@ -283,7 +280,6 @@ class DaemonServer:
 
     def warm(self) -> None:
         """Load the default backend (and its model) before the first request needs it."""
-        from wrenmem.recall.backends import BACKENDS, Filters, choose_backend
 
         name = choose_backend(self.settings)
         if name in BACKENDS:

@@ -25,7 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import WrenmemError
+from wrenmem.fsutil import atomic_write_text
+from wrenmem.pairs.catalog import scan
+from wrenmem.recall.backends import choose_backend
 from wrenmem.settings import Settings
+from wrenmem.watch.client import ping, socket_path
+from wrenmem.watch.daemon import DaemonServer
 from wrenmem.watch.loop import (
     MANIFEST,
     PAIRS,
@@ -62,7 +67,6 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
     so only the scan runs.
     """
     kinds = {PAIRS, MANIFEST} if kinds is None else kinds
-    from wrenmem.recall.backends import choose_backend
 
     indexed = choose_backend(settings) != "grep"  # auto without the index extra is grep
     summaries: list[str] = []
@@ -78,7 +82,6 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
                 summaries.append(f"pairs: {_summary(report)}")
                 changed = changed or _report_changed(report)
             else:
-                from wrenmem.pairs.catalog import scan
 
                 found = scan(settings)
                 pair_errors = found.errors
@@ -244,7 +247,6 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
         return {"mode": source.mode, **stats.to_dict()}
 
     if opts.daemon:
-        from wrenmem.watch.daemon import DaemonServer
 
         server = DaemonServer(settings, info)
         try:
@@ -341,7 +343,6 @@ def _stop_on_signals(stop: threading.Event, wakers: list[Callable[[], None]]
 
 
 def _write_state(path: Path, settings: Settings, server: Any, info: dict[str, Any]) -> None:
-    from wrenmem.fsutil import atomic_write_text
 
     data = {"pid": os.getpid(), "root": str(settings.root),
             "socket": str(server.path) if server is not None else None, **info}
@@ -378,7 +379,6 @@ def clean_stale(settings: Settings) -> bool:
     """Remove the pid, state and socket files of a watcher that died; True if any."""
     if is_running(settings):
         return False
-    from wrenmem.watch.client import socket_path
 
     removed = False
     for path in (settings.state_dir / PID_FILE, settings.state_dir / STATE_FILE,
@@ -391,7 +391,6 @@ def clean_stale(settings: Settings) -> bool:
 
 def watcher_status(settings: Settings) -> dict[str, Any]:
     """running, pid, socket, mode and the last sync, from the daemon or the state file."""
-    from wrenmem.watch.client import ping, socket_path
 
     running = is_running(settings)
     out: dict[str, Any] = {"running": running, "pid": None, "socket": None, "mode": None,

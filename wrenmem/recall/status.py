@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from wrenmem.index.sync import check_drift
+from wrenmem.index.table import index_unavailable
+from wrenmem.recall.backends import choose_backend
 from wrenmem.settings import Settings
 
 
 def status_data(settings: Settings) -> dict[str, Any]:
     """Everything ``wrenmem status`` shows, with stable keys (its ``--json`` output)."""
-    from wrenmem.recall.backends import choose_backend, index_unavailable
 
     backend = choose_backend(settings)
     unavailable = index_unavailable(settings)
@@ -26,7 +28,6 @@ def status_data(settings: Settings) -> dict[str, Any]:
         "index_unavailable_reason": unavailable,
     }
     if unavailable is None:
-        from wrenmem.index.sync import check_drift
 
         drift = check_drift(settings)
         data.update({
