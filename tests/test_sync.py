@@ -13,7 +13,6 @@ from index_helpers import RecordingEmbedder, install_fake, settings_for, table_r
 
 from wrenmem.index import table as index
 from wrenmem.index.sync import (
-    OPTIMIZE_EVERY,
     SyncPlan,
     check_drift,
     load_state,
@@ -21,6 +20,7 @@ from wrenmem.index.sync import (
     reset_index,
     sync_pairs,
 )
+from wrenmem.lance import COMPACT_EVERY
 from wrenmem.pairs.pairfile import Pair
 
 ids = st.sampled_from([f"p{i}" for i in range(8)])
@@ -298,12 +298,12 @@ def test_concurrent_syncs_never_duplicate(project: Path, fake: RecordingEmbedder
 
 def test_small_syncs_get_compacted(project: Path, fake: RecordingEmbedder) -> None:
     settings = settings_for(project)
-    for n in range(OPTIMIZE_EVERY + 1):
+    for n in range(COMPACT_EVERY + 1):
         write_pair(project, f"q{n}.md", f"Question number {n}", f"SELECT {n}")
         sync_pairs(settings)
     table = index.open_table(index.connect(settings))
     assert table.stats()["fragment_stats"]["num_fragments"] <= 3
-    assert table.count_rows() == OPTIMIZE_EVERY + 1
+    assert table.count_rows() == COMPACT_EVERY + 1
 
 
 def test_reset_drops_the_table(project: Path, fake: RecordingEmbedder) -> None:

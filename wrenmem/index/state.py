@@ -22,7 +22,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem import statedir
+from wrenmem.fsutil import RACY_SECONDS, read_marshal, write_marshal
 from wrenmem.index import table as index
 from wrenmem.pairs.catalog import SKIPPED_NAMES
 from wrenmem.pairs.seeds import seed_pairs
@@ -30,9 +31,8 @@ from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 
-STATE_NAME = "index-state.bin"
+STATE_NAME = statedir.INDEX_STATE
 STATE_VERSION = 2
-RACY_SECONDS = 2.0
 
 Stats = dict[str, tuple[int, int, int]]
 

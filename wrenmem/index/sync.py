@@ -21,9 +21,9 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wrenmem import lance, statedir
 from wrenmem.embedders import get_embedder
 from wrenmem.errors import LockTimeoutError, PairError, WrenmemError
-from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.index import table as index
 from wrenmem.index.state import (
     Stats,
@@ -43,11 +43,10 @@ from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 
-MAINT_NAME = "index-maint.bin"
+MAINT_NAME = statedir.INDEX_MAINT
 SEED_PREFIX = "seed:"
 EMBED_BATCH = 64
 WRITE_CHUNK = 2048  # rows per commit during a big build: progress survives a kill
-OPTIMIZE_EVERY = 10  # write commits between compactions
 LOCK_TIMEOUT = 120.0
 
 Progress = Callable[[int, int], None]
@@ -354,7 +353,7 @@ def _sync_locked(settings: Settings, embedder: Any, snap: Snapshot, full: bool,
     if not plan.in_sync:
         invalidate_state(settings)
         embedded, commits = _apply(table, snap, plan, indexed_scope, embedder, progress)
-    index.ensure_fts(table)
+    lance.ensure_fts(table, "terms")
     optimized = _maintain(settings, table, commits, embedded)
     rows = table.count_rows()
     if scope is None:
@@ -452,20 +451,7 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
 
 
 def _maintain(settings: Settings, table: Any, commits: int, embedded: int) -> bool:
-    """Compact every OPTIMIZE_EVERY write commits, and after any big write."""
-    if not commits:
-        return False
-    path = settings.state_dir / MAINT_NAME
-    stored = read_marshal(path)
-    count = stored if isinstance(stored, int) else 0
-    count += commits
-    done = False
-    if count >= OPTIMIZE_EVERY or embedded >= 1000:
-        done = index.optimize(table)
-        if done:
-            count = 0
-    write_marshal(path, count)
-    return done
+    return lance.maintain(table, settings.state_dir / MAINT_NAME, commits, embedded)
 
 
 # ----------------------------------------------------------------------- drift ----
