@@ -26,6 +26,7 @@ from wrenmem.embedders import get_embedder
 from wrenmem.errors import LockTimeoutError, PairError, WrenmemError
 from wrenmem.index import table as index
 from wrenmem.index.state import (
+    IndexState,
     Stats,
     invalidate_state,
     load_state,
@@ -159,7 +160,7 @@ def take_snapshot(settings: Settings) -> Snapshot:
 
 # ---------------------------------------------------------------- state mirror ----
 
-def _matches(settings: Settings, state: dict[str, Any] | None, model_id: str,
+def _matches(settings: Settings, state: IndexState | None, model_id: str,
              snap: Snapshot) -> bool:
     return snap.extras_ok and state_matches(settings, state, model_id, snap.file_hashes,
                                             snap.extra_hashes)
@@ -254,7 +255,7 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
         if state != seen:  # another writer finished meanwhile: read the files again
             snap = take_snapshot(settings)
         if not full and _matches(settings, state, embedder.model_id, snap):
-            _save(settings, embedder.model_id, snap, int(state.get("rows", 0)) if state else 0)
+            _save(settings, embedder.model_id, snap, state.rows if state else 0)
             return _noop_report(settings, snap, embedder.model_id)
         return _sync_locked(settings, embedder, snap, full, progress, paths, state)
 
@@ -269,18 +270,18 @@ def _refresh_stats(settings: Settings, model_id: str) -> None:
             snap = take_snapshot(settings)
             state = load_state(settings)
             if _matches(settings, state, model_id, snap) and state is not None:
-                _save(settings, model_id, snap, int(state.get("rows", 0)))
+                _save(settings, model_id, snap, state.rows)
     except LockTimeoutError:
         pass
 
 
-def _report_from_state(state: dict[str, Any], model_id: str) -> SyncReport:
-    errors = tuple(PairError(p, reason, line) for p, reason, line in state.get("errors") or ())
-    return SyncReport(unchanged=tuple(state.get("ids") or ()), errors=errors, noop=True,
-                      model_id=model_id, rows=int(state.get("rows", 0)))
+def _report_from_state(state: IndexState, model_id: str) -> SyncReport:
+    errors = tuple(PairError(p, reason, line) for p, reason, line in state.errors)
+    return SyncReport(unchanged=state.ids, errors=errors, noop=True, model_id=model_id,
+                      rows=state.rows)
 
 
-def _warm_up(embedder: Any, snap: Snapshot, state: dict[str, Any] | None, full: bool) -> None:
+def _warm_up(embedder: Any, snap: Snapshot, state: IndexState | None, full: bool) -> None:
     """Load the model in a thread while this one imports LanceDB and reads the table.
 
     Only when something will probably be embedded: a file or seed whose hash the index
@@ -291,8 +292,7 @@ def _warm_up(embedder: Any, snap: Snapshot, state: dict[str, Any] | None, full: 
     if load is None:
         return
     if state is not None and not full:
-        known = set((state.get("files") or {}).values()) | set(
-            (state.get("extras") or {}).values())
+        known = set(state.files.values()) | set(state.extras.values())
         fresh = [h for h in snap.file_hashes.values() if h not in known]
         fresh += [h for h in snap.extra_hashes.values() if h not in known]
         if not fresh:
@@ -308,15 +308,15 @@ def _warm_up(embedder: Any, snap: Snapshot, state: dict[str, Any] | None, full: 
 
 
 def _noop_report(settings: Settings, snap: Snapshot, model_id: str) -> SyncReport:
-    state = load_state(settings) or {}
+    state = load_state(settings)
     return SyncReport(unchanged=tuple(sorted(snap.pairs)), errors=snap.errors,
                       warnings=snap.warnings, noop=True, model_id=model_id,
-                      rows=int(state.get("rows", len(snap.pairs))))
+                      rows=state.rows if state is not None else len(snap.pairs))
 
 
 def _sync_locked(settings: Settings, embedder: Any, snap: Snapshot, full: bool,
                  progress: Progress | None, paths: Collection[str] | None,
-                 prior: dict[str, Any] | None) -> SyncReport:
+                 prior: IndexState | None) -> SyncReport:
     db = index.connect(settings)
     table = index.open_table(db)
     reason = None
@@ -367,21 +367,20 @@ def _sync_locked(settings: Settings, embedder: Any, snap: Snapshot, full: bool,
                       False, embedder.model_id, rows, optimized)
 
 
-def _mirror_ok(settings: Settings, prior: dict[str, Any] | None, model_id: str) -> bool:
+def _mirror_ok(settings: Settings, prior: IndexState | None, model_id: str) -> bool:
 
-    return (prior is not None and prior.get("schema") == index.SCHEMA_VERSION
-            and prior.get("uri") == settings.index_uri
-            and prior.get("model_id") == model_id)
+    return (prior is not None and prior.schema == index.SCHEMA_VERSION
+            and prior.uri == settings.index_uri and prior.model_id == model_id)
 
 
 def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
-                 prior: dict[str, Any], scope: set[str]) -> None:
+                 prior: IndexState, scope: set[str]) -> None:
     """A scoped sync vouches only for its paths: patch them into the previous mirror,
     which stayed true for every other path (any other write would have deleted it)."""
-    files = dict(prior.get("files") or {})
-    stats = dict(prior.get("stats") or {})
-    ids = set(prior.get("ids") or ())
-    errors = [e for e in prior.get("errors") or () if e[0] not in scope]
+    files = dict(prior.files)
+    stats = dict(prior.stats or {})
+    ids = set(prior.ids)
+    errors = [e for e in prior.errors if e[0] not in scope]
     for path in scope:
         files.pop(path, None)
         stats.pop(path, None)
@@ -395,10 +394,9 @@ def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
     errors += [(e.path, e.reason, e.line) for e in snap.errors if e.path in scope]
     # The recorded stats of other paths are as old as the prior mirror; keep its clock.
     save_state(settings, model_id=model_id, files=files,
-               extras=dict(prior.get("extras") or {}), rows=rows, ids=sorted(ids),
-               errors=sorted(errors), stats=stats if prior.get("stats") is not None else None,
-               stats_at=min(float(prior.get("stats_at") or 0.0), snap.stats_at),
-               seeds=prior.get("seeds"))
+               extras=dict(prior.extras), rows=rows, ids=sorted(ids),
+               errors=sorted(errors), stats=stats if prior.stats is not None else None,
+               stats_at=min(prior.stats_at, snap.stats_at), seeds=prior.seeds)
 
 
 def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, list[str]],
@@ -505,18 +503,18 @@ def check_drift(settings: Settings) -> Drift:
     model_id = get_embedder(settings.embedder, root=settings.root).model_id
     quick = quick_noop(settings, model_id)
     if quick is not None:
-        ids = tuple(quick.get("ids") or ())
+        ids = quick.ids
         n_seeds = sum(1 for i in ids if i.startswith(SEED_PREFIX))
-        errors = tuple(PairError(p, r, ln) for p, r, ln in quick.get("errors") or ())
+        errors = tuple(PairError(p, r, ln) for p, r, ln in quick.errors)
         return Drift(SyncPlan(unchanged=ids), errors, model_id, model_id, False,
-                     int(quick.get("rows", 0)), len(ids) - n_seeds, n_seeds, True)
+                     quick.rows, len(ids) - n_seeds, n_seeds, True)
     snap = take_snapshot(settings)
     seeds = len(snap.extra_hashes)
     state = load_state(settings)
     if _matches(settings, state, model_id, snap):
         assert state is not None
         return Drift(SyncPlan(unchanged=tuple(sorted(snap.pairs))), snap.errors, model_id,
-                     model_id, False, int(state.get("rows", 0)), len(snap.pairs) - seeds,
+                     model_id, False, state.rows, len(snap.pairs) - seeds,
                      seeds, True)
     table = index.open_table(index.connect(settings)) if index.index_exists(settings) else None
     if table is None:
