@@ -12,14 +12,9 @@ from hypothesis import strategies as st
 from index_helpers import RecordingEmbedder, install_fake, settings_for, table_rows
 
 from wrenmem.index import table as index
-from wrenmem.index.sync import (
-    SyncPlan,
-    check_drift,
-    load_state,
-    plan_sync,
-    reset_index,
-    sync_pairs,
-)
+from wrenmem.index.drift import check_drift, reset_index
+from wrenmem.index.plan import SyncPlan, plan_sync
+from wrenmem.index.sync import load_state, sync_pairs
 from wrenmem.lance import COMPACT_EVERY
 from wrenmem.pairs.pairfile import Pair
 
@@ -250,7 +245,7 @@ def test_scoped_sync_keeps_the_mirror(project: Path, fake: RecordingEmbedder) ->
 def test_seed_pairs_are_indexed_beside_files(project: Path, fake: RecordingEmbedder,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from wrenmem.errors import ManifestError
-    from wrenmem.index import sync as sync_module
+    from wrenmem.index import snapshot as sync_module
 
     seeds = [Pair(nl="List all orders", sql="SELECT * FROM orders", path="seed:orders/list",
                   source="seed")]
@@ -327,7 +322,7 @@ def _age(project: Path, seconds: float = 10.0) -> None:
 
 def test_quick_noop_reads_no_file(project: Path, fake: RecordingEmbedder,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from wrenmem.index import sync as sync_module
+    from wrenmem.index import snapshot as sync_module
     _three(project)
     (project / "knowledge/sql/bad.md").write_text("no front matter\n")
     _age(project)

@@ -16,7 +16,8 @@ from wrenmem.embedders import Embedder, use_embedder
 from wrenmem.errors import SqlCheckError, WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.index.autosync import after_write
-from wrenmem.index.sync import Drift, SyncReport, check_drift, reset_index, sync_pairs
+from wrenmem.index.drift import Drift, check_drift, reset_index
+from wrenmem.index.sync import SyncReport, sync_pairs
 from wrenmem.pairs.catalog import read_pair_file, scan
 from wrenmem.pairs.exchange import ImportReport, export_document, import_pairs, read_queries_yml
 from wrenmem.pairs.fmt import FmtReport, format_files
