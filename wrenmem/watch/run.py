@@ -71,14 +71,13 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
                 changed = True
         except Exception as e:
             failures.append((PAIRS, e))
-    if MANIFEST in kinds and indexed:
-        if settings.manifest_path.exists():
-            try:
-                report = sync_schema(settings)
-                summaries.append(f"schema: {_summary(report)}")
-                changed = changed or _report_changed(report)
-            except Exception as e:
-                failures.append((MANIFEST, e))
+    if MANIFEST in kinds and indexed and settings.manifest_path.exists():
+        try:
+            schema_report = sync_schema(settings)
+            summaries.append(f"schema: {_summary(schema_report)}")
+            changed = changed or _report_changed(schema_report)
+        except Exception as e:
+            failures.append((MANIFEST, e))
     return SyncResult(tuple(summaries), tuple(failures), pair_errors, changed)
 
 
