@@ -242,7 +242,6 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
 
 
 def _mirror_ok(settings: Settings, prior: IndexState | None, model_id: str) -> bool:
-
     return (prior is not None and prior.schema == index.SCHEMA_VERSION
             and prior.uri == settings.index_uri and prior.model_id == model_id)
 

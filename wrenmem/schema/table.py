@@ -129,10 +129,8 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
                                 seconds=time.perf_counter() - started,
                                 embedder=embedder.model_id)
     if manifest is not None:
-
         fingerprint, items = manifest.fingerprint, schema_items(manifest)
     else:
-
         prepared = prepare(settings, path)  # shared with fetch: parsed once per change
         return sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
                           embedder, count=len(prepared), progress=progress, started=started)

@@ -161,7 +161,6 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
         return {"mode": source.mode, **stats.to_dict()}
 
     if opts.daemon:
-
         server = DaemonServer(settings, info)
         try:
             server.start()
@@ -257,7 +256,6 @@ def _stop_on_signals(stop: threading.Event, wakers: list[Callable[[], None]]
 
 
 def _write_state(path: Path, settings: Settings, server: Any, info: dict[str, Any]) -> None:
-
     data = {"pid": os.getpid(), "root": str(settings.root),
             "socket": str(server.path) if server is not None else None, **info}
     with contextlib.suppress(OSError):
