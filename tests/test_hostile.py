@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,12 +15,26 @@ from click.testing import CliRunner, Result
 from tests.conftest import EXAMPLE_MANIFEST, write_pair
 
 
-def _runner(root: Path) -> Callable[..., Result]:
+class Hang(Exception):
+    pass
+
+
+def _runner(root: Path, seconds: int = 60) -> Callable[..., Result]:
+    """The CLI in-process; a command still running after ``seconds`` fails the test."""
     from wrenmem.cli import cli as group
 
+    def on_alarm(signum: int, frame: object) -> None:
+        raise Hang(f"still running after {seconds} s")
+
     def run(*args: str, input: str | None = None) -> Result:
-        return CliRunner().invoke(group, ["--project", str(root), *args], input=input,
-                                  catch_exceptions=False)
+        old = signal.signal(signal.SIGALRM, on_alarm)
+        signal.alarm(seconds)
+        try:
+            return CliRunner().invoke(group, ["--project", str(root), *args], input=input,
+                                      catch_exceptions=False)
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, old)
 
     return run
 
@@ -60,3 +74,142 @@ def test_bad_manifest_never_crashes_a_command(project: Path, args: list[str]) ->
     result = _runner(project)(*args)
     assert result.exit_code in (0, 1), result.output
     assert "Traceback" not in result.output
+
+
+# --- item 2: non-regular *.md files are reported, never read --------------------------------
+
+def _special_files(root: Path) -> None:
+    sql = root / "knowledge" / "sql"
+    os.mkfifo(sql / "pipe.md")
+    (sql / "zero.md").symlink_to("/dev/zero")
+
+
+@pytest.mark.parametrize("args", [
+    ["list"], ["validate"], ["recall", "-q", "revenue", "--backend", "grep"], ["fmt"],
+    ["fmt", "--check"], ["duplicates"], ["check"], ["status"], ["export"],
+])
+def test_fifo_and_device_are_reported_not_read(project: Path, args: list[str]) -> None:
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    _special_files(project)
+    result = _runner(project)(*args)
+    assert result.exit_code in (0, 1), result.output
+    if args[0] in ("list", "validate", "fmt", "check", "duplicates", "export"):
+        assert "pipe.md" in result.output and "zero.md" in result.output, result.output
+
+
+def test_validate_refuses_a_device(project: Path) -> None:
+    result = _runner(project)("validate", "/dev/zero")
+    assert result.exit_code == 1
+    assert "not a regular file" in result.output
+
+
+# --- item 3: small files that would exhaust memory ------------------------------------------
+
+ALIAS_BOMB = """---
+nl: What is the revenue?
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+---
+
+```sql
+SELECT 1
+```
+"""
+
+
+def test_yaml_alias_bomb_is_refused(project: Path) -> None:
+    (project / "knowledge" / "sql" / "bomb.md").write_text(ALIAS_BOMB, encoding="utf-8")
+    result = _runner(project, 20)("list")
+    assert result.exit_code == 0
+    assert "bomb.md:" in result.output and "alias" in result.output
+    cache = project / ".wrenmem" / "catalog.bin"
+    assert not cache.exists() or cache.stat().st_size < 100_000
+
+
+def test_a_few_aliases_still_load() -> None:
+    from wrenmem.pairs.pairfile import parse_pair
+
+    pair = parse_pair("---\nnl: q\nx: &x [1, 2]\ny: *x\n---\n```sql\nSELECT 1\n```\n")
+    assert pair.extra == {"x": [1, 2], "y": [1, 2]}
+
+
+def test_pair_file_size_cap(project: Path) -> None:
+    write_pair(project, "huge.md", "revenue " * 700_000, "SELECT 1")
+    write_pair(project, "ok.md", "What is the revenue?", "SELECT 1")
+    result = _runner(project, 20)("list")
+    assert result.exit_code == 0
+    assert "huge.md:1: file too large" in result.output and "max_pair_bytes" in result.output
+    assert "ok.md" in result.output
+    (project / "wrenmem.toml").write_text("max_pair_bytes = 50\n", encoding="utf-8")
+    result = _runner(project, 20)("validate")
+    assert "ok.md:1:1: file too large" in result.output
+
+
+def test_embedded_text_is_capped(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.index_helpers import install_fake, settings_for
+    from wrenmem.index.sync import sync_pairs
+
+    fake = install_fake(monkeypatch)
+    write_pair(project, "long.md", "revenue " * 1000, "SELECT 1")
+    (project / "wrenmem.toml").write_text("max_embed_chars = 100\n", encoding="utf-8")
+    sync_pairs(settings_for(project))
+    assert fake.texts and max(len(t) for t in fake.texts) == 100
+
+
+# --- item 7: the parse cache is derived state, never trusted blindly -------------------------
+
+def _forge_catalog(root: Path, rel: str, record: object) -> None:
+    """Rewrite the catalog entry of ``rel`` (a well-formed file, valid checksum)."""
+    from wrenmem.fsutil import read_marshal, write_marshal
+
+    path = root / ".wrenmem" / "catalog.bin"
+    data = read_marshal(path)
+    key, digest, _record, _racy = data["entries"][rel]
+    data["entries"][rel] = (key, digest, record, False)
+    write_marshal(path, data)
+
+
+def _age(path: Path) -> None:
+    os.utime(path, (1_600_000_000, 1_600_000_000))  # older than the racy window
+
+
+def test_flipped_byte_in_catalog_is_not_trusted(project: Path) -> None:
+    _age(write_pair(project, "a.md", "What is the revenue?", "SELECT 1"))
+    run = _runner(project)
+    run("list")
+    cache = project / ".wrenmem" / "catalog.bin"
+    cache.write_bytes(cache.read_bytes().replace(b"revenue", b"revenuf"))
+    result = run("list")
+    assert "revenue" in result.output and "revenuf" not in result.output
+
+
+@pytest.mark.parametrize("record", [("ok", (1, 2, 3)), ("ok", None), ("error", None, "x"),
+                                    "garbage", ("ok", ("q", "SELECT 1", None, None, 5, "user",
+                                                       None, "", {}, 1, False))])
+def test_wrong_shape_cache_entry_is_discarded(project: Path, record: object) -> None:
+    _age(write_pair(project, "a.md", "What is the revenue?", "SELECT 1"))
+    run = _runner(project)
+    run("list")
+    _forge_catalog(project, "knowledge/sql/a.md", record)
+    for args in (["list"], ["recall", "-q", "revenue", "-b", "grep"], ["export"]):
+        result = run(*args)
+        assert result.exit_code == 0 and "What is the revenue?" in result.output
+
+
+def test_full_sync_rereads_the_files(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.index_helpers import install_fake, settings_for, table_rows
+    from wrenmem.index.sync import sync_pairs
+
+    install_fake(monkeypatch)
+    _age(write_pair(project, "a.md", "What is the revenue?", "SELECT 1"))
+    settings = settings_for(project)
+    sync_pairs(settings)
+    _forge_catalog(project, "knowledge/sql/a.md", ("ok", (
+        "forged question", "SELECT 2", None, None, [], "user", None, "", {}, 1, False)))
+    sync_pairs(settings, full=True)
+    assert [r["question"] for r in table_rows(settings)] == ["What is the revenue?"]

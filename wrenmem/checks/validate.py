@@ -18,7 +18,7 @@ from typing import Any
 from wrenmem.checks.references import Schema, check_schema
 from wrenmem.errors import PairError, WrenmemError
 from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
-from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair
+from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
 from wrenmem.schema.manifest import load_manifest
 from wrenmem.settings import Settings
 from wrenmem.sqlcheck import known_dialect, parse_checked
@@ -115,11 +115,9 @@ class Validator:
         """Read and check one file. Unreadable files are a problem, never an exception."""
         shown = display or _display(path)
         try:
-            text = decode_file(path.read_bytes(), shown)
+            text = decode_file(read_pair_bytes(path, shown, self.settings.max_pair_bytes), shown)
         except PairError as e:
             return [Problem(shown, e.line, 1, e.reason, "pair")]
-        except OSError as e:
-            return [Problem(shown, 1, 1, f"cannot read: {e.strerror or e}", "pair")]
         return self.check_text(text, shown)[1]
 
 

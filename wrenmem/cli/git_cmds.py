@@ -9,7 +9,7 @@ import click
 
 from wrenmem.checks.duplicates import find_duplicates
 from wrenmem.checks.validate import Problem, key_line, validate_files
-from wrenmem.cli.common import emit_json, get_settings, json_option, warn
+from wrenmem.cli.common import emit_json, get_settings, json_option, report_pair_errors, warn
 from wrenmem.git.diff import diff_pairs, render_markdown, render_text
 from wrenmem.git.hooks import (
     HOOK_NAMES,
@@ -169,6 +169,7 @@ def duplicates(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> No
     settings = get_settings(ctx)
     found = scan(settings, use_cache=settings.state_dir.is_dir())
     wanted = {settings.relpath(f) for f in files} if files else None
+    report_pair_errors(e for e in found.errors if wanted is None or e.path in wanted)
     problems: list[Problem] = []
     for dup in find_duplicates(found.pairs, settings.dialect):
         if wanted is not None and dup.pair.path not in wanted:

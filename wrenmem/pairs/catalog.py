@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,9 +20,9 @@ from typing import Any
 
 from wrenmem import statedir
 from wrenmem.errors import PairError
-from wrenmem.fsutil import is_racy, read_marshal, write_marshal
-from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair
-from wrenmem.settings import Settings
+from wrenmem.fsutil import file_kind, is_racy, os_error_reason, read_marshal, write_marshal
+from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
+from wrenmem.settings import MAX_PAIR_BYTES, Settings
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 3
@@ -58,20 +59,22 @@ def iter_pair_files(folder: Path) -> Iterator[Path]:
                 yield Path(entry.path)
 
 
-def read_pair_file(path: Path, rel: str) -> tuple[Pair, str]:
+def read_pair_file(path: Path, rel: str, max_bytes: int = MAX_PAIR_BYTES
+                   ) -> tuple[Pair, str]:
     """Read and parse one file; returns the pair and the sha256 of its bytes."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise PairError(rel, f"cannot read: {e.strerror or e}") from e
+    data = read_pair_bytes(path, rel, max_bytes)
     digest = hashlib.sha256(data).hexdigest()
     return parse_pair(decode_file(data, rel), rel), digest
 
 
-def scan(settings: Settings, *, use_cache: bool = True) -> Scan:
-    """Read every pair file of the project. One bad file never stops the others."""
+def scan(settings: Settings, *, use_cache: bool = True, refresh: bool = False) -> Scan:
+    """Read every pair file of the project. One bad file never stops the others.
+
+    ``refresh`` reads every file again and rewrites the cache (a full sync trusts nothing
+    derived); without ``use_cache`` the cache is neither read nor written.
+    """
     cache_path = settings.state_dir / statedir.CATALOG
-    cache = _load_cache(cache_path) if use_cache else {}
+    cache = _load_cache(cache_path) if use_cache and not refresh else {}
     fresh: dict[str, Any] = {}
     pairs: list[Pair] = []
     errors: list[PairError] = []
@@ -87,15 +90,22 @@ def scan(settings: Settings, *, use_cache: bool = True) -> Scan:
             rel = rel.replace(os.sep, "/")
         try:
             st = os.stat(text)
-        except OSError:
-            continue  # deleted while we were listing
+        except OSError as e:
+            if os.path.lexists(text):  # a dangling link or a loop: say so, never skip silently
+                errors.append(PairError(rel, os_error_reason(text, e)))
+            continue  # else deleted while we were listing
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block, /dev/zero never end
+            errors.append(PairError(rel, f"not a regular file: {file_kind(st.st_mode)}"))
+            continue
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        cached = cache.get(rel)
+        cached = _valid_entry(cache.get(rel))
         racy = is_racy(st.st_mtime_ns, now)
-        if cached is not None and tuple(cached[0]) == key and not cached[3]:
+        if st.st_size > settings.max_pair_bytes:
+            entry = _read_entry(path, rel, key, True, None, settings.max_pair_bytes)
+        elif cached is not None and tuple(cached[0]) == key and not cached[3]:
             entry = cached
         else:
-            entry = _read_entry(path, rel, key, racy, cached)
+            entry = _read_entry(path, rel, key, racy, cached, settings.max_pair_bytes)
             dirty = True
         fresh[rel] = entry
         hashes[rel] = entry[1]
@@ -112,11 +122,11 @@ def scan(settings: Settings, *, use_cache: bool = True) -> Scan:
 
 
 def _read_entry(path: Path, rel: str, key: tuple[int, int, int], racy: bool,
-                cached: Any) -> tuple[Any, ...]:
+                cached: Any, max_bytes: int) -> tuple[Any, ...]:
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        return (key, "", ("error", f"cannot read: {e.strerror or e}", 1), True)
+        data = read_pair_bytes(path, rel, max_bytes)
+    except PairError as e:
+        return (key, "", ("error", e.reason, e.line), True)
     digest = hashlib.sha256(data).hexdigest()
     if cached is not None and cached[1] == digest:
         return (key, digest, cached[2], racy)
@@ -126,6 +136,32 @@ def _read_entry(path: Path, rel: str, key: tuple[int, int, int], racy: bool,
     except PairError as e:
         record = ("error", e.reason, e.line)
     return (key, digest, record, racy)
+
+
+_OPT_STR: tuple[type, ...] = (str, type(None))
+_RECORD_TYPES: tuple[type | tuple[type, ...], ...] = (
+    str, str, _OPT_STR, _OPT_STR, (list, tuple), str, _OPT_STR, str, dict, int, bool)
+
+
+def _valid_entry(entry: Any) -> Any:
+    """A cache entry of the shape this module writes, or None (read the file again): a
+    cache is derived state, and a damaged or crafted one must not become a traceback."""
+    try:
+        key, digest, record, racy = entry
+        ok = (len(key) == 3 and all(type(k) is int for k in key) and isinstance(digest, str)
+              and isinstance(racy, bool) and isinstance(record, tuple | list))
+        if ok and record[0] == "ok":
+            rec = record[1]
+            ok = (len(record) == 2 and isinstance(rec, tuple | list)
+                  and len(rec) == len(_RECORD_TYPES)
+                  and all(isinstance(v, t) for v, t in zip(rec, _RECORD_TYPES, strict=True))
+                  and all(isinstance(t, str) for t in rec[4]) and bool(rec[0]) and bool(rec[1]))
+        elif ok:
+            ok = (len(record) == 3 and record[0] == "error" and isinstance(record[1], str)
+                  and type(record[2]) is int)
+    except (TypeError, ValueError):
+        return None
+    return entry if ok else None
 
 
 def _pair_to_record(pair: Pair) -> tuple[Any, ...]:

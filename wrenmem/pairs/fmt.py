@@ -10,7 +10,7 @@ from typing import Any
 from wrenmem.errors import PairError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.pairs.catalog import iter_pair_files
-from wrenmem.pairs.pairfile import decode_file, parse_pair, render_pair
+from wrenmem.pairs.pairfile import decode_file, parse_pair, read_pair_bytes, render_pair
 from wrenmem.settings import Settings
 
 
@@ -39,10 +39,10 @@ def format_files(settings: Settings, paths: Iterable[Path] | None = None, *,
     for path in sorted(targets):
         rel = settings.relpath(path)
         try:
-            raw = path.read_bytes()
+            raw = read_pair_bytes(path, rel, settings.max_pair_bytes)
             pair = parse_pair(decode_file(raw, rel), rel)
-        except (OSError, PairError) as e:
-            broken.append(e if isinstance(e, PairError) else PairError(rel, str(e)))
+        except PairError as e:
+            broken.append(e)
             continue
         text = render_pair(pair)
         if raw != text.encode("utf-8"):

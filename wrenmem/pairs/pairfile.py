@@ -11,9 +11,12 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from wrenmem.errors import PairError
+from wrenmem.errors import PairError, UnreadableFileError
+from wrenmem.fsutil import os_error_reason, read_regular_file
+from wrenmem.settings import MAX_PAIR_BYTES
 
 KNOWN_KEYS = ("nl", "datasource", "dialect", "tags", "source", "created_at", "verified_by",
               "verified_at")
@@ -67,6 +70,23 @@ class Pair:
         return replace(self, **changes)
 
 
+# YAML aliases may expand to at most this many nodes in one front matter: a few hundred
+# bytes of nested aliases ("billion laughs") would otherwise take gigabytes.
+MAX_ALIAS_NODES = 10_000
+
+
+def read_pair_bytes(path: str | Path, rel: str,
+                    max_bytes: int = MAX_PAIR_BYTES) -> bytes:
+    """The bytes of a pair file; :class:`PairError` naming ``rel`` when it is not a regular
+    file (a FIFO, a device, a dangling link, a loop) or is larger than ``max_bytes``."""
+    try:
+        return read_regular_file(path, max_bytes)
+    except UnreadableFileError as e:
+        raise PairError(rel, e.reason) from e
+    except OSError as e:
+        raise PairError(rel, os_error_reason(path, e)) from e
+
+
 def decode_file(data: bytes, path: str) -> str:
     """Bytes of a pair file to text: UTF-8 (a BOM tolerated), CRLF and CR normalised."""
     if not data.strip():
@@ -97,6 +117,8 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     yaml_text = "\n".join(lines[first + 1 : close])
     try:
         meta = _load_yaml(yaml_text) if yaml_text.strip() else None
+    except RecursionError as e:
+        raise PairError(path, "front matter is nested too deeply", first + 1) from e
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = first + 2 + mark.line if mark is not None else first + 1
@@ -182,16 +204,49 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
 
 def _load_yaml(text: str) -> Any:
     """libyaml's loader when PyYAML has it (same values, ~10x faster); on an error the
-    pure-Python loader parses again, because its error marks point at the right line."""
+    pure-Python loader parses again, because its error marks point at the right line.
+    Text with anchors goes to the pure-Python loader, which bounds what aliases expand to."""
     import yaml
 
     fast = getattr(yaml, "CSafeLoader", None)
-    if fast is not None:
+    if fast is not None and "&" not in text:
         try:
             return yaml.load(text, Loader=fast)  # noqa: S506 - a safe loader
         except yaml.YAMLError:
             pass
-    return yaml.safe_load(text)
+    return yaml.load(text, Loader=_bounded_loader())  # noqa: S506 - a safe loader
+
+
+def _bounded_loader() -> type:
+    """A SafeLoader that refuses aliases expanding to more than MAX_ALIAS_NODES nodes."""
+    import yaml
+
+    class BoundedSafeLoader(yaml.SafeLoader):
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self._nodes = 0  # nodes composed so far, aliases counted by what they expand to
+            self._alias_nodes = 0
+            self._weights: dict[int, int] = {}
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                node = super().compose_node(parent, index)
+                weight = self._weights.get(id(node), 1)
+                self._nodes += weight
+                self._alias_nodes += weight
+                if self._alias_nodes > MAX_ALIAS_NODES:
+                    raise yaml.composer.ComposerError(
+                        None, None, f"YAML aliases expand to more than {MAX_ALIAS_NODES:,} "
+                        "values (an alias bomb?)", mark)
+                return node
+            before = self._nodes
+            node = super().compose_node(parent, index)
+            self._nodes += 1
+            self._weights[id(node)] = self._nodes - before
+            return node
+
+    return BoundedSafeLoader
 
 
 def _find_sql_block(lines: list[str]) -> tuple[int, int, str] | None:

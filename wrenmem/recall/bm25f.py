@@ -37,7 +37,10 @@ class GrepBackend:
             pairs = list(self._pairs)
             return pairs, [document_terms(search_fields(p)) for p in pairs]
         found = scan(self.settings)
-
+        if found.errors:  # recall answers without them, but says which files it could not read
+            shown = "; ".join(f"{e.location()}: {e.reason}" for e in found.errors[:3])
+            more = f" (and {len(found.errors) - 3} more)" if len(found.errors) > 3 else ""
+            log.warning("recall: %d pair file(s) skipped: %s%s", len(found.errors), shown, more)
         pairs = list(found.pairs) + list(extra_pairs(self.settings))
         cache_path = self.settings.state_dir / statedir.GREP_TERMS
         cache = _load(cache_path)

@@ -131,7 +131,8 @@ class VectorBackend:
         (:func:`wrenmem.recall.backends.recall_many`, the daemon)."""
         if not queries:
             return []
-        vectors = self.embedder.embed(list(queries))
+        cap = self.settings.max_embed_chars  # a question of megabytes must not take gigabytes
+        vectors = self.embedder.embed([q[:cap] for q in queries])
         where = where_clause(filters)
         return [self._retrying(lambda t, q=q, v=v: self._one(t, q, v, k, where))
                 for q, v in zip(queries, vectors, strict=True)]

@@ -302,7 +302,7 @@ def vector_search(settings: Settings, question: str, *, embedder: Embedder, limi
     table = open_table(db)
     if table is None:
         raise SchemaIndexMissing("the schema index has no table; a sync builds it")
-    vector = embedder.embed([question])[0]
+    vector = embedder.embed([question[:settings.max_embed_chars]])[0]
     where = []
     if types:
         where.append(lance.in_filter("type", list(types)))
