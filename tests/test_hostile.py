@@ -213,3 +213,26 @@ def test_full_sync_rereads_the_files(project: Path, monkeypatch: pytest.MonkeyPa
         "forged question", "SELECT 2", None, None, [], "user", None, "", {}, 1, False)))
     sync_pairs(settings, full=True)
     assert [r["question"] for r in table_rows(settings)] == ["What is the revenue?"]
+
+
+# --- item 5: forget deletes a link, never what it points to ---------------------------------
+
+def test_forget_a_symlink_deletes_the_link_only(project: Path) -> None:
+    real = write_pair(project, "real-question.md", "What is the revenue?", "SELECT 1")
+    alias = project / "knowledge" / "sql" / "alias.md"
+    alias.symlink_to("real-question.md")
+    result = _runner(project)("forget", "-y", "knowledge/sql/alias.md")
+    assert result.exit_code == 0, result.output
+    assert real.is_file() and not alias.is_symlink()
+    assert "alias.md" in result.output
+
+
+# --- item 6: store never writes where nothing reads -----------------------------------------
+
+@pytest.mark.parametrize("folder", [".hidden", "sub/.git", "backup~", "a" * 300])
+def test_store_refuses_folders_nothing_reads(project: Path, folder: str) -> None:
+    result = _runner(project)("store", "-q", "What is the revenue?", "--sql", "SELECT 1",
+                              "--folder", folder)
+    assert result.exit_code == 1, result.output
+    assert "error:" in result.output and "folder" in result.output
+    assert not [p for p in (project / "knowledge").rglob("*.md")]

@@ -100,10 +100,15 @@ class Settings:
         return str((self.root / self.index).resolve())
 
     def relpath(self, path: Path) -> str:
-        """Path relative to the project root, with forward slashes: a pair's identity."""
+        """Path relative to the project root, with forward slashes: a pair's identity.
+
+        The folders are resolved, the file name is not: a symbolic link is itself (its
+        own identity, what ``forget`` deletes), never the file it points to.
+        """
+        absolute = Path(os.path.abspath(path))
         try:
-            return path.resolve().relative_to(self.root).as_posix()
-        except ValueError:
+            return (absolute.parent.resolve() / absolute.name).relative_to(self.root).as_posix()
+        except (ValueError, OSError, RuntimeError):
             return path.as_posix()
 
 

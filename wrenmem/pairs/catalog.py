@@ -38,6 +38,17 @@ class Scan:
     file_hashes: dict[str, str]  # relative path -> sha256 of the raw bytes
 
 
+def skipped_name(name: str) -> bool:
+    """Hidden files and folders and editors' backups: never pairs, never watched."""
+    return name.startswith(".") or name.endswith("~")
+
+
+def is_pair_name(name: str) -> bool:
+    """Whether a file of this name (not a folder) is read as a pair file."""
+    return (name.endswith(".md") and not skipped_name(name)
+            and name.lower() not in SKIPPED_NAMES)
+
+
 def iter_pair_files(folder: Path) -> Iterator[Path]:
     """Every ``*.md`` under ``folder``, recursively, skipping hidden files and folders."""
     if not folder.is_dir():
@@ -51,11 +62,11 @@ def iter_pair_files(folder: Path) -> Iterator[Path]:
             log.warning("cannot list %s: %s", current, e)
             continue
         for entry in entries:
-            if entry.name.startswith(".") or entry.name.endswith("~"):
+            if skipped_name(entry.name):
                 continue
             if entry.is_dir(follow_symlinks=False):
                 stack.append(Path(entry.path))
-            elif entry.name.endswith(".md") and entry.name.lower() not in SKIPPED_NAMES:
+            elif is_pair_name(entry.name):
                 yield Path(entry.path)
 
 
