@@ -236,3 +236,75 @@ def test_store_refuses_folders_nothing_reads(project: Path, folder: str) -> None
     assert result.exit_code == 1, result.output
     assert "error:" in result.output and "folder" in result.output
     assert not [p for p in (project / "knowledge").rglob("*.md")]
+
+
+# --- item 9: fmt and store keep what people wrote -------------------------------------------
+
+COMMENTED = """---
+# approved by finance
+nl: What is the revenue?  # the CFO's wording
+tags:
+  - kpi  # weekly report
+  - revenue
+owner: "team # data"  # not a comment inside the quotes
+notes_key: |
+  # this is text, not a comment
+source: user
+---
+
+```sql
+SELECT 1
+```
+"""
+
+
+def test_fmt_keeps_yaml_comments(project: Path) -> None:
+    from wrenmem.pairs.pairfile import parse_pair
+
+    path = project / "knowledge" / "sql" / "a.md"
+    path.write_text(COMMENTED, encoding="utf-8")
+    before = parse_pair(COMMENTED)
+    run = _runner(project)
+    assert run("fmt").exit_code in (0, 1)
+    text = path.read_text(encoding="utf-8")
+    for comment in ("# approved by finance", "# the CFO's wording", "# weekly report",
+                    "# not a comment inside the quotes"):
+        assert text.count(comment) == 1, text
+    after = parse_pair(text)
+    assert (after.nl, after.tags, after.extra) == (before.nl, before.tags, before.extra)
+    assert after.extra["notes_key"] == "# this is text, not a comment\n"
+    assert run("fmt", "--check").exit_code == 0  # canonical now: stable
+
+
+def test_store_update_keeps_comments(project: Path) -> None:
+    path = project / "knowledge" / "sql" / "a.md"
+    path.write_text(COMMENTED, encoding="utf-8")
+    result = _runner(project)("store", "-q", "What is the revenue?", "--sql", "SELECT 2")
+    assert result.exit_code == 0, result.output
+    text = path.read_text(encoding="utf-8")
+    assert "SELECT 2" in text and "# approved by finance" in text
+
+
+def test_rewritten_files_keep_their_mode(project: Path) -> None:
+    path = project / "knowledge" / "sql" / "a.md"
+    path.write_text(COMMENTED.replace("source: user\n", ""), encoding="utf-8")
+    path.chmod(0o664)
+    run = _runner(project)
+    run("fmt")
+    assert path.stat().st_mode & 0o777 == 0o664
+    old = os.umask(0o022)
+    try:
+        run("store", "-q", "How many orders?", "--sql", "SELECT 1")
+    finally:
+        os.umask(old)
+    new = next((project / "knowledge" / "sql").glob("how-many*.md"))
+    assert new.stat().st_mode & 0o777 == 0o644
+
+
+def test_fmt_through_a_symlink_keeps_the_link(project: Path) -> None:
+    real = project / "knowledge" / "sql" / "real.md"
+    real.write_text(COMMENTED.replace("source: user\n", ""), encoding="utf-8")
+    link = project / "knowledge" / "sql" / "link.md"
+    link.symlink_to("real.md")
+    _runner(project)("fmt")
+    assert link.is_symlink() and "source: user" in real.read_text(encoding="utf-8")

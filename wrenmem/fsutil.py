@@ -80,9 +80,12 @@ def atomic_write_text(path: Path, text: str, *, exclusive: bool = False) -> None
     With ``exclusive`` the final step is a hard link, which fails with FileExistsError
     when ``path`` already exists, so two writers can never claim the same file.
     """
+    if not exclusive and path.is_symlink():  # write the file the link names, keep the link
+        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".wrenmem-", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
             fh.flush()
@@ -105,6 +108,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".wrenmem-", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -121,6 +125,28 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 # Derived-state files start with this and a CRC-32 of the payload: one flipped byte makes a
 # cache unreadable (so rebuilt) instead of silently trusted.
 _MARSHAL_MAGIC = b"wrenmem1"
+
+
+def _mode_for(path: Path) -> int:
+    """The permissions a rewritten file keeps (mkstemp makes 0600): the old file's, or
+    what the umask gives a new file."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    try:  # Linux: read it without changing it (os.umask is process-wide, not thread-safe)
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def read_marshal(path: Path) -> Any:

@@ -25,7 +25,7 @@ from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_byte
 from wrenmem.settings import MAX_PAIR_BYTES, Settings
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 SKIPPED_NAMES = {"readme.md"}
 
 
@@ -151,7 +151,8 @@ def _read_entry(path: Path, rel: str, key: tuple[int, int, int], racy: bool,
 
 _OPT_STR: tuple[type, ...] = (str, type(None))
 _RECORD_TYPES: tuple[type | tuple[type, ...], ...] = (
-    str, str, _OPT_STR, _OPT_STR, (list, tuple), str, _OPT_STR, str, dict, int, bool)
+    str, str, _OPT_STR, _OPT_STR, (list, tuple), str, _OPT_STR, str, dict, int, bool,
+    (list, tuple))
 
 
 def _valid_entry(entry: Any) -> Any:
@@ -166,7 +167,10 @@ def _valid_entry(entry: Any) -> Any:
             ok = (len(record) == 2 and isinstance(rec, tuple | list)
                   and len(rec) == len(_RECORD_TYPES)
                   and all(isinstance(v, t) for v, t in zip(rec, _RECORD_TYPES, strict=True))
-                  and all(isinstance(t, str) for t in rec[4]) and bool(rec[0]) and bool(rec[1]))
+                  and all(isinstance(t, str) for t in rec[4]) and bool(rec[0]) and bool(rec[1])
+                  and all(isinstance(c, tuple | list) and len(c) == 3
+                          and isinstance(c[0], str) and isinstance(c[1], str)
+                          and isinstance(c[2], bool) for c in rec[11]))
         elif ok:
             ok = (len(record) == 3 and record[0] == "error" and isinstance(record[1], str)
                   and type(record[2]) is int)
@@ -178,13 +182,14 @@ def _valid_entry(entry: Any) -> Any:
 def _pair_to_record(pair: Pair) -> tuple[Any, ...]:
     return (pair.nl, pair.sql, pair.datasource, pair.dialect, pair.tags, pair.source,
             pair.created_at, pair.notes, marshal_safe(pair.extra), pair.sql_line,
-            pair.wren_format)
+            pair.wren_format, pair.comments)
 
 
 def _pair_from_record(rel: str, rec: tuple[Any, ...]) -> Pair:
     return Pair(nl=rec[0], sql=rec[1], path=rel, datasource=rec[2], dialect=rec[3],
                 tags=tuple(rec[4]), source=rec[5], created_at=rec[6], notes=rec[7],
-                extra=dict(rec[8]), sql_line=rec[9], wren_format=rec[10])
+                extra=dict(rec[8]), sql_line=rec[9], wren_format=rec[10],
+                comments=tuple((c[0], c[1], c[2]) for c in rec[11]))
 
 
 def marshal_safe(value: Any) -> Any:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 import os
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from wrenmem.errors import PairError, WrenmemError
