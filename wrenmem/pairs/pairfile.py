@@ -229,7 +229,7 @@ def _front_comments(lines: list[str], meta: dict[str, Any]) -> tuple[tuple[str, 
         budget -= 1
         try:
             return bool(_load_yaml("\n".join(trial)) == meta)
-        except Exception:  # noqa: BLE001 - any failure means "not a comment"
+        except Exception:  # any failure means "not a comment"
             return False
 
     for i, line in enumerate(lines):

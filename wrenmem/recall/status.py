@@ -39,6 +39,8 @@ def status_data(settings: Settings) -> dict[str, Any]:
             "fresh": drift.fresh,
             "index_missing": drift.index_missing,
             "rebuild_needed": drift.rebuild_needed,
+            "problems": list(drift.problems),
+            "owner": drift.owner,
             "drift": {"added": len(drift.plan.added), "changed": len(drift.plan.changed),
                       "removed": len(drift.plan.removed),
                       "renamed": len(drift.plan.renamed)},

@@ -99,7 +99,13 @@ class VectorBackend:
         except Exception as e:  # lance raises plain RuntimeError/OSError for vanished files
             log.debug("recall: retrying after %s", e)
             self._table = None
+        try:
             return fn(self.table())
+        except WrenmemError:
+            raise
+        except Exception as e:  # a damaged index is a message, not a traceback
+            raise WrenmemError(f"the index cannot be read ({lance.short_error(e)}): "
+                               "run `wrenmem sync` to rebuild it") from e
 
     # -- search ---------------------------------------------------------------------
     def _dense(self, table: Any, vector: Any, depth: int, where: str | None
