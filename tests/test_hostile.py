@@ -308,3 +308,63 @@ def test_fmt_through_a_symlink_keeps_the_link(project: Path) -> None:
     link.symlink_to("real.md")
     _runner(project)("fmt")
     assert link.is_symlink() and "source: user" in real.read_text(encoding="utf-8")
+
+
+# --- item 10: no traceback from odd files and odd input --------------------------------------
+
+NESTED = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("name,data", [("q.txt", b"\xff\xfe bad utf-8\n"),
+                                       ("q.json", NESTED.encode())])
+def test_recall_questions_file_errors_are_messages(project: Path, name: str,
+                                                   data: bytes) -> None:
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    path = project / name
+    path.write_bytes(data)
+    result = _runner(project)("recall", "--queries", str(path), "-b", "grep")
+    assert result.exit_code == 1, result.output
+    assert "error:" in result.output and name in result.output
+
+
+@pytest.mark.parametrize("data", [b"pairs:\n- nl: \xff\n  sql: SELECT 1\n",
+                                  NESTED.encode(),
+                                  ALIAS_BOMB.split("---")[1].encode() + b"pairs: []\n"])
+def test_import_of_bad_files_is_a_message(project: Path, data: bytes) -> None:
+    path = project / "queries.yml"
+    path.write_bytes(data)
+    result = _runner(project, 20)("import", str(path))
+    assert result.exit_code == 1, result.output
+    assert "error:" in result.output and "queries.yml" in result.output
+
+
+@pytest.mark.parametrize("layout", ["state-file", "index-file", "lock-folder"])
+def test_odd_state_layout_is_a_message(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                       layout: str) -> None:
+    from tests.index_helpers import install_fake
+
+    install_fake(monkeypatch)
+    (project / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    state = project / ".wrenmem"
+    if layout == "state-file":
+        state.write_text("not a folder", encoding="utf-8")
+    elif layout == "index-file":
+        state.mkdir()
+        (state / "index").write_text("not a folder", encoding="utf-8")
+    else:
+        (state / "index.lock").mkdir(parents=True)
+    run = _runner(project)
+    for args in (["sync"], ["check"], ["status"], ["list"], ["recall", "-q", "revenue"],
+                 ["store", "-q", "How many orders?", "--sql", "SELECT 2"], ["reset"]):
+        result = run(*args)
+        assert result.exit_code in (0, 1), (args, result.output)
+
+
+def test_daemon_survives_deeply_nested_json(project: Path) -> None:
+    from wrenmem.settings import load_settings
+    from wrenmem.watch.daemon import DaemonServer
+
+    daemon = DaemonServer(load_settings(project))
+    reply = daemon.handle_line(NESTED.encode())
+    assert reply["ok"] is False and "bad request" in reply["error"]

@@ -42,9 +42,9 @@ def import_lancedb() -> Any:
 def connect(uri: str) -> Any:
     """A connection that always sees the latest committed version (no stale handles)."""
     lancedb = import_lancedb()
-    if "://" not in uri:
-        os.makedirs(uri, exist_ok=True)
     try:
+        if "://" not in uri:
+            os.makedirs(uri, exist_ok=True)
         return lancedb.connect(uri, read_consistency_interval=timedelta(0))
     except Exception as e:  # lancedb raises bare ValueError/OSError for bad URIs
         raise WrenmemError(f"cannot open the index at {uri}: {e}") from e

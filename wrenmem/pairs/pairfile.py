@@ -264,6 +264,17 @@ def _front_comments(lines: list[str], meta: dict[str, Any]) -> tuple[tuple[str, 
     return tuple(out)
 
 
+def load_yaml(text: str) -> Any:
+    """YAML with PyYAML's safe loader, aliases bounded (MAX_ALIAS_NODES) and nesting too
+    deep for Python's stack reported as a YAMLError: for any YAML a user hands wrenmem."""
+    import yaml
+
+    try:
+        return _load_yaml(text)
+    except RecursionError as e:
+        raise yaml.YAMLError("nested too deeply") from e
+
+
 def _load_yaml(text: str) -> Any:
     """libyaml's loader when PyYAML has it (same values, ~10x faster); on an error the
     pure-Python loader parses again, because its error marks point at the right line.
