@@ -368,3 +368,43 @@ def test_daemon_survives_deeply_nested_json(project: Path) -> None:
     daemon = DaemonServer(load_settings(project))
     reply = daemon.handle_line(NESTED.encode())
     assert reply["ok"] is False and "bad request" in reply["error"]
+
+
+# --- item 11: nothing skipped silently ------------------------------------------------------
+
+@pytest.mark.parametrize("args", [["list"], ["sync"], ["check"], ["status"], ["export"],
+                                  ["validate"], ["fmt"], ["duplicates"],
+                                  ["recall", "-q", "x", "-b", "grep"]])
+def test_dangling_links_and_loops_are_named(project: Path, args: list[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.index_helpers import install_fake
+
+    install_fake(monkeypatch)
+    (project / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    sql = project / "knowledge" / "sql"
+    (sql / "dangling.md").symlink_to("nowhere.md")
+    (sql / "loop.md").symlink_to("loop.md")
+    result = _runner(project)(*args)
+    assert result.exit_code in (0, 1), result.output
+    assert "dangling.md" in result.output and "loop.md" in result.output, result.output
+
+
+@pytest.mark.parametrize("args", [["sync"], ["check"], ["status"], ["list"], ["validate"],
+                                  ["recall", "-q", "revenue", "-b", "grep"]])
+def test_missing_knowledge_dir_is_an_error(project: Path, args: list[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.index_helpers import install_fake
+
+    install_fake(monkeypatch)
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    (project / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
+    run = _runner(project)
+    assert run("sync").exit_code == 0
+    (project / "wrenmem.toml").write_text('embedder = "fake"\nknowledge_dir = "knowlege/sql"\n',
+                                          encoding="utf-8")
+    result = run(*args)
+    assert result.exit_code == 1, result.output
+    assert "knowlege/sql" in result.output and "wrenmem.toml" in result.output
+    (project / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
+    assert run("check").exit_code == 0  # the index kept its row

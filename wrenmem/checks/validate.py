@@ -17,7 +17,7 @@ from typing import Any
 
 from wrenmem.checks.references import Schema, check_schema
 from wrenmem.errors import PairError, WrenmemError
-from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
+from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files, require_knowledge_dir
 from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
 from wrenmem.schema.manifest import load_manifest
 from wrenmem.settings import Settings
@@ -130,6 +130,7 @@ def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
     if given is not None and any(_same_file(p, settings.manifest_path) for p in given):
         given = None  # the manifest changed: every pair may now name a missing column
     if given is None:
+        require_knowledge_dir(settings)
         files = sorted(iter_pair_files(settings.knowledge_path))
     else:  # pre-commit passes what matched its `files`: skip what is not a pair file
         files = [p for p in given if p.name.lower() not in SKIPPED_NAMES

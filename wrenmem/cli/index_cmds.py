@@ -84,6 +84,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
     click.echo(f"embedder: {data['embedder']} (setting: {settings.embedder})")
     click.echo(f"pairs:    {data['pairs']} files, {data['seeds']} seeds, "
                f"{data['bad_files']} unreadable; {data['rows']} rows in the index")
+    for bad in data.get("unreadable") or ():
+        click.echo(f"unreadable: {bad['path']}:{bad['line']}: {bad['reason']}")
     for problem in data.get("problems") or ():
         click.echo(f"damaged:  {problem}")
     if data.get("owner"):

@@ -19,6 +19,7 @@ from wrenmem.index.state import (
     quick_noop,
 )
 from wrenmem.lock import index_lock
+from wrenmem.pairs.catalog import require_knowledge_dir
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ class Drift:
 def check_drift(settings: Settings) -> Drift:
     """How the index differs from the pairs, by content hash. Never writes the index."""
 
+    require_knowledge_dir(settings)
     model_id = get_embedder(settings.embedder, root=settings.root).model_id
     quick = quick_noop(settings, model_id)
     if quick is not None:

@@ -34,6 +34,7 @@ from wrenmem.index.state import (
     save_state,
 )
 from wrenmem.lock import index_lock
+from wrenmem.pairs.catalog import require_knowledge_dir
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.settings import MAX_EMBED_CHARS, Settings
 
@@ -118,6 +119,7 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
     writers take :func:`wrenmem.lock.index_lock`; the no-op check needs no lock.
     """
 
+    require_knowledge_dir(settings)
     embedder = get_embedder(settings.embedder, root=settings.root)
     if not full:
         state = quick_noop(settings, embedder.model_id)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem import statedir
-from wrenmem.errors import PairError
+from wrenmem.errors import PairError, WrenmemError
 from wrenmem.fsutil import file_kind, is_racy, os_error_reason, read_marshal, write_marshal
 from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
 from wrenmem.settings import MAX_PAIR_BYTES, Settings
@@ -78,12 +78,25 @@ def read_pair_file(path: Path, rel: str, max_bytes: int = MAX_PAIR_BYTES
     return parse_pair(decode_file(data, rel), rel), digest
 
 
+def require_knowledge_dir(settings: Settings) -> None:
+    """Raise when the knowledge folder is missing: a mistyped ``knowledge_dir`` must be an
+    error, not an empty knowledge base (a sync would then remove every row)."""
+    if settings.knowledge_path.is_dir():
+        return
+    origin = settings.origins.get("knowledge_dir", "default")
+    where = "" if origin == "default" else f" (setting knowledge_dir from {origin})"
+    what = "is not a folder" if settings.knowledge_path.exists() else "does not exist"
+    raise WrenmemError(f"the knowledge folder {settings.knowledge_dir}{where} {what} in "
+                       f"{settings.root}: run `wrenmem init`, or fix the setting")
+
+
 def scan(settings: Settings, *, use_cache: bool = True, refresh: bool = False) -> Scan:
     """Read every pair file of the project. One bad file never stops the others.
 
     ``refresh`` reads every file again and rewrites the cache (a full sync trusts nothing
     derived); without ``use_cache`` the cache is neither read nor written.
     """
+    require_knowledge_dir(settings)
     cache_path = settings.state_dir / statedir.CATALOG
     cache = _load_cache(cache_path) if use_cache and not refresh else {}
     fresh: dict[str, Any] = {}

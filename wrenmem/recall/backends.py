@@ -45,6 +45,10 @@ def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Fil
     if backend.uses_index:
         catch_up(settings)
     hits = backend.search(list(queries), k, filters)
+    skipped = getattr(backend, "skipped", ())
+    if skipped and notify is not None:
+        for error in skipped:
+            notify(f"{error.location()}: {error.reason} (skipped)")
     return [RecallResult(q, backend.name, tuple(h)) for q, h in zip(queries, hits, strict=True)]
 
 
