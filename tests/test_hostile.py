@@ -408,3 +408,99 @@ def test_missing_knowledge_dir_is_an_error(project: Path, args: list[str],
     assert "knowlege/sql" in result.output and "wrenmem.toml" in result.output
     (project / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
     assert run("check").exit_code == 0  # the index kept its row
+
+
+# --- item 12: smaller ----------------------------------------------------------------------
+
+def test_watcher_and_catalog_follow_one_rule(project: Path) -> None:
+    from wrenmem.pairs.catalog import iter_pair_files
+    from wrenmem.settings import load_settings
+    from wrenmem.watch.loop import PAIRS, classify_path
+
+    sql = project / "knowledge" / "sql"
+    names = ["#42-tapirs.md", "archive.bak/x.md", "a.md", ".q.md.swp", "q.md~", "#q.md#",
+             "4913", "x.md.tmp", ".hidden/y.md", "b~/z.md", "README.md", "notes.txt",
+             "sub.tmp/w.md", "~$office.md", "flycheck_a.md"]
+    for name in names:
+        (sql / name).parent.mkdir(parents=True, exist_ok=True)
+        (sql / name).write_text("x", encoding="utf-8")
+    settings = load_settings(project)
+    read = {p.relative_to(sql).as_posix() for p in iter_pair_files(sql)}
+    watched = {n for n in names if classify_path(settings, str(sql / n), False) == PAIRS}
+    assert watched == read
+    assert {"#42-tapirs.md", "archive.bak/x.md"} <= read
+
+
+def test_watch_stop_signals_only_our_watcher(project: Path) -> None:
+    import fcntl
+    import subprocess
+
+    state = project / ".wrenmem"
+    state.mkdir()
+    lock = os.open(state / "watch.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # "a watcher" is running...
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        (state / "watch.pid").write_text(f"{bystander.pid}\n", encoding="utf-8")  # ...stale pid
+        result = _runner(project)("watch", "--stop")
+        assert result.exit_code == 1, result.output
+        assert "not signalling" in result.output
+        assert bystander.poll() is None  # still alive
+    finally:
+        bystander.kill()
+        bystander.wait()
+        os.close(lock)
+
+
+def test_a_stopped_watcher_is_not_waited_for(project: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from wrenmem.settings import load_settings
+    from wrenmem.watch.client import request, socket_path
+
+    settings = load_settings(project)
+    path = socket_path(project)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(os.fspath(path))
+    server.listen(8)  # accepts connections (the kernel does) but never answers
+    frozen = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (project / ".wrenmem").mkdir(exist_ok=True)
+        (project / ".wrenmem" / "watch.pid").write_text(f"{frozen.pid}\n", encoding="utf-8")
+        frozen.send_signal(signal.SIGSTOP)
+        started = time.monotonic()
+        assert request(settings, "ping") is None
+        assert time.monotonic() - started < 2
+    finally:
+        frozen.kill()
+        frozen.wait()
+        server.close()
+
+
+def test_hooks_leave_other_repositories_alone(tmp_path: Path) -> None:
+    from wrenmem.git.hooks import run_hook
+    from wrenmem.settings import load_settings
+
+    other = tmp_path / "other-repo"
+    other.mkdir()
+    assert run_hook(load_settings(other), "post-commit", ()) is None
+    assert not (other / ".wrenmem").exists()
+
+
+@pytest.mark.parametrize("question", ["", "   "])
+def test_recall_refuses_an_empty_question(project: Path, question: str) -> None:
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    result = _runner(project)("recall", "-q", question, "-b", "grep")
+    assert result.exit_code == 1 and "empty" in result.output
+
+
+def test_list_escapes_newlines_and_tabs(project: Path) -> None:
+    write_pair(project, "two\nlines\tand tab.md", "What is the revenue?", "SELECT 1")
+    result = _runner(project)("list")
+    assert result.exit_code == 0
+    lines = [line for line in result.stdout.splitlines() if line]
+    assert lines == ["knowledge/sql/two\\nlines\\tand tab.md\tWhat is the revenue?"]

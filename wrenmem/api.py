@@ -179,6 +179,10 @@ class Memory:
                     datasource: str | None = None, tags: Sequence[str] = (),
                     source: str | None = None) -> builtins.list[RecallResult]:
         """Recall for several questions in one batch (one model call)."""
+        for n, question in enumerate(questions, 1):
+            if not isinstance(question, str) or not question.strip():
+                where = f" (#{n})" if len(questions) > 1 else ""
+                raise WrenmemError(f"question{where} is empty: there is nothing to recall")
         filters = Filters(datasource=datasource, tags=tuple(tags), source=source)
         if self.use_daemon:
             remote = remote_recall(self.settings, questions, k, filters, notify=self.notify)
