@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -504,3 +505,157 @@ def test_list_escapes_newlines_and_tabs(project: Path) -> None:
     assert result.exit_code == 0
     lines = [line for line in result.stdout.splitlines() if line]
     assert lines == ["knowledge/sql/two\\nlines\\tand tab.md\tWhat is the revenue?"]
+
+
+# --- the hostile corpus: every command, as a real process, bounded in time and memory --------
+
+FAKE_CLI = """
+import atexit, resource, sys
+atexit.register(lambda: print("\\nPEAK_RSS_KB", resource.getrusage(resource.RUSAGE_SELF)
+                                 .ru_maxrss, file=sys.stderr, flush=True))
+from tests.index_helpers import RecordingEmbedder
+from wrenmem.embedders import EMBEDDERS
+EMBEDDERS["fake"] = lambda arg, root: RecordingEmbedder()
+from wrenmem.cli import main
+main(sys.argv[1:])
+"""
+MB = 1024 * 1024
+MEMORY_LIMIT = 500 * MB
+# LanceDB's runtime reserves far more address space than it uses (and hangs, rather than
+# failing, when RLIMIT_AS refuses it): commands that open the index get a wider address
+# space, and their peak resident memory is held to MEMORY_LIMIT instead.
+INDEX_ADDRESS_SPACE = 4000 * MB
+SECONDS = 10.0
+# Under a loaded CI machine, importing LanceDB alone can take seconds: index commands get
+# this much, and WRENMEM_HOSTILE_SLACK multiplies both.
+INDEX_SECONDS = 30.0
+
+HOSTILE_FILES = ["pipe.md", "zero.md", "bomb.md", "huge.md", "latin1.md", "dangling.md",
+                 "loop.md"]
+
+
+def _hostile_project(root: Path) -> Path:
+    sql = root / "knowledge" / "sql"
+    sql.mkdir(parents=True)
+    write_pair(root, "good.md", "What is the total revenue?", "SELECT SUM(amount) FROM orders")
+    os.mkfifo(sql / "pipe.md")
+    (sql / "zero.md").symlink_to("/dev/zero")
+    (sql / "bomb.md").write_text(ALIAS_BOMB, encoding="utf-8")
+    write_pair(root, "huge.md", "revenue " * 700_000, "SELECT 1")
+    (sql / "latin1.md").write_bytes("---\nnl: Qué pasó\n---\n```sql\nSELECT 1\n```\n"
+                                    .encode("latin-1"))
+    (sql / "dangling.md").symlink_to("nowhere.md")
+    (sql / "loop.md").symlink_to("loop.md")
+    _bad_manifest(root)
+    (root / "wrenmem.toml").write_text('embedder = "fake"\nfetch_threshold = 100\n',
+                                       encoding="utf-8")
+    return root
+
+
+def _run_bounded(root: Path, args: list[str], *, index: bool) -> tuple[int, str, float, int]:
+    """(exit code, stdout + stderr, seconds, peak resident bytes) of one command."""
+    import resource
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    space = INDEX_ADDRESS_SPACE if index else MEMORY_LIMIT
+    slack = float(os.environ.get("WRENMEM_HOSTILE_SLACK", "1"))
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (space, space))
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WRENMEM_NO_DAEMON": "1"}
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-c", FAKE_CLI, "--project", str(root), *args],
+                            cwd=root, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, preexec_fn=limit)
+    try:
+        out, _ = proc.communicate(timeout=(INDEX_SECONDS if index else SECONDS) * slack)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        raise AssertionError(f"{args} did not finish in time: {out.decode()[-2000:]}"
+                             ) from None
+    seconds = time.monotonic() - started
+    text, _, peak_kb = out.decode("utf-8", "replace").rpartition("\nPEAK_RSS_KB ")
+    return proc.returncode, text, seconds, int(peak_kb.split()[0]) * 1024
+
+
+CORPUS_COMMANDS: list[tuple[list[str], bool, bool]] = [
+    # (arguments, opens the index, must name every bad pair file)
+    (["list"], False, True),
+    (["show", "knowledge/sql/good.md"], False, False),
+    (["show", "knowledge/sql/pipe.md"], False, False),
+    (["recall", "-q", "total revenue", "-b", "grep"], False, True),
+    (["validate"], False, True),
+    (["fmt", "--check"], False, True),
+    (["duplicates"], False, True),
+    (["export"], False, True),
+    (["describe"], False, False),
+    (["seed"], False, False),
+    (["sync"], True, True),
+    (["check"], True, True),
+    (["status"], True, True),
+    (["fetch", "-q", "revenue by customer"], True, False),
+    (["recall", "-q", "total revenue", "-b", "hybrid"], True, False),
+]
+
+
+@pytest.mark.parametrize("args,index,names_files", CORPUS_COMMANDS,
+                         ids=[" ".join(c[0][:2]) for c in CORPUS_COMMANDS])
+def test_hostile_corpus(tmp_path: Path, args: list[str], index: bool,
+                        names_files: bool) -> None:
+    root = _hostile_project(tmp_path / "hostile")
+    code, output, _seconds, peak = _run_bounded(root, args, index=index)
+    assert code in (0, 1), output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert peak < MEMORY_LIMIT, f"{args}: {peak / MB:.0f} MB"
+    if names_files:
+        missing = [name for name in HOSTILE_FILES if name not in output]
+        assert not missing, (missing, output[-3000:])
+    if args[0] in ("list", "export", "recall"):
+        assert "total revenue" in output.lower()
+
+
+def test_show_names_a_file_it_will_not_read(project: Path) -> None:
+    os.mkfifo(project / "knowledge" / "sql" / "pipe.md")
+    result = _runner(project)("show", "knowledge/sql/pipe.md")
+    assert result.exit_code == 1
+    assert "pipe.md:1: not a regular file: a named pipe" in result.output
+
+
+def test_any_damaged_state_file_is_survived_and_repaired(project: Path,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """Caches are checksummed and shape-checked (a damaged one is rebuilt); the index is
+    checked by tests/test_integrity.py. No damage is a traceback; sync repairs all."""
+    from tests.index_helpers import install_fake
+
+    install_fake(monkeypatch)
+    (project / "target").mkdir()
+    shutil.copy(EXAMPLE_MANIFEST, project / "target" / "mdl.json")
+    (project / "wrenmem.toml").write_text('embedder = "fake"\nfetch_threshold = 10\n',
+                                          encoding="utf-8")
+    _age(write_pair(project, "a.md", "What is the total revenue?", "SELECT 1"))
+    run = _runner(project)
+    for args in (["sync"], ["list"], ["recall", "-q", "revenue", "-b", "grep"],
+                 ["fetch", "-q", "revenue"]):
+        assert run(*args).exit_code == 0
+    state = project / ".wrenmem"
+    files = sorted(p for p in state.iterdir() if p.is_file() and not p.is_socket())
+    assert {p.name for p in files} >= {"catalog.bin", "index-state.bin", "grep-terms.bin"}
+    for path in files:
+        data = path.read_bytes()
+        for damaged in (data[: len(data) // 2], bytes(b ^ 0x20 for b in data)):
+            path.write_bytes(damaged)
+            for args in (["check"], ["status"], ["list"],
+                         ["recall", "-q", "revenue", "-b", "grep"], ["fetch", "-q", "revenue"]):
+                result = run(*args)
+                assert result.exit_code in (0, 1), (path.name, args, result.output)
+            assert run("sync").exit_code == 0, path.name
+            assert run("check").exit_code == 0, path.name
+            listed = run("list")
+            assert "What is the total revenue?" in listed.output, (path.name, listed.output)

@@ -7,6 +7,7 @@ subclasses; nothing here prints, exits or imports click.
 from __future__ import annotations
 
 import builtins
+import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -103,8 +104,9 @@ class Memory:
     def get(self, target: str) -> Pair:
         """One pair, by file path (relative to the cwd or the project) or exact question."""
         for candidate in (Path(target), self.root / target):
-            if candidate.is_file():
-                return read_pair_file(candidate, self.settings.relpath(candidate))[0]
+            if os.path.lexists(candidate) and not candidate.is_dir():  # a FIFO: say so
+                return read_pair_file(candidate, self.settings.relpath(candidate),
+                                      self.settings.max_pair_bytes)[0]
         wanted = target.strip().casefold()
         for pair in scan(self.settings).pairs:
             if pair.nl.casefold() == wanted:
