@@ -22,10 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _data import DATA  # noqa: E402
+
 from wrenmem.schemacheck import Schema, check_schema  # noqa: E402
 from wrenmem.sqlcheck import check_sql  # noqa: E402
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bird-minidev"
+DEFAULT_DATA = DATA / "bird-minidev"
 FILES = {"sqlite": "sqlite", "postgresql": "postgres", "mysql": "mysql"}
 
 
