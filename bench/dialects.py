@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _data import DATA  # noqa: E402
+from _data import DATA
 
-from wrenmem.schemacheck import Schema, check_schema  # noqa: E402
-from wrenmem.sqlcheck import check_sql  # noqa: E402
+from wrenmem.checks.references import Schema, check_schema
+from wrenmem.sqlcheck import check_sql
 
 DEFAULT_DATA = DATA / "bird-minidev"
 FILES = {"sqlite": "sqlite", "postgresql": "postgres", "mysql": "mysql"}

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from tests.conftest import CORE, EXAMPLE_MANIFEST, JAFFLE
-from wrenmem.describe import describe, sentence
-from wrenmem.manifest import load_manifest, parse_manifest
+from wrenmem.schema.describe import describe, sentence
+from wrenmem.schema.manifest import load_manifest, parse_manifest
 
 
 def test_example_schema_text() -> None:

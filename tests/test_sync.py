@@ -11,9 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from index_helpers import RecordingEmbedder, install_fake, settings_for, table_rows
 
-from wrenmem import index
-from wrenmem.pairs import Pair
-from wrenmem.sync import (
+from wrenmem.index import table as index
+from wrenmem.index.sync import (
     OPTIMIZE_EVERY,
     SyncPlan,
     check_drift,
@@ -22,6 +21,7 @@ from wrenmem.sync import (
     reset_index,
     sync_pairs,
 )
+from wrenmem.pairs.pairfile import Pair
 
 ids = st.sampled_from([f"p{i}" for i in range(8)])
 hashes = st.sampled_from(["h1", "h2", "h3", "h4"])
@@ -249,8 +249,8 @@ def test_scoped_sync_keeps_the_mirror(project: Path, fake: RecordingEmbedder) ->
 
 def test_seed_pairs_are_indexed_beside_files(project: Path, fake: RecordingEmbedder,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from wrenmem import seeds_source
     from wrenmem.errors import ManifestError
+    from wrenmem.pairs import seeds as seeds_source
 
     seeds = [Pair(nl="List all orders", sql="SELECT * FROM orders", path="seed:orders/list",
                   source="seed")]
@@ -327,8 +327,7 @@ def _age(project: Path, seconds: float = 10.0) -> None:
 
 def test_quick_noop_reads_no_file(project: Path, fake: RecordingEmbedder,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from wrenmem import sync as sync_module
-
+    from wrenmem.index import sync as sync_module
     _three(project)
     (project / "knowledge/sql/bad.md").write_text("no front matter\n")
     _age(project)
@@ -357,8 +356,8 @@ def test_quick_noop_reads_no_file(project: Path, fake: RecordingEmbedder,
 
 
 def test_walk_stats_sees_the_catalogs_files(project: Path) -> None:
-    from wrenmem.catalog import scan
-    from wrenmem.index_state import walk_stats
+    from wrenmem.index.state import walk_stats
+    from wrenmem.pairs.catalog import scan
 
     _three(project)
     base = project / "knowledge/sql"

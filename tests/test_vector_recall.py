@@ -9,10 +9,11 @@ import pytest
 from conftest import EXAMPLE_KNOWLEDGE, write_pair
 from index_helpers import RecordingEmbedder, install_fake, settings_for
 
-from wrenmem.recall import BACKENDS, Filters, Hit, choose_backend, recall_many
+from wrenmem.index.sync import sync_pairs
+from wrenmem.recall.backends import BACKENDS, choose_backend, recall_many
+from wrenmem.recall.hits import Filters, Hit
+from wrenmem.recall.vector import HybridBackend, VectorBackend, where_clause
 from wrenmem.settings import load_settings
-from wrenmem.sync import sync_pairs
-from wrenmem.vector_recall import HybridBackend, VectorBackend, where_clause
 
 
 @pytest.fixture

@@ -6,8 +6,12 @@ from pathlib import Path
 
 import click
 
-from wrenmem.catalog import scan
 from wrenmem.cli.common import emit_json, get_settings, json_option, report_pair_errors, warn
+from wrenmem.fsutil import atomic_write_text
+from wrenmem.index.autosync import after_write
+from wrenmem.pairs.catalog import scan
+from wrenmem.pairs.exchange import export_document, import_pairs, read_queries_yml
+from wrenmem.pairs.seeds import extra_pairs
 
 
 @click.command(name="import")
@@ -22,8 +26,6 @@ def import_cmd(ctx: click.Context, file: str, upsert: bool, overwrite: bool, dry
                as_json: bool) -> None:
     """Import a queries.yml: each pair becomes a Markdown file (existing questions are
     skipped unless --upsert or --overwrite)."""
-    from wrenmem.autosync import after_write
-    from wrenmem.exchange import import_pairs, read_queries_yml
 
     if upsert and overwrite:
         raise click.UsageError("--upsert and --overwrite cannot be combined")
@@ -55,9 +57,6 @@ def import_cmd(ctx: click.Context, file: str, upsert: bool, overwrite: bool, dry
 @click.pass_context
 def export(ctx: click.Context, file: str | None, source: str | None, include_seed: bool) -> None:
     """Export pairs as a queries.yml to FILE (or stdout)."""
-    from wrenmem.exchange import export_document
-    from wrenmem.fsutil import atomic_write_text
-    from wrenmem.seeds_source import extra_pairs
 
     settings = get_settings(ctx)
     found = scan(settings)

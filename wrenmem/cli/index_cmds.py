@@ -9,6 +9,9 @@ from typing import Any
 import click
 
 from wrenmem.cli.common import emit_json, get_settings, json_option, report_pair_errors, warn
+from wrenmem.index.sync import check_drift, reset_index, sync_pairs
+from wrenmem.recall.status import status_data
+from wrenmem.watch.client import remote_call
 
 
 class _TerminalProgress:
@@ -54,7 +57,6 @@ def _sync_summary(report: Any) -> str:
 @click.pass_context
 def sync(ctx: click.Context, full: bool, as_json: bool) -> None:
     """Bring the index up to date with the pair files (embeds only new and changed pairs)."""
-    from wrenmem.sync import sync_pairs
 
     settings = get_settings(ctx)
     progress = _TerminalProgress()
@@ -98,13 +100,11 @@ def _drift_dict(drift: Any) -> dict[str, Any]:
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Backend, embedder, counts, and whether the index matches the files."""
-    from wrenmem.daemon_client import remote_call
 
     settings = get_settings(ctx)
     # The running watcher answers warm when it can; otherwise the same work in-process.
     data = remote_call(settings, "status", {})
     if not isinstance(data, dict):
-        from wrenmem.index_status import status_data
 
         data = status_data(settings)
     backend, unavailable = data["backend"], data["index_unavailable_reason"]
@@ -136,7 +136,6 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def check(ctx: click.Context, as_json: bool) -> None:
     """Report drift between the files and the index by content hash; exit 1 on drift."""
-    from wrenmem.sync import check_drift
 
     settings = get_settings(ctx)
     drift = check_drift(settings)
@@ -166,7 +165,6 @@ def check(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def reset(ctx: click.Context, as_json: bool) -> None:
     """Delete the pairs index and its state (the files are untouched; `sync` rebuilds)."""
-    from wrenmem.sync import reset_index
 
     settings = get_settings(ctx)
     dropped = reset_index(settings)

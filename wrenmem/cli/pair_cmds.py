@@ -7,10 +7,16 @@ from pathlib import Path
 
 import click
 
-from wrenmem.catalog import read_pair_file, scan
 from wrenmem.cli.common import emit_json, get_settings, json_option, report_pair_errors, warn
 from wrenmem.errors import PairError, WrenmemError
-from wrenmem.pairs import Pair, render_pair
+from wrenmem.fsutil import atomic_write_text
+from wrenmem.index.autosync import after_write
+from wrenmem.pairs.catalog import iter_pair_files, read_pair_file, scan
+from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, render_pair
+from wrenmem.pairs.seeds import extra_pairs
+from wrenmem.pairs.store import delete_pair_file, store_pair
+from wrenmem.recall.bm25f import GrepBackend
+from wrenmem.recall.hits import Filters
 from wrenmem.settings import CONFIG_FILE, Settings, settings_help
 from wrenmem.sqlcheck import check_sql
 
@@ -62,8 +68,6 @@ def store(ctx: click.Context, nl: str, sql: str, datasource: str | None, dialect
           tags: tuple[str, ...], note: str, source: str, folder: str, force: bool,
           as_json: bool) -> None:
     """Store an NL→SQL pair as a Markdown file (the same question updates its file)."""
-    from wrenmem.autosync import after_write
-    from wrenmem.store import store_pair
 
     settings = get_settings(ctx, datasource=datasource, dialect=dialect)
     if sql == "-":
@@ -102,8 +106,6 @@ def resolve_pair(settings: Settings, target: str) -> Pair:
     for pair in found.pairs:
         if pair.nl.casefold() == wanted:
             return pair
-    from wrenmem.grep import GrepBackend
-    from wrenmem.recall import Filters
 
     close = GrepBackend(settings).search([target], 3, Filters())[0]
     hint = ("; closest: " + "; ".join(f"{h.path} ({h.question})" for h in close)) if close else ""
@@ -135,8 +137,6 @@ def show(ctx: click.Context, target: str, as_json: bool) -> None:
 def list_pairs(ctx: click.Context, source: str | None, tags: tuple[str, ...],
                datasource: str | None, as_json: bool) -> None:
     """List stored pairs (bad files are reported on stderr and skipped)."""
-    from wrenmem.recall import Filters
-    from wrenmem.seeds_source import extra_pairs
 
     settings = get_settings(ctx)
     found = scan(settings)
@@ -161,8 +161,6 @@ def list_pairs(ctx: click.Context, source: str | None, tags: tuple[str, ...],
 def forget(ctx: click.Context, targets: tuple[str, ...], source: str | None, yes: bool,
            as_json: bool) -> None:
     """Delete pair files, given paths or exact questions (or --source)."""
-    from wrenmem.autosync import after_write
-    from wrenmem.store import delete_pair_file
 
     settings = get_settings(ctx)
     if not targets and not source:
@@ -199,9 +197,6 @@ def forget(ctx: click.Context, targets: tuple[str, ...], source: str | None, yes
 def fmt(ctx: click.Context, files: tuple[str, ...], check: bool, fail_on_change: bool,
         as_json: bool) -> None:
     """Rewrite pair files in the canonical format (Wren's front-matter `sql:` included)."""
-    from wrenmem.catalog import iter_pair_files
-    from wrenmem.fsutil import atomic_write_text
-    from wrenmem.pairs import decode_file, parse_pair
 
     settings = get_settings(ctx)
     paths = [Path(f) for f in files] if files else list(iter_pair_files(settings.knowledge_path))

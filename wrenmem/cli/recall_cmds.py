@@ -9,7 +9,10 @@ import click
 
 from wrenmem.cli.common import emit_json, get_settings, json_option, warn
 from wrenmem.errors import WrenmemError
+from wrenmem.recall.backends import recall_many
+from wrenmem.recall.hits import Filters
 from wrenmem.settings import BACKENDS
+from wrenmem.watch.client import remote_recall
 
 
 def read_questions(path: Path) -> list[str]:
@@ -50,8 +53,6 @@ def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | Non
            datasource: str | None, tags: tuple[str, ...], source: str | None,
            backend: str | None, as_json: bool) -> None:
     """Recall the stored NL→SQL pairs most similar to each question."""
-    from wrenmem.daemon_client import remote_recall
-    from wrenmem.recall import Filters, recall_many
 
     questions = list(queries) + (read_questions(Path(queries_file)) if queries_file else [])
     if not questions:

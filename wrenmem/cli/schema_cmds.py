@@ -9,7 +9,16 @@ from typing import Any
 import click
 
 from wrenmem.cli.common import emit_json, get_settings, json_option, warn
+from wrenmem.index.autosync import after_write
+from wrenmem.pairs.catalog import scan
+from wrenmem.pairs.pairfile import Pair
+from wrenmem.pairs.seeds import build_records
+from wrenmem.pairs.store import store_pair
+from wrenmem.schema.describe import describe as describe_text
+from wrenmem.schema.fetch import fetch as fetch_context
+from wrenmem.schema.manifest import load_manifest
 from wrenmem.settings import BACKENDS, Settings
+from wrenmem.watch.client import remote_fetch
 
 manifest_option = click.option(
     "--manifest", "-m", "manifest", type=click.Path(dir_okay=False),
@@ -49,8 +58,6 @@ def _progress() -> Callable[[int, int], None] | None:
 @click.pass_context
 def describe(ctx: click.Context, manifest: str | None, as_json: bool) -> None:
     """Print the whole schema (models, columns, relationships, views, cubes) as plain text."""
-    from wrenmem.describe import describe as describe_text
-    from wrenmem.manifest import load_manifest
 
     settings = _settings(ctx, manifest)
     loaded = load_manifest(settings.manifest_path)
@@ -91,7 +98,6 @@ def fetch(ctx: click.Context, question: str, types: tuple[str, ...], model: str 
     Search mode brings the schema index up to date first (only changed items are embedded)
     and falls back to keyword search when the index extra is not installed.
     """
-    from wrenmem.daemon_client import remote_fetch
 
     settings = _settings(ctx, manifest, backend=backend)
     # The running watcher answers warm when it can; otherwise the same work in-process.
@@ -99,7 +105,6 @@ def fetch(ctx: click.Context, question: str, types: tuple[str, ...], model: str 
     result: Any = None if manifest else remote_fetch(settings, question, types=types,
                                                      model=model, k=k, threshold=threshold)
     if result is None:
-        from wrenmem.fetch import fetch as fetch_context
 
         result = fetch_context(settings, question, types=types, model=model, k=k,
                                threshold=threshold, progress=_progress())
@@ -124,9 +129,6 @@ def seed(ctx: click.Context, write: bool, manifest: str | None, as_json: bool) -
     Seeds are recalled like pairs without being files. After --write they are ordinary pair
     files; a question that already has a file of another source is left alone.
     """
-    from wrenmem.catalog import scan
-    from wrenmem.manifest import load_manifest
-    from wrenmem.seeds_source import build_records
 
     settings = _settings(ctx, manifest)
     loaded = load_manifest(settings.manifest_path)
@@ -145,9 +147,6 @@ def seed(ctx: click.Context, write: bool, manifest: str | None, as_json: bool) -
             click.echo(f"{r['path']}  {r['nl']}")
             click.echo(f"    {r['sql']}")
         return
-    from wrenmem.autosync import after_write
-    from wrenmem.pairs import Pair
-    from wrenmem.store import store_pair
 
     existing = {p.nl: p for p in scan(settings).pairs}
     written, skipped = [], []

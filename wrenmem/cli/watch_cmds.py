@@ -9,6 +9,8 @@ import sys
 import click
 
 from wrenmem.cli.common import emit_json, get_settings, json_option, warn
+from wrenmem.watch import run as watch_run
+from wrenmem.watch.loop import LoopConfig
 
 
 @click.command()
@@ -31,8 +33,6 @@ def watch(ctx: click.Context, detach: bool, stop: bool, show_status: bool, poll:
     loaded, over a socket in .wrenmem/ that only you can use; the CLI uses it when it is
     there and gives the same answers without it. Stop it with Ctrl-C or SIGTERM.
     """
-    from wrenmem import watch_run
-
     if sum((detach, stop, show_status)) > 1:
         raise click.UsageError("--detach, --stop and --status are exclusive")
     settings = get_settings(ctx)
@@ -63,7 +63,6 @@ def watch(ctx: click.Context, detach: bool, stop: bool, show_status: bool, poll:
             click.echo(f"watching in the background (pid {pid}); log: "
                        f"{settings.relpath(settings.state_dir / watch_run.LOG_FILE)}")
         return
-    from wrenmem.watch import LoopConfig
 
     _log_to_stderr()
     watch_run.run_watch(settings, reload=lambda: get_settings(ctx),
