@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from wrenmem import statedir
 from wrenmem.errors import LockTimeoutError, PairError, WrenmemError
 from wrenmem.settings import CONFIG_FILE, Settings
 
@@ -57,7 +58,7 @@ def classify_path(settings: Settings, path: str, is_dir: bool) -> str | None:
     parts = rel.parts
     if not parts:  # the knowledge folder itself (created, deleted or moved)
         return PAIRS
-    if any(is_temporary(part) for part in parts) or ".wrenmem" in parts:
+    if any(is_temporary(part) for part in parts) or statedir.STATE_DIR in parts:
         return None
     if is_dir or p.suffix == ".md":
         return PAIRS
@@ -96,8 +97,7 @@ def classify_error(exc: BaseException) -> str:
         # wrenmem raises on purpose, with a reason for the user (bad settings or manifest,
         # a missing extra, a model that cannot load); only a busy lock is worth a retry
         return PERMANENT
-    if type(exc).__name__ in ("EmbedderError", "ModelLoadError") or getattr(
-            exc, "permanent", False):
+    if getattr(exc, "permanent", False):
         return PERMANENT
     if isinstance(exc, PermissionError):
         return PERMANENT

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wrenmem import statedir
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.pairs.catalog import scan
@@ -44,7 +45,8 @@ from wrenmem.watch.loop import (
 )
 
 log = logging.getLogger(__name__)
-LOCK_FILE, PID_FILE, STATE_FILE, LOG_FILE = "watch.lock", "watch.pid", "watch.json", "watch.log"
+LOCK_FILE, PID_FILE = statedir.WATCH_LOCK, statedir.WATCH_PID
+STATE_FILE, LOG_FILE = statedir.WATCH_STATE, statedir.WATCH_LOG
 
 
 # --- one sync round -------------------------------------------------------------------------
