@@ -253,7 +253,6 @@ def _others_legacy(path: Path) -> Path:
 
 
 def _write_executable(path: Path, text: str) -> None:
-
     atomic_write_text(path, text)
     mode = path.stat().st_mode
     path.chmod(mode | 0o755)

@@ -129,7 +129,6 @@ def lexical_terms(pair: Pair) -> str:
 
 
 def query_terms(question: str) -> str:
-
     return " ".join(dict.fromkeys(tokenize(question)))
 
 

@@ -40,7 +40,6 @@ def extra_pairs(settings: Settings, *, exclude_questions: Iterable[str] | None =
     if not seeds:
         return []
     if exclude_questions is None:
-
         exclude_questions = [p.nl for p in scan(settings).pairs]
     taken = {q.strip().casefold() for q in exclude_questions}
     return [p for p in seeds if p.nl.casefold() not in taken]
@@ -63,7 +62,6 @@ def seed_pairs(settings: Settings) -> list[Pair]:
         if pairs is not None:
             return pairs
     try:
-
         manifest = load_manifest(path)
     except WrenmemError as e:
         log.warning("no seed queries: %s", e)

@@ -40,7 +40,6 @@ def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Fil
     """Recall for each question, from the chosen backend, in one batch."""
     name = choose_backend(settings, notify)
     if name not in BACKENDS:
-
         raise ExtraMissingError(f"the {name} backend is not available in this install")
     backend = BACKENDS[name](settings)
     if backend.uses_index:

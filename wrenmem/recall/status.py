@@ -28,7 +28,6 @@ def status_data(settings: Settings) -> dict[str, Any]:
         "index_unavailable_reason": unavailable,
     }
     if unavailable is None:
-
         drift = check_drift(settings)
         data.update({
             "embedder": drift.model_id,
