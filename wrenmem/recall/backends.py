@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from wrenmem.errors import ExtraMissingError, LockTimeoutError
-from wrenmem.index.table import index_unavailable
+from wrenmem.lance import index_unavailable
 from wrenmem.recall.bm25f import GrepBackend
 from wrenmem.recall.hits import Filters, RecallBackend, RecallResult
 from wrenmem.settings import Settings
