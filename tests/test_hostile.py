@@ -513,7 +513,7 @@ FAKE_CLI = """
 import atexit, resource, sys
 atexit.register(lambda: print("\\nPEAK_RSS_KB", resource.getrusage(resource.RUSAGE_SELF)
                                  .ru_maxrss, file=sys.stderr, flush=True))
-from tests.index_helpers import RecordingEmbedder
+from tests.fakes import RecordingEmbedder
 from wrenmem.embedders import EMBEDDERS
 EMBEDDERS["fake"] = lambda arg, root: RecordingEmbedder()
 from wrenmem.cli import main

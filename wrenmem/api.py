@@ -12,10 +12,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from wrenmem.checks.duplicates import duplicate_problems
 from wrenmem.checks.validate import Problem, validate_files
 from wrenmem.embedders import Embedder, use_embedder
 from wrenmem.errors import SqlCheckError, WrenmemError
 from wrenmem.fsutil import atomic_write_text
+from wrenmem.git.diff import PairDiff, diff_pairs
 from wrenmem.index.autosync import after_write
 from wrenmem.index.drift import Drift, check_drift, reset_index
 from wrenmem.index.sync import SyncReport, sync_pairs
@@ -26,7 +28,7 @@ from wrenmem.pairs.pairfile import Pair
 from wrenmem.pairs.project import init_project
 from wrenmem.pairs.seeds import SeedWrite, build_records, extra_pairs, write_seeds
 from wrenmem.pairs.store import StoreResult, delete_pair_file, store_pair
-from wrenmem.recall.backends import recall_many
+from wrenmem.recall.backends import recall_many, require_questions
 from wrenmem.recall.bm25f import GrepBackend
 from wrenmem.recall.hits import Filters, Hit, RecallResult
 from wrenmem.recall.status import status_data
@@ -167,8 +169,24 @@ class Memory:
     def validate(self, paths: Iterable[str | Path] | None = None, *, schema: bool = True
                  ) -> builtins.list[Problem]:
         """Every problem of the pair files: parse, SQL, and tables/columns of the manifest."""
+        return self.validate_files(paths, schema=schema)[1]
+
+    def validate_files(self, paths: Iterable[str | Path] | None = None, *, schema: bool = True
+                       ) -> tuple[int, builtins.list[Problem]]:
+        """(files checked, problems): what the ``wrenmem-validate`` hook reports."""
         targets = None if paths is None else [Path(p) for p in paths]
-        return validate_files(self.settings, targets, check_schema=schema)[1]
+        return validate_files(self.settings, targets, check_schema=schema)
+
+    def duplicates(self, paths: Iterable[str | Path] | None = None
+                   ) -> tuple[int, builtins.list[Problem]]:
+        """(pairs compared, problems): the same question twice, or with two SQLs."""
+        targets = None if paths is None else [Path(p) for p in paths]
+        return duplicate_problems(self.settings, targets)
+
+    def diff(self, base: str | None = None, head: str | None = None, *,
+             merge_base: bool = True, schema: bool = True) -> PairDiff:
+        """Pairs added, changed and removed between two revisions (HEAD: the work tree)."""
+        return diff_pairs(self.settings, base, head, merge_base=merge_base, check_schema=schema)
 
     # -- recall --------------------------------------------------------------------
     def recall(self, question: str, k: int = 3, *, datasource: str | None = None,
@@ -181,10 +199,7 @@ class Memory:
                     datasource: str | None = None, tags: Sequence[str] = (),
                     source: str | None = None) -> builtins.list[RecallResult]:
         """Recall for several questions in one batch (one model call)."""
-        for n, question in enumerate(questions, 1):
-            if not isinstance(question, str) or not question.strip():
-                where = f" (#{n})" if len(questions) > 1 else ""
-                raise WrenmemError(f"question{where} is empty: there is nothing to recall")
+        require_questions(questions)
         filters = Filters(datasource=datasource, tags=tuple(tags), source=source)
         if self.use_daemon:
             remote = remote_recall(self.settings, questions, k, filters, notify=self.notify)
