@@ -181,7 +181,12 @@ class Memory:
                    ) -> tuple[int, builtins.list[Problem]]:
         """(pairs compared, problems): the same question twice, or with two SQLs."""
         targets = None if paths is None else [Path(p) for p in paths]
-        return duplicate_problems(self.settings, targets)
+        counted = duplicate_problems(self.settings, targets)
+        # The files it could not read are named too (from the catalog cache: no re-read).
+        found = scan(self.settings, use_cache=self.settings.state_dir.is_dir())
+        wanted = None if targets is None else {self.settings.relpath(p) for p in targets}
+        self._report(e for e in found.errors if wanted is None or e.path in wanted)
+        return counted
 
     def diff(self, base: str | None = None, head: str | None = None, *,
              merge_base: bool = True, schema: bool = True) -> PairDiff:
