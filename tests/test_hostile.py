@@ -473,6 +473,12 @@ def test_a_stopped_watcher_is_not_waited_for(project: Path) -> None:
         (project / ".wrenmem").mkdir(exist_ok=True)
         (project / ".wrenmem" / "watch.pid").write_text(f"{frozen.pid}\n", encoding="utf-8")
         frozen.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the signal is delivered asynchronously
+            with open(f"/proc/{frozen.pid}/stat", encoding="ascii") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] == "T":
+                    break
+            time.sleep(0.01)
         started = time.monotonic()
         assert request(settings, "ping") is None
         assert time.monotonic() - started < 2
