@@ -516,9 +516,12 @@ def test_list_escapes_newlines_and_tabs(project: Path) -> None:
 # --- the hostile corpus: every command, as a real process, bounded in time and memory --------
 
 FAKE_CLI = """
-import atexit, resource, sys
-atexit.register(lambda: print("\\nPEAK_RSS_KB", resource.getrusage(resource.RUSAGE_SELF)
-                                 .ru_maxrss, file=sys.stderr, flush=True))
+import atexit, sys
+def peak():  # VmHWM: this process's own peak (ru_maxrss would include its parent's at fork)
+    with open("/proc/self/status") as fh:
+        kb = next(line.split()[1] for line in fh if line.startswith("VmHWM:"))
+    print("\\nPEAK_RSS_KB", kb, file=sys.stderr, flush=True)
+atexit.register(peak)
 from tests.fakes import RecordingEmbedder
 from wrenmem.embedders import EMBEDDERS
 EMBEDDERS["fake"] = lambda arg, root: RecordingEmbedder()
@@ -665,3 +668,20 @@ def test_any_damaged_state_file_is_survived_and_repaired(project: Path,
             assert run("check").exit_code == 0, path.name
             listed = run("list")
             assert "What is the total revenue?" in listed.output, (path.name, listed.output)
+
+
+def test_diff_names_links_it_cannot_read(project: Path) -> None:
+    import subprocess
+
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    subprocess.run(["git", "-C", str(project), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(project), "commit", "-qm", "pairs"], check=True)
+    sql = project / "knowledge" / "sql"
+    (sql / "dangling.md").symlink_to("nowhere.md")
+    (sql / "loop.md").symlink_to("loop.md")
+    os.mkfifo(sql / "pipe.md")
+    result = _runner(project)("diff", "--format", "text")
+    assert result.exit_code in (0, 1), result.output
+    for name in ("dangling.md", "loop.md", "pipe.md"):
+        assert name in result.output
