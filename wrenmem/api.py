@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from wrenmem.checks.references import Schema
+from wrenmem.checks.references import check_schema as check_references
 from wrenmem.checks.validate import Problem, validate_files
 from wrenmem.embedders import Embedder, use_embedder
 from wrenmem.errors import SqlCheckError, WrenmemError
@@ -23,7 +25,13 @@ from wrenmem.pairs.fmt import FmtReport, format_files
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.pairs.project import init_project
 from wrenmem.pairs.seeds import SeedWrite, build_records, extra_pairs, write_seeds
-from wrenmem.pairs.store import StoreResult, delete_pair_file, store_pair
+from wrenmem.pairs.store import (
+    StoreResult,
+    default_dialect,
+    delete_pair_file,
+    find_by_question,
+    store_pair,
+)
 from wrenmem.recall.backends import recall_many
 from wrenmem.recall.bm25f import GrepBackend
 from wrenmem.recall.hits import Filters, Hit, RecallResult
@@ -33,7 +41,7 @@ from wrenmem.schema.fetch import FetchResult
 from wrenmem.schema.fetch import fetch as fetch_context
 from wrenmem.schema.manifest import Manifest, load_manifest
 from wrenmem.settings import Settings, find_project_root, load_settings
-from wrenmem.sqlcheck import check_sql
+from wrenmem.sqlcheck import parse_checked
 from wrenmem.watch.client import remote_fetch, remote_recall
 
 Notify = Callable[[str], None]
@@ -78,23 +86,36 @@ class Memory:
 
     def store(self, question: str, sql: str, *, datasource: str | None = None,
               dialect: str | None = None, tags: Iterable[str] = (), note: str = "",
-              source: str = "user", folder: str = "", force: bool = False) -> StoreResult:
+              source: str | None = None, folder: str = "", force: bool = False,
+              check_schema: bool = False) -> StoreResult:
         """Store an NL→SQL pair as a Markdown file; the same question updates its file.
 
-        The SQL must parse in its dialect (one statement) unless ``force``; otherwise
-        :class:`SqlCheckError` lists each problem with its line and column.
+        The SQL must parse in its dialect (one statement) unless ``force``; with
+        ``check_schema`` it must also name only tables and columns of the manifest (when
+        there is one). Otherwise :class:`SqlCheckError` lists each problem with its line
+        and column in ``sql`` as given. The dialect is ``dialect``, else the existing file's,
+        else an explicitly set ``dialect`` setting, else the manifest's data source, else the
+        default. Re-storing a question keeps its file's dialect, source and ``created_at``
+        unless given.
         """
-        question, sql = question.strip(), sql.strip()
-        if not question:
+        if not question.strip():
             raise WrenmemError("the question is empty")
-        if not sql:
+        if not sql.strip():
             raise WrenmemError("the SQL is empty")
-        dialect = dialect or self.settings.dialect
-        problems = check_sql(sql, dialect)
+        existing = find_by_question(self.settings, question)
+        manifest = self._manifest_if_any()
+        dialect = (dialect or (existing.dialect if existing else None)
+                   or default_dialect(self.settings, manifest.dialect if manifest else None))
+        tree, problems = parse_checked(sql, dialect)
+        if not problems and check_schema and manifest is not None:
+            problems = check_references(sql, dialect, self._schema(manifest), tree)
         if problems and not force:
-            raise SqlCheckError(problems)
-        pair = Pair(nl=question, sql=sql, datasource=datasource or self.settings.datasource,
-                    dialect=dialect, tags=tuple(_split_tags(tags)), source=source, notes=note)
+            raise SqlCheckError(problems, prefix=f"not stored ({dialect} SQL)")
+        if source is None:
+            source = existing.source if existing else "user"
+        pair = Pair(nl=question.strip(), sql=sql.strip(),
+                    datasource=datasource or self.settings.datasource, dialect=dialect,
+                    tags=tuple(_split_tags(tags)), source=source, notes=note)
         result = store_pair(self.settings, pair, folder=folder)
         self._after_write([result.path])
         return result
@@ -189,8 +210,35 @@ class Memory:
 
     # -- schema --------------------------------------------------------------------
     def manifest(self) -> Manifest:
-        """The project's manifest, loaded and checked (warnings in ``.warnings``)."""
-        return load_manifest(self.settings.manifest_path)
+        """The project's manifest, loaded and checked (warnings in ``.warnings``).
+
+        Kept between calls while the file's size and mtime stay the same."""
+        path = self.settings.manifest_path
+        try:
+            st = path.stat()
+            key: tuple[Any, ...] = (str(path), st.st_size, st.st_mtime_ns)
+        except OSError:
+            return load_manifest(path)  # raises ManifestError naming the problem
+        cached = getattr(self, "_manifest_cache", None)
+        if cached is None or cached[0] != key:
+            cached = (key, load_manifest(path), {})
+            self._manifest_cache = cached
+        manifest: Manifest = cached[1]
+        return manifest
+
+    def _manifest_if_any(self) -> Manifest | None:
+        """The manifest, or None when the project has none (a broken one still raises)."""
+        if not self.settings.manifest_path.is_file():
+            return None
+        return self.manifest()
+
+    def _schema(self, manifest: Manifest) -> Schema:
+        """Tables and columns of ``manifest`` prepared for reference checks, kept with it."""
+        prepared = self._manifest_cache[2]
+        if "schema" not in prepared:
+            prepared["schema"] = Schema(manifest.table_columns())
+        schema: Schema = prepared["schema"]
+        return schema
 
     def describe(self) -> str:
         """The whole schema as plain text (models, columns, relationships, views, cubes)."""

@@ -20,6 +20,7 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(["describe", "fetch", "seed"], "schema_cmds"),
     **dict.fromkeys(["sync", "index", "status", "check", "reset"], "index_cmds"),
     "watch": "watch_cmds",
+    "mcp": "mcp_cmds",
     **dict.fromkeys(["hooks", "validate", "duplicates", "diff"], "git_cmds"),
 }
 

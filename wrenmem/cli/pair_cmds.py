@@ -7,18 +7,18 @@ from pathlib import Path
 
 import click
 
+from wrenmem.api import Memory
 from wrenmem.cli.common import emit_json, get_settings, json_option, report_pair_errors, warn
-from wrenmem.errors import PairError, WrenmemError
+from wrenmem.errors import PairError, SqlCheckError, WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.index.autosync import after_write
 from wrenmem.pairs.catalog import iter_pair_files, read_pair_file, scan
 from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, render_pair
 from wrenmem.pairs.seeds import extra_pairs
-from wrenmem.pairs.store import delete_pair_file, store_pair
+from wrenmem.pairs.store import delete_pair_file
 from wrenmem.recall.bm25f import GrepBackend
 from wrenmem.recall.hits import Filters
 from wrenmem.settings import CONFIG_FILE, Settings, settings_help
-from wrenmem.sqlcheck import check_sql
 
 
 @click.command()
@@ -56,16 +56,20 @@ def init(ctx: click.Context) -> None:
 @click.option("--sql", "-s", "sql", required=True,
               help="The SQL that answers it ('-' reads stdin).")
 @click.option("--datasource", "-d", help="Datasource name (default: setting `datasource`).")
-@click.option("--dialect", help="sqlglot dialect of the SQL (default: setting `dialect`).")
-@click.option("--tag", "-t", "tags", multiple=True, help="A tag; repeat or give a comma list.")
+@click.option("--dialect", help="sqlglot dialect of the SQL (default: the file's when the "
+                                "question exists, else setting `dialect` when set, else the "
+                                "manifest's data source).")
+@click.option("--tag", "--tags", "-t", "tags", multiple=True,
+              help="A tag; repeat or give a comma list (--tags a,b as in Wren).")
 @click.option("--note", default="", help="Notes for reviewers, written below the SQL.")
-@click.option("--source", default="user", show_default=True, help="Where the pair came from.")
+@click.option("--source", help="Where the pair came from (default: user; a re-stored "
+                               "question keeps its file's).")
 @click.option("--folder", default="", help="Sub-folder of knowledge/sql/ for a new file.")
 @click.option("--force", is_flag=True, help="Store even if the SQL does not parse.")
 @json_option
 @click.pass_context
 def store(ctx: click.Context, nl: str, sql: str, datasource: str | None, dialect: str | None,
-          tags: tuple[str, ...], note: str, source: str, folder: str, force: bool,
+          tags: tuple[str, ...], note: str, source: str | None, folder: str, force: bool,
           as_json: bool) -> None:
     """Store an NL→SQL pair as a Markdown file (the same question updates its file)."""
 
@@ -76,16 +80,18 @@ def store(ctx: click.Context, nl: str, sql: str, datasource: str | None, dialect
         raise click.BadParameter("the question is empty", param_hint="--nl")
     if not sql.strip():
         raise click.BadParameter("the SQL is empty", param_hint="--sql")
-    problems = check_sql(sql, settings.dialect)
-    if problems and not force:
-        for p in problems:
+    notes: list[str] = []
+    memory = Memory.from_settings(settings, notify=notes.append)
+    try:
+        # The dialect: --dialect, else the file's (re-store), else the setting when set,
+        # else the manifest's data source.
+        result = memory.store(nl, sql, dialect=dialect, tags=tags, note=note, source=source,
+                              folder=folder, force=force)
+    except SqlCheckError as e:
+        for p in e.problems:
             warn(f"--sql:{p.line}:{p.col}: {p.message}")
-        raise WrenmemError("not stored: fix the SQL, or pass --force to store it anyway")
-    tag_list = tuple(t.strip() for raw in tags for t in raw.split(",") if t.strip())
-    pair = Pair(nl=nl.strip(), sql=sql.strip(), datasource=settings.datasource,
-                dialect=settings.dialect, tags=tag_list, source=source, notes=note)
-    result = store_pair(settings, pair, folder=folder)
-    sync_note = after_write(settings, [result.path])
+        raise WrenmemError("not stored: fix the SQL, or pass --force to store it anyway") from e
+    sync_note = notes[0] if notes else None
     if as_json:
         emit_json({"path": result.path, "created": result.created,
                    "pair": result.pair.to_dict(), "index": sync_note})
