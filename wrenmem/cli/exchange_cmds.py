@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from wrenmem.cli.common import emit_json, get_settings, json_option, report_pair_errors, warn
+from wrenmem.cli.common import (
+    alias,
+    emit_json,
+    get_settings,
+    json_option,
+    report_pair_errors,
+    warn,
+)
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.index.autosync import after_write
 from wrenmem.pairs.catalog import scan
@@ -52,12 +59,18 @@ def import_cmd(ctx: click.Context, file: str, upsert: bool, overwrite: bool, dry
 
 @click.command()
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
-@click.option("--source", help="Only pairs with this source.")
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False),
+              help="Write to this file (as FILE; Wren's spelling).")
+@click.option("--source", "-s", help="Only pairs with this source.")
 @click.option("--include-seed", is_flag=True, help="Also export seed queries from the manifest.")
 @click.pass_context
-def export(ctx: click.Context, file: str | None, source: str | None, include_seed: bool) -> None:
+def export(ctx: click.Context, file: str | None, output: str | None, source: str | None,
+           include_seed: bool) -> None:
     """Export pairs as a queries.yml to FILE (or stdout)."""
 
+    if file and output and file != output:
+        raise click.UsageError("give the output file once: FILE or --output")
+    file = file or output
     settings = get_settings(ctx)
     found = scan(settings)
     report_pair_errors(found.errors)
@@ -71,4 +84,4 @@ def export(ctx: click.Context, file: str | None, source: str | None, include_see
         warn(f"exported {len(pairs)} pair(s) to {file}")
 
 
-COMMANDS = [import_cmd, export]
+COMMANDS = [import_cmd, export, alias(import_cmd, "load"), alias(export, "dump")]

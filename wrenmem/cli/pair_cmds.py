@@ -8,7 +8,14 @@ from pathlib import Path
 import click
 
 from wrenmem.api import Memory
-from wrenmem.cli.common import emit_json, get_settings, json_option, report_pair_errors, warn
+from wrenmem.cli.common import (
+    emit_json,
+    get_settings,
+    json_option,
+    output_option,
+    report_pair_errors,
+    warn,
+)
 from wrenmem.errors import PairError, SqlCheckError, WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.index.autosync import after_write
@@ -135,13 +142,17 @@ def show(ctx: click.Context, target: str, as_json: bool) -> None:
 
 
 @click.command(name="list")
-@click.option("--source", help="Only pairs with this source (user, seed, import…).")
+@click.option("--source", "-s", help="Only pairs with this source (user, seed, import…).")
 @click.option("--tag", "tags", multiple=True, help="Only pairs with this tag (repeatable).")
 @click.option("--datasource", "-d", help="Only pairs of this datasource.")
+@click.option("--limit", "-n", type=click.IntRange(0, None), help="At most this many pairs.")
+@click.option("--offset", type=click.IntRange(0, None), default=0, help="Skip this many first.")
 @json_option
+@output_option
 @click.pass_context
 def list_pairs(ctx: click.Context, source: str | None, tags: tuple[str, ...],
-               datasource: str | None, as_json: bool) -> None:
+               datasource: str | None, limit: int | None, offset: int, as_json: bool,
+               output: str | None) -> None:
     """List stored pairs (bad files are reported on stderr and skipped)."""
 
     settings = get_settings(ctx)
@@ -149,13 +160,16 @@ def list_pairs(ctx: click.Context, source: str | None, tags: tuple[str, ...],
     report_pair_errors(found.errors)
     filters = Filters(datasource=datasource, tags=tags, source=source)
     pairs = [p for p in (*found.pairs, *extra_pairs(settings)) if filters.accepts(p)]
-    if as_json:
+    total = len(pairs)
+    pairs = pairs[offset:] if limit is None else pairs[offset:offset + limit]
+    if as_json or output == "json":
         emit_json([p.to_dict() for p in pairs])
         return
     for pair in pairs:
         tag_text = f"  [{', '.join(pair.tags)}]" if pair.tags else ""
         click.echo(f"{pair.path}\t{pair.nl}{tag_text}")
-    warn(f"{len(pairs)} pair(s)")
+    shown = f"{offset + 1}-{offset + len(pairs)} of {total}" if len(pairs) < total else total
+    warn(f"{shown} pair(s)")
 
 
 @click.command()
