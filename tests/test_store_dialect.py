@@ -78,3 +78,15 @@ def test_cli_store_and_validate_use_the_manifest_dialect(
     (shop / "knowledge/sql/hand.md").write_text(
         f"---\nnl: Hand\n---\n\n```sql\n{BACKTICKS}\n```\n", encoding="utf-8")
     assert cli("validate", root=shop).exit_code == 0
+
+
+def test_cli_dialect_flag_wins_on_restore(shop: Path, cli: Callable[..., Result]) -> None:
+    assert cli("store", "--nl", "Names", "--sql", BACKTICKS, root=shop).exit_code == 0
+    out = cli("store", "--nl", "Names", "--sql", 'SELECT "full name" FROM customers',
+              "--dialect", "postgres", "--json", root=shop)
+    assert out.exit_code == 0, out.output
+    assert '"dialect": "postgres"' in out.stdout
+    # Without --dialect the file's dialect (now postgres) is kept, not the manifest's.
+    out = cli("store", "--nl", "Names", "--sql", 'SELECT "id" FROM customers', "--json",
+              root=shop)
+    assert '"dialect": "postgres"' in out.stdout and '"source": "user"' in out.stdout

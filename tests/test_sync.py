@@ -250,11 +250,11 @@ def test_scoped_sync_keeps_the_mirror(project: Path, fake: RecordingEmbedder) ->
 def test_seed_pairs_are_indexed_beside_files(project: Path, fake: RecordingEmbedder,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from wrenmem.errors import ManifestError
-    from wrenmem.pairs import seeds as seeds_source
+    from wrenmem.index import sync as sync_module
 
     seeds = [Pair(nl="List all orders", sql="SELECT * FROM orders", path="seed:orders/list",
                   source="seed")]
-    monkeypatch.setattr(seeds_source, "extra_pairs", lambda settings, **kw: list(seeds))
+    monkeypatch.setattr(sync_module, "extra_pairs", lambda settings, **kw: list(seeds))
     _three(project)
     settings = settings_for(project)
     report = sync_pairs(settings)
@@ -267,7 +267,7 @@ def test_seed_pairs_are_indexed_beside_files(project: Path, fake: RecordingEmbed
     def broken(settings: object, **kw: object) -> list[Pair]:
         raise ManifestError("target/mdl.json: models must be a list")
 
-    monkeypatch.setattr(seeds_source, "extra_pairs", broken)
+    monkeypatch.setattr(sync_module, "extra_pairs", broken)
     report = sync_pairs(settings)
     assert report.warnings and not report.removed
     assert any(r["id"].startswith("seed:") for r in table_rows(settings))

@@ -42,7 +42,7 @@ from wrenmem.schema.fetch import fetch as fetch_context
 from wrenmem.schema.manifest import Manifest, load_manifest
 from wrenmem.settings import Settings, find_project_root, load_settings
 from wrenmem.sqlcheck import parse_checked
-from wrenmem.watch.client import remote_fetch, remote_recall
+from wrenmem.watch.client import remote_call, remote_fetch, remote_recall
 
 Notify = Callable[[str], None]
 
@@ -104,6 +104,8 @@ class Memory:
             raise WrenmemError("the SQL is empty")
         existing = find_by_question(self.settings, question)
         manifest = self._manifest_if_any()
+        if dialect is None and self.settings.origins.get("dialect") == "flag":
+            dialect = self.settings.dialect  # given for this call, like the argument
         dialect = (dialect or (existing.dialect if existing else None)
                    or default_dialect(self.settings, manifest.dialect if manifest else None))
         tree, problems = parse_checked(sql, dialect)
@@ -167,19 +169,17 @@ class Memory:
         """Import Wren's ``queries.yml``: each pair becomes a file (``skip``, ``upsert`` or
         ``overwrite`` existing questions)."""
         pairs = read_queries_yml(Path(path))
-        report = import_pairs(self.settings, pairs, mode,
-                              dry_run=dry_run)
+        report = import_pairs(self.settings, pairs, mode, dry_run=dry_run)
+        report.read = len(pairs)
         if not dry_run:
             self._after_write([*report.created, *report.updated, *report.deleted])
         return report
 
     def export(self, path: str | Path | None = None, *, source: str | None = None,
                seeds: bool = False) -> str:
-        """Wren's ``queries.yml`` text of the pairs; written to ``path`` when given."""
-        found = scan(self.settings)
-        self._report(found.errors)
-        pairs = list(found.pairs) + (extra_pairs(self.settings) if seeds else [])
-        text = export_document([p for p in pairs if source is None or p.source == source])
+        """Wren's ``queries.yml`` text of the pairs (with ``seeds``, the manifest's seed
+        pairs too); also written to ``path`` when given."""
+        text = export_document(self.list(source=source, seeds=seeds))
         if path is not None:
             atomic_write_text(Path(path), text)
         return text
@@ -278,6 +278,10 @@ class Memory:
 
     def status(self) -> dict[str, Any]:
         """Backend, embedder, counts and freshness, with stable keys."""
+        if self.use_daemon:
+            remote = remote_call(self.settings, "status", {})
+            if isinstance(remote, dict):
+                return remote
         return status_data(self.settings)
 
     def reset(self) -> bool:

@@ -8,17 +8,11 @@ from typing import Any
 
 import click
 
-from wrenmem.cli.common import emit_json, get_settings, json_option, output_option, warn
-from wrenmem.index.autosync import after_write
-from wrenmem.pairs.catalog import scan
-from wrenmem.pairs.pairfile import Pair
+from wrenmem.api import Memory
+from wrenmem.cli.common import emit_json, get_memory, json_option, output_option, warn
 from wrenmem.pairs.seeds import build_records
-from wrenmem.pairs.store import store_pair
 from wrenmem.schema.describe import describe as describe_text
-from wrenmem.schema.fetch import fetch as fetch_context
-from wrenmem.schema.manifest import load_manifest
-from wrenmem.settings import BACKENDS, Settings
-from wrenmem.watch.client import remote_fetch
+from wrenmem.settings import BACKENDS
 
 manifest_option = click.option(
     "--manifest", "--mdl", "-m", "manifest", type=click.Path(dir_okay=False),
@@ -26,10 +20,13 @@ manifest_option = click.option(
          "Wren.")
 
 
-def _settings(ctx: click.Context, manifest: str | None, **overrides: object) -> Settings:
+def _memory(ctx: click.Context, manifest: str | None, **overrides: object) -> Memory:
     # A path typed on the command line is relative to the shell's folder, not the project.
     path = str(Path(manifest).resolve()) if manifest else None
-    return get_settings(ctx, manifest=path, **overrides)
+    memory = get_memory(ctx, manifest=path, **overrides)
+    # The daemon answers for the project's own manifest only.
+    memory.use_daemon = manifest is None
+    return memory
 
 
 def _warn_manifest(warnings: tuple[str, ...], path: str) -> None:
@@ -60,8 +57,9 @@ def _progress() -> Callable[[int, int], None] | None:
 def describe(ctx: click.Context, manifest: str | None, as_json: bool) -> None:
     """Print the whole schema (models, columns, relationships, views, cubes) as plain text."""
 
-    settings = _settings(ctx, manifest)
-    loaded = load_manifest(settings.manifest_path)
+    memory = _memory(ctx, manifest)
+    settings = memory.settings
+    loaded = memory.manifest()
     _warn_manifest(loaded.warnings, settings.relpath(settings.manifest_path))
     text = describe_text(loaded)
     if as_json:
@@ -101,15 +99,10 @@ def fetch(ctx: click.Context, question: str, types: tuple[str, ...], model: str 
     and falls back to keyword search when the index extra is not installed.
     """
 
-    settings = _settings(ctx, manifest, backend=backend)
-    # The running watcher answers warm when it can; otherwise the same work in-process.
-    # Not for another manifest than the project's: the daemon answers for its own.
-    result: Any = None if manifest else remote_fetch(settings, question, types=types,
-                                                     model=model, k=k, threshold=threshold)
-    if result is None:
-
-        result = fetch_context(settings, question, types=types, model=model, k=k,
-                               threshold=threshold, progress=_progress())
+    memory = _memory(ctx, manifest, backend=backend)
+    settings = memory.settings
+    result: Any = memory.fetch(question, types=types, model=model, k=k, threshold=threshold,
+                               progress=_progress())
     _warn_manifest(result.warnings, settings.relpath(settings.manifest_path))
     for note in result.notes:
         warn(f"note: {note}")
@@ -132,8 +125,9 @@ def seed(ctx: click.Context, write: bool, manifest: str | None, as_json: bool) -
     files; a question that already has a file of another source is left alone.
     """
 
-    settings = _settings(ctx, manifest)
-    loaded = load_manifest(settings.manifest_path)
+    memory = _memory(ctx, manifest)
+    settings = memory.settings
+    loaded = memory.manifest()
     _warn_manifest(loaded.warnings, settings.relpath(settings.manifest_path))
     records = build_records(loaded)
     if not write:
@@ -150,19 +144,11 @@ def seed(ctx: click.Context, write: bool, manifest: str | None, as_json: bool) -
             click.echo(f"    {r['sql']}")
         return
 
-    existing = {p.nl: p for p in scan(settings).pairs}
-    written, skipped = [], []
-    for r in records:
-        other = existing.get(r["nl"])
-        if other is not None and other.source != "seed":
-            skipped.append({"nl": r["nl"], "path": other.path,
-                            "reason": f"a {other.source} pair already answers it"})
-            continue
-        result = store_pair(settings, Pair(nl=r["nl"], sql=r["sql"], dialect=r["dialect"],
-                                           datasource=r["datasource"], tags=tuple(r["tags"]),
-                                           source="seed"), folder="seeds")
-        written.append({"nl": r["nl"], "path": result.path, "created": result.created})
-    note = after_write(settings, [w["path"] for w in written])
+    notes: list[str] = []
+    memory.notify = notes.append
+    done = memory.write_seeds()
+    written, skipped = done.written, done.skipped
+    note = "; ".join(notes) or None
     if as_json:
         emit_json({"written": written, "skipped": skipped})
         return

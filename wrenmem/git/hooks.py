@@ -336,12 +336,7 @@ def _sync(settings: Settings) -> str:
     if reason is not None:
         return f"no index to sync: {reason}"
 
-    report = sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT)
-    if report.noop:
-        return f"index up to date ({report.rows} rows)"
-    return (f"synced: {len(report.added)} added, {len(report.changed)} changed, "
-            f"{len(report.removed)} removed, {len(report.renamed)} renamed; "
-            f"{report.embedded} embedded")
+    return sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT).summary()
 
 
 def _log(path: Path, message: str) -> None:

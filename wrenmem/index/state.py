@@ -19,12 +19,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 from wrenmem.fsutil import read_marshal, write_marshal
-from wrenmem.index.table import SCHEMA_VERSION, index_exists
+from wrenmem.index import table as index
 from wrenmem.pairs.catalog import SKIPPED_NAMES
 from wrenmem.pairs.seeds import seed_pairs
 from wrenmem.settings import Settings
@@ -104,7 +103,7 @@ def save_state(settings: Settings, *, model_id: str, files: dict[str, str],
                seeds: str | None) -> None:
     """Record what the index now holds (call only right after it was made so)."""
 
-    state = {"v": STATE_VERSION, "schema": SCHEMA_VERSION, "uri": settings.index_uri,
+    state = {"v": STATE_VERSION, "schema": index.SCHEMA_VERSION, "uri": settings.index_uri,
              "model_id": model_id, "files": files, "extras": extras, "rows": rows,
              "ids": ids, "errors": errors, "stats": stats, "stats_at": stats_at,
              "seeds": seeds}
@@ -118,9 +117,9 @@ def invalidate_state(settings: Settings) -> None:
 def same_target(settings: Settings, state: dict[str, Any] | None, model_id: str) -> bool:
     """The mirror describes this URI, embedder and table schema, and the table exists."""
 
-    return (state is not None and state.get("schema") == SCHEMA_VERSION
+    return (state is not None and state.get("schema") == index.SCHEMA_VERSION
             and state.get("uri") == settings.index_uri
-            and state.get("model_id") == model_id and index_exists(settings))
+            and state.get("model_id") == model_id and index.index_exists(settings))
 
 
 def state_matches(settings: Settings, state: dict[str, Any] | None, model_id: str,
@@ -147,7 +146,3 @@ def quick_noop(settings: Settings, model_id: str) -> dict[str, Any] | None:
     if seeds_digest(settings) != state.get("seeds"):
         return None
     return state
-
-
-def now() -> float:
-    return time.time()

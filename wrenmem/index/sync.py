@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from wrenmem.embedders import get_embedder
@@ -35,7 +35,6 @@ from wrenmem.index.state import (
     state_matches,
     walk_stats,
 )
-from wrenmem.index.table import SCHEMA_VERSION
 from wrenmem.lock import index_lock
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
@@ -194,7 +193,6 @@ class SyncReport:
     model_id: str = ""
     rows: int = 0
     optimized: bool = False
-    unchanged_count: int = field(default=0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -202,13 +200,24 @@ class SyncReport:
             "added": list(self.added), "changed": list(self.changed),
             "removed": list(self.removed),
             "renamed": [{"from": a, "to": b} for a, b in self.renamed],
-            "unchanged": self.unchanged_count or len(self.unchanged),
+            "unchanged": len(self.unchanged),
             "embedded": self.embedded, "rows": self.rows, "embedder": self.model_id,
             "optimized": self.optimized,
             "errors": [{"path": e.path, "line": e.line, "reason": e.reason}
                        for e in self.errors],
             "warnings": list(self.warnings),
         }
+
+    def summary(self) -> str:
+        """One line for people: counts, never the lists of paths."""
+        if self.noop:
+            return f"index up to date: {self.rows} pairs ({self.model_id})"
+        counts = [f"{len(self.added)} added", f"{len(self.changed)} changed",
+                  f"{len(self.removed)} removed", f"{len(self.renamed)} renamed",
+                  f"{len(self.unchanged)} unchanged"]
+        texts = "text" if self.embedded == 1 else "texts"
+        return (f"{'rebuilt' if self.rebuilt else 'synced'}: {', '.join(counts)}; "
+                f"{self.embedded} {texts} embedded; {self.rows} rows ({self.model_id})")
 
 
 # ------------------------------------------------------------------------ sync ----
@@ -361,7 +370,7 @@ def _sync_locked(settings: Settings, embedder: Any, snap: Snapshot, full: bool,
 
 def _mirror_ok(settings: Settings, prior: dict[str, Any] | None, model_id: str) -> bool:
 
-    return (prior is not None and prior.get("schema") == SCHEMA_VERSION
+    return (prior is not None and prior.get("schema") == index.SCHEMA_VERSION
             and prior.get("uri") == settings.index_uri
             and prior.get("model_id") == model_id)
 
@@ -482,6 +491,26 @@ class Drift:
     @property
     def fresh(self) -> bool:
         return not self.index_missing and not self.rebuild_needed and self.plan.in_sync
+
+    @property
+    def drifted(self) -> bool:
+        return not self.plan.in_sync or self.rebuild_needed
+
+    def to_dict(self) -> dict[str, Any]:
+        plan = self.plan
+        return {
+            "fresh": self.fresh,
+            "index_missing": self.index_missing,
+            "rebuild_needed": self.rebuild_needed,
+            "embedder": self.model_id,
+            "built_by": self.built_by,
+            "added": list(plan.added),
+            "changed": list(plan.changed),
+            "removed": list(plan.removed),
+            "renamed": [{"from": a, "to": b} for a, b in plan.renamed],
+            "errors": [{"path": e.path, "line": e.line, "reason": e.reason}
+                       for e in self.errors],
+        }
 
 
 def check_drift(settings: Settings) -> Drift:

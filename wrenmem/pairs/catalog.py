@@ -36,9 +36,6 @@ class Scan:
     errors: tuple[PairError, ...]
     file_hashes: dict[str, str]  # relative path -> sha256 of the raw bytes
 
-    def by_path(self) -> dict[str, Pair]:
-        return {p.path: p for p in self.pairs}
-
 
 def iter_pair_files(folder: Path) -> Iterator[Path]:
     """Every ``*.md`` under ``folder``, recursively, skipping hidden files and folders."""

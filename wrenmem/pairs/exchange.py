@@ -28,6 +28,7 @@ class ImportReport:
     skipped: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     sources: dict[str, int] = field(default_factory=dict)
+    read: int = 0  # pairs in the input
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "created": self.created, "updated": self.updated,

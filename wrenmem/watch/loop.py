@@ -96,8 +96,7 @@ def classify_error(exc: BaseException) -> str:
         # wrenmem raises on purpose, with a reason for the user (bad settings or manifest,
         # a missing extra, a model that cannot load); only a busy lock is worth a retry
         return PERMANENT
-    if type(exc).__name__ in ("EmbedderError", "ModelLoadError") or getattr(
-            exc, "permanent", False):
+    if getattr(exc, "permanent", False):
         return PERMANENT
     if isinstance(exc, PermissionError):
         return PERMANENT
