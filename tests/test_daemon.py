@@ -246,7 +246,7 @@ class _FakeIndexBackend:
     """Only its shape matters: the daemon must refuse before searching it."""
 
     name = "hybrid"
-    auto_sync = True
+    uses_index = True
 
     def table(self):
         raise AssertionError("must not be opened while a writer holds the lock")

@@ -25,6 +25,7 @@ class GrepBackend:
     """Keyword recall over the pair files (plus any extra pairs, e.g. seeds)."""
 
     name = "grep"
+    uses_index = False
 
     def __init__(self, settings: Settings, pairs: Sequence[Pair] | None = None):
         self.settings = settings

@@ -73,6 +73,7 @@ class RecallBackend(Protocol):
     """What every backend provides: a batch of questions in, ranked hits out."""
 
     name: str
+    uses_index: bool  # True: ranks rows of the LanceDB index, which the caller syncs first
 
     def search(self, queries: Sequence[str], k: int, filters: Filters) -> list[list[Hit]]: ...
 

@@ -2,10 +2,10 @@
 
 ``vector`` ranks by cosine similarity of the question's embedding. ``hybrid`` also runs
 LanceDB's full-text search (ICU tokenizer: English and Chinese) and fuses the two rankings
-by weighted reciprocal rank fusion. Both return the same :class:`~wrenmem.recall.backends.Hit`s as
-grep. A backend object keeps its embedder loaded and may serve many searches in a
-long-lived process; every search sees the latest committed table version, and first brings
-the index up to date with the files (a no-op sync costs a few milliseconds).
+by score. Both return the same :class:`~wrenmem.recall.hits.Hit`s as grep. A backend
+object keeps its embedder loaded and may serve many searches in a long-lived process; every
+search sees the latest committed table version. Bringing the index up to date with the
+files first is the caller's job (:func:`wrenmem.recall.backends.catch_up`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from wrenmem.embedders import get_embedder
-from wrenmem.errors import LockTimeoutError, WrenmemError
+from wrenmem.errors import WrenmemError
 from wrenmem.index import table as index
-from wrenmem.index.sync import sync_pairs
 from wrenmem.index.table import query_terms, row_pair, sql_list
 from wrenmem.recall.hits import Filters, Hit, rank
 from wrenmem.settings import Settings
@@ -35,7 +34,6 @@ log = logging.getLogger(__name__)
 # with bench/recall_quality.py; see the README.
 LEXICAL_WEIGHT = 1.5
 MIN_DEPTH = 50  # candidates per ranking before fusion
-SYNC_LOCK_TIMEOUT = 10.0
 COLUMNS = ["id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta"]
 
 
@@ -63,10 +61,11 @@ class VectorBackend:
 
     name = "vector"
 
-    def __init__(self, settings: Settings, *, auto_sync: bool = True):
+    uses_index = True
+
+    def __init__(self, settings: Settings):
 
         self.settings = settings
-        self.auto_sync = auto_sync
         self.embedder = get_embedder(settings.embedder, root=settings.root)
         self._db: Any = None
         self._table: Any = None
@@ -76,19 +75,6 @@ class VectorBackend:
                              name="wrenmem-model-load").start()
 
     # -- index access ---------------------------------------------------------------
-    def _bring_up_to_date(self) -> None:
-
-        try:
-            report = sync_pairs(self.settings, lock_timeout=SYNC_LOCK_TIMEOUT)
-        except LockTimeoutError:
-            log.warning("recall: another process is updating the index; answering from the "
-                        "last committed version")
-            return
-        if not report.noop:
-            self._table = None
-            if report.embedded:
-                log.info("recall: indexed %d new or changed pair(s) first", report.embedded)
-
     def table(self) -> Any:
         if self._table is None:
             if self._db is None:
@@ -140,12 +126,8 @@ class VectorBackend:
             return []
 
     def search(self, queries: Sequence[str], k: int, filters: Filters) -> list[list[Hit]]:
-        if self.auto_sync:
-            self._bring_up_to_date()
-            # A fresh handle per search: a kept one sees new rows (the connection checks the
-            # latest version) but keeps the full-text index it first read. A caller that
-            # pins a version (the daemon, with auto_sync off) keeps its handle.
-            self._table = None
+        """Rank on the table as it is: bringing it up to date is the caller's job
+        (:func:`wrenmem.recall.backends.recall_many`, the daemon)."""
         if not queries:
             return []
         vectors = self.embedder.embed(list(queries))

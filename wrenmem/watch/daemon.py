@@ -257,7 +257,7 @@ class DaemonServer:
         """
 
         backend: Any = BACKENDS[name](settings)
-        if not callable(getattr(backend, "table", None)):
+        if not backend.uses_index:
             return backend.name, backend.search(queries, k, filters)  # grep: the files
 
         key = (name, settings)
@@ -270,12 +270,10 @@ class DaemonServer:
                     raise Refused("the index is being written and no whole version is known "
                                   "yet") from None
                 backend.table().checkout(version)
-                return backend.name, _without_sync(backend, queries, k, filters)
-            if getattr(backend, "auto_sync", False):
-
-                sync_pairs(settings)  # re-enters the lock we hold
+                return backend.name, backend.search(queries, k, filters)
+            sync_pairs(settings)  # re-enters the lock we hold
             self._complete[key] = backend.table().version
-            return backend.name, _without_sync(backend, queries, k, filters)
+            return backend.name, backend.search(queries, k, filters)
         raise AssertionError("unreachable")
 
     def warm(self) -> None:
@@ -291,14 +289,6 @@ class DaemonServer:
                 self._search(name, self.settings, ["warm up"], 1, Filters())
             except Refused:
                 pass  # a sync is writing: the model is loaded, the table opens on first use
-
-
-def _without_sync(backend: Any, queries: list[str], k: int, filters: Any) -> list[list[Any]]:
-    """Search without the backend's own catch-up sync (done already, or a writer is busy)."""
-    if getattr(backend, "auto_sync", None) is not None:
-        backend.auto_sync = False
-    hits: list[list[Any]] = backend.search(queries, k, filters)
-    return hits
 
 
 def _same_user(conn: socket.socket) -> bool:
