@@ -272,8 +272,15 @@ def test_default_backend_with_the_real_model(shop: Path) -> None:
         write_pair(shop, "refunds.md", "How many orders were returned?",
                    "SELECT COUNT(*) FROM `orders` WHERE `status` = 'returned'",
                    dialect="mysql")
-        out["edited"] = await call(session, "recall_queries",
-                                   question="number of returned orders", k=1)
+        # The server syncs when the file-system event has arrived (milliseconds, more on a
+        # loaded machine): ask until it shows, for at most 10 s.
+        for _attempt in range(100):
+            out["edited"] = await call(session, "recall_queries",
+                                       question="number of returned orders", k=1)
+            if out["edited"]["pairs"][0]["path"] == "knowledge/sql/refunds.md":
+                break
+            await asyncio.sleep(0.1)
+        out["attempts"] = _attempt + 1
         return out
 
     out = in_session(shop, body)

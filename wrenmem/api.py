@@ -199,14 +199,17 @@ class Memory:
 
     def recall_many(self, questions: Sequence[str], k: int = 3, *,
                     datasource: str | None = None, tags: Sequence[str] = (),
-                    source: str | None = None) -> builtins.list[RecallResult]:
-        """Recall for several questions in one batch (one model call)."""
+                    source: str | None = None, sync: bool = True
+                    ) -> builtins.list[RecallResult]:
+        """Recall for several questions in one batch (one model call). The index is first
+        brought up to date with the files, unless ``sync`` is False (the caller knows that
+        nothing changed since its last recall)."""
         filters = Filters(datasource=datasource, tags=tuple(tags), source=source)
         if self.use_daemon:
             remote = remote_recall(self.settings, questions, k, filters, notify=self.notify)
             if remote is not None:
                 return remote
-        return recall_many(self.settings, questions, k, filters, notify=self.notify)
+        return recall_many(self.settings, questions, k, filters, notify=self.notify, sync=sync)
 
     # -- schema --------------------------------------------------------------------
     def manifest(self) -> Manifest:

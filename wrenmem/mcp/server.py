@@ -22,6 +22,7 @@ from pydantic import Field
 from wrenmem import __version__
 from wrenmem.api import Memory
 from wrenmem.errors import WrenmemError
+from wrenmem.mcp.freshness import Freshness
 from wrenmem.mcp.tools import (
     DescribeOutput,
     ForgetOutput,
@@ -53,7 +54,7 @@ pairs; forget_query(path) deletes a wrong pair (a file under the knowledge folde
 
 def build_server(memory: Memory, *, warm: bool = True) -> MCPServer[Any]:
     """The server for ``memory``'s project, its six tools registered."""
-    tools = Tools(memory)
+    tools = Tools(memory, Freshness(memory.settings))
     server: MCPServer[Any] = MCPServer(
         name="wrenmem", title="wrenmem: SQL memory", version=__version__,
         instructions=INSTRUCTIONS, log_level="WARNING")

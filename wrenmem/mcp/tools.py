@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,8 +19,9 @@ from typing_extensions import TypedDict
 
 from wrenmem.api import Memory
 from wrenmem.errors import SqlCheckError, WrenmemError
+from wrenmem.mcp.freshness import Freshness
 from wrenmem.pairs.pairfile import Pair
-from wrenmem.recall.hits import Hit
+from wrenmem.recall.hits import Hit, RecallResult
 
 
 class RecalledPair(TypedDict):
@@ -104,8 +106,9 @@ class Tools:
     """The tools of one project's server. Calls are serialized: the SDK runs synchronous
     tools in worker threads, and one index writer at a time is what the library expects."""
 
-    def __init__(self, memory: Memory):
+    def __init__(self, memory: Memory, freshness: Freshness | None = None):
         self.memory = memory
+        self.freshness = freshness
         self._lock = threading.Lock()
         self._notes: list[str] = []
         memory.notify = self._notes.append
@@ -119,11 +122,26 @@ class Tools:
                        ) -> RecallOutput:
         with self._lock:
             notes = self._begin()
-            result = self.memory.recall_many([question], k, datasource=datasource,
-                                             tags=tuple(tags or ()))[0]
+            result = self._recall(question, k, datasource, tuple(tags or ()))
             hits = [h for h in result.hits if min_score is None or h.score >= min_score]
             return {"question": question, "backend": result.backend,
                     "pairs": [_recalled(h) for h in hits], "notes": list(notes)}
+
+    def _recall(self, question: str, k: int, datasource: str | None, tags: tuple[str, ...]
+                ) -> RecallResult:
+        """Recall, with the catch-up sync only when files may have changed since the last."""
+        fresh = self.freshness
+        if fresh is None or fresh.needs_sync():
+            started = time.monotonic()
+            result = self.memory.recall_many([question], k, datasource=datasource, tags=tags)
+            if fresh is not None:
+                fresh.synced(started)
+            return result[0]
+        try:
+            return self.memory.recall_many([question], k, datasource=datasource, tags=tags,
+                                           sync=False)[0]
+        except WrenmemError:  # e.g. the index was reset by another process: sync and retry
+            return self.memory.recall_many([question], k, datasource=datasource, tags=tags)[0]
 
     def get_schema_context(self, question: str, threshold: int | None = None, k: int = 10
                            ) -> SchemaContextOutput:
