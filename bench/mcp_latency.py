@@ -7,7 +7,8 @@ plus the example manifest, syncs it, then times, per backend:
   over stdio (a long-lived server, as an agent keeps it), round trip seen by the client;
 - ``daemon``: one request to ``wrenmem watch --detach``'s socket from a Python process
   (``remote_recall``, what the CLI's fast path sends);
-- ``cli+daemon``: a whole ``python -m wrenmem recall`` process answered by the daemon;
+- ``cli+daemon``: a whole ``python -m wrenmem recall`` process answered by the daemon
+  through the fast path (no click); ``click+daemon``: the same through the click CLI;
 - ``cli``: a whole process without the daemon (``WRENMEM_NO_DAEMON=1``): import, model, search.
 
 Median (and p90) of ``--runs`` calls with different questions, after one warm-up call each;
@@ -70,12 +71,14 @@ async def mcp_times(root: Path, env: dict[str, str], backend: str, qs: list[str]
     return times
 
 
-def process_times(root: Path, env: dict[str, str], backend: str, qs: list[str]) -> list[float]:
+def process_times(root: Path, env: dict[str, str], backend: str, qs: list[str],
+                  extra: tuple[str, ...] = ()) -> list[float]:
     times = []
     for q in qs:
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "wrenmem", "recall", "-q", q, "-b",
-                               backend], cwd=root, env=env, capture_output=True, text=True)
+                               backend, *extra], cwd=root, env=env, capture_output=True,
+                              text=True)
         times.append(time.perf_counter() - start)
         if proc.returncode != 0:
             raise SystemExit(f"recall failed:\n{proc.stderr}")
@@ -133,12 +136,15 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(0.2)
                 daemon = daemon_times(root, backend, qs)
                 warm_cli = process_times(root, env, backend, qs[:max(args.cli_runs, 10)])
+                # --format is not for the fast path: the same answer through click.
+                click_cli = process_times(root, env, backend, qs[:max(args.cli_runs, 10)],
+                                          ("--format", "wrenmem"))
             finally:
                 subprocess.run([sys.executable, "-m", "wrenmem", "watch", "--stop"], cwd=root,
                                env=env, capture_output=True)
             base = summary(mcp)[0]
             for name, times in (("mcp", mcp), ("daemon", daemon), ("cli+daemon", warm_cli),
-                                ("cli", cold)):
+                                ("click+daemon", click_cli), ("cli", cold)):
                 median, p90 = summary(times)
                 rows.append((backend, name, median, p90, median / base, len(times)))
                 print(f"{backend:7} {name:11} median {median * 1000:8.1f} ms  p90 "

@@ -58,6 +58,18 @@ async def call(session: ClientSession, tool: str, **args: Any) -> dict[str, Any]
     return result.structured_content
 
 
+async def recall_until(session: ClientSession, question: str, path: str) -> dict[str, Any]:
+    """Recall until ``path`` is the best hit. The server renews what it keeps warm when the
+    file-system event of a change has arrived (milliseconds; more on a loaded machine), so a
+    change is asked for again for up to 10 s; the answer says how many calls it took."""
+    for attempt in range(1, 101):
+        out = await call(session, "recall_queries", question=question, k=1)
+        if out["pairs"] and out["pairs"][0]["path"] == path:
+            return {**out, "attempts": attempt}
+        await asyncio.sleep(0.1)
+    return {**out, "attempts": attempt}
+
+
 async def error_text(session: ClientSession, tool: str, **args: Any) -> str:
     result = await session.call_tool(tool, args)
     assert result.is_error, result.structured_content
@@ -117,8 +129,8 @@ def test_mysql_project_agent_loop_in_one_session(shop: Path) -> None:
         write_pair(shop, "how-many-orders-were-shipped.md", "How many parcels went out?",
                    "SELECT COUNT(*) FROM `orders` WHERE `status` = 'shipped'",
                    dialect="mysql")
-        out["edited"] = await call(session, "recall_queries", question="parcels went out",
-                                   k=1)
+        out["edited"] = await recall_until(session, "parcels went out",
+                                           "knowledge/sql/how-many-orders-were-shipped.md")
         return out
 
     out = in_session(shop, body, "--backend", "grep")
@@ -272,15 +284,8 @@ def test_default_backend_with_the_real_model(shop: Path) -> None:
         write_pair(shop, "refunds.md", "How many orders were returned?",
                    "SELECT COUNT(*) FROM `orders` WHERE `status` = 'returned'",
                    dialect="mysql")
-        # The server syncs when the file-system event has arrived (milliseconds, more on a
-        # loaded machine): ask until it shows, for at most 10 s.
-        for _attempt in range(100):
-            out["edited"] = await call(session, "recall_queries",
-                                       question="number of returned orders", k=1)
-            if out["edited"]["pairs"][0]["path"] == "knowledge/sql/refunds.md":
-                break
-            await asyncio.sleep(0.1)
-        out["attempts"] = _attempt + 1
+        out["edited"] = await recall_until(session, "number of returned orders",
+                                           "knowledge/sql/refunds.md")
         return out
 
     out = in_session(shop, body)

@@ -52,9 +52,11 @@ name is wrong; fix it and call again. Storing the same question again updates it
 describe_schema gives the whole schema as text; list_queries pages through the stored \
 pairs; forget_query(path) deletes a wrong pair (a file under the knowledge folder)."""
 
-def build_server(memory: Memory, *, warm: bool = True) -> MCPServer[Any]:
-    """The server for ``memory``'s project, its six tools registered."""
-    tools = Tools(memory, Freshness(memory.settings))
+def build_server(memory: Memory, *, freshness: Freshness | None = None,
+                 warm: bool = True) -> MCPServer[Any]:
+    """The server for ``memory``'s project, its six tools registered. ``freshness`` says
+    when a recall must sync first (without it, before every recall)."""
+    tools = Tools(memory, freshness)
     server: MCPServer[Any] = MCPServer(
         name="wrenmem", title="wrenmem: SQL memory", version=__version__,
         instructions=INSTRUCTIONS, log_level="WARNING")
@@ -177,9 +179,13 @@ def _warm(tools: Tools) -> None:
 def serve(memory: Memory, *, http: tuple[str, int] | None = None) -> None:
     """Serve on stdio, or on streamable HTTP at ``http`` (host, port); returns when the
     client disconnects or the process is interrupted."""
-    server = build_server(memory)
-    if http is None:
-        server.run()
-    else:
-        host, port = http
-        server.run("streamable-http", host=host, port=port)
+    freshness = Freshness(memory.settings)
+    server = build_server(memory, freshness=freshness)
+    try:
+        if http is None:
+            server.run()
+        else:
+            host, port = http
+            server.run("streamable-http", host=host, port=port)
+    finally:
+        freshness.close()

@@ -20,8 +20,10 @@ from typing_extensions import TypedDict
 from wrenmem.api import Memory
 from wrenmem.errors import SqlCheckError, WrenmemError
 from wrenmem.mcp.freshness import Freshness
+from wrenmem.mcp.warm import WarmGrep
 from wrenmem.pairs.pairfile import Pair
-from wrenmem.recall.hits import Hit, RecallResult
+from wrenmem.recall.backends import choose_backend
+from wrenmem.recall.hits import Filters, Hit, RecallResult
 
 
 class RecalledPair(TypedDict):
@@ -109,6 +111,7 @@ class Tools:
     def __init__(self, memory: Memory, freshness: Freshness | None = None):
         self.memory = memory
         self.freshness = freshness
+        self._grep: WarmGrep | None = None
         self._lock = threading.Lock()
         self._notes: list[str] = []
         memory.notify = self._notes.append
@@ -129,19 +132,31 @@ class Tools:
 
     def _recall(self, question: str, k: int, datasource: str | None, tags: tuple[str, ...]
                 ) -> RecallResult:
-        """Recall, with the catch-up sync only when files may have changed since the last."""
+        """Recall with what is warm: the index's catch-up sync, or grep's snapshot of the
+        files, renewed only when files may have changed since the last call."""
         fresh = self.freshness
-        if fresh is None or fresh.needs_sync():
-            started = time.monotonic()
-            result = self.memory.recall_many([question], k, datasource=datasource, tags=tags)
-            if fresh is not None:
-                fresh.synced(started)
-            return result[0]
-        try:
-            return self.memory.recall_many([question], k, datasource=datasource, tags=tags,
-                                           sync=False)[0]
-        except WrenmemError:  # e.g. the index was reset by another process: sync and retry
-            return self.memory.recall_many([question], k, datasource=datasource, tags=tags)[0]
+        changed = fresh is None or fresh.needs_sync()
+        started = time.monotonic()
+        settings = self.memory.settings
+        if choose_backend(settings, self.memory.notify) == "grep":
+            if changed or self._grep is None:
+                self._grep = WarmGrep(settings)
+            hits = self._grep.search([question], k, Filters(datasource=datasource, tags=tags))
+            result = RecallResult(question, self._grep.name, tuple(hits[0]))
+        elif changed:
+            result = self.memory.recall_many([question], k, datasource=datasource,
+                                             tags=tags)[0]
+        else:
+            try:
+                result = self.memory.recall_many([question], k, datasource=datasource,
+                                                 tags=tags, sync=False)[0]
+            except WrenmemError:  # e.g. another process reset the index: sync and retry
+                changed = True
+                result = self.memory.recall_many([question], k, datasource=datasource,
+                                                 tags=tags)[0]
+        if changed and fresh is not None:
+            fresh.synced(started)
+        return result
 
     def get_schema_context(self, question: str, threshold: int | None = None, k: int = 10
                            ) -> SchemaContextOutput:
@@ -233,7 +248,7 @@ def pair_file_in_knowledge(memory: Memory, path: str) -> Path:
 
 def _refusal(error: SqlCheckError, memory: Memory) -> str:
     where = memory.settings.relpath(memory.settings.manifest_path)
-    lines = [f"{error.args[0].split(':', 1)[0]}: {len(error.problems)} problem(s) in the SQL "
+    lines = [f"{error.prefix}: {len(error.problems)} problem(s) in the SQL "
              f"(checked against {where}):"]
     lines += [f"  line {p.line}, column {p.col}: {p.message}" for p in error.problems]
     lines.append("Fix the SQL (run it first if you can) and call store_query again.")
