@@ -57,6 +57,9 @@ class Memory:
     and fetch ask a running ``wrenmem watch`` first (warm model, same answers).
     """
 
+    # The manifest last loaded: (path, size, mtime), the Manifest, what was derived from it.
+    _manifest_cache: tuple[tuple[Any, ...], Manifest, dict[str, Any]] | None = None
+
     def __init__(self, root: str | Path | None = None, *, embedder: Embedder | None = None,
                  use_daemon: bool = False, notify: Notify | None = None,
                  **settings: Any) -> None:
@@ -222,12 +225,11 @@ class Memory:
             key: tuple[Any, ...] = (str(path), st.st_size, st.st_mtime_ns)
         except OSError:
             return load_manifest(path)  # raises ManifestError naming the problem
-        cached = getattr(self, "_manifest_cache", None)
+        cached = self._manifest_cache
         if cached is None or cached[0] != key:
             cached = (key, load_manifest(path), {})
             self._manifest_cache = cached
-        manifest: Manifest = cached[1]
-        return manifest
+        return cached[1]
 
     def _manifest_if_any(self) -> Manifest | None:
         """The manifest, or None when the project has none (a broken one still raises)."""
@@ -237,7 +239,8 @@ class Memory:
 
     def _schema(self, manifest: Manifest) -> Schema:
         """Tables and columns of ``manifest`` prepared for reference checks, kept with it."""
-        prepared = self._manifest_cache[2]
+        cached = self._manifest_cache
+        prepared: dict[str, Any] = cached[2] if cached and cached[1] is manifest else {}
         if "schema" not in prepared:
             prepared["schema"] = Schema(manifest.table_columns())
         schema: Schema = prepared["schema"]
