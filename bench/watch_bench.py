@@ -98,7 +98,7 @@ def _in_sync(settings) -> bool:
     if settings.backend == "grep" or (settings.backend == "auto"
                                       and index_unavailable(settings) is not None):
         return True
-    from wrenmem.index.sync import check_drift
+    from wrenmem.index.drift import check_drift
 
     return bool(check_drift(settings).fresh)
 

@@ -109,7 +109,8 @@ def test_after_write_only_when_an_index_exists(project: Path) -> None:
     write_pair(project, "a.md", "Total revenue by region", "SELECT 1")
     assert after_write(settings, ["knowledge/sql/a.md"]) is None
     assert not (project / ".wrenmem" / "index").exists()
-    from wrenmem.index.sync import check_drift, sync_pairs
+    from wrenmem.index.drift import check_drift
+    from wrenmem.index.sync import sync_pairs
 
     sync_pairs(settings)
     write_pair(project, "b.md", "Number of customers", "SELECT COUNT(*) FROM customers")

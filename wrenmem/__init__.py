@@ -29,7 +29,7 @@ _EXPORTS = {
     "Filters": "wrenmem.recall.hits",
     "FetchResult": "wrenmem.schema.fetch",
     "SyncReport": "wrenmem.index.sync",
-    "Drift": "wrenmem.index.sync",
+    "Drift": "wrenmem.index.drift",
     "StoreResult": "wrenmem.pairs.store",
     "ImportReport": "wrenmem.pairs.exchange",
     "FmtReport": "wrenmem.pairs.fmt",
@@ -65,7 +65,8 @@ if TYPE_CHECKING:
         SqlCheckError,
         WrenmemError,
     )
-    from wrenmem.index.sync import Drift, SyncReport
+    from wrenmem.index.drift import Drift
+    from wrenmem.index.sync import SyncReport
     from wrenmem.pairs.exchange import ImportReport
     from wrenmem.pairs.fmt import FmtReport
     from wrenmem.pairs.pairfile import Pair

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from wrenmem import statedir
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.index.sync import sync_pairs
@@ -36,7 +37,7 @@ MARKER = "wrenmem-hook-v1"
 LEGACY_SUFFIX = ".wrenmem-legacy"
 # Where pre-commit (and installers that copy it) move a hook they replace, and run it from.
 OTHERS_LEGACY_SUFFIX = ".legacy"
-LOG_NAME = "hooks.log"
+LOG_NAME = statedir.HOOKS_LOG
 LOG_MAX_BYTES = 1_000_000
 HOOK_LOCK_TIMEOUT = 20.0  # another sync (the watcher) holding the lock will see the files too
 _TEMPLATE_START = "# start templated\n"
@@ -252,7 +253,6 @@ def _others_legacy(path: Path) -> Path:
 
 
 def _write_executable(path: Path, text: str) -> None:
-
     atomic_write_text(path, text)
     mode = path.stat().st_mode
     path.chmod(mode | 0o755)

@@ -30,7 +30,6 @@ def after_write(settings: Settings, paths: Sequence[str]) -> str | None:
         return None
 
     try:
-
         if index_unavailable(settings) is not None or not index_exists(settings):
             return None
 

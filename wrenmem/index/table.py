@@ -13,10 +13,9 @@ import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from wrenmem.errors import ExtraMissingError, WrenmemError
+from wrenmem import lance
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.settings import Settings
 from wrenmem.textsearch import document_terms, tokenize
@@ -31,10 +30,6 @@ SCHEMA_VERSION = "2"  # 2: the `terms` column for full-text search
 META_MODEL = b"wrenmem.model_id"
 META_DIM = b"wrenmem.dim"
 META_SCHEMA = b"wrenmem.schema"
-# Old versions are pruned only when older than this, so a reader that opened the previous
-# version a moment ago still finds its files (readers also retry once on a vanished file).
-CLEANUP_AFTER = timedelta(seconds=60)
-IN_CHUNK = 400  # ids per ``IN (...)`` filter: keeps the SQL text small
 
 
 @dataclass(frozen=True)
@@ -43,28 +38,9 @@ class IndexedRow:
     content_hash: str
 
 
-def import_lancedb() -> Any:
-    """``lancedb``, quiet, or an ExtraMissingError saying what to install."""
-    os.environ.setdefault("LANCE_LOG", "error")
-    os.environ.setdefault("LANCEDB_LOG", "error")  # the variable lancedb 0.40 reads
-    try:
-        import lancedb
-    except ImportError as e:
-        raise ExtraMissingError(
-            "the index needs lancedb and pyarrow (pip install 'wrenmem[index]')") from e
-    return lancedb
-
-
 def connect(settings: Settings) -> Any:
-    """A connection that always sees the latest committed version (no stale handles)."""
-    lancedb = import_lancedb()
-    uri = settings.index_uri
-    if "://" not in uri:
-        os.makedirs(uri, exist_ok=True)
-    try:
-        return lancedb.connect(uri, read_consistency_interval=timedelta(0))
-    except Exception as e:  # lancedb raises bare ValueError/OSError for bad URIs
-        raise WrenmemError(f"cannot open the index at {uri}: {e}") from e
+    """A connection to the project's index (always the latest committed version)."""
+    return lance.connect(settings.index_uri)
 
 
 def index_exists(settings: Settings) -> bool:
@@ -77,14 +53,7 @@ def index_exists(settings: Settings) -> bool:
 
 def open_table(db: Any) -> Any | None:
     """The pairs table, or None when it was never created."""
-    try:
-        names = db.list_tables()
-        names = getattr(names, "tables", names)
-    except AttributeError:
-        names = db.table_names()
-    if TABLE not in list(names):
-        return None
-    return db.open_table(TABLE)
+    return lance.open_table(db, TABLE)
 
 
 def table_model_id(table: Any) -> str | None:
@@ -122,10 +91,7 @@ def create_table(db: Any, model_id: str, dim: int) -> Any:
 
 
 def drop_table(db: Any) -> bool:
-    if open_table(db) is None:
-        return False
-    db.drop_table(TABLE)
-    return True
+    return lance.drop_table(db, TABLE)
 
 
 def read_ids(table: Any) -> list[IndexedRow]:
@@ -140,18 +106,13 @@ def vectors_by_hash(table: Any, hashes: Iterable[str]) -> dict[str, list[float]]
     """Stored vectors of rows with these content hashes (for renames and copies)."""
     wanted = sorted(set(hashes))
     found: dict[str, list[float]] = {}
-    for start in range(0, len(wanted), IN_CHUNK):
-        chunk = wanted[start:start + IN_CHUNK]
-        data = (table.search().where(f"content_hash IN ({sql_list(chunk)})")
+    for chunk in lance.chunked(wanted):
+        data = (table.search().where(lance.in_filter("content_hash", chunk))
                 .select(["content_hash", "vector"]).limit(None).to_arrow())
         for h, v in zip(data.column("content_hash").to_pylist(),
                         data.column("vector").to_pylist(), strict=True):
             found.setdefault(h, v)
     return found
-
-
-def sql_list(values: Sequence[str]) -> str:
-    return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
 
 
 def lexical_terms(pair: Pair) -> str:
@@ -168,7 +129,6 @@ def lexical_terms(pair: Pair) -> str:
 
 
 def query_terms(question: str) -> str:
-
     return " ".join(dict.fromkeys(tokenize(question)))
 
 
@@ -205,55 +165,15 @@ def row_pair(row: Mapping[str, Any]) -> Pair:
 
 
 def write(table: Any, rows: Sequence[dict[str, Any]], delete_ids: Sequence[str]) -> None:
-    """Upsert ``rows`` by id and delete ``delete_ids``, as ONE commit.
-
-    A reader sees the table before or after, never between; a kill before the commit
-    leaves the previous version intact. Ids in ``rows`` that appear twice in the table
-    (which no serialised writer produces, but a foreign tool could) are deleted first.
-    """
+    """Upsert ``rows`` by id and delete ``delete_ids``, as ONE commit (see
+    :func:`wrenmem.lance.upsert`)."""
     if not rows and not delete_ids:
-        return
-    if not rows:
-        for start in range(0, len(delete_ids), IN_CHUNK):
-            table.delete(f"id IN ({sql_list(delete_ids[start:start + IN_CHUNK])})")
         return
     import pyarrow as pa
 
-    data = pa.Table.from_pylist(list(rows), schema=table.schema)
-    builder = (table.merge_insert("id").when_matched_update_all()
-               .when_not_matched_insert_all())
-    if delete_ids and len(delete_ids) <= IN_CHUNK:
-        builder = builder.when_not_matched_by_source_delete(
-            f"id IN ({sql_list(delete_ids)})")
-        builder.execute(data)
-        return
-    builder.execute(data)
-    if delete_ids:
-        write(table, [], delete_ids)
+    data = pa.Table.from_pylist(list(rows), schema=table.schema) if rows else None
+    lance.upsert(table, "id", data, delete_ids)
 
-
-def ensure_fts(table: Any) -> None:
-    """A full-text index on ``terms`` (already tokenized: split on whitespace only)."""
-    from lancedb.index import FTS
-
-    if any("terms" in list(getattr(i, "columns", [])) for i in table.list_indices()):
-        return
-    if table.count_rows() == 0:
-        return
-    table.create_index("terms", config=FTS(base_tokenizer="whitespace", with_position=False,
-                                           lower_case=False, stem=False,
-                                           remove_stop_words=False, ascii_folding=False,
-                                           max_token_length=None), replace=True)
-
-
-def optimize(table: Any) -> bool:
-    """Compact fragments, fold new rows into the indexes, prune old versions. Best effort."""
-    try:
-        table.optimize(cleanup_older_than=CLEANUP_AFTER)
-        return True
-    except Exception as e:  # a concurrent foreign writer preempted us: try next time
-        log.debug("optimize skipped: %s", e)
-        return False
 
 def index_unavailable(settings: Settings) -> str | None:
     """Why the vector/hybrid backends cannot run here, or None when they can."""

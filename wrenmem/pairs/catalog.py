@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wrenmem import statedir
 from wrenmem.errors import PairError
-from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.fsutil import is_racy, read_marshal, write_marshal
 from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 3
-RACY_SECONDS = 2.0
 SKIPPED_NAMES = {"readme.md"}
 
 
@@ -70,7 +70,7 @@ def read_pair_file(path: Path, rel: str) -> tuple[Pair, str]:
 
 def scan(settings: Settings, *, use_cache: bool = True) -> Scan:
     """Read every pair file of the project. One bad file never stops the others."""
-    cache_path = settings.state_dir / "catalog.bin"
+    cache_path = settings.state_dir / statedir.CATALOG
     cache = _load_cache(cache_path) if use_cache else {}
     fresh: dict[str, Any] = {}
     pairs: list[Pair] = []
@@ -91,7 +91,7 @@ def scan(settings: Settings, *, use_cache: bool = True) -> Scan:
             continue  # deleted while we were listing
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
         cached = cache.get(rel)
-        racy = now - st.st_mtime_ns / 1e9 < RACY_SECONDS
+        racy = is_racy(st.st_mtime_ns, now)
         if cached is not None and tuple(cached[0]) == key and not cached[3]:
             entry = cached
         else:

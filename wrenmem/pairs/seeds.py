@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wrenmem import statedir
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import atomic_write_text
+from wrenmem.fsutil import atomic_write_text, is_racy
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.pairs.store import store_pair
@@ -27,8 +27,7 @@ from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 1
-CACHE_FILE = "seeds.json"
-RACY_SECONDS = 2.0
+CACHE_FILE = statedir.SEEDS
 
 
 def extra_pairs(settings: Settings, *, exclude_questions: Iterable[str] | None = None
@@ -41,7 +40,6 @@ def extra_pairs(settings: Settings, *, exclude_questions: Iterable[str] | None =
     if not seeds:
         return []
     if exclude_questions is None:
-
         exclude_questions = [p.nl for p in scan(settings).pairs]
     taken = {q.strip().casefold() for q in exclude_questions}
     return [p for p in seeds if p.nl.casefold() not in taken]
@@ -58,13 +56,12 @@ def seed_pairs(settings: Settings) -> list[Pair]:
     cache_path = settings.state_dir / CACHE_FILE
     cache = _read_cache(cache_path)
     same_file = cache.get("manifest") == str(path)
-    racy = time.time() - st.st_mtime_ns / 1e9 < RACY_SECONDS
+    racy = is_racy(st.st_mtime_ns)
     if same_file and cache.get("stat") == stat_key and not racy:
         pairs = _pairs(cache["seeds"])
         if pairs is not None:
             return pairs
     try:
-
         manifest = load_manifest(path)
     except WrenmemError as e:
         log.warning("no seed queries: %s", e)

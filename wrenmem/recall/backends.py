@@ -42,7 +42,6 @@ def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Fil
     skips the catch-up sync, for a caller that knows no file changed since its last one."""
     name = choose_backend(settings, notify)
     if name not in BACKENDS:
-
         raise ExtraMissingError(f"the {name} backend is not available in this install")
     backend = BACKENDS[name](settings)
     if backend.uses_index and sync:

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from wrenmem import statedir
 from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair, search_fields
@@ -38,7 +39,7 @@ class GrepBackend:
         found = scan(self.settings)
 
         pairs = list(found.pairs) + list(extra_pairs(self.settings))
-        cache_path = self.settings.state_dir / "grep-terms.bin"
+        cache_path = self.settings.state_dir / statedir.GREP_TERMS
         cache = _load(cache_path)
         docs: list[dict[str, float]] = []
         fresh: dict[str, dict[str, float]] = {}

@@ -16,10 +16,11 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from wrenmem import lance
 from wrenmem.embedders import get_embedder
 from wrenmem.errors import WrenmemError
 from wrenmem.index import table as index
-from wrenmem.index.table import query_terms, row_pair, sql_list
+from wrenmem.index.table import query_terms, row_pair
 from wrenmem.recall.hits import Filters, Hit, rank
 from wrenmem.settings import Settings
 
@@ -49,10 +50,10 @@ def where_clause(filters: Filters) -> str | None:
 
     parts = []
     if filters.datasource is not None:
-        parts.append(f"datasource = {sql_list([filters.datasource])}")
+        parts.append(f"datasource = {lance.quote(filters.datasource)}")
     if filters.source is not None:
-        parts.append(f"source = {sql_list([filters.source])}")
-    parts += [f"array_has(tags, {sql_list([tag])})" for tag in filters.tags]
+        parts.append(f"source = {lance.quote(filters.source)}")
+    parts += [f"array_has(tags, {lance.quote(tag)})" for tag in filters.tags]
     return " AND ".join(parts) or None
 
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from array import array
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem import statedir
+from wrenmem.fsutil import is_racy, read_marshal, write_marshal
 from wrenmem.schema.describe import describe
 from wrenmem.schema.items import SchemaItem, schema_items
 from wrenmem.schema.manifest import load_manifest
@@ -27,9 +27,8 @@ from wrenmem.settings import Settings
 from wrenmem.textsearch import TOKENIZER_VERSION, add_term_scores, tokenize
 
 log = logging.getLogger(__name__)
-CACHE_FILE = "schema_cache.bin"
+CACHE_FILE = statedir.SCHEMA_CACHE
 CACHE_VERSION = 2
-RACY_SECONDS = 2.0
 NAME_WEIGHT = 3.0  # an item's own name and model count more than its sentence
 FIELD = {f.name: n for n, f in enumerate(fields(SchemaItem))}
 
@@ -128,7 +127,7 @@ def prepare(settings: Settings, path: Path) -> Prepared:
     try:
         st = path.stat()
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        trusted = time.time() - st.st_mtime_ns / 1e9 >= RACY_SECONDS
+        trusted = not is_racy(st.st_mtime_ns)
     except OSError:
         return _build(load_manifest(path))  # raises the proper ManifestError
     if trusted:
@@ -148,7 +147,6 @@ def prepare(settings: Settings, path: Path) -> Prepared:
 
 
 def _build(manifest: Any) -> Prepared:
-
     items = schema_items(manifest)
     postings: dict[str, tuple[array, array]] = {}
     lengths = array("f")

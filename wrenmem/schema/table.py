@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wrenmem.embedders import get_embedder
-from wrenmem.errors import ExtraMissingError, WrenmemError
-from wrenmem.fsutil import atomic_write_text
+from wrenmem import lance, statedir
+from wrenmem.embedders import Embedder, get_embedder
+from wrenmem.errors import WrenmemError
+from wrenmem.fsutil import atomic_write_text, is_racy
 from wrenmem.lock import index_lock
 from wrenmem.schema.cache import prepare
 from wrenmem.schema.items import SchemaItem, schema_items
@@ -30,14 +30,12 @@ from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 TABLE = "schema_items"
-STATE_FILE = "schema_index.json"
+STATE_FILE = statedir.SCHEMA_STATE
 STATE_VERSION = 1
 # Bump when item texts or hashes are computed differently: a state of another version is
 # not fresh, so the next sync compares the table (and re-embeds only changed texts).
 ITEMS_VERSION = 2
 EMBED_BATCH = 256
-RACY_SECONDS = 2.0
-COMPACT_EVERY = 20  # table versions between compactions
 WRITE_CHUNK = 4096  # items embedded per commit of a large sync
 
 
@@ -76,7 +74,7 @@ def _stat_key(path: Path) -> list[int] | None:
         st = path.stat()
     except OSError:
         return None
-    if time.time() - st.st_mtime_ns / 1e9 < RACY_SECONDS:
+    if is_racy(st.st_mtime_ns):
         return None  # a same-size edit within the clock tick would look unchanged
     return [st.st_mtime_ns, st.st_size, st.st_ino]
 
@@ -113,7 +111,7 @@ def is_fresh(settings: Settings, manifest_path: Path, embedder_id: str,
 
 
 def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
-                manifest: Manifest | None = None, embedder: Any = None,
+                manifest: Manifest | None = None, embedder: Embedder | None = None,
                 progress: Callable[[int, int], None] | None = None) -> SchemaSyncReport:
     """Bring the ``schema_items`` table up to date with the manifest, embedding only changes.
 
@@ -131,10 +129,8 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
                                 seconds=time.perf_counter() - started,
                                 embedder=embedder.model_id)
     if manifest is not None:
-
         fingerprint, items = manifest.fingerprint, schema_items(manifest)
     else:
-
         prepared = prepare(settings, path)  # shared with fetch: parsed once per change
         return sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
                           embedder, count=len(prepared), progress=progress, started=started)
@@ -144,7 +140,7 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
 
 def sync_items(settings: Settings, path: Path, fingerprint: str,
                items: Sequence[SchemaItem] | Callable[[], Sequence[SchemaItem]],
-               embedder: Any, *, count: int | None = None,
+               embedder: Embedder, *, count: int | None = None,
                progress: Callable[[int, int], None] | None = None,
                started: float | None = None, force: bool = False) -> SchemaSyncReport:
     """Sync already-extracted items of the manifest at ``path`` (fetch has them cached).
@@ -185,25 +181,13 @@ def _write_state(settings: Settings, path: Path, fingerprint: str, embedder_id: 
 
 def connect(settings: Settings) -> Any:
     """A LanceDB connection to the project's index (``index`` extra needed)."""
-    os.environ.setdefault("LANCEDB_LOG", "error")
-    try:
-        import lancedb
-    except ImportError as e:
-        raise ExtraMissingError("the schema index needs lancedb (pip install 'wrenmem[index]')"
-                                ) from e
-    if "://" not in settings.index_uri:
-        Path(settings.index_uri).mkdir(parents=True, exist_ok=True)
-    return lancedb.connect(settings.index_uri)
+    return lance.connect(settings.index_uri)
 
 
 def open_table(db: Any) -> Any | None:
     """The ``schema_items`` table, or None when there is none yet."""
     try:
-        return db.open_table(TABLE)
-    except ValueError as e:
-        if "not found" not in str(e):
-            log.warning("schema index table cannot be opened (%s); it will be rebuilt", e)
-        return None
+        return lance.open_table(db, TABLE)
     except Exception as e:  # a damaged table: the next sync rebuilds it
         log.warning("schema index table cannot be opened (%s); it will be rebuilt", e)
         return None
@@ -221,14 +205,14 @@ def _stored_vectors(table: Any, ids: Sequence[str]) -> dict[str, Any]:
     """Vectors already in the table for ``ids`` (a changed item whose text did not change)."""
     query = table.search().select(["id", "vector"]).limit(None)
     if len(ids) <= 500:
-        query = query.where(_in_filter("id", ids))
+        query = query.where(lance.in_filter("id", ids))
     data = query.to_arrow()
     wanted = set(ids)
     vectors = data["vector"].to_numpy(zero_copy_only=False)
     return {i: v for i, v in zip(data["id"].to_pylist(), vectors, strict=True) if i in wanted}
 
 
-def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Any,
+def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
            progress: Callable[[int, int], None] | None) -> tuple[int, int, int, bool]:
     """Embed and write what changed: returns (embedded, deleted, unchanged, rebuilt)."""
     db = connect(settings)
@@ -269,34 +253,16 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Any,
             table = db.create_table(TABLE, rows, mode="overwrite")
             continue
         assert table is not None  # created above, or opened when not rebuilding
-        merge = table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
-        if removed and n == len(chunks) - 1:
-            merge = merge.when_not_matched_by_source_delete(_in_filter("id", removed))
-        merge.execute(rows)
+        lance.upsert(table, "id", rows, removed if n == len(chunks) - 1 else ())
     if not chunks and removed and table is not None:
-        table.delete(_in_filter("id", removed))
-    if not rebuild:
-        _compact(table)
+        lance.upsert(table, "id", None, removed)
+    if not rebuild and table is not None:
+        lance.maintain(table, settings.state_dir / statedir.SCHEMA_MAINT, max(len(chunks), 1),
+                       embedded)
     return embedded, len(removed), len(items) - embedded, rebuild
 
 
-def _compact(table: Any) -> None:
-    """Every few syncs, merge small fragments and drop versions older than an hour.
-
-    Each incremental sync adds a small fragment and a version; without compaction a long-
-    lived index slows down and grows. Readers of recent versions are not disturbed.
-    """
-    import datetime as dt
-
-    try:
-        if table.version % COMPACT_EVERY:
-            return
-        table.optimize(cleanup_older_than=dt.timedelta(hours=1))
-    except Exception as e:  # compaction is housekeeping: never fail a sync for it
-        log.debug("schema index compaction skipped: %s", e)
-
-
-def _embed(embedder: Any, texts: list[str], progress: Callable[[int, int], None] | None,
+def _embed(embedder: Embedder, texts: list[str], progress: Callable[[int, int], None] | None,
            offset: int = 0, total: int = 0) -> Any:
     import numpy as np
 
@@ -328,15 +294,7 @@ def _arrow_rows(items: Sequence[SchemaItem], vectors: Any, embedder_id: str) -> 
     })
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _in_filter(column: str, values: Sequence[str]) -> str:
-    return f"{column} IN ({', '.join(_quote(v) for v in values)})"
-
-
-def vector_search(settings: Settings, question: str, *, embedder: Any, limit: int,
+def vector_search(settings: Settings, question: str, *, embedder: Embedder, limit: int,
                   types: Sequence[str] = (), model: str | None = None
                   ) -> list[tuple[str, str, float]]:
     """(item id, item hash, cosine similarity) of the nearest rows, best first."""
@@ -347,9 +305,9 @@ def vector_search(settings: Settings, question: str, *, embedder: Any, limit: in
     vector = embedder.embed([question])[0]
     where = []
     if types:
-        where.append(_in_filter("type", list(types)))
+        where.append(lance.in_filter("type", list(types)))
     if model:
-        where.append(f"(model = {_quote(model)} OR related = {_quote(model)})")
+        where.append(f"(model = {lance.quote(model)} OR related = {lance.quote(model)})")
     query = table.search(vector.tolist()).distance_type("cosine")
     if where:
         query = query.where(" AND ".join(where), prefilter=True)

@@ -18,10 +18,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from wrenmem import statedir
 from wrenmem.recall.hits import Hit, RecallResult
 
 PROTOCOL = 1
-SOCKET_NAME = "daemon.sock"
+SOCKET_NAME = statedir.DAEMON_SOCKET
 # sun_path holds 108 bytes on Linux, 104 on macOS; keep a margin.
 _MAX_SOCKET_PATH = 100
 CONNECT_TIMEOUT = 0.5
@@ -32,7 +33,7 @@ DISABLE_ENV = "WRENMEM_NO_DAEMON"
 def socket_path(root: Path) -> Path:
     """Where the daemon of the project at ``root`` listens: ``.wrenmem/daemon.sock``, or for
     a project path too long for a Unix socket, a per-user 0700 folder in the temp dir."""
-    path = root / ".wrenmem" / SOCKET_NAME
+    path = root / statedir.STATE_DIR / SOCKET_NAME
     if len(os.fsencode(str(path))) <= _MAX_SOCKET_PATH:
         return path
     digest = hashlib.sha256(os.fsencode(str(root))).hexdigest()[:20]

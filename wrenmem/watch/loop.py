@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from wrenmem import statedir
 from wrenmem.errors import LockTimeoutError, PairError, WrenmemError
 from wrenmem.settings import CONFIG_FILE, Settings
 
@@ -57,7 +58,7 @@ def classify_path(settings: Settings, path: str, is_dir: bool) -> str | None:
     parts = rel.parts
     if not parts:  # the knowledge folder itself (created, deleted or moved)
         return PAIRS
-    if any(is_temporary(part) for part in parts) or ".wrenmem" in parts:
+    if any(is_temporary(part) for part in parts) or statedir.STATE_DIR in parts:
         return None
     if is_dir or p.suffix == ".md":
         return PAIRS
