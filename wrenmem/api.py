@@ -99,8 +99,9 @@ class Memory:
         The SQL must parse in its dialect (one statement) unless ``force``; with
         ``check_schema`` it must also name only tables and columns of the manifest (when
         there is one). Otherwise :class:`SqlCheckError` lists each problem with its line
-        and column in ``sql`` as given. The dialect is ``dialect``, else the existing file's,
-        else an explicitly set ``dialect`` setting, else the manifest's data source, else the
+        and column in ``sql`` as given. The dialect is ``dialect`` (or a ``dialect`` setting
+        given to this Memory as a flag), else the existing file's, else a ``dialect`` set in
+        the environment or ``wrenmem.toml``, else the manifest's data source, else the
         default. Re-storing a question keeps its file's dialect, source and ``created_at``
         unless given.
         """
