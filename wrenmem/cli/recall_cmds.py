@@ -7,10 +7,14 @@ from pathlib import Path
 
 import click
 
-from wrenmem.cli.common import emit_json, get_memory, json_option, output_option
+from wrenmem.cli.common import emit_json, get_settings, json_option, output_option, warn
 from wrenmem.errors import WrenmemError
+from wrenmem.pairs.catalog import scan
+from wrenmem.recall.backends import recall_many
+from wrenmem.recall.hits import Filters
 from wrenmem.recall.render import render_text, wren_rows
 from wrenmem.settings import BACKENDS
+from wrenmem.watch.client import remote_recall
 
 
 def read_questions(path: Path) -> list[str]:
@@ -59,10 +63,15 @@ def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | Non
     questions = list(queries) + (read_questions(Path(queries_file)) if queries_file else [])
     if not questions:
         raise click.UsageError("give a question with -q, or a file with --queries")
-    memory = get_memory(ctx, backend=backend)
-    results = memory.recall_many(questions, k, datasource=datasource, tags=tags, source=source)
+    settings = get_settings(ctx, backend=backend)
+    filters = Filters(datasource=datasource, tags=tags, source=source)
+    # What Memory.recall_many does, without loading the rest of the API: the running
+    # watcher answers warm when it can; otherwise the same work in-process.
+    results = remote_recall(settings, questions, k, filters, notify=warn)
+    if results is None:
+        results = recall_many(settings, questions, k, filters, notify=warn)
     if row_format == "wren":
-        created = {p.path: p.created_at for p in memory.list(seeds=False)}
+        created = {p.path: p.created_at for p in scan(settings).pairs}
         emit_json(wren_rows(results, created))
         return
     if as_json or output == "json":
