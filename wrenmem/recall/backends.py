@@ -51,13 +51,15 @@ def choose_backend(settings: Settings, notify: Callable[[str], None] | None = No
 
 
 def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Filters,
-                notify: Callable[[str], None] | None = None) -> list[RecallResult]:
-    """Recall for each question, from the chosen backend, in one batch."""
+                notify: Callable[[str], None] | None = None, *, sync: bool = True
+                ) -> list[RecallResult]:
+    """Recall for each question, from the chosen backend, in one batch. ``sync=False``
+    skips the catch-up sync, for a caller that knows no file changed since its last one."""
     name = choose_backend(settings, notify)
     if name not in BACKENDS:
         raise ExtraMissingError(f"the {name} backend is not available in this install")
     backend = BACKENDS[name](settings)
-    if backend.uses_index:
+    if backend.uses_index and sync:
         catch_up(settings)
     hits = backend.search(list(queries), k, filters)
     return [RecallResult(q, backend.name, tuple(h)) for q, h in zip(queries, hits, strict=True)]
