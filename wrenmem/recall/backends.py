@@ -59,14 +59,16 @@ def require_questions(questions: Sequence[str]) -> None:
 
 
 def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Filters,
-                notify: Callable[[str], None] | None = None) -> list[RecallResult]:
-    """Recall for each question, from the chosen backend, in one batch."""
+                notify: Callable[[str], None] | None = None, *, sync: bool = True
+                ) -> list[RecallResult]:
+    """Recall for each question, from the chosen backend, in one batch. ``sync=False``
+    skips the catch-up sync, for a caller that knows no file changed since its last one."""
     require_questions(queries)
     name = choose_backend(settings, notify)
     if name not in BACKENDS:
         raise ExtraMissingError(f"the {name} backend is not available in this install")
     backend = BACKENDS[name](settings)
-    if backend.uses_index:
+    if backend.uses_index and sync:
         catch_up(settings)
     hits = backend.search(list(queries), k, filters)
     skipped = getattr(backend, "skipped", ())
