@@ -1,0 +1,201 @@
+"""Fusing keyword and dense evidence into one calibrated score in [0, 1].
+
+Every recall backend scores a candidate pair with the same meaning: an estimate of the
+probability that the pair's SQL is the answer to the question asked (the same SQL, on the
+same datasource), fitted by logistic regression on the TUNING sample of the public sets and
+checked on the HELD-OUT sample (``bench/fusion_study.py``; the README gives the numbers).
+One ``min_score`` therefore means the same thing whichever backend answers.
+
+The hybrid score reads, per candidate: its cosine to the question and its gap to the best
+cosine; its keyword (BM25) score relative to the best keyword score for this question; the
+share of the question's terms it contains (coverage); and whether the values the pair's SQL
+filters on (numbers, quoted strings) appear in the question. The weights depend on the
+question's script: for Chinese, Japanese or Korean text the dense model carries more, for
+other text the keywords do. No feature depends on how close the *best* candidate is, so a
+stored near-duplicate of the question cannot switch the keyword evidence off for the others
+(the fault of the fusion this replaced).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+_WORD = re.compile(r"\w", re.UNICODE)
+_SQL_NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w.])")
+_TEXT_NUMBER = re.compile(r"(?<!\d)(?<!\d\.)(\d+(?:\.\d+)?)(?!\d|\.\d)")
+_LIMIT = re.compile(r"\blimit\s+\d+(\s*,\s*\d+)?(\s+offset\s+\d+)?", re.IGNORECASE)
+_HIGH_WORDS = ("most", "max", "maximum", "highest", "largest", "biggest", "greatest",
+               "oldest", "longest", "more than", "greater than", "larger than", "higher than",
+               "older than", "above", "over", "descending", "decreasing", "最大", "最高",
+               "最多", "最长", "最老", "大于", "多于", "超过", "高于", "以上", "降序")
+_LOW_WORDS = ("least", "min", "minimum", "lowest", "smallest", "fewest", "youngest",
+              "shortest", "less than", "fewer than", "smaller than", "lower than",
+              "younger than", "below", "under", "ascending", "increasing", "最小", "最低",
+              "最少", "最短", "最年轻", "小于", "少于", "低于", "以下", "升序")
+
+
+def _words(words: Sequence[str]) -> re.Pattern[str]:
+    return re.compile("|".join(rf"\b{re.escape(w)}\b" if w.isascii() else re.escape(w)
+                               for w in words))
+
+
+_HIGH = _words(_HIGH_WORDS)
+_LOW = _words(_LOW_WORDS)
+NEAR = 0.8  # a cosine above this is a near-duplicate question
+FAR = 0.2  # a cosine this far below the best one is another question, whatever the words
+_QUOTED = re.compile(r"'((?:[^']|'')*)'|\"([^\"]*)\"")
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What the backends know about one candidate pair for one question."""
+
+    dense: float | None = None  # cosine to the question; None: not among the dense hits
+    lexical: float | None = None  # raw BM25 score; None: not among the keyword hits
+    coverage: float = 0.0  # share of the question's search terms the pair contains
+    sql: str = ""  # the pair's SQL (its values and ordering are compared with the question)
+
+
+def is_cjk(text: str) -> bool:
+    """Mostly Chinese, Japanese or Korean: at least a third of its word characters."""
+    words = len(_WORD.findall(text))
+    return words > 0 and len(_CJK.findall(text)) * 3 >= words
+
+
+def sql_values(sql: str) -> list[str]:
+    """The values a SQL text compares with (numbers and quoted strings), lower-cased;
+    ``LIMIT n`` is left out (questions say "the top", not the number)."""
+    values: list[str] = []
+    for match in _QUOTED.finditer(sql):
+        value = (match.group(1) if match.group(1) is not None else match.group(2) or "")
+        value = value.replace("''", "'").strip("% ").lower()
+        if value:
+            values.append(value)
+    stripped = _LIMIT.sub(" ", _QUOTED.sub(" ", sql))
+    values += [m.group(1) for m in _SQL_NUMBER.finditer(stripped)]
+    return values
+
+
+def literal_agreement(question: str, sql: str) -> tuple[float, float]:
+    """(share of the SQL's values found in the question, share not found); (0, 0) when
+    the SQL has no values."""
+    values = sql_values(sql)
+    if not values:
+        return 0.0, 0.0
+    text = question.lower()
+    numbers = set(_TEXT_NUMBER.findall(text))
+    found = sum(1 for v in values if (v in numbers if v[:1].isdigit() else v in text))
+    return found / len(values), 1.0 - found / len(values)
+
+
+def polarity(question: str) -> int:
+    """+1 when the question asks for the high end (most, largest, more than, descending),
+    -1 for the low end, 0 when it says neither or both."""
+    text = question.lower()
+    return int(bool(_HIGH.search(text))) - int(bool(_LOW.search(text)))
+
+
+def sql_polarity(sql: str) -> int:
+    """+1 for MAX / DESC / ``>``, -1 for MIN / ascending order / ``<``, 0 otherwise."""
+    text = " ".join(_QUOTED.sub(" ", sql).lower().split())
+    high = "max(" in text or " desc" in text or ">" in text.replace(">=", ">")
+    low = ("min(" in text or "<" in text or
+           ("order by" in text and " desc" not in text))
+    return int(high) - int(low)
+
+
+# Logistic weights, per script of the question: intercept, then the features of
+# :func:`features` in order. Fitted by bench/fusion_study.py on the TUNING sample.
+HYBRID_WEIGHTS: dict[str, tuple[float, ...]] = {
+    "cjk": (-6.0, 6.0, 4.0, 1.0, 1.0, 0.0, 0.5, -0.5, 0.0, 0.5, 1.0, 0.5, 5.0, 1.0, -5.0),
+    "other": (-6.0, 3.0, 2.0, 3.0, 2.0, 1.0, 0.5, -0.5, 0.0, 0.5, 1.0, 1.0, 5.0, 1.0, -5.0),
+}
+# Single-backend calibration: intercept and slope(s) of the logistic map.
+DENSE_WEIGHTS = (-9.0, 10.0, 5.0)  # cosine, gap to the best cosine
+LEXICAL_WEIGHTS = (-4.0, 3.0, 3.0)  # BM25 / best BM25, coverage
+
+FEATURES = ("cosine", "cosine - best", "bm25 / best", "coverage", "bm25/best x coverage",
+            "values asked", "values not asked", "confident dense", "ordering agrees",
+            "1 / dense rank", "1 / keyword rank", "dense lead", "keyword lead",
+            "cosine far below the best")
+
+
+def _sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+def features(question: str, candidates: Sequence[Signals]) -> list[tuple[float, ...]]:
+    """The :data:`FEATURES` of each candidate for ``question``."""
+    best_dense = max((c.dense for c in candidates if c.dense is not None), default=0.0)
+    best_lex = max((c.lexical for c in candidates if c.lexical is not None), default=0.0)
+    asked_polarity = polarity(question)
+    dense_rank = _ranks([c.dense for c in candidates])
+    lex_rank = _ranks([c.lexical for c in candidates])
+    dense_lead = _lead([c.dense for c in candidates])
+    lex_lead = _lead([c.lexical / best_lex if c.lexical is not None and best_lex > 0 else None
+                      for c in candidates])
+    rows = []
+    for n, c in enumerate(candidates):
+        dense = c.dense if c.dense is not None else 0.0
+        lex = (c.lexical / best_lex) if c.lexical is not None and best_lex > 0 else 0.0
+        found, missing = literal_agreement(question, c.sql)
+        order = asked_polarity * sql_polarity(c.sql)
+        rows.append((dense, dense - best_dense, lex, c.coverage, lex * c.coverage,
+                     found, missing, dense_lead[n] * max(0.0, dense - NEAR) / (1 - NEAR),
+                     float(order),
+                     1.0 / dense_rank[n] if dense_rank[n] else 0.0,
+                     1.0 / lex_rank[n] if lex_rank[n] else 0.0, dense_lead[n],
+                     lex_lead[n], max(0.0, best_dense - dense - FAR)))
+    return rows
+
+
+def _lead(values: Sequence[float | None]) -> list[float]:
+    """For the single best value: how far it leads the second best; 0 for all others."""
+    present = sorted((v for v in values if v is not None), reverse=True)
+    if not present:
+        return [0.0] * len(values)
+    lead = present[0] - (present[1] if len(present) > 1 else 0.0)
+    out = [0.0] * len(values)
+    out[values.index(present[0])] = lead
+    return out
+
+
+def _ranks(values: Sequence[float | None]) -> list[int]:
+    """1-based rank of each value, best first (0 for None); ties share the better rank."""
+    present = sorted((v for v in values if v is not None), reverse=True)
+    first = {}
+    for i, v in enumerate(present, 1):
+        first.setdefault(v, i)
+    return [first[v] if v is not None else 0 for v in values]
+
+
+def _logistic(weights: Sequence[float], row: Sequence[float]) -> float:
+    return _sigmoid(weights[0] + sum(w * x for w, x in zip(weights[1:], row, strict=True)))
+
+
+def fuse(question: str, candidates: Sequence[Signals],
+         weights: dict[str, tuple[float, ...]] | None = None) -> list[float]:
+    """The hybrid score of each candidate, in [0, 1]."""
+    table = weights or HYBRID_WEIGHTS
+    chosen = table["cjk" if is_cjk(question) else "other"]
+    return [_logistic(chosen, row) for row in features(question, candidates)]
+
+
+def dense_score(cosines: Sequence[float]) -> list[float]:
+    """The vector backend's cosines as calibrated scores (order kept)."""
+    best = max(cosines, default=0.0)
+    return [_logistic(DENSE_WEIGHTS, (c, c - best)) for c in cosines]
+
+
+def lexical_score(bm25: Sequence[float], coverage: Sequence[float]) -> list[float]:
+    """The grep backend's BM25 scores as calibrated scores."""
+    best = max(bm25, default=0.0)
+    return [_logistic(LEXICAL_WEIGHTS, (s / best if best > 0 else 0.0, c))
+            for s, c in zip(bm25, coverage, strict=True)]
