@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from wrenmem.schemacheck import Schema, check_schema  # noqa: E402
-from wrenmem.sqlcheck import check_sql  # noqa: E402
+from wrenmem.checks.references import Schema, check_schema
+from wrenmem.sqlcheck import check_sql
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bird-minidev"
 FILES = {"sqlite": "sqlite", "postgresql": "postgres", "mysql": "mysql"}

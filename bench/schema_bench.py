@@ -74,7 +74,7 @@ def gold_questions(n: int, seed: int = 7) -> list[tuple[str, str, set[str]]]:
 def relevance(root: Path, questions: list[tuple[str, str, set[str]]], k: int
               ) -> tuple[float, float, list[float]]:
     """Share of questions with every / at least one gold table among the top-k items."""
-    from wrenmem.fetch import fetch
+    from wrenmem.schema.fetch import fetch
     from wrenmem.settings import load_settings
 
     settings = load_settings(root)

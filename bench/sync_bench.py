@@ -127,7 +127,8 @@ def compaction(n: int, embedder: str, syncs: int) -> list[tuple[str, float, int,
                                    for _ in range(3))
         snippet = (
             "import sys, time\nfrom pathlib import Path\n"
-            "from wrenmem.settings import load_settings\nfrom wrenmem.sync import sync_pairs\n"
+            "from wrenmem.settings import load_settings\n"
+            "from wrenmem.index.sync import sync_pairs\n"
             "s = load_settings(Path(sys.argv[1]))\npaths = sys.argv[2:]\n"
             "start = time.perf_counter()\n"
             "for p in paths:\n"

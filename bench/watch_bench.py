@@ -32,9 +32,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from wrenmem.daemon_client import ping, remote_recall  # noqa: E402
-from wrenmem.recall import Filters, index_unavailable  # noqa: E402
+from wrenmem.index.table import index_unavailable  # noqa: E402
+from wrenmem.recall.hits import Filters  # noqa: E402
 from wrenmem.settings import load_settings  # noqa: E402
+from wrenmem.watch.client import ping, remote_recall  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "LANCE_LOG": "error",
        "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
@@ -97,7 +98,7 @@ def _in_sync(settings) -> bool:
     if settings.backend == "grep" or (settings.backend == "auto"
                                       and index_unavailable(settings) is not None):
         return True
-    from wrenmem.sync import check_drift
+    from wrenmem.index.drift import check_drift
 
     return bool(check_drift(settings).fresh)
 

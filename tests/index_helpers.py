@@ -55,8 +55,7 @@ def settings_for(root: Path, embedder: str = "fake") -> Settings:
 
 def table_rows(settings: Settings) -> list[dict[str, Any]]:
     """Every row of the pairs table (id, content_hash, question, path, vector)."""
-    from wrenmem import index
-
+    from wrenmem.index import table as index
     table = index.open_table(index.connect(settings))
     assert table is not None
     data = (table.search().select(["id", "content_hash", "question", "path", "vector"])

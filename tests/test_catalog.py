@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_pair
-from wrenmem import catalog
-from wrenmem.catalog import scan
+from wrenmem.pairs import catalog
+from wrenmem.pairs.catalog import scan
 from wrenmem.settings import load_settings
 
 

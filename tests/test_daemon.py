@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from wrenmem import daemon_client
-from wrenmem.daemon import DaemonServer
-from wrenmem.daemon_client import remote_recall, request, settings_payload, socket_path
-from wrenmem.recall import Filters, recall_many
+from wrenmem.recall.backends import recall_many
+from wrenmem.recall.hits import Filters
 from wrenmem.settings import load_settings
+from wrenmem.watch import client as daemon_client
+from wrenmem.watch.client import remote_recall, request, settings_payload, socket_path
+from wrenmem.watch.daemon import DaemonServer
 
 
 @pytest.fixture
@@ -164,8 +165,8 @@ def test_ping_reports_the_daemon(server, settings) -> None:
 
 
 def test_fetch_through_the_daemon_is_the_same(server, settings) -> None:
-    from wrenmem.daemon_client import remote_fetch
-    from wrenmem.fetch import fetch
+    from wrenmem.schema.fetch import fetch
+    from wrenmem.watch.client import remote_fetch
 
     grep = dataclasses.replace(settings, backend="grep")
     for kw in ({}, {"threshold": 0}, {"threshold": 0, "types": ("column",), "k": 3},
@@ -179,7 +180,7 @@ def test_fetch_through_the_daemon_is_the_same(server, settings) -> None:
 
 
 def test_fetch_errors_fall_back(server, settings) -> None:
-    from wrenmem.daemon_client import remote_fetch
+    from wrenmem.watch.client import remote_fetch
 
     missing = dataclasses.replace(settings, manifest="nope.json")
     assert remote_fetch(missing, "x") is None  # other settings: refused
@@ -193,8 +194,8 @@ def test_index_backends_through_the_daemon(server, settings) -> None:
     writer is still in the middle of."""
     from conftest import write_pair
 
+    from wrenmem.index.sync import sync_pairs
     from wrenmem.lock import index_lock
-    from wrenmem.sync import sync_pairs
 
     for backend in ("hybrid", "vector"):
         s = dataclasses.replace(settings, backend=backend)
@@ -232,8 +233,8 @@ def test_index_backends_through_the_daemon(server, settings) -> None:
 
 def test_a_busy_index_with_no_whole_version_known_is_refused(server, settings,
                                                              monkeypatch) -> None:
-    from wrenmem import recall
     from wrenmem.lock import index_lock
+    from wrenmem.recall import backends as recall
 
     hybrid = dataclasses.replace(settings, backend="hybrid")
     monkeypatch.setitem(recall.BACKENDS, "hybrid", lambda _s: _FakeIndexBackend())
@@ -245,7 +246,7 @@ class _FakeIndexBackend:
     """Only its shape matters: the daemon must refuse before searching it."""
 
     name = "hybrid"
-    auto_sync = True
+    uses_index = True
 
     def table(self):
         raise AssertionError("must not be opened while a writer holds the lock")
@@ -255,9 +256,9 @@ class _FakeIndexBackend:
 
 
 def test_status_through_the_daemon_is_the_same(server, settings) -> None:
-    from wrenmem.daemon_client import remote_call
-    from wrenmem.index_status import status_data
     from wrenmem.lock import index_lock
+    from wrenmem.recall.status import status_data
+    from wrenmem.watch.client import remote_call
 
     remote = remote_call(settings, "status", {})
     assert remote == status_data(settings)

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from tests.conftest import EXAMPLE_MANIFEST, SHARED
-from wrenmem.describe import describe, sentence
-from wrenmem.manifest import load_manifest, parse_manifest
+from wrenmem.schema.describe import describe, sentence
+from wrenmem.schema.manifest import load_manifest, parse_manifest
 
 JAFFLE = SHARED / "data" / "mdl" / "v5-jaffle" / "mdl.json"
 CORE = SHARED / "data" / "mdl" / "wren-core-base-tests" / "mdl.json"

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from tests.conftest import write_pair
-from wrenmem.duplicates import find_duplicates
-from wrenmem.pairs import Pair
+from wrenmem.checks.duplicates import find_duplicates
+from wrenmem.pairs.pairfile import Pair
 
 
 def test_normalised_question_and_layout_free_sql() -> None:

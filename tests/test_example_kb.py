@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 
 from tests.conftest import EXAMPLE_KNOWLEDGE, REPO
-from wrenmem.catalog import scan
-from wrenmem.grep import GrepBackend
-from wrenmem.recall import Filters
+from wrenmem.pairs.catalog import scan
+from wrenmem.recall.bm25f import GrepBackend
+from wrenmem.recall.hits import Filters
 from wrenmem.settings import load_settings
 from wrenmem.sqlcheck import check_sql
 
 
 def test_every_example_pair_is_valid_and_canonical() -> None:
-    from wrenmem.pairs import render_pair
+    from wrenmem.pairs.pairfile import render_pair
 
     found = scan(load_settings(REPO), use_cache=False)
     assert found.errors == ()

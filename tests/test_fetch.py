@@ -7,28 +7,26 @@ from pathlib import Path
 
 import pytest
 
-import wrenmem.embedders
-import wrenmem.schema_index
+import wrenmem.schema.table
 from tests.schema_helpers import RecordingEmbedder, edit_manifest, settle
-from wrenmem.describe import describe
+from wrenmem.embedders import use_embedder
 from wrenmem.errors import ExtraMissingError, ManifestError, WrenmemError
-from wrenmem.fetch import fetch
-from wrenmem.manifest import load_manifest
+from wrenmem.schema.describe import describe
+from wrenmem.schema.fetch import fetch
+from wrenmem.schema.manifest import load_manifest
 from wrenmem.settings import Settings, load_settings
 
 
 @pytest.fixture
-def settings(example_project: Path) -> Settings:
-    s = load_settings(example_project)
-    settle(s.manifest_path)
-    return s
+def fake() -> RecordingEmbedder:
+    return RecordingEmbedder()
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> RecordingEmbedder:
-    embedder = RecordingEmbedder()
-    monkeypatch.setattr(wrenmem.embedders, "get_embedder", lambda *a, **k: embedder)
-    return embedder
+def settings(example_project: Path, fake: RecordingEmbedder) -> Settings:
+    s = load_settings(example_project, {"embedder": use_embedder(fake)})
+    settle(s.manifest_path)
+    return s
 
 
 def ids(result) -> list[str]:
@@ -100,7 +98,7 @@ def test_keyword_only_without_the_index_extra(settings: Settings, fake: Recordin
     def missing(_settings: Settings) -> None:
         raise ExtraMissingError("the schema index needs lancedb (pip install 'wrenmem[index]')")
 
-    monkeypatch.setattr(wrenmem.schema_index, "connect", missing)
+    monkeypatch.setattr(wrenmem.schema.table, "connect", missing)
     result = fetch(settings, "payment method", threshold=0, k=3)
     assert result.method == "keyword" and "keyword search only" in result.notes[0]
     assert ids(result)[0] == "column:payments.method"
@@ -129,7 +127,7 @@ def test_index_with_other_item_hashes_is_resynced_not_empty(settings: Settings,
                                                            ) -> None:
     from functools import cached_property
 
-    from wrenmem.schema_items import SchemaItem
+    from wrenmem.schema.items import SchemaItem
 
     fetch(settings, "anything", threshold=0)
     # The state file says fresh (same manifest), but the rows hold hashes of another item
@@ -137,7 +135,7 @@ def test_index_with_other_item_hashes_is_resynced_not_empty(settings: Settings,
     patched = cached_property(lambda self: "v9-" + self.id)
     patched.__set_name__(SchemaItem, "item_hash")
     monkeypatch.setattr(SchemaItem, "item_hash", patched)
-    import wrenmem.schema_cache as schema_cache
+    import wrenmem.schema.cache as schema_cache
 
     schema_cache._memory.clear()
     (settings.state_dir / schema_cache.CACHE_FILE).unlink()
@@ -151,7 +149,7 @@ def test_index_with_other_item_hashes_is_resynced_not_empty(settings: Settings,
 
 def test_table_dropped_behind_the_state_files_back(settings: Settings,
                                                    fake: RecordingEmbedder) -> None:
-    import wrenmem.schema_index as schema_index
+    import wrenmem.schema.table as schema_index
 
     fetch(settings, "anything", threshold=0)
     schema_index.connect(settings).drop_table(schema_index.TABLE)

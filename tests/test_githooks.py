@@ -15,7 +15,7 @@ import pytest
 from click.testing import Result
 
 from tests.conftest import REPO, run_wrenmem, write_pair
-from wrenmem.githooks import HOOK_NAMES, MARKER, find_hook_repo, render_hook, template
+from wrenmem.git.hooks import HOOK_NAMES, MARKER, find_hook_repo, render_hook, template
 
 LEGACY_HOOK = '#!/bin/sh\necho "legacy $*" >> "$(git rev-parse --show-toplevel)/legacy.out"\n'
 

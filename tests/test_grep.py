@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_pair
-from wrenmem import catalog
-from wrenmem.grep import GrepBackend
-from wrenmem.recall import Filters
+from wrenmem.pairs import catalog
+from wrenmem.recall.bm25f import GrepBackend
+from wrenmem.recall.hits import Filters
 from wrenmem.settings import load_settings
 from wrenmem.textsearch import tokenize
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, write_pair
 
-from wrenmem.autosync import after_write
+from wrenmem.index.autosync import after_write
 from wrenmem.settings import load_settings
 
 pytestmark = pytest.mark.slow
@@ -109,7 +109,8 @@ def test_after_write_only_when_an_index_exists(project: Path) -> None:
     write_pair(project, "a.md", "Total revenue by region", "SELECT 1")
     assert after_write(settings, ["knowledge/sql/a.md"]) is None
     assert not (project / ".wrenmem" / "index").exists()
-    from wrenmem.sync import check_drift, sync_pairs
+    from wrenmem.index.drift import check_drift
+    from wrenmem.index.sync import sync_pairs
 
     sync_pairs(settings)
     write_pair(project, "b.md", "Number of customers", "SELECT COUNT(*) FROM customers")
@@ -152,8 +153,7 @@ def test_kill_9_during_syncs_then_sync_is_clean(tmp_path: Path) -> None:
     check = subprocess.run([sys.executable, "-m", "wrenmem", "check", "--json"], cwd=root,
                            env=env, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout
-    from wrenmem import index
-
+    from wrenmem.index import table as index
     settings = load_settings(root)
     table = index.open_table(index.connect(settings))
     ids = table.search().select(["id"]).limit(None).to_arrow().column("id").to_pylist()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import EXAMPLE_MANIFEST, SHARED
 from wrenmem.errors import ManifestError
-from wrenmem.manifest import fingerprint, load_manifest, parse_manifest
+from wrenmem.schema.manifest import fingerprint, load_manifest, parse_manifest
 
 REAL_MANIFESTS = sorted((SHARED / "data" / "mdl").glob("*/mdl.json")) + [EXAMPLE_MANIFEST]
 
@@ -160,9 +160,9 @@ manifests = st.dictionaries(
 @given(manifests)
 def test_fuzzed_manifests_never_crash(document: dict) -> None:
     """Any JSON either loads (maybe with warnings) or raises ManifestError: no traceback."""
-    from wrenmem.describe import describe
-    from wrenmem.schema_items import schema_items
-    from wrenmem.seeds import generate_seeds
+    from wrenmem.schema.describe import describe
+    from wrenmem.schema.items import schema_items
+    from wrenmem.schema.seeds import generate_seeds
 
     try:
         manifest = parse_manifest(document)

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wrenmem.errors import PairError
-from wrenmem.pairs import Pair, decode_file, parse_pair, render_pair
+from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, render_pair
 
 CANONICAL = """---
 nl: What is the total revenue across all orders?

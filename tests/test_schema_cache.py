@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-import wrenmem.manifest
-import wrenmem.schema_cache as schema_cache
+import wrenmem.schema.cache as schema_cache
+import wrenmem.schema.manifest
 from tests.schema_helpers import edit_manifest, settle
-from wrenmem.manifest import load_manifest
-from wrenmem.schema_items import schema_items
+from wrenmem.schema.items import schema_items
+from wrenmem.schema.manifest import load_manifest
 from wrenmem.settings import load_settings
 
 
@@ -28,7 +28,7 @@ def test_second_process_reads_the_cache_not_the_manifest(example_project: Path,
     def boom(_path: object) -> None:
         raise AssertionError("the manifest must not be parsed again")
 
-    monkeypatch.setattr(wrenmem.manifest, "load_manifest", boom)
+    monkeypatch.setattr(wrenmem.schema.manifest, "load_manifest", boom)
     second = schema_cache.prepare(settings, path)
     assert second.items == first.items and second.postings == first.postings
     assert second.keyword_scores("payment method") == first.keyword_scores("payment method")
@@ -54,7 +54,7 @@ def test_memoised_item_terms_equal_plain_tokenizing() -> None:
     from collections import Counter
 
     from tests.conftest import EXAMPLE_MANIFEST
-    from wrenmem.manifest import parse_manifest
+    from wrenmem.schema.manifest import parse_manifest
     from wrenmem.textsearch import tokenize
 
     extra = parse_manifest({"models": [{"name": "订单表", "properties": {

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED, write_pair
-from wrenmem.catalog import scan
+from wrenmem.pairs.catalog import scan
 from wrenmem.settings import load_settings
 
 JAFFLE = SHARED / "data" / "mdl" / "v5-jaffle" / "mdl.json"

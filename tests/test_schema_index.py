@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-import wrenmem.schema_index as schema_index
+import wrenmem.schema.table as schema_index
 from tests.schema_helpers import RecordingEmbedder, edit_manifest, settle
-from wrenmem.manifest import load_manifest
-from wrenmem.schema_index import sync_schema, vector_search
-from wrenmem.schema_items import schema_items
+from wrenmem.schema.items import schema_items
+from wrenmem.schema.manifest import load_manifest
+from wrenmem.schema.table import sync_schema, vector_search
 from wrenmem.settings import Settings, load_settings
 
 
@@ -159,7 +159,7 @@ def test_changed_hash_with_same_text_reuses_the_stored_vector(settings: Settings
                                                               ) -> None:
     from functools import cached_property
 
-    from wrenmem.schema_items import SchemaItem
+    from wrenmem.schema.items import SchemaItem
 
     sync_schema(settings, embedder=RecordingEmbedder())
     before = rows(settings)

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from tests.conftest import EXAMPLE_MANIFEST
-from wrenmem.manifest import load_manifest, parse_manifest
-from wrenmem.schema_items import ITEM_TYPES, normalize_types, schema_items
+from wrenmem.schema.items import ITEM_TYPES, normalize_types, schema_items
+from wrenmem.schema.manifest import load_manifest, parse_manifest
 
 
 def test_example_items() -> None:

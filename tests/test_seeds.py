@@ -7,8 +7,8 @@ import sqlglot
 from sqlglot import exp
 
 from tests.conftest import EXAMPLE_MANIFEST, SHARED
-from wrenmem.manifest import load_manifest, parse_manifest
-from wrenmem.seeds import generate_seeds, relationship_keys
+from wrenmem.schema.manifest import load_manifest, parse_manifest
+from wrenmem.schema.seeds import generate_seeds, relationship_keys
 
 REAL = sorted((SHARED / "data" / "mdl").glob("*/mdl.json")) + [EXAMPLE_MANIFEST]
 

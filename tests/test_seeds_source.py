@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import wrenmem.manifest
+import wrenmem.pairs.seeds
 from tests.conftest import write_pair
-from wrenmem.seeds_source import extra_pairs
+from wrenmem.pairs.seeds import extra_pairs
 from wrenmem.settings import load_settings
 
 
@@ -39,8 +39,8 @@ def test_cached_by_stat_then_regenerated_on_change(example_project: Path,
     age(manifest)
     first = extra_pairs(settings, exclude_questions=[])
     calls = []
-    real = wrenmem.manifest.load_manifest
-    monkeypatch.setattr(wrenmem.manifest, "load_manifest",
+    real = wrenmem.pairs.seeds.load_manifest
+    monkeypatch.setattr(wrenmem.pairs.seeds, "load_manifest",
                         lambda p: calls.append(p) or real(p))
     assert extra_pairs(settings, exclude_questions=[]) == first
     assert calls == []  # unchanged file: not even parsed

@@ -3,10 +3,10 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
-from wrenmem.catalog import scan
-from wrenmem.pairs import Pair
+from wrenmem.pairs.catalog import scan
+from wrenmem.pairs.pairfile import Pair
+from wrenmem.pairs.store import store_pair
 from wrenmem.settings import load_settings
-from wrenmem.store import store_pair
 
 
 def test_new_question_gets_its_own_file(project: Path) -> None:

@@ -11,17 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from index_helpers import RecordingEmbedder, install_fake, settings_for, table_rows
 
-from wrenmem import index
-from wrenmem.pairs import Pair
-from wrenmem.sync import (
-    OPTIMIZE_EVERY,
-    SyncPlan,
-    check_drift,
-    load_state,
-    plan_sync,
-    reset_index,
-    sync_pairs,
-)
+from wrenmem.index import table as index
+from wrenmem.index.drift import check_drift, reset_index
+from wrenmem.index.plan import SyncPlan, plan_sync
+from wrenmem.index.sync import load_state, sync_pairs
+from wrenmem.lance import COMPACT_EVERY
+from wrenmem.pairs.pairfile import Pair
 
 ids = st.sampled_from([f"p{i}" for i in range(8)])
 hashes = st.sampled_from(["h1", "h2", "h3", "h4"])
@@ -249,12 +244,12 @@ def test_scoped_sync_keeps_the_mirror(project: Path, fake: RecordingEmbedder) ->
 
 def test_seed_pairs_are_indexed_beside_files(project: Path, fake: RecordingEmbedder,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from wrenmem import seeds_source
     from wrenmem.errors import ManifestError
+    from wrenmem.index import snapshot as sync_module
 
     seeds = [Pair(nl="List all orders", sql="SELECT * FROM orders", path="seed:orders/list",
                   source="seed")]
-    monkeypatch.setattr(seeds_source, "extra_pairs", lambda settings, **kw: list(seeds))
+    monkeypatch.setattr(sync_module, "extra_pairs", lambda settings, **kw: list(seeds))
     _three(project)
     settings = settings_for(project)
     report = sync_pairs(settings)
@@ -267,7 +262,7 @@ def test_seed_pairs_are_indexed_beside_files(project: Path, fake: RecordingEmbed
     def broken(settings: object, **kw: object) -> list[Pair]:
         raise ManifestError("target/mdl.json: models must be a list")
 
-    monkeypatch.setattr(seeds_source, "extra_pairs", broken)
+    monkeypatch.setattr(sync_module, "extra_pairs", broken)
     report = sync_pairs(settings)
     assert report.warnings and not report.removed
     assert any(r["id"].startswith("seed:") for r in table_rows(settings))
@@ -298,12 +293,12 @@ def test_concurrent_syncs_never_duplicate(project: Path, fake: RecordingEmbedder
 
 def test_small_syncs_get_compacted(project: Path, fake: RecordingEmbedder) -> None:
     settings = settings_for(project)
-    for n in range(OPTIMIZE_EVERY + 1):
+    for n in range(COMPACT_EVERY + 1):
         write_pair(project, f"q{n}.md", f"Question number {n}", f"SELECT {n}")
         sync_pairs(settings)
     table = index.open_table(index.connect(settings))
     assert table.stats()["fragment_stats"]["num_fragments"] <= 3
-    assert table.count_rows() == OPTIMIZE_EVERY + 1
+    assert table.count_rows() == COMPACT_EVERY + 1
 
 
 def test_reset_drops_the_table(project: Path, fake: RecordingEmbedder) -> None:
@@ -327,8 +322,7 @@ def _age(project: Path, seconds: float = 10.0) -> None:
 
 def test_quick_noop_reads_no_file(project: Path, fake: RecordingEmbedder,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from wrenmem import sync as sync_module
-
+    from wrenmem.index import snapshot as sync_module
     _three(project)
     (project / "knowledge/sql/bad.md").write_text("no front matter\n")
     _age(project)
@@ -357,8 +351,8 @@ def test_quick_noop_reads_no_file(project: Path, fake: RecordingEmbedder,
 
 
 def test_walk_stats_sees_the_catalogs_files(project: Path) -> None:
-    from wrenmem.catalog import scan
-    from wrenmem.index_state import walk_stats
+    from wrenmem.index.state import walk_stats
+    from wrenmem.pairs.catalog import scan
 
     _three(project)
     base = project / "knowledge/sql"

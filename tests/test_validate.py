@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED, write_pair
-from wrenmem.schemacheck import check_schema
+from wrenmem.checks.references import check_schema
+from wrenmem.checks.validate import validate_files
 from wrenmem.settings import load_settings
 from wrenmem.sqlcheck import check_sql
-from wrenmem.validate import validate_files
 
 BIRD = SHARED / "data" / "bird-minidev"
 SCHEMA = {

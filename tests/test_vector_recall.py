@@ -9,10 +9,11 @@ import pytest
 from conftest import EXAMPLE_KNOWLEDGE, write_pair
 from index_helpers import RecordingEmbedder, install_fake, settings_for
 
-from wrenmem.recall import BACKENDS, Filters, Hit, choose_backend, recall_many
+from wrenmem.index.sync import sync_pairs
+from wrenmem.recall.backends import BACKENDS, choose_backend, recall_many
+from wrenmem.recall.hits import Filters, Hit
+from wrenmem.recall.vector import HybridBackend, VectorBackend, where_clause
 from wrenmem.settings import load_settings
-from wrenmem.sync import sync_pairs
-from wrenmem.vector_recall import HybridBackend, VectorBackend, where_clause
 
 
 @pytest.fixture
@@ -54,6 +55,7 @@ def test_same_hit_shape_as_grep_and_ties_by_path(project: Path, fake: RecordingE
 def test_filters_apply_before_ranking(project: Path, fake: RecordingEmbedder) -> None:
     write_pair(project, "a.md", "How many orders?", "SELECT 1", datasource="shop")
     write_pair(project, "b.md", "Orders per day", "SELECT 2", datasource="crm", tags="[kpi]")
+    sync_pairs(settings_for(project))
     backend = HybridBackend(settings_for(project))
     [hits] = backend.search(["How many orders?"], 5, Filters(datasource="crm"))
     assert [h.path for h in hits] == ["knowledge/sql/b.md"]
@@ -66,21 +68,23 @@ def test_filters_apply_before_ranking(project: Path, fake: RecordingEmbedder) ->
 def test_recall_syncs_first_and_a_long_lived_backend_sees_changes(
         project: Path, fake: RecordingEmbedder) -> None:
     write_pair(project, "a.md", "How many orders?", "SELECT 1")
-    backend = VectorBackend(settings_for(project))
-    [hits] = backend.search(["How many orders?"], 3, Filters())  # builds the index itself
-    assert [h.path for h in hits] == ["knowledge/sql/a.md"]
+    settings = load_settings(project, {"embedder": "fake", "backend": "vector"})
+    [result] = recall_many(settings, ["How many orders?"], 3, Filters())  # builds the index
+    assert [h.path for h in result.hits] == ["knowledge/sql/a.md"]
     write_pair(project, "b.md", "Revenue by month", "SELECT 2")
     (project / "knowledge/sql/a.md").unlink()
+    [result] = recall_many(settings, ["How many orders?"], 3, Filters())
+    assert [h.path for h in result.hits] == ["knowledge/sql/b.md"]
+    # The backend itself never syncs: a file nobody synced is not seen...
+    backend = VectorBackend(settings)
+    write_pair(project, "c.md", "How many orders?", "SELECT 3")
     [hits] = backend.search(["How many orders?"], 3, Filters())
     assert [h.path for h in hits] == ["knowledge/sql/b.md"]
-    # Another writer (the watcher, a hook) commits: the same backend object sees it.
-    write_pair(project, "c.md", "How many orders?", "SELECT 3")
-    sync_pairs(settings_for(project))
-    quiet = VectorBackend(settings_for(project), auto_sync=False)
-    quiet.search(["x"], 1, Filters())
+    # ...and what another writer (the watcher, a hook) commits, the same object sees.
+    sync_pairs(settings)
     write_pair(project, "d.md", "Something else", "SELECT 4")
-    sync_pairs(settings_for(project))
-    [hits] = quiet.search(["Something else"], 1, Filters())
+    sync_pairs(settings)
+    [hits] = backend.search(["Something else"], 1, Filters())
     assert hits[0].path == "knowledge/sql/d.md"
 
 

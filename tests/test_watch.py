@@ -12,15 +12,9 @@ from types import SimpleNamespace
 import pytest
 from conftest import write_pair
 
-from wrenmem.errors import (
-    LockTimeoutError,
-    ManifestError,
-    PairError,
-    SettingsError,
-    WrenmemError,
-)
+from wrenmem.errors import LockTimeoutError, ManifestError, PairError, SettingsError, WrenmemError
 from wrenmem.settings import load_settings
-from wrenmem.watch import (
+from wrenmem.watch.loop import (
     MANIFEST,
     PAIRS,
     SETTINGS,
@@ -242,7 +236,7 @@ class RealRun:
     """run_loop in a thread with a real WatchdogSource and a sync that reads the files."""
 
     def __init__(self, settings, **source_kw):
-        from wrenmem.catalog import scan
+        from wrenmem.pairs.catalog import scan
 
         self.settings = settings
         self.snapshots: list[dict[str, str]] = []

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_wrenmem, write_pair
 
-from wrenmem.daemon_client import ping
+from wrenmem.watch.client import ping
 
 NO_DAEMON = {"WRENMEM_NO_DAEMON": "1"}
 # Most tests need no model: the grep backend indexes nothing. One test runs the default.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 
 class WrenmemError(Exception):
@@ -42,3 +44,16 @@ class ExtraMissingError(WrenmemError):
 
 class LockTimeoutError(WrenmemError):
     """Another wrenmem process held the lock for too long."""
+
+
+class SqlCheckError(WrenmemError):
+    """SQL that does not parse in its dialect (or names unknown tables or columns).
+
+    ``problems`` are the checker's findings, each with ``message``, ``line`` and ``col``
+    (1-based within the SQL text).
+    """
+
+    def __init__(self, problems: Sequence[Any], prefix: str = "not stored"):
+        self.problems = list(problems)
+        listed = "; ".join(f"{p.line}:{p.col}: {p.message}" for p in self.problems)
+        super().__init__(f"{prefix}: the SQL has {len(self.problems)} problem(s): {listed}")

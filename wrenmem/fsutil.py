@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +76,14 @@ def write_marshal(path: Path, data: Any) -> bool:
         logging.getLogger(__name__).debug("cannot write %s: %s", path, e)
         return False
     return True
+
+
+# A file changed within this many seconds of its stat may change again without its
+# (mtime, size) key changing (coarse clocks, writes within one tick): caches keyed by stat
+# trust an entry only once the file is older than this.
+RACY_SECONDS = 2.0
+
+
+def is_racy(mtime_ns: int, now: float | None = None) -> bool:
+    """Whether a file with this mtime is too fresh for a stat-keyed cache to trust."""
+    return (time.time() if now is None else now) - mtime_ns / 1e9 < RACY_SECONDS

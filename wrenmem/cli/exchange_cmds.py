@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from wrenmem.catalog import scan
-from wrenmem.cli.common import emit_json, get_settings, json_option, report_pair_errors, warn
+from wrenmem.cli.common import emit_json, get_memory, json_option, warn
 
 
 @click.command(name="import")
@@ -22,17 +19,15 @@ def import_cmd(ctx: click.Context, file: str, upsert: bool, overwrite: bool, dry
                as_json: bool) -> None:
     """Import a queries.yml: each pair becomes a Markdown file (existing questions are
     skipped unless --upsert or --overwrite)."""
-    from wrenmem.autosync import after_write
-    from wrenmem.exchange import import_pairs, read_queries_yml
 
     if upsert and overwrite:
         raise click.UsageError("--upsert and --overwrite cannot be combined")
-    settings = get_settings(ctx)
-    pairs = read_queries_yml(Path(file))
     mode = "upsert" if upsert else "overwrite" if overwrite else "skip"
-    report = import_pairs(settings, pairs, mode, dry_run=dry_run)
-    note = None if dry_run else after_write(
-        settings, [*report.created, *report.updated, *report.deleted])
+    notes: list[str] = []
+    memory = get_memory(ctx)
+    memory.notify = notes.append
+    report = memory.import_(file, mode=mode, dry_run=dry_run)
+    note = "; ".join(notes) or None
     if as_json:
         emit_json({**report.to_dict(), "dry_run": dry_run, "index": note})
         return
@@ -41,7 +36,7 @@ def import_cmd(ctx: click.Context, file: str, upsert: bool, overwrite: bool, dry
                          ("delete", report.deleted)):
         for item in items:
             click.echo(f"{verb}{label}: {item}")
-    click.echo(f"{len(pairs)} pair(s) read [{mode}]: {len(report.created)} new, "
+    click.echo(f"{report.read} pair(s) read [{mode}]: {len(report.created)} new, "
                f"{len(report.updated)} updated, {len(report.deleted)} deleted, "
                f"{len(report.skipped)} skipped" + (" (dry run)" if dry_run else ""))
     if note:
@@ -55,21 +50,13 @@ def import_cmd(ctx: click.Context, file: str, upsert: bool, overwrite: bool, dry
 @click.pass_context
 def export(ctx: click.Context, file: str | None, source: str | None, include_seed: bool) -> None:
     """Export pairs as a queries.yml to FILE (or stdout)."""
-    from wrenmem.exchange import export_document
-    from wrenmem.fsutil import atomic_write_text
-    from wrenmem.seeds_source import extra_pairs
 
-    settings = get_settings(ctx)
-    found = scan(settings)
-    report_pair_errors(found.errors)
-    pairs = list(found.pairs) + (extra_pairs(settings) if include_seed else [])
-    pairs = [p for p in pairs if source is None or p.source == source]
-    text = export_document(pairs)
+    memory = get_memory(ctx)
     if file is None or file == "-":
-        click.echo(text, nl=False)
+        click.echo(memory.export(source=source, seeds=include_seed), nl=False)
     else:
-        atomic_write_text(Path(file), text)
-        warn(f"exported {len(pairs)} pair(s) to {file}")
+        memory.export(file, source=source, seeds=include_seed)
+        warn(f"exported {len(memory.list(source=source, seeds=include_seed))} pair(s) to {file}")
 
 
 COMMANDS = [import_cmd, export]

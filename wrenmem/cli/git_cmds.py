@@ -4,15 +4,26 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
+from wrenmem.checks.duplicates import find_duplicates
+from wrenmem.checks.validate import Problem, key_line, validate_files
 from wrenmem.cli.common import emit_json, get_settings, json_option, warn
+from wrenmem.git.diff import diff_pairs, render_markdown, render_text
+from wrenmem.git.hooks import (
+    HOOK_NAMES,
+    LOG_NAME,
+    HookConflict,
+    HookState,
+    find_hook_repo,
+    hook_state,
+    install_hooks,
+    run_hook,
+    uninstall_hooks,
+)
+from wrenmem.pairs.catalog import scan
 from wrenmem.settings import Settings
-
-if TYPE_CHECKING:
-    from wrenmem.githooks import HookState
 
 
 @click.group()
@@ -32,7 +43,6 @@ def hooks_install(ctx: click.Context, background: bool, as_json: bool) -> None:
     Hooks already there are kept: moved to <name>.wrenmem-legacy and run first by wrenmem's hook.
     Running install again updates wrenmem's hooks and changes nothing else.
     """
-    from wrenmem.githooks import HookConflict, find_hook_repo, install_hooks
 
     settings = get_settings(ctx)
     target = find_hook_repo(settings.root)
@@ -51,7 +61,6 @@ def hooks_install(ctx: click.Context, background: bool, as_json: bool) -> None:
 @click.pass_context
 def hooks_uninstall(ctx: click.Context, as_json: bool) -> None:
     """Remove wrenmem's hooks and put back the hooks they had chained."""
-    from wrenmem.githooks import find_hook_repo, uninstall_hooks
 
     settings = get_settings(ctx)
     target = find_hook_repo(settings.root)
@@ -66,7 +75,6 @@ def hooks_status(ctx: click.Context, as_json: bool) -> None:
 
     Exits 1 when any of wrenmem's hooks is missing or out of date.
     """
-    from wrenmem.githooks import HOOK_NAMES, find_hook_repo, hook_state
 
     settings = get_settings(ctx)
     target = find_hook_repo(settings.root)
@@ -97,7 +105,6 @@ def hooks_status(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def hooks_run(ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
     """What an installed hook runs: sync quietly, log, and always exit 0."""
-    from wrenmem.githooks import LOG_NAME, run_hook
 
     try:
         settings = get_settings(ctx)
@@ -132,7 +139,6 @@ def validate(ctx: click.Context, files: tuple[Path, ...], no_schema: bool, as_js
     FILES default to every pair file of the project. One `path:line:col: message` line per
     problem, the line being the pair file's. Exit 1 if there is any. Needs no index.
     """
-    from wrenmem.validate import validate_files
 
     settings = get_settings(ctx)
     count, problems = validate_files(settings, list(files) if files else None,
@@ -159,9 +165,6 @@ def duplicates(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> No
     Every pair file of the project is compared; with FILES, only problems in those files are
     reported (what pre-commit needs). Exit 1 if there is any.
     """
-    from wrenmem.catalog import scan
-    from wrenmem.duplicates import find_duplicates
-    from wrenmem.validate import Problem, key_line
 
     settings = get_settings(ctx)
     found = scan(settings, use_cache=settings.state_dir.is_dir())
@@ -204,7 +207,6 @@ def diff(ctx: click.Context, base: str | None, head: str | None, fmt: str, direc
     BASE defaults to HEAD and HEAD to the working tree: `wrenmem diff main` is what a branch
     changes since it left main (like `git diff main...`; --direct compares with main's tip).
     """
-    from wrenmem.prdiff import diff_pairs, render_markdown, render_text
 
     settings = get_settings(ctx)
     result = diff_pairs(settings, base, head, merge_base=not direct,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
 
 import click
 
-from wrenmem.cli.common import emit_json, get_settings, json_option, report_pair_errors, warn
+from wrenmem.cli.common import emit_json, get_memory, json_option, report_pair_errors, warn
 
 
 class _TerminalProgress:
@@ -36,30 +35,17 @@ class _TerminalProgress:
             sys.stderr.flush()
 
 
-def _sync_summary(report: Any) -> str:
-    if report.noop:
-        return f"index up to date: {report.rows} pairs ({report.model_id})"
-    bits = [f"{len(report.added)} added", f"{len(report.changed)} changed",
-            f"{len(report.removed)} removed", f"{len(report.renamed)} renamed",
-            f"{len(report.unchanged)} unchanged"]
-    head = "rebuilt" if report.rebuilt else "synced"
-    texts = "text" if report.embedded == 1 else "texts"
-    return (f"{head}: {', '.join(bits)}; {report.embedded} {texts} embedded; "
-            f"{report.rows} rows ({report.model_id})")
-
-
 @click.command()
 @click.option("--full", is_flag=True, help="Drop the pairs table and rebuild it from scratch.")
 @json_option
 @click.pass_context
 def sync(ctx: click.Context, full: bool, as_json: bool) -> None:
     """Bring the index up to date with the pair files (embeds only new and changed pairs)."""
-    from wrenmem.sync import sync_pairs
 
-    settings = get_settings(ctx)
+    memory = get_memory(ctx)
     progress = _TerminalProgress()
     try:
-        report = sync_pairs(settings, full=full, progress=progress)
+        report = memory.sync(full=full, progress=progress)
     finally:
         progress.close()
     report_pair_errors(report.errors)
@@ -70,27 +56,11 @@ def sync(ctx: click.Context, full: bool, as_json: bool) -> None:
         return
     if report.rebuilt:
         warn(f"rebuilt the index: {report.rebuild_reason}")
-    click.echo(_sync_summary(report))
+    click.echo(report.summary())
 
 
 index = click.Command("index", callback=sync.callback, params=sync.params,
                       help="Alias of `sync`.", short_help="Alias of `sync`.")
-
-
-def _drift_dict(drift: Any) -> dict[str, Any]:
-    plan = drift.plan
-    return {
-        "fresh": drift.fresh,
-        "index_missing": drift.index_missing,
-        "rebuild_needed": drift.rebuild_needed,
-        "embedder": drift.model_id,
-        "built_by": drift.built_by,
-        "added": list(plan.added),
-        "changed": list(plan.changed),
-        "removed": list(plan.removed),
-        "renamed": [{"from": a, "to": b} for a, b in plan.renamed],
-        "errors": [{"path": e.path, "line": e.line, "reason": e.reason} for e in drift.errors],
-    }
 
 
 @click.command()
@@ -98,15 +68,10 @@ def _drift_dict(drift: Any) -> dict[str, Any]:
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Backend, embedder, counts, and whether the index matches the files."""
-    from wrenmem.daemon_client import remote_call
 
-    settings = get_settings(ctx)
-    # The running watcher answers warm when it can; otherwise the same work in-process.
-    data = remote_call(settings, "status", {})
-    if not isinstance(data, dict):
-        from wrenmem.index_status import status_data
-
-        data = status_data(settings)
+    memory = get_memory(ctx)
+    settings = memory.settings
+    data = memory.status()
     backend, unavailable = data["backend"], data["index_unavailable_reason"]
     if as_json:
         emit_json(data)
@@ -136,14 +101,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def check(ctx: click.Context, as_json: bool) -> None:
     """Report drift between the files and the index by content hash; exit 1 on drift."""
-    from wrenmem.sync import check_drift
 
-    settings = get_settings(ctx)
-    drift = check_drift(settings)
+    drift = get_memory(ctx).check()
     plan = drift.plan
-    drifted = not plan.in_sync or drift.rebuild_needed
+    drifted = drift.drifted
     if as_json:
-        emit_json(_drift_dict(drift))
+        emit_json(drift.to_dict())
     else:
         report_pair_errors(drift.errors)
         for label, items in (("added", plan.added), ("changed", plan.changed),
@@ -166,10 +129,10 @@ def check(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def reset(ctx: click.Context, as_json: bool) -> None:
     """Delete the pairs index and its state (the files are untouched; `sync` rebuilds)."""
-    from wrenmem.sync import reset_index
 
-    settings = get_settings(ctx)
-    dropped = reset_index(settings)
+    memory = get_memory(ctx)
+    settings = memory.settings
+    dropped = memory.reset()
     if as_json:
         emit_json({"dropped": dropped, "index": settings.index_uri})
         return

@@ -3,45 +3,18 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
-from wrenmem.catalog import read_pair_file, scan
-from wrenmem.cli.common import emit_json, get_settings, json_option, report_pair_errors, warn
-from wrenmem.errors import PairError, WrenmemError
-from wrenmem.pairs import Pair, render_pair
-from wrenmem.settings import CONFIG_FILE, Settings, settings_help
-from wrenmem.sqlcheck import check_sql
+from wrenmem.cli.common import emit_json, get_memory, json_option, report_pair_errors, warn
+from wrenmem.errors import SqlCheckError, WrenmemError
 
 
 @click.command()
 @click.pass_context
 def init(ctx: click.Context) -> None:
     """Create knowledge/sql/, ignore .wrenmem/ in git and write a commented wrenmem.toml."""
-    settings = get_settings(ctx)
-    done = []
-    if not settings.knowledge_path.is_dir():
-        settings.knowledge_path.mkdir(parents=True)
-        done.append(f"created {settings.knowledge_dir}/")
-    gitignore = settings.root / ".gitignore"
-    lines = gitignore.read_text(encoding="utf-8").splitlines() if gitignore.exists() else []
-    if not any(line.strip().rstrip("/") in (".wrenmem", "/.wrenmem") for line in lines):
-        with gitignore.open("a", encoding="utf-8") as fh:
-            if lines and lines[-1].strip():
-                fh.write("\n")
-            fh.write("# wrenmem derived state (index, caches, daemon socket, logs)\n.wrenmem/\n")
-        done.append("added .wrenmem/ to .gitignore")
-    config = settings.root / CONFIG_FILE
-    if not config.exists():
-        body = ["# wrenmem settings. Precedence: command-line flag > WRENMEM_* environment",
-                "# variable > this file > default. Uncomment to change.", ""]
-        for name, env, default, text in settings_help():
-            body.append(f"# {text} ({env})")
-            shown = f'"{default}"' if isinstance(default, str) else (default or '""')
-            body.append(f"# {name} = {shown}")
-        config.write_text("\n".join(body) + "\n", encoding="utf-8")
-        done.append(f"wrote {CONFIG_FILE}")
+    done = get_memory(ctx).init()
     click.echo("\n".join(done) if done else "already initialised: nothing to do")
 
 
@@ -62,26 +35,23 @@ def store(ctx: click.Context, nl: str, sql: str, datasource: str | None, dialect
           tags: tuple[str, ...], note: str, source: str, folder: str, force: bool,
           as_json: bool) -> None:
     """Store an NL→SQL pair as a Markdown file (the same question updates its file)."""
-    from wrenmem.autosync import after_write
-    from wrenmem.store import store_pair
-
-    settings = get_settings(ctx, datasource=datasource, dialect=dialect)
     if sql == "-":
         sql = sys.stdin.read()
     if not nl.strip():
         raise click.BadParameter("the question is empty", param_hint="--nl")
     if not sql.strip():
         raise click.BadParameter("the SQL is empty", param_hint="--sql")
-    problems = check_sql(sql, settings.dialect)
-    if problems and not force:
-        for p in problems:
+    notes: list[str] = []
+    memory = get_memory(ctx, datasource=datasource, dialect=dialect)
+    memory.notify = notes.append
+    try:
+        result = memory.store(nl, sql, tags=tags, note=note, source=source, folder=folder,
+                              force=force)
+    except SqlCheckError as e:
+        for p in e.problems:
             warn(f"--sql:{p.line}:{p.col}: {p.message}")
-        raise WrenmemError("not stored: fix the SQL, or pass --force to store it anyway")
-    tag_list = tuple(t.strip() for raw in tags for t in raw.split(",") if t.strip())
-    pair = Pair(nl=nl.strip(), sql=sql.strip(), datasource=settings.datasource,
-                dialect=settings.dialect, tags=tag_list, source=source, notes=note)
-    result = store_pair(settings, pair, folder=folder)
-    sync_note = after_write(settings, [result.path])
+        raise WrenmemError("not stored: fix the SQL, or pass --force to store it anyway") from e
+    sync_note = "; ".join(notes) or None
     if as_json:
         emit_json({"path": result.path, "created": result.created,
                    "pair": result.pair.to_dict(), "index": sync_note})
@@ -91,39 +61,20 @@ def store(ctx: click.Context, nl: str, sql: str, datasource: str | None, dialect
         warn(sync_note)
 
 
-def resolve_pair(settings: Settings, target: str) -> Pair:
-    """A pair by file path (relative to cwd or project) or by its exact question."""
-    for candidate in (Path(target), settings.root / target):
-        if candidate.is_file():
-            rel = settings.relpath(candidate)
-            return read_pair_file(candidate, rel)[0]
-    found = scan(settings)
-    wanted = target.strip().casefold()
-    for pair in found.pairs:
-        if pair.nl.casefold() == wanted:
-            return pair
-    from wrenmem.grep import GrepBackend
-    from wrenmem.recall import Filters
-
-    close = GrepBackend(settings).search([target], 3, Filters())[0]
-    hint = ("; closest: " + "; ".join(f"{h.path} ({h.question})" for h in close)) if close else ""
-    raise WrenmemError(f"no pair file or stored question matches {target!r}{hint}")
-
-
 @click.command()
 @click.argument("target")
 @json_option
 @click.pass_context
 def show(ctx: click.Context, target: str, as_json: bool) -> None:
     """Show one pair, given its file path or its exact question."""
-    settings = get_settings(ctx)
-    pair = resolve_pair(settings, target)
+    memory = get_memory(ctx)
+    pair = memory.get(target)
     if as_json:
         data = pair.to_dict()
         data["notes"] = pair.notes
         emit_json(data)
         return
-    click.echo((settings.root / pair.path).read_text(encoding="utf-8-sig"), nl=False)
+    click.echo((memory.root / pair.path).read_text(encoding="utf-8-sig"), nl=False)
 
 
 @click.command(name="list")
@@ -135,14 +86,8 @@ def show(ctx: click.Context, target: str, as_json: bool) -> None:
 def list_pairs(ctx: click.Context, source: str | None, tags: tuple[str, ...],
                datasource: str | None, as_json: bool) -> None:
     """List stored pairs (bad files are reported on stderr and skipped)."""
-    from wrenmem.recall import Filters
-    from wrenmem.seeds_source import extra_pairs
 
-    settings = get_settings(ctx)
-    found = scan(settings)
-    report_pair_errors(found.errors)
-    filters = Filters(datasource=datasource, tags=tags, source=source)
-    pairs = [p for p in (*found.pairs, *extra_pairs(settings)) if filters.accepts(p)]
+    pairs = get_memory(ctx).list(source=source, tags=tags, datasource=datasource)
     if as_json:
         emit_json([p.to_dict() for p in pairs])
         return
@@ -161,15 +106,12 @@ def list_pairs(ctx: click.Context, source: str | None, tags: tuple[str, ...],
 def forget(ctx: click.Context, targets: tuple[str, ...], source: str | None, yes: bool,
            as_json: bool) -> None:
     """Delete pair files, given paths or exact questions (or --source)."""
-    from wrenmem.autosync import after_write
-    from wrenmem.store import delete_pair_file
-
-    settings = get_settings(ctx)
     if not targets and not source:
         raise click.UsageError("name at least one pair (path or question) or --source")
-    pairs = [resolve_pair(settings, t) for t in targets]
+    memory = get_memory(ctx)
+    pairs = [memory.get(t) for t in targets]
     if source:
-        pairs += [p for p in scan(settings).pairs if p.source == source]
+        pairs += memory.list(source=source, seeds=False)
     paths = sorted({p.path for p in pairs})
     if not paths:
         click.echo("nothing to forget")
@@ -177,13 +119,14 @@ def forget(ctx: click.Context, targets: tuple[str, ...], source: str | None, yes
     if not yes:
         listing = "\n".join(f"  {p}" for p in paths)
         click.confirm(f"Delete {len(paths)} pair file(s)?\n{listing}\n", abort=True, err=True)
-    for rel in paths:
-        delete_pair_file(settings, rel)
-    sync_note = after_write(settings, paths)
+    notes: list[str] = []
+    memory.notify = notes.append
+    deleted = memory.forget(paths)
+    sync_note = "; ".join(notes) or None
     if as_json:
-        emit_json({"deleted": paths, "index": sync_note})
+        emit_json({"deleted": deleted, "index": sync_note})
         return
-    for rel in paths:
+    for rel in deleted:
         click.echo(f"Deleted: {rel}")
     if sync_note:
         warn(sync_note)
@@ -199,38 +142,17 @@ def forget(ctx: click.Context, targets: tuple[str, ...], source: str | None, yes
 def fmt(ctx: click.Context, files: tuple[str, ...], check: bool, fail_on_change: bool,
         as_json: bool) -> None:
     """Rewrite pair files in the canonical format (Wren's front-matter `sql:` included)."""
-    from wrenmem.catalog import iter_pair_files
-    from wrenmem.fsutil import atomic_write_text
-    from wrenmem.pairs import decode_file, parse_pair
-
-    settings = get_settings(ctx)
-    paths = [Path(f) for f in files] if files else list(iter_pair_files(settings.knowledge_path))
-    changed, broken = [], []
-    for path in sorted(paths):
-        rel = settings.relpath(path)
-        try:
-            original = decode_file(path.read_bytes(), rel)
-            pair = parse_pair(original, rel)
-        except (OSError, PairError) as e:
-            broken.append(e if isinstance(e, PairError) else PairError(rel, str(e)))
-            continue
-        text = render_pair(pair)
-        if path.read_bytes() != text.encode("utf-8"):
-            changed.append(rel)
-            if not check:
-                atomic_write_text(path, text)
-    report_pair_errors(broken, label="not formatted")
+    report = get_memory(ctx).fmt(files or None, check=check)
+    report_pair_errors(report.errors, label="not formatted")
     if as_json:
-        emit_json({"changed": changed, "check": check,
-                   "errors": [{"path": e.path, "line": e.line, "reason": e.reason}
-                              for e in broken]})
+        emit_json(report.to_dict())
     else:
         verb = "would reformat" if check else "reformatted"
-        for rel in changed:
+        for rel in report.changed:
             click.echo(f"{verb} {rel}")
-        warn(f"{len(changed)} file(s) {verb}, {len(paths) - len(changed) - len(broken)} "
-             f"unchanged, {len(broken)} with errors")
-    if broken or ((check or fail_on_change) and changed):
+        warn(f"{len(report.changed)} file(s) {verb}, {report.unchanged} unchanged, "
+             f"{len(report.errors)} with errors")
+    if report.errors or ((check or fail_on_change) and report.changed):
         ctx.exit(1)
 
 

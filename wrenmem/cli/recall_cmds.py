@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from wrenmem.cli.common import emit_json, get_settings, json_option, warn
+from wrenmem.cli.common import emit_json, get_memory, json_option
 from wrenmem.errors import WrenmemError
 from wrenmem.settings import BACKENDS
 
@@ -50,18 +50,12 @@ def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | Non
            datasource: str | None, tags: tuple[str, ...], source: str | None,
            backend: str | None, as_json: bool) -> None:
     """Recall the stored NL→SQL pairs most similar to each question."""
-    from wrenmem.daemon_client import remote_recall
-    from wrenmem.recall import Filters, recall_many
 
     questions = list(queries) + (read_questions(Path(queries_file)) if queries_file else [])
     if not questions:
         raise click.UsageError("give a question with -q, or a file with --queries")
-    settings = get_settings(ctx, backend=backend)
-    filters = Filters(datasource=datasource, tags=tags, source=source)
-    # The running watcher answers warm when it can; otherwise the same work in-process.
-    results = remote_recall(settings, questions, k, filters, notify=warn)
-    if results is None:
-        results = recall_many(settings, questions, k, filters, notify=warn)
+    results = get_memory(ctx, backend=backend).recall_many(
+        questions, k, datasource=datasource, tags=tags, source=source)
     if as_json:
         emit_json([r.to_dict() for r in results])
         return

@@ -8,18 +8,24 @@ from typing import Any
 
 import click
 
-from wrenmem.cli.common import emit_json, get_settings, json_option, warn
-from wrenmem.settings import BACKENDS, Settings
+from wrenmem.api import Memory
+from wrenmem.cli.common import emit_json, get_memory, json_option, warn
+from wrenmem.pairs.seeds import build_records
+from wrenmem.schema.describe import describe as describe_text
+from wrenmem.settings import BACKENDS
 
 manifest_option = click.option(
     "--manifest", "-m", "manifest", type=click.Path(dir_okay=False),
     help="Manifest JSON to read (default: setting `manifest`, target/mdl.json).")
 
 
-def _settings(ctx: click.Context, manifest: str | None, **overrides: object) -> Settings:
+def _memory(ctx: click.Context, manifest: str | None, **overrides: object) -> Memory:
     # A path typed on the command line is relative to the shell's folder, not the project.
     path = str(Path(manifest).resolve()) if manifest else None
-    return get_settings(ctx, manifest=path, **overrides)
+    memory = get_memory(ctx, manifest=path, **overrides)
+    # The daemon answers for the project's own manifest only.
+    memory.use_daemon = manifest is None
+    return memory
 
 
 def _warn_manifest(warnings: tuple[str, ...], path: str) -> None:
@@ -49,11 +55,10 @@ def _progress() -> Callable[[int, int], None] | None:
 @click.pass_context
 def describe(ctx: click.Context, manifest: str | None, as_json: bool) -> None:
     """Print the whole schema (models, columns, relationships, views, cubes) as plain text."""
-    from wrenmem.describe import describe as describe_text
-    from wrenmem.manifest import load_manifest
 
-    settings = _settings(ctx, manifest)
-    loaded = load_manifest(settings.manifest_path)
+    memory = _memory(ctx, manifest)
+    settings = memory.settings
+    loaded = memory.manifest()
     _warn_manifest(loaded.warnings, settings.relpath(settings.manifest_path))
     text = describe_text(loaded)
     if as_json:
@@ -91,18 +96,11 @@ def fetch(ctx: click.Context, question: str, types: tuple[str, ...], model: str 
     Search mode brings the schema index up to date first (only changed items are embedded)
     and falls back to keyword search when the index extra is not installed.
     """
-    from wrenmem.daemon_client import remote_fetch
 
-    settings = _settings(ctx, manifest, backend=backend)
-    # The running watcher answers warm when it can; otherwise the same work in-process.
-    # Not for another manifest than the project's: the daemon answers for its own.
-    result: Any = None if manifest else remote_fetch(settings, question, types=types,
-                                                     model=model, k=k, threshold=threshold)
-    if result is None:
-        from wrenmem.fetch import fetch as fetch_context
-
-        result = fetch_context(settings, question, types=types, model=model, k=k,
-                               threshold=threshold, progress=_progress())
+    memory = _memory(ctx, manifest, backend=backend)
+    settings = memory.settings
+    result: Any = memory.fetch(question, types=types, model=model, k=k, threshold=threshold,
+                               progress=_progress())
     _warn_manifest(result.warnings, settings.relpath(settings.manifest_path))
     for note in result.notes:
         warn(f"note: {note}")
@@ -124,12 +122,10 @@ def seed(ctx: click.Context, write: bool, manifest: str | None, as_json: bool) -
     Seeds are recalled like pairs without being files. After --write they are ordinary pair
     files; a question that already has a file of another source is left alone.
     """
-    from wrenmem.catalog import scan
-    from wrenmem.manifest import load_manifest
-    from wrenmem.seeds_source import build_records
 
-    settings = _settings(ctx, manifest)
-    loaded = load_manifest(settings.manifest_path)
+    memory = _memory(ctx, manifest)
+    settings = memory.settings
+    loaded = memory.manifest()
     _warn_manifest(loaded.warnings, settings.relpath(settings.manifest_path))
     records = build_records(loaded)
     if not write:
@@ -145,23 +141,12 @@ def seed(ctx: click.Context, write: bool, manifest: str | None, as_json: bool) -
             click.echo(f"{r['path']}  {r['nl']}")
             click.echo(f"    {r['sql']}")
         return
-    from wrenmem.autosync import after_write
-    from wrenmem.pairs import Pair
-    from wrenmem.store import store_pair
 
-    existing = {p.nl: p for p in scan(settings).pairs}
-    written, skipped = [], []
-    for r in records:
-        other = existing.get(r["nl"])
-        if other is not None and other.source != "seed":
-            skipped.append({"nl": r["nl"], "path": other.path,
-                            "reason": f"a {other.source} pair already answers it"})
-            continue
-        result = store_pair(settings, Pair(nl=r["nl"], sql=r["sql"], dialect=r["dialect"],
-                                           datasource=r["datasource"], tags=tuple(r["tags"]),
-                                           source="seed"), folder="seeds")
-        written.append({"nl": r["nl"], "path": result.path, "created": result.created})
-    note = after_write(settings, [w["path"] for w in written])
+    notes: list[str] = []
+    memory.notify = notes.append
+    done = memory.write_seeds()
+    written, skipped = done.written, done.skipped
+    note = "; ".join(notes) or None
     if as_json:
         emit_json({"written": written, "skipped": skipped})
         return

@@ -9,6 +9,9 @@ import sys
 import click
 
 from wrenmem.cli.common import emit_json, get_settings, json_option, warn
+from wrenmem.watch import process
+from wrenmem.watch import run as watch_run
+from wrenmem.watch.loop import LoopConfig
 
 
 @click.command()
@@ -31,20 +34,18 @@ def watch(ctx: click.Context, detach: bool, stop: bool, show_status: bool, poll:
     loaded, over a socket in .wrenmem/ that only you can use; the CLI uses it when it is
     there and gives the same answers without it. Stop it with Ctrl-C or SIGTERM.
     """
-    from wrenmem import watch_run
-
     if sum((detach, stop, show_status)) > 1:
         raise click.UsageError("--detach, --stop and --status are exclusive")
     settings = get_settings(ctx)
     if show_status:
-        info = watch_run.watcher_status(settings)
+        info = process.watcher_status(settings)
         if as_json:
             emit_json(info)
         else:
             _print_status(info)
         ctx.exit(0 if info["running"] else 1)
     if stop:
-        pid = watch_run.stop_watcher(settings)
+        pid = process.stop_watcher(settings)
         if as_json:
             emit_json({"stopped": pid is not None, "pid": pid})
         elif pid is None:
@@ -55,15 +56,14 @@ def watch(ctx: click.Context, detach: bool, stop: bool, show_status: bool, poll:
     argv = [*(["--poll"] if poll else []), *(["--no-daemon"] if no_daemon else []),
             "--debounce", str(debounce)]
     if detach:
-        pid = watch_run.start_detached(settings, argv)
+        pid = process.start_detached(settings, argv)
         if as_json:
             emit_json({"started": True, "pid": pid,
-                       "log": str(settings.state_dir / watch_run.LOG_FILE)})
+                       "log": str(settings.state_dir / process.LOG_FILE)})
         else:
             click.echo(f"watching in the background (pid {pid}); log: "
-                       f"{settings.relpath(settings.state_dir / watch_run.LOG_FILE)}")
+                       f"{settings.relpath(settings.state_dir / process.LOG_FILE)}")
         return
-    from wrenmem.watch import LoopConfig
 
     _log_to_stderr()
     watch_run.run_watch(settings, reload=lambda: get_settings(ctx),

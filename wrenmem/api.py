@@ -1,0 +1,260 @@
+"""The Python API: one :class:`Memory` per project, the layer the CLI and agents call.
+
+Every method returns a value or a small typed result and raises :class:`WrenmemError`
+subclasses; nothing here prints, exits or imports click.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from wrenmem.checks.validate import Problem, validate_files
+from wrenmem.embedders import Embedder, use_embedder
+from wrenmem.errors import SqlCheckError, WrenmemError
+from wrenmem.fsutil import atomic_write_text
+from wrenmem.index.autosync import after_write
+from wrenmem.index.drift import Drift, check_drift, reset_index
+from wrenmem.index.sync import SyncReport, sync_pairs
+from wrenmem.pairs.catalog import read_pair_file, scan
+from wrenmem.pairs.exchange import ImportReport, export_document, import_pairs, read_queries_yml
+from wrenmem.pairs.fmt import FmtReport, format_files
+from wrenmem.pairs.pairfile import Pair
+from wrenmem.pairs.project import init_project
+from wrenmem.pairs.seeds import SeedWrite, build_records, extra_pairs, write_seeds
+from wrenmem.pairs.store import StoreResult, delete_pair_file, store_pair
+from wrenmem.recall.backends import recall_many
+from wrenmem.recall.bm25f import GrepBackend
+from wrenmem.recall.hits import Filters, Hit, RecallResult
+from wrenmem.recall.status import status_data
+from wrenmem.schema.describe import describe as describe_text
+from wrenmem.schema.fetch import FetchResult
+from wrenmem.schema.fetch import fetch as fetch_context
+from wrenmem.schema.manifest import Manifest, load_manifest
+from wrenmem.settings import Settings, find_project_root, load_settings
+from wrenmem.sqlcheck import check_sql
+from wrenmem.watch.client import remote_call, remote_fetch, remote_recall
+
+Notify = Callable[[str], None]
+
+
+class Memory:
+    """The memory of one project: its pair files, its manifest and its derived index.
+
+    ``root`` defaults to the nearest folder up with ``wrenmem.toml``, ``knowledge/`` or
+    ``.git``. ``settings`` override ``wrenmem.toml`` and ``WRENMEM_*`` variables (the same
+    names, e.g. ``backend="grep"``). ``embedder`` is any object with ``model_id``, ``dim``
+    and ``embed(texts)``, used instead of the configured model. ``use_daemon`` lets recall
+    and fetch ask a running ``wrenmem watch`` first (warm model, same answers).
+    """
+
+    def __init__(self, root: str | Path | None = None, *, embedder: Embedder | None = None,
+                 use_daemon: bool = False, notify: Notify | None = None,
+                 **settings: Any) -> None:
+        overrides = {k: v for k, v in settings.items() if v is not None}
+        if embedder is not None:
+            overrides["embedder"] = use_embedder(embedder)
+        base = Path(root).resolve() if root is not None else find_project_root()
+        self.settings: Settings = load_settings(base, overrides)
+        self.use_daemon = use_daemon
+        self.notify = notify
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, use_daemon: bool = False,
+                      notify: Notify | None = None) -> Memory:
+        memory = cls.__new__(cls)
+        memory.settings, memory.use_daemon, memory.notify = settings, use_daemon, notify
+        return memory
+
+    @property
+    def root(self) -> Path:
+        return self.settings.root
+
+    # -- pairs ---------------------------------------------------------------------
+    def init(self) -> list[str]:
+        """Create ``knowledge/sql/``, ignore ``.wrenmem/`` in git, write ``wrenmem.toml``."""
+        return init_project(self.settings)
+
+    def store(self, question: str, sql: str, *, datasource: str | None = None,
+              dialect: str | None = None, tags: Iterable[str] = (), note: str = "",
+              source: str = "user", folder: str = "", force: bool = False) -> StoreResult:
+        """Store an NL→SQL pair as a Markdown file; the same question updates its file.
+
+        The SQL must parse in its dialect (one statement) unless ``force``; otherwise
+        :class:`SqlCheckError` lists each problem with its line and column.
+        """
+        question, sql = question.strip(), sql.strip()
+        if not question:
+            raise WrenmemError("the question is empty")
+        if not sql:
+            raise WrenmemError("the SQL is empty")
+        dialect = dialect or self.settings.dialect
+        problems = check_sql(sql, dialect)
+        if problems and not force:
+            raise SqlCheckError(problems)
+        pair = Pair(nl=question, sql=sql, datasource=datasource or self.settings.datasource,
+                    dialect=dialect, tags=tuple(_split_tags(tags)), source=source, notes=note)
+        result = store_pair(self.settings, pair, folder=folder)
+        self._after_write([result.path])
+        return result
+
+    def get(self, target: str) -> Pair:
+        """One pair, by file path (relative to the cwd or the project) or exact question."""
+        for candidate in (Path(target), self.root / target):
+            if candidate.is_file():
+                return read_pair_file(candidate, self.settings.relpath(candidate))[0]
+        wanted = target.strip().casefold()
+        for pair in scan(self.settings).pairs:
+            if pair.nl.casefold() == wanted:
+                return pair
+        close = GrepBackend(self.settings).search([target], 3, Filters())[0]
+        hint = ("; closest: " + "; ".join(f"{h.path} ({h.question})" for h in close)
+                if close else "")
+        raise WrenmemError(f"no pair file or stored question matches {target!r}{hint}")
+
+    def list(self, *, source: str | None = None, tags: Sequence[str] = (),
+             datasource: str | None = None, seeds: bool = True) -> builtins.list[Pair]:
+        """Stored pairs (and, with ``seeds``, the manifest's seed pairs) that match."""
+        found = scan(self.settings)
+        self._report(found.errors)
+        filters = Filters(datasource=datasource, tags=tuple(tags), source=source)
+        extra = extra_pairs(self.settings) if seeds else []
+        return [p for p in (*found.pairs, *extra) if filters.accepts(p)]
+
+    def forget(self, targets: Sequence[str] = (), *, source: str | None = None
+               ) -> builtins.list[str]:
+        """Delete pair files (by path or exact question, or every file of ``source``);
+        returns the deleted paths."""
+        pairs = [self.get(t) for t in targets]
+        if source:
+            pairs += [p for p in scan(self.settings).pairs if p.source == source]
+        paths = sorted({p.path for p in pairs})
+        for rel in paths:
+            delete_pair_file(self.settings, rel)
+        self._after_write(paths)
+        return paths
+
+    def fmt(self, paths: Iterable[str | Path] | None = None, *, check: bool = False
+            ) -> FmtReport:
+        """Rewrite pair files in the canonical format (``check``: report, change nothing)."""
+        targets = None if paths is None else [Path(p) for p in paths]
+        return format_files(self.settings, targets, check=check)
+
+    def import_(self, path: str | Path, *, mode: str = "skip", dry_run: bool = False
+                ) -> ImportReport:
+        """Import Wren's ``queries.yml``: each pair becomes a file (``skip``, ``upsert`` or
+        ``overwrite`` existing questions)."""
+        pairs = read_queries_yml(Path(path))
+        report = import_pairs(self.settings, pairs, mode, dry_run=dry_run)
+        report.read = len(pairs)
+        if not dry_run:
+            self._after_write([*report.created, *report.updated, *report.deleted])
+        return report
+
+    def export(self, path: str | Path | None = None, *, source: str | None = None,
+               seeds: bool = False) -> str:
+        """Wren's ``queries.yml`` text of the pairs (with ``seeds``, the manifest's seed
+        pairs too); also written to ``path`` when given."""
+        text = export_document(self.list(source=source, seeds=seeds))
+        if path is not None:
+            atomic_write_text(Path(path), text)
+        return text
+
+    def validate(self, paths: Iterable[str | Path] | None = None, *, schema: bool = True
+                 ) -> builtins.list[Problem]:
+        """Every problem of the pair files: parse, SQL, and tables/columns of the manifest."""
+        targets = None if paths is None else [Path(p) for p in paths]
+        return validate_files(self.settings, targets, check_schema=schema)[1]
+
+    # -- recall --------------------------------------------------------------------
+    def recall(self, question: str, k: int = 3, *, datasource: str | None = None,
+               tags: Sequence[str] = (), source: str | None = None) -> builtins.list[Hit]:
+        """The ``k`` stored pairs most similar to ``question``, best first."""
+        return list(self.recall_many([question], k, datasource=datasource, tags=tags,
+                                     source=source)[0].hits)
+
+    def recall_many(self, questions: Sequence[str], k: int = 3, *,
+                    datasource: str | None = None, tags: Sequence[str] = (),
+                    source: str | None = None) -> builtins.list[RecallResult]:
+        """Recall for several questions in one batch (one model call)."""
+        filters = Filters(datasource=datasource, tags=tuple(tags), source=source)
+        if self.use_daemon:
+            remote = remote_recall(self.settings, questions, k, filters, notify=self.notify)
+            if remote is not None:
+                return remote
+        return recall_many(self.settings, questions, k, filters, notify=self.notify)
+
+    # -- schema --------------------------------------------------------------------
+    def manifest(self) -> Manifest:
+        """The project's manifest, loaded and checked (warnings in ``.warnings``)."""
+        return load_manifest(self.settings.manifest_path)
+
+    def describe(self) -> str:
+        """The whole schema as plain text (models, columns, relationships, views, cubes)."""
+        return describe_text(self.manifest())
+
+    def fetch(self, question: str, *, types: Sequence[str] = (), model: str | None = None,
+              k: int = 10, threshold: int | None = None,
+              progress: Callable[[int, int], None] | None = None) -> FetchResult:
+        """Schema context: the whole schema when small, else the items most relevant."""
+        if self.use_daemon:
+            remote = remote_fetch(self.settings, question, types=tuple(types), model=model,
+                                  k=k, threshold=threshold)
+            if remote is not None:
+                return remote  # type: ignore[return-value]
+        return fetch_context(self.settings, question, types=tuple(types), model=model, k=k,
+                             threshold=threshold, progress=progress)
+
+    def seeds(self) -> builtins.list[dict[str, Any]]:
+        """The seed queries derived from the manifest, as records."""
+        return build_records(self.manifest())
+
+    def write_seeds(self) -> SeedWrite:
+        """Write the seeds as pair files under ``seeds/`` (a question someone wrote is kept)."""
+        result = write_seeds(self.settings, self.seeds())
+        self._after_write(result.paths)
+        return result
+
+    # -- index ---------------------------------------------------------------------
+    def sync(self, *, full: bool = False,
+             progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        """Bring the index to the files' state, embedding only what changed."""
+        return sync_pairs(self.settings, full=full, progress=progress)
+
+    def check(self) -> Drift:
+        """How the index differs from the files (read-only)."""
+        return check_drift(self.settings)
+
+    def status(self) -> dict[str, Any]:
+        """Backend, embedder, counts and freshness, with stable keys."""
+        if self.use_daemon:
+            remote = remote_call(self.settings, "status", {})
+            if isinstance(remote, dict):
+                return remote
+        return status_data(self.settings)
+
+    def reset(self) -> bool:
+        """Drop the index (the files are untouched); True when there was one."""
+        return reset_index(self.settings)
+
+    # -- helpers -------------------------------------------------------------------
+    def _after_write(self, paths: Sequence[str]) -> None:
+        note = after_write(self.settings, paths)
+        if note and self.notify is not None:
+            self.notify(note)
+
+    def _report(self, errors: Iterable[Any]) -> None:
+        if self.notify is None:
+            return
+        for error in errors:
+            self.notify(f"{error.location()}: {error.reason} (skipped)")
+
+
+def _split_tags(tags: Iterable[str] | str) -> builtins.list[str]:
+    """Tags from a list, repeated values or ``"a,b"`` strings, in order, without blanks."""
+    if isinstance(tags, str):
+        tags = [tags]
+    return list(dict.fromkeys(t.strip() for raw in tags for t in raw.split(",") if t.strip()))
+

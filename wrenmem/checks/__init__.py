@@ -1,0 +1,2 @@
+"""Checks over pair files: validation (SQL and schema references) and duplicates.
+"""

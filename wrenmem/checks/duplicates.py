@@ -1,0 +1,74 @@
+"""Duplicate questions among pair files: the same question twice, or with two different SQLs.
+
+Questions compare after Unicode NFKC, case folding, collapsing spaces and dropping trailing
+punctuation (``?``, ``？``, ``.``, ``。``, ``!``), within one datasource. SQL texts compare after
+sqlglot re-renders them, so layout and keyword case do not make two SQLs "different".
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from wrenmem.pairs.pairfile import Pair
+
+_TRAILING = re.compile(r"[\s?？.。!！…]+$")
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """``pair`` asks the same question as ``other``."""
+
+    pair: Pair
+    other: Pair
+    same_sql: bool
+
+    @property
+    def message(self) -> str:
+        if self.same_sql:
+            return f"duplicate pair: same question and SQL as {self.other.path}"
+        return (f"the same question as {self.other.path} with a different SQL: "
+                "keep one, or make the questions say how they differ")
+
+
+def question_key(pair: Pair) -> tuple[str, str]:
+    """What makes two pairs "the same question": datasource and the normalised question."""
+    text = unicodedata.normalize("NFKC", pair.nl).casefold()
+    text = _TRAILING.sub("", " ".join(text.split()))
+    return (pair.datasource or "").casefold(), text
+
+
+def sql_key(pair: Pair, dialect: str | None) -> str:
+    """The SQL as sqlglot renders it (layout-free); the trimmed text if it does not parse."""
+    text = " ".join(pair.sql.split()).rstrip(";").strip()
+    try:
+        import sqlglot
+        from sqlglot.errors import SqlglotError
+
+        tree = sqlglot.parse_one(pair.sql, read=pair.dialect or dialect or None)
+        return tree.sql(dialect=pair.dialect or dialect or None, normalize=True)
+    except (SqlglotError, ValueError, ImportError):
+        return text
+
+
+def find_duplicates(pairs: Iterable[Pair], dialect: str | None = None) -> list[Duplicate]:
+    """One entry per pair whose question another pair asks too.
+
+    The first file of a group (by path) points at the second, every other one at the first, so
+    each file involved gets a line, whichever of them a commit touches.
+    """
+    groups: dict[tuple[str, str], list[Pair]] = defaultdict(list)
+    for pair in sorted(pairs, key=lambda p: p.path):
+        groups[question_key(pair)].append(pair)
+    found: list[Duplicate] = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        keys = [sql_key(p, dialect) for p in members]
+        for i, pair in enumerate(members):
+            j = 1 if i == 0 else 0
+            found.append(Duplicate(pair, members[j], keys[i] == keys[j]))
+    return found

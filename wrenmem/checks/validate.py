@@ -1,0 +1,211 @@
+"""Validate pair files: each parses, its SQL is one well-formed statement in its dialect, and
+(when a manifest is present) names only tables and columns that exist.
+
+What the ``wrenmem-validate`` pre-commit hook and ``wrenmem diff`` run. It needs neither the
+index nor an embedding model. Problems point into the pair file (``path:line:col``), not into
+the SQL string: a SQL position is mapped back to the line of the file that holds it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wrenmem.checks.references import Schema, check_schema
+from wrenmem.errors import PairError, WrenmemError
+from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
+from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair
+from wrenmem.schema.manifest import load_manifest
+from wrenmem.settings import Settings
+from wrenmem.sqlcheck import known_dialect, parse_checked
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding, rendered as ``path:line:col: message``."""
+
+    path: str
+    line: int
+    col: int
+    message: str
+    kind: str  # pair | sql | schema | manifest | duplicate
+
+    def render(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}: {self.message}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"path": self.path, "line": self.line, "col": self.col,
+                "message": self.message, "kind": self.kind}
+
+
+@dataclass
+class Validator:
+    """Validates pair texts of one project; loads the manifest once, on first use."""
+
+    settings: Settings
+    check_schema: bool = True
+    tables: Mapping[str, Mapping[str, str]] | None = None
+    manifest_dialect: str | None = None
+    manifest_problem: Problem | None = None
+    _loaded: bool = field(default=False, repr=False)
+    _schema: Any = field(default=None, repr=False)
+
+    def load_manifest(self) -> None:
+        """Read the manifest if there is one; a broken one becomes ``manifest_problem``."""
+        if self._loaded:
+            return
+        self._loaded = True
+        path = self.settings.manifest_path
+        if self.tables is not None or not path.is_file():
+            return
+        try:
+            manifest = load_manifest(path)
+            self.tables = manifest.table_columns()
+            self.manifest_dialect = manifest.dialect
+        except (WrenmemError, OSError, ValueError) as e:
+            self.manifest_problem = Problem(
+                _display(path), 1, 1, f"manifest not usable, tables and columns not checked: {e}",
+                "manifest")
+
+    def dialect_of(self, pair: Pair) -> str:
+        """The pair's own dialect, else an explicit setting, else the manifest's, else default."""
+        if pair.dialect:
+            return pair.dialect
+        self.load_manifest()
+        if self.settings.origins.get("dialect", "default") != "default":
+            return self.settings.dialect
+        return self.manifest_dialect or self.settings.dialect
+
+    def check_text(self, text: str, path: str) -> tuple[Pair | None, list[Problem]]:
+        """Parse and check one pair file's text; ``path`` is what problems are reported under."""
+        try:
+            pair = parse_pair(text, path)
+        except PairError as e:
+            return None, [Problem(path, e.line, e.col or 1, e.reason, "pair")]
+        return pair, self.check_pair(pair, text)
+
+    def check_pair(self, pair: Pair, text: str) -> list[Problem]:
+        """SQL and schema problems of a parsed pair, positioned in the file ``text``."""
+
+        lines = text.split("\n")
+        dialect = self.dialect_of(pair)
+        if pair.dialect and not known_dialect(pair.dialect):
+            return [Problem(pair.path, key_line(lines, "dialect"), 1,
+                            f"unknown SQL dialect {pair.dialect!r} (a sqlglot dialect name)",
+                            "pair")]
+        to_file = sql_locator(pair, lines)
+        tree, sql_problems = parse_checked(pair.sql, dialect)
+        problems = [Problem(pair.path, *to_file(p.line, p.col), p.message, "sql")
+                    for p in sql_problems]
+        if problems or not self.check_schema:
+            return problems
+        self.load_manifest()
+        if self.tables:
+
+            if self._schema is None:
+                self._schema = Schema(self.tables)
+            problems = [Problem(pair.path, *to_file(p.line, p.col), p.message, "schema")
+                        for p in check_schema(pair.sql, dialect, self._schema, tree)]
+        return problems
+
+    def check_file(self, path: Path, display: str | None = None) -> list[Problem]:
+        """Read and check one file. Unreadable files are a problem, never an exception."""
+        shown = display or _display(path)
+        try:
+            text = decode_file(path.read_bytes(), shown)
+        except PairError as e:
+            return [Problem(shown, e.line, 1, e.reason, "pair")]
+        except OSError as e:
+            return [Problem(shown, 1, 1, f"cannot read: {e.strerror or e}", "pair")]
+        return self.check_text(text, shown)[1]
+
+
+def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
+                   *, check_schema: bool = True) -> tuple[int, list[Problem]]:
+    """Check ``paths`` (default: every pair file of the project): (files checked, problems)."""
+
+    validator = Validator(settings, check_schema=check_schema)
+    given = None if paths is None else list(paths)
+    if given is not None and any(_same_file(p, settings.manifest_path) for p in given):
+        given = None  # the manifest changed: every pair may now name a missing column
+    if given is None:
+        files = sorted(iter_pair_files(settings.knowledge_path))
+    else:  # pre-commit passes what matched its `files`: skip what is not a pair file
+        files = [p for p in given if p.name.lower() not in SKIPPED_NAMES
+                 and not p.name.startswith(".")]
+    problems: list[Problem] = []
+    for path in files:
+        problems += validator.check_file(path)
+    if validator.manifest_problem is not None:
+        problems.insert(0, validator.manifest_problem)
+    return len(files), problems
+
+
+def key_line(lines: list[str], key: str) -> int:
+    """1-based line of front-matter ``key:`` in a pair file's lines (1 if absent)."""
+    pattern = re.compile(rf"^\s*['\"]?{re.escape(key)}['\"]?\s*:")
+    in_front = False
+    for i, line in enumerate(lines):
+        if line.strip() == "---":
+            if in_front:
+                break
+            in_front = True
+            continue
+        if in_front and pattern.match(line):
+            return i + 1
+    return 1
+
+
+def sql_locator(pair: Pair, lines: list[str]) -> Callable[[int, int], tuple[int, int]]:
+    """Map a 1-based (line, col) in ``pair.sql`` to the (line, col) in the file's ``lines``.
+
+    Each SQL line is looked up in the file from ``pair.sql_line`` on, which handles a fenced
+    block (lines as they are), Wren's ``sql: |`` block (indented) and ``sql: ...`` inline.
+    """
+    places: list[tuple[int, int]] = []
+    cursor = max(pair.sql_line - 1, 0)
+    for sql_line in pair.sql.split("\n"):
+        found = None
+        if sql_line.strip():
+            for j in range(cursor, len(lines)):
+                offset = lines[j].find(sql_line)
+                if offset >= 0:
+                    found = (j, offset)
+                    break
+        elif cursor < len(lines):
+            found = (cursor, 0)
+        if found is None:  # not verbatim in the file (a quoted YAML string): the SQL's line
+            places.append((pair.sql_line - 1, 0))
+            continue
+        places.append(found)
+        cursor = found[0] + 1
+
+    def to_file(line: int, col: int) -> tuple[int, int]:
+        if not 1 <= line <= len(places):
+            return pair.sql_line, 1
+        row, offset = places[line - 1]
+        return row + 1, offset + col
+
+    return to_file
+
+
+def _same_file(path: Path, other: Path) -> bool:
+    try:
+        return path.resolve() == other.resolve()
+    except OSError:
+        return False
+
+
+def _display(path: Path) -> str:
+    """A path as the user typed it or relative to the current folder, for clickable output."""
+    if not path.is_absolute():
+        return path.as_posix()
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path.as_posix()
+    return Path(rel).as_posix() if not rel.startswith("..") else path.as_posix()

@@ -1,0 +1,2 @@
+"""Git integration: hook install/run and the pull-request diff.
+"""

@@ -1,0 +1,361 @@
+"""``wrenmem diff``: the pairs a branch adds, changes and removes, validated, for review.
+
+Two snapshots of the knowledge folder are compared by path: a base revision and either a
+head revision or the working tree. By default the base is the merge base of BASE and HEAD,
+as a pull request shows it (``git diff BASE...HEAD``): pairs added on BASE since the branch
+started are not the branch's removals. A pair whose file moved but whose question and SQL
+did not is "moved". Added and changed pairs are validated like ``wrenmem validate`` does,
+against the manifest of the head side.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from wrenmem.checks.validate import Problem, Validator
+from wrenmem.errors import PairError, WrenmemError
+from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
+from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair
+from wrenmem.schema.manifest import load_manifest
+from wrenmem.settings import Settings
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of the comparison: a revision, or the working tree (``commit`` None)."""
+
+    label: str
+    commit: str | None
+    files: dict[str, bytes]  # project-relative path -> raw bytes
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One pair file that differs between the two sides."""
+
+    status: str  # added | changed | removed | moved
+    path: str
+    pair: Pair | None  # the head version (the base version for removed)
+    old: Pair | None = None  # the base version, for changed and moved
+    old_path: str | None = None  # for moved
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
+
+    def sql_diff(self) -> list[str]:
+        """Unified diff of the SQL, base → head (empty unless the SQL changed)."""
+        if self.old is None or self.pair is None or _same_sql(self.old.sql, self.pair.sql):
+            return []
+        return list(difflib.unified_diff(self.old.sql.splitlines(), self.pair.sql.splitlines(),
+                                         "base", "head", n=3, lineterm=""))[2:]
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "status": self.status, "path": self.path,
+            "nl": self.pair.nl if self.pair else None,
+            "sql": self.pair.sql if self.pair else None,
+            "dialect": self.pair.dialect if self.pair else None,
+            "valid": self.valid, "problems": [p.to_dict() for p in self.problems],
+        }
+        if self.status in ("changed", "moved"):
+            data["old_path"] = self.old_path or self.path
+            data["old_nl"] = self.old.nl if self.old else None
+            data["old_sql"] = self.old.sql if self.old else None
+            data["question_changed"] = bool(self.old and self.pair and self.old.nl != self.pair.nl)
+            data["sql_changed"] = bool(self.sql_diff())
+            data["sql_diff"] = self.sql_diff()
+        return data
+
+
+@dataclass(frozen=True)
+class PairDiff:
+    """What ``diff`` found; entries sorted by path within each status."""
+
+    base: Side
+    head: Side
+    entries: tuple[Entry, ...] = field(default_factory=tuple)
+    metadata_only: tuple[str, ...] = ()  # edited files whose question and SQL did not change
+    warnings: tuple[str, ...] = ()  # e.g. a manifest that could not be used
+
+    def of(self, status: str) -> list[Entry]:
+        return [e for e in self.entries if e.status == status]
+
+    @property
+    def invalid(self) -> list[Entry]:
+        return [e for e in self.entries if e.status != "removed" and not e.valid]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "base": {"rev": self.base.label, "commit": self.base.commit},
+            "head": {"rev": self.head.label, "commit": self.head.commit},
+            **{status: [e.to_dict() for e in self.of(status)]
+               for status in ("added", "changed", "removed", "moved")},
+            "metadata_only": list(self.metadata_only),
+            "invalid": len(self.invalid),
+            "warnings": list(self.warnings),
+        }
+
+
+def diff_pairs(settings: Settings, base: str | None = None, head: str | None = None, *,
+               merge_base: bool = True, check_schema: bool = True) -> PairDiff:
+    """Compare the pair files of ``base`` (default HEAD) with ``head`` (default: the working
+    tree). Raises :class:`WrenmemError` for an unknown revision or outside a repository."""
+    import git
+
+    try:
+        repo = git.Repo(settings.root, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as e:
+        raise WrenmemError(f"{settings.root} is not inside a git repository") from e
+    if repo.working_tree_dir is None:
+        raise WrenmemError("a bare repository has no pair files to compare")
+    top = Path(repo.working_tree_dir).resolve()
+    try:
+        project = settings.root.resolve().relative_to(top).as_posix()
+        knowledge = settings.knowledge_path.relative_to(top).as_posix()
+    except ValueError as e:
+        raise WrenmemError(f"{settings.knowledge_path} is outside the repository {top}") from e
+    head_commit = _commit(repo, head or "HEAD")
+    base_commit = _commit(repo, base or "HEAD")
+    base_label = base or "HEAD"
+    if merge_base and base is not None:
+        common = repo.merge_base(base_commit, head_commit)
+        if common and common[0].hexsha != base_commit.hexsha:
+            base_commit = common[0]
+            base_label = f"{base}...{head or 'HEAD'} (merge base {base_commit.hexsha[:7]})"
+    base_side = Side(base_label, base_commit.hexsha,
+                     _files_at(base_commit, knowledge, project))
+    if head is None:
+
+        files = {settings.relpath(p): p.read_bytes()
+                 for p in iter_pair_files(settings.knowledge_path)}
+        head_side = Side("working tree", None, files)
+        validator = Validator(settings, check_schema=check_schema)
+    else:
+        head_side = Side(head, head_commit.hexsha, _files_at(head_commit, knowledge, project))
+        validator = _validator_at(settings, head_commit, top, check_schema)
+    return _compare(base_side, head_side, validator)
+
+
+def _commit(repo: Any, rev: str) -> Any:
+    import git
+    from gitdb.exc import BadName
+
+    try:
+        return repo.commit(rev)
+    except (BadName, ValueError, git.BadObject, git.GitCommandError) as e:
+        raise WrenmemError(f"unknown revision {rev!r}") from e
+
+
+def _files_at(commit: Any, knowledge: str, project: str) -> dict[str, bytes]:
+    """Pair files of the knowledge folder at ``commit``, keyed by project-relative path."""
+
+    try:
+        tree = commit.tree / knowledge
+    except KeyError:
+        return {}
+    files: dict[str, bytes] = {}
+    for item in tree.traverse():
+        if item.type != "blob" or not item.path.endswith(".md"):
+            continue
+        rel = PurePosixPath(item.path).relative_to(knowledge)
+        if any(part.startswith(".") or part.endswith("~") for part in rel.parts) or (
+                rel.name.lower() in SKIPPED_NAMES):
+            continue
+        path = PurePosixPath(item.path)
+        key = path.relative_to(project).as_posix() if project != "." else path.as_posix()
+        files[key] = item.data_stream.read()
+    return files
+
+
+def _validator_at(settings: Settings, commit: Any, top: Path, check_schema: bool) -> Validator:
+    """A validator using the manifest as it is at ``commit`` (none if it is not there)."""
+    validator = Validator(settings, check_schema=check_schema, tables={})
+    validator._loaded = True
+    try:
+        blob = commit.tree / settings.manifest_path.relative_to(top).as_posix()
+    except (KeyError, ValueError):
+        return validator
+
+    with tempfile.TemporaryDirectory(prefix="wrenmem-diff-") as tmp:
+        path = Path(tmp) / "mdl.json"
+        path.write_bytes(blob.data_stream.read())
+        try:
+            manifest = load_manifest(path)
+        except WrenmemError as e:
+            validator.manifest_problem = Problem(
+                settings.manifest, 1, 1, f"manifest not usable at {commit.hexsha[:7]}: {e}",
+                "manifest")
+            return validator
+    validator.tables = manifest.table_columns()
+    validator.manifest_dialect = manifest.dialect
+    return validator
+
+
+def _parse(validator: Validator, path: str, data: bytes) -> tuple[Pair | None, list[Problem]]:
+
+    try:
+        text = decode_file(data, path)
+    except PairError as e:
+        return None, [Problem(path, e.line, 1, e.reason, "pair")]
+    return validator.check_text(text, path)
+
+
+def _quiet_parse(path: str, data: bytes) -> Pair | None:
+
+    try:
+        return parse_pair(decode_file(data, path), path)
+    except PairError:
+        return None
+
+
+def _same_sql(a: str, b: str) -> bool:
+    return a.split() == b.split()
+
+
+def _compare(base: Side, head: Side, validator: Validator) -> PairDiff:
+    entries: list[Entry] = []
+    metadata_only: list[str] = []
+    added = sorted(set(head.files) - set(base.files))
+    removed = sorted(set(base.files) - set(head.files))
+    for path in sorted(set(head.files) & set(base.files)):
+        if head.files[path] == base.files[path]:
+            continue
+        new, problems = _parse(validator, path, head.files[path])
+        old = _quiet_parse(path, base.files[path])
+        if new is not None and old is not None and old.nl == new.nl and _same_sql(
+                old.sql, new.sql):
+            if problems:  # still report it: e.g. the manifest changed under it
+                entries.append(Entry("changed", path, new, old, problems=tuple(problems)))
+            else:
+                metadata_only.append(path)
+            continue
+        entries.append(Entry("changed", path, new, old, problems=tuple(problems)))
+    # A file moved with the same question and SQL is a move, not an add and a remove.
+    gone = {path: _quiet_parse(path, base.files[path]) for path in removed}
+    by_content = {(p.nl, " ".join(p.sql.split())): path for path, p in gone.items() if p}
+    for path in added:
+        new, problems = _parse(validator, path, head.files[path])
+        key = (new.nl, " ".join(new.sql.split())) if new else None
+        old_path = by_content.pop(key, None) if key else None
+        if old_path is not None:
+            entries.append(Entry("moved", path, new, gone.pop(old_path), old_path,
+                                 tuple(problems)))
+        else:
+            entries.append(Entry("added", path, new, problems=tuple(problems)))
+    for path, old in sorted(gone.items()):
+        entries.append(Entry("removed", path, old))
+    order = {"added": 0, "changed": 1, "moved": 2, "removed": 3}
+    entries.sort(key=lambda e: (order[e.status], e.path))
+    warnings = (validator.manifest_problem.message,) if validator.manifest_problem else ()
+    return PairDiff(base, head, tuple(entries), tuple(metadata_only), warnings)
+
+
+# ---- rendering -------------------------------------------------------------------------------
+
+
+def summary_line(d: PairDiff) -> str:
+    counts = [f"{len(d.of(s))} {s}" for s in ("added", "changed", "removed", "moved")
+              if d.of(s) or s != "moved"]
+    return ", ".join(counts)
+
+
+def render_text(d: PairDiff) -> str:
+    """A terminal summary: one line per pair, problems and SQL diffs indented below."""
+    out = [f"{d.base.label} → {d.head.label}: {summary_line(d)}"
+           + (f"; {len(d.invalid)} invalid" if d.invalid else "")]
+    marks = {"added": "A", "changed": "M", "removed": "D", "moved": "R"}
+    for e in d.entries:
+        question = e.pair.nl if e.pair else "(does not parse)"
+        where = f"{e.old_path} → {e.path}" if e.old_path else e.path
+        state = "" if e.status == "removed" else ("  ok" if e.valid else "  INVALID")
+        out.append(f"{marks[e.status]} {where}  {question}{state}")
+        if e.status == "changed" and e.old and e.pair and e.old.nl != e.pair.nl:
+            out.append(f"    question was: {e.old.nl}")
+        out += [f"    {line}" for line in e.sql_diff()]
+        out += [f"    {p.render()}" for p in e.problems]
+    if d.metadata_only:
+        out.append(f"({len(d.metadata_only)} file(s) with only notes or metadata edited)")
+    out += [f"warning: {w}" for w in d.warnings]
+    return "\n".join(out)
+
+
+def render_markdown(d: PairDiff) -> str:
+    """A pull-request comment: a summary, then each pair with its SQL (or SQL diff) and
+    validation result; removed pairs as a list."""
+    checked = len([e for e in d.entries if e.status != "removed"])
+    verdict = (f"❌ {len(d.invalid)} of {checked} added, changed or moved pair(s) do not "
+               "validate" if d.invalid else "✅ every added, changed and moved pair validates")
+    out = ["## wrenmem: NL→SQL pairs in this change", "",
+           f"**{summary_line(d)}** — {verdict}", "",
+           f"<sub>base `{d.base.label}`{_short(d.base.commit)} · head "
+           f"`{d.head.label}`{_short(d.head.commit)}</sub>"]
+    if not d.entries:
+        out += ["", "No pair was added, changed or removed."]
+    titles = {"added": "Added", "changed": "Changed"}
+    for status in ("added", "changed"):
+        entries = d.of(status)
+        if not entries:
+            continue
+        out += ["", f"### {titles[status]} ({len(entries)})"]
+        for e in entries:
+            out += [""] + _markdown_entry(e)
+    moved = d.of("moved")
+    if moved:
+        out += ["", f"### Moved ({len(moved)})", ""]
+        for e in moved:
+            mark = "✅" if e.valid else "❌"
+            out.append(f"- {mark} `{e.old_path}` → `{e.path}` — "
+                       f"{_inline(e.pair.nl) if e.pair else ''}")
+            out += [f"  - `{p.path}:{p.line}:{p.col}` {_inline(p.message)}" for p in e.problems]
+    removed = d.of("removed")
+    if removed:
+        out += ["", f"### Removed ({len(removed)})", ""]
+        out += [f"- `{e.path}` — {_inline(e.pair.nl) if e.pair else '(did not parse)'}"
+                for e in removed]
+    if d.metadata_only:
+        out += ["", f"<sub>{len(d.metadata_only)} file(s) with only notes or metadata edited: "
+                + ", ".join(f"`{p}`" for p in d.metadata_only) + "</sub>"]
+    out += [f"\n> ⚠️ {w}" for w in d.warnings]
+    return "\n".join(out) + "\n"
+
+
+def _markdown_entry(e: Entry) -> list[str]:
+    mark = "✅" if e.valid else "❌"
+    question = _inline(e.pair.nl) if e.pair else "(does not parse)"
+    where = f"`{e.old_path}` → `{e.path}`" if e.old_path else f"`{e.path}`"
+    dialect = f" · {e.pair.dialect}" if e.pair and e.pair.dialect else ""
+    out = [f"#### {mark} {question}", "", f"{where}{dialect}"]
+    if e.status == "changed" and e.old and e.pair and e.old.nl != e.pair.nl:
+        out += ["", f"Question was: ~~{_inline(e.old.nl)}~~"]
+    for p in e.problems:
+        out += ["", f"> ❌ `{p.path}:{p.line}:{p.col}` {_inline(p.message)}"]
+    diff = e.sql_diff()
+    if diff:
+        out += ["", _fence("diff", "\n".join(diff))]
+        if e.pair:
+            out += ["", "<details><summary>SQL after the change</summary>", "",
+                    _fence("sql", e.pair.sql), "", "</details>"]
+    elif e.pair:
+        out += ["", _fence("sql", e.pair.sql)]
+    return out
+
+
+def _fence(info: str, body: str) -> str:
+    fence = "```"
+    while fence in body:
+        fence += "`"
+    return f"{fence}{info}\n{body}\n{fence}"
+
+
+def _inline(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _short(commit: str | None) -> str:
+    return f" ({commit[:7]})" if commit else ""

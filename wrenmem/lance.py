@@ -1,0 +1,137 @@
+"""The one LanceDB adapter: every table of the index (pairs, schema items) goes through it.
+
+One connection policy (always the latest committed version), one way to quote values in
+filters, chunked ``IN`` filters, one-commit upserts with deletions, one compaction policy
+and the full-text index. lancedb and pyarrow are imported on first use only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from wrenmem.errors import ExtraMissingError, WrenmemError
+from wrenmem.fsutil import read_marshal, write_marshal
+
+log = logging.getLogger(__name__)
+
+IN_CHUNK = 400  # values per ``IN (...)`` filter: keeps the SQL text small
+COMPACT_EVERY = 10  # write commits between compactions
+COMPACT_AFTER_ROWS = 1000  # ...or at once after a write this big
+# Old versions are pruned only when older than this, so a reader that opened the previous
+# version a moment ago still finds its files (readers also retry once on a vanished file).
+CLEANUP_AFTER = timedelta(seconds=60)
+
+
+def import_lancedb() -> Any:
+    """``lancedb``, quiet, or an ExtraMissingError saying what to install."""
+    os.environ.setdefault("LANCE_LOG", "error")
+    os.environ.setdefault("LANCEDB_LOG", "error")  # the variable lancedb 0.40 reads
+    try:
+        import lancedb
+    except ImportError as e:
+        raise ExtraMissingError(
+            "the index needs lancedb and pyarrow (pip install 'wrenmem[index]')") from e
+    return lancedb
+
+
+def connect(uri: str) -> Any:
+    """A connection that always sees the latest committed version (no stale handles)."""
+    lancedb = import_lancedb()
+    if "://" not in uri:
+        os.makedirs(uri, exist_ok=True)
+    try:
+        return lancedb.connect(uri, read_consistency_interval=timedelta(0))
+    except Exception as e:  # lancedb raises bare ValueError/OSError for bad URIs
+        raise WrenmemError(f"cannot open the index at {uri}: {e}") from e
+
+
+def table_names(db: Any) -> list[str]:
+    try:
+        names = db.list_tables()
+        names = getattr(names, "tables", names)
+    except AttributeError:
+        names = db.table_names()
+    return list(names)
+
+
+def open_table(db: Any, name: str) -> Any | None:
+    """The table ``name``, or None when it was never created."""
+    if name not in table_names(db):
+        return None
+    return db.open_table(name)
+
+
+def drop_table(db: Any, name: str) -> bool:
+    if name not in table_names(db):
+        return False
+    db.drop_table(name)
+    return True
+
+
+def quote(value: str) -> str:
+    """A string literal for a LanceDB (DataFusion) filter."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def in_filter(column: str, values: Sequence[str]) -> str:
+    return f"{column} IN ({', '.join(quote(v) for v in values)})"
+
+
+def chunked(values: Sequence[str], size: int = IN_CHUNK) -> Iterator[Sequence[str]]:
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
+
+
+def upsert(table: Any, key: str, rows: Any, delete: Sequence[str] = ()) -> None:
+    """Insert or update ``rows`` (a pyarrow table) by ``key`` and delete the ``delete`` keys,
+    as ONE commit when the deletions fit one filter: a reader sees the table before or
+    after, never between, and a kill before the commit leaves the previous version."""
+    if rows is None or rows.num_rows == 0:
+        for chunk in chunked(delete):
+            table.delete(in_filter(key, chunk))
+        return
+    merge = table.merge_insert(key).when_matched_update_all().when_not_matched_insert_all()
+    if delete and len(delete) <= IN_CHUNK:
+        merge.when_not_matched_by_source_delete(in_filter(key, delete)).execute(rows)
+        return
+    merge.execute(rows)
+    for chunk in chunked(delete):
+        table.delete(in_filter(key, chunk))
+
+
+def ensure_fts(table: Any, column: str) -> None:
+    """A full-text index on ``column``, already tokenized by wrenmem: split on whitespace."""
+    from lancedb.index import FTS
+
+    if any(column in list(getattr(i, "columns", [])) for i in table.list_indices()):
+        return
+    if table.count_rows() == 0:
+        return
+    table.create_index(column, config=FTS(base_tokenizer="whitespace", with_position=False,
+                                          lower_case=False, stem=False,
+                                          remove_stop_words=False, ascii_folding=False,
+                                          max_token_length=None), replace=True)
+
+
+def maintain(table: Any, counter: Path, commits: int, rows_written: int) -> bool:
+    """Compact every COMPACT_EVERY write commits (counted in ``counter``), and after any big
+    write: merge small fragments, fold new rows into the indexes, prune old versions.
+    Housekeeping only: never fails the write it follows."""
+    if not commits:
+        return False
+    stored = read_marshal(counter)
+    count = (stored if isinstance(stored, int) else 0) + commits
+    done = False
+    if count >= COMPACT_EVERY or rows_written >= COMPACT_AFTER_ROWS:
+        try:
+            table.optimize(cleanup_older_than=CLEANUP_AFTER)
+            done, count = True, 0
+        except Exception as e:  # a concurrent writer preempted us: try next time
+            log.debug("compaction skipped: %s", e)
+    write_marshal(counter, count)
+    return done

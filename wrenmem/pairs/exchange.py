@@ -1,0 +1,136 @@
+"""Wren's ``queries.yml`` exchange format: import writes pair files, export reads them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wrenmem.errors import WrenmemError
+from wrenmem.pairs.catalog import scan
+from wrenmem.pairs.pairfile import Pair
+from wrenmem.pairs.store import delete_pair_file, store_pair
+from wrenmem.settings import Settings
+
+MODES = ("skip", "upsert", "overwrite")
+
+
+@dataclass
+class ImportReport:
+    """What an import did (or, with dry_run, would do)."""
+
+    mode: str
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    sources: dict[str, int] = field(default_factory=dict)
+    read: int = 0  # pairs in the input
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "created": self.created, "updated": self.updated,
+                "skipped": self.skipped, "deleted": self.deleted, "sources": self.sources}
+
+
+def read_queries_yml(path: Path) -> list[Pair]:
+    """Parse and validate a ``queries.yml``; errors name the pair number and field."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as e:
+        raise WrenmemError(f"{path}: cannot read: {e.strerror or e}") from e
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise WrenmemError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(doc, dict) or "pairs" not in doc:
+        raise WrenmemError(f"{path}: expected a mapping with a 'pairs' list")
+    if doc.get("version", 1) != 1:
+        raise WrenmemError(f"{path}: unsupported version {doc.get('version')!r} (expected 1)")
+    items = doc["pairs"] or []
+    if not isinstance(items, list):
+        raise WrenmemError(f"{path}: 'pairs' must be a list")
+    pairs: list[Pair] = []
+    for n, item in enumerate(items, 1):
+        if not isinstance(item, dict):
+            raise WrenmemError(f"{path}: pair #{n} is not a mapping")
+        for key in ("nl", "sql", "source", "datasource", "dialect"):
+            if item.get(key) is not None and not isinstance(item[key], str):
+                raise WrenmemError(f"{path}: pair #{n} field {key!r} must be a string")
+        if not (item.get("nl") or "").strip() or not (item.get("sql") or "").strip():
+            raise WrenmemError(f"{path}: pair #{n} is missing 'nl' or 'sql'")
+        tags = item.get("tags") or []
+        if isinstance(tags, str):
+            tags = [t.strip() for t in tags.replace(",", " ").split()
+                    if t.strip() and not t.startswith("source:")]
+        created = item.get("created_at")
+        if isinstance(created, dt.datetime | dt.date):
+            created = created.isoformat()
+        pairs.append(Pair(
+            nl=item["nl"].strip(), sql=item["sql"].strip(), datasource=item.get("datasource")
+            or None, dialect=item.get("dialect") or None,
+            tags=tuple(str(t) for t in tags), source=item.get("source") or "user",
+            created_at=str(created) if created else None,
+        ))
+    return pairs
+
+
+def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
+                 dry_run: bool = False) -> ImportReport:
+    """Write imported pairs as files. ``skip`` keeps existing questions, ``upsert`` updates
+    them, ``overwrite`` first deletes every file whose source appears in the input."""
+    if mode not in MODES:
+        raise WrenmemError(f"unknown import mode {mode!r}")
+    report = ImportReport(mode, sources=dict(Counter(p.source for p in pairs)))
+    latest: dict[str, Pair] = {}
+    for pair in pairs:
+        if mode == "skip" and pair.nl in latest:
+            report.skipped.append(pair.nl)
+            continue
+        latest[pair.nl] = pair  # upsert/overwrite: the last occurrence wins
+    existing = {p.nl: p for p in scan(settings).pairs}
+    if mode == "overwrite":
+        sources = {p.source for p in latest.values()}
+        doomed = [p.path for p in existing.values() if p.source in sources]
+        report.deleted = doomed
+        if not dry_run:
+            for rel in doomed:
+                delete_pair_file(settings, rel)
+        existing = {nl: p for nl, p in existing.items() if p.path not in doomed}
+    for pair in latest.values():
+        old = existing.get(pair.nl)
+        if old is not None and mode == "skip":
+            report.skipped.append(old.path)
+            continue
+        if dry_run:
+            (report.updated if old else report.created).append(old.path if old else pair.nl)
+            continue
+        result = store_pair(settings, pair.with_changes(source=pair.source or "import"))
+        (report.created if result.created else report.updated).append(result.path)
+    return report
+
+
+def export_document(pairs: Sequence[Pair]) -> str:
+    """``queries.yml`` text for ``pairs`` (tags and dialect kept as extra keys)."""
+    import yaml
+
+    items = []
+    for pair in pairs:
+        item: dict[str, Any] = {"nl": pair.nl, "sql": pair.sql, "source": pair.source}
+        if pair.datasource:
+            item["datasource"] = pair.datasource
+        if pair.dialect:
+            item["dialect"] = pair.dialect
+        if pair.tags:
+            item["tags"] = list(pair.tags)
+        if pair.created_at:
+            item["created_at"] = pair.created_at
+        items.append(item)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
+    doc = {"version": 1, "exported_at": now, "pairs": items}
+    return yaml.safe_dump(doc, allow_unicode=True, sort_keys=False, default_flow_style=False,
+                          width=100)

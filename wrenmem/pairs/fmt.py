@@ -1,0 +1,53 @@
+"""Rewrite pair files in the canonical format (``wrenmem fmt`` and the pre-commit hook)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wrenmem.errors import PairError
+from wrenmem.fsutil import atomic_write_text
+from wrenmem.pairs.catalog import iter_pair_files
+from wrenmem.pairs.pairfile import decode_file, parse_pair, render_pair
+from wrenmem.settings import Settings
+
+
+@dataclass(frozen=True)
+class FmtReport:
+    """Which files were (or, with ``check``, would be) rewritten, and which could not be read."""
+
+    changed: tuple[str, ...] = ()
+    unchanged: int = 0
+    errors: tuple[PairError, ...] = field(default_factory=tuple)
+    check: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"changed": list(self.changed), "check": self.check,
+                "errors": [{"path": e.path, "line": e.line, "reason": e.reason}
+                           for e in self.errors]}
+
+
+def format_files(settings: Settings, paths: Iterable[Path] | None = None, *,
+                 check: bool = False) -> FmtReport:
+    """Render every pair file (default: all of the project) canonically; ``check`` writes
+    nothing. A file that cannot be read as a pair is reported and left as it is."""
+    targets = list(paths) if paths is not None else list(iter_pair_files(settings.knowledge_path))
+    changed: list[str] = []
+    broken: list[PairError] = []
+    for path in sorted(targets):
+        rel = settings.relpath(path)
+        try:
+            raw = path.read_bytes()
+            pair = parse_pair(decode_file(raw, rel), rel)
+        except (OSError, PairError) as e:
+            broken.append(e if isinstance(e, PairError) else PairError(rel, str(e)))
+            continue
+        text = render_pair(pair)
+        if raw != text.encode("utf-8"):
+            changed.append(rel)
+            if not check:
+                atomic_write_text(path, text)
+    return FmtReport(tuple(changed), len(targets) - len(changed) - len(broken), tuple(broken),
+                     check)

@@ -1,0 +1,315 @@
+"""NL→SQL pair files: parse both formats, render the canonical one.
+
+Canonical form: YAML front matter with ``nl`` and metadata, then the first fenced ``sql``
+block of the body, then free-form notes. Wren's form keeps ``sql:`` in the front matter.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from wrenmem.errors import PairError
+
+KNOWN_KEYS = ("nl", "datasource", "dialect", "tags", "source", "created_at", "verified_by",
+              "verified_at")
+_DELIM = re.compile(r"^---[ \t]*$")
+_FENCE_OPEN = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
+_ISO_TIME = re.compile(
+    r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$"
+)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One NL→SQL pair as read from (or about to be written to) a file."""
+
+    nl: str
+    sql: str
+    path: str = ""
+    datasource: str | None = None
+    dialect: str | None = None
+    tags: tuple[str, ...] = ()
+    source: str = "user"
+    created_at: str | None = None
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    sql_line: int = 1  # line of the file where the SQL text starts
+    wren_format: bool = False  # SQL was in the front matter
+
+    @property
+    def content_hash(self) -> str:
+        """Hash of everything the index stores about the pair (not notes, not timestamps)."""
+        payload = json.dumps(
+            [self.nl, self.sql, self.datasource, self.dialect, list(self.tags), self.source],
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Stable JSON shape used by ``--json`` outputs."""
+        return {
+            "path": self.path,
+            "nl": self.nl,
+            "sql": self.sql,
+            "datasource": self.datasource,
+            "dialect": self.dialect,
+            "tags": list(self.tags),
+            "source": self.source,
+            "created_at": self.created_at,
+        }
+
+    def with_changes(self, **changes: Any) -> Pair:
+        return replace(self, **changes)
+
+
+def decode_file(data: bytes, path: str) -> str:
+    """Bytes of a pair file to text: UTF-8 (a BOM tolerated), CRLF and CR normalised."""
+    if not data.strip():
+        raise PairError(path, "empty file")
+    if b"\x00" in data:
+        raise PairError(path, "binary file (contains NUL bytes), not a Markdown pair")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise PairError(path, f"not valid UTF-8 (byte {e.start})", line) from e
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def parse_pair(text: str, path: str = "<string>") -> Pair:
+    """Parse a pair file's text. Raises :class:`PairError` naming the line and the reason."""
+    import yaml
+
+    lines = text.split("\n")
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        raise PairError(path, "empty file")
+    if not _DELIM.match(lines[first].strip()):
+        raise PairError(path, "no front matter: the file must start with a '---' line", first + 1)
+    close = next((i for i in range(first + 1, len(lines)) if _DELIM.match(lines[i])), None)
+    if close is None:
+        raise PairError(path, "front matter is not closed by a '---' line", first + 1)
+    yaml_text = "\n".join(lines[first + 1 : close])
+    try:
+        meta = _load_yaml(yaml_text) if yaml_text.strip() else None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = first + 2 + mark.line if mark is not None else first + 1
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise PairError(path, f"front matter is not valid YAML: {problem}", line) from e
+    if meta is None:
+        raise PairError(path, "front matter is empty: 'nl' is required", first + 1)
+    if not isinstance(meta, dict):
+        raise PairError(path, f"front matter must be a mapping of keys, not a {_kind(meta)}",
+                        first + 2)
+
+    def key_line(key: str) -> int:
+        pattern = re.compile(rf"^\s*['\"]?{re.escape(key)}['\"]?\s*:")
+        for i in range(first + 1, close):
+            if pattern.match(lines[i]):
+                return i + 1
+        return first + 1
+
+    nl = meta.get("nl")
+    if nl is None:
+        raise PairError(path, "missing 'nl' (the question) in the front matter", first + 1)
+    if not isinstance(nl, str):
+        hint = " (YAML reads yes/no/on/off/true/false as booleans: quote it)" if isinstance(
+            nl, bool) else " (quote it)"
+        raise PairError(path, f"'nl' must be text, got {_kind(nl)} {nl!r}{hint}", key_line("nl"))
+    if not nl.strip():
+        raise PairError(path, "'nl' is empty", key_line("nl"))
+
+    body_start = close + 1
+    body_lines = lines[body_start:]
+    block = _find_sql_block(body_lines)
+    front_sql = meta.get("sql")
+    if front_sql is not None and block is not None:
+        raise PairError(path, "SQL is given twice: in front-matter 'sql:' and in a ```sql block",
+                        key_line("sql"))
+    if block is not None:
+        start, end, sql_text = block
+        sql = sql_text.strip("\n").rstrip()
+        sql_line = body_start + start + 2
+        notes = "\n".join(body_lines[:start] + body_lines[end + 1 :]).strip()
+        wren = False
+    elif front_sql is not None:
+        if not isinstance(front_sql, str):
+            raise PairError(path, f"'sql' must be text, got {_kind(front_sql)}", key_line("sql"))
+        sql = front_sql.strip()
+        sql_line = key_line("sql")
+        notes = "\n".join(body_lines).strip()
+        wren = True
+    else:
+        raise PairError(path, "no SQL: add a ```sql fenced block after the front matter",
+                        close + 1)
+    if not sql.strip():
+        raise PairError(path, "the SQL is empty", sql_line)
+
+    values: dict[str, Any] = {}
+    for key in ("datasource", "dialect", "source", "created_at", "verified_by", "verified_at"):
+        if meta.get(key) is None:
+            continue
+        try:
+            values[key] = _scalar_text(meta[key])
+        except ValueError as e:
+            raise PairError(path, f"'{key}' {e}", key_line(key)) from e
+    try:
+        tags = _tags(meta.get("tags"))
+    except ValueError as e:
+        raise PairError(path, f"'tags' {e}", key_line("tags")) from e
+    extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS and k != "sql"}
+    return Pair(
+        nl=nl.strip(),
+        sql=sql,
+        path=path,
+        datasource=values.get("datasource"),
+        dialect=values.get("dialect"),
+        tags=tags,
+        source=values.get("source") or "user",
+        created_at=values.get("created_at"),
+        notes=notes,
+        extra={**extra, **{k: values[k] for k in ("verified_by", "verified_at") if k in values}},
+        sql_line=sql_line,
+        wren_format=wren,
+    )
+
+
+def _load_yaml(text: str) -> Any:
+    """libyaml's loader when PyYAML has it (same values, ~10x faster); on an error the
+    pure-Python loader parses again, because its error marks point at the right line."""
+    import yaml
+
+    fast = getattr(yaml, "CSafeLoader", None)
+    if fast is not None:
+        try:
+            return yaml.load(text, Loader=fast)  # noqa: S506 - a safe loader
+        except yaml.YAMLError:
+            pass
+    return yaml.safe_load(text)
+
+
+def _find_sql_block(lines: list[str]) -> tuple[int, int, str] | None:
+    """(open line, close line, text) of the first fenced block whose info string is sql."""
+    i = 0
+    while i < len(lines):
+        m = _FENCE_OPEN.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence = m.group("fence")
+        info = m.group("info").strip().split()
+        closing = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
+        end = next((j for j in range(i + 1, len(lines)) if closing.match(lines[j])), len(lines))
+        if info and info[0].lower() == "sql":
+            return i, end, "\n".join(lines[i + 1 : end])
+        i = end + 1
+    return None
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, dt.date):
+        return "a date"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, bool):
+        raise ValueError(f"must be text, got a boolean {value!r}: quote it")
+    if isinstance(value, dt.datetime):
+        text = value.isoformat()
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
+    if isinstance(value, str | int | float | dt.date):
+        return str(value).strip() if not isinstance(value, dt.date) else value.isoformat()
+    raise ValueError(f"must be text, got {_kind(value)}")
+
+
+def _tags(value: Any) -> tuple[str, ...]:
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        items: list[Any] = [t for t in value.split(",")]
+    elif isinstance(value, list):
+        items = value
+    else:
+        raise ValueError(f"must be a list of strings, got {_kind(value)}")
+    tags: list[str] = []
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            raise ValueError(f"must be a list of strings, found {_kind(item)} {item!r}")
+        text = str(item).strip()
+        if text and text not in tags:
+            tags.append(text)
+    return tuple(tags)
+
+
+def render_pair(pair: Pair) -> str:
+    """The canonical text of a pair: what ``store`` writes and ``fmt`` rewrites to."""
+    out = ["---", "nl: " + _yaml_scalar(pair.nl)]
+    if pair.datasource:
+        out.append("datasource: " + _yaml_scalar(pair.datasource))
+    if pair.dialect:
+        out.append("dialect: " + _yaml_scalar(pair.dialect))
+    if pair.tags:
+        out.append("tags: [" + ", ".join(_yaml_scalar(t, flow=True) for t in pair.tags) + "]")
+    out.append("source: " + _yaml_scalar(pair.source or "user"))
+    if pair.created_at:
+        out.append("created_at: " + _time_scalar(pair.created_at))
+    for key, value in pair.extra.items():
+        if key in ("verified_at",) and isinstance(value, str):
+            out.append(f"{key}: " + _time_scalar(value))
+        else:
+            out.append(_yaml_item(key, value))
+    out.append("---")
+    fence = "```"
+    while fence in pair.sql:
+        fence += "`"
+    out += ["", fence + "sql", pair.sql.strip("\n").rstrip(), fence]
+    if pair.notes.strip():
+        out += ["", pair.notes.strip()]
+    return "\n".join(out) + "\n"
+
+
+def _yaml_scalar(value: str, flow: bool = False) -> str:
+    """``value`` as a YAML scalar that reads back as exactly this string (plain if it can)."""
+    import yaml
+
+    text = yaml.safe_dump(value, allow_unicode=True, default_style=None, width=10**9)
+    text = text.removesuffix("\n...\n").rstrip("\n")
+    if flow:
+        try:
+            plain_ok = yaml.safe_load(f"[{text}]") == [value]
+        except yaml.YAMLError:
+            plain_ok = False
+        if not plain_ok:
+            text = "'" + value.replace("'", "''") + "'"
+    return text
+
+
+def _time_scalar(value: str) -> str:
+    return value if _ISO_TIME.match(value) else _yaml_scalar(value)
+
+
+def _yaml_item(key: str, value: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump({key: value}, allow_unicode=True, sort_keys=False,
+                          default_flow_style=False, width=10**9).rstrip("\n")
+
+
+def search_fields(pair: Pair) -> dict[str, str]:
+    """The pair's text by field, as keyword search weighs it (question, tags, SQL)."""
+    return {"nl": pair.nl, "sql": pair.sql, "tags": " ".join(pair.tags)}

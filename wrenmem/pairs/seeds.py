@@ -1,0 +1,146 @@
+"""Pairs that are not files but are recalled like them: seed queries from the manifest.
+
+Every recall calls :func:`extra_pairs`, so it must be nearly free when nothing changed: the
+seeds are cached in ``.wrenmem/seeds.json`` keyed by the manifest file's stat and
+fingerprint. A missing manifest gives no seeds; a broken one gives none and a warning, and
+never breaks recall.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wrenmem import statedir
+from wrenmem.errors import WrenmemError
+from wrenmem.fsutil import atomic_write_text, is_racy
+from wrenmem.pairs.catalog import scan
+from wrenmem.pairs.pairfile import Pair
+from wrenmem.pairs.store import store_pair
+from wrenmem.schema.manifest import load_manifest
+from wrenmem.schema.seeds import generate_seeds
+from wrenmem.settings import Settings
+
+log = logging.getLogger(__name__)
+CACHE_VERSION = 1
+CACHE_FILE = statedir.SEEDS
+
+
+def extra_pairs(settings: Settings, *, exclude_questions: Iterable[str] | None = None
+                ) -> list[Pair]:
+    """Seed pairs of the project's manifest, minus questions that already have a file.
+
+    ``exclude_questions`` saves a catalog scan when the caller has the stored questions.
+    """
+    seeds = seed_pairs(settings)
+    if not seeds:
+        return []
+    if exclude_questions is None:
+
+        exclude_questions = [p.nl for p in scan(settings).pairs]
+    taken = {q.strip().casefold() for q in exclude_questions}
+    return [p for p in seeds if p.nl.casefold() not in taken]
+
+
+def seed_pairs(settings: Settings) -> list[Pair]:
+    """Every seed of the manifest as a Pair (``source: seed``, path ``seed:<key>``)."""
+    path = settings.manifest_path
+    try:
+        st = path.stat()
+    except OSError:
+        return []
+    stat_key = [st.st_mtime_ns, st.st_size, st.st_ino]
+    cache_path = settings.state_dir / CACHE_FILE
+    cache = _read_cache(cache_path)
+    same_file = cache.get("manifest") == str(path)
+    racy = is_racy(st.st_mtime_ns)
+    if same_file and cache.get("stat") == stat_key and not racy:
+        pairs = _pairs(cache["seeds"])
+        if pairs is not None:
+            return pairs
+    try:
+
+        manifest = load_manifest(path)
+    except WrenmemError as e:
+        log.warning("no seed queries: %s", e)
+        return []
+    records = cache["seeds"] if same_file and cache.get("fingerprint") == \
+        manifest.fingerprint and _pairs(cache["seeds"]) is not None else build_records(manifest)
+    _write_cache(cache_path, {"version": CACHE_VERSION, "manifest": str(path),
+                              "stat": stat_key, "fingerprint": manifest.fingerprint,
+                              "seeds": records})
+    return _pairs(records) or []
+
+
+def build_records(manifest: Any) -> list[dict[str, Any]]:
+    """Seeds of a loaded manifest as plain records (what the cache stores)."""
+
+    datasource = manifest.data_source or None
+    return [{"nl": s.nl, "sql": s.sql, "path": f"seed:{s.key}", "dialect": manifest.dialect,
+             "datasource": datasource, "tags": ["seed", s.kind], "model": s.model}
+            for s in generate_seeds(manifest)]
+
+
+def _pairs(records: list[Any]) -> list[Pair] | None:
+    """Pairs from cached records; None when the cache holds something else (rebuild it)."""
+    try:
+        return [Pair(nl=r["nl"], sql=r["sql"], path=r["path"], datasource=r["datasource"],
+                     dialect=r["dialect"], tags=tuple(r["tags"]), source="seed")
+                for r in records]
+    except (KeyError, TypeError):
+        return None
+
+
+def _read_cache(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
+        return {}
+    if not isinstance(data.get("seeds"), list):
+        return {}
+    return data
+
+
+def _write_cache(path: Path, data: dict[str, Any]) -> None:
+    try:
+        atomic_write_text(path, json.dumps(data, ensure_ascii=False))
+    except OSError as e:  # a read-only checkout still recalls, just without the cache
+        log.debug("cannot write %s: %s", path, e)
+
+
+@dataclass(frozen=True)
+class SeedWrite:
+    """What ``seed --write`` did: files written (new or updated) and seeds left alone."""
+
+    written: tuple[dict[str, Any], ...]
+    skipped: tuple[dict[str, Any], ...]
+
+    @property
+    def paths(self) -> list[str]:
+        return [w["path"] for w in self.written]
+
+
+def write_seeds(settings: Settings, records: list[dict[str, Any]]) -> SeedWrite:
+    """Materialise seed records as pair files under ``seeds/`` (``source: seed``).
+
+    A question that already has a file of another source is skipped: someone wrote it.
+    """
+    existing = {p.nl: p for p in scan(settings).pairs}
+    written, skipped = [], []
+    for r in records:
+        other = existing.get(r["nl"])
+        if other is not None and other.source != "seed":
+            skipped.append({"nl": r["nl"], "path": other.path,
+                            "reason": f"a {other.source} pair already answers it"})
+            continue
+        result = store_pair(settings, Pair(nl=r["nl"], sql=r["sql"], dialect=r["dialect"],
+                                           datasource=r["datasource"], tags=tuple(r["tags"]),
+                                           source="seed"), folder="seeds")
+        written.append({"nl": r["nl"], "path": result.path, "created": result.created})
+    return SeedWrite(tuple(written), tuple(skipped))

@@ -1,0 +1,94 @@
+"""Writing pairs: one file per question, found again by its question, never clobbering."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+from wrenmem.errors import PairError, WrenmemError
+from wrenmem.fsutil import atomic_write_text
+from wrenmem.pairs.catalog import read_pair_file, scan
+from wrenmem.pairs.pairfile import Pair, render_pair
+from wrenmem.pairs.slug import slugify
+from wrenmem.settings import Settings
+
+MAX_SUFFIX = 1000
+
+
+@dataclass(frozen=True)
+class StoreResult:
+    """Where a pair went and whether the file was new."""
+
+    path: str
+    created: bool
+    pair: Pair
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def find_by_question(settings: Settings, nl: str) -> Pair | None:
+    """The stored pair whose question is exactly ``nl`` (after stripping), if any."""
+    nl = nl.strip()
+    for pair in scan(settings).pairs:
+        if pair.nl == nl:
+            return pair
+    return None
+
+
+def store_pair(settings: Settings, pair: Pair, *, folder: str = "") -> StoreResult:
+    """Write ``pair`` to its file: the file of the same question if there is one, else a new one.
+
+    Updating keeps the notes, ``created_at`` and unknown keys of the existing file. A new
+    file is claimed atomically (hard link of a finished temporary file), so two processes
+    storing questions with the same slug both keep their pair.
+    """
+    existing = find_by_question(settings, pair.nl)
+    if existing is not None:
+        return _update(settings, existing, pair)
+    base = settings.knowledge_path / folder if folder else settings.knowledge_path
+    if not base.resolve().is_relative_to(settings.knowledge_path):
+        raise WrenmemError(f"folder {folder!r} is outside {settings.knowledge_dir}")
+    stem = slugify(pair.nl)
+    new = pair.with_changes(created_at=pair.created_at or utc_now())
+    for n in range(1, MAX_SUFFIX):
+        target = base / (f"{stem}.md" if n == 1 else f"{stem}-{n}.md")
+        rel = settings.relpath(target)
+        try:
+            atomic_write_text(target, render_pair(new.with_changes(path=rel)), exclusive=True)
+            return StoreResult(rel, True, new.with_changes(path=rel))
+        except FileExistsError:
+            # Somebody owns that name: if it holds our question (a concurrent store of the
+            # same question), update it; otherwise try the next suffix.
+            try:
+                other, _digest = read_pair_file(target, rel)
+            except PairError:
+                continue
+            if other.nl == pair.nl.strip():
+                return _update(settings, other, pair)
+    raise WrenmemError(f"no free file name for {stem!r} after {MAX_SUFFIX} tries")
+
+
+def _update(settings: Settings, old: Pair, new: Pair) -> StoreResult:
+    merged = old.with_changes(
+        sql=new.sql,
+        datasource=new.datasource if new.datasource is not None else old.datasource,
+        dialect=new.dialect if new.dialect is not None else old.dialect,
+        tags=new.tags or old.tags,
+        source=new.source or old.source,
+        created_at=old.created_at or new.created_at or utc_now(),
+        notes=new.notes or old.notes,
+        wren_format=False,
+    )
+    atomic_write_text(settings.root / old.path, render_pair(merged))
+    return StoreResult(old.path, False, merged)
+
+
+def delete_pair_file(settings: Settings, rel: str) -> None:
+    """Delete a pair file; refuses anything outside the knowledge folder."""
+    path = (settings.root / rel).resolve()
+    if not path.is_relative_to(settings.knowledge_path):
+        raise WrenmemError(f"{rel} is not inside {settings.knowledge_dir}")
+    Path(path).unlink()

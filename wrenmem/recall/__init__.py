@@ -1,0 +1,3 @@
+"""Recall: the shared vocabulary (Hit, Filters), the BM25F (grep) backend and the vector/hybrid
+backends.
+"""

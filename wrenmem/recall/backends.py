@@ -1,0 +1,63 @@
+"""Recall: the stored pairs most similar to a question, from whichever backend answers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from wrenmem.errors import ExtraMissingError, LockTimeoutError
+from wrenmem.index.sync import sync_pairs
+from wrenmem.index.table import index_unavailable
+from wrenmem.recall.bm25f import GrepBackend
+from wrenmem.recall.hits import Filters, RecallBackend, RecallResult
+from wrenmem.recall.vector import HybridBackend, VectorBackend
+from wrenmem.settings import Settings
+
+log = logging.getLogger(__name__)
+SYNC_LOCK_TIMEOUT = 10.0
+
+# Backend name -> class (lancedb and the embedder load only when one is constructed).
+BACKENDS: dict[str, Callable[[Settings], RecallBackend]] = {
+    "grep": GrepBackend, "vector": VectorBackend, "hybrid": HybridBackend,
+}
+
+
+def choose_backend(settings: Settings, notify: Callable[[str], None] | None = None) -> str:
+    """The backend that answers: the setting, or for ``auto`` the best one installed."""
+    wanted = settings.backend
+    if wanted != "auto":
+        return wanted
+    reason = index_unavailable(settings) if "hybrid" in BACKENDS else "no index backend"
+    if reason is None:
+        return "hybrid"
+    if notify is not None:
+        notify(f"recall: using the grep backend: {reason}")
+    return "grep"
+
+
+def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Filters,
+                notify: Callable[[str], None] | None = None) -> list[RecallResult]:
+    """Recall for each question, from the chosen backend, in one batch."""
+    name = choose_backend(settings, notify)
+    if name not in BACKENDS:
+
+        raise ExtraMissingError(f"the {name} backend is not available in this install")
+    backend = BACKENDS[name](settings)
+    if backend.uses_index:
+        catch_up(settings)
+    hits = backend.search(list(queries), k, filters)
+    return [RecallResult(q, backend.name, tuple(h)) for q, h in zip(queries, hits, strict=True)]
+
+
+def catch_up(settings: Settings) -> None:
+    """Bring the index up to date with the files before a search (a no-op sync costs a few
+    milliseconds). With another writer holding the lock, answer from the last committed
+    version rather than wait."""
+    try:
+        report = sync_pairs(settings, lock_timeout=SYNC_LOCK_TIMEOUT)
+    except LockTimeoutError:
+        log.warning("recall: another process is updating the index; answering from the "
+                    "last committed version")
+        return
+    if report.embedded:
+        log.info("recall: indexed %d new or changed pair(s) first", report.embedded)

@@ -1,0 +1,47 @@
+"""The data of ``wrenmem status``: backend, embedder, counts and freshness of the index.
+
+A library function (no click) so that the warm daemon can answer ``status`` with exactly
+what the command computes in-process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wrenmem.index.drift import check_drift
+from wrenmem.index.table import index_unavailable
+from wrenmem.recall.backends import choose_backend
+from wrenmem.settings import Settings
+
+
+def status_data(settings: Settings) -> dict[str, Any]:
+    """Everything ``wrenmem status`` shows, with stable keys (its ``--json`` output)."""
+
+    backend = choose_backend(settings)
+    unavailable = index_unavailable(settings)
+    data: dict[str, Any] = {
+        "backend": backend,
+        "backend_setting": settings.backend,
+        "embedder_setting": settings.embedder,
+        "index": settings.index_uri,
+        "index_available": unavailable is None,
+        "index_unavailable_reason": unavailable,
+    }
+    if unavailable is None:
+
+        drift = check_drift(settings)
+        data.update({
+            "embedder": drift.model_id,
+            "built_by": drift.built_by,
+            "pairs": drift.pairs,
+            "seeds": drift.seeds,
+            "rows": drift.rows,
+            "bad_files": len(drift.errors),
+            "fresh": drift.fresh,
+            "index_missing": drift.index_missing,
+            "rebuild_needed": drift.rebuild_needed,
+            "drift": {"added": len(drift.plan.added), "changed": len(drift.plan.changed),
+                      "removed": len(drift.plan.removed),
+                      "renamed": len(drift.plan.renamed)},
+        })
+    return data

@@ -1,0 +1,201 @@
+"""What ``fetch`` needs from the manifest, cached so a large manifest is not re-read per call.
+
+A 2,500-model manifest takes seconds to parse, turn into 56,000 items and tokenize for
+keyword search. ``prepare`` keeps the result in ``.wrenmem/schema_cache.bin`` (marshal),
+keyed by the manifest file's stat, and in memory for the warm daemon. The keyword index is
+stored as postings (packed arrays), so loading it costs no tokenizing; items are stored
+as plain tuples and become :class:`SchemaItem` objects only when used. A manifest edited in
+the last two seconds is always re-read, because a same-size edit within one clock tick
+would otherwise look unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from array import array
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from wrenmem import statedir
+from wrenmem.fsutil import is_racy, read_marshal, write_marshal
+from wrenmem.schema.describe import describe
+from wrenmem.schema.items import SchemaItem, schema_items
+from wrenmem.schema.manifest import load_manifest
+from wrenmem.settings import Settings
+from wrenmem.textsearch import TOKENIZER_VERSION, add_term_scores, tokenize
+
+log = logging.getLogger(__name__)
+CACHE_FILE = statedir.SCHEMA_CACHE
+CACHE_VERSION = 2
+NAME_WEIGHT = 3.0  # an item's own name and model count more than its sentence
+FIELD = {f.name: n for n, f in enumerate(fields(SchemaItem))}
+
+
+@dataclass
+class Prepared:
+    """The manifest as fetch uses it: item records and a BM25 keyword index over them."""
+
+    path: str
+    fingerprint: str
+    characters: int  # length of the describe text
+    warnings: tuple[str, ...]
+    records: list[tuple[Any, ...]]  # SchemaItem fields, in field order
+    postings: dict[str, tuple[bytes, bytes]]  # term -> (doc numbers int32, weights float32)
+    lengths: bytes  # float32 weighted length of each record
+    _items: list[SchemaItem] | None = field(default=None, repr=False)
+    _index: dict[str, int] | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @property
+    def items(self) -> list[SchemaItem]:
+        """Every item (built on first use: a sync needs them all, a search does not)."""
+        if self._items is None:
+            self._items = [SchemaItem(*r) for r in self.records]
+        return self._items
+
+    def item(self, n: int) -> SchemaItem:
+        return self._items[n] if self._items is not None else SchemaItem(*self.records[n])
+
+    def position(self, item_id: str) -> int | None:
+        if self._index is None:
+            self._index = {r[0]: n for n, r in enumerate(self.records)}
+        return self._index.get(item_id)
+
+    def matches(self, n: int, types: tuple[str, ...], model: str | None) -> bool:
+        """``SchemaItem.matches`` without building the item."""
+        record = self.records[n]
+        if types and record[FIELD["type"]] not in types:
+            return False
+        return model is None or model in (record[FIELD["model"]], record[FIELD["related"]])
+
+    def has_model(self, model: str) -> bool:
+        m, r = FIELD["model"], FIELD["related"]
+        return any(rec[m] == model or rec[r] == model for rec in self.records)
+
+    def keyword_scores(self, query: str) -> dict[int, float]:
+        """Record number → BM25 score (same formula as :class:`textsearch.Bm25Index`)."""
+        lengths = array("f")
+        lengths.frombytes(self.lengths)
+        n = len(lengths)
+        if not n:
+            return {}
+        average = sum(lengths) / n
+        out: dict[int, float] = {}
+        for term in dict.fromkeys(tokenize(query)):
+            entry = self.postings.get(term)
+            if entry is None:
+                continue
+            docs, weights = array("i"), array("f")
+            docs.frombytes(entry[0])
+            weights.frombytes(entry[1])
+            add_term_scores(out, zip(docs, weights, strict=True), len(docs), n, lengths,
+                            average)
+        return out
+
+
+_lock = threading.Lock()
+_memory: dict[str, tuple[tuple[int, int, int], Prepared]] = {}
+
+
+def item_terms(item: SchemaItem, memo: dict[str, list[str]] | None = None
+               ) -> dict[str, float]:
+    """Keyword-search terms of an item: name, model and related names weigh more.
+
+    ``memo`` caches the tokens of each whitespace-separated word: tokens never span
+    whitespace, and 56,000 items repeat the same words over and over.
+    """
+    memo = {} if memo is None else memo
+    terms: dict[str, float] = {}
+    for text, weight in ((f"{item.name} {item.model} {item.related}", NAME_WEIGHT),
+                         (item.text, 1.0)):
+        for word in text.split():
+            tokens = memo.get(word)
+            if tokens is None:
+                tokens = memo[word] = tokenize(word)
+            for term in tokens:
+                terms[term] = terms.get(term, 0.0) + weight
+    return terms
+
+
+def prepare(settings: Settings, path: Path) -> Prepared:
+    """The prepared manifest at ``path``; raises ManifestError when it cannot be used."""
+
+    try:
+        st = path.stat()
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        trusted = not is_racy(st.st_mtime_ns)
+    except OSError:
+        return _build(load_manifest(path))  # raises the proper ManifestError
+    if trusted:
+        with _lock:
+            hit = _memory.get(str(path))
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        cached = _read(settings, path, key)
+        if cached is not None:
+            _remember(path, key, cached)
+            return cached
+    prepared = _build(load_manifest(path))
+    if trusted:
+        _remember(path, key, prepared)
+        _write(settings, path, key, prepared)
+    return prepared
+
+
+def _build(manifest: Any) -> Prepared:
+
+    items = schema_items(manifest)
+    postings: dict[str, tuple[array, array]] = {}
+    lengths = array("f")
+    memo: dict[str, list[str]] = {}
+    for n, item in enumerate(items):
+        terms = item_terms(item, memo)
+        lengths.append(sum(terms.values()))
+        for term, weight in terms.items():
+            entry = postings.get(term)
+            if entry is None:
+                entry = postings[term] = (array("i"), array("f"))
+            entry[0].append(n)
+            entry[1].append(weight)
+    return Prepared(str(manifest.path), manifest.fingerprint, len(describe(manifest)),
+                    manifest.warnings, [_record(i) for i in items],
+                    {t: (d.tobytes(), w.tobytes()) for t, (d, w) in postings.items()},
+                    lengths.tobytes(), _items=items)
+
+
+def _record(item: SchemaItem) -> tuple[Any, ...]:
+    # Not dataclasses.astuple: it deep-copies every field, a quarter of the build time.
+    return tuple(getattr(item, name) for name in FIELD)
+
+
+def _remember(path: Path, key: tuple[int, int, int], prepared: Prepared) -> None:
+    with _lock:
+        _memory.clear()  # one manifest per process is the normal case; bound the memory
+        _memory[str(path)] = (key, prepared)
+
+
+def _read(settings: Settings, path: Path, key: tuple[int, int, int]) -> Prepared | None:
+    data = read_marshal(settings.state_dir / CACHE_FILE)
+    try:
+        if (data.get("version") != (CACHE_VERSION, TOKENIZER_VERSION)
+                or data.get("manifest") != str(path) or tuple(data.get("stat")) != key):
+            return None
+        return Prepared(str(path), data["fingerprint"], data["characters"],
+                        tuple(data["warnings"]), data["records"], data["postings"],
+                        data["lengths"])
+    except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def _write(settings: Settings, path: Path, key: tuple[int, int, int], prepared: Prepared
+           ) -> None:
+    data = {"version": (CACHE_VERSION, TOKENIZER_VERSION), "manifest": str(path),
+            "stat": key, "fingerprint": prepared.fingerprint,
+            "characters": prepared.characters, "warnings": prepared.warnings,
+            "records": prepared.records, "postings": prepared.postings,
+            "lengths": prepared.lengths}
+    write_marshal(settings.state_dir / CACHE_FILE, data)  # read-only: fetch is just slower

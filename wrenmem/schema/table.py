@@ -1,0 +1,317 @@
+"""The schema index: the manifest's schema items, embedded, in the LanceDB table ``schema_items``.
+
+Sync is incremental. Rows are keyed by the item id and carry the item hash and the
+embedder id; a sync embeds only items whose hash is new, deletes rows of items that are
+gone, and applies both in one LanceDB commit (``merge_insert``), so a reader never sees a
+half-applied sync. A small state file (``.wrenmem/schema_index.json``) records the manifest
+file's stat, its fingerprint and the embedder: when they match, sync opens nothing and loads
+no model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wrenmem import lance, statedir
+from wrenmem.embedders import get_embedder
+from wrenmem.errors import WrenmemError
+from wrenmem.fsutil import atomic_write_text, is_racy
+from wrenmem.lock import index_lock
+from wrenmem.schema.cache import prepare
+from wrenmem.schema.items import SchemaItem, schema_items
+from wrenmem.schema.manifest import Manifest
+from wrenmem.settings import Settings
+
+log = logging.getLogger(__name__)
+TABLE = "schema_items"
+STATE_FILE = statedir.SCHEMA_STATE
+STATE_VERSION = 1
+# Bump when item texts or hashes are computed differently: a state of another version is
+# not fresh, so the next sync compares the table (and re-embeds only changed texts).
+ITEMS_VERSION = 2
+EMBED_BATCH = 256
+WRITE_CHUNK = 4096  # items embedded per commit of a large sync
+
+
+class SchemaIndexMissing(WrenmemError):
+    """The ``schema_items`` table is not there (deleted behind the state file's back)."""
+
+
+@dataclass(frozen=True)
+class SchemaSyncReport:
+    """What a schema sync did. ``noop`` means nothing was opened or loaded."""
+
+    manifest: str
+    fingerprint: str
+    items: int
+    embedded: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    rebuilt: bool = False
+    noop: bool = False
+    seconds: float = 0.0
+    embedder: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"manifest": self.manifest, "fingerprint": self.fingerprint,
+                "items": self.items, "embedded": self.embedded, "deleted": self.deleted,
+                "unchanged": self.unchanged, "rebuilt": self.rebuilt, "noop": self.noop,
+                "seconds": round(self.seconds, 3), "embedder": self.embedder}
+
+
+def state_path(settings: Settings) -> Path:
+    return settings.state_dir / STATE_FILE
+
+
+def _stat_key(path: Path) -> list[int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    if is_racy(st.st_mtime_ns):
+        return None  # a same-size edit within the clock tick would look unchanged
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def read_state(settings: Settings) -> dict[str, Any]:
+    try:
+        data = json.loads(state_path(settings).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+        return {}
+    return data if data.get("items_version") == ITEMS_VERSION else {}
+
+
+def _table_present(settings: Settings) -> bool:
+    """For a local index, whether the table folder exists (a deleted index is not fresh)."""
+    uri = settings.index_uri
+    if "://" in uri:
+        return True
+    return (Path(uri) / f"{TABLE}.lance").is_dir()
+
+
+def is_fresh(settings: Settings, manifest_path: Path, embedder_id: str,
+             fingerprint: str | None = None) -> bool:
+    """True when the index already holds exactly this manifest's items for this embedder."""
+    state = read_state(settings)
+    if (state.get("manifest") != str(manifest_path) or state.get("embedder") != embedder_id
+            or state.get("index") != settings.index_uri or not _table_present(settings)):
+        return False
+    if fingerprint is not None:
+        return state.get("fingerprint") == fingerprint
+    key = _stat_key(manifest_path)
+    return key is not None and state.get("stat") == key
+
+
+def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
+                manifest: Manifest | None = None, embedder: Any = None,
+                progress: Callable[[int, int], None] | None = None) -> SchemaSyncReport:
+    """Bring the ``schema_items`` table up to date with the manifest, embedding only changes.
+
+    Raises ManifestError for an unusable manifest and ExtraMissingError without the
+    ``index`` extra. The watcher calls this when the manifest changes.
+    """
+
+    started = time.perf_counter()
+    path = (manifest_path or settings.manifest_path).resolve()
+    embedder = embedder or get_embedder(settings.embedder, root=settings.root)
+    if manifest is None and is_fresh(settings, path, embedder.model_id):
+        state = read_state(settings)
+        return SchemaSyncReport(str(path), state["fingerprint"], state.get("items", 0),
+                                unchanged=state.get("items", 0), noop=True,
+                                seconds=time.perf_counter() - started,
+                                embedder=embedder.model_id)
+    if manifest is not None:
+
+        fingerprint, items = manifest.fingerprint, schema_items(manifest)
+    else:
+
+        prepared = prepare(settings, path)  # shared with fetch: parsed once per change
+        return sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
+                          embedder, count=len(prepared), progress=progress, started=started)
+    return sync_items(settings, path, fingerprint, items, embedder, progress=progress,
+                      started=started)
+
+
+def sync_items(settings: Settings, path: Path, fingerprint: str,
+               items: Sequence[SchemaItem] | Callable[[], Sequence[SchemaItem]],
+               embedder: Any, *, count: int | None = None,
+               progress: Callable[[int, int], None] | None = None,
+               started: float | None = None, force: bool = False) -> SchemaSyncReport:
+    """Sync already-extracted items of the manifest at ``path`` (fetch has them cached).
+
+    ``items`` may be a function, called only when the index is not already fresh; then
+    ``count`` gives the number of items for the report. ``force`` ignores the state file
+    and compares the table itself (still embedding only what changed).
+    """
+
+    started = time.perf_counter() if started is None else started
+    total = len(items) if not callable(items) else (count or 0)
+    stat_key = _stat_key(path)
+    if not force and is_fresh(settings, path, embedder.model_id, fingerprint):
+        if read_state(settings).get("stat") != stat_key:
+            _write_state(settings, path, fingerprint, embedder.model_id, total, stat_key)
+        return SchemaSyncReport(str(path), fingerprint, total, unchanged=total,
+                                noop=True, seconds=time.perf_counter() - started,
+                                embedder=embedder.model_id)
+    listed = items() if callable(items) else items
+    with index_lock(settings):
+        embedded, deleted, unchanged, rebuilt = _apply(settings, listed, embedder, progress)
+        _write_state(settings, path, fingerprint, embedder.model_id, len(listed), stat_key)
+    return SchemaSyncReport(str(path), fingerprint, len(listed), embedded, deleted, unchanged,
+                            rebuilt, False, time.perf_counter() - started, embedder.model_id)
+
+
+def _write_state(settings: Settings, path: Path, fingerprint: str, embedder_id: str,
+                 items: int, stat_key: list[int] | None) -> None:
+    state = {"version": STATE_VERSION, "items_version": ITEMS_VERSION,
+             "manifest": str(path), "stat": stat_key,
+             "fingerprint": fingerprint, "embedder": embedder_id,
+             "index": settings.index_uri, "items": items}
+    try:
+        atomic_write_text(state_path(settings), json.dumps(state))
+    except OSError as e:
+        log.debug("cannot write %s: %s", state_path(settings), e)
+
+
+def connect(settings: Settings) -> Any:
+    """A LanceDB connection to the project's index (``index`` extra needed)."""
+    return lance.connect(settings.index_uri)
+
+
+def open_table(db: Any) -> Any | None:
+    """The ``schema_items`` table, or None when there is none yet."""
+    try:
+        return lance.open_table(db, TABLE)
+    except Exception as e:  # a damaged table: the next sync rebuilds it
+        log.warning("schema index table cannot be opened (%s); it will be rebuilt", e)
+        return None
+
+
+def _existing(table: Any) -> dict[str, tuple[str, str, str]]:
+    """id → (item_hash, embedder, text) of every row, without reading vectors."""
+    data = table.search().select(["id", "item_hash", "embedder", "text"]).limit(None).to_arrow()
+    return {i: (h, e, t) for i, h, e, t in zip(
+        data["id"].to_pylist(), data["item_hash"].to_pylist(), data["embedder"].to_pylist(),
+        data["text"].to_pylist(), strict=True)}
+
+
+def _stored_vectors(table: Any, ids: Sequence[str]) -> dict[str, Any]:
+    """Vectors already in the table for ``ids`` (a changed item whose text did not change)."""
+    query = table.search().select(["id", "vector"]).limit(None)
+    if len(ids) <= 500:
+        query = query.where(lance.in_filter("id", ids))
+    data = query.to_arrow()
+    wanted = set(ids)
+    vectors = data["vector"].to_numpy(zero_copy_only=False)
+    return {i: v for i, v in zip(data["id"].to_pylist(), vectors, strict=True) if i in wanted}
+
+
+def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Any,
+           progress: Callable[[int, int], None] | None) -> tuple[int, int, int, bool]:
+    """Embed and write what changed: returns (embedded, deleted, unchanged, rebuilt)."""
+    db = connect(settings)
+    table = open_table(db)
+    existing = _existing(table) if table is not None else {}
+    rebuild = table is None or any(row[1] != embedder.model_id for row in existing.values())
+    if table is not None and rebuild:
+        log.warning("schema index was built with another embedder; rebuilding it")
+        existing = {}
+    current = {item.id: item for item in items}
+    todo = [item for item in items if existing.get(item.id, ("",))[0] != item.item_hash]
+    removed = sorted(set(existing) - set(current))
+    if not todo and not removed and not rebuild:
+        return 0, 0, len(items), False
+    if rebuild and not todo:  # a manifest without items: no table
+        if table is not None:
+            db.drop_table(TABLE)
+        return 0, len(removed), 0, True
+    # Large first indexes are written in chunks, so a killed sync keeps what it embedded
+    # (the next one skips those rows by hash) and memory stays bounded. A normal
+    # incremental sync is one chunk: one commit with its deletions.
+    # The vector depends on the text only: an item whose other fields changed (or whose id
+    # changed, text equal) keeps the stored vector.
+    by_text = {row[2]: row_id for row_id, row in existing.items()}
+    reuse = {item.id: by_text[item.text] for item in todo if item.text in by_text}
+    stored = _stored_vectors(table, sorted(set(reuse.values()))) if reuse else {}
+    embedded = 0
+    chunks = [todo[i:i + WRITE_CHUNK] for i in range(0, len(todo), WRITE_CHUNK)]
+    for n, chunk in enumerate(chunks):
+        texts = list(dict.fromkeys(i.text for i in chunk if reuse.get(i.id) not in stored))
+        fresh = dict(zip(texts, _embed(embedder, texts, progress, embedded, len(todo)),
+                         strict=True)) if texts else {}
+        embedded += len(texts)
+        vectors = [stored[reuse[i.id]] if reuse.get(i.id) in stored else fresh[i.text]
+                   for i in chunk]
+        rows = _arrow_rows(chunk, vectors, embedder.model_id)
+        if rebuild and n == 0:
+            table = db.create_table(TABLE, rows, mode="overwrite")
+            continue
+        assert table is not None  # created above, or opened when not rebuilding
+        lance.upsert(table, "id", rows, removed if n == len(chunks) - 1 else ())
+    if not chunks and removed and table is not None:
+        lance.upsert(table, "id", None, removed)
+    if not rebuild and table is not None:
+        lance.maintain(table, settings.state_dir / statedir.SCHEMA_MAINT, max(len(chunks), 1),
+                       embedded)
+    return embedded, len(removed), len(items) - embedded, rebuild
+
+
+def _embed(embedder: Any, texts: list[str], progress: Callable[[int, int], None] | None,
+           offset: int = 0, total: int = 0) -> Any:
+    import numpy as np
+
+    parts = []
+    for start in range(0, len(texts), EMBED_BATCH):
+        parts.append(embedder.embed(texts[start:start + EMBED_BATCH]))
+        if progress is not None:
+            progress(offset + min(start + EMBED_BATCH, len(texts)), total or len(texts))
+    return np.concatenate(parts).astype(np.float32, copy=False)
+
+
+def _arrow_rows(items: Sequence[SchemaItem], vectors: Any, embedder_id: str) -> Any:
+    import numpy as np
+    import pyarrow as pa
+
+    vectors = np.asarray(np.stack(vectors), dtype=np.float32)
+    dim = int(vectors.shape[1])
+    return pa.table({
+        "id": pa.array([i.id for i in items], pa.string()),
+        "item_hash": pa.array([i.item_hash for i in items], pa.string()),
+        "embedder": pa.array([embedder_id] * len(items), pa.string()),
+        "type": pa.array([i.type for i in items], pa.string()),
+        "name": pa.array([i.name for i in items], pa.string()),
+        "model": pa.array([i.model for i in items], pa.string()),
+        "related": pa.array([i.related for i in items], pa.string()),
+        "text": pa.array([i.text for i in items], pa.string()),
+        "vector": pa.FixedSizeListArray.from_arrays(
+            pa.array(vectors.reshape(-1), pa.float32()), dim),
+    })
+
+
+def vector_search(settings: Settings, question: str, *, embedder: Any, limit: int,
+                  types: Sequence[str] = (), model: str | None = None
+                  ) -> list[tuple[str, str, float]]:
+    """(item id, item hash, cosine similarity) of the nearest rows, best first."""
+    db = connect(settings)
+    table = open_table(db)
+    if table is None:
+        raise SchemaIndexMissing("the schema index has no table; a sync builds it")
+    vector = embedder.embed([question])[0]
+    where = []
+    if types:
+        where.append(lance.in_filter("type", list(types)))
+    if model:
+        where.append(f"(model = {lance.quote(model)} OR related = {lance.quote(model)})")
+    query = table.search(vector.tolist()).distance_type("cosine")
+    if where:
+        query = query.where(" AND ".join(where), prefilter=True)
+    rows = query.select(["id", "item_hash", "_distance"]).limit(limit).to_list()
+    return [(r["id"], r["item_hash"], 1.0 - float(r["_distance"])) for r in rows]

@@ -1,0 +1,2 @@
+"""The watcher (filesystem events -> sync) and its warm daemon on a local socket.
+"""

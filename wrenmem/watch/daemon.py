@@ -1,0 +1,314 @@
+"""The warm daemon: the running watcher answers ``recall``, ``fetch`` and ``status``.
+
+One JSON line in, one JSON line out, over a Unix socket that only its owner can use (the
+socket is 0600 in a 0700 folder, and the peer's uid is checked with SO_PEERCRED). Each
+request carries the settings the CLI resolved; the daemon answers only when they are its own
+(``backend`` and ``fetch_threshold`` may differ per request), so an answer from the daemon is
+always the answer the CLI would have computed itself. Anything it will not answer is an
+``ok: false`` reply, and the client then does the work in-process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
+from wrenmem.index.sync import sync_pairs
+from wrenmem.lock import index_lock
+from wrenmem.recall.backends import BACKENDS, choose_backend
+from wrenmem.recall.hits import Filters, RecallResult
+from wrenmem.recall.status import status_data
+from wrenmem.schema.fetch import fetch
+from wrenmem.settings import Settings
+from wrenmem.watch.client import PROTOCOL, settings_payload, socket_path
+
+log = logging.getLogger(__name__)
+# Settings a request may choose for itself: they pick a backend or a size, not the data.
+PER_REQUEST = ("backend", "fetch_threshold")
+MAX_REQUEST = 16 << 20
+BUSY_WAIT = 0.05  # seconds a search waits for a writer before using the last whole version
+
+class Refused(Exception):
+    """The daemon will not answer this request (the client falls back)."""
+
+
+class DaemonServer:
+    """Serves requests on ``socket_path(settings.root)`` from a background thread."""
+
+    def __init__(self, settings: Settings, info: Callable[[], dict[str, Any]] | None = None):
+        self.settings = settings
+        self.info = info or dict
+        self.path = socket_path(settings.root)
+        self.started_at = time.time()
+        self.requests = 0
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._closing = threading.Event()
+        self._complete: dict[tuple[str, Settings], int] = {}  # last index version seen whole
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> Path:
+        """Bind the socket (replacing a stale one) and serve in a daemon thread."""
+        self._closing = threading.Event()
+        folder = self.path.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        _make_private(folder)
+        try:
+            self.path.unlink()  # stale: the caller holds the watcher's singleton lock
+        except FileNotFoundError:
+            pass
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)  # the socket file is born 0600: no window for others
+        try:
+            sock.bind(os.fspath(self.path))
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.path, 0o600)
+        sock.listen(16)
+        sock.settimeout(0.5)
+        self._sock = sock
+        self._thread = threading.Thread(target=self._serve, name="wrenmem-daemon", daemon=True)
+        self._thread.start()
+        return self.path
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._sock is not None:
+            try:  # a connection wakes the accept() at once
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as wake:
+                    wake.settimeout(0.2)
+                    wake.connect(os.fspath(self.path))
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def _serve(self) -> None:
+        assert self._sock is not None
+        while not self._closing.is_set():
+            try:
+                conn, _addr = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if self._closing.is_set():
+                    return
+                time.sleep(0.05)
+                continue
+            if self._closing.is_set():
+                conn.close()
+                return
+            threading.Thread(target=self._serve_one, args=(conn,), daemon=True).start()
+
+    def _serve_one(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                if not _same_user(conn):
+                    return
+                conn.settimeout(30)
+                data = b""
+                while not data.endswith(b"\n") and len(data) < MAX_REQUEST:
+                    chunk = conn.recv(1 << 16)
+                    if not chunk:
+                        break
+                    data += chunk
+                reply = self.handle_line(data)
+                conn.sendall(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+            except OSError as e:
+                log.debug("daemon: connection dropped: %s", e)
+
+    # --- requests ---------------------------------------------------------------------------
+
+    def handle_line(self, data: bytes) -> dict[str, Any]:
+        """The reply to one request line. Never raises."""
+        try:
+            message = json.loads(data)
+            if not isinstance(message, dict):
+                raise ValueError("not an object")
+        except ValueError as e:
+            return {"v": PROTOCOL, "ok": False, "error": f"bad request: {e}"}
+        return self.handle(message)
+
+    def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.requests += 1
+        if message.get("v") != PROTOCOL:
+            return {"v": PROTOCOL, "ok": False,
+                    "error": f"protocol {message.get('v')!r} is not {PROTOCOL}"}
+        op = message.get("op")
+        notes: list[str] = []
+        try:
+            if op == "ping":
+                result: Any = self.ping()
+            else:
+                settings = self.settings_for(message.get("settings"))
+                args = message.get("args") or {}
+                if op == "recall":
+                    result = self.recall(settings, args, notes)
+                elif op == "fetch":
+                    result = self.fetch(settings, args)
+                elif op == "status":
+                    result = self.status(settings, args)
+                else:
+                    raise Refused(f"unknown request {op!r}")
+        except Refused as e:
+            return {"v": PROTOCOL, "ok": False, "error": str(e)}
+        except WrenmemError as e:  # the CLI redoes it in-process and shows the same error
+            return {"v": PROTOCOL, "ok": False, "error": str(e), "kind": type(e).__name__}
+        except Exception as e:  # never kill the daemon over one request
+            log.exception("daemon: %s failed", op)
+            return {"v": PROTOCOL, "ok": False, "error": f"{type(e).__name__}: {e}"}
+        return {"v": PROTOCOL, "ok": True, "result": result, "notes": notes}
+
+    def settings_for(self, payload: Any) -> Settings:
+        """The daemon's settings with the request's per-request choices; Refused if the
+        request was resolved against anything else (another project, index or model)."""
+        if not isinstance(payload, dict):
+            raise Refused("no settings in request")
+        mine = settings_payload(self.settings)
+        differ = sorted(k for k in set(mine) | set(payload)
+                        if k not in PER_REQUEST and mine.get(k) != payload.get(k))
+        if differ:
+            raise Refused(f"settings differ from the daemon's: {', '.join(differ)}")
+        return dataclasses.replace(self.settings,
+                                   **{k: payload[k] for k in PER_REQUEST if k in payload})
+
+    def ping(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "root": str(self.settings.root), "protocol": PROTOCOL,
+                "socket": str(self.path), "started_at": self.started_at,
+                "requests": self.requests, **self.info()}
+
+    def recall(self, settings: Settings, args: dict[str, Any], notes: list[str]
+               ) -> list[dict[str, Any]]:
+        """Exactly ``recall_many``, with backend objects kept warm between requests."""
+
+        queries = args.get("queries")
+        if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+            raise Refused("recall needs a list of questions")
+        k = int(args.get("k", 3))
+        f = args.get("filters") or {}
+        filters = Filters(datasource=f.get("datasource"), tags=tuple(f.get("tags") or ()),
+                          source=f.get("source"))
+        name = choose_backend(settings, notes.append)
+        if name not in BACKENDS:
+            raise ExtraMissingError(f"the {name} backend is not available in this install")
+        backend_name, hits = self._search(name, settings, list(queries), k, filters)
+        return [RecallResult(q, backend_name, tuple(h)).to_dict()
+                for q, h in zip(queries, hits, strict=True)]
+
+    def fetch(self, settings: Settings, args: dict[str, Any]) -> dict[str, Any]:
+        """``wrenmem.schema.fetch.fetch`` (it brings the schema index up to date itself): its JSON,
+        its text and its warnings, everything the CLI prints."""
+
+        question = args.get("question")
+        if not isinstance(question, str):
+            raise Refused("fetch needs a question")
+        threshold = args.get("threshold")
+        result = fetch(settings, question, types=tuple(args.get("types") or ()),
+                       model=args.get("model"), k=int(args.get("k", 10)),
+                       threshold=None if threshold is None else int(threshold))
+        return {"data": result.to_dict(), "text": result.render(),
+                "warnings": list(result.warnings), "notes": list(result.notes)}
+
+    def status(self, settings: Settings, args: dict[str, Any]) -> dict[str, Any]:
+        """What ``wrenmem status`` shows; refused while a writer is between commits."""
+
+        try:
+            with index_lock(settings, timeout=BUSY_WAIT):
+                return status_data(settings)
+        except LockTimeoutError as e:
+            raise Refused(f"the index is being written: {e}") from e
+
+    # --- searching -------------------------------------------------------------------------
+
+    def _search(self, name: str, settings: Settings, queries: list[str], k: int,
+                filters: Any) -> tuple[str, list[list[Any]]]:
+        """What ``backend.search`` returns in a fresh process, never on a half-applied sync.
+
+        Each request gets a new backend object, as a CLI process would: what stays warm is
+        the process (imports) and the embedder (``get_embedder`` keeps it), which is the
+        expensive part. A LanceDB handle kept across requests is not the same thing: it
+        keeps the full-text index it first read, and ranks full-text ties differently from
+        its first search, so its answers would drift from the CLI's.
+
+        Index backends run under the index lock (no writer is between commits): first the
+        same catch-up sync the backend does in-process, then the search, and that version
+        is remembered as whole. If a writer holds the lock, the search runs on the last
+        whole version instead of waiting; with none known yet, the request is refused and
+        the CLI works in-process.
+        """
+
+        backend: Any = BACKENDS[name](settings)
+        if not backend.uses_index:
+            return backend.name, backend.search(queries, k, filters)  # grep: the files
+
+        key = (name, settings)
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(index_lock(settings, timeout=BUSY_WAIT))
+            except LockTimeoutError:
+                version = self._complete.get(key)
+                if version is None:
+                    raise Refused("the index is being written and no whole version is known "
+                                  "yet") from None
+                backend.table().checkout(version)
+                return backend.name, backend.search(queries, k, filters)
+            sync_pairs(settings)  # re-enters the lock we hold
+            self._complete[key] = backend.table().version
+            return backend.name, backend.search(queries, k, filters)
+        raise AssertionError("unreachable")
+
+    def warm(self) -> None:
+        """Load the default backend (and its model) before the first request needs it."""
+
+        name = choose_backend(self.settings)
+        if name in BACKENDS:
+            backend = BACKENDS[name](self.settings)
+            embedder = getattr(backend, "embedder", None)
+            if embedder is not None:
+                embedder.embed(["warm up"])  # the slow part, and needs no lock
+            try:
+                self._search(name, self.settings, ["warm up"], 1, Filters())
+            except Refused:
+                pass  # a sync is writing: the model is loaded, the table opens on first use
+
+
+def _same_user(conn: socket.socket) -> bool:
+    """Only the owner may talk to the daemon (the file mode says so too; this is Linux's
+    second opinion, and a no-op where SO_PEERCRED does not exist)."""
+    peercred = getattr(socket, "SO_PEERCRED", None)
+    if peercred is None:
+        return True
+    creds = conn.getsockopt(socket.SOL_SOCKET, peercred, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid == os.getuid()
+
+
+def _make_private(folder: Path) -> None:
+    """0700 on a folder we own (``.wrenmem/`` or the per-user temp folder)."""
+    try:
+        st = folder.stat()
+        if st.st_uid != os.getuid():
+            raise WrenmemError(f"{folder} belongs to another user; not putting a socket there")
+        if st.st_mode & 0o077:
+            os.chmod(folder, 0o700)
+    except FileNotFoundError:
+        folder.mkdir(mode=0o700, parents=True)

@@ -1,0 +1,385 @@
+"""The watcher: filesystem events → a debounced sync of pairs and manifest.
+
+Events are only a trigger. Each sync re-reads the file tree and compares content hashes (the
+one sync function does that), so the watcher never replays individual events and cannot get
+out of step with editors' atomic saves, ``git checkout`` bursts, moves or deleted folders.
+
+The loop (:func:`run_loop`) takes an event source, a clock and a stop event, so tests drive it
+without sleeping; :class:`WatchdogSource` is the real source (inotify, polling as a fallback).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from wrenmem import statedir
+from wrenmem.errors import LockTimeoutError, PairError, WrenmemError
+from wrenmem.settings import CONFIG_FILE, Settings
+
+log = logging.getLogger(__name__)
+
+# What changed, as far as the watcher cares.
+PAIRS, MANIFEST, SETTINGS = "pairs", "manifest", "settings"
+
+# A change as an event source reports it: the path and whether it is a folder.
+Change = tuple[str, bool]
+
+# Editors' and tools' scratch files (vim, emacs, JetBrains, Office, rsync, our own writes).
+_TEMP_SUFFIXES = ("~", ".tmp", ".temp", ".swp", ".swx", ".swo", ".bak", ".orig", ".part",
+                  ".crdownload", "___jb_tmp___", "___jb_old___")
+_TEMP_PREFIXES = (".", "#", "~$", ".#", "flycheck_")
+
+
+def is_temporary(name: str) -> bool:
+    """Hidden, backup and editor scratch names: never pairs, never a reason to sync."""
+    return name.startswith(_TEMP_PREFIXES) or name.endswith(_TEMP_SUFFIXES) or name == "4913"
+
+
+def classify_path(settings: Settings, path: str, is_dir: bool) -> str | None:
+    """What a change at ``path`` means: PAIRS, MANIFEST, SETTINGS or None (ignore it)."""
+    p = Path(path)
+    if p == settings.manifest_path:
+        return MANIFEST
+    if p == settings.root / CONFIG_FILE:
+        return SETTINGS
+    try:
+        rel = p.relative_to(settings.knowledge_path)
+    except ValueError:
+        return None
+    parts = rel.parts
+    if not parts:  # the knowledge folder itself (created, deleted or moved)
+        return PAIRS
+    if any(is_temporary(part) for part in parts) or statedir.STATE_DIR in parts:
+        return None
+    if is_dir or p.suffix == ".md":
+        return PAIRS
+    return None
+
+
+def changes_from_event(event: Any) -> list[Change]:
+    """Paths a watchdog event touches; both ends of a move (an atomic save is a move)."""
+    kind = event.event_type
+    if kind in ("opened", "closed_no_write"):
+        return []
+    if event.is_directory and kind == "modified":
+        return []  # a folder's mtime changes whenever a child does: the child's event counts
+    out = [(os.fsdecode(event.src_path), event.is_directory)]
+    dest = getattr(event, "dest_path", "")
+    if dest:
+        out.append((os.fsdecode(dest), event.is_directory))
+    return out
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+PERMANENT = "permanent"
+TRANSIENT = "transient"
+UNKNOWN = "unknown"
+_TRANSIENT_ERRNOS = {errno.EAGAIN, errno.EBUSY, errno.EINTR, errno.ENOENT, errno.ETIMEDOUT,
+                     errno.ESTALE, errno.EIO, errno.ENOSPC, errno.EMFILE, errno.ENFILE}
+
+
+def classify_error(exc: BaseException) -> str:
+    """PERMANENT (needs the user: settings, manifest, missing extra or model), TRANSIENT
+    (retry soon: a busy lock, a file mid-write) or UNKNOWN (retried a few times)."""
+    if isinstance(exc, LockTimeoutError | TimeoutError):
+        return TRANSIENT
+    if isinstance(exc, WrenmemError | ImportError):
+        # wrenmem raises on purpose, with a reason for the user (bad settings or manifest,
+        # a missing extra, a model that cannot load); only a busy lock is worth a retry
+        return PERMANENT
+    if getattr(exc, "permanent", False):
+        return PERMANENT
+    if isinstance(exc, PermissionError):
+        return PERMANENT
+    if isinstance(exc, OSError):
+        return TRANSIENT if exc.errno in _TRANSIENT_ERRNOS else PERMANENT
+    return UNKNOWN
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What one round of syncing did: a line per part, failures per part, bad pair files."""
+
+    summaries: tuple[str, ...] = ()
+    failures: tuple[tuple[str, BaseException], ...] = ()
+    pair_errors: tuple[PairError, ...] = ()
+    changed: bool = False
+
+
+class RestartRequested(Exception):
+    """The settings changed: the watcher must start again with the new ones."""
+
+
+# --- the loop -------------------------------------------------------------------------------
+
+class EventSource(Protocol):
+    def get(self, timeout: float) -> list[Change] | None:
+        """Changes seen so far (waiting up to ``timeout`` seconds for the first), or None."""
+        ...
+
+
+@dataclass
+class LoopConfig:
+    """Timing of the loop. A burst ends after ``debounce`` quiet seconds, or ``max_delay``
+    after its first event, so a change is visible quickly even while events keep coming."""
+
+    debounce: float = 0.15
+    max_delay: float = 0.8
+    idle: float = 1.0
+    backoff: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+    unknown_retries: int = 4
+
+
+@dataclass
+class LoopStats:
+    """Counters and the last outcome, shown by ``watch --status`` and the daemon's ``ping``."""
+
+    syncs: int = 0
+    events: int = 0
+    last_sync_at: float | None = None
+    last_sync_seconds: float | None = None
+    last_summary: str = ""
+    last_error: str = ""
+    bad_files: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"syncs": self.syncs, "events": self.events, "last_sync_at": self.last_sync_at,
+                "last_sync_seconds": self.last_sync_seconds, "last_summary": self.last_summary,
+                "last_error": self.last_error, "bad_files": list(self.bad_files)}
+
+
+def run_loop(settings: Settings, source: EventSource, sync: Callable[[set[str]], SyncResult],
+             stop: threading.Event, *, config: LoopConfig | None = None,
+             clock: Callable[[], float] = time.monotonic,
+             report: Callable[[str, str], None] | None = None,
+             stats: LoopStats | None = None, initial: Iterable[str] = (PAIRS, MANIFEST)
+             ) -> LoopStats:
+    """Sync once at start (``initial``), then after every burst of relevant changes.
+
+    Transient failures retry with backoff; permanent ones are reported once (a repeat of the
+    same message is not reported again) and wait for the next change. Raises
+    RestartRequested when ``sync`` does.
+    """
+    cfg = config or LoopConfig()
+    stats = stats or LoopStats()
+    say = report or (lambda level, message: log.log(logging.getLevelName(level), message))
+    pending: set[str] = set(initial)
+    first_at = last_at = clock() if pending else None
+    retry_at: float | None = None
+    attempts: dict[str, int] = {}
+    shown: dict[str, str] = {}  # part -> last permanent message shown
+    while not stop.is_set():
+        deadline = _deadline(pending, first_at, last_at, retry_at, cfg)
+        now = clock()
+        batch = source.get(cfg.idle if deadline is None else max(0.0, deadline - now))
+        now = clock()
+        for path, is_dir in batch or ():
+            kind = classify_path(settings, path, is_dir)
+            if kind is None:
+                continue
+            stats.events += 1
+            if not pending:
+                first_at = now
+            pending.add(kind)
+            last_at = now
+            retry_at = None  # a new change is worth trying again right away
+        deadline = _deadline(pending, first_at, last_at, retry_at, cfg)
+        if deadline is None or now < deadline or stop.is_set():
+            continue
+        kinds, pending, retry_at = set(pending), set(), None
+        started = clock()
+        result = sync(kinds)
+        stats.syncs += 1
+        stats.last_sync_at = time.time()
+        stats.last_sync_seconds = round(clock() - started, 3)
+        _report_pair_errors(result, stats, say)
+        if result.summaries:
+            stats.last_summary = "; ".join(result.summaries)
+            if result.changed or stats.syncs == 1:
+                say("INFO", f"synced ({stats.last_sync_seconds:.2f} s): {stats.last_summary}")
+        failed_parts = {part for part, _ in result.failures}
+        for part in kinds - failed_parts:
+            attempts.pop(part, None)
+            if shown.pop(part, None):
+                say("INFO", f"{part}: working again")
+        retry_parts: set[str] = set()
+        for part, exc in result.failures:
+            kind = classify_error(exc)
+            n = attempts[part] = attempts.get(part, 0) + 1
+            message = f"{part}: {_describe(exc)}"
+            stats.last_error = message
+            if kind == TRANSIENT or (kind == UNKNOWN and n <= cfg.unknown_retries):
+                wait = cfg.backoff[min(n - 1, len(cfg.backoff) - 1)]
+                say("WARNING", f"{message} (retrying in {wait:g} s)")
+                retry_parts.add(part)
+                retry_at = clock() + wait if retry_at is None else min(retry_at, clock() + wait)
+            elif shown.get(part) != message:
+                shown[part] = message
+                hint = "" if kind == PERMANENT else f" (failed {n} times)"
+                say("ERROR", f"{message}{hint}; not retrying until something changes")
+        if retry_parts:
+            pending |= retry_parts
+            first_at = last_at = clock()
+    return stats
+
+
+def _deadline(pending: set[str], first_at: float | None, last_at: float | None,
+              retry_at: float | None, cfg: LoopConfig) -> float | None:
+    if not pending or first_at is None or last_at is None:
+        return None
+    due = min(last_at + cfg.debounce, first_at + cfg.max_delay)
+    return max(due, retry_at) if retry_at is not None else due
+
+
+def _describe(exc: BaseException) -> str:
+    """Our own errors speak for themselves; a foreign one also names its type."""
+    text = str(exc).strip() or type(exc).__name__
+    return text if type(exc).__module__.startswith("wrenmem") else (
+        f"{type(exc).__name__}: {text}")
+
+
+def _report_pair_errors(result: SyncResult, stats: LoopStats,
+                        say: Callable[[str, str], None]) -> None:
+    """A bad file is reported when it turns bad, and once more when it is fixed."""
+    now_bad = {e.path: e for e in result.pair_errors}
+    before = set(stats.bad_files)
+    for path in sorted(set(now_bad) - before):
+        error = now_bad[path]
+        say("WARNING", f"{error.location()}: {error.reason} (skipped; the rest keep syncing)")
+    for path in sorted(before - set(now_bad)):
+        say("INFO", f"{path}: readable again")
+    stats.bad_files = tuple(sorted(now_bad))
+
+
+# --- the real event source ------------------------------------------------------------------
+
+class WatchdogSource:
+    """watchdog events from the knowledge folder (recursive), the manifest's folder and the
+    project root (for ``wrenmem.toml``). inotify where it works; polling when inotify fails
+    (for example the watch limit is reached) or when ``poll`` is asked for."""
+
+    def __init__(self, settings: Settings, *, poll: bool = False,
+                 notify: Callable[[str], None] | None = None,
+                 observer_factory: Callable[[], Any] | None = None,
+                 recheck: float = 1.0):
+        self.settings = settings
+        self.notify = notify or log.warning
+        self.queue: queue.SimpleQueue[Change] = queue.SimpleQueue()
+        self.mode = "polling" if poll else "inotify"
+        self._factory = observer_factory
+        self._recheck = recheck
+        self._next_check = 0.0
+        self._watched: dict[str, tuple[int, int]] = {}
+        self.observer: Any = None
+
+    # watchdog calls this from its own thread
+    def dispatch(self, event: Any) -> None:
+        for change in changes_from_event(event):
+            self.queue.put(change)
+
+    def _targets(self) -> list[tuple[Path, bool]]:
+        s = self.settings
+        targets = [(s.knowledge_path, True), (s.root, False)]
+        if s.manifest_path.parent not in (s.root, s.knowledge_path):
+            targets.append((s.manifest_path.parent, False))
+        return targets
+
+    def _signature(self) -> dict[str, tuple[int, int]]:
+        sig = {}
+        for path, _rec in self._targets():
+            try:
+                st = path.stat()
+                sig[str(path)] = (st.st_dev, st.st_ino)
+            except OSError:
+                sig[str(path)] = (0, 0)
+        return sig
+
+    def _new_observer(self) -> Any:
+        if self._factory is not None:
+            return self._factory()
+        if self.mode == "polling":
+            from watchdog.observers.polling import PollingObserver
+
+            return PollingObserver(timeout=0.5)
+        from watchdog.observers import Observer
+
+        return Observer()
+
+    def _schedule_all(self, observer: Any) -> None:
+        for path, recursive in self._targets():
+            if path.is_dir():
+                observer.schedule(self, str(path), recursive=recursive)
+
+    def start(self) -> None:
+        """Start watching; falls back to polling, saying so, when inotify cannot start."""
+        self._watched = self._signature()
+        observer = self._new_observer()
+        try:
+            self._schedule_all(observer)
+            observer.start()
+        except OSError as e:
+            if self.mode == "polling":
+                raise
+            self.notify(f"watch: inotify unavailable ({e.strerror or e}); falling back to "
+                        "polling (raise fs.inotify.max_user_watches for instant updates)")
+            _stop_quietly(observer)
+            self.mode, self._factory = "polling", None
+            observer = self._new_observer()
+            self._schedule_all(observer)
+            observer.start()
+        self.observer = observer
+        self._next_check = time.monotonic() + self._recheck
+
+    def get(self, timeout: float) -> list[Change] | None:
+        out: list[Change] = []
+        try:
+            out.append(self.queue.get(timeout=max(0.0, min(timeout, self._recheck))))
+            while True:
+                out.append(self.queue.get_nowait())
+        except queue.Empty:
+            pass
+        if time.monotonic() >= self._next_check:
+            out.extend(self._rewatch_if_needed())
+        return out or None
+
+    def wake(self) -> None:
+        """Return from a waiting ``get`` now (used on SIGTERM)."""
+        self.queue.put(("", False))
+
+    def _rewatch_if_needed(self) -> list[Change]:
+        """A watched folder deleted and created again (a checkout can do that) loses its
+        inotify watch: notice it and watch the new one."""
+        self._next_check = time.monotonic() + self._recheck
+        sig = self._signature()
+        if sig == self._watched:
+            return []
+        self._watched = sig
+        log.info("watch: a watched folder was replaced; watching it again")
+        observer = self.observer
+        observer.unschedule_all()
+        self._schedule_all(observer)
+        return [(str(self.settings.knowledge_path), True)]
+
+    def close(self) -> None:
+        if self.observer is not None:
+            _stop_quietly(self.observer)
+            self.observer = None
+
+
+def _stop_quietly(observer: Any) -> None:
+    try:
+        observer.stop()
+        if observer.is_alive():
+            observer.join(timeout=5)
+    except (RuntimeError, OSError):
+        pass

@@ -1,0 +1,209 @@
+"""The watcher as a process: one per project (an exclusive ``flock`` on
+``.wrenmem/watch.lock`` held for its whole life, so a pid file left by ``kill -9`` is known
+stale), its pid and state files, ``--detach``, ``--stop`` and ``--status``."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from wrenmem import statedir
+from wrenmem.errors import WrenmemError
+from wrenmem.settings import Settings
+from wrenmem.watch.client import ping, socket_path
+
+log = logging.getLogger(__name__)
+LOCK_FILE, PID_FILE = statedir.WATCH_LOCK, statedir.WATCH_PID
+STATE_FILE, LOG_FILE = statedir.WATCH_STATE, statedir.WATCH_LOG
+
+
+class Singleton:
+    """This watcher's hold on ``.wrenmem/watch.lock`` and its pid file."""
+
+    def __init__(self, settings: Settings):
+        self.state = settings.state_dir
+        self.root = settings.root
+        self.fd: int | None = None
+
+    def _take(self) -> int | None:
+        self.state.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.state / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        (self.state / PID_FILE).write_text(f"{os.getpid()}\n", encoding="utf-8")
+        return fd
+
+    def acquire(self) -> None:
+        """Take the lock; WrenmemError if another watcher holds it."""
+        self.fd = self._take()
+        if self.fd is None:
+            pid = _read_pid(self.state)
+            raise WrenmemError(
+                f"a watcher is already running for {self.root}"
+                + (f" (pid {pid})" if pid else "")
+                + "; stop it with `wrenmem watch --stop`")
+
+    def recovered(self) -> bool | None:
+        """After ``.wrenmem/`` was deleted: lock and pid file again. None when nothing was
+        missing, True when they are back, False when another watcher took the project."""
+        assert self.fd is not None
+        try:
+            same = os.stat(self.state / LOCK_FILE).st_ino == os.fstat(self.fd).st_ino
+            if same and (self.state / PID_FILE).exists():
+                return None
+        except FileNotFoundError:
+            pass
+        fd = self._take()
+        if fd is None:
+            return False
+        os.close(self.fd)
+        self.fd = fd
+        return True
+
+    def release(self) -> None:
+        for name in (PID_FILE, STATE_FILE):
+            with contextlib.suppress(FileNotFoundError):
+                (self.state / name).unlink()
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+@contextlib.contextmanager
+def singleton(settings: Settings) -> Iterator[Singleton]:
+    """Hold ``.wrenmem/watch.lock``; WrenmemError if another watcher holds it."""
+    hold = Singleton(settings)
+    hold.acquire()
+    try:
+        yield hold
+    finally:
+        hold.release()
+
+
+
+def _read_pid(state: Path) -> int | None:
+    try:
+        return int((state / PID_FILE).read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+
+
+def is_running(settings: Settings) -> bool:
+    """Whether a watcher holds this project's lock (a stale pid file does not count)."""
+    path = settings.state_dir / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the lock we may have taken
+    return False
+
+
+def clean_stale(settings: Settings) -> bool:
+    """Remove the pid, state and socket files of a watcher that died; True if any."""
+    if is_running(settings):
+        return False
+
+    removed = False
+    for path in (settings.state_dir / PID_FILE, settings.state_dir / STATE_FILE,
+                 socket_path(settings.root)):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed = True
+    return removed
+
+
+def watcher_status(settings: Settings) -> dict[str, Any]:
+    """running, pid, socket, mode and the last sync, from the daemon or the state file."""
+
+    running = is_running(settings)
+    out: dict[str, Any] = {"running": running, "pid": None, "socket": None, "mode": None,
+                           "daemon": False, "syncs": 0, "last_sync_at": None,
+                           "last_summary": "", "last_error": "", "bad_files": []}
+    if not running:
+        out["stale_cleaned"] = clean_stale(settings)
+        return out
+    reply = ping(settings.root)
+    if reply is None:
+        with contextlib.suppress(OSError, ValueError):
+            reply = json.loads((settings.state_dir / STATE_FILE).read_text(encoding="utf-8"))
+    else:
+        out["daemon"] = True
+        out["socket"] = str(socket_path(settings.root))
+    for key in ("pid", "mode", "syncs", "last_sync_at", "last_summary", "last_error",
+                "bad_files"):
+        if reply and key in reply:
+            out[key] = reply[key]
+    out["pid"] = out["pid"] or _read_pid(settings.state_dir)
+    return out
+
+
+def start_detached(settings: Settings, argv: list[str], *, wait: float = 30.0) -> int:
+    """Start ``wrenmem watch`` in a new session, logging to ``.wrenmem/watch.log``; return
+    its pid once it holds the lock (WrenmemError with the log's last lines if it died)."""
+    if is_running(settings):
+        raise WrenmemError(f"a watcher is already running for {settings.root} (pid "
+                           f"{_read_pid(settings.state_dir)}); stop it with `wrenmem watch "
+                           "--stop`")
+    clean_stale(settings)
+    state = settings.state_dir
+    state.mkdir(parents=True, exist_ok=True)
+    log_path = state / LOG_FILE
+    with open(log_path, "ab") as log_fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "wrenmem", "--project", str(settings.root), "watch", *argv],
+            stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT,
+            start_new_session=True, cwd=settings.root)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = _tail(log_path)
+            raise WrenmemError(f"the watcher stopped at once (exit {proc.returncode}); "
+                               f"{log_path}:\n{tail}")
+        if is_running(settings) and _read_pid(state) == proc.pid:
+            return proc.pid
+        time.sleep(0.05)
+    return proc.pid
+
+
+def stop_watcher(settings: Settings, *, wait: float = 15.0) -> int | None:
+    """SIGTERM the running watcher and wait for it to let go; its pid, or None if none ran."""
+    if not is_running(settings):
+        clean_stale(settings)
+        return None
+    pid = _read_pid(settings.state_dir)
+    if pid is None:
+        raise WrenmemError("a watcher holds the lock but wrote no pid file")
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if not is_running(settings):
+            return pid
+        time.sleep(0.05)
+    raise WrenmemError(f"the watcher (pid {pid}) did not stop within {wait:g} s")
+
+
+def _tail(path: Path, lines: int = 8) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

@@ -1,0 +1,268 @@
+"""``wrenmem watch``: sync rounds (pairs and schema), the watch loop with its daemon, and
+restarts when settings change. Process control (one watcher per project, ``--detach``,
+``--stop``, ``--status``) is :mod:`wrenmem.watch.process`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wrenmem.errors import WrenmemError
+from wrenmem.fsutil import atomic_write_text
+from wrenmem.index.sync import sync_pairs
+from wrenmem.pairs.catalog import scan
+from wrenmem.recall.backends import choose_backend
+from wrenmem.schema.table import sync_schema
+from wrenmem.settings import Settings
+from wrenmem.watch.daemon import DaemonServer
+from wrenmem.watch.loop import (
+    MANIFEST,
+    PAIRS,
+    SETTINGS,
+    LoopConfig,
+    LoopStats,
+    RestartRequested,
+    SyncResult,
+    WatchdogSource,
+    run_loop,
+)
+from wrenmem.watch.process import STATE_FILE, Singleton, singleton
+
+log = logging.getLogger(__name__)
+
+
+# --- one sync round -------------------------------------------------------------------------
+
+def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
+    """Bring every derived index up to date with the files; each part fails on its own.
+
+    Pairs: the one sync function (``wrenmem.index.sync.sync_pairs``) when the index is installed,
+    else a catalog scan (what grep recall reads). Manifest: the schema sync, when present.
+    When recall uses grep (set, or ``auto`` without the index extra) nothing reads an index,
+    so only the scan runs.
+    """
+    kinds = {PAIRS, MANIFEST} if kinds is None else kinds
+
+    indexed = choose_backend(settings) != "grep"  # auto without the index extra is grep
+    summaries: list[str] = []
+    failures: list[tuple[str, BaseException]] = []
+    pair_errors: tuple[Any, ...] = ()
+    changed = False
+    if kinds & {PAIRS, MANIFEST}:  # seed pairs come from the manifest
+        try:
+            if indexed:
+                report = sync_pairs(settings)
+                pair_errors = tuple(getattr(report, "errors", ()) or ())
+                summaries.append(f"pairs: {_summary(report)}")
+                changed = changed or _report_changed(report)
+            else:
+                found = scan(settings)
+                pair_errors = found.errors
+                summaries.append(f"pairs: {len(found.pairs)} read")
+                changed = True
+        except Exception as e:
+            failures.append((PAIRS, e))
+    if MANIFEST in kinds and indexed:
+        if settings.manifest_path.exists():
+            try:
+                report = sync_schema(settings)
+                summaries.append(f"schema: {_summary(report)}")
+                changed = changed or _report_changed(report)
+            except Exception as e:
+                failures.append((MANIFEST, e))
+    return SyncResult(tuple(summaries), tuple(failures), pair_errors, changed)
+
+
+def _summary(report: Any) -> str:
+    """One short line: counts, never the lists of paths."""
+    if getattr(report, "noop", False):
+        return "up to date"
+    parts = []
+    for name in ("added", "changed", "removed", "renamed", "embedded", "deleted", "items"):
+        value = getattr(report, name, None)
+        count = len(value) if isinstance(value, tuple | list) else value
+        if isinstance(count, int) and (count or name in ("embedded",)):
+            parts.append(f"{count} {name}")
+    if getattr(report, "rebuilt", False):
+        reason = getattr(report, "rebuild_reason", None)
+        parts.append("rebuilt" + (f" ({reason})" if reason else ""))
+    return ", ".join(parts) or str(report)
+
+
+def _report_changed(report: Any) -> bool:
+    return not getattr(report, "noop", False)
+
+
+# --- the watcher process --------------------------------------------------------------------
+
+class _Housekeeping:
+    """The event source, plus a check every second that ``.wrenmem/`` is still ours: if it
+    was deleted (it may be, any time), take the lock back, listen again and rebuild."""
+
+    def __init__(self, source: Any, task: Callable[[], list[Any]], every: float = 1.0):
+        self.source, self.task, self.every = source, task, every
+        self._next = time.monotonic() + every
+
+    def get(self, timeout: float) -> list[Any] | None:
+        changes = self.source.get(min(timeout, self.every))
+        if time.monotonic() >= self._next:
+            self._next = time.monotonic() + self.every
+            extra = self.task()
+            if extra:
+                changes = [*(changes or []), *extra]
+        return changes
+
+
+@dataclass
+class WatchOptions:
+    poll: bool = False
+    daemon: bool = True
+    config: LoopConfig | None = None
+
+
+def run_watch(settings: Settings, *, reload: Callable[[], Settings] | None = None,
+              options: WatchOptions | None = None, stop: threading.Event | None = None,
+              report: Callable[[str, str], None] | None = None) -> None:
+    """Watch until SIGINT/SIGTERM (or ``stop``): sync after changes, serve the daemon."""
+    opts = options or WatchOptions()
+    stop = stop or threading.Event()
+    say = report or (lambda level, msg: log.log(logging.getLevelName(level), msg))
+    wakers: list[Callable[[], None]] = []  # unblock the loop's wait when a signal comes
+    with singleton(settings) as hold, _stop_on_signals(stop, wakers):
+        while True:
+            try:
+                _watch_once(settings, reload, opts, stop, say, wakers, hold)
+                return
+            except RestartRequested:
+                assert reload is not None
+                settings = reload()
+                say("INFO", "settings changed: watching again with the new settings")
+
+
+def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts: WatchOptions,
+                stop: threading.Event, say: Callable[[str, str], None],
+                wakers: list[Callable[[], None]], hold: Singleton) -> None:
+    source = WatchdogSource(settings, poll=opts.poll, notify=lambda m: say("WARNING", m))
+    source.start()
+    wakers[:] = [source.wake]
+    stats = LoopStats()
+    server = None
+    state_path = settings.state_dir / STATE_FILE
+
+    def info() -> dict[str, Any]:
+        return {"mode": source.mode, **stats.to_dict()}
+
+    if opts.daemon:
+
+        server = DaemonServer(settings, info)
+        try:
+            server.start()
+        except (OSError, WrenmemError) as e:
+            say("WARNING", f"daemon: cannot listen on {server.path}: {e}; watching without it")
+            server = None
+    _write_state(state_path, settings, server, info())
+    say("INFO", f"watching {settings.relpath(settings.knowledge_path)}/ and "
+        f"{settings.relpath(settings.manifest_path)} ({source.mode})"
+        + (f"; daemon on {server.path}" if server else ""))
+
+    def sync(kinds: set[str]) -> SyncResult:
+        if SETTINGS in kinds and reload is not None:
+            new = reload()  # a SettingsError is a permanent error, reported once
+            if new != settings:
+                raise RestartRequested
+            kinds = kinds - {SETTINGS}
+            if not kinds:
+                return SyncResult()
+        return sync_all(settings, kinds)
+
+    def wrapped(kinds: set[str]) -> SyncResult:
+        try:
+            result = sync(kinds)
+        except RestartRequested:
+            raise
+        except Exception as e:
+            result = SyncResult(failures=((SETTINGS if SETTINGS in kinds else PAIRS, e),))
+        _write_state(state_path, settings, server, info())
+        return result
+
+    warmed = False
+
+    def warm() -> None:
+        try:
+            server.warm()  # type: ignore[union-attr]
+        except Exception as e:  # the CLI still works in-process
+            say("WARNING", f"daemon: could not load the recall backend: {e}")
+
+    def after_first(kinds: set[str]) -> SyncResult:
+        nonlocal warmed
+        result = wrapped(kinds)
+        if not warmed and server is not None:
+            # Load the model beside the loop, not in it: changes keep syncing meanwhile.
+            warmed = True
+            threading.Thread(target=warm, name="wrenmem-warm", daemon=True).start()
+        return result
+
+    def housekeeping() -> list[Any]:
+        back = hold.recovered()
+        if back is False:
+            say("ERROR", "another watcher took this project over after .wrenmem/ was "
+                "deleted; stopping")
+            stop.set()
+            return []
+        if server is not None and not server.path.exists():
+            server.close()
+            server.start()
+        if back:
+            say("INFO", ".wrenmem/ was deleted: rebuilding the index")
+            return [(str(settings.knowledge_path), True), (str(settings.manifest_path), False)]
+        return []
+
+    try:
+        run_loop(settings, _Housekeeping(source, housekeeping), after_first, stop,
+                 config=opts.config, report=say, stats=stats)
+    finally:
+        source.close()
+        if server is not None:
+            server.close()
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event, wakers: list[Callable[[], None]]
+                     ) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(_signum: int, _frame: object) -> None:
+        stop.set()
+        for wake in wakers:
+            wake()
+
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _write_state(path: Path, settings: Settings, server: Any, info: dict[str, Any]) -> None:
+
+    data = {"pid": os.getpid(), "root": str(settings.root),
+            "socket": str(server.path) if server is not None else None, **info}
+    with contextlib.suppress(OSError):
+        atomic_write_text(path, json.dumps(data, indent=2))
+
+
+# --- --detach / --stop / --status -----------------------------------------------------------
