@@ -16,6 +16,7 @@ import argparse
 import hashlib
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +76,7 @@ class Query:
     signals: list[fusion.Signals]
     labels: np.ndarray  # 1 for a right pair among the candidates
     trap: np.ndarray  # 1 for the trap pair
+    lex_max: float = 0.0  # BM25F's best possible score for this question
 
 
 def first_right(order: list[int], right: set[int]) -> int | None:
@@ -120,7 +122,7 @@ def gather(protocol: str, sample: str, max_queries: int, cache: VectorCache) -> 
                          first_right([int(i) for i in dense_order], right), signals,
                          np.array([1 if i in right else 0 for i in cands]),
                          np.array([1 if trap_key and keys[i] == trap_key else 0
-                                   for i in cands])))
+                                   for i in cands]), index.best_possible(a.question)))
     return out
 
 
@@ -160,7 +162,8 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = 1e-3,
     for _ in range(steps):
         p = 1 / (1 + np.exp(-np.clip(x1 @ beta, -30, 30)))
         grad = x1.T @ (w * (p - y)) + l2 * np.r_[0, beta[1:]]
-        hess = (x1 * (w * p * (1 - p))[:, None]).T @ x1 + l2 * np.diag(np.r_[0, np.ones(len(beta) - 1)])
+        ridge = l2 * np.diag(np.r_[0, np.ones(len(beta) - 1)])
+        hess = (x1 * (w * p * (1 - p))[:, None]).T @ x1 + ridge
         step = np.linalg.solve(hess, grad)
         beta -= step
         if np.abs(step).max() < 1e-8:
@@ -320,38 +323,85 @@ def fit_tables(tuning: list[Query], how: str) -> dict[str, tuple[float, ...]]:
     return table
 
 
+def fit_single(queries: list[Query]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Logistic calibration of the vector backend (cosine, cosine - best) and of grep
+    (BM25 / best, BM25 / best possible), pointwise, protocols weighted equally."""
+    counts: dict[str, int] = {}
+    for q in queries:
+        counts[q.protocol] = counts.get(q.protocol, 0) + 1
+    dx, dy, dw, lx, ly, lw = [], [], [], [], [], []
+    for q in queries:
+        cos = np.array([c.dense or 0.0 for c in q.signals])
+        weight = 1.0 / counts[q.protocol]
+        for c, label in zip(cos, q.labels, strict=True):
+            dx.append((c, c - cos.max()))
+            dy.append(label)
+            dw.append(weight)
+        lex = [(c.lexical, label) for c, label in zip(q.signals, q.labels, strict=True)
+               if c.lexical is not None]
+        best = max((v for v, _l in lex), default=0.0)
+        for v, label in lex:
+            lx.append((v / best, v / q.lex_max if q.lex_max else 0.0))
+            ly.append(label)
+            lw.append(weight)
+    dense = fit_logistic(np.array(dx), np.array(dy, float), np.array(dw))
+    lexical = fit_logistic(np.array(lx), np.array(ly, float), np.array(lw))
+    return (tuple(round(float(v), 3) for v in dense),
+            tuple(round(float(v), 3) for v in lexical))
+
+
+def calibration(queries: list[Query], scorer: Callable[[Query], list[float]]
+                ) -> list[tuple[float, float, int]]:
+    """Per score band of the top 5 hits: (mean score, share right, count)."""
+    bands: dict[int, list[tuple[float, int]]] = {}
+    for q in queries:
+        scores = scorer(q)
+        for i in sorted(range(len(scores)), key=lambda i: -scores[i])[:5]:
+            band = min(int(scores[i] * 5), 4)
+            bands.setdefault(band, []).append((scores[i], int(q.labels[i])))
+    return [(float(np.mean([s for s, _ in v])), float(np.mean([y for _, y in v])), len(v))
+            for _b, v in sorted(bands.items())]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-queries", type=int, default=500)
     parser.add_argument("--workdir", default="/tmp/wm-study")
     parser.add_argument("--protocols", default=",".join(PROTOCOLS))
     parser.add_argument("--regather", action="store_true")
-    parser.add_argument("--drop", default="", help="feature numbers to leave out, e.g. 7,9")
-    parser.add_argument("--trap-weight", type=float, default=1.0)
+    parser.add_argument("--shipped", action="store_true",
+                        help="score only the weights in wrenmem/fusion.py (no fitting)")
     args = parser.parse_args(argv)
-    DROP.update(int(x) for x in args.drop.split(",") if x)
-    global TRAP_WEIGHT
-    TRAP_WEIGHT = args.trap_weight
     data = load_or_gather(args)
     tuning = [q for (p, s), qs in data.items() if s == "tuning" for q in qs]
-    variants: dict[str, object] = {"old": old_fusion, "shipped": fusion.HYBRID_WEIGHTS}
-    for how in ("listwise", "search"):
-        variants[how] = fit_tables(tuning, how)
-        print(how, variants[how], file=sys.stderr)
+    held = [q for (p, s), qs in data.items() if s == "held-out" for q in qs]
+    variants: dict[str, Callable[[Query], list[float]]] = {"old": old_fusion}
+    if args.shipped:
+        variants["shipped"] = lambda q: fusion.fuse(q.question, q.signals)
+    else:
+        table = fit_tables(tuning, "listwise")
+        dense, lexical = fit_single(tuning)
+        print(f"HYBRID_WEIGHTS = {table}\nDENSE_WEIGHTS = {dense}\n"
+              f"LEXICAL_WEIGHTS = {lexical}", file=sys.stderr)
+        variants["fitted"] = lambda q: fusion.fuse(q.question, q.signals, table, False)
+        variants["fitted+sure"] = lambda q: fusion.fuse(q.question, q.signals, table)
     print(f"{'protocol':15} {'sample':9} {'n':>4} | {'grep':^11} | {'vector':^11} | "
           + " | ".join(f"{v:^11}" for v in variants))
     for (protocol, sample), qs in sorted(data.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         cells = [metrics([q.grep_rank for q in qs]), metrics([q.vector_rank for q in qs])]
-        for variant in variants.values():
-            cells.append(metrics([fused_rank(q, variant(q) if callable(variant) else
-                                             fusion.fuse(q.question, q.signals, variant))
-                                  for q in qs]))
+        for scorer in variants.values():
+            cells.append(metrics([fused_rank(q, scorer(q)) for q in qs]))
         mark = "*" if sample == "held-out" else " "
         best_single = max(cells[0][0], cells[1][0]), max(cells[0][1], cells[1][1])
         flags = "".join("+" if c[0] >= best_single[0] - 1e-9 and c[1] >= best_single[1] - 1e-9
                         else "-" for c in cells[2:])
         print(f"{protocol:15} {sample:8}{mark} {len(qs):4} | "
               + " | ".join(f"{a:.3f} {b:.3f}" for a, b in cells) + f"  {flags}")
+    last = list(variants.values())[-1]
+    print("calibration on the held-out sample (top 5 hits): mean score -> share right (n)")
+    for name, scorer in (("hybrid", last),):
+        print(f"  {name}: " + "; ".join(f"{m:.2f} -> {r:.2f} ({n})"
+                                       for m, r, n in calibration(held, scorer)))
     return 0
 
 

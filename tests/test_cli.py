@@ -56,7 +56,9 @@ def test_store_then_recall_english_and_chinese(cli: Callable[..., Result]) -> No
     assert results[1]["hits"][0]["question"] == "每个客户的订单数量是多少？"
     assert set(results[0]) == {"query", "backend", "hits"}
     assert set(results[0]["hits"][0]) == {"question", "sql", "path", "score", "source",
-                                          "datasource", "dialect", "tags", "backend"}
+                                          "datasource", "dialect", "tags", "backend",
+                                          "raw_score"}
+    assert 0 < results[0]["hits"][0]["score"] <= 1
 
 
 def test_store_refuses_broken_sql_unless_forced(cli: Callable[..., Result], project: Path) -> None:

@@ -27,7 +27,7 @@ from wrenmem.pairs.seeds import SeedWrite, build_records, extra_pairs, write_see
 from wrenmem.pairs.store import StoreResult, delete_pair_file, store_pair
 from wrenmem.recall.backends import recall_many
 from wrenmem.recall.bm25f import GrepBackend
-from wrenmem.recall.hits import Filters, Hit, RecallResult
+from wrenmem.recall.hits import Filters, Hit, RecallResult, above
 from wrenmem.recall.status import status_data
 from wrenmem.schema.describe import describe as describe_text
 from wrenmem.schema.fetch import FetchResult
@@ -170,21 +170,25 @@ class Memory:
 
     # -- recall --------------------------------------------------------------------
     def recall(self, question: str, k: int = 3, *, datasource: str | None = None,
-               tags: Sequence[str] = (), source: str | None = None) -> builtins.list[Hit]:
-        """The ``k`` stored pairs most similar to ``question``, best first."""
+               tags: Sequence[str] = (), source: str | None = None,
+               min_score: float = 0.0) -> builtins.list[Hit]:
+        """The ``k`` stored pairs most similar to ``question``, best first; only those
+        scoring at least ``min_score`` (scores are in [0, 1], the same for every backend)."""
         return list(self.recall_many([question], k, datasource=datasource, tags=tags,
-                                     source=source)[0].hits)
+                                     source=source, min_score=min_score)[0].hits)
 
     def recall_many(self, questions: Sequence[str], k: int = 3, *,
                     datasource: str | None = None, tags: Sequence[str] = (),
-                    source: str | None = None) -> builtins.list[RecallResult]:
+                    source: str | None = None, min_score: float = 0.0
+                    ) -> builtins.list[RecallResult]:
         """Recall for several questions in one batch (one model call)."""
         filters = Filters(datasource=datasource, tags=tuple(tags), source=source)
         if self.use_daemon:
             remote = remote_recall(self.settings, questions, k, filters, notify=self.notify)
             if remote is not None:
-                return remote
-        return recall_many(self.settings, questions, k, filters, notify=self.notify)
+                return above(remote, min_score)
+        return recall_many(self.settings, questions, k, filters, notify=self.notify,
+                           min_score=min_score)
 
     # -- schema --------------------------------------------------------------------
     def manifest(self) -> Manifest:

@@ -44,18 +44,21 @@ def read_questions(path: Path) -> list[str]:
 @click.option("--source", help="Only pairs with this source (user, seed…).")
 @click.option("--backend", "-b", type=click.Choice(BACKENDS),
               help="grep, vector, hybrid or auto (default: setting `backend`).")
+@click.option("--min-score", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
+              help="Leave out hits scoring below this (scores are in [0, 1] and mean the "
+                   "same for every backend: the estimated chance the pair answers).")
 @json_option
 @click.pass_context
 def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | None, k: int,
            datasource: str | None, tags: tuple[str, ...], source: str | None,
-           backend: str | None, as_json: bool) -> None:
+           backend: str | None, min_score: float, as_json: bool) -> None:
     """Recall the stored NL→SQL pairs most similar to each question."""
 
     questions = list(queries) + (read_questions(Path(queries_file)) if queries_file else [])
     if not questions:
         raise click.UsageError("give a question with -q, or a file with --queries")
     results = get_memory(ctx, backend=backend).recall_many(
-        questions, k, datasource=datasource, tags=tags, source=source)
+        questions, k, datasource=datasource, tags=tags, source=source, min_score=min_score)
     if as_json:
         emit_json([r.to_dict() for r in results])
         return

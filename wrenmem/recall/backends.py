@@ -9,7 +9,7 @@ from wrenmem.errors import ExtraMissingError, LockTimeoutError
 from wrenmem.index.sync import sync_pairs
 from wrenmem.index.table import index_unavailable
 from wrenmem.recall.bm25f import GrepBackend
-from wrenmem.recall.hits import Filters, RecallBackend, RecallResult
+from wrenmem.recall.hits import Filters, RecallBackend, RecallResult, above
 from wrenmem.recall.vector import HybridBackend, VectorBackend
 from wrenmem.settings import Settings
 
@@ -36,8 +36,10 @@ def choose_backend(settings: Settings, notify: Callable[[str], None] | None = No
 
 
 def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Filters,
-                notify: Callable[[str], None] | None = None) -> list[RecallResult]:
-    """Recall for each question, from the chosen backend, in one batch."""
+                notify: Callable[[str], None] | None = None, min_score: float = 0.0
+                ) -> list[RecallResult]:
+    """Recall for each question, from the chosen backend, in one batch; hits scoring
+    below ``min_score`` (in [0, 1], one meaning for every backend) are left out."""
     name = choose_backend(settings, notify)
     if name not in BACKENDS:
 
@@ -46,7 +48,8 @@ def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Fil
     if backend.uses_index:
         catch_up(settings)
     hits = backend.search(list(queries), k, filters)
-    return [RecallResult(q, backend.name, tuple(h)) for q, h in zip(queries, hits, strict=True)]
+    return above([RecallResult(q, backend.name, tuple(h))
+                  for q, h in zip(queries, hits, strict=True)], min_score)
 
 
 def catch_up(settings: Settings) -> None:

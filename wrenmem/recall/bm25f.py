@@ -1,5 +1,8 @@
 """The grep backend: BM25F keyword recall straight from the files, nothing to build.
 
+Scores are calibrated into [0, 1] (:func:`wrenmem.fusion.lexical_score`, in BM25F order);
+the BM25F score itself is the hit's ``raw_score``.
+
 Parsed files come from the catalog's stat cache and term vectors from a cache keyed by the
 file's content hash, so a query over 10,000 files reads none of them when none changed.
 """
@@ -12,6 +15,7 @@ from pathlib import Path
 
 from wrenmem import statedir
 from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.fusion import lexical_score
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.pairs.seeds import extra_pairs
@@ -60,8 +64,10 @@ class GrepBackend:
         index = Bm25Index([docs[i] for i in keep])
         results = []
         for query in queries:
-            scored = [(s, pairs[keep[i]]) for i, s in index.scores(query).items() if s > 0]
-            results.append(rank(scored, k, self.name))
+            found = [(i, s) for i, s in index.scores(query).items() if s > 0]
+            calibrated = lexical_score([s for _i, s in found], index.best_possible(query))
+            results.append(rank([(p, pairs[keep[i]], s) for (i, s), p
+                                 in zip(found, calibrated, strict=True)], k, self.name))
         return results
 
 
