@@ -104,7 +104,7 @@ def test_lexical_calibration_keeps_the_order_and_the_scale(bm25: list[float],
 
 def test_sql_values_and_their_agreement_with_the_question() -> None:
     sql = "SELECT * FROM t WHERE a = 'London Heathrow' AND b > 30 AND c LIKE '%x%' LIMIT 5"
-    assert sql_values(sql) == ["london heathrow", "x", "30"]
+    assert sql_values(sql) == ("london heathrow", "x", "30")
     assert literal_agreement("flights from London Heathrow over 30 x", sql) == (1.0, 0.0)
     assert literal_agreement("flights over 300", "SELECT a WHERE b > 30") == (0.0, 1.0)
     assert literal_agreement("哪些城市30岁以下的员工", "SELECT city WHERE age < 30") == (1.0, 0.0)

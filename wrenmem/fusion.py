@@ -22,6 +22,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 _WORD = re.compile(r"\w", re.UNICODE)
@@ -68,7 +69,8 @@ def is_cjk(text: str) -> bool:
     return words > 0 and len(_CJK.findall(text)) * 3 >= words
 
 
-def sql_values(sql: str) -> list[str]:
+@lru_cache(maxsize=65536)
+def sql_values(sql: str) -> tuple[str, ...]:
     """The values a SQL text compares with (numbers and quoted strings), lower-cased;
     ``LIMIT n`` is left out (questions say "the top", not the number)."""
     values: list[str] = []
@@ -79,17 +81,20 @@ def sql_values(sql: str) -> list[str]:
             values.append(value)
     stripped = _LIMIT.sub(" ", _QUOTED.sub(" ", sql))
     values += [m.group(1) for m in _SQL_NUMBER.finditer(stripped)]
-    return values
+    return tuple(values)
 
 
 def literal_agreement(question: str, sql: str) -> tuple[float, float]:
     """(share of the SQL's values found in the question, share not found); (0, 0) when
     the SQL has no values."""
+    text = question.lower()
+    return _agreement(text, frozenset(_TEXT_NUMBER.findall(text)), sql)
+
+
+def _agreement(text: str, numbers: frozenset[str], sql: str) -> tuple[float, float]:
     values = sql_values(sql)
     if not values:
         return 0.0, 0.0
-    text = question.lower()
-    numbers = set(_TEXT_NUMBER.findall(text))
     found = sum(1 for v in values if (v in numbers if v[:1].isdigit() else v in text))
     return found / len(values), 1.0 - found / len(values)
 
@@ -101,6 +106,7 @@ def polarity(question: str) -> int:
     return int(bool(_HIGH.search(text))) - int(bool(_LOW.search(text)))
 
 
+@lru_cache(maxsize=65536)
 def sql_polarity(sql: str) -> int:
     """+1 for MAX / DESC / ``>``, -1 for MIN / ascending order / ``<``, 0 otherwise."""
     text = " ".join(_QUOTED.sub(" ", sql).lower().split())
@@ -140,6 +146,8 @@ def features(question: str, candidates: Sequence[Signals]) -> list[tuple[float, 
     best_dense = max((c.dense for c in candidates if c.dense is not None), default=0.0)
     best_lex = max((c.lexical for c in candidates if c.lexical is not None), default=0.0)
     asked_polarity = polarity(question)
+    text = question.lower()
+    numbers = frozenset(_TEXT_NUMBER.findall(text))
     dense_rank = _ranks([c.dense for c in candidates])
     lex_rank = _ranks([c.lexical for c in candidates])
     dense_lead = _lead([c.dense for c in candidates])
@@ -149,7 +157,7 @@ def features(question: str, candidates: Sequence[Signals]) -> list[tuple[float, 
     for n, c in enumerate(candidates):
         dense = c.dense if c.dense is not None else 0.0
         lex = (c.lexical / best_lex) if c.lexical is not None and best_lex > 0 else 0.0
-        found, missing = literal_agreement(question, c.sql)
+        found, missing = _agreement(text, numbers, c.sql)
         order = asked_polarity * sql_polarity(c.sql)
         rows.append((dense, dense - best_dense, lex, c.coverage, lex * c.coverage,
                      found, missing, dense_lead[n] * max(0.0, dense - NEAR) / (1 - NEAR),
