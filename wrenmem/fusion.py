@@ -29,19 +29,37 @@ _WORD = re.compile(r"\w", re.UNICODE)
 _SQL_NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w.])")
 _TEXT_NUMBER = re.compile(r"(?<!\d)(?<!\d\.)(\d+(?:\.\d+)?)(?!\d|\.\d)")
 _LIMIT = re.compile(r"\blimit\s+\d+(\s*,\s*\d+)?(\s+offset\s+\d+)?", re.IGNORECASE)
-_HIGH_WORDS = ("most", "max", "maximum", "highest", "largest", "biggest", "greatest",
+_HIGH_WORDS = ("at least", "most", "max", "maximum", "highest", "largest", "biggest", "greatest",
                "oldest", "longest", "more than", "greater than", "larger than", "higher than",
                "older than", "above", "over", "descending", "decreasing", "最大", "最高",
                "最多", "最长", "最老", "大于", "多于", "超过", "高于", "以上", "降序")
-_LOW_WORDS = ("least", "min", "minimum", "lowest", "smallest", "fewest", "youngest",
+_LOW_WORDS = ("at most", "least", "min", "minimum", "lowest", "smallest", "fewest", "youngest",
               "shortest", "less than", "fewer than", "smaller than", "lower than",
               "younger than", "below", "under", "ascending", "increasing", "最小", "最低",
               "最少", "最短", "最年轻", "小于", "少于", "低于", "以下", "升序")
 
 
 def _words(words: Sequence[str]) -> re.Pattern[str]:
-    return re.compile("|".join(rf"\b{re.escape(w)}\b" if w.isascii() else re.escape(w)
-                               for w in words))
+    # "at least" asks for the high end although it holds "least" (and "at most" the low)
+    guard = {"least": r"(?<!at )", "most": r"(?<!at )"}
+    return re.compile("|".join(rf"{guard.get(w, '')}\b{re.escape(w)}\b" if w.isascii()
+                               else re.escape(w) for w in words))
+
+
+_NUMBER_WORDS = {w: str(n) for n, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+_NUMBER_WORDS.update({w: str(n) for n, w in enumerate("零一二三四五六七八九十", 0)})
+_NUMBER_WORDS.update({"两": "2", "twenty": "20", "hundred": "100", "百": "100"})
+_NUMBER_WORD = re.compile(r"\b(?:" + "|".join(w for w in _NUMBER_WORDS if w.isascii())
+                          + r")\b|[零一二三四五六七八九十两百]")
+
+
+def question_numbers(text: str) -> frozenset[str]:
+    """The numbers a (lower-cased) question states, in digits or as words (one … twelve,
+    一 … 十)."""
+    found = set(_TEXT_NUMBER.findall(text))
+    found.update(_NUMBER_WORDS[m.group(0)] for m in _NUMBER_WORD.finditer(text))
+    return frozenset(found)
 
 
 _HIGH = _words(_HIGH_WORDS)
@@ -88,7 +106,7 @@ def literal_agreement(question: str, sql: str) -> tuple[float, float]:
     """(share of the SQL's values found in the question, share not found); (0, 0) when
     the SQL has no values."""
     text = question.lower()
-    return _agreement(text, frozenset(_TEXT_NUMBER.findall(text)), sql)
+    return _agreement(text, question_numbers(text), sql)
 
 
 def _agreement(text: str, numbers: frozenset[str], sql: str) -> tuple[float, float]:
@@ -119,10 +137,10 @@ def sql_polarity(sql: str) -> int:
 # Logistic weights, per script of the question: intercept, then the features of
 # :func:`features` in order. Fitted by bench/fusion_study.py on the TUNING sample.
 HYBRID_WEIGHTS: dict[str, tuple[float, ...]] = {
-    "cjk": (-7.021, 2.59, 2.59, 1.107, 0.401, -0.086, 3.244, -0.823, -1.026, 2.467, 2.329,
-            0.831, 1.549, -1.418, -2.096),
-    "other": (-8.084, 1.961, 1.961, 2.286, 1.796, 1.829, 2.1, -1.954, -4.323, 1.585, 0.319,
-              1.168, -3.361, -0.53, -3.135),
+    "cjk": (-7.097, 2.659, 2.659, 1.111, 0.421, -0.092, 2.919, -0.931, -1.066, 2.513, 2.355, 0.858,
+            1.636, -1.486, -2.158),
+    "other": (-8.279, 2.0, 2.0, 2.292, 1.764, 1.825, 2.059, -2.463, -4.276, 2.161, 0.329, 1.188,
+              -3.307, -0.561, -3.196),
 }
 # Single-backend calibration: intercept, then the slopes (both order-preserving).
 DENSE_WEIGHTS = (-4.67, 3.117, 3.097)  # cosine, cosine - best cosine
@@ -147,7 +165,7 @@ def features(question: str, candidates: Sequence[Signals]) -> list[tuple[float, 
     best_lex = max((c.lexical for c in candidates if c.lexical is not None), default=0.0)
     asked_polarity = polarity(question)
     text = question.lower()
-    numbers = frozenset(_TEXT_NUMBER.findall(text))
+    numbers = question_numbers(text)
     dense_rank = _ranks([c.dense for c in candidates])
     lex_rank = _ranks([c.lexical for c in candidates])
     dense_lead = _lead([c.dense for c in candidates])
