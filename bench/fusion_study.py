@@ -8,6 +8,7 @@ TUNING sample only and prints R@1 / MRR (top 5) of grep, vector and the fusions 
 samples, held-out marked. ``--write`` prints the fitted weights as Python to paste.
 
 Usage: python bench/fusion_study.py [--max-queries 500] [--workdir /tmp/wm-study]
+       [--shipped] [--markdown] [--regather]
 """
 
 from __future__ import annotations
@@ -369,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default="/tmp/wm-study")
     parser.add_argument("--protocols", default=",".join(PROTOCOLS))
     parser.add_argument("--regather", action="store_true")
+    parser.add_argument("--markdown", action="store_true", help="rows of a Markdown table")
     parser.add_argument("--shipped", action="store_true",
                         help="score only the weights in wrenmem/fusion.py (no fitting)")
     args = parser.parse_args(argv)
@@ -395,8 +397,13 @@ def main(argv: list[str] | None = None) -> int:
         best_single = max(cells[0][0], cells[1][0]), max(cells[0][1], cells[1][1])
         flags = "".join("+" if c[0] >= best_single[0] - 1e-9 and c[1] >= best_single[1] - 1e-9
                         else "-" for c in cells[2:])
-        print(f"{protocol:15} {sample:8}{mark} {len(qs):4} | "
-              + " | ".join(f"{a:.3f} {b:.3f}" for a, b in cells) + f"  {flags}")
+        if args.markdown:
+            name = "**HELD-OUT**" if sample == "held-out" else "tuning"
+            print(f"| {protocol} | {name} | "
+                  + " | ".join(f"{a:.3f} / {b:.3f}" for a, b in cells) + " |")
+        else:
+            print(f"{protocol:15} {sample:8}{mark} {len(qs):4} | "
+                  + " | ".join(f"{a:.3f} {b:.3f}" for a, b in cells) + f"  {flags}")
     last = list(variants.values())[-1]
     print("calibration on the held-out sample (top 5 hits): mean score -> share right (n)")
     for name, scorer in (("hybrid", last),):
