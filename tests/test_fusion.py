@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wrenmem.fusion import (
@@ -78,7 +78,7 @@ candidate = st.builds(
 )
 
 
-@settings(deadline=None)  # timing lives in bench/, not here
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # timing: bench/
 @given(st.text(max_size=40), st.lists(candidate, max_size=8))
 def test_every_fused_score_is_in_0_1(question: str, candidates: list[Signals]) -> None:
     scores = fuse(question, candidates)
@@ -86,7 +86,7 @@ def test_every_fused_score_is_in_0_1(question: str, candidates: list[Signals]) -
     assert all(0.0 <= s <= 1.0 for s in scores)
 
 
-@settings(deadline=None)  # timing lives in bench/, not here
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # timing: bench/
 @given(st.lists(st.floats(-1, 1), min_size=1, max_size=10))
 def test_dense_calibration_keeps_the_order_and_the_scale(cosines: list[float]) -> None:
     scores = dense_score(cosines)
@@ -95,7 +95,7 @@ def test_dense_calibration_keeps_the_order_and_the_scale(cosines: list[float]) -
     assert all(scores[a] >= scores[b] for a, b in zip(order, order[1:], strict=False))
 
 
-@settings(deadline=None)  # timing lives in bench/, not here
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # timing: bench/
 @given(st.lists(st.floats(0, 40), min_size=1, max_size=10), st.floats(0, 60))
 def test_lexical_calibration_keeps_the_order_and_the_scale(bm25: list[float],
                                                            possible: float) -> None:
