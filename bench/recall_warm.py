@@ -6,6 +6,7 @@ object per backend (as the watcher's daemon does), after one warm-up question. P
 median and 95th percentile milliseconds per question and the load average.
 
 Usage: python bench/recall_warm.py [--pairs 10000] [--questions 200] [--workdir DIR]
+       [--backends grep,vector,hybrid]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=10000)
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--workdir")
+    parser.add_argument("--backends", default="grep,vector,hybrid")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("LANCEDB_LOG", "error")
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     asked = [f"{q} please" for q in asked[:args.questions]]  # not stored verbatim
     print("| backend | pairs | questions | median ms / question | p95 ms | load average |")
     print("|---|---|---|---|---|---|")
-    for name in ("grep", "vector", "hybrid"):
+    for name in args.backends.split(","):
         backend = BACKENDS[name](settings)
         backend.search([asked[0]], 5, Filters())
         times = []
