@@ -29,6 +29,7 @@ test: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check wrenmem tests bench
 	$(VENV)/bin/mypy wrenmem
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) .wrenmem

@@ -29,15 +29,14 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
-import os
 import random
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("WRENMEM_BENCH_DATA", REPO.parent / "shared" / "data"))
+from _data import data_dir
+
+DATA = data_dir()
 SEED = 20261129
 SAMPLES = ("tuning", "held-out")
 PROTOCOLS = ("paraphrase", "synonyms", "chinese", "crosslingual", "paraphrase-all",

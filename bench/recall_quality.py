@@ -26,9 +26,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _data import REPO  # noqa: E402
 from protocols import PROTOCOLS, SAMPLES, Asked, Case, build_case, norm_sql, subsample  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def write_project(root: Path, case: Case) -> None:

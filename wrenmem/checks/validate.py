@@ -105,7 +105,6 @@ class Validator:
             return problems
         self.load_manifest()
         if self.tables:
-
             if self._schema is None:
                 self._schema = Schema(self.tables)
             problems = [Problem(pair.path, *to_file(p.line, p.col), p.message, "schema")

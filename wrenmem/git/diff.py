@@ -131,7 +131,6 @@ def diff_pairs(settings: Settings, base: str | None = None, head: str | None = N
     base_side = Side(base_label, base_commit.hexsha,
                      _files_at(base_commit, knowledge, project))
     if head is None:
-
         files = {settings.relpath(p): p.read_bytes()
                  for p in iter_pair_files(settings.knowledge_path)}
         head_side = Side("working tree", None, files)
@@ -198,7 +197,6 @@ def _validator_at(settings: Settings, commit: Any, top: Path, check_schema: bool
 
 
 def _parse(validator: Validator, path: str, data: bytes) -> tuple[Pair | None, list[Problem]]:
-
     try:
         text = decode_file(data, path)
     except PairError as e:
@@ -207,7 +205,6 @@ def _parse(validator: Validator, path: str, data: bytes) -> tuple[Pair | None, l
 
 
 def _quiet_parse(path: str, data: bytes) -> Pair | None:
-
     try:
         return parse_pair(decode_file(data, path), path)
     except PairError:

@@ -27,7 +27,7 @@ from wrenmem import statedir
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.index.sync import sync_pairs
-from wrenmem.index.table import index_unavailable
+from wrenmem.lance import index_unavailable
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -253,7 +253,6 @@ def _others_legacy(path: Path) -> Path:
 
 
 def _write_executable(path: Path, text: str) -> None:
-
     atomic_write_text(path, text)
     mode = path.stat().st_mode
     path.chmod(mode | 0o755)

@@ -52,7 +52,6 @@ def seed_id(pair: Pair) -> str:
 
 
 def take_snapshot(settings: Settings) -> Snapshot:
-
     stats_at = time.time()
     stats = walk_stats(settings)
     try:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wrenmem import lance, statedir
-from wrenmem.embedders import get_embedder
+from wrenmem.embedders import Embedder, get_embedder
 from wrenmem.errors import LockTimeoutError, PairError
 from wrenmem.index import table as index
 from wrenmem.index.plan import SyncPlan, plan_sync
@@ -155,7 +155,7 @@ def _report_from_state(state: IndexState, model_id: str) -> SyncReport:
                       rows=state.rows)
 
 
-def _warm_up(embedder: Any, snap: Snapshot, state: IndexState | None, full: bool) -> None:
+def _warm_up(embedder: Embedder, snap: Snapshot, state: IndexState | None, full: bool) -> None:
     """Load the model in a thread while this one imports LanceDB and reads the table.
 
     Only when something will probably be embedded: a file or seed whose hash the index
@@ -188,7 +188,7 @@ def _noop_report(settings: Settings, snap: Snapshot, model_id: str) -> SyncRepor
                       rows=state.rows if state is not None else len(snap.pairs))
 
 
-def _sync_locked(settings: Settings, embedder: Any, snap: Snapshot, full: bool,
+def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: bool,
                  progress: Progress | None, paths: Collection[str] | None,
                  prior: IndexState | None) -> SyncReport:
     db = index.connect(settings)
@@ -242,7 +242,6 @@ def _sync_locked(settings: Settings, embedder: Any, snap: Snapshot, full: bool,
 
 
 def _mirror_ok(settings: Settings, prior: IndexState | None, model_id: str) -> bool:
-
     return (prior is not None and prior.schema == index.SCHEMA_VERSION
             and prior.uri == settings.index_uri and prior.model_id == model_id)
 
@@ -274,7 +273,7 @@ def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
 
 
 def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, list[str]],
-           embedder: Any, progress: Progress | None) -> tuple[int, int]:
+           embedder: Embedder, progress: Progress | None) -> tuple[int, int]:
     """Write the plan: reused vectors and deletions first, then embedded chunks."""
     commits = 0
     duplicated = [i for i in plan.changed if len(indexed.get(i, ())) > 1]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from wrenmem.index.drift import check_drift
-from wrenmem.index.table import index_unavailable
+from wrenmem.lance import index_unavailable
 from wrenmem.recall.backends import choose_backend
 from wrenmem.settings import Settings
 
@@ -28,7 +28,6 @@ def status_data(settings: Settings) -> dict[str, Any]:
         "index_unavailable_reason": unavailable,
     }
     if unavailable is None:
-
         drift = check_drift(settings)
         data.update({
             "embedder": drift.model_id,

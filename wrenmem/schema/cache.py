@@ -147,7 +147,6 @@ def prepare(settings: Settings, path: Path) -> Prepared:
 
 
 def _build(manifest: Any) -> Prepared:
-
     items = schema_items(manifest)
     postings: dict[str, tuple[array, array]] = {}
     lengths = array("f")

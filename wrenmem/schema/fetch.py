@@ -135,7 +135,6 @@ def _vector_search(settings: Settings, path: Path, prepared: Prepared, question:
                    limit: int, types: tuple[str, ...], model: str | None,
                    progress: Callable[[int, int], None] | None = None
                    ) -> tuple[list[ScoredItem], dict[str, Any]]:
-
     embedder = get_embedder(settings.embedder, root=settings.root)
     report = sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
                         embedder, count=len(prepared), progress=progress)

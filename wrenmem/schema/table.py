@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem import lance, statedir
-from wrenmem.embedders import get_embedder
+from wrenmem.embedders import Embedder, get_embedder
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text, is_racy
 from wrenmem.lock import index_lock
@@ -111,7 +111,7 @@ def is_fresh(settings: Settings, manifest_path: Path, embedder_id: str,
 
 
 def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
-                manifest: Manifest | None = None, embedder: Any = None,
+                manifest: Manifest | None = None, embedder: Embedder | None = None,
                 progress: Callable[[int, int], None] | None = None) -> SchemaSyncReport:
     """Bring the ``schema_items`` table up to date with the manifest, embedding only changes.
 
@@ -129,10 +129,8 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
                                 seconds=time.perf_counter() - started,
                                 embedder=embedder.model_id)
     if manifest is not None:
-
         fingerprint, items = manifest.fingerprint, schema_items(manifest)
     else:
-
         prepared = prepare(settings, path)  # shared with fetch: parsed once per change
         return sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
                           embedder, count=len(prepared), progress=progress, started=started)
@@ -142,7 +140,7 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
 
 def sync_items(settings: Settings, path: Path, fingerprint: str,
                items: Sequence[SchemaItem] | Callable[[], Sequence[SchemaItem]],
-               embedder: Any, *, count: int | None = None,
+               embedder: Embedder, *, count: int | None = None,
                progress: Callable[[int, int], None] | None = None,
                started: float | None = None, force: bool = False) -> SchemaSyncReport:
     """Sync already-extracted items of the manifest at ``path`` (fetch has them cached).
@@ -214,7 +212,7 @@ def _stored_vectors(table: Any, ids: Sequence[str]) -> dict[str, Any]:
     return {i: v for i, v in zip(data["id"].to_pylist(), vectors, strict=True) if i in wanted}
 
 
-def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Any,
+def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
            progress: Callable[[int, int], None] | None) -> tuple[int, int, int, bool]:
     """Embed and write what changed: returns (embedded, deleted, unchanged, rebuilt)."""
     db = connect(settings)
@@ -264,7 +262,7 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Any,
     return embedded, len(removed), len(items) - embedded, rebuild
 
 
-def _embed(embedder: Any, texts: list[str], progress: Callable[[int, int], None] | None,
+def _embed(embedder: Embedder, texts: list[str], progress: Callable[[int, int], None] | None,
            offset: int = 0, total: int = 0) -> Any:
     import numpy as np
 
@@ -296,7 +294,7 @@ def _arrow_rows(items: Sequence[SchemaItem], vectors: Any, embedder_id: str) -> 
     })
 
 
-def vector_search(settings: Settings, question: str, *, embedder: Any, limit: int,
+def vector_search(settings: Settings, question: str, *, embedder: Embedder, limit: int,
                   types: Sequence[str] = (), model: str | None = None
                   ) -> list[tuple[str, str, float]]:
     """(item id, item hash, cosine similarity) of the nearest rows, best first."""

@@ -71,14 +71,13 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
                 changed = True
         except Exception as e:
             failures.append((PAIRS, e))
-    if MANIFEST in kinds and indexed:
-        if settings.manifest_path.exists():
-            try:
-                report = sync_schema(settings)
-                summaries.append(f"schema: {_summary(report)}")
-                changed = changed or _report_changed(report)
-            except Exception as e:
-                failures.append((MANIFEST, e))
+    if MANIFEST in kinds and indexed and settings.manifest_path.exists():
+        try:
+            schema_report = sync_schema(settings)
+            summaries.append(f"schema: {_summary(schema_report)}")
+            changed = changed or _report_changed(schema_report)
+        except Exception as e:
+            failures.append((MANIFEST, e))
     return SyncResult(tuple(summaries), tuple(failures), pair_errors, changed)
 
 
@@ -162,7 +161,6 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
         return {"mode": source.mode, **stats.to_dict()}
 
     if opts.daemon:
-
         server = DaemonServer(settings, info)
         try:
             server.start()
@@ -258,7 +256,6 @@ def _stop_on_signals(stop: threading.Event, wakers: list[Callable[[], None]]
 
 
 def _write_state(path: Path, settings: Settings, server: Any, info: dict[str, Any]) -> None:
-
     data = {"pid": os.getpid(), "root": str(settings.root),
             "socket": str(server.path) if server is not None else None, **info}
     with contextlib.suppress(OSError):

