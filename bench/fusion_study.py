@@ -325,24 +325,27 @@ def fit_tables(tuning: list[Query], how: str) -> dict[str, tuple[float, ...]]:
 
 
 def fit_single(queries: list[Query]) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Logistic calibration of the vector backend (cosine, cosine - best) and of grep
-    (BM25 / best, BM25 / best possible), pointwise, protocols weighted equally."""
+    """Logistic calibration of the vector backend (cosine, cosine - best, is best) and of
+    grep (BM25 / best, BM25 / best possible, is best), on each backend's own top 5 (the hits
+    a user sees), protocols weighted equally."""
     counts: dict[str, int] = {}
     for q in queries:
         counts[q.protocol] = counts.get(q.protocol, 0) + 1
     dx, dy, dw, lx, ly, lw = [], [], [], [], [], []
     for q in queries:
-        cos = np.array([c.dense or 0.0 for c in q.signals])
         weight = 1.0 / counts[q.protocol]
-        for c, label in zip(cos, q.labels, strict=True):
-            dx.append((c, c - cos.max()))
-            dy.append(label)
+        cos = [c.dense or 0.0 for c in q.signals]
+        best = max(cos)
+        for i in sorted(range(len(cos)), key=lambda i: -cos[i])[:5]:
+            dx.append((cos[i], cos[i] - best, float(cos[i] == best)))
+            dy.append(q.labels[i])
             dw.append(weight)
-        lex = [(c.lexical, label) for c, label in zip(q.signals, q.labels, strict=True)
+        lex = [(c.lexical, int(label)) for c, label in zip(q.signals, q.labels, strict=True)
                if c.lexical is not None]
-        best = max((v for v, _l in lex), default=0.0)
-        for v, label in lex:
-            lx.append((v / best, v / q.lex_max if q.lex_max else 0.0))
+        lex.sort(key=lambda vl: -vl[0])
+        top = lex[0][0] if lex else 0.0
+        for v, label in lex[:5]:
+            lx.append((v / top, v / q.lex_max if q.lex_max else 0.0, float(v == top)))
             ly.append(label)
             lw.append(weight)
     dense = fit_logistic(np.array(dx), np.array(dy, float), np.array(dw))
@@ -406,7 +409,15 @@ def main(argv: list[str] | None = None) -> int:
                   + " | ".join(f"{a:.3f} {b:.3f}" for a, b in cells) + f"  {flags}")
     last = list(variants.values())[-1]
     print("calibration on the held-out sample (top 5 hits): mean score -> share right (n)")
-    for name, scorer in (("hybrid", last),):
+    def grep_scores(q: Query) -> list[float]:
+        lex = [c.lexical or 0.0 for c in q.signals]
+        return [p if c.lexical is not None else 0.0 for p, c
+                in zip(fusion.lexical_score(lex, q.lex_max), q.signals, strict=True)]
+
+    def vector_scores(q: Query) -> list[float]:
+        return fusion.dense_score([c.dense or 0.0 for c in q.signals])
+
+    for name, scorer in (("grep", grep_scores), ("vector", vector_scores), ("hybrid", last)):
         print(f"  {name}: " + "; ".join(f"{m:.2f} -> {r:.2f} ({n})"
                                        for m, r, n in calibration(held, scorer)))
     return 0
