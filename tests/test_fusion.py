@@ -14,6 +14,7 @@ from wrenmem.fusion import (
     literal_agreement,
     polarity,
     sql_polarity,
+    same_question,
     sql_values,
 )
 
@@ -121,3 +122,13 @@ def test_orderings() -> None:
     assert sql_polarity("SELECT max(a) FROM t") == 1
     assert sql_polarity("SELECT a FROM t ORDER BY a") == -1
     assert sql_polarity("SELECT a FROM t WHERE a = '>'") == 0
+
+
+def test_the_question_itself_stored_scores_high_whatever_the_backend_evidence() -> None:
+    question = "2024年每个月的收入是多少？"
+    stored = Signals(1.0, 9.0, 1.0, "SELECT 1 WHERE d >= DATE '2024-01-01'", "2024年每个月的收入是多少?")
+    other = Signals(0.5, 2.0, 0.3, "SELECT 2", "别的问题")
+    scores = fuse(question, [stored, other])
+    assert scores[0] >= 0.95 > scores[1]
+    assert same_question("How many  orders?", "how many orders") and not same_question("", "")
+    assert not same_question("older than 56", "older than 113")

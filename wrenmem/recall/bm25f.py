@@ -15,7 +15,7 @@ from pathlib import Path
 
 from wrenmem import statedir
 from wrenmem.fsutil import read_marshal, write_marshal
-from wrenmem.fusion import lexical_score
+from wrenmem.fusion import at_least_identical, lexical_score
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.pairs.seeds import extra_pairs
@@ -66,8 +66,10 @@ class GrepBackend:
         for query in queries:
             found = [(i, s) for i, s in index.scores(query).items() if s > 0]
             calibrated = lexical_score([s for _i, s in found], index.best_possible(query))
-            results.append(rank([(p, pairs[keep[i]], s) for (i, s), p
-                                 in zip(found, calibrated, strict=True)], k, self.name))
+            results.append(rank([(at_least_identical(p, query, pairs[keep[i]].nl),
+                                  pairs[keep[i]], s)
+                                 for (i, s), p in zip(found, calibrated, strict=True)],
+                                k, self.name))
         return results
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from wrenmem import lance
 from wrenmem.embedders import get_embedder
 from wrenmem.errors import WrenmemError
-from wrenmem.fusion import Signals, dense_score, fuse, logit
+from wrenmem.fusion import Signals, at_least_identical, dense_score, fuse, logit
 from wrenmem.index import table as index
 from wrenmem.index.table import query_terms, row_pair
 from wrenmem.recall.hits import Filters, Hit, rank
@@ -134,7 +134,7 @@ class VectorBackend:
              ) -> list[Hit]:
         rows = self._dense(table, vector, k + 10, where)
         cosines = [1.0 - float(r["_distance"]) for r in rows]
-        scored = [(p, row_pair(r), c) for r, c, p
+        scored = [(at_least_identical(p, query, r["question"]), row_pair(r), c) for r, c, p
                   in zip(rows, cosines, dense_score(cosines), strict=True)]
         return rank(scored, k, self.name)
 
@@ -166,7 +166,8 @@ class HybridBackend(VectorBackend):
         ids = sorted(rows)
         signals = [Signals(cosine[i], bm25.get(i),
                            len(asked & set((rows[i].get("terms") or "").split()))
-                           / max(len(asked), 1), rows[i].get("sql") or "") for i in ids]
+                           / max(len(asked), 1), rows[i].get("sql") or "",
+                           rows[i].get("question") or "") for i in ids]
         fused = fuse(query, signals)
         scored = [(p, row_pair(rows[i]), logit(p)) for i, p in zip(ids, fused, strict=True)]
         return rank(scored, k, self.name)
