@@ -325,9 +325,10 @@ def fit_tables(tuning: list[Query], how: str) -> dict[str, tuple[float, ...]]:
 
 
 def fit_single(queries: list[Query]) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Logistic calibration of the vector backend (cosine, cosine - best, is best) and of
-    grep (BM25 / best, BM25 / best possible, is best), on each backend's own top 5 (the hits
-    a user sees), protocols weighted equally."""
+    """Logistic calibration of the vector backend (cosine, cosine - best) and of grep
+    (BM25 / best, BM25 / best possible), on each backend's own top 5 (the hits a user sees),
+    protocols weighted equally. No step at the best hit: a seed's score is scaled down
+    (SEED_WEIGHT) and must stay comparable with the pair just below it."""
     counts: dict[str, int] = {}
     for q in queries:
         counts[q.protocol] = counts.get(q.protocol, 0) + 1
@@ -337,7 +338,7 @@ def fit_single(queries: list[Query]) -> tuple[tuple[float, ...], tuple[float, ..
         cos = [c.dense or 0.0 for c in q.signals]
         best = max(cos)
         for i in sorted(range(len(cos)), key=lambda i: -cos[i])[:5]:
-            dx.append((cos[i], cos[i] - best, float(cos[i] == best)))
+            dx.append((cos[i], cos[i] - best))
             dy.append(q.labels[i])
             dw.append(weight)
         lex = [(c.lexical, int(label)) for c, label in zip(q.signals, q.labels, strict=True)
@@ -345,7 +346,7 @@ def fit_single(queries: list[Query]) -> tuple[tuple[float, ...], tuple[float, ..
         lex.sort(key=lambda vl: -vl[0])
         top = lex[0][0] if lex else 0.0
         for v, label in lex[:5]:
-            lx.append((v / top, v / q.lex_max if q.lex_max else 0.0, float(v == top)))
+            lx.append((v / top, v / q.lex_max if q.lex_max else 0.0))
             ly.append(label)
             lw.append(weight)
     dense = fit_logistic(np.array(dx), np.array(dy, float), np.array(dw))

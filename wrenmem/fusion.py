@@ -166,8 +166,8 @@ HYBRID_WEIGHTS: dict[str, tuple[float, ...]] = {
               -3.307, -0.561, -3.196),
 }
 # Single-backend calibration: intercept, then the slopes (both order-preserving).
-DENSE_WEIGHTS = (-3.221, 1.813, 2.07, 2.266)  # cosine, cosine - best cosine, is the best
-LEXICAL_WEIGHTS = (-4.554, 2.891, 0.652, 1.829)  # BM25 / best, BM25 / best possible, is best
+DENSE_WEIGHTS = (-3.55, 3.76, 5.536)  # cosine, cosine - best cosine
+LEXICAL_WEIGHTS = (-6.14, 5.331, 1.1)  # BM25 / best, BM25 / best possible
 
 FEATURES = ("cosine", "cosine - best", "bm25 / best", "coverage", "bm25/best x coverage",
             "values asked", "values not asked", "confident dense", "ordering agrees",
@@ -282,7 +282,7 @@ def fuse(question: str, candidates: Sequence[Signals],
 def dense_score(cosines: Sequence[float]) -> list[float]:
     """The vector backend's cosines as calibrated scores, in the same order."""
     best = max(cosines, default=0.0)
-    return [_logistic(DENSE_WEIGHTS, (c, c - best, float(c == best))) for c in cosines]
+    return [_logistic(DENSE_WEIGHTS, (c, c - best)) for c in cosines]
 
 
 def lexical_score(bm25: Sequence[float], best_possible: float) -> list[float]:
@@ -294,6 +294,5 @@ def lexical_score(bm25: Sequence[float], best_possible: float) -> list[float]:
     """
     best = max(bm25, default=0.0)
     return [_logistic(LEXICAL_WEIGHTS, (s / best if best > 0 else 0.0,
-                                        s / best_possible if best_possible > 0 else 0.0,
-                                        float(s == best)))
+                                        s / best_possible if best_possible > 0 else 0.0))
             for s in bm25]
