@@ -13,8 +13,8 @@ from wrenmem.fusion import (
     lexical_score,
     literal_agreement,
     polarity,
-    sql_polarity,
     same_question,
+    sql_polarity,
     sql_values,
 )
 

@@ -64,15 +64,18 @@ class GrepBackend:
         pairs, docs = self._load()
         keep = [i for i, p in enumerate(pairs) if filters.accepts(p)]
         index = Bm25Index([docs[i] for i in keep])
-        results = []
-        for query in queries:
-            found = [(i, s) for i, s in index.scores(query).items() if s > 0]
-            calibrated = lexical_score([s for _i, s in found], index.best_possible(query))
-            results.append(rank([(at_least_identical(p, query, pairs[keep[i]].nl),
-                                  pairs[keep[i]], s)
-                                 for (i, s), p in zip(found, calibrated, strict=True)],
-                                k, self.name))
-        return results
+        return [ranked(index, [pairs[i] for i in keep], query, k, self.name)
+                for query in queries]
+
+
+def ranked(index: Bm25Index, pairs: Sequence[Pair], query: str, k: int, backend: str
+           ) -> list[Hit]:
+    """The best ``k`` of ``pairs`` (indexed in that order) for ``query``, calibrated into
+    [0, 1] (:func:`wrenmem.fusion.lexical_score`), BM25F as the raw score."""
+    found = [(i, s) for i, s in index.scores(query).items() if s > 0]
+    calibrated = lexical_score([s for _i, s in found], index.best_possible(query))
+    return rank([(at_least_identical(p, query, pairs[i].nl), pairs[i], s)
+                 for (i, s), p in zip(found, calibrated, strict=True)], k, backend)
 
 
 def _load(path: Path) -> dict[str, dict[str, float]]:
