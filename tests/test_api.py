@@ -69,6 +69,9 @@ def test_store_recall_list_forget(project: Path) -> None:
     memory.store("Revenue per month", "SELECT month, SUM(amount) FROM sales GROUP BY month")
     [hit, *_] = memory.recall("number of orders", k=2)
     assert (hit.path, hit.sql) == (result.path, "SELECT COUNT(id) FROM orders")
+    assert 0.0 < hit.score <= 1.0 and hit.raw_score is not None
+    assert memory.recall("number of orders", k=2, min_score=hit.score) == [hit]
+    assert memory.recall("number of orders", k=2, min_score=1.0) == []
     assert [p.path for p in memory.list(tags=["kpi"])] == [result.path]
     assert memory.get("How many orders are there?").notes.startswith("Checked by finance.")
     assert memory.forget([result.path]) == [result.path]

@@ -58,7 +58,18 @@ def test_store_then_recall_english_and_chinese(cli: Callable[..., Result]) -> No
     assert results[1]["hits"][0]["question"] == "每个客户的订单数量是多少？"
     assert set(results[0]) == {"query", "backend", "hits"}
     assert set(results[0]["hits"][0]) == {"question", "sql", "path", "score", "source",
-                                          "datasource", "dialect", "tags", "backend"}
+                                          "datasource", "dialect", "tags", "backend",
+                                          "raw_score"}
+    assert 0 < results[0]["hits"][0]["score"] <= 1
+    best = results[0]["hits"][0]["score"]
+    out = cli("recall", "--backend", "grep", "-q", "sum of revenue over all orders", "-k", "2",
+              "--min-score", str(best), "--json")
+    assert out.exit_code == 0
+    [kept] = json.loads(out.stdout)
+    assert kept["hits"] and all(h["score"] >= best for h in kept["hits"])
+    assert len(kept["hits"]) < len(results[0]["hits"])
+    out = cli("recall", "-q", "x", "--min-score", "1.5")
+    assert out.exit_code == 2 and "min-score" in out.stderr
 
 
 def test_store_refuses_broken_sql_unless_forced(cli: Callable[..., Result], project: Path) -> None:

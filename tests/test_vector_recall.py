@@ -47,7 +47,8 @@ def test_same_hit_shape_as_grep_and_ties_by_path(project: Path, fake: RecordingE
         hit = result.hits[1]
         assert isinstance(hit, Hit) and hit.to_dict().keys() == {
             "question", "sql", "path", "score", "source", "datasource", "dialect", "tags",
-            "backend"}
+            "backend", "raw_score"}
+        assert all(0.0 <= h.score <= 1.0 and h.raw_score is not None for h in result.hits)
         assert (hit.tags, hit.datasource, hit.source) == (("kpi",), "shop", "user")
         assert hit.sql == "SELECT COUNT(*) FROM orders"
 
@@ -106,3 +107,42 @@ def test_real_model_finds_paraphrases_across_languages(example: Path, backend: s
         assert result.backend == backend
         paths = [h.path for h in result.hits]
         assert any("2024" in p and ("revenue" in p or "收入" in p) for p in paths), paths
+
+
+def test_min_score_means_the_same_for_every_backend(project: Path,
+                                                    fake: RecordingEmbedder) -> None:
+    write_pair(project, "a.md", "How many orders?", "SELECT COUNT(*) FROM orders")
+    write_pair(project, "b.md", "Revenue by month", "SELECT month, SUM(amount) FROM orders")
+    write_pair(project, "c.md", "List the customers", "SELECT name FROM customers")
+    settings = settings_for(project)
+    for backend in ("grep", "vector", "hybrid"):
+        s = settings.__class__(**{**settings.__dict__, "backend": backend})
+        [everything] = recall_many(s, ["How many orders?"], 3, Filters())
+        scores = [h.score for h in everything.hits]
+        assert scores and all(0.0 <= x <= 1.0 for x in scores), (backend, scores)
+        assert scores == sorted(scores, reverse=True)
+        cut = scores[0]
+        [kept] = recall_many(s, ["How many orders?"], 3, Filters(), min_score=cut)
+        assert [h.path for h in kept.hits] == [h.path for h in everything.hits
+                                               if h.score >= cut], backend
+        [none] = recall_many(s, ["How many orders?"], 3, Filters(), min_score=1.0)
+        assert all(h.score == 1.0 for h in none.hits)
+
+
+@pytest.mark.slow
+def test_real_model_hybrid_prefers_the_asked_value_over_a_near_duplicate(
+        project: Path) -> None:
+    write_pair(project, "heads-56.md", "Count the department heads whose age is above 56.",
+               "SELECT count(*) FROM head WHERE age > 56")
+    write_pair(project, "heads-60.md", "How many heads of the departments are older than 60?",
+               "SELECT count(*) FROM head WHERE age > 60")
+    write_pair(project, "names.md", "List the names of the departments.",
+               "SELECT name FROM department")
+    question = "How many heads of the departments are older than 56?"
+    for backend in ("vector", "hybrid"):
+        [result] = recall_many(load_settings(project, {"backend": backend}), [question], 3,
+                               Filters())
+        assert all(0.0 <= h.score <= 1.0 for h in result.hits)
+        if backend == "vector":  # the dense model alone falls for the near-duplicate
+            assert result.hits[0].path == "knowledge/sql/heads-60.md"
+    assert result.hits[0].path == "knowledge/sql/heads-56.md"

@@ -38,7 +38,7 @@ from wrenmem.pairs.store import (
 )
 from wrenmem.recall.backends import recall_many, require_questions
 from wrenmem.recall.bm25f import GrepBackend
-from wrenmem.recall.hits import Filters, Hit, RecallResult
+from wrenmem.recall.hits import Filters, Hit, RecallResult, above
 from wrenmem.recall.status import status_data
 from wrenmem.schema.describe import describe as describe_text
 from wrenmem.schema.fetch import FetchResult
@@ -222,25 +222,29 @@ class Memory:
 
     # -- recall --------------------------------------------------------------------
     def recall(self, question: str, k: int = 3, *, datasource: str | None = None,
-               tags: Sequence[str] = (), source: str | None = None) -> builtins.list[Hit]:
-        """The ``k`` stored pairs most similar to ``question``, best first."""
+               tags: Sequence[str] = (), source: str | None = None,
+               min_score: float = 0.0) -> builtins.list[Hit]:
+        """The ``k`` stored pairs most similar to ``question``, best first; only those
+        scoring at least ``min_score`` (scores are in [0, 1], the same for every backend)."""
         return list(self.recall_many([question], k, datasource=datasource, tags=tags,
-                                     source=source)[0].hits)
+                                     source=source, min_score=min_score)[0].hits)
 
     def recall_many(self, questions: Sequence[str], k: int = 3, *,
                     datasource: str | None = None, tags: Sequence[str] = (),
-                    source: str | None = None, sync: bool = True
-                    ) -> builtins.list[RecallResult]:
+                    source: str | None = None, sync: bool = True,
+                    min_score: float = 0.0) -> builtins.list[RecallResult]:
         """Recall for several questions in one batch (one model call). The index is first
         brought up to date with the files, unless ``sync`` is False (the caller knows that
-        nothing changed since its last recall)."""
+        nothing changed since its last recall). Hits scoring below ``min_score`` (in
+        [0, 1], one meaning for every backend) are left out."""
         require_questions(questions)
         filters = Filters(datasource=datasource, tags=tuple(tags), source=source)
         if self.use_daemon:
             remote = remote_recall(self.settings, questions, k, filters, notify=self.notify)
             if remote is not None:
-                return remote
-        return recall_many(self.settings, questions, k, filters, notify=self.notify, sync=sync)
+                return above(remote, min_score)
+        return recall_many(self.settings, questions, k, filters, notify=self.notify, sync=sync,
+                           min_score=min_score)
 
     # -- schema --------------------------------------------------------------------
     def manifest(self) -> Manifest:

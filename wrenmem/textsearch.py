@@ -116,6 +116,16 @@ class Bm25Index:
                             self.avg_length)
         return out
 
+    def best_possible(self, query: str) -> float:
+        """The score a document holding every term of ``query`` very often would reach:
+        a score divided by it is in [0, 1) and comparable across questions."""
+        n = len(self.docs)
+        total = 0.0
+        for term in dict.fromkeys(tokenize(query)):
+            df = len(self.postings.get(term, ()))
+            total += math.log(1 + (n - df + 0.5) / (df + 0.5)) * (K1 + 1)
+        return total
+
 
 def add_term_scores(out: dict[int, float], postings: Iterable[tuple[int, float]], df: int,
                     n: int, lengths: Sequence[float], average: float) -> None:

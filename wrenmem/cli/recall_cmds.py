@@ -12,7 +12,7 @@ from wrenmem.errors import UnreadableFileError, WrenmemError
 from wrenmem.fsutil import os_error_reason, read_regular_file
 from wrenmem.pairs.catalog import scan
 from wrenmem.recall.backends import recall_many, require_questions
-from wrenmem.recall.hits import Filters
+from wrenmem.recall.hits import Filters, above
 from wrenmem.recall.render import render_text, wren_rows
 from wrenmem.settings import BACKENDS
 from wrenmem.watch.client import remote_recall
@@ -61,6 +61,9 @@ def read_questions(path: Path) -> list[str]:
 @click.option("--source", help="Only pairs with this source (user, seed…).")
 @click.option("--backend", "-b", type=click.Choice(BACKENDS),
               help="grep, vector, hybrid or auto (default: setting `backend`).")
+@click.option("--min-score", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
+              help="Leave out hits scoring below this (scores are in [0, 1] and mean the "
+                   "same for every backend: the estimated chance the pair answers).")
 @json_option
 @output_option
 @click.option("--format", "row_format", type=click.Choice(["wrenmem", "wren"]),
@@ -69,7 +72,8 @@ def read_questions(path: Path) -> list[str]:
 @click.pass_context
 def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | None, k: int,
            datasource: str | None, tags: tuple[str, ...], source: str | None,
-           backend: str | None, as_json: bool, output: str | None, row_format: str) -> None:
+           backend: str | None, min_score: float, as_json: bool, output: str | None,
+           row_format: str) -> None:
     """Recall the stored NL→SQL pairs most similar to each question."""
 
     questions = list(queries) + (read_questions(Path(queries_file)) if queries_file else [])
@@ -83,6 +87,7 @@ def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | Non
     results = remote_recall(settings, questions, k, filters, notify=warn)
     if results is None:
         results = recall_many(settings, questions, k, filters, notify=warn)
+    results = above(results, min_score)
     if row_format == "wren":
         created = {p.path: p.created_at for p in scan(settings).pairs}
         emit_json(wren_rows(results, created))

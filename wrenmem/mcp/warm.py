@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from wrenmem.pairs.pairfile import Pair
-from wrenmem.recall.bm25f import GrepBackend
-from wrenmem.recall.hits import Filters, Hit, rank
+from wrenmem.recall.bm25f import GrepBackend, ranked
+from wrenmem.recall.hits import Filters, Hit
 from wrenmem.textsearch import Bm25Index
 
 
@@ -36,8 +36,5 @@ class WarmGrep(GrepBackend):
             keep = [i for i, p in enumerate(pairs) if filters.accepts(p)]
             self._indexes[filters] = keep, Bm25Index([docs[i] for i in keep])
         keep, index = self._indexes[filters]
-        results = []
-        for query in queries:
-            scored = [(s, pairs[keep[i]]) for i, s in index.scores(query).items() if s > 0]
-            results.append(rank(scored, k, self.name))
-        return results
+        kept = [pairs[i] for i in keep]
+        return [ranked(index, kept, query, k, self.name) for query in queries]

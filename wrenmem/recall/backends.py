@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
 from wrenmem.lance import index_unavailable
 from wrenmem.recall.bm25f import GrepBackend
-from wrenmem.recall.hits import Filters, RecallBackend, RecallResult
+from wrenmem.recall.hits import Filters, RecallBackend, RecallResult, above
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -59,10 +59,12 @@ def require_questions(questions: Sequence[str]) -> None:
 
 
 def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Filters,
-                notify: Callable[[str], None] | None = None, *, sync: bool = True
-                ) -> list[RecallResult]:
+                notify: Callable[[str], None] | None = None, *, sync: bool = True,
+                min_score: float = 0.0) -> list[RecallResult]:
     """Recall for each question, from the chosen backend, in one batch. ``sync=False``
-    skips the catch-up sync, for a caller that knows no file changed since its last one."""
+    skips the catch-up sync, for a caller that knows no file changed since its last one.
+    Hits scoring below ``min_score`` (in [0, 1], one meaning for every backend) are left
+    out."""
     require_questions(queries)
     name = choose_backend(settings, notify)
     if name not in BACKENDS:
@@ -75,7 +77,8 @@ def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Fil
     if skipped and notify is not None:
         for error in skipped:
             notify(f"{error.location()}: {error.reason} (skipped)")
-    return [RecallResult(q, backend.name, tuple(h)) for q, h in zip(queries, hits, strict=True)]
+    return above([RecallResult(q, backend.name, tuple(h))
+                  for q, h in zip(queries, hits, strict=True)], min_score)
 
 
 def catch_up(settings: Settings) -> None:

@@ -1,5 +1,8 @@
 """The grep backend: BM25F keyword recall straight from the files, nothing to build.
 
+Scores are calibrated into [0, 1] (:func:`wrenmem.fusion.lexical_score`, in BM25F order);
+the BM25F score itself is the hit's ``raw_score``.
+
 Parsed files come from the catalog's stat cache and term vectors from a cache keyed by the
 file's content hash, so a query over 10,000 files reads none of them when none changed.
 """
@@ -13,6 +16,7 @@ from pathlib import Path
 from wrenmem import statedir
 from wrenmem.errors import PairError
 from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.fusion import at_least_identical, lexical_score
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.pairs.seeds import extra_pairs
@@ -60,11 +64,18 @@ class GrepBackend:
         pairs, docs = self._load()
         keep = [i for i, p in enumerate(pairs) if filters.accepts(p)]
         index = Bm25Index([docs[i] for i in keep])
-        results = []
-        for query in queries:
-            scored = [(s, pairs[keep[i]]) for i, s in index.scores(query).items() if s > 0]
-            results.append(rank(scored, k, self.name))
-        return results
+        return [ranked(index, [pairs[i] for i in keep], query, k, self.name)
+                for query in queries]
+
+
+def ranked(index: Bm25Index, pairs: Sequence[Pair], query: str, k: int, backend: str
+           ) -> list[Hit]:
+    """The best ``k`` of ``pairs`` (indexed in that order) for ``query``, calibrated into
+    [0, 1] (:func:`wrenmem.fusion.lexical_score`), BM25F as the raw score."""
+    found = [(i, s) for i, s in index.scores(query).items() if s > 0]
+    calibrated = lexical_score([s for _i, s in found], index.best_possible(query))
+    return rank([(at_least_identical(p, query, pairs[i].nl), pairs[i], s)
+                 for (i, s), p in zip(found, calibrated, strict=True)], k, backend)
 
 
 def _load(path: Path) -> dict[str, dict[str, float]]:

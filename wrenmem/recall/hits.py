@@ -27,7 +27,13 @@ class Filters:
 
 @dataclass(frozen=True)
 class Hit:
-    """One recalled pair. The same shape whatever backend produced it."""
+    """One recalled pair. The same shape whatever backend produced it.
+
+    ``score`` is in [0, 1] and means the same for every backend: an estimate of the
+    probability that the pair's SQL answers the question (:mod:`wrenmem.fusion`).
+    ``raw_score`` is the backend's own number (BM25F, cosine, or for hybrid the fused
+    logit), comparable only within one backend.
+    """
 
     question: str
     sql: str
@@ -38,11 +44,14 @@ class Hit:
     dialect: str | None = None
     tags: tuple[str, ...] = ()
     backend: str = ""
+    raw_score: float | None = None
 
     @classmethod
-    def from_pair(cls, pair: Pair, score: float, backend: str) -> Hit:
+    def from_pair(cls, pair: Pair, score: float, backend: str,
+                  raw_score: float | None = None) -> Hit:
         return cls(pair.nl, pair.sql, pair.path, round(score, 6), pair.source, pair.datasource,
-                   pair.dialect, pair.tags, backend)
+                   pair.dialect, pair.tags, backend,
+                   None if raw_score is None else round(raw_score, 6))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +64,7 @@ class Hit:
             "dialect": self.dialect,
             "tags": list(self.tags),
             "backend": self.backend,
+            "raw_score": self.raw_score,
         }
 
 
@@ -83,8 +93,18 @@ class RecallBackend(Protocol):
 SEED_WEIGHT = 0.8
 
 
-def rank(scored: list[tuple[float, Pair]], k: int, backend: str) -> list[Hit]:
-    """Best first; ties broken by path so the order never depends on the file system."""
-    scored = [(s * SEED_WEIGHT if p.source == "seed" else s, p) for s, p in scored]
-    scored.sort(key=lambda sp: (-sp[0], sp[1].path))
-    return [Hit.from_pair(pair, score, backend) for score, pair in scored[:k]]
+def rank(scored: Sequence[tuple[float, Pair, float | None]], k: int, backend: str
+         ) -> list[Hit]:
+    """(score in [0, 1], pair, raw score) best first; ties broken by path so the order
+    never depends on the file system."""
+    ordered = sorted(((s * SEED_WEIGHT if p.source == "seed" else s, p, raw)
+                      for s, p, raw in scored), key=lambda spr: (-spr[0], spr[1].path))
+    return [Hit.from_pair(pair, score, backend, raw) for score, pair, raw in ordered[:k]]
+
+
+def above(results: Sequence[RecallResult], min_score: float) -> list[RecallResult]:
+    """The results without the hits that score below ``min_score``."""
+    if min_score <= 0:
+        return list(results)
+    return [RecallResult(r.query, r.backend, tuple(h for h in r.hits if h.score >= min_score))
+            for r in results]

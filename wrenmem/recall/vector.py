@@ -1,8 +1,10 @@
 """The ``vector`` and ``hybrid`` recall backends, over the pairs table of the index.
 
 ``vector`` ranks by cosine similarity of the question's embedding. ``hybrid`` also runs
-LanceDB's full-text search (ICU tokenizer: English and Chinese) and fuses the two rankings
-by score. Both return the same :class:`~wrenmem.recall.hits.Hit`s as grep. A backend
+LanceDB's full-text search over wrenmem's own terms (English and Chinese) and fuses both
+with :func:`wrenmem.fusion.fuse`. Every score is calibrated into [0, 1] with one meaning
+(:mod:`wrenmem.fusion`); the backend's own number is the hit's ``raw_score``. Both return
+the same :class:`~wrenmem.recall.hits.Hit`s as grep. A backend
 object keeps its embedder loaded and may serve many searches in a long-lived process; every
 search sees the latest committed table version. Bringing the index up to date with the
 files first is the caller's job (:func:`wrenmem.recall.backends.catch_up`).
@@ -11,7 +13,6 @@ files first is the caller's job (:func:`wrenmem.recall.backends.catch_up`).
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from wrenmem import lance
 from wrenmem.embedders import get_embedder
 from wrenmem.errors import WrenmemError
+from wrenmem.fusion import Signals, at_least_identical, dense_score, fuse, logit
 from wrenmem.index import table as index
 from wrenmem.index.table import query_terms, row_pair
 from wrenmem.recall.hits import Filters, Hit, rank
@@ -26,14 +28,6 @@ from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# Hybrid score = cosine + LEXICAL_WEIGHT * (1 - best cosine) * sqrt(coverage) * bm25 / best
-# bm25, where coverage is the share of the question's terms the pair contains. Keyword
-# evidence counts in proportion to the dense model's doubt (a near-identical stored
-# question, cosine near 1, wins on meaning; when nothing is close, shared table names,
-# values and rare words decide) and to how much of the question it covers (a Chinese
-# question matching one number in an English pair is no evidence). Two parameters, tuned
-# with bench/recall_quality.py; see the README.
-LEXICAL_WEIGHT = 1.5
 MIN_DEPTH = 50  # candidates per ranking before fusion
 COLUMNS = ["id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta"]
 
@@ -108,15 +102,15 @@ class VectorBackend:
                                "run `wrenmem sync` to rebuild it") from e
 
     # -- search ---------------------------------------------------------------------
-    def _dense(self, table: Any, vector: Any, depth: int, where: str | None
-               ) -> list[dict[str, Any]]:
+    def _dense(self, table: Any, vector: Any, depth: int, where: str | None,
+               extra: Sequence[str] = ()) -> list[dict[str, Any]]:
         query = table.search(vector).distance_type("cosine").limit(depth)
         if where:
             query = query.where(where, prefilter=True)
-        return list(query.select([*COLUMNS, "_distance"]).to_list())
+        return list(query.select([*COLUMNS, *extra, "_distance"]).to_list())
 
-    def _text(self, table: Any, text: str, depth: int, where: str | None
-              ) -> list[dict[str, Any]]:
+    def _text(self, table: Any, text: str, depth: int, where: str | None,
+              extra: Sequence[str] = ()) -> list[dict[str, Any]]:
         if not text.strip():
             return []
 
@@ -127,7 +121,7 @@ class VectorBackend:
         if where:
             query = query.where(where, prefilter=True)
         try:
-            return list(query.select([*COLUMNS, "terms", "_score"]).to_list())
+            return list(query.select([*COLUMNS, "terms", *extra, "_score"]).to_list())
         except Exception as e:  # e.g. a query the FTS parser rejects: dense still answers
             log.debug("full-text search failed for %r: %s", text, e)
             return []
@@ -145,37 +139,42 @@ class VectorBackend:
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None
              ) -> list[Hit]:
-
         rows = self._dense(table, vector, k + 10, where)
-        scored = [(round(1.0 - float(r["_distance"]), 6), row_pair(r)) for r in rows]
+        cosines = [1.0 - float(r["_distance"]) for r in rows]
+        scored = [(at_least_identical(p, query, r["question"]), row_pair(r), c) for r, c, p
+                  in zip(rows, cosines, dense_score(cosines), strict=True)]
         return rank(scored, k, self.name)
 
 
 class HybridBackend(VectorBackend):
-    """Dense similarity plus LanceDB full-text (BM25) evidence, weighted by dense doubt."""
+    """Dense similarity and LanceDB full-text (BM25) evidence, fused by
+    :func:`wrenmem.fusion.fuse` into one calibrated score."""
 
     name = "hybrid"
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None
              ) -> list[Hit]:
+        import numpy as np
 
         depth = max(MIN_DEPTH, 3 * k)
-        dense = self._dense(table, vector, depth, where)
-        text = self._text(table, query, depth, where)
         rows: dict[str, dict[str, Any]] = {}
-        scores: dict[str, float] = {}
-        for row in dense:
+        cosine: dict[str, float] = {}
+        for row in self._dense(table, vector, depth, where, extra=["terms"]):
             rows[row["id"]] = row
-            scores[row["id"]] = 1.0 - float(row["_distance"])
-        best_cos = max(scores.values(), default=0.0)
-        best_bm25 = max((float(r["_score"]) for r in text), default=0.0)
-        weight = LEXICAL_WEIGHT * max(0.0, 1.0 - best_cos)
+            cosine[row["id"]] = 1.0 - float(row["_distance"])
+        bm25: dict[str, float] = {}
+        for row in self._text(table, query, depth, where, extra=["vector"]):
+            bm25[row["id"]] = float(row["_score"])
+            if row["id"] not in rows:  # found by keywords only: its cosine from its vector
+                rows[row["id"]] = row
+                cosine[row["id"]] = float(np.dot(np.asarray(row["vector"], dtype=np.float32),
+                                                 vector))
         asked = set(query_terms(query).split())
-        for row in text:
-            rows.setdefault(row["id"], row)
-            lexical = float(row["_score"]) / best_bm25 if best_bm25 > 0 else 0.0
-            covered = len(asked & set((row.get("terms") or "").split())) / max(len(asked), 1)
-            scores[row["id"]] = (scores.get(row["id"], 0.0)
-                                 + weight * math.sqrt(covered) * lexical)
-        scored = [(round(score, 6), row_pair(rows[i])) for i, score in scores.items()]
+        ids = sorted(rows)
+        signals = [Signals(cosine[i], bm25.get(i),
+                           len(asked & set((rows[i].get("terms") or "").split()))
+                           / max(len(asked), 1), rows[i].get("sql") or "",
+                           rows[i].get("question") or "") for i in ids]
+        fused = fuse(query, signals)
+        scored = [(p, row_pair(rows[i]), logit(p)) for i, p in zip(ids, fused, strict=True)]
         return rank(scored, k, self.name)

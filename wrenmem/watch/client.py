@@ -123,7 +123,8 @@ def remote_recall(settings: Any, queries: Sequence[str], k: int, filters: Any,
         results = [
             RecallResult(r["query"], r["backend"], tuple(
                 Hit(h["question"], h["sql"], h["path"], h["score"], h["source"],
-                    h["datasource"], h["dialect"], tuple(h["tags"]), h["backend"])
+                    h["datasource"], h["dialect"], tuple(h["tags"]), h["backend"],
+                    h.get("raw_score"))
                 for h in r["hits"]))
             for r in reply["result"]]
     except (KeyError, TypeError):

@@ -1,0 +1,134 @@
+"""The fusion of keyword and dense evidence, and the [0, 1] score scale (pure functions)."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from wrenmem.fusion import (
+    Signals,
+    dense_score,
+    fuse,
+    is_cjk,
+    lexical_score,
+    literal_agreement,
+    polarity,
+    same_question,
+    sql_polarity,
+    sql_values,
+)
+
+
+def old_fusion(candidates: list[Signals]) -> list[float]:
+    """The fusion this replaced: cosine + 1.5 (1 - best cosine) sqrt(coverage) bm25/best."""
+    best_cos = max(c.dense or 0.0 for c in candidates)
+    best_lex = max(c.lexical or 0.0 for c in candidates)
+    return [(c.dense or 0.0) + 1.5 * (1 - best_cos) * c.coverage ** 0.5
+            * (c.lexical or 0.0) / best_lex for c in candidates]
+
+
+def test_a_stored_near_duplicate_does_not_switch_keyword_evidence_off() -> None:
+    question = "How many heads of the departments are older than 56?"
+    right = Signals(0.80, 9.0, 1.0, "SELECT count(*) FROM head WHERE age > 56")
+    other = Signals(0.83, None, 0.2, "SELECT name FROM department")
+    near_duplicate = Signals(0.99, 8.5, 0.9, "SELECT count(*) FROM head WHERE age > 60")
+    candidates = [right, other, near_duplicate]
+    # The bug: the near-duplicate's cosine, near 1, zeroed the keyword weight for everyone,
+    # so the pair without a shared word outranked the one that shares all of them.
+    old = old_fusion(candidates)
+    assert old[1] > old[0]
+    scores = fuse(question, candidates)
+    assert scores[0] > scores[1]  # keywords still decide between the others
+    assert scores[0] > scores[2]  # and the pair whose value is asked beats the trap
+
+
+def test_without_a_near_duplicate_the_confident_dense_answer_wins() -> None:
+    # A question rewritten with synonyms: few shared words, yet its original is far closer
+    # in meaning than anything else.
+    question = "What are the describing details for the airplanes?"
+    original = Signals(0.88, None, 0.1, "SELECT Description FROM aircraft")
+    wordy = Signals(0.62, 7.0, 1.0, "SELECT name, distance FROM Aircraft")
+    scores = fuse(question, [original, wordy])
+    assert scores[0] > scores[1]
+
+
+def test_a_contradicted_ordering_loses_to_the_agreeing_pair() -> None:
+    question = "Which airport has the largest number of passengers?"
+    largest = Signals(0.84, 8.0, 1.0, "SELECT name FROM airport ORDER BY passengers DESC LIMIT 1")
+    smallest = Signals(0.93, 8.2, 1.0, "SELECT name FROM airport ORDER BY passengers ASC LIMIT 1")
+    scores = fuse(question, [largest, smallest])
+    assert scores[0] > scores[1]
+
+
+def test_chinese_question_finds_the_english_pair_on_meaning() -> None:
+    question = "每个部门有多少员工？"
+    english = Signals(0.78, None, 0.0, "SELECT dept, count(*) FROM employees GROUP BY dept")
+    number_only = Signals(0.30, 5.0, 0.1, "SELECT * FROM t WHERE x = 1")
+    assert is_cjk(question)
+    scores = fuse(question, [english, number_only])
+    assert scores[0] > scores[1]
+
+
+candidate = st.builds(
+    Signals,
+    dense=st.one_of(st.none(), st.floats(-1, 1)),
+    lexical=st.one_of(st.none(), st.floats(0, 50)),
+    coverage=st.floats(0, 1),
+    sql=st.sampled_from(["SELECT 1", "SELECT a FROM t WHERE x > 3 ORDER BY a DESC",
+                         "SELECT min(a) FROM t WHERE b = 'x'", ""]),
+)
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # timing: bench/
+@given(st.text(max_size=40), st.lists(candidate, max_size=8))
+def test_every_fused_score_is_in_0_1(question: str, candidates: list[Signals]) -> None:
+    scores = fuse(question, candidates)
+    assert len(scores) == len(candidates)
+    assert all(0.0 <= s <= 1.0 for s in scores)
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # timing: bench/
+@given(st.lists(st.floats(-1, 1), min_size=1, max_size=10))
+def test_dense_calibration_keeps_the_order_and_the_scale(cosines: list[float]) -> None:
+    scores = dense_score(cosines)
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    order = sorted(range(len(cosines)), key=lambda i: -cosines[i])
+    assert all(scores[a] >= scores[b] for a, b in zip(order, order[1:], strict=False))
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # timing: bench/
+@given(st.lists(st.floats(0, 40), min_size=1, max_size=10), st.floats(0, 60))
+def test_lexical_calibration_keeps_the_order_and_the_scale(bm25: list[float],
+                                                           possible: float) -> None:
+    scores = lexical_score(bm25, possible)
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    order = sorted(range(len(bm25)), key=lambda i: -bm25[i])
+    assert all(scores[a] >= scores[b] for a, b in zip(order, order[1:], strict=False))
+
+
+def test_sql_values_and_their_agreement_with_the_question() -> None:
+    sql = "SELECT * FROM t WHERE a = 'London Heathrow' AND b > 30 AND c LIKE '%x%' LIMIT 5"
+    assert sql_values(sql) == ("london heathrow", "x", "30")
+    assert literal_agreement("flights from London Heathrow over 30 x", sql) == (1.0, 0.0)
+    assert literal_agreement("flights over 300", "SELECT a WHERE b > 30") == (0.0, 1.0)
+    assert literal_agreement("哪些城市30岁以下的员工", "SELECT city WHERE age < 30") == (1.0, 0.0)
+    assert literal_agreement("account name 900.", 'SELECT a WHERE n = "900"') == (1.0, 0.0)
+    assert literal_agreement("anything", "SELECT count(*) FROM t") == (0.0, 0.0)
+
+
+def test_orderings() -> None:
+    assert polarity("the oldest singer") == 1 and polarity("the youngest singer") == -1
+    assert polarity("年龄最大的歌手") == 1 and polarity("almost nothing") == 0
+    assert sql_polarity("SELECT max(a) FROM t") == 1
+    assert sql_polarity("SELECT a FROM t ORDER BY a") == -1
+    assert sql_polarity("SELECT a FROM t WHERE a = '>'") == 0
+
+
+def test_the_question_itself_stored_scores_high_whatever_the_backend_evidence() -> None:
+    question = "2024年每个月的收入是多少？"
+    stored = Signals(1.0, 9.0, 1.0, "SELECT 1 WHERE d >= DATE '2024-01-01'", "2024年每个月的收入是多少?")
+    other = Signals(0.5, 2.0, 0.3, "SELECT 2", "别的问题")
+    scores = fuse(question, [stored, other])
+    assert scores[0] >= 0.95 > scores[1]
+    assert same_question("How many  orders?", "how many orders") and not same_question("", "")
+    assert not same_question("older than 56", "older than 113")
