@@ -102,12 +102,15 @@ class IndexState:
     stats: Stats | None  # path -> (mtime_ns, size, inode), taken before the files were read
     stats_at: float
     seeds: str | None  # :func:`seeds_digest` when recorded
+    # The table version this process left (object storage only: others may write it).
+    version: int | None = None
 
     def to_record(self) -> dict[str, Any]:
         return {"v": STATE_VERSION, "schema": self.schema, "uri": self.uri,
                 "model_id": self.model_id, "files": self.files, "extras": self.extras,
                 "rows": self.rows, "ids": list(self.ids), "errors": list(self.errors),
-                "stats": self.stats, "stats_at": self.stats_at, "seeds": self.seeds}
+                "stats": self.stats, "stats_at": self.stats_at, "seeds": self.seeds,
+                "version": self.version}
 
     @classmethod
     def from_record(cls, data: Any) -> IndexState | None:
@@ -127,7 +130,8 @@ class IndexState:
             return cls(str(data["schema"]), str(data["uri"]), str(data["model_id"]), files,
                        extras, int(data["rows"]), tuple(str(i) for i in data["ids"]), errors,
                        stats, float(data["stats_at"]),
-                       None if data["seeds"] is None else str(data["seeds"]))
+                       None if data["seeds"] is None else str(data["seeds"]),
+                       None if data.get("version") is None else int(data["version"]))
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -148,10 +152,10 @@ def load_state(settings: Settings) -> IndexState | None:
 def save_state(settings: Settings, *, model_id: str, files: dict[str, str],
                extras: dict[str, str], rows: int, ids: list[str],
                errors: list[tuple[str, str, int]], stats: Stats | None, stats_at: float,
-               seeds: str | None) -> None:
+               seeds: str | None, version: int | None = None) -> None:
     """Record what the index now holds (call only right after it was made so)."""
     state = IndexState(index.SCHEMA_VERSION, settings.index_uri, model_id, files, extras, rows,
-                       tuple(ids), tuple(errors), stats, stats_at, seeds)
+                       tuple(ids), tuple(errors), stats, stats_at, seeds, version)
     write_marshal(_path(settings), state.to_record())  # unwritable: syncs stay on the slow path
 
 
@@ -160,10 +164,17 @@ def invalidate_state(settings: Settings) -> None:
 
 
 def same_target(settings: Settings, state: IndexState | None, model_id: str) -> bool:
-    """The mirror describes this URI, embedder and table schema, and the table exists."""
-    return (state is not None and state.schema == index.SCHEMA_VERSION
+    """The mirror describes this URI, embedder and table schema, and the table exists.
+
+    A remote index may have been written by another machine since: the mirror holds only
+    while the table is still at the version this process left (one round trip)."""
+    if not (state is not None and state.schema == index.SCHEMA_VERSION
             and state.uri == settings.index_uri
-            and state.model_id == model_id and index.index_exists(settings))
+            and state.model_id == model_id and index.index_exists(settings)):
+        return False
+    if settings.remote_index:
+        return state.version is not None and index.remote_version(settings) == state.version
+    return True
 
 
 def state_matches(settings: Settings, state: IndexState | None, model_id: str,

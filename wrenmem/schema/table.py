@@ -159,6 +159,10 @@ def sync_items(settings: Settings, path: Path, fingerprint: str,
         return SchemaSyncReport(str(path), fingerprint, total, unchanged=total,
                                 noop=True, seconds=time.perf_counter() - started,
                                 embedder=embedder.model_id)
+    if settings.is_reader:  # a reader searches the shared index as its writer left it
+        return SchemaSyncReport(str(path), fingerprint, total, unchanged=total, noop=True,
+                                seconds=time.perf_counter() - started,
+                                embedder=embedder.model_id)
     listed = items() if callable(items) else items
     with index_lock(settings):
         embedded, deleted, unchanged, rebuilt = _apply(settings, listed, embedder, progress)
