@@ -30,6 +30,10 @@ COMPACT_AFTER_ROWS = 1000  # ...or at once after a write this big
 # Old versions are pruned only when older than this, so a reader that opened the previous
 # version a moment ago still finds its files (readers also retry once on a vanished file).
 CLEANUP_AFTER = timedelta(seconds=60)
+# Past this many rows a table gets an ANN index on its vectors (IVF_FLAT: it builds in
+# seconds, and the probed partitions are searched exactly); below it a flat scan is fast.
+ANN_MIN_ROWS = 50_000
+ANN_NPROBES = 24  # partitions searched per query (of about sqrt(rows)); recall@10 >= 0.98
 COMMIT_ATTEMPTS = 5  # a write preempted by another writer's commit is retried this often
 
 # Object-storage options read from the environment, by URI scheme: (variable, option).
@@ -234,7 +238,7 @@ def ensure_fts(table: Any, column: str) -> None:
     """A full-text index on ``column``, already tokenized by wrenmem: split on whitespace."""
     from lancedb.index import FTS
 
-    if any(column in list(getattr(i, "columns", [])) for i in table.list_indices()):
+    if has_index(table, column):
         return
     if table.count_rows() == 0:
         return
@@ -242,6 +246,31 @@ def ensure_fts(table: Any, column: str) -> None:
                                           lower_case=False, stem=False,
                                           remove_stop_words=False, ascii_folding=False,
                                           max_token_length=None), replace=True)
+
+
+def has_index(table: Any, column: str) -> bool:
+    return any(column in list(getattr(i, "columns", [])) for i in table.list_indices())
+
+
+def ensure_vector_index(table: Any, column: str = "vector", min_rows: int = ANN_MIN_ROWS
+                        ) -> bool:
+    """An IVF_FLAT index (cosine) on ``column`` once the table holds ``min_rows`` rows.
+    Rows added later are searched exactly until a compaction folds them in. True when
+    built now."""
+    if has_index(table, column):
+        return False
+    rows = table.count_rows()
+    if rows < min_rows:
+        return False
+    from lancedb.index import IvfFlat
+
+    partitions = max(16, int(rows ** 0.5))
+    retry_conflicts(lambda: table.create_index(
+        column, config=IvfFlat(distance_type="cosine", num_partitions=partitions),
+        replace=True))
+    log.info("built an IVF_FLAT index on %s (%d rows, %d partitions)", column, rows,
+             partitions)
+    return True
 
 
 def maintain(table: Any, counter: Path, commits: int, rows_written: int) -> bool:

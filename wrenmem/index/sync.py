@@ -257,6 +257,7 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     assert first is not None
     plan = first
     lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
+    lance.ensure_vector_index(table)
     if remote:
         index.record_origin(table, local_origin(settings.root))
     optimized = _maintain(settings, table, commits, embedded)

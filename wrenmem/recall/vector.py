@@ -121,7 +121,8 @@ class VectorBackend:
     # -- search ---------------------------------------------------------------------
     def _dense(self, table: Any, vector: Any, depth: int, where: str | None
                ) -> list[dict[str, Any]]:
-        query = table.search(vector).distance_type("cosine").limit(depth)
+        query = (table.search(vector).distance_type("cosine").nprobes(lance.ANN_NPROBES)
+                 .limit(depth))
         if where:
             query = query.where(where, prefilter=True)
         return list(query.select([*COLUMNS, "_distance"]).to_list())

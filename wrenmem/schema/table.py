@@ -260,6 +260,8 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
         lance.upsert(table, "id", rows, removed if n == len(chunks) - 1 else ())
     if not chunks and removed and table is not None:
         lance.upsert(table, "id", None, removed)
+    if table is not None:
+        lance.ensure_vector_index(table)  # past ANN_MIN_ROWS items
     if not rebuild and table is not None:
         lance.maintain(table, settings.state_dir / statedir.SCHEMA_MAINT, max(len(chunks), 1),
                        embedded)
@@ -312,7 +314,7 @@ def vector_search(settings: Settings, question: str, *, embedder: Embedder, limi
         where.append(lance.in_filter("type", list(types)))
     if model:
         where.append(f"(model = {lance.quote(model)} OR related = {lance.quote(model)})")
-    query = table.search(vector.tolist()).distance_type("cosine")
+    query = table.search(vector.tolist()).distance_type("cosine").nprobes(lance.ANN_NPROBES)
     if where:
         query = query.where(" AND ".join(where), prefilter=True)
     rows = query.select(["id", "item_hash", "_distance"]).limit(limit).to_list()
