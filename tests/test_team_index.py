@@ -353,3 +353,19 @@ def test_a_warm_reader_answers_without_the_network(tmp_path: Path, s3_env: dict[
     fresh = VectorBackend(settings(reader))
     assert fresh.search(["How many orders in region 2?"], 1, Filters())[0][0].path.endswith(
         "p0002.md")
+
+
+def test_a_readers_watcher_refreshes_and_never_writes(tmp_path: Path, s3_env: dict[str, str],
+                                                      fake: RecordingEmbedder) -> None:
+    from wrenmem.watch.run import sync_all
+
+    uri = new_uri()
+    writer = machine(tmp_path, "ci", uri, pairs=5)
+    sync_pairs(settings(writer))
+    reader = machine(tmp_path, "laptop", uri, role="reader", pairs=6)
+    table = lance.open_table(lance.connect(uri), index.TABLE)
+    version = table.version
+    result = sync_all(settings(reader))
+    assert not result.failures
+    assert "behind the files here by 1 added" in " ".join(result.summaries)
+    assert table.version == version
