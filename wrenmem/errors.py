@@ -63,5 +63,6 @@ class SqlCheckError(WrenmemError):
 
     def __init__(self, problems: Sequence[Any], prefix: str = "not stored"):
         self.problems = list(problems)
+        self.prefix = prefix
         listed = "; ".join(f"{p.line}:{p.col}: {p.message}" for p in self.problems)
         super().__init__(f"{prefix}: the SQL has {len(self.problems)} problem(s): {listed}")

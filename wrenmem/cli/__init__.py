@@ -15,11 +15,12 @@ from wrenmem.errors import WrenmemError
 # pay for importing every other command's libraries. A test keeps this table exact.
 COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(["init", "store", "show", "list", "forget", "fmt"], "pair_cmds"),
-    **dict.fromkeys(["import", "export"], "exchange_cmds"),
+    **dict.fromkeys(["import", "export", "load", "dump"], "exchange_cmds"),
     "recall": "recall_cmds",
     **dict.fromkeys(["describe", "fetch", "seed"], "schema_cmds"),
     **dict.fromkeys(["sync", "index", "status", "check", "reset"], "index_cmds"),
     "watch": "watch_cmds",
+    "mcp": "mcp_cmds",
     **dict.fromkeys(["hooks", "validate", "duplicates", "diff"], "git_cmds"),
 }
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
-from wrenmem.checks.duplicates import find_duplicates
-from wrenmem.checks.validate import Problem, key_line, validate_files
-from wrenmem.cli.common import emit_json, get_settings, json_option, warn
-from wrenmem.git.diff import diff_pairs, render_markdown, render_text
+from wrenmem.cli.common import emit_json, get_memory, get_settings, json_option, warn
+from wrenmem.git.diff import render_markdown, render_text
 from wrenmem.git.hooks import (
     HOOK_NAMES,
     LOG_NAME,
@@ -22,8 +19,6 @@ from wrenmem.git.hooks import (
     run_hook,
     uninstall_hooks,
 )
-from wrenmem.pairs.catalog import scan
-from wrenmem.settings import Settings
 
 
 @click.group()
@@ -140,9 +135,7 @@ def validate(ctx: click.Context, files: tuple[Path, ...], no_schema: bool, as_js
     problem, the line being the pair file's. Exit 1 if there is any. Needs no index.
     """
 
-    settings = get_settings(ctx)
-    count, problems = validate_files(settings, list(files) if files else None,
-                                     check_schema=not no_schema)
+    count, problems = get_memory(ctx).validate_files(files or None, schema=not no_schema)
     if as_json:
         emit_json({"files": count, "ok": not problems,
                    "problems": [p.to_dict() for p in problems]})
@@ -166,18 +159,9 @@ def duplicates(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> No
     reported (what pre-commit needs). Exit 1 if there is any.
     """
 
-    settings = get_settings(ctx)
-    found = scan(settings, use_cache=settings.state_dir.is_dir())
-    wanted = {settings.relpath(f) for f in files} if files else None
-    problems: list[Problem] = []
-    for dup in find_duplicates(found.pairs, settings.dialect):
-        if wanted is not None and dup.pair.path not in wanted:
-            continue
-        lines = (settings.root / dup.pair.path).read_text(encoding="utf-8-sig").split("\n")
-        problems.append(Problem(_shown(settings, dup.pair.path), key_line(lines, "nl"), 1,
-                                dup.message, "duplicate"))
+    count, problems = get_memory(ctx).duplicates(files or None)
     if as_json:
-        emit_json({"files": len(found.pairs), "ok": not problems,
+        emit_json({"files": count, "ok": not problems,
                    "problems": [p.to_dict() for p in problems]})
     else:
         for problem in problems:
@@ -208,9 +192,7 @@ def diff(ctx: click.Context, base: str | None, head: str | None, fmt: str, direc
     changes since it left main (like `git diff main...`; --direct compares with main's tip).
     """
 
-    settings = get_settings(ctx)
-    result = diff_pairs(settings, base, head, merge_base=not direct,
-                        check_schema=not no_schema)
+    result = get_memory(ctx).diff(base, head, merge_base=not direct, schema=not no_schema)
     if as_json:
         emit_json(result.to_dict())
     elif fmt == "markdown":
@@ -219,12 +201,6 @@ def diff(ctx: click.Context, base: str | None, head: str | None, fmt: str, direc
         click.echo(render_text(result))
     if fail_on_invalid and result.invalid:
         ctx.exit(1)
-
-
-def _shown(settings: Settings, rel: str) -> str:
-    """A project-relative path as seen from the current folder."""
-    shown = os.path.relpath(settings.root / rel)
-    return rel if shown.startswith("..") else Path(shown).as_posix()
 
 
 COMMANDS = [hooks, validate, duplicates, diff]

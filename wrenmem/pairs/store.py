@@ -38,6 +38,14 @@ def find_by_question(settings: Settings, nl: str) -> Pair | None:
     return None
 
 
+def default_dialect(settings: Settings, manifest_dialect: str | None) -> str:
+    """The dialect of a pair that names none: a ``dialect`` set explicitly (flag,
+    environment, ``wrenmem.toml``) wins, then the manifest's data source, then the default."""
+    if settings.origins.get("dialect", "default") != "default":
+        return settings.dialect
+    return manifest_dialect or settings.dialect
+
+
 def store_pair(settings: Settings, pair: Pair, *, folder: str = "") -> StoreResult:
     """Write ``pair`` to its file: the file of the same question if there is one, else a new one.
 

@@ -6,21 +6,34 @@ import logging
 from collections.abc import Callable, Sequence
 
 from wrenmem.errors import ExtraMissingError, LockTimeoutError
-from wrenmem.index import replica
-from wrenmem.index.reader import behind_note
-from wrenmem.index.sync import sync_pairs
-from wrenmem.index.table import index_unavailable
+from wrenmem.lance import index_unavailable
 from wrenmem.recall.bm25f import GrepBackend
 from wrenmem.recall.hits import Filters, RecallBackend, RecallResult
-from wrenmem.recall.vector import HybridBackend, VectorBackend
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 SYNC_LOCK_TIMEOUT = 10.0
 
-# Backend name -> class (lancedb and the embedder load only when one is constructed).
+# The index backends and the sync are the way into LanceDB and the model: they are imported
+# when an index backend answers, so grep recall (and an agent's CLI call) starts as fast as
+# a scan of the files. bench/grep_speed.py measures it; tests/test_api.py pins it.
+
+
+def _vector(settings: Settings) -> RecallBackend:
+    from wrenmem.recall.vector import VectorBackend
+
+    return VectorBackend(settings)
+
+
+def _hybrid(settings: Settings) -> RecallBackend:
+    from wrenmem.recall.vector import HybridBackend
+
+    return HybridBackend(settings)
+
+
+# Backend name -> factory.
 BACKENDS: dict[str, Callable[[Settings], RecallBackend]] = {
-    "grep": GrepBackend, "vector": VectorBackend, "hybrid": HybridBackend,
+    "grep": GrepBackend, "vector": _vector, "hybrid": _hybrid,
 }
 
 
@@ -38,13 +51,15 @@ def choose_backend(settings: Settings, notify: Callable[[str], None] | None = No
 
 
 def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Filters,
-                notify: Callable[[str], None] | None = None) -> list[RecallResult]:
-    """Recall for each question, from the chosen backend, in one batch."""
+                notify: Callable[[str], None] | None = None, *, sync: bool = True
+                ) -> list[RecallResult]:
+    """Recall for each question, from the chosen backend, in one batch. ``sync=False``
+    skips the catch-up sync, for a caller that knows no file changed since its last one."""
     name = choose_backend(settings, notify)
     if name not in BACKENDS:
         raise ExtraMissingError(f"the {name} backend is not available in this install")
     backend = BACKENDS[name](settings)
-    if backend.uses_index:
+    if backend.uses_index and sync:
         note = catch_up(settings)
         if note and notify is not None:
             notify(note)
@@ -58,7 +73,11 @@ def catch_up(settings: Settings) -> str | None:
     version rather than wait. A reader of a shared index never writes: it answers from the
     last committed version and returns a note saying how far that is behind its files."""
     if settings.is_reader:
+        from wrenmem.index.reader import behind_note  # see BACKENDS
+
         return behind_note(settings)
+    from wrenmem.index.sync import sync_pairs  # see BACKENDS
+
     try:
         report = sync_pairs(settings, lock_timeout=SYNC_LOCK_TIMEOUT)
     except LockTimeoutError:
@@ -68,5 +87,7 @@ def catch_up(settings: Settings) -> str | None:
     if report.embedded:
         log.info("recall: indexed %d new or changed pair(s) first", report.embedded)
     if settings.remote_index and not report.noop:
+        from wrenmem.index import replica
+
         replica.refresh(settings, max_age=0)  # search what was just written
     return None

@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from wrenmem.index.drift import check_drift
-from wrenmem.index.reader import reader_view
-from wrenmem.index.table import index_unavailable
+from wrenmem.lance import index_unavailable
 from wrenmem.recall.backends import choose_backend
 from wrenmem.settings import Settings
 
@@ -30,6 +29,8 @@ def status_data(settings: Settings) -> dict[str, Any]:
         "index_unavailable_reason": unavailable,
     }
     if unavailable is None and settings.is_reader:
+        from wrenmem.index.reader import reader_view
+
         view = reader_view(settings)
         data.update({"version": view.version,
                      "built_from": view.built_from.to_dict() if view.built_from else None,
