@@ -253,17 +253,17 @@ def bench_schema(root: Path, steps: list[Step]) -> None:
                    check=True, capture_output=True)
     q = "average age of singers by country"
     out = step(steps, "fetch: first schema index", run.wrenmem(
-        "fetch", "--threshold", "0", "--json", q))
+        "fetch", "--threshold", "0", "--json", "-q", q))
     info = json.loads(out).get("index") or {}
     steps[-1].note = (f"{info.get('items')} items, {info.get('embedded')} embedded, "
                       f"sync {info.get('seconds')} s")
-    out = step(steps, "fetch: no-op", run.wrenmem("fetch", "--threshold", "0", "--json", q))
+    out = step(steps, "fetch: no-op", run.wrenmem("fetch", "--threshold", "0", "--json", "-q", q))
     data = json.loads(manifest.read_text())
     column = data["models"][len(data["models"]) // 2]["columns"][0]
     column.setdefault("properties", {})["description"] = "Changed for the scale benchmark."
     manifest.write_text(json.dumps(data))
     out = step(steps, "fetch: after one changed column", run.wrenmem(
-        "fetch", "--threshold", "0", "--json", q))
+        "fetch", "--threshold", "0", "--json", "-q", q))
     info = json.loads(out).get("index") or {}
     steps[-1].note = f"{info.get('embedded')} embedded, sync {info.get('seconds')} s"
     step(steps, "disk used by .wrenmem/ with the schema (MB)",
