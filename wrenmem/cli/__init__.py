@@ -44,6 +44,11 @@ class WrenmemGroup(click.Group):
             return super().invoke(ctx)
         except WrenmemError as e:
             raise WrenmemClickError(str(e)) from e
+        except BrokenPipeError:
+            raise
+        except OSError as e:  # the environment, not wrenmem: a message, never a traceback
+            where = f": {e.filename}" if e.filename else ""
+            raise WrenmemClickError(f"{e.strerror or e}{where}") from e
 
 
 class WrenmemClickError(click.ClickException):

@@ -110,9 +110,18 @@ def list_pairs(ctx: click.Context, source: str | None, tags: tuple[str, ...],
         return
     for pair in pairs:
         tag_text = f"  [{', '.join(pair.tags)}]" if pair.tags else ""
-        click.echo(f"{pair.path}\t{pair.nl}{tag_text}")
+        click.echo(f"{_field(pair.path)}\t{_field(pair.nl)}{_field(tag_text)}")
     shown = f"{offset + 1}-{offset + len(pairs)} of {total}" if len(pairs) < total else total
     warn(f"{shown} pair(s)")
+
+
+_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _field(text: str) -> str:
+    """One tab-separated field on one line: a tab or newline in a file name or a question
+    is written as ``\\t`` / ``\\n`` (and a backslash as ``\\\\``)."""
+    return text.translate(_ESCAPES)
 
 
 @click.command()

@@ -8,23 +8,35 @@ from pathlib import Path
 import click
 
 from wrenmem.cli.common import emit_json, get_settings, json_option, output_option, warn
-from wrenmem.errors import WrenmemError
+from wrenmem.errors import UnreadableFileError, WrenmemError
+from wrenmem.fsutil import os_error_reason, read_regular_file
 from wrenmem.pairs.catalog import scan
-from wrenmem.recall.backends import recall_many
+from wrenmem.recall.backends import recall_many, require_questions
 from wrenmem.recall.hits import Filters
 from wrenmem.recall.render import render_text, wren_rows
 from wrenmem.settings import BACKENDS
 from wrenmem.watch.client import remote_recall
 
+MAX_QUESTIONS_BYTES = 64 * 1024 * 1024
+
 
 def read_questions(path: Path) -> list[str]:
     """Questions from a file: a JSON list (strings or objects with "question"), else lines."""
-    text = path.read_text(encoding="utf-8-sig")
+    try:
+        text = read_regular_file(path, MAX_QUESTIONS_BYTES).decode("utf-8-sig")
+    except UnreadableFileError as e:
+        raise WrenmemError(f"{path}: {e.reason}") from e
+    except OSError as e:
+        raise WrenmemError(f"{path}: {os_error_reason(path, e)}") from e
+    except UnicodeDecodeError as e:
+        raise WrenmemError(f"{path}: not valid UTF-8 (byte {e.start})") from e
     if path.suffix == ".json":
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise WrenmemError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from e
+        except RecursionError as e:
+            raise WrenmemError(f"{path}: JSON nested too deeply") from e
         if not isinstance(data, list):
             raise WrenmemError(f"{path}: expected a JSON list of questions")
         out = []
@@ -63,6 +75,7 @@ def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | Non
     questions = list(queries) + (read_questions(Path(queries_file)) if queries_file else [])
     if not questions:
         raise click.UsageError("give a question with -q, or a file with --queries")
+    require_questions(questions)
     settings = get_settings(ctx, backend=backend)
     filters = Filters(datasource=datasource, tags=tags, source=source)
     # What Memory.recall_many does, without loading the rest of the API: the running

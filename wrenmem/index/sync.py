@@ -18,13 +18,19 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from wrenmem import lance, statedir
 from wrenmem.embedders import Embedder, get_embedder
-from wrenmem.errors import IndexStorageError, LockTimeoutError, PairError, ReaderRoleError
+from wrenmem.errors import (
+    IndexStorageError,
+    LockTimeoutError,
+    PairError,
+    ReaderRoleError,
+    WrenmemError,
+)
 from wrenmem.index import table as index
 from wrenmem.index.origin import local_origin
 from wrenmem.index.plan import SyncPlan, plan_sync
@@ -37,8 +43,9 @@ from wrenmem.index.state import (
     save_state,
 )
 from wrenmem.lock import index_lock
+from wrenmem.pairs.catalog import require_knowledge_dir
 from wrenmem.pairs.pairfile import Pair
-from wrenmem.settings import Settings
+from wrenmem.settings import MAX_EMBED_CHARS, Settings
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +109,16 @@ class SyncReport:
 
 # ------------------------------------------------------------------------ sync ----
 
-def embed_text(pair: Pair) -> str:
-    """What the vector stands for: the question (queries are questions too)."""
-    return pair.nl.strip()
+def embed_text(pair: Pair, max_chars: int = MAX_EMBED_CHARS) -> str:
+    """What the vector stands for: the question (queries are questions too), cut to
+    ``max_chars`` (the ``max_embed_chars`` setting), because a model's memory grows with
+    the text and a question of megabytes would take gigabytes."""
+    text = pair.nl.strip()
+    if len(text) > max_chars:
+        log.warning("%s: the question has %d characters; only the first %d are embedded "
+                    "(setting max_embed_chars)", pair.path, len(text), max_chars)
+        return text[:max_chars]
+    return text
 
 
 def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | None = None,
@@ -119,6 +133,7 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
 
     if settings.is_reader:
         raise ReaderRoleError(reader_refusal(settings))
+    require_knowledge_dir(settings)
     embedder = get_embedder(settings.embedder, root=settings.root)
     with lance.storage_errors(settings.index_uri, "syncing"):
         return _sync(settings, embedder, full, progress, paths, lock_timeout)
@@ -137,7 +152,7 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
         state = quick_noop(settings, embedder.model_id)
         if state is not None:
             return _report_from_state(state, embedder.model_id)
-    snap = take_snapshot(settings)
+    snap = take_snapshot(settings, reread=full)
     seen = load_state(settings)
     if not full and mirror_matches(settings, seen, embedder.model_id, snap):
         _refresh_stats(settings, embedder.model_id)
@@ -148,7 +163,7 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
     with index_lock(settings, timeout=lock_timeout):
         state = load_state(settings)
         if state != seen:  # another writer finished meanwhile: read the files again
-            snap = take_snapshot(settings)
+            snap = take_snapshot(settings, reread=full)
         if not full and mirror_matches(settings, state, embedder.model_id, snap):
             save_mirror(settings, embedder.model_id, snap, state.rows if state else 0,
                         state.version if state else None)
@@ -214,9 +229,18 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
                  progress: Progress | None, paths: Collection[str] | None,
                  prior: IndexState | None) -> SyncReport:
     db = index.connect(settings)
-    table = index.open_table(db)
+    check = index.inspect(settings, db)
+    if check.owner is not None:
+        raise WrenmemError(
+            f"the index at {settings.index_uri} holds the pairs of another project "
+            f"({check.owner}); give this project an index of its own (setting `index`)")
+    table = check.table
     reason = None
-    if table is not None:
+    if check.damaged:
+        reason = "the index is damaged: " + "; ".join(check.problems)
+        index.drop_table(db, settings)
+        table = None
+    elif table is not None:
         built_by = index.table_model_id(table)
         if full:
             reason = "full rebuild requested"
@@ -227,8 +251,11 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
         invalidate_state(settings)
         if reason is not None:
             log.warning("rebuilding the index: %s", reason)
-        table = index.create_table(db, embedder.model_id, embedder.dim)
+        table = index.create_table(db, embedder.model_id, embedder.dim, str(settings.root))
         paths = None  # a new table needs every pair, whatever the caller asked for
+        rows_read: tuple[index.IndexedRow, ...] = ()
+    else:
+        rows_read = check.rows
 
     desired = snap.desired()
     scope = None if paths is None else set(paths)
@@ -237,7 +264,8 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     first: SyncPlan | None = None
     embedded, commits = 0, 0
     for round_no in range(1, REMOTE_ROUNDS + 1):
-        plan, indexed_scope = _plan(table, desired, scope, snap.extras_ok)
+        rows_now = rows_read if round_no == 1 else index.read_ids(table)
+        plan, indexed_scope = _plan(rows_now, desired, scope, snap.extras_ok)
         first = first or plan
         if plan.in_sync:
             break
@@ -250,7 +278,8 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
                 f"another writer kept changing {settings.index_uri} during this sync "
                 f"({REMOTE_ROUNDS} rounds); run `wrenmem sync` again")
         invalidate_state(settings)
-        done, made = _apply(table, snap, plan, indexed_scope, embedder, progress, memo)
+        done, made = _apply(table, snap, plan, indexed_scope, embedder, progress,
+                            settings.max_embed_chars, memo)
         embedded, commits = embedded + done, commits + made
         if not remote:
             break  # the lock serialises local writers: nothing can have interleaved
@@ -281,15 +310,15 @@ def _verified_version(table: Any, desired: dict[str, str], scope: set[str] | Non
     """The version at which the remote table provably holds these files, for the mirror;
     None when another writer committed meanwhile (the next sync then plans for real)."""
     before = int(table.version)
-    plan, _indexed = _plan(table, desired, scope, extras_ok)
+    plan, _indexed = _plan(index.read_ids(table), desired, scope, extras_ok)
     return before if plan.in_sync and int(table.version) == before else None
 
 
-def _plan(table: Any, desired: dict[str, str], scope: set[str] | None, extras_ok: bool
-          ) -> tuple[SyncPlan, dict[str, list[str]]]:
-    """The plan against the table as committed now, limited to ``scope`` (when given)."""
+def _plan(rows: Iterable[index.IndexedRow], desired: dict[str, str], scope: set[str] | None,
+          extras_ok: bool) -> tuple[SyncPlan, dict[str, list[str]]]:
+    """The plan against the table's rows as read, limited to ``scope`` (when given)."""
     indexed: dict[str, list[str]] = {}
-    for row in index.read_ids(table):
+    for row in rows:
         indexed.setdefault(row.id, []).append(row.content_hash)
     if scope is not None:
         desired = {i: h for i, h in desired.items() if i in scope}
@@ -333,11 +362,13 @@ def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
 
 
 def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, list[str]],
-           embedder: Embedder, progress: Progress | None,
+           embedder: Embedder, progress: Progress | None, max_chars: int,
            memo: dict[str, Any] | None = None) -> tuple[int, int]:
     """Write the plan: reused vectors and deletions first, then embedded chunks.
     ``memo`` (text -> vector) keeps what was embedded for a later round of the same sync."""
     memo = {} if memo is None else memo
+    texts_of = {i: embed_text(snap.pairs[i], max_chars) for i in
+                (*plan.added, *plan.changed, *(new for _old, new in plan.renamed))}
     commits = 0
     duplicated = [i for i in plan.changed if len(indexed.get(i, ())) > 1]
     targets = list(plan.added) + list(plan.changed) + [new for _old, new in plan.renamed]
@@ -353,16 +384,16 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
         pair = snap.pairs[row_id]
         vector = pool.get(pair.content_hash)
         if vector is None:
-            vector = memo.get(embed_text(pair))
+            vector = memo.get(texts_of[row_id])
         if vector is not None:
-            ready.append(index.pair_row(row_id, pair, embed_text(pair), vector))
+            ready.append(index.pair_row(row_id, pair, texts_of[row_id], vector))
         else:
             todo.append(row_id)
     deletes = list(plan.removed) + [old for old, _new in plan.renamed]
     if ready or deletes:
         index.write(table, ready, deletes)
         commits += 1
-    texts = sorted({embed_text(snap.pairs[i]) for i in todo})
+    texts = sorted({texts_of[i] for i in todo})
     total, done = len(texts), 0
     if progress is not None and total:
         progress(0, total)
@@ -377,10 +408,9 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
             done += len(batch)
             if progress is not None:
                 progress(done, total)
-        ripe = [i for i in pending if embed_text(snap.pairs[i]) in vectors]
-        pending = [i for i in pending if embed_text(snap.pairs[i]) not in vectors]
-        index.write(table, [index.pair_row(i, snap.pairs[i], embed_text(snap.pairs[i]),
-                                           vectors[embed_text(snap.pairs[i])])
+        ripe = [i for i in pending if texts_of[i] in vectors]
+        pending = [i for i in pending if texts_of[i] not in vectors]
+        index.write(table, [index.pair_row(i, snap.pairs[i], texts_of[i], vectors[texts_of[i]])
                             for i in ripe], [])
         commits += 1
     return total, commits

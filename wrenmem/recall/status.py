@@ -45,9 +45,13 @@ def status_data(settings: Settings) -> dict[str, Any]:
             "seeds": drift.seeds,
             "rows": drift.rows,
             "bad_files": len(drift.errors),
+            "unreadable": [{"path": e.path, "line": e.line, "reason": e.reason}
+                           for e in drift.errors],
             "fresh": drift.fresh,
             "index_missing": drift.index_missing,
             "rebuild_needed": drift.rebuild_needed,
+            "problems": list(drift.problems),
+            "owner": drift.owner,
             "drift": {"added": len(drift.plan.added), "changed": len(drift.plan.changed),
                       "removed": len(drift.plan.removed),
                       "renamed": len(drift.plan.renamed)},
