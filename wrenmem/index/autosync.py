@@ -30,6 +30,8 @@ def after_write(settings: Settings, paths: Sequence[str]) -> str | None:
     if not paths:
         return None
 
+    if settings.is_reader:
+        return "index: not updated (this checkout only reads the shared index; its writer syncs)"
     try:
         if index_unavailable(settings) is not None or not index_exists(settings):
             return None

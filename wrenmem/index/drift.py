@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from wrenmem import statedir
+from wrenmem import lance, statedir
 from wrenmem.embedders import get_embedder
 from wrenmem.errors import PairError
 from wrenmem.index import table as index
@@ -80,6 +80,11 @@ class Drift:
 def check_drift(settings: Settings) -> Drift:
     """How the index differs from the pairs, by content hash. Never writes the index."""
 
+    with lance.storage_errors(settings.index_uri, "reading"):
+        return _check_drift(settings)
+
+
+def _check_drift(settings: Settings) -> Drift:
     require_knowledge_dir(settings)
     model_id = get_embedder(settings.embedder, root=settings.root).model_id
     quick = quick_noop(settings, model_id)

@@ -104,13 +104,15 @@ class IndexState:
     seeds: str | None  # :func:`seeds_digest` when recorded
     root: str = ""  # the project it was written for: a mirror copied elsewhere is not trusted
     disk: dict[str, tuple[int, int]] | None = None  # the table's files (local indexes)
+    # The table version this process left (object storage only: others may write it).
+    version: int | None = None
 
     def to_record(self) -> dict[str, Any]:
         return {"v": STATE_VERSION, "schema": self.schema, "uri": self.uri,
                 "model_id": self.model_id, "files": self.files, "extras": self.extras,
                 "rows": self.rows, "ids": list(self.ids), "errors": list(self.errors),
                 "stats": self.stats, "stats_at": self.stats_at, "seeds": self.seeds,
-                "root": self.root, "disk": self.disk}
+                "root": self.root, "disk": self.disk, "version": self.version}
 
     @classmethod
     def from_record(cls, data: Any) -> IndexState | None:
@@ -136,7 +138,8 @@ class IndexState:
                        extras, int(data["rows"]), tuple(str(i) for i in data["ids"]), errors,
                        stats, float(data["stats_at"]),
                        None if data["seeds"] is None else str(data["seeds"]),
-                       str(data["root"]), disk)
+                       str(data["root"]), disk,
+                       None if data.get("version") is None else int(data["version"]))
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -157,11 +160,11 @@ def load_state(settings: Settings) -> IndexState | None:
 def save_state(settings: Settings, *, model_id: str, files: dict[str, str],
                extras: dict[str, str], rows: int, ids: list[str],
                errors: list[tuple[str, str, int]], stats: Stats | None, stats_at: float,
-               seeds: str | None) -> None:
+               seeds: str | None, version: int | None = None) -> None:
     """Record what the index now holds (call only right after it was made so)."""
     state = IndexState(index.SCHEMA_VERSION, settings.index_uri, model_id, files, extras, rows,
                        tuple(ids), tuple(errors), stats, stats_at, seeds, str(settings.root),
-                       index.disk_listing(settings))
+                       index.disk_listing(settings), version)
     write_marshal(_path(settings), state.to_record())  # unwritable: syncs stay on the slow path
 
 
@@ -172,11 +175,14 @@ def invalidate_state(settings: Settings) -> None:
 def same_target(settings: Settings, state: IndexState | None, model_id: str) -> bool:
     """The mirror describes this project, URI, embedder and table schema, and the table
     is there with exactly the files it had when the mirror was written (nothing deleted,
-    truncated or rewritten behind its back: see :func:`wrenmem.lance.disk_listing`)."""
+    truncated or rewritten behind its back: see :func:`wrenmem.lance.disk_listing`). A
+    remote index holds only while the table is still at the version this process left."""
     if (state is None or state.schema != index.SCHEMA_VERSION
             or state.uri != settings.index_uri or state.root != str(settings.root)
             or state.model_id != model_id or not index.index_exists(settings)):
         return False
+    if settings.remote_index:  # another machine may have written it: one round trip
+        return state.version is not None and index.remote_version(settings) == state.version
     disk = index.disk_listing(settings)
     return disk is None or (bool(disk) and disk == state.disk)
 

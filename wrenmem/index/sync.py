@@ -15,15 +15,24 @@ table's own (id, content_hash) column, which is always the truth.
 from __future__ import annotations
 
 import logging
+import random
 import threading
-from collections.abc import Callable, Collection, Mapping
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from wrenmem import lance, statedir
 from wrenmem.embedders import Embedder, get_embedder
-from wrenmem.errors import LockTimeoutError, PairError, WrenmemError
+from wrenmem.errors import (
+    IndexStorageError,
+    LockTimeoutError,
+    PairError,
+    ReaderRoleError,
+    WrenmemError,
+)
 from wrenmem.index import table as index
+from wrenmem.index.origin import local_origin
 from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.snapshot import SEED_PREFIX, Snapshot, mirror_matches, save_mirror, take_snapshot
 from wrenmem.index.state import (
@@ -44,6 +53,9 @@ MAINT_NAME = statedir.INDEX_MAINT
 EMBED_BATCH = 64
 WRITE_CHUNK = 2048  # rows per commit during a big build: progress survives a kill
 LOCK_TIMEOUT = 120.0
+# A remote index has no lock across machines: a writer re-plans against the latest version
+# after writing, until a plan comes back empty (the table equals its files), this often.
+REMOTE_ROUNDS = 6
 
 Progress = Callable[[int, int], None]
 
@@ -119,8 +131,23 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
     writers take :func:`wrenmem.lock.index_lock`; the no-op check needs no lock.
     """
 
+    if settings.is_reader:
+        raise ReaderRoleError(reader_refusal(settings))
     require_knowledge_dir(settings)
     embedder = get_embedder(settings.embedder, root=settings.root)
+    with lance.storage_errors(settings.index_uri, "syncing"):
+        return _sync(settings, embedder, full, progress, paths, lock_timeout)
+
+
+def reader_refusal(settings: Settings) -> str:
+    origin = settings.origins.get("role", "settings")
+    return (f"not syncing: this checkout is a reader of the shared index {settings.index_uri} "
+            f"(role = \"reader\", from {origin}); readers never write it. The writer (CI, "
+            "or one machine with role = \"writer\") runs `wrenmem sync`.")
+
+
+def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress | None,
+          paths: Collection[str] | None, lock_timeout: float) -> SyncReport:
     if not full:
         state = quick_noop(settings, embedder.model_id)
         if state is not None:
@@ -138,7 +165,8 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
         if state != seen:  # another writer finished meanwhile: read the files again
             snap = take_snapshot(settings, reread=full)
         if not full and mirror_matches(settings, state, embedder.model_id, snap):
-            save_mirror(settings, embedder.model_id, snap, state.rows if state else 0)
+            save_mirror(settings, embedder.model_id, snap, state.rows if state else 0,
+                        state.version if state else None)
             return _noop_report(settings, snap, embedder.model_id)
         return _sync_locked(settings, embedder, snap, full, progress, paths, state)
 
@@ -153,7 +181,7 @@ def _refresh_stats(settings: Settings, model_id: str) -> None:
             snap = take_snapshot(settings)
             state = load_state(settings)
             if mirror_matches(settings, state, model_id, snap) and state is not None:
-                save_mirror(settings, model_id, snap, state.rows)
+                save_mirror(settings, model_id, snap, state.rows, state.version)
     except LockTimeoutError:
         pass
 
@@ -229,38 +257,76 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     else:
         rows_read = check.rows
 
-    indexed: dict[str, list[str]] = {}
-    for row in rows_read:
-        indexed.setdefault(row.id, []).append(row.content_hash)
     desired = snap.desired()
     scope = None if paths is None else set(paths)
-    if scope is not None:
-        desired = {i: h for i, h in desired.items() if i in scope}
-        indexed_scope = {i: h for i, h in indexed.items() if i in scope}
-    else:
-        indexed_scope = dict(indexed)
-    if not snap.extras_ok:  # seeds unknown (bad manifest): leave their rows as they are
-        desired = {i: h for i, h in desired.items() if not i.startswith(SEED_PREFIX)}
-        indexed_scope = {i: h for i, h in indexed_scope.items()
-                         if not i.startswith(SEED_PREFIX)}
-    plan = plan_sync(desired, indexed_scope)
+    remote = settings.remote_index
+    memo: dict[str, Any] = {}  # text -> vector: a re-applied round never re-embeds
+    first: SyncPlan | None = None
     embedded, commits = 0, 0
-    if not plan.in_sync:
+    for round_no in range(1, REMOTE_ROUNDS + 1):
+        rows_now = rows_read if round_no == 1 else index.read_ids(table)
+        plan, indexed_scope = _plan(rows_now, desired, scope, snap.extras_ok)
+        first = first or plan
+        if plan.in_sync:
+            break
+        if round_no > 1:  # another machine wrote between our plan and our commits
+            log.info("another writer changed the index meanwhile: %d rows to re-apply",
+                     len(plan.added) + len(plan.changed) + len(plan.removed))
+            time.sleep(random.uniform(0.1, 0.5))
+        if round_no == REMOTE_ROUNDS:
+            raise IndexStorageError(
+                f"another writer kept changing {settings.index_uri} during this sync "
+                f"({REMOTE_ROUNDS} rounds); run `wrenmem sync` again")
         invalidate_state(settings)
-        embedded, commits = _apply(table, snap, plan, indexed_scope, embedder, progress,
-                                   settings.max_embed_chars)
-    lance.ensure_fts(table, "terms")
+        done, made = _apply(table, snap, plan, indexed_scope, embedder, progress,
+                            settings.max_embed_chars, memo)
+        embedded, commits = embedded + done, commits + made
+        if not remote:
+            break  # the lock serialises local writers: nothing can have interleaved
+    assert first is not None
+    plan = first
+    lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
+    lance.ensure_vector_index(table)
+    if remote:
+        index.record_origin(table, local_origin(settings.root))
     optimized = _maintain(settings, table, commits, embedded)
     rows = table.count_rows()
+    # A scoped sync vouches for its paths only: never for a remote table's other rows.
+    version = (_verified_version(table, desired, scope, snap.extras_ok)
+               if remote and scope is None else None)
     if scope is None:
         if snap.extras_ok:
-            save_mirror(settings, embedder.model_id, snap, rows)
+            save_mirror(settings, embedder.model_id, snap, rows, version)
     elif reason is None and _mirror_ok(settings, prior, embedder.model_id):
         assert prior is not None
-        _save_scoped(settings, embedder.model_id, snap, rows, prior, scope)
+        _save_scoped(settings, embedder.model_id, snap, rows, prior, scope, version)
     return SyncReport(plan.added, plan.changed, plan.removed, plan.renamed, plan.unchanged,
                       embedded, snap.errors, snap.warnings, reason is not None, reason,
                       False, embedder.model_id, rows, optimized)
+
+
+def _verified_version(table: Any, desired: dict[str, str], scope: set[str] | None,
+                      extras_ok: bool) -> int | None:
+    """The version at which the remote table provably holds these files, for the mirror;
+    None when another writer committed meanwhile (the next sync then plans for real)."""
+    before = int(table.version)
+    plan, _indexed = _plan(index.read_ids(table), desired, scope, extras_ok)
+    return before if plan.in_sync and int(table.version) == before else None
+
+
+def _plan(rows: Iterable[index.IndexedRow], desired: dict[str, str], scope: set[str] | None,
+          extras_ok: bool) -> tuple[SyncPlan, dict[str, list[str]]]:
+    """The plan against the table's rows as read, limited to ``scope`` (when given)."""
+    indexed: dict[str, list[str]] = {}
+    for row in rows:
+        indexed.setdefault(row.id, []).append(row.content_hash)
+    if scope is not None:
+        desired = {i: h for i, h in desired.items() if i in scope}
+        indexed = {i: h for i, h in indexed.items() if i in scope}
+    if not extras_ok:  # seeds unknown (bad manifest): leave their rows as they are
+        desired = {i: h for i, h in desired.items() if not i.startswith(SEED_PREFIX)}
+        indexed = {i: h for i, h in indexed.items() if not i.startswith(SEED_PREFIX)}
+    return plan_sync(desired, indexed), indexed
 
 
 def _mirror_ok(settings: Settings, prior: IndexState | None, model_id: str) -> bool:
@@ -269,7 +335,7 @@ def _mirror_ok(settings: Settings, prior: IndexState | None, model_id: str) -> b
 
 
 def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
-                 prior: IndexState, scope: set[str]) -> None:
+                 prior: IndexState, scope: set[str], version: int | None) -> None:
     """A scoped sync vouches only for its paths: patch them into the previous mirror,
     which stayed true for every other path (any other write would have deleted it)."""
     files = dict(prior.files)
@@ -291,13 +357,16 @@ def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
     save_state(settings, model_id=model_id, files=files,
                extras=dict(prior.extras), rows=rows, ids=sorted(ids),
                errors=sorted(errors), stats=stats if prior.stats is not None else None,
-               stats_at=min(prior.stats_at, snap.stats_at), seeds=prior.seeds)
+               stats_at=min(prior.stats_at, snap.stats_at), seeds=prior.seeds,
+               version=version)
 
 
 def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, list[str]],
-           embedder: Embedder, progress: Progress | None, max_chars: int
-           ) -> tuple[int, int]:
-    """Write the plan: reused vectors and deletions first, then embedded chunks."""
+           embedder: Embedder, progress: Progress | None, max_chars: int,
+           memo: dict[str, Any] | None = None) -> tuple[int, int]:
+    """Write the plan: reused vectors and deletions first, then embedded chunks.
+    ``memo`` (text -> vector) keeps what was embedded for a later round of the same sync."""
+    memo = {} if memo is None else memo
     texts_of = {i: embed_text(snap.pairs[i], max_chars) for i in
                 (*plan.added, *plan.changed, *(new for _old, new in plan.renamed))}
     commits = 0
@@ -314,6 +383,8 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
     for row_id in targets:
         pair = snap.pairs[row_id]
         vector = pool.get(pair.content_hash)
+        if vector is None:
+            vector = memo.get(texts_of[row_id])
         if vector is not None:
             ready.append(index.pair_row(row_id, pair, texts_of[row_id], vector))
         else:
@@ -333,7 +404,7 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
         for b in range(0, len(chunk), EMBED_BATCH):
             batch = chunk[b:b + EMBED_BATCH]
             for text, vector in zip(batch, embedder.embed(batch), strict=True):
-                vectors[text] = vector
+                vectors[text] = memo[text] = vector
             done += len(batch)
             if progress is not None:
                 progress(done, total)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wrenmem import lance
+from wrenmem.index.origin import Origin
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.settings import Settings
 from wrenmem.textsearch import document_terms, tokenize
@@ -30,6 +31,9 @@ SCHEMA_VERSION = "2"  # 2: the `terms` column for full-text search
 META_MODEL = b"wrenmem.model_id"
 META_DIM = b"wrenmem.dim"
 META_SCHEMA = b"wrenmem.schema"
+# The writer's origin, in the metadata of the `id` field (updatable without a rewrite).
+ORIGIN_KEYS = {"project": "wrenmem.project", "branch": "wrenmem.branch",
+               "commit": "wrenmem.commit"}
 META_ROOT = b"wrenmem.project"  # the project the table holds the pairs of
 
 
@@ -42,6 +46,29 @@ class IndexedRow:
 def connect(settings: Settings) -> Any:
     """A connection to the project's index (always the latest committed version)."""
     return lance.connect(settings.index_uri)
+
+
+def remote_version(settings: Settings) -> int | None:
+    """The committed version of a remote pairs table (None: no table). One round trip."""
+    with lance.storage_errors(settings.index_uri, "reading"):
+        table = open_table(connect(settings))
+        return None if table is None else int(table.version)
+
+
+def table_origin(table: Any) -> Origin | None:
+    """Where the table was last written from, as its writer recorded it."""
+    meta = table.schema.field("id").metadata or {}
+    values = {k: (meta.get(v.encode()) or b"").decode() for k, v in ORIGIN_KEYS.items()}
+    return Origin(**values) if values["project"] else None
+
+
+def record_origin(table: Any, origin: Origin) -> None:
+    """Record the writer's project, branch and commit (one small commit, when changed)."""
+    if table_origin(table) == origin:
+        return
+    metadata = {ORIGIN_KEYS[k]: v for k, v in origin.to_dict().items()}
+    lance.retry_conflicts(lambda: table.update_field_metadata(
+        {"path": "id", "metadata": metadata}))
 
 
 def index_exists(settings: Settings) -> bool:
@@ -133,8 +160,12 @@ def table_owner(settings: Settings, table: Any) -> str | None:
 
     An index inside the project (the default) is the project's wherever the project was
     moved or copied; an index elsewhere (a shared path) belongs to the project that
-    built it, and two projects writing one would delete each other's rows.
+    built it, and two projects writing one would delete each other's rows. An index on
+    object storage is shared by design: every checkout of the team (each at its own path)
+    writes or reads it, and its origin (project, branch, commit) is recorded instead.
     """
+    if lance.is_remote(settings.index_uri):
+        return None
     if "://" not in settings.index_uri and os.path.abspath(settings.index_uri).startswith(
             str(settings.root) + os.sep):
         return None

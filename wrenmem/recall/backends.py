@@ -71,7 +71,9 @@ def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Fil
         raise ExtraMissingError(f"the {name} backend is not available in this install")
     backend = BACKENDS[name](settings)
     if backend.uses_index and sync:
-        catch_up(settings)
+        note = catch_up(settings)
+        if note and notify is not None:
+            notify(note)
     hits = backend.search(list(queries), k, filters)
     skipped = getattr(backend, "skipped", ())
     if skipped and notify is not None:
@@ -81,10 +83,15 @@ def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Fil
                   for q, h in zip(queries, hits, strict=True)], min_score)
 
 
-def catch_up(settings: Settings) -> None:
+def catch_up(settings: Settings) -> str | None:
     """Bring the index up to date with the files before a search (a no-op sync costs a few
     milliseconds). With another writer holding the lock, answer from the last committed
-    version rather than wait."""
+    version rather than wait. A reader of a shared index never writes: it answers from the
+    last committed version and returns a note saying how far that is behind its files."""
+    if settings.is_reader:
+        from wrenmem.index.reader import behind_note  # see BACKENDS
+
+        return behind_note(settings)
     from wrenmem.index.sync import sync_pairs  # see BACKENDS
 
     try:
@@ -92,6 +99,11 @@ def catch_up(settings: Settings) -> None:
     except LockTimeoutError:
         log.warning("recall: another process is updating the index; answering from the "
                     "last committed version")
-        return
+        return None
     if report.embedded:
         log.info("recall: indexed %d new or changed pair(s) first", report.embedded)
+    if settings.remote_index and not report.noop:
+        from wrenmem.index import replica
+
+        replica.refresh(settings, max_age=0)  # search what was just written
+    return None

@@ -24,9 +24,18 @@ def status_data(settings: Settings) -> dict[str, Any]:
         "backend_setting": settings.backend,
         "embedder_setting": settings.embedder,
         "index": settings.index_uri,
+        "role": settings.role,
         "index_available": unavailable is None,
         "index_unavailable_reason": unavailable,
     }
+    if unavailable is None and settings.is_reader:
+        from wrenmem.index.reader import reader_view
+
+        view = reader_view(settings)
+        data.update({"version": view.version,
+                     "built_from": view.built_from.to_dict() if view.built_from else None,
+                     "checkout": view.here.to_dict(), "reader_drift": view.counts(),
+                     "reader_note": view.note()})
     if unavailable is None:
         drift = check_drift(settings)
         data.update({

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from wrenmem import lance
 from wrenmem.embedders import get_embedder
 from wrenmem.errors import WrenmemError
 from wrenmem.fusion import Signals, at_least_identical, dense_score, fuse, logit
+from wrenmem.index import replica
 from wrenmem.index import table as index
 from wrenmem.index.table import query_terms, row_pair
 from wrenmem.recall.hits import Filters, Hit, rank
@@ -64,6 +66,8 @@ class VectorBackend:
         self.embedder = get_embedder(settings.embedder, root=settings.root)
         self._db: Any = None
         self._table: Any = None
+        self._checked = 0.0  # when a remote index's version was last checked (monotonic)
+        self._version: int | None = None
         load = getattr(self.embedder, "load", None)
         if load is not None:  # load the model while this thread imports LanceDB
             threading.Thread(target=_quietly, args=(load,), daemon=True,
@@ -71,9 +75,11 @@ class VectorBackend:
 
     # -- index access ---------------------------------------------------------------
     def table(self) -> Any:
+        if self.settings.remote_index:
+            self._refresh_replica()
         if self._table is None:
             if self._db is None:
-                self._db = index.connect(self.settings)
+                self._db = lance.connect(replica.reading_uri(self.settings))
             table = index.open_table(self._db)
             if table is None:
                 raise WrenmemError("there is no index yet: run `wrenmem sync`")
@@ -83,6 +89,17 @@ class VectorBackend:
                                    f"{self.embedder.model_id}: run `wrenmem sync`")
             self._table = table
         return self._table
+
+    def _refresh_replica(self) -> None:
+        """A remote index is searched in its local copy; its version is checked at most
+        every ``refresh_seconds``, so a warm process makes no round trip per query."""
+        now = time.monotonic()
+        if self._table is not None and now - self._checked < self.settings.refresh_seconds:
+            return
+        info = replica.refresh(self.settings)
+        self._checked = now
+        if info.version != self._version:
+            self._version, self._table = info.version, None
 
     def _retrying(self, fn: Any) -> Any:
         """Run ``fn(table)``; once more on a fresh handle if compaction removed a file."""
@@ -104,7 +121,8 @@ class VectorBackend:
     # -- search ---------------------------------------------------------------------
     def _dense(self, table: Any, vector: Any, depth: int, where: str | None,
                extra: Sequence[str] = ()) -> list[dict[str, Any]]:
-        query = table.search(vector).distance_type("cosine").limit(depth)
+        query = (table.search(vector).distance_type("cosine").nprobes(lance.ANN_NPROBES)
+                 .limit(depth))
         if where:
             query = query.where(where, prefilter=True)
         return list(query.select([*COLUMNS, *extra, "_distance"]).to_list())

@@ -160,6 +160,10 @@ def sync_items(settings: Settings, path: Path, fingerprint: str,
         return SchemaSyncReport(str(path), fingerprint, total, unchanged=total,
                                 noop=True, seconds=time.perf_counter() - started,
                                 embedder=embedder.model_id)
+    if settings.is_reader:  # a reader searches the shared index as its writer left it
+        return SchemaSyncReport(str(path), fingerprint, total, unchanged=total, noop=True,
+                                seconds=time.perf_counter() - started,
+                                embedder=embedder.model_id)
     listed = items() if callable(items) else items
     with index_lock(settings):
         embedded, deleted, unchanged, rebuilt = _apply(settings, listed, embedder, progress)
@@ -272,6 +276,8 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
         lance.upsert(table, "id", rows, removed if n == len(chunks) - 1 else ())
     if not chunks and removed and table is not None:
         lance.upsert(table, "id", None, removed)
+    if table is not None:
+        lance.ensure_vector_index(table)  # past ANN_MIN_ROWS items
     if not rebuild and table is not None:
         lance.maintain(table, settings.state_dir / statedir.SCHEMA_MAINT, max(len(chunks), 1),
                        embedded)
@@ -324,7 +330,7 @@ def vector_search(settings: Settings, question: str, *, embedder: Embedder, limi
         where.append(lance.in_filter("type", list(types)))
     if model:
         where.append(f"(model = {lance.quote(model)} OR related = {lance.quote(model)})")
-    query = table.search(vector.tolist()).distance_type("cosine")
+    query = table.search(vector.tolist()).distance_type("cosine").nprobes(lance.ANN_NPROBES)
     if where:
         query = query.where(" AND ".join(where), prefilter=True)
     try:

@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
-from wrenmem.index.sync import sync_pairs
 from wrenmem.lock import index_lock
-from wrenmem.recall.backends import BACKENDS, choose_backend
+from wrenmem.recall.backends import BACKENDS, catch_up, choose_backend
 from wrenmem.recall.hits import Filters, RecallResult
 from wrenmem.recall.status import status_data
 from wrenmem.schema.fetch import fetch
@@ -212,7 +211,7 @@ class DaemonServer:
         name = choose_backend(settings, notes.append)
         if name not in BACKENDS:
             raise ExtraMissingError(f"the {name} backend is not available in this install")
-        backend_name, hits = self._search(name, settings, list(queries), k, filters)
+        backend_name, hits = self._search(name, settings, list(queries), k, filters, notes)
         return [RecallResult(q, backend_name, tuple(h)).to_dict()
                 for q, h in zip(queries, hits, strict=True)]
 
@@ -242,7 +241,7 @@ class DaemonServer:
     # --- searching -------------------------------------------------------------------------
 
     def _search(self, name: str, settings: Settings, queries: list[str], k: int,
-                filters: Any) -> tuple[str, list[list[Any]]]:
+                filters: Any, notes: list[str] | None = None) -> tuple[str, list[list[Any]]]:
         """What ``backend.search`` returns in a fresh process, never on a half-applied sync.
 
         Each request gets a new backend object, as a CLI process would: what stays warm is
@@ -273,7 +272,9 @@ class DaemonServer:
                                   "yet") from None
                 backend.table().checkout(version)
                 return backend.name, backend.search(queries, k, filters)
-            sync_pairs(settings)  # re-enters the lock we hold
+            note = catch_up(settings)  # the sync re-enters the lock we hold
+            if note and notes is not None:
+                notes.append(note)
             self._complete[key] = backend.table().version
             return backend.name, backend.search(queries, k, filters)
         raise AssertionError("unreachable")

@@ -20,7 +20,7 @@ from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.index.sync import sync_pairs
 from wrenmem.pairs.catalog import scan
-from wrenmem.recall.backends import choose_backend
+from wrenmem.recall.backends import catch_up, choose_backend
 from wrenmem.schema.table import sync_schema
 from wrenmem.settings import Settings
 from wrenmem.watch.daemon import DaemonServer
@@ -59,7 +59,10 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
     changed = False
     if kinds & {PAIRS, MANIFEST}:  # seed pairs come from the manifest
         try:
-            if indexed:
+            if indexed and settings.is_reader:  # never writes: refresh the copy, say how far
+                note = catch_up(settings)         # the shared index is behind the files
+                summaries.append(f"pairs: {note or 'the shared index holds these files'}")
+            elif indexed:
                 report = sync_pairs(settings)
                 pair_errors = tuple(getattr(report, "errors", ()) or ())
                 summaries.append(f"pairs: {_summary(report)}")
@@ -71,7 +74,8 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
                 changed = True
         except Exception as e:
             failures.append((PAIRS, e))
-    if MANIFEST in kinds and indexed and settings.manifest_path.exists():
+    if (MANIFEST in kinds and indexed and settings.manifest_path.exists()
+            and not settings.is_reader):
         try:
             schema_report = sync_schema(settings)
             summaries.append(f"schema: {_summary(schema_report)}")

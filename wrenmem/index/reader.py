@@ -1,0 +1,78 @@
+"""A reader of a shared index (``role = "reader"``): how far the index is behind the files.
+
+A reader never writes the index. It searches the last committed version (through the
+local copy, :mod:`wrenmem.index.replica`, when the index is remote) and compares it with
+its own pair files by content hash, so that an agent on another branch, or a checkout
+ahead of CI, knows what the answers are missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wrenmem import lance
+from wrenmem.index import replica
+from wrenmem.index import table as index
+from wrenmem.index.origin import Origin, local_origin
+from wrenmem.index.plan import SyncPlan, plan_sync
+from wrenmem.index.snapshot import take_snapshot
+from wrenmem.settings import Settings
+
+
+@dataclass(frozen=True)
+class ReaderView:
+    """The committed index as a reader sees it, against the reader's files."""
+
+    uri: str
+    version: int | None  # None: the index has no pairs table yet
+    built_from: Origin | None
+    here: Origin
+    plan: SyncPlan
+
+    @property
+    def other_branch(self) -> bool:
+        return self.built_from is not None and self.built_from.branch != self.here.branch
+
+    def counts(self) -> dict[str, int]:
+        return {"added": len(self.plan.added), "changed": len(self.plan.changed),
+                "removed": len(self.plan.removed), "renamed": len(self.plan.renamed)}
+
+    def note(self) -> str | None:
+        """One line for people, or None when the index holds exactly these files."""
+        if self.version is None:
+            return (f"reader: the shared index {self.uri} has no pairs yet (its writer has "
+                    "not synced): recall finds nothing")
+        if self.plan.in_sync:
+            return None
+        counts = ", ".join(f"{n} {label}" for label, n in self.counts().items()
+                           if n or label != "renamed")
+        source = f" (built from {self.built_from.describe()})" if self.built_from else ""
+        branch = (f"; this checkout is on {self.here.branch}" if self.other_branch else "")
+        return (f"reader: answering from {self.uri} version {self.version}{source}, behind "
+                f"the files here by {counts}{branch}")
+
+
+def reader_view(settings: Settings) -> ReaderView:
+    """Compare the last committed index (its local copy when remote) with the files."""
+    origin: Origin | None = None
+    version: int | None = None
+    if settings.remote_index:
+        info = replica.refresh(settings)
+        version, origin = info.version, info.built_from
+    table = lance.open_table(lance.connect(replica.reading_uri(settings)), index.TABLE)
+    indexed: dict[str, list[str]] = {}
+    if table is not None:
+        if not settings.remote_index:
+            version, origin = int(table.version), index.table_origin(table)
+        for row in index.read_ids(table):
+            indexed.setdefault(row.id, []).append(row.content_hash)
+    elif not settings.remote_index:
+        version = None
+    plan = plan_sync(take_snapshot(settings).desired(), indexed)
+    return ReaderView(settings.index_uri, version if table is not None else None, origin,
+                      local_origin(settings.root), plan)
+
+
+def behind_note(settings: Settings) -> str | None:
+    """What a reader's recall prints on stderr: how far the index is behind its files."""
+    return reader_view(settings).note()

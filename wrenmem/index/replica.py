@@ -1,0 +1,178 @@
+"""The local read copy of a remote index: searches answer from local disk, not the network.
+
+A remote (object-storage) index is copied into ``.wrenmem/replica/``, table by table, by
+content hash: only rows whose hash the copy does not hold are downloaded (vectors included,
+nothing is embedded), rows gone from the remote are deleted. The remote version is checked
+at most every ``refresh_seconds`` (setting), so a warm reader makes no network round trip
+per query, and a copy never runs ahead of or mixes versions: it is filled from one pinned
+remote version and records which one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wrenmem import lance, statedir
+from wrenmem.fsutil import atomic_write_text
+from wrenmem.index import table as index
+from wrenmem.index.origin import Origin
+from wrenmem.lock import index_lock
+from wrenmem.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Table -> its content-hash column: what decides that a row must be copied again.
+TABLES: dict[str, str] = {index.TABLE: "content_hash", "schema_items": "item_hash"}
+WHOLE_COPY_SHARE = 0.2  # past this share of rows to copy, read the table once, not by id
+LOCK_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class ReplicaInfo:
+    """Which remote version the local copy of one table holds."""
+
+    table: str
+    version: int | None  # None: the remote has no such table
+    checked_at: float
+    copied: int = 0  # rows downloaded by this refresh
+    deleted: int = 0
+    origin: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def built_from(self) -> Origin | None:
+        return Origin(**self.origin) if self.origin else None
+
+
+def replica_uri(settings: Settings) -> str:
+    return str(settings.state_dir / statedir.REPLICA)
+
+
+def reading_uri(settings: Settings) -> str:
+    """Where searches read: the index itself when local, else its local copy."""
+    return replica_uri(settings) if settings.remote_index else settings.index_uri
+
+
+def _state_path(settings: Settings) -> Path:
+    return settings.state_dir / statedir.REPLICA_STATE
+
+
+def _read_state(settings: Settings) -> dict[str, Any]:
+    try:
+        data = json.loads(_state_path(settings).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("uri") != settings.index_uri:
+        return {}  # a copy of another index: start over
+    return data
+
+
+def _write_state(settings: Settings, data: Mapping[str, Any]) -> None:
+    try:
+        atomic_write_text(_state_path(settings), json.dumps(data))
+    except OSError as e:
+        log.debug("cannot write %s: %s", _state_path(settings), e)
+
+
+def cached_info(settings: Settings, name: str = index.TABLE) -> ReplicaInfo | None:
+    """What the copy holds, from its state file alone (no network)."""
+    entry = _read_state(settings).get("tables", {}).get(name)
+    if not isinstance(entry, dict):
+        return None
+    return ReplicaInfo(name, entry.get("version"), float(entry.get("checked_at", 0.0)),
+                       origin=dict(entry.get("origin") or {}))
+
+
+def refresh(settings: Settings, name: str = index.TABLE, *, max_age: float | None = None
+            ) -> ReplicaInfo:
+    """Bring the local copy of table ``name`` to the remote's latest committed version.
+
+    Within ``max_age`` seconds (default: the ``refresh_seconds`` setting) of the last check,
+    answers from the state file without touching the network.
+    """
+    max_age = settings.refresh_seconds if max_age is None else max_age
+    cached = cached_info(settings, name)
+    if (cached is not None and time.time() - cached.checked_at < max_age
+            and _local_present(settings, name, cached)):
+        return cached
+    with lance.storage_errors(settings.index_uri, "reading"):
+        remote = lance.open_table(lance.connect(settings.index_uri), name)
+        version = None if remote is None else int(remote.version)
+        if (cached is not None and cached.version == version
+                and _local_present(settings, name, cached)):
+            info = ReplicaInfo(name, version, time.time(), origin=cached.origin)
+        else:
+            with index_lock(settings, timeout=LOCK_TIMEOUT):
+                info = _copy(settings, name, remote, version)
+    state = _read_state(settings) or {"uri": settings.index_uri, "tables": {}}
+    state.setdefault("tables", {})[name] = {"version": info.version,
+                                            "checked_at": info.checked_at,
+                                            "origin": info.origin}
+    _write_state(settings, state)
+    return info
+
+
+def _local_present(settings: Settings, name: str, info: ReplicaInfo) -> bool:
+    if info.version is None:
+        return True  # nothing to hold
+    return (Path(replica_uri(settings)) / f"{name}.lance").is_dir()
+
+
+def _keys(table: Any, hash_column: str) -> dict[str, str]:
+    data = table.search().select(["id", hash_column]).limit(None).to_arrow()
+    return dict(zip(data.column("id").to_pylist(),
+                    (h or "" for h in data.column(hash_column).to_pylist()), strict=True))
+
+
+def _copy(settings: Settings, name: str, remote: Any, version: int | None) -> ReplicaInfo:
+    local_db = lance.connect(replica_uri(settings))
+    if remote is None:
+        lance.drop_table(local_db, name)
+        return ReplicaInfo(name, None, time.time())
+    remote = remote.checkout(version) or remote  # one pinned version, whatever lands meanwhile
+    origin = index.table_origin(remote) if name == index.TABLE else None
+    local = lance.open_table(local_db, name)
+    if local is None or not _same_layout(local.schema, remote.schema):
+        local = local_db.create_table(name, schema=remote.schema, mode="overwrite")
+    hash_column = TABLES.get(name, "content_hash")
+    wanted = _keys(remote, hash_column)
+    held = _keys(local, hash_column)
+    fetch = sorted(i for i, h in wanted.items() if held.get(i) != h)
+    gone = sorted(set(held) - set(wanted))
+    if fetch:
+        lance.upsert(local, "id", _download(remote, fetch, len(wanted)).cast(local.schema),
+                     gone)
+    elif gone:
+        lance.upsert(local, "id", None, gone)
+    if name == index.TABLE:
+        lance.ensure_fts(local, "terms")
+    lance.ensure_vector_index(local)
+    lance.maintain(local, settings.state_dir / statedir.REPLICA_MAINT,
+                   1 if fetch or gone else 0, len(fetch))
+    log.info("replica of %s: version %s, %d rows copied, %d deleted", name, version,
+             len(fetch), len(gone))
+    return ReplicaInfo(name, version, time.time(), len(fetch), len(gone),
+                       origin.to_dict() if origin else {})
+
+
+def _same_layout(a: Any, b: Any) -> bool:
+    """Same columns and the same table metadata (embedder, dimension); the writer's origin
+    in a field's metadata may differ."""
+    return a.equals(b, check_metadata=False) and (a.metadata or {}) == (b.metadata or {})
+
+
+def _download(remote: Any, ids: list[str], total: int) -> Any:
+    """The remote rows with these ids: by id filter when few, in one read when many."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if len(ids) > WHOLE_COPY_SHARE * max(total, 1):
+        data = remote.to_arrow()
+        return data.filter(pc.is_in(data.column("id"), value_set=pa.array(ids)))
+    return pa.concat_tables([remote.search().where(lance.in_filter("id", chunk))
+                             .limit(None).to_arrow() for chunk in lance.chunked(ids)])
