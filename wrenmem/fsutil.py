@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from wrenmem.statedir import ensure_parent
+
 
 def atomic_write_text(path: Path, text: str, *, exclusive: bool = False) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename.
@@ -16,7 +18,7 @@ def atomic_write_text(path: Path, text: str, *, exclusive: bool = False) -> None
     With ``exclusive`` the final step is a hard link, which fails with FileExistsError
     when ``path`` already exists, so two writers can never claim the same file.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_parent(path)
     fd, tmp = tempfile.mkstemp(prefix=".wrenmem-", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
@@ -38,7 +40,7 @@ def atomic_write_text(path: Path, text: str, *, exclusive: bool = False) -> None
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Byte version of :func:`atomic_write_text` (no exclusive mode)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_parent(path)
     fd, tmp = tempfile.mkstemp(prefix=".wrenmem-", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -16,6 +16,7 @@ from typing import Any
 
 from wrenmem.errors import ExtraMissingError, WrenmemError
 from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.statedir import ensure_parent
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ def connect(uri: str) -> Any:
     """A connection that always sees the latest committed version (no stale handles)."""
     lancedb = import_lancedb()
     if "://" not in uri:
+        ensure_parent(Path(uri))
         os.makedirs(uri, exist_ok=True)
     try:
         return lancedb.connect(uri, read_consistency_interval=timedelta(0))

@@ -77,7 +77,7 @@ def index_lock(settings: Settings, timeout: float = DEFAULT_TIMEOUT) -> Iterator
 def _acquire_flock(path: Path, deadline: float, timeout: float) -> int:
     import fcntl
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    statedir.ensure_parent(path)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         while True:

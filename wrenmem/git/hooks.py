@@ -341,7 +341,7 @@ def _sync(settings: Settings) -> str:
 
 def _log(path: Path, message: str) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        statedir.ensure_parent(path)
         if path.exists() and path.stat().st_size > LOG_MAX_BYTES:
             os.replace(path, path.with_name(LOG_NAME + ".1"))
         stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
