@@ -57,7 +57,7 @@ def test_json_lists_each_kind_of_change(branch: Path, wrenmem_proc) -> None:
                                                  "knowledge/sql/typo.md"]
     assert [e["valid"] for e in data["added"]] == [True, False]
     assert data["added"][1]["problems"] == [{
-        "path": "knowledge/sql/typo.md", "line": 7, "col": 6, "kind": "schema",
+        "path": "knowledge/sql/typo.md", "line": 7, "col": 6, "kind": "schema", "code": "WM003",
         "message": "unknown table 'orderz'; did you mean 'orders'?"}]
     [changed] = data["changed"]
     assert changed["path"] == EDITED and changed["valid"]
@@ -82,11 +82,11 @@ def test_markdown_for_a_pull_request(branch: Path, wrenmem_proc) -> None:
     done = wrenmem_proc("diff", "main", cwd=branch)  # Markdown is the default
     assert done.returncode == 0
     text = done.stdout
-    assert text.startswith("## wrenmem: NL→SQL pairs in this change\n")
+    assert text.startswith("<!-- wrenmem-diff -->\n## wrenmem: NL→SQL pairs in this change\n")
     assert "**2 added, 1 changed, 1 removed, 1 moved** — ❌ 1 of 4" in text
     assert "#### ✅ How many stores are there?\n\n`knowledge/sql/stores.md`" in text
     assert ("#### ❌ Orders per store\n\n`knowledge/sql/typo.md`\n\n> ❌ "
-            "`knowledge/sql/typo.md:7:6` unknown table 'orderz'") in text
+            "`knowledge/sql/typo.md:7:6` WM003 unknown table 'orderz'") in text
     assert "Question was: ~~Total payment amount by payment method~~" in text
     assert "```diff\n@@" in text and "\n+LIMIT 10\n```" in text
     assert f"- ✅ `{MOVED_FROM}` → `{MOVED_TO}` — 各种支付方式的支付总额" in text

