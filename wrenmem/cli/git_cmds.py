@@ -29,7 +29,7 @@ from wrenmem.settings import Settings
 
 @click.group()
 def hooks() -> None:
-    """Git hooks that sync the index after checkout, merge, rebase and commit."""
+    """Git hooks that sync the index after checkout, merge, rebase, commit, reset and stash."""
 
 
 @hooks.command(name="install")
@@ -39,7 +39,8 @@ def hooks() -> None:
 @json_option
 @click.pass_context
 def hooks_install(ctx: click.Context, background: bool, as_json: bool) -> None:
-    """Install post-checkout, post-merge, post-rewrite and post-commit hooks.
+    """Install post-checkout, post-merge, post-rewrite, post-commit and reference-transaction
+    hooks.
 
     Hooks already there are kept: moved to <name>.wrenmem-legacy and run first by wrenmem's hook.
     Running install again updates wrenmem's hooks and changes nothing else.
