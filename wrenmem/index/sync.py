@@ -24,6 +24,7 @@ from wrenmem import lance, statedir
 from wrenmem.embedders import Embedder, get_embedder
 from wrenmem.errors import LockTimeoutError, PairError
 from wrenmem.index import table as index
+from wrenmem.index.embedcache import EmbedCache, cache_path
 from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.snapshot import SEED_PREFIX, Snapshot, mirror_matches, save_mirror, take_snapshot
 from wrenmem.index.state import (
@@ -122,7 +123,7 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
         _refresh_stats(settings, embedder.model_id)
         return _noop_report(settings, snap, embedder.model_id)
 
-    _warm_up(embedder, snap, seen, full)
+    _warm_up(embedder, snap, seen, full, EmbedCache(cache_path(settings), embedder.model_id))
 
     with index_lock(settings, timeout=lock_timeout):
         state = load_state(settings)
@@ -155,7 +156,8 @@ def _report_from_state(state: IndexState, model_id: str) -> SyncReport:
                       rows=state.rows)
 
 
-def _warm_up(embedder: Embedder, snap: Snapshot, state: IndexState | None, full: bool) -> None:
+def _warm_up(embedder: Embedder, snap: Snapshot, state: IndexState | None, full: bool,
+             cache: EmbedCache | None = None) -> None:
     """Load the model in a thread while this one imports LanceDB and reads the table.
 
     Only when something will probably be embedded: a file or seed whose hash the index
@@ -171,6 +173,8 @@ def _warm_up(embedder: Embedder, snap: Snapshot, state: IndexState | None, full:
         fresh += [h for h in snap.extra_hashes.values() if h not in known]
         if not fresh:
             return
+    if not full and cache is not None and cache.has_all(embed_text(p) for p in snap.pairs.values()):
+        return  # every question was embedded before (a branch flip back): no model needed
 
     def run() -> None:
         try:
@@ -226,7 +230,9 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     embedded, commits = 0, 0
     if not plan.in_sync:
         invalidate_state(settings)
-        embedded, commits = _apply(table, snap, plan, indexed_scope, embedder, progress)
+        cache = EmbedCache(cache_path(settings), embedder.model_id)
+        embedded, commits = _apply(table, snap, plan, indexed_scope, embedder, progress, cache,
+                                   use_cache=not full)
     lance.ensure_fts(table, "terms")
     optimized = _maintain(settings, table, commits, embedded)
     rows = table.count_rows()
@@ -273,8 +279,11 @@ def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
 
 
 def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, list[str]],
-           embedder: Embedder, progress: Progress | None) -> tuple[int, int]:
-    """Write the plan: reused vectors and deletions first, then embedded chunks."""
+           embedder: Embedder, progress: Progress | None, cache: EmbedCache,
+           use_cache: bool = True) -> tuple[int, int]:
+    """Write the plan: reused vectors (from the table or the embedding cache) and deletions
+    first, then embedded chunks. Returns (texts embedded, commits). ``use_cache`` False (a
+    full rebuild asked for) embeds every text again, and refreshes the cache with it."""
     commits = 0
     duplicated = [i for i in plan.changed if len(indexed.get(i, ())) > 1]
     targets = list(plan.added) + list(plan.changed) + [new for _old, new in plan.renamed]
@@ -297,28 +306,39 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
     if ready or deletes:
         index.write(table, ready, deletes)
         commits += 1
-    texts = sorted({embed_text(snap.pairs[i]) for i in todo})
+    wanted = sorted({embed_text(snap.pairs[i]) for i in todo})
+    vectors: dict[str, Any] = cache.lookup(wanted) if wanted and use_cache else {}
+    texts = [t for t in wanted if t not in vectors]  # never embedded by this model before
     total, done = len(texts), 0
     if progress is not None and total:
         progress(0, total)
-    vectors: dict[str, Any] = {}
     pending: list[str] = list(todo)
     for start in range(0, len(texts), WRITE_CHUNK):
         chunk = texts[start:start + WRITE_CHUNK]
         for b in range(0, len(chunk), EMBED_BATCH):
             batch = chunk[b:b + EMBED_BATCH]
-            for text, vector in zip(batch, embedder.embed(batch), strict=True):
-                vectors[text] = vector
+            fresh = dict(zip(batch, embedder.embed(batch), strict=True))
+            vectors.update(fresh)
+            cache.store(fresh)
             done += len(batch)
             if progress is not None:
                 progress(done, total)
-        ripe = [i for i in pending if embed_text(snap.pairs[i]) in vectors]
-        pending = [i for i in pending if embed_text(snap.pairs[i]) not in vectors]
-        index.write(table, [index.pair_row(i, snap.pairs[i], embed_text(snap.pairs[i]),
-                                           vectors[embed_text(snap.pairs[i])])
-                            for i in ripe], [])
-        commits += 1
+        commits += _write_ripe(table, snap, pending, vectors)
+    commits += _write_ripe(table, snap, pending, vectors)  # all from the cache, or the rest
+    cache.save()
     return total, commits
+
+
+def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: Mapping[str, Any]
+                ) -> int:
+    """Write the pending rows whose vectors are ready (and drop them from ``pending``)."""
+    ripe = [i for i in pending if embed_text(snap.pairs[i]) in vectors]
+    if not ripe:
+        return 0
+    pending[:] = [i for i in pending if embed_text(snap.pairs[i]) not in vectors]
+    index.write(table, [index.pair_row(i, snap.pairs[i], embed_text(snap.pairs[i]),
+                                       vectors[embed_text(snap.pairs[i])]) for i in ripe], [])
+    return 1
 
 
 def _maintain(settings: Settings, table: Any, commits: int, embedded: int) -> bool:
