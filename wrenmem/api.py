@@ -142,12 +142,13 @@ class Memory:
         targets = None if paths is None else [Path(p) for p in paths]
         return format_files(self.settings, targets, check=check)
 
-    def import_(self, path: str | Path, *, mode: str = "skip", dry_run: bool = False
-                ) -> ImportReport:
+    def import_(self, path: str | Path, *, mode: str = "skip", dry_run: bool = False,
+                force: bool = False) -> ImportReport:
         """Import Wren's ``queries.yml``: each pair becomes a file (``skip``, ``upsert`` or
-        ``overwrite`` existing questions)."""
+        ``overwrite`` existing questions). SQL that does not parse refuses the import
+        (:class:`ImportRefused`, nothing written) unless ``force``."""
         pairs = read_queries_yml(Path(path))
-        report = import_pairs(self.settings, pairs, mode, dry_run=dry_run)
+        report = import_pairs(self.settings, pairs, mode, dry_run=dry_run, force=force)
         report.read = len(pairs)
         if not dry_run:
             self._after_write([*report.created, *report.updated, *report.deleted])

@@ -14,6 +14,7 @@ from wrenmem.statedir import INDEX, STATE_DIR
 
 CONFIG_FILE = "wrenmem.toml"
 BACKENDS = ("auto", "grep", "vector", "hybrid")
+PAIR_FORMATS = ("fenced", "wren")
 
 
 def _positive_int(value: Any) -> int:
@@ -43,6 +44,13 @@ def _optional_text(value: Any) -> str | None:
     return None if value in (None, "") else _text(value)
 
 
+def _pair_format(value: Any) -> str:
+    text = _text(value).strip().lower()
+    if text not in PAIR_FORMATS:
+        raise ValueError(f"expected one of {', '.join(PAIR_FORMATS)}, got {value!r}")
+    return text
+
+
 def _text_list(value: Any) -> tuple[str, ...]:
     """A list of strings; from an environment variable, comma- or space-separated."""
     if isinstance(value, str):
@@ -62,6 +70,8 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "embedder": ("usem3", _text, "embedder: usem3, minilm, st:<model path or name>"),
     "index": (f"{STATE_DIR}/{INDEX}", _text, "LanceDB URI of the derived index"),
     "fetch_threshold": (30000, _positive_int, "largest describe text `fetch` returns whole"),
+    "format": ("fenced", _pair_format,
+               "how store, fmt and import write pairs: fenced (SQL block) or wren (sql: key)"),
     "ignore": ((), _text_list, "validate rule codes accepted project-wide, e.g. [\"WM004\"]"),
 }
 
@@ -79,6 +89,7 @@ class Settings:
     embedder: str = "usem3"
     index: str = f"{STATE_DIR}/{INDEX}"
     fetch_threshold: int = 30000
+    format: str = "fenced"
     ignore: tuple[str, ...] = ()
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 

@@ -31,7 +31,8 @@ class FmtReport:
 
 def format_files(settings: Settings, paths: Iterable[Path] | None = None, *,
                  check: bool = False) -> FmtReport:
-    """Render every pair file (default: all of the project) canonically; ``check`` writes
+    """Render every pair file (default: all of the project) canonically, in the ``format``
+    setting's layout (fenced SQL block, or Wren's ``sql:`` key); ``check`` writes
     nothing. A file that cannot be read as a pair is reported and left as it is."""
     targets = list(paths) if paths is not None else list(iter_pair_files(settings.knowledge_path))
     changed: list[str] = []
@@ -44,7 +45,7 @@ def format_files(settings: Settings, paths: Iterable[Path] | None = None, *,
         except (OSError, PairError) as e:
             broken.append(e if isinstance(e, PairError) else PairError(rel, str(e)))
             continue
-        text = render_pair(pair)
+        text = render_pair(pair, settings.format)
         if raw != text.encode("utf-8"):
             changed.append(rel)
             if not check:
