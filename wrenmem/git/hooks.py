@@ -28,6 +28,8 @@ from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.index.sync import sync_pairs
 from wrenmem.index.table import index_unavailable
+from wrenmem.schema.table import read_state as read_schema_state
+from wrenmem.schema.table import sync_schema
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -428,7 +430,13 @@ def _sync(settings: Settings) -> str:
     if reason is not None:
         return f"no index to sync: {reason}"
 
-    return sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT).summary()
+    summary = sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT).summary()
+    if settings.manifest_path.is_file() and read_schema_state(settings):
+        # A schema index was built (`wrenmem sync`): keep it in step with the manifest too.
+        schema = sync_schema(settings)
+        summary += "; schema " + ("up to date" if schema.noop else
+                                  f"synced ({schema.embedded} embedded)")
+    return summary
 
 
 def _log(path: Path, message: str) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from wrenmem.index.drift import check_drift
 from wrenmem.index.table import index_unavailable
 from wrenmem.recall.backends import choose_backend
+from wrenmem.schema.table import schema_drift
 from wrenmem.settings import Settings
 
 
@@ -27,8 +28,12 @@ def status_data(settings: Settings) -> dict[str, Any]:
         "index_available": unavailable is None,
         "index_unavailable_reason": unavailable,
     }
+    if settings.backend == "grep" and unavailable is None:
+        unavailable = "backend is grep: the pair files are the index"
+        data["index_unavailable_reason"] = unavailable
     if unavailable is None:
         drift = check_drift(settings)
+        schema = schema_drift(settings, drift.model_id)
         data.update({
             "embedder": drift.model_id,
             "built_by": drift.built_by,
@@ -36,7 +41,8 @@ def status_data(settings: Settings) -> dict[str, Any]:
             "seeds": drift.seeds,
             "rows": drift.rows,
             "bad_files": len(drift.errors),
-            "fresh": drift.fresh,
+            "fresh": drift.fresh and schema.fresh,
+            "schema": schema.to_dict(),
             "index_missing": drift.index_missing,
             "rebuild_needed": drift.rebuild_needed,
             "drift": {"added": len(drift.plan.added), "changed": len(drift.plan.changed),
