@@ -22,10 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _data import DATA
+
 from wrenmem.checks.references import Schema, check_schema
 from wrenmem.sqlcheck import check_sql
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bird-minidev"
+DEFAULT_DATA = DATA / "bird-minidev"
 FILES = {"sqlite": "sqlite", "postgresql": "postgres", "mysql": "mysql"}
 
 

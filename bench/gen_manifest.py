@@ -18,8 +18,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-DEFAULT_TABLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "spider-tables" / \
-    "tables.json"
+from _data import DATA
+
+DEFAULT_TABLES = DATA / "spider-tables" / "tables.json"
 REGIONS = ["", "eu", "apac", "latam", "mea"]
 TYPES = {"text": "VARCHAR", "number": "DECIMAL", "time": "TIMESTAMP", "boolean": "BOOLEAN",
          "others": "VARCHAR"}

@@ -23,8 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = REPO.parent / "shared" / "data"
+from _data import DATA, REPO
 
 
 def questions(n: int) -> list[tuple[str, str]]:

@@ -33,8 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("WRENMEM_BENCH_DATA", REPO.parent / "shared" / "data"))
+from _data import DATA, REPO
+
 SEED = 20261129
 
 

@@ -28,10 +28,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from _data import DATA  # noqa: E402
 from gen_manifest import DEFAULT_TABLES, build, snake  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "LANCEDB_LOG": "error",
@@ -54,7 +54,7 @@ def gold_questions(n: int, seed: int = 7) -> list[tuple[str, str, set[str]]]:
     import sqlglot
     from sqlglot import exp
 
-    items = json.loads((SHARED / "data" / "spider-syn-train" / "questions.json").read_text())
+    items = json.loads((DATA / "spider-syn-train" / "questions.json").read_text())
     rng = random.Random(seed)
     rng.shuffle(items)
     out = []

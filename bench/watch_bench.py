@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from wrenmem.index.table import index_unavailable  # noqa: E402
+from wrenmem.lance import index_unavailable  # noqa: E402
 from wrenmem.recall.hits import Filters  # noqa: E402
 from wrenmem.settings import load_settings  # noqa: E402
 from wrenmem.watch.client import ping, remote_recall  # noqa: E402

@@ -13,9 +13,15 @@ import pytest
 from click.testing import CliRunner, Result
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
 EXAMPLE_KNOWLEDGE = REPO / "knowledge"
 EXAMPLE_MANIFEST = REPO / "target" / "mdl.json"
+# Public data the tests read, copied with its licences (tests/fixtures/README.md). Named one
+# by one, never globbed: a missing file fails the tests that need it.
+FIXTURES = REPO / "tests" / "fixtures"
+JAFFLE = FIXTURES / "mdl" / "v5-jaffle" / "mdl.json"
+CORE = FIXTURES / "mdl" / "wren-core-base-tests" / "mdl.json"
+REAL_MANIFESTS = [JAFFLE, CORE]
+BIRD = FIXTURES / "bird-minidev"
 
 
 @pytest.fixture(scope="session")

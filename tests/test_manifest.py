@@ -9,14 +9,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import EXAMPLE_MANIFEST, SHARED
+from tests.conftest import CORE, EXAMPLE_MANIFEST, REAL_MANIFESTS
 from wrenmem.errors import ManifestError
 from wrenmem.schema.manifest import fingerprint, load_manifest, parse_manifest
 
-REAL_MANIFESTS = sorted((SHARED / "data" / "mdl").glob("*/mdl.json")) + [EXAMPLE_MANIFEST]
 
-
-@pytest.mark.parametrize("path", REAL_MANIFESTS, ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("path", [*REAL_MANIFESTS, EXAMPLE_MANIFEST], ids=lambda p: p.parent.name)
 def test_real_manifests_load_without_warnings(path: Path) -> None:
     manifest = load_manifest(path)
     assert manifest.models and manifest.relationships and manifest.views
@@ -54,7 +52,7 @@ def test_table_columns_include_hidden_and_views() -> None:
 
 
 def test_dialects() -> None:
-    core = load_manifest(SHARED / "data" / "mdl" / "wren-core-base-tests" / "mdl.json")
+    core = load_manifest(CORE)
     assert core.dialect == "mysql"
     assert parse_manifest({"dataSource": "MSSQL"}).dialect == "tsql"
     assert parse_manifest({"dataSource": "local_file"}).dialect == "duckdb"

@@ -7,15 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED, write_pair
+from tests.conftest import JAFFLE, REAL_MANIFESTS, write_pair
 from wrenmem.pairs.catalog import scan
 from wrenmem.settings import load_settings
 
-JAFFLE = SHARED / "data" / "mdl" / "v5-jaffle" / "mdl.json"
-
 
 def test_describe_real_manifests_as_a_process(wrenmem_proc, project: Path) -> None:
-    for path in sorted((SHARED / "data" / "mdl").glob("*/mdl.json")):
+    for path in REAL_MANIFESTS:
         out = wrenmem_proc("describe", "--manifest", str(path))
         assert out.returncode == 0, out.stderr
         assert out.stdout.startswith("# Schema ") and out.stderr == ""

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 import wrenmem.schema.table as schema_index
-from tests.schema_helpers import RecordingEmbedder, edit_manifest, settle
+from tests.fakes import RecordingEmbedder
+from tests.schema_helpers import edit_manifest, settle
 from wrenmem.schema.items import schema_items
 from wrenmem.schema.manifest import load_manifest
 from wrenmem.schema.table import sync_schema, vector_search
@@ -37,7 +38,7 @@ def test_first_sync_embeds_everything_once(settings: Settings) -> None:
     report = sync_schema(settings, embedder=fake)
     items = current_items(settings)
     assert report.embedded == report.items == len(items) and not report.noop
-    assert len(fake.embedded) == len(items)
+    assert len(fake.texts) == len(items)
     stored = rows(settings)
     assert {k: v[0] for k, v in stored.items()} == items
     assert {v[1] for v in stored.values()} == {"fake@1"}
@@ -70,7 +71,7 @@ def test_one_changed_column_re_embeds_only_that_item(settings: Settings) -> None
     fake = RecordingEmbedder()
     report = sync_schema(settings, embedder=fake)
     assert (report.embedded, report.deleted) == (1, 0)
-    assert len(fake.embedded) == 1 and fake.embedded[0].startswith("Column amount (NUMERIC")
+    assert len(fake.texts) == 1 and fake.texts[0].startswith("Column amount (NUMERIC")
     stored = rows(settings)
     assert "NUMERIC(12,2)" in stored["column:orders.amount"][2]
     assert {k: v[0] for k, v in stored.items()} == current_items(settings)
@@ -91,7 +92,7 @@ def test_removed_and_renamed_items_are_deleted(settings: Settings) -> None:
     assert {k: v[0] for k, v in stored.items()} == current_items(settings)
     assert not any("payments" in k for k in stored)
     # The renamed column and its model's column list changed; nothing else was embedded.
-    assert sorted(t.split(" ")[1] for t in fake.embedded) == ["customers:", "given_name"]
+    assert sorted(t.split(" ")[1] for t in fake.texts) == ["customers:", "given_name"]
     assert report.deleted == 1 + 6 + 1 + 1  # model, its visible columns, relationship, old name
 
 
@@ -150,7 +151,7 @@ def test_killed_first_index_keeps_finished_chunks(settings: Settings,
     resumed = RecordingEmbedder()
     report = sync_schema(settings, embedder=resumed)
     total = len(current_items(settings))
-    assert report.embedded == len(resumed.embedded) == total - 20
+    assert report.embedded == len(resumed.texts) == total - 20
     assert {k: v[0] for k, v in rows(settings).items()} == current_items(settings)
 
 
@@ -198,5 +199,5 @@ def test_one_column_change_in_a_2000_model_manifest(project: Path) -> None:
     fake = RecordingEmbedder()
     report = sync_schema(settings, embedder=fake)
     assert (report.items, report.embedded, report.deleted) == (6000, 1, 0)
-    assert fake.embedded == ["Column metric_1234 (DECIMAL) in model table_1234: Metric 1234, "
+    assert fake.texts == ["Column metric_1234 (DECIMAL) in model table_1234: Metric 1234, "
                              "now in euros."]

@@ -6,11 +6,11 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from tests.conftest import EXAMPLE_MANIFEST, SHARED
+from tests.conftest import EXAMPLE_MANIFEST, REAL_MANIFESTS
 from wrenmem.schema.manifest import load_manifest, parse_manifest
 from wrenmem.schema.seeds import generate_seeds, relationship_keys
 
-REAL = sorted((SHARED / "data" / "mdl").glob("*/mdl.json")) + [EXAMPLE_MANIFEST]
+REAL = [*REAL_MANIFESTS, EXAMPLE_MANIFEST]
 
 
 def summed_columns(sql: str, dialect: str | None) -> set[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import wrenmem.pairs.seeds
+import wrenmem.schema.manifest
 from tests.conftest import write_pair
 from wrenmem.pairs.seeds import extra_pairs
 from wrenmem.settings import load_settings
@@ -39,8 +39,8 @@ def test_cached_by_stat_then_regenerated_on_change(example_project: Path,
     age(manifest)
     first = extra_pairs(settings, exclude_questions=[])
     calls = []
-    real = wrenmem.pairs.seeds.load_manifest
-    monkeypatch.setattr(wrenmem.pairs.seeds, "load_manifest",
+    real = wrenmem.schema.manifest.load_manifest
+    monkeypatch.setattr(wrenmem.schema.manifest, "load_manifest",
                         lambda p: calls.append(p) or real(p))
     assert extra_pairs(settings, exclude_questions=[]) == first
     assert calls == []  # unchanged file: not even parsed

@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED, write_pair
+from tests.conftest import BIRD, write_pair
 from wrenmem.checks.references import check_schema
 from wrenmem.checks.validate import validate_files
 from wrenmem.settings import load_settings
 from wrenmem.sqlcheck import check_sql
 
-BIRD = SHARED / "data" / "bird-minidev"
 SCHEMA = {
     "orders": {"id": "INT", "customer_id": "INT", "amount": "DECIMAL", "status": "TEXT",
                "created_at": "TIMESTAMP"},
@@ -59,24 +58,25 @@ def test_good_sql_passes(sql: str) -> None:
     assert check_sql(sql, "postgres") == []
 
 
-def test_every_bird_minidev_sql_validates_in_its_own_dialect() -> None:
-    for name, dialect in (("sqlite", "sqlite"), ("postgresql", "postgres"), ("mysql", "mysql")):
-        items = json.loads((BIRD / f"mini_dev_{name}.json").read_text())
-        failing = [(i["question_id"], check_sql(i["SQL"], dialect)) for i in items]
-        assert [f for f in failing if f[1]] == [], name
+def bird_questions() -> list[dict]:
+    items = json.loads((BIRD / "questions.json").read_text(encoding="utf-8"))
+    assert len(items) == 500  # the whole of BIRD mini-dev
+    return items
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres", "mysql"])
+def test_every_bird_minidev_sql_validates_in_its_own_dialect(dialect: str) -> None:
+    failing = [(i["question_id"], check_sql(i["sql"][dialect], dialect))
+               for i in bird_questions()]
+    assert [f for f in failing if f[1]] == []
 
 
 def test_every_bird_minidev_sql_names_only_columns_of_its_database() -> None:
-    schemas: dict[str, dict[str, dict[str, str]]] = {}
-    for db in json.loads((BIRD / "dev_tables.json").read_text()):
-        tables = {t: {} for t in db["table_names_original"]}
-        for table_index, column in db["column_names_original"]:
-            if table_index >= 0:
-                tables[db["table_names_original"][table_index]][column] = "TEXT"
-        schemas[db["db_id"]] = tables
-    items = json.loads((BIRD / "mini_dev_postgresql.json").read_text())
-    failing = [(i["question_id"], check_schema(i["SQL"], "postgres", schemas[i["db_id"]]))
-               for i in items]
+    schemas = {db: {table: dict.fromkeys(columns, "TEXT") for table, columns in tables.items()}
+               for db, tables in json.loads((BIRD / "schemas.json").read_text()).items()}
+    failing = [(i["question_id"], check_schema(i["sql"]["postgres"], "postgres",
+                                               schemas[i["db_id"]]))
+               for i in bird_questions()]
     assert [f for f in failing if f[1]] == []
 
 

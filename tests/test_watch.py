@@ -19,6 +19,7 @@ from wrenmem.watch.loop import (
     PAIRS,
     SETTINGS,
     LoopConfig,
+    LoopStats,
     SyncResult,
     WatchdogSource,
     changes_from_event,
@@ -150,8 +151,8 @@ def test_a_burst_of_a_thousand_changes_is_one_sync(settings) -> None:
 
 
 def test_temporary_and_hidden_files_never_sync(settings) -> None:
-    noise = ev(settings, "knowledge/sql/.q.md.swp", "knowledge/sql/q.md~", "notes.txt",
-               ".wrenmem/index/data.lance", "knowledge/sql/.git/HEAD")
+    noise = ev(settings, "knowledge/sql/.q.md.swp", "knowledge/sql/q.md~", "knowledge/sql/.#q.md",
+               "notes.txt", ".wrenmem/index/data.lance", "knowledge/sql/.git/HEAD")
     recorder, _m, _s, _sc = drive(settings, [noise, None, None])
     assert recorder.calls == []
 
@@ -232,6 +233,28 @@ def test_bad_files_are_reported_when_they_break_and_when_fixed(settings) -> None
 
 # --- a real watchdog observer on a real folder ----------------------------------------------
 
+class Tap:
+    """The real source as the loop sees it: every batch it handed over, numbered by call."""
+
+    def __init__(self, source):
+        self.source = source
+        self.calls = 0
+        self.batches: list[tuple[int, list]] = []
+
+    def get(self, timeout: float):
+        self.calls += 1
+        batch = self.source.get(timeout)
+        if batch:
+            self.batches.append((self.calls, batch))
+        return batch
+
+    def handled(self, path: Path) -> bool:
+        """A change at ``path`` reached the loop, and the loop is done with it (it has asked
+        for the next batch since)."""
+        return any(n < self.calls and any(p == str(path) for p, _d in batch)
+                   for n, batch in list(self.batches))
+
+
 class RealRun:
     """run_loop in a thread with a real WatchdogSource and a sync that reads the files."""
 
@@ -242,19 +265,29 @@ class RealRun:
         self.snapshots: list[dict[str, str]] = []
         self.stop = threading.Event()
         self.messages: list[str] = []
+        self.stats = LoopStats()
         self.source = WatchdogSource(settings, notify=self.messages.append, recheck=0.2,
                                      **source_kw)
+        self.tap = Tap(self.source)
 
         def sync(kinds: set[str]) -> SyncResult:
             self.snapshots.append({p.path: p.nl for p in scan(settings).pairs})
             return SyncResult(summaries=("ok",), changed=True)
 
         self.source.start()
-        self.thread = threading.Thread(target=run_loop, args=(settings, self.source, sync,
+        self.thread = threading.Thread(target=run_loop, args=(settings, self.tap, sync,
                                                               self.stop),
                                        kwargs={"config": LoopConfig(debounce=0.1,
-                                                                    max_delay=0.5, idle=0.1)})
+                                                                    max_delay=0.5, idle=0.1),
+                                               "stats": self.stats})
         self.thread.start()
+
+    def wait_until(self, predicate, what: str, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what}: not seen within {timeout} s")
+            time.sleep(0.02)
 
     def wait_for(self, predicate, timeout: float = 10.0) -> dict[str, str]:
         deadline = time.monotonic() + timeout
@@ -299,11 +332,12 @@ def test_real_observer_sees_atomic_save_delete_move_and_new_folder(real, setting
     run.wait_for(lambda s: "knowledge/sql/b2.md" in s and "knowledge/sql/deep/er/b.md" not in s)
     (folder / "a.md").unlink()  # a delete
     run.wait_for(lambda s: s == {"knowledge/sql/b2.md": "Orders per day"})
-    count = len(run.snapshots)
-    (folder / ".scratch.md.swp").write_text("x", "utf-8")  # editor noise: no sync
-    (folder / "b2.md~").write_text("x", "utf-8")
-    time.sleep(0.6)
-    assert len(run.snapshots) == count
+    syncs, events = len(run.snapshots), run.stats.events
+    noise = [folder / ".scratch.md.swp", folder / "b2.md~", folder / ".#b2.md"]
+    for path in noise:  # editor noise: the loop sees it and drops it, so nothing is pending
+        path.write_text("x", "utf-8")
+    run.wait_until(lambda: all(run.tap.handled(p) for p in noise), "the noise events")
+    assert (len(run.snapshots), run.stats.events) == (syncs, events)
 
 
 def test_real_observer_turns_a_burst_into_few_syncs(real, settings) -> None:

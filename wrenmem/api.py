@@ -11,14 +11,16 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from wrenmem.checks.duplicates import duplicate_problems
 from wrenmem.checks.validate import Problem, validate_files
 from wrenmem.embedders import Embedder, get_embedder, use_embedder
 from wrenmem.errors import SqlCheckError, WrenmemError
 from wrenmem.fsutil import atomic_write_text
+from wrenmem.git.diff import PairDiff, diff_pairs
 from wrenmem.index.autosync import after_write
 from wrenmem.index.drift import Drift, check_drift, reset_index
 from wrenmem.index.sync import SyncReport, sync_pairs
-from wrenmem.index.table import index_unavailable
+from wrenmem.lance import index_unavailable
 from wrenmem.pairs.catalog import read_pair_file, scan
 from wrenmem.pairs.exchange import ImportReport, export_document, import_pairs, read_queries_yml
 from wrenmem.pairs.fmt import FmtReport, format_files
@@ -174,8 +176,24 @@ class Memory:
     def validate(self, paths: Iterable[str | Path] | None = None, *, schema: bool = True
                  ) -> builtins.list[Problem]:
         """Every problem of the pair files: parse, SQL, and tables/columns of the manifest."""
+        return self.validate_files(paths, schema=schema)[1]
+
+    def validate_files(self, paths: Iterable[str | Path] | None = None, *, schema: bool = True
+                       ) -> tuple[int, builtins.list[Problem]]:
+        """(files checked, problems): what the ``wrenmem-validate`` hook reports."""
         targets = None if paths is None else [Path(p) for p in paths]
-        return validate_files(self.settings, targets, check_schema=schema)[1]
+        return validate_files(self.settings, targets, check_schema=schema)
+
+    def duplicates(self, paths: Iterable[str | Path] | None = None
+                   ) -> tuple[int, builtins.list[Problem]]:
+        """(pairs compared, problems): the same question twice, or with two SQLs."""
+        targets = None if paths is None else [Path(p) for p in paths]
+        return duplicate_problems(self.settings, targets)
+
+    def diff(self, base: str | None = None, head: str | None = None, *,
+             merge_base: bool = True, schema: bool = True) -> PairDiff:
+        """Pairs added, changed and removed between two revisions (HEAD: the work tree)."""
+        return diff_pairs(self.settings, base, head, merge_base=merge_base, check_schema=schema)
 
     # -- recall --------------------------------------------------------------------
     def recall(self, question: str, k: int = 3, *, datasource: str | None = None,

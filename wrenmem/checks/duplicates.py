@@ -7,13 +7,18 @@ sqlglot re-renders them, so layout and keyword case do not make two SQLs "differ
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
+from wrenmem.checks.validate import Problem, Validator, key_line
+from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
+from wrenmem.settings import Settings
 
 _TRAILING = re.compile(r"[\s?？.。!！…]+$")
 
@@ -72,3 +77,28 @@ def find_duplicates(pairs: Iterable[Pair], dialect: str | None = None) -> list[D
             j = 1 if i == 0 else 0
             found.append(Duplicate(pair, members[j], keys[i] == keys[j]))
     return found
+
+
+def duplicate_problems(settings: Settings, files: Iterable[Path] | None = None
+                       ) -> tuple[int, list[Problem]]:
+    """(pairs compared, one Problem per duplicate) over every pair file of the project;
+    with ``files``, only the problems in those files are reported (what pre-commit needs)."""
+    found = scan(settings, use_cache=settings.state_dir.is_dir())
+    wanted = {settings.relpath(f) for f in files} if files is not None else None
+    validator = Validator(settings, check_schema=False)  # for the accepted codes
+    problems: list[Problem] = []
+    for dup in find_duplicates(found.pairs, settings.dialect):
+        if wanted is not None and dup.pair.path not in wanted:
+            continue
+        lines = (settings.root / dup.pair.path).read_text(encoding="utf-8-sig").split("\n")
+        problems += validator.accepted(
+            [Problem(_shown(settings, dup.pair.path), key_line(lines, "nl"), 1, dup.message,
+                     "duplicate")], dup.pair, lines)
+    return len(found.pairs), problems
+
+
+def _shown(settings: Settings, rel: str) -> str:
+    """A project-relative path as seen from the current folder (project-relative when the
+    current folder is outside the project)."""
+    shown = os.path.relpath(settings.root / rel)
+    return rel if shown.startswith("..") else Path(shown).as_posix()

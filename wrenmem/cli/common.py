@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from wrenmem.api import Memory
 from wrenmem.errors import PairError
 from wrenmem.settings import Settings, find_project_root, load_settings
+
+if TYPE_CHECKING:
+    from wrenmem.api import Memory
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (stable keys).")
 
@@ -27,6 +29,10 @@ def get_settings(ctx: click.Context, **overrides: Any) -> Settings:
 def get_memory(ctx: click.Context, **overrides: Any) -> Memory:
     """The project's :class:`Memory` for this command: flags override the other settings;
     recall, fetch and status ask a running watcher first; notes go to stderr."""
+    # The API is loaded here, on first use, not when this module is: `recall` (the call an
+    # agent makes most) skips it and starts as fast as a scan of the files.
+    from wrenmem.api import Memory
+
     return Memory.from_settings(get_settings(ctx, **overrides), use_daemon=True, notify=warn)
 
 

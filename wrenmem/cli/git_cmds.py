@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import os
-from dataclasses import replace
 from pathlib import Path
 
 import click
 
-from wrenmem.checks.duplicates import find_duplicates
-from wrenmem.checks.validate import Problem, Validator, key_line, validate_files
-from wrenmem.cli.common import emit_json, get_settings, json_option, warn
-from wrenmem.git.diff import diff_pairs, render_markdown, render_text, summary_line
+from wrenmem.cli.common import emit_json, get_memory, get_settings, json_option, warn
+from wrenmem.git.diff import render_github, render_markdown, render_text, summary_line
 from wrenmem.git.hooks import (
     HOOK_NAMES,
     LOG_NAME,
@@ -23,8 +19,6 @@ from wrenmem.git.hooks import (
     run_hook,
     uninstall_hooks,
 )
-from wrenmem.pairs.catalog import scan
-from wrenmem.settings import Settings
 
 
 @click.group()
@@ -151,9 +145,7 @@ def validate(ctx: click.Context, files: tuple[Path, ...], no_schema: bool, fmt: 
     `ignore` setting accepts codes project-wide.
     """
 
-    settings = get_settings(ctx)
-    count, problems = validate_files(settings, list(files) if files else None,
-                                     check_schema=not no_schema)
+    count, problems = get_memory(ctx).validate_files(files or None, schema=not no_schema)
     if as_json:
         emit_json({"files": count, "ok": not problems,
                    "problems": [p.to_dict() for p in problems]})
@@ -177,20 +169,9 @@ def duplicates(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> No
     reported (what pre-commit needs). Exit 1 if there is any.
     """
 
-    settings = get_settings(ctx)
-    found = scan(settings, use_cache=settings.state_dir.is_dir())
-    wanted = {settings.relpath(f) for f in files} if files else None
-    validator = Validator(settings, check_schema=False)
-    problems: list[Problem] = []
-    for dup in find_duplicates(found.pairs, settings.dialect):
-        if wanted is not None and dup.pair.path not in wanted:
-            continue
-        lines = (settings.root / dup.pair.path).read_text(encoding="utf-8-sig").split("\n")
-        problems += validator.accepted(
-            [Problem(_shown(settings, dup.pair.path), key_line(lines, "nl"), 1, dup.message,
-                     "duplicate")], dup.pair, lines)
+    count, problems = get_memory(ctx).duplicates(files or None)
     if as_json:
-        emit_json({"files": len(found.pairs), "ok": not problems,
+        emit_json({"files": count, "ok": not problems,
                    "problems": [p.to_dict() for p in problems]})
     else:
         for problem in problems:
@@ -223,28 +204,20 @@ def diff(ctx: click.Context, base: str | None, head: str | None, fmt: str, direc
     changes since it left main (like `git diff main...`; --direct compares with main's tip).
     """
 
-    settings = get_settings(ctx)
-    result = diff_pairs(settings, base, head, merge_base=not direct,
-                        check_schema=not no_schema)
+    memory = get_memory(ctx)
+    result = memory.diff(base, head, merge_base=not direct, schema=not no_schema)
     if as_json:
         emit_json(result.to_dict())
     elif fmt == "markdown":
         click.echo(render_markdown(result), nl=False)
     elif fmt == "github":
-        for entry in result.entries:
-            for p in entry.problems:
-                click.echo(replace(p, path=_shown(settings, p.path)).github())
+        for line in render_github(result, memory.settings.root):
+            click.echo(line)
         warn(summary_line(result))
     else:
         click.echo(render_text(result))
     if fail_on_invalid and result.invalid:
         ctx.exit(1)
-
-
-def _shown(settings: Settings, rel: str) -> str:
-    """A project-relative path as seen from the current folder."""
-    shown = os.path.relpath(settings.root / rel)
-    return rel if shown.startswith("..") else Path(shown).as_posix()
 
 
 COMMANDS = [hooks, validate, duplicates, diff]

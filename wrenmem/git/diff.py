@@ -12,8 +12,9 @@ validated like ``wrenmem validate`` does, against the manifest of the head side.
 from __future__ import annotations
 
 import difflib
+import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -331,6 +332,18 @@ def render_text(d: PairDiff) -> str:
         out.append(f"({len(d.metadata_only)} file(s) with only notes or metadata edited)")
     out += [f"warning: {w}" for w in d.warnings]
     return "\n".join(out)
+
+
+def render_github(d: PairDiff, root: Path) -> list[str]:
+    """A GitHub Actions annotation per problem of an added, changed or moved pair; paths
+    relative to the current folder (the workspace, in a workflow)."""
+    out = []
+    for entry in d.entries:
+        for p in entry.problems:
+            shown = os.path.relpath(root / p.path)
+            path = p.path if shown.startswith("..") else Path(shown).as_posix()
+            out.append(replace(p, path=path).github())
+    return out
 
 
 def render_markdown(d: PairDiff) -> str:

@@ -27,7 +27,7 @@ from wrenmem import statedir
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.index.sync import sync_pairs
-from wrenmem.index.table import index_unavailable
+from wrenmem.lance import index_unavailable
 from wrenmem.schema.table import read_state as read_schema_state
 from wrenmem.schema.table import sync_schema
 from wrenmem.settings import Settings

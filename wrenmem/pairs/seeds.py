@@ -21,8 +21,6 @@ from wrenmem.fsutil import atomic_write_text, is_racy
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.pairs.store import store_pair
-from wrenmem.schema.manifest import load_manifest
-from wrenmem.schema.seeds import generate_seeds
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -64,6 +62,10 @@ def seed_pairs(settings: Settings) -> list[Pair]:
         pairs = _pairs(cache["seeds"])
         if pairs is not None:
             return pairs
+    # The manifest changed (or was never read): only now are the schema modules needed. Every
+    # grep recall passes here, so with a fresh cache it must not pay for importing them.
+    from wrenmem.schema.manifest import load_manifest
+
     try:
         manifest = load_manifest(path)
     except WrenmemError as e:
@@ -79,6 +81,7 @@ def seed_pairs(settings: Settings) -> list[Pair]:
 
 def build_records(manifest: Any) -> list[dict[str, Any]]:
     """Seeds of a loaded manifest as plain records (what the cache stores)."""
+    from wrenmem.schema.seeds import generate_seeds  # see seed_pairs
 
     datasource = manifest.data_source or None
     return [{"nl": s.nl, "sql": s.sql, "path": f"seed:{s.key}", "dialect": manifest.dialect,

@@ -6,19 +6,34 @@ import logging
 from collections.abc import Callable, Sequence
 
 from wrenmem.errors import ExtraMissingError, LockTimeoutError
-from wrenmem.index.sync import sync_pairs
-from wrenmem.index.table import index_unavailable
+from wrenmem.lance import index_unavailable
 from wrenmem.recall.bm25f import GrepBackend
 from wrenmem.recall.hits import Filters, RecallBackend, RecallResult
-from wrenmem.recall.vector import HybridBackend, VectorBackend
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 SYNC_LOCK_TIMEOUT = 10.0
 
-# Backend name -> class (lancedb and the embedder load only when one is constructed).
+# The index backends and the sync are the way into LanceDB and the model: they are imported
+# when an index backend answers, so grep recall (and an agent's CLI call) starts as fast as
+# a scan of the files. bench/grep_speed.py measures it; tests/test_api.py pins it.
+
+
+def _vector(settings: Settings) -> RecallBackend:
+    from wrenmem.recall.vector import VectorBackend
+
+    return VectorBackend(settings)
+
+
+def _hybrid(settings: Settings) -> RecallBackend:
+    from wrenmem.recall.vector import HybridBackend
+
+    return HybridBackend(settings)
+
+
+# Backend name -> factory.
 BACKENDS: dict[str, Callable[[Settings], RecallBackend]] = {
-    "grep": GrepBackend, "vector": VectorBackend, "hybrid": HybridBackend,
+    "grep": GrepBackend, "vector": _vector, "hybrid": _hybrid,
 }
 
 
@@ -52,6 +67,8 @@ def catch_up(settings: Settings) -> None:
     """Bring the index up to date with the files before a search (a no-op sync costs a few
     milliseconds). With another writer holding the lock, answer from the last committed
     version rather than wait."""
+    from wrenmem.index.sync import sync_pairs  # see BACKENDS
+
     try:
         report = sync_pairs(settings, lock_timeout=SYNC_LOCK_TIMEOUT)
     except LockTimeoutError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from wrenmem.index.drift import check_drift
-from wrenmem.index.table import index_unavailable
+from wrenmem.lance import index_unavailable
 from wrenmem.recall.backends import choose_backend
 from wrenmem.schema.table import schema_drift
 from wrenmem.settings import Settings
