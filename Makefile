@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	@# torch first: pip takes the CPU build from local disk; otherwise a CUDA build is pulled.
 	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[index,st,dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[index,st,dev,mcp]'
 	touch $@
 
 demo: $(VENV)/.installed

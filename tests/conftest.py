@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_KNOWLEDGE = REPO / "knowledge"
+DOC_FILES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 EXAMPLE_MANIFEST = REPO / "target" / "mdl.json"
 # Public data the tests read, copied with its licences (tests/fixtures/README.md). Named one
 # by one, never globbed: a missing file fails the tests that need it.
@@ -111,3 +112,8 @@ def wrenmem_proc(project: Path) -> Iterator[Callable[..., subprocess.CompletedPr
         return run_wrenmem(list(args), cwd or project, **kw)  # type: ignore[arg-type]
 
     yield run
+
+
+def documentation() -> str:
+    """The README and every page of docs/: what a user reads."""
+    return "\n".join(p.read_text(encoding="utf-8") for p in DOC_FILES)

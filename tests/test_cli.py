@@ -8,7 +8,7 @@ import pytest
 import yaml
 from click.testing import Result
 
-from tests.conftest import REPO, write_pair
+from tests.conftest import REPO, documentation, write_pair
 from wrenmem.cli import cli as group
 
 
@@ -33,8 +33,10 @@ def test_lazy_command_table_matches_the_modules() -> None:
 def test_every_command_has_help_and_is_in_the_readme(name: str, cli: Callable[..., Result]) -> None:
     result = cli(name, "--help")
     assert result.exit_code == 0 and "Usage:" in result.output
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert f"`{name}`" in readme, f"README does not document `{name}`"
+    assert f"`{name}`" in (REPO / "README.md").read_text(encoding="utf-8"), \
+        f"the README's command table lacks `{name}`"
+    assert f"### `{name}`" in documentation() or f"`{name}`" in (
+        REPO / "docs" / "commands.md").read_text(encoding="utf-8"), f"docs/ lack `{name}`"
 
 
 def test_store_then_recall_english_and_chinese(cli: Callable[..., Result]) -> None:

@@ -183,3 +183,62 @@ def test_fuzzed_files_never_crash(tmp_path: Path, data: bytes) -> None:
         load_manifest(path)
     except ManifestError as e:
         assert str(path) in str(e)
+
+
+# Strings with lone surrogates (JSON can spell "\ud800") and numbers of any size, anywhere.
+hostile_text = st.text(st.characters(codec=None, categories=None), max_size=8)
+hostile_numbers = st.integers(min_value=-(10 ** 6000), max_value=10 ** 6000) | st.floats()
+hostile_values = st.recursive(
+    st.none() | st.booleans() | hostile_numbers | hostile_text | st.sampled_from(KEYS),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.sampled_from(KEYS) | hostile_text, children, max_size=4),
+    max_leaves=20,
+)
+hostile_manifests = st.fixed_dictionaries({}, optional={
+    "dataSource": hostile_text | hostile_numbers,
+    "models": st.lists(st.fixed_dictionaries(
+        {"name": hostile_text | hostile_numbers},
+        optional={"columns": st.lists(st.dictionaries(st.sampled_from(KEYS), hostile_values,
+                                                      max_size=5), max_size=3),
+                  "primaryKey": hostile_text, "properties": hostile_values}), max_size=3),
+    "relationships": st.lists(hostile_values, max_size=2),
+    "views": st.lists(hostile_values, max_size=2),
+    "cubes": st.lists(hostile_values, max_size=2),
+})
+
+
+def _dumps(value: object) -> str:
+    """JSON as a file holds it: huge integers as digits, NaN and infinities as JSON's
+    extensions, lone surrogates as \\u escapes."""
+    import sys
+
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        return json.dumps(value)
+    finally:
+        sys.set_int_max_str_digits(old)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(document=hostile_manifests)
+def test_fuzzed_manifest_strings_and_numbers_never_crash(tmp_path: Path, document: dict
+                                                         ) -> None:
+    """Whatever strings and numbers a manifest holds, everything derived from it can be
+    printed and written as UTF-8 (describe, schema items, seeds, the fingerprint)."""
+    from wrenmem.pairs.seeds import build_records
+    from wrenmem.schema.describe import describe
+    from wrenmem.schema.items import schema_items
+
+    path = tmp_path / "mdl.json"
+    path.write_text(_dumps(document), encoding="ascii")
+    try:
+        manifest = load_manifest(path)
+    except ManifestError:
+        return
+    describe(manifest).encode("utf-8")
+    for item in schema_items(manifest):
+        item.text.encode("utf-8")
+    json.dumps(build_records(manifest), ensure_ascii=False).encode("utf-8")
+    "\n".join(manifest.warnings).encode("utf-8")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, write_pair
+from tests.conftest import REPO, documentation, write_pair
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
            "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com",
@@ -86,8 +86,8 @@ def test_manifest_declares_the_hooks() -> None:
                                         "wrenmem-sync"]
     checks = hooks[:3]
     assert all(h["language"] == "python" and h["entry"].startswith("wrenmem ") for h in checks)
-    readme = (REPO / "README.md").read_text()
-    assert all(h["id"] in readme for h in hooks), "every hook id is documented"
+    docs = documentation()
+    assert all(h["id"] in docs for h in hooks), "every hook id is documented"
 
 
 def test_validate_hook_with_try_repo(hook_repo: Path, pre_commit_home: dict[str, str],

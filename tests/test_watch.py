@@ -271,7 +271,10 @@ class RealRun:
         self.tap = Tap(self.source)
 
         def sync(kinds: set[str]) -> SyncResult:
-            self.snapshots.append({p.path: p.nl for p in scan(settings).pairs})
+            # A missing knowledge folder is an error for scan (and sync): record it as empty
+            # here, where what matters is that the watcher sees the change.
+            gone = not settings.knowledge_path.is_dir()
+            self.snapshots.append({} if gone else {p.path: p.nl for p in scan(settings).pairs})
             return SyncResult(summaries=("ok",), changed=True)
 
         self.source.start()

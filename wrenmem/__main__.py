@@ -1,4 +1,170 @@
-from wrenmem.cli import main
+"""``wrenmem`` and ``python -m wrenmem``: a fast path to the warm daemon, then the click CLI.
+
+``recall`` and ``fetch`` with simple arguments are sent straight to a running watcher's
+socket, without importing click or the command tree (about 60 ms of start-up saved per call).
+Anything else, or any failure at all (no daemon, other settings, an option this parser does
+not know, an error), goes to the click CLI, which prints exactly the same thing. The parser
+below accepts only what it fully understands; it never guesses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from wrenmem.recall.hits import Filters
+from wrenmem.recall.render import render_text
+from wrenmem.settings import find_project_root, load_settings
+from wrenmem.watch.client import DISABLE_ENV, remote_fetch, remote_recall
+
+# Options this fast path understands: name -> (destination, takes a value, repeatable).
+_COMMON = {"-k": "k", "-l": "k", "--limit": "k", "-b": "backend", "--backend": "backend",
+           "--json": "json", "-o": "output", "--output": "output", "-q": "queries",
+           "--query": "queries"}
+_OPTIONS = {
+    "recall": {**_COMMON, "-d": "datasource", "--datasource": "datasource", "--tag": "tags",
+               "--source": "source"},
+    "fetch": {**_COMMON, "-t": "types", "--type": "types", "--model": "model",
+              "--threshold": "threshold"},
+}
+_REPEATABLE = {"queries", "tags", "types"}
+_FLAGS = {"json"}
+_DEFAULT_K = {"recall": 3, "fetch": 10}
+_BACKENDS = ("auto", "grep", "vector", "hybrid")
+
+
+class _Unhandled(Exception):
+    """Not for the fast path: let click do it."""
+
+
+def parse(argv: list[str]) -> tuple[str | None, str, dict[str, Any]]:
+    """(project, command, options) of a simple ``recall``/``fetch`` call, else _Unhandled."""
+    args = list(argv)
+    project = None
+    while args and args[0].startswith("-"):
+        head = args.pop(0)
+        if head in ("--project", "-P") and args:
+            project = args.pop(0)
+        elif head.startswith("--project="):
+            project = head.split("=", 1)[1]
+        else:
+            raise _Unhandled(head)
+    if not args or args[0] not in _OPTIONS:
+        raise _Unhandled("command")
+    command, rest = args[0], args[1:]
+    known = _OPTIONS[command]
+    options: dict[str, Any] = {name: [] for name in _REPEATABLE}
+    while rest:
+        token = rest.pop(0)
+        value: str | None = None
+        if token.startswith("--") and "=" in token:
+            token, value = token.split("=", 1)
+        dest = known.get(token)
+        if dest is None:
+            raise _Unhandled(token)  # --help, --format, --manifest, a typo, a positional…
+        if dest in _FLAGS:
+            if value is not None:
+                raise _Unhandled(token)
+            options[dest] = True
+            continue
+        if value is None:
+            if not rest:
+                raise _Unhandled(token)
+            value = rest.pop(0)
+        if dest in _REPEATABLE:
+            options[dest].append(value)
+        elif dest in options:
+            raise _Unhandled(token)  # given twice: click's rules decide
+        else:
+            options[dest] = value
+    return project, command, _checked(command, options)
+
+
+def _checked(command: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Values as click would convert them, or _Unhandled when click would complain."""
+    try:
+        k = int(options.get("k", _DEFAULT_K[command]))
+        threshold = options.get("threshold")
+        threshold = None if threshold is None else int(threshold)
+    except ValueError:
+        raise _Unhandled("number") from None
+    if not 1 <= k <= 1000 or (threshold is not None and threshold < 0):
+        raise _Unhandled("range")
+    if options.get("backend") not in (None, *_BACKENDS):
+        raise _Unhandled("backend")
+    if options.get("output") not in (None, "json", "table"):
+        raise _Unhandled("output")
+    if not options["queries"] or (command == "fetch" and len(options["queries"]) != 1):
+        raise _Unhandled("queries")
+    return {**options, "k": k, "threshold": threshold,
+            "json": bool(options.get("json")) or options.get("output") == "json"}
+
+
+def try_daemon(argv: list[str]) -> bool:
+    """Answer ``argv`` through the daemon; True when done (output printed)."""
+    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
+        return False
+    try:
+        project, command, options = parse(argv)
+        root = Path(project).resolve() if project else find_project_root()
+        settings = load_settings(root, {"backend": options.get("backend")})
+        answer = (_recall if command == "recall" else _fetch)(settings, options)
+    except Exception:  # whatever it is, the CLI does it again and reports it properly
+        return False
+    if answer is None:
+        return False
+    out, err = answer
+    for line in err:
+        sys.stderr.write(line + "\n")
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    return True
+
+
+def _recall(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | None:
+    filters = Filters(datasource=options.get("datasource"), tags=tuple(options["tags"]),
+                      source=options.get("source"))
+    notes: list[str] = []
+    results = remote_recall(settings, options["queries"], options["k"], filters,
+                            notify=notes.append)
+    if results is None:
+        return None
+    if options["json"]:
+        return _json([r.to_dict() for r in results]), notes
+    return render_text(results), notes
+
+
+def _fetch(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | None:
+    result = remote_fetch(settings, options["queries"][0], types=tuple(options["types"]),
+                          model=options.get("model"), k=options["k"],
+                          threshold=options["threshold"])
+    if result is None:
+        return None
+    where = settings.relpath(settings.manifest_path)
+    err = ([f"warning: {where}: {w}" for w in result.warnings]
+           + [f"note: {n}" for n in result.notes])
+    return (_json(result.to_dict()) if options["json"] else result.render()), err
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        if try_daemon(args):
+            return
+    except BrokenPipeError:
+        sys.exit(0)
+    from wrenmem.cli import main as cli_main
+
+    cli_main(args)
+
 
 if __name__ == "__main__":
     main()

@@ -7,11 +7,14 @@ subclasses; nothing here prints, exits or imports click.
 from __future__ import annotations
 
 import builtins
+import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from wrenmem.checks.duplicates import duplicate_problems
+from wrenmem.checks.references import Schema
+from wrenmem.checks.references import check_schema as check_references
 from wrenmem.checks.validate import Problem, validate_files
 from wrenmem.embedders import Embedder, get_embedder, use_embedder
 from wrenmem.errors import SqlCheckError, WrenmemError
@@ -27,8 +30,14 @@ from wrenmem.pairs.fmt import FmtReport, format_files
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.pairs.project import init_project
 from wrenmem.pairs.seeds import SeedWrite, build_records, extra_pairs, write_seeds
-from wrenmem.pairs.store import StoreResult, delete_pair_file, store_pair
-from wrenmem.recall.backends import recall_many
+from wrenmem.pairs.store import (
+    StoreResult,
+    default_dialect,
+    delete_pair_file,
+    find_by_question,
+    store_pair,
+)
+from wrenmem.recall.backends import recall_many, require_questions
 from wrenmem.recall.bm25f import GrepBackend
 from wrenmem.recall.hits import Filters, Hit, RecallResult
 from wrenmem.recall.status import status_data
@@ -44,7 +53,7 @@ from wrenmem.schema.table import (
     sync_schema,
 )
 from wrenmem.settings import Settings, find_project_root, load_settings
-from wrenmem.sqlcheck import check_sql
+from wrenmem.sqlcheck import parse_checked
 from wrenmem.watch.client import remote_call, remote_fetch, remote_recall
 
 Notify = Callable[[str], None]
@@ -59,6 +68,9 @@ class Memory:
     and ``embed(texts)``, used instead of the configured model. ``use_daemon`` lets recall
     and fetch ask a running ``wrenmem watch`` first (warm model, same answers).
     """
+
+    # The manifest last loaded: (path, size, mtime), the Manifest, what was derived from it.
+    _manifest_cache: tuple[tuple[Any, ...], Manifest, dict[str, Any]] | None = None
 
     def __init__(self, root: str | Path | None = None, *, embedder: Embedder | None = None,
                  use_daemon: bool = False, notify: Notify | None = None,
@@ -89,23 +101,39 @@ class Memory:
 
     def store(self, question: str, sql: str, *, datasource: str | None = None,
               dialect: str | None = None, tags: Iterable[str] = (), note: str = "",
-              source: str = "user", folder: str = "", force: bool = False) -> StoreResult:
+              source: str | None = None, folder: str = "", force: bool = False,
+              check_schema: bool = False) -> StoreResult:
         """Store an NL→SQL pair as a Markdown file; the same question updates its file.
 
-        The SQL must parse in its dialect (one statement) unless ``force``; otherwise
-        :class:`SqlCheckError` lists each problem with its line and column.
+        The SQL must parse in its dialect (one statement) unless ``force``; with
+        ``check_schema`` it must also name only tables and columns of the manifest (when
+        there is one). Otherwise :class:`SqlCheckError` lists each problem with its line
+        and column in ``sql`` as given. The dialect is ``dialect`` (or a ``dialect`` setting
+        given to this Memory as a flag), else the existing file's, else a ``dialect`` set in
+        the environment or ``wrenmem.toml``, else the manifest's data source, else the
+        default. Re-storing a question keeps its file's dialect, source and ``created_at``
+        unless given.
         """
-        question, sql = question.strip(), sql.strip()
-        if not question:
+        if not question.strip():
             raise WrenmemError("the question is empty")
-        if not sql:
+        if not sql.strip():
             raise WrenmemError("the SQL is empty")
-        dialect = dialect or self.settings.dialect
-        problems = check_sql(sql, dialect)
+        existing = find_by_question(self.settings, question)
+        manifest = self._manifest_if_any()
+        if dialect is None and self.settings.origins.get("dialect") == "flag":
+            dialect = self.settings.dialect  # given for this call, like the argument
+        dialect = (dialect or (existing.dialect if existing else None)
+                   or default_dialect(self.settings, manifest.dialect if manifest else None))
+        tree, problems = parse_checked(sql, dialect)
+        if not problems and check_schema and manifest is not None:
+            problems = check_references(sql, dialect, self._schema(manifest), tree)
         if problems and not force:
-            raise SqlCheckError(problems)
-        pair = Pair(nl=question, sql=sql, datasource=datasource or self.settings.datasource,
-                    dialect=dialect, tags=tuple(_split_tags(tags)), source=source, notes=note)
+            raise SqlCheckError(problems, prefix=f"not stored ({dialect} SQL)")
+        if source is None:
+            source = existing.source if existing else "user"
+        pair = Pair(nl=question.strip(), sql=sql.strip(),
+                    datasource=datasource or self.settings.datasource, dialect=dialect,
+                    tags=tuple(_split_tags(tags)), source=source, notes=note)
         result = store_pair(self.settings, pair, folder=folder)
         self._after_write([result.path])
         return result
@@ -113,8 +141,9 @@ class Memory:
     def get(self, target: str) -> Pair:
         """One pair, by file path (relative to the cwd or the project) or exact question."""
         for candidate in (Path(target), self.root / target):
-            if candidate.is_file():
-                return read_pair_file(candidate, self.settings.relpath(candidate))[0]
+            if os.path.lexists(candidate) and not candidate.is_dir():  # a FIFO: say so
+                return read_pair_file(candidate, self.settings.relpath(candidate),
+                                      self.settings.max_pair_bytes)[0]
         wanted = target.strip().casefold()
         for pair in scan(self.settings).pairs:
             if pair.nl.casefold() == wanted:
@@ -188,7 +217,12 @@ class Memory:
                    ) -> tuple[int, builtins.list[Problem]]:
         """(pairs compared, problems): the same question twice, or with two SQLs."""
         targets = None if paths is None else [Path(p) for p in paths]
-        return duplicate_problems(self.settings, targets)
+        counted = duplicate_problems(self.settings, targets)
+        # The files it could not read are named too (from the catalog cache: no re-read).
+        found = scan(self.settings, use_cache=self.settings.state_dir.is_dir())
+        wanted = None if targets is None else {self.settings.relpath(p) for p in targets}
+        self._report(e for e in found.errors if wanted is None or e.path in wanted)
+        return counted
 
     def diff(self, base: str | None = None, head: str | None = None, *,
              merge_base: bool = True, schema: bool = True) -> PairDiff:
@@ -204,19 +238,50 @@ class Memory:
 
     def recall_many(self, questions: Sequence[str], k: int = 3, *,
                     datasource: str | None = None, tags: Sequence[str] = (),
-                    source: str | None = None) -> builtins.list[RecallResult]:
-        """Recall for several questions in one batch (one model call)."""
+                    source: str | None = None, sync: bool = True
+                    ) -> builtins.list[RecallResult]:
+        """Recall for several questions in one batch (one model call). The index is first
+        brought up to date with the files, unless ``sync`` is False (the caller knows that
+        nothing changed since its last recall)."""
+        require_questions(questions)
         filters = Filters(datasource=datasource, tags=tuple(tags), source=source)
         if self.use_daemon:
             remote = remote_recall(self.settings, questions, k, filters, notify=self.notify)
             if remote is not None:
                 return remote
-        return recall_many(self.settings, questions, k, filters, notify=self.notify)
+        return recall_many(self.settings, questions, k, filters, notify=self.notify, sync=sync)
 
     # -- schema --------------------------------------------------------------------
     def manifest(self) -> Manifest:
-        """The project's manifest, loaded and checked (warnings in ``.warnings``)."""
-        return load_manifest(self.settings.manifest_path)
+        """The project's manifest, loaded and checked (warnings in ``.warnings``).
+
+        Kept between calls while the file's size and mtime stay the same."""
+        path = self.settings.manifest_path
+        try:
+            st = path.stat()
+            key: tuple[Any, ...] = (str(path), st.st_size, st.st_mtime_ns)
+        except OSError:
+            return load_manifest(path)  # raises ManifestError naming the problem
+        cached = self._manifest_cache
+        if cached is None or cached[0] != key:
+            cached = (key, load_manifest(path), {})
+            self._manifest_cache = cached
+        return cached[1]
+
+    def _manifest_if_any(self) -> Manifest | None:
+        """The manifest, or None when the project has none (a broken one still raises)."""
+        if not self.settings.manifest_path.is_file():
+            return None
+        return self.manifest()
+
+    def _schema(self, manifest: Manifest) -> Schema:
+        """Tables and columns of ``manifest`` prepared for reference checks, kept with it."""
+        cached = self._manifest_cache
+        prepared: dict[str, Any] = cached[2] if cached and cached[1] is manifest else {}
+        if "schema" not in prepared:
+            prepared["schema"] = Schema(manifest.table_columns())
+        schema: Schema = prepared["schema"]
+        return schema
 
     def describe(self) -> str:
         """The whole schema as plain text (models, columns, relationships, views, cubes)."""

@@ -30,6 +30,14 @@ class PairError(LocatedError):
     """A file under the knowledge folder that is not a valid NL→SQL pair."""
 
 
+class UnreadableFileError(WrenmemError):
+    """A file wrenmem refuses to read: not a regular file, or larger than allowed."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
 class SettingsError(WrenmemError):
     """A bad value in flags, environment or ``wrenmem.toml``."""
 
@@ -55,5 +63,6 @@ class SqlCheckError(WrenmemError):
 
     def __init__(self, problems: Sequence[Any], prefix: str = "not stored"):
         self.problems = list(problems)
+        self.prefix = prefix
         listed = "; ".join(f"{p.line}:{p.col}: {p.message}" for p in self.problems)
         super().__init__(f"{prefix}: the SQL has {len(self.problems)} problem(s): {listed}")

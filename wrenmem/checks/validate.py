@@ -18,8 +18,8 @@ from typing import Any
 from wrenmem.checks.references import Schema, check_schema
 from wrenmem.checks.rules import IGNORE_KEY, code_for, github_annotation, parse_codes
 from wrenmem.errors import PairError, SettingsError, WrenmemError
-from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
-from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair
+from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files, require_knowledge_dir
+from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
 from wrenmem.schema.manifest import load_manifest
 from wrenmem.settings import Settings
 from wrenmem.sqlcheck import known_dialect, parse_checked
@@ -154,11 +154,9 @@ class Validator:
         """Read and check one file. Unreadable files are a problem, never an exception."""
         shown = display or _display(path)
         try:
-            text = decode_file(path.read_bytes(), shown)
+            text = decode_file(read_pair_bytes(path, shown, self.settings.max_pair_bytes), shown)
         except PairError as e:
             return [Problem(shown, e.line, 1, e.reason, "pair")]
-        except OSError as e:
-            return [Problem(shown, 1, 1, f"cannot read: {e.strerror or e}", "pair")]
         return self.check_text(text, shown)[1]
 
 
@@ -171,6 +169,7 @@ def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
     if given is not None and any(_same_file(p, settings.manifest_path) for p in given):
         given = None  # the manifest changed: every pair may now name a missing column
     if given is None:
+        require_knowledge_dir(settings)
         files = sorted(iter_pair_files(settings.knowledge_path))
     else:  # pre-commit passes what matched its `files`: skip what is not a pair file
         files = [p for p in given if p.name.lower() not in SKIPPED_NAMES

@@ -15,11 +15,12 @@ from wrenmem.errors import WrenmemError
 # pay for importing every other command's libraries. A test keeps this table exact.
 COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(["init", "store", "show", "list", "forget", "fmt"], "pair_cmds"),
-    **dict.fromkeys(["import", "export"], "exchange_cmds"),
+    **dict.fromkeys(["import", "export", "load", "dump"], "exchange_cmds"),
     "recall": "recall_cmds",
     **dict.fromkeys(["describe", "fetch", "seed"], "schema_cmds"),
     **dict.fromkeys(["sync", "index", "status", "check", "reset"], "index_cmds"),
     "watch": "watch_cmds",
+    "mcp": "mcp_cmds",
     **dict.fromkeys(["hooks", "validate", "duplicates", "diff"], "git_cmds"),
 }
 
@@ -43,6 +44,11 @@ class WrenmemGroup(click.Group):
             return super().invoke(ctx)
         except WrenmemError as e:
             raise WrenmemClickError(str(e)) from e
+        except BrokenPipeError:
+            raise
+        except OSError as e:  # the environment, not wrenmem: a message, never a traceback
+            where = f": {e.filename}" if e.filename else ""
+            raise WrenmemClickError(f"{e.strerror or e}{where}") from e
 
 
 class WrenmemClickError(click.ClickException):

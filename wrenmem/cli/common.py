@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from wrenmem.api import Memory
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (stable keys).")
+# Wren's spelling of the same choice: `-o json` is --json, `-o table` the default text.
+output_option = click.option("-o", "--output", "output", type=click.Choice(["json", "table"]),
+                             help="json (as --json) or table (the default text), as in Wren.")
 
 
 def get_settings(ctx: click.Context, **overrides: Any) -> Settings:
@@ -51,3 +54,10 @@ def report_pair_errors(errors: Iterable[PairError], *, label: str = "skipped") -
         warn(f"{error.location()}: {error.reason} ({label})")
         count += 1
     return count
+
+
+def alias(command: click.Command, name: str) -> click.Command:
+    """``command`` under another name (Wren's spelling), same options and behaviour."""
+    return click.Command(name, callback=command.callback, params=list(command.params),
+                         help=f"Same as `{command.name}` (Wren's name for it).",
+                         short_help=f"Same as {command.name} (Wren's name).")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from wrenmem.cli.common import emit_json, get_memory, json_option, warn
+from wrenmem.cli.common import alias, emit_json, get_memory, json_option, warn
 
 
 @click.command(name="import")
@@ -66,12 +66,18 @@ def import_cmd(ctx: click.Context, file: str, upsert: bool, overwrite: bool, dry
 
 @click.command()
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
-@click.option("--source", help="Only pairs with this source.")
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False),
+              help="Write to this file (as FILE; Wren's spelling).")
+@click.option("--source", "-s", help="Only pairs with this source.")
 @click.option("--include-seed", is_flag=True, help="Also export seed queries from the manifest.")
 @click.pass_context
-def export(ctx: click.Context, file: str | None, source: str | None, include_seed: bool) -> None:
+def export(ctx: click.Context, file: str | None, output: str | None, source: str | None,
+           include_seed: bool) -> None:
     """Export pairs as a queries.yml to FILE (or stdout)."""
 
+    if file and output and file != output:
+        raise click.UsageError("give the output file once: FILE or --output")
+    file = file or output
     memory = get_memory(ctx)
     if file is None or file == "-":
         click.echo(memory.export(source=source, seeds=include_seed), nl=False)
@@ -80,4 +86,4 @@ def export(ctx: click.Context, file: str | None, source: str | None, include_see
         warn(f"exported {len(memory.list(source=source, seeds=include_seed))} pair(s) to {file}")
 
 
-COMMANDS = [import_cmd, export]
+COMMANDS = [import_cmd, export, alias(import_cmd, "load"), alias(export, "dump")]

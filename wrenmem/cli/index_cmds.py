@@ -106,8 +106,16 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if schema.get("manifest"):
         click.echo(f"schema:   {schema['items']} items in the index, "
                    + ("fresh" if schema["fresh"] else f"not fresh ({schema['reason']})"))
+    for bad in data.get("unreadable") or ():
+        click.echo(f"unreadable: {bad['path']}:{bad['line']}: {bad['reason']}")
+    for problem in data.get("problems") or ():
+        click.echo(f"damaged:  {problem}")
+    if data.get("owner"):
+        click.echo(f"foreign:  the index holds the pairs of another project ({data['owner']})")
     if data["fresh"]:
         click.echo("fresh:    yes")
+    elif data.get("problems"):
+        click.echo("fresh:    no (the index is damaged or changed: `wrenmem sync` repairs it)")
     elif data["index_missing"]:
         click.echo("fresh:    no (no index yet: run `wrenmem sync`)")
     elif data["rebuild_needed"]:
@@ -145,7 +153,12 @@ def check(ctx: click.Context, as_json: bool) -> None:
                 click.echo(f"{label}: {item}")
         for old, new in plan.renamed:
             click.echo(f"renamed: {old} -> {new}")
-        if drift.rebuild_needed:
+        for problem in drift.problems:
+            click.echo(f"damaged: {problem}")
+        if drift.owner is not None:
+            click.echo(f"foreign: the index at {get_memory(ctx).settings.index_uri} holds the "
+                       f"pairs of another project ({drift.owner})")
+        elif drift.rebuild_needed:
             click.echo(f"embedder: index built by {drift.built_by}, setting is {drift.model_id}")
         if not schema.fresh:
             click.echo(f"schema: {schema.reason}")

@@ -6,7 +6,14 @@ import sys
 
 import click
 
-from wrenmem.cli.common import emit_json, get_memory, json_option, report_pair_errors, warn
+from wrenmem.cli.common import (
+    emit_json,
+    get_memory,
+    json_option,
+    output_option,
+    report_pair_errors,
+    warn,
+)
 from wrenmem.errors import SqlCheckError, WrenmemError
 
 
@@ -23,16 +30,20 @@ def init(ctx: click.Context) -> None:
 @click.option("--sql", "-s", "sql", required=True,
               help="The SQL that answers it ('-' reads stdin).")
 @click.option("--datasource", "-d", help="Datasource name (default: setting `datasource`).")
-@click.option("--dialect", help="sqlglot dialect of the SQL (default: setting `dialect`).")
-@click.option("--tag", "-t", "tags", multiple=True, help="A tag; repeat or give a comma list.")
+@click.option("--dialect", help="sqlglot dialect of the SQL (default: the file's when the "
+                                "question exists, else setting `dialect` when set, else the "
+                                "manifest's data source).")
+@click.option("--tag", "--tags", "-t", "tags", multiple=True,
+              help="A tag; repeat or give a comma list (--tags a,b as in Wren).")
 @click.option("--note", default="", help="Notes for reviewers, written below the SQL.")
-@click.option("--source", default="user", show_default=True, help="Where the pair came from.")
+@click.option("--source", help="Where the pair came from (default: user; a re-stored "
+                               "question keeps its file's).")
 @click.option("--folder", default="", help="Sub-folder of knowledge/sql/ for a new file.")
 @click.option("--force", is_flag=True, help="Store even if the SQL does not parse.")
 @json_option
 @click.pass_context
 def store(ctx: click.Context, nl: str, sql: str, datasource: str | None, dialect: str | None,
-          tags: tuple[str, ...], note: str, source: str, folder: str, force: bool,
+          tags: tuple[str, ...], note: str, source: str | None, folder: str, force: bool,
           as_json: bool) -> None:
     """Store an NL→SQL pair as a Markdown file (the same question updates its file)."""
     if sql == "-":
@@ -45,8 +56,8 @@ def store(ctx: click.Context, nl: str, sql: str, datasource: str | None, dialect
     memory = get_memory(ctx, datasource=datasource, dialect=dialect)
     memory.notify = notes.append
     try:
-        result = memory.store(nl, sql, tags=tags, note=note, source=source, folder=folder,
-                              force=force)
+        result = memory.store(nl, sql, dialect=dialect, tags=tags, note=note, source=source,
+                              folder=folder, force=force)
     except SqlCheckError as e:
         for p in e.problems:
             warn(f"--sql:{p.line}:{p.col}: {p.message}")
@@ -78,23 +89,39 @@ def show(ctx: click.Context, target: str, as_json: bool) -> None:
 
 
 @click.command(name="list")
-@click.option("--source", help="Only pairs with this source (user, seed, import…).")
+@click.option("--source", "-s", help="Only pairs with this source (user, seed, import…).")
 @click.option("--tag", "tags", multiple=True, help="Only pairs with this tag (repeatable).")
 @click.option("--datasource", "-d", help="Only pairs of this datasource.")
+@click.option("--limit", "-n", type=click.IntRange(0, None), help="At most this many pairs.")
+@click.option("--offset", type=click.IntRange(0, None), default=0, help="Skip this many first.")
 @json_option
+@output_option
 @click.pass_context
 def list_pairs(ctx: click.Context, source: str | None, tags: tuple[str, ...],
-               datasource: str | None, as_json: bool) -> None:
+               datasource: str | None, limit: int | None, offset: int, as_json: bool,
+               output: str | None) -> None:
     """List stored pairs (bad files are reported on stderr and skipped)."""
 
     pairs = get_memory(ctx).list(source=source, tags=tags, datasource=datasource)
-    if as_json:
+    total = len(pairs)
+    pairs = pairs[offset:] if limit is None else pairs[offset:offset + limit]
+    if as_json or output == "json":
         emit_json([p.to_dict() for p in pairs])
         return
     for pair in pairs:
         tag_text = f"  [{', '.join(pair.tags)}]" if pair.tags else ""
-        click.echo(f"{pair.path}\t{pair.nl}{tag_text}")
-    warn(f"{len(pairs)} pair(s)")
+        click.echo(f"{_field(pair.path)}\t{_field(pair.nl)}{_field(tag_text)}")
+    shown = f"{offset + 1}-{offset + len(pairs)} of {total}" if len(pairs) < total else total
+    warn(f"{shown} pair(s)")
+
+
+_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _field(text: str) -> str:
+    """One tab-separated field on one line: a tab or newline in a file name or a question
+    is written as ``\\t`` / ``\\n`` (and a backslash as ``\\\\``)."""
+    return text.translate(_ESCAPES)
 
 
 @click.command()

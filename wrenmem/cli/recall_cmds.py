@@ -7,22 +7,36 @@ from pathlib import Path
 
 import click
 
-from wrenmem.cli.common import emit_json, get_settings, json_option, warn
-from wrenmem.errors import WrenmemError
-from wrenmem.recall.backends import recall_many
+from wrenmem.cli.common import emit_json, get_settings, json_option, output_option, warn
+from wrenmem.errors import UnreadableFileError, WrenmemError
+from wrenmem.fsutil import os_error_reason, read_regular_file
+from wrenmem.pairs.catalog import scan
+from wrenmem.recall.backends import recall_many, require_questions
 from wrenmem.recall.hits import Filters
+from wrenmem.recall.render import render_text, wren_rows
 from wrenmem.settings import BACKENDS
 from wrenmem.watch.client import remote_recall
+
+MAX_QUESTIONS_BYTES = 64 * 1024 * 1024
 
 
 def read_questions(path: Path) -> list[str]:
     """Questions from a file: a JSON list (strings or objects with "question"), else lines."""
-    text = path.read_text(encoding="utf-8-sig")
+    try:
+        text = read_regular_file(path, MAX_QUESTIONS_BYTES).decode("utf-8-sig")
+    except UnreadableFileError as e:
+        raise WrenmemError(f"{path}: {e.reason}") from e
+    except OSError as e:
+        raise WrenmemError(f"{path}: {os_error_reason(path, e)}") from e
+    except UnicodeDecodeError as e:
+        raise WrenmemError(f"{path}: not valid UTF-8 (byte {e.start})") from e
     if path.suffix == ".json":
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise WrenmemError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from e
+        except RecursionError as e:
+            raise WrenmemError(f"{path}: JSON nested too deeply") from e
         if not isinstance(data, list):
             raise WrenmemError(f"{path}: expected a JSON list of questions")
         out = []
@@ -40,23 +54,28 @@ def read_questions(path: Path) -> list[str]:
 @click.option("--query", "-q", "queries", multiple=True, help="A question (repeatable).")
 @click.option("--queries", "queries_file", type=click.Path(exists=True, dir_okay=False),
               help="A file of questions: one per line, or a JSON list.")
-@click.option("-k", "--limit", "k", default=3, show_default=True, type=click.IntRange(1, 1000),
-              help="How many pairs per question.")
+@click.option("-k", "-l", "--limit", "k", default=3, show_default=True,
+              type=click.IntRange(1, 1000), help="How many pairs per question.")
 @click.option("--datasource", "-d", help="Only pairs of this datasource.")
 @click.option("--tag", "tags", multiple=True, help="Only pairs with this tag (repeatable).")
 @click.option("--source", help="Only pairs with this source (user, seed…).")
 @click.option("--backend", "-b", type=click.Choice(BACKENDS),
               help="grep, vector, hybrid or auto (default: setting `backend`).")
 @json_option
+@output_option
+@click.option("--format", "row_format", type=click.Choice(["wrenmem", "wren"]),
+              default="wrenmem", show_default=True,
+              help="wren: JSON rows shaped like Wren's (nl_query, sql_query, _distance…).")
 @click.pass_context
 def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | None, k: int,
            datasource: str | None, tags: tuple[str, ...], source: str | None,
-           backend: str | None, as_json: bool) -> None:
+           backend: str | None, as_json: bool, output: str | None, row_format: str) -> None:
     """Recall the stored NL→SQL pairs most similar to each question."""
 
     questions = list(queries) + (read_questions(Path(queries_file)) if queries_file else [])
     if not questions:
         raise click.UsageError("give a question with -q, or a file with --queries")
+    require_questions(questions)
     settings = get_settings(ctx, backend=backend)
     filters = Filters(datasource=datasource, tags=tags, source=source)
     # What Memory.recall_many does, without loading the rest of the API: the running
@@ -64,20 +83,14 @@ def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | Non
     results = remote_recall(settings, questions, k, filters, notify=warn)
     if results is None:
         results = recall_many(settings, questions, k, filters, notify=warn)
-    if as_json:
+    if row_format == "wren":
+        created = {p.path: p.created_at for p in scan(settings).pairs}
+        emit_json(wren_rows(results, created))
+        return
+    if as_json or output == "json":
         emit_json([r.to_dict() for r in results])
         return
-    for n, result in enumerate(results):
-        if n:
-            click.echo()
-        click.echo(f"# {result.query}  [{result.backend}]")
-        if not result.hits:
-            click.echo("  (no match)")
-        for rank, hit in enumerate(result.hits, 1):
-            click.echo(f"{rank}. {hit.question}")
-            click.echo(f"   {hit.path}  score={hit.score:g}  source={hit.source}")
-            for line in hit.sql.splitlines():
-                click.echo(f"     {line}")
+    click.echo(render_text(results), nl=False)
 
 
 COMMANDS = [recall]

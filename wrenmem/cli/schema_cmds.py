@@ -9,14 +9,15 @@ from typing import Any
 import click
 
 from wrenmem.api import Memory
-from wrenmem.cli.common import emit_json, get_memory, json_option, warn
+from wrenmem.cli.common import emit_json, get_memory, json_option, output_option, warn
 from wrenmem.pairs.seeds import build_records
 from wrenmem.schema.describe import describe as describe_text
 from wrenmem.settings import BACKENDS
 
 manifest_option = click.option(
-    "--manifest", "-m", "manifest", type=click.Path(dir_okay=False),
-    help="Manifest JSON to read (default: setting `manifest`, target/mdl.json).")
+    "--manifest", "--mdl", "-m", "manifest", type=click.Path(dir_okay=False),
+    help="Manifest JSON to read (default: setting `manifest`, target/mdl.json); --mdl as in "
+         "Wren.")
 
 
 def _memory(ctx: click.Context, manifest: str | None, **overrides: object) -> Memory:
@@ -78,7 +79,7 @@ def describe(ctx: click.Context, manifest: str | None, as_json: bool) -> None:
               help="Only items of this type (repeatable or comma list): model, column, "
                    "relationship, view, cube, measure, dimension, time_dimension.")
 @click.option("--model", help="Only items of this model (or view, or cube's base model).")
-@click.option("-k", "--limit", "k", default=10, show_default=True,
+@click.option("-k", "-l", "--limit", "k", default=10, show_default=True,
               type=click.IntRange(1, 1000), help="How many items in search mode.")
 @click.option("--threshold", type=click.IntRange(0, None),
               help="Largest schema text returned whole (default: setting `fetch_threshold`, "
@@ -87,10 +88,11 @@ def describe(ctx: click.Context, manifest: str | None, as_json: bool) -> None:
               help="Search with grep (keywords), vector, hybrid or auto.")
 @manifest_option
 @json_option
+@output_option
 @click.pass_context
 def fetch(ctx: click.Context, question: str, types: tuple[str, ...], model: str | None, k: int,
           threshold: int | None, backend: str | None, manifest: str | None,
-          as_json: bool) -> None:
+          as_json: bool, output: str | None) -> None:
     """Schema context for a question: the whole schema when it is small, else the best items.
 
     Search mode brings the schema index up to date first (only changed items are embedded)
@@ -104,7 +106,7 @@ def fetch(ctx: click.Context, question: str, types: tuple[str, ...], model: str 
     _warn_manifest(result.warnings, settings.relpath(settings.manifest_path))
     for note in result.notes:
         warn(f"note: {note}")
-    if as_json:
+    if as_json or output == "json":
         emit_json(result.to_dict())
         return
     click.echo(result.render(), nl=False)

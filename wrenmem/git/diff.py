@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 from wrenmem.checks.validate import Problem, Validator
 from wrenmem.errors import PairError, WrenmemError
 from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
-from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair
+from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
 from wrenmem.schema.manifest import load_manifest
 from wrenmem.settings import Settings
 
@@ -32,7 +33,7 @@ class Side:
 
     label: str
     commit: str | None
-    files: dict[str, bytes]  # project-relative path -> raw bytes
+    files: Mapping[str, bytes | PairError]  # project-relative path -> raw bytes (or why not)
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ def diff_pairs(settings: Settings, base: str | None = None, head: str | None = N
     base_side = Side(base_label, base_commit.hexsha,
                      _files_at(base_commit, knowledge, project))
     if head is None:
-        files = {settings.relpath(p): p.read_bytes()
+        files = {settings.relpath(p): _read_working(p, settings)
                  for p in iter_pair_files(settings.knowledge_path)}
         head_side = Side("working tree", None, files)
         validator = Validator(settings, check_schema=check_schema)
@@ -213,15 +214,29 @@ def _validator_at(settings: Settings, commit: Any, top: Path, check_schema: bool
     return validator
 
 
-def _parse(validator: Validator, path: str, data: bytes) -> tuple[Pair | None, list[Problem]]:
+def _read_working(path: Path, settings: Settings) -> bytes | PairError:
+    """A working-tree file; a FIFO, a device, a dangling link is an error, never a hang."""
+    rel = settings.relpath(path)
     try:
+        return read_pair_bytes(path, rel, settings.max_pair_bytes)
+    except PairError as e:
+        return e
+
+
+def _parse(validator: Validator, path: str, data: bytes | PairError
+           ) -> tuple[Pair | None, list[Problem]]:
+    try:
+        if isinstance(data, PairError):
+            raise data
         text = decode_file(data, path)
     except PairError as e:
         return None, validator.accepted([Problem(path, e.line, 1, e.reason, "pair")])
     return validator.check_text(text, path)
 
 
-def _quiet_parse(path: str, data: bytes) -> Pair | None:
+def _quiet_parse(path: str, data: bytes | PairError) -> Pair | None:
+    if isinstance(data, PairError):
+        return None
     try:
         return parse_pair(decode_file(data, path), path)
     except PairError:

@@ -296,7 +296,10 @@ def run_hook(settings: Settings, name: str, args: tuple[str, ...]) -> str | None
     log_path = settings.state_dir / LOG_NAME
     try:
         if not settings.knowledge_path.is_dir():
-            _log(log_path, f"{name} {' '.join(args)}: no {settings.knowledge_dir}/, nothing to do")
+            if settings.state_dir.is_dir():  # a global core.hooksPath runs us in every
+                # repository: one that is not a wrenmem project gets no .wrenmem/ of ours
+                _log(log_path,
+                     f"{name} {' '.join(args)}: no {settings.knowledge_dir}/, nothing to do")
             return None
         if name == DEFERRED:
             return _run_deferred(settings, log_path, started)

@@ -13,11 +13,13 @@ from wrenmem.index import table as index
 from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.snapshot import SEED_PREFIX, mirror_matches, take_snapshot
 from wrenmem.index.state import (
+    disk_changes,
     invalidate_state,
     load_state,
     quick_noop,
 )
 from wrenmem.lock import index_lock
+from wrenmem.pairs.catalog import require_knowledge_dir
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,8 @@ class Drift:
     pairs: int
     seeds: int
     from_state: bool  # answered from the state mirror, without opening LanceDB
+    problems: tuple[str, ...] = ()  # damage found by the integrity check: `sync` rebuilds
+    owner: str | None = None  # the other project whose index this is: `sync` refuses
 
     @property
     def rebuild_needed(self) -> bool:
@@ -46,11 +50,13 @@ class Drift:
 
     @property
     def fresh(self) -> bool:
-        return not self.index_missing and not self.rebuild_needed and self.plan.in_sync
+        return (not self.index_missing and not self.rebuild_needed and self.plan.in_sync
+                and self.owner is None and not self.problems)
 
     @property
     def drifted(self) -> bool:
-        return not self.plan.in_sync or self.rebuild_needed
+        return (not self.plan.in_sync or self.rebuild_needed or self.owner is not None
+                or bool(self.problems))
 
     def to_dict(self) -> dict[str, Any]:
         plan = self.plan
@@ -66,12 +72,15 @@ class Drift:
             "renamed": [{"from": a, "to": b} for a, b in plan.renamed],
             "errors": [{"path": e.path, "line": e.line, "reason": e.reason}
                        for e in self.errors],
+            "problems": list(self.problems),
+            "owner": self.owner,
         }
 
 
 def check_drift(settings: Settings) -> Drift:
     """How the index differs from the pairs, by content hash. Never writes the index."""
 
+    require_knowledge_dir(settings)
     model_id = get_embedder(settings.embedder, root=settings.root).model_id
     quick = quick_noop(settings, model_id)
     if quick is not None:
@@ -88,17 +97,20 @@ def check_drift(settings: Settings) -> Drift:
         return Drift(SyncPlan(unchanged=tuple(sorted(snap.pairs))), snap.errors, model_id,
                      model_id, False, state.rows, len(snap.pairs) - seeds,
                      seeds, True)
-    table = index.open_table(index.connect(settings)) if index.index_exists(settings) else None
-    if table is None:
+    changed = disk_changes(settings, state)
+    check = index.inspect(settings) if index.index_exists(settings) else None
+    if check is None or (check.table is None and not check.damaged):
         plan = plan_sync(snap.desired(), {})
         return Drift(plan, snap.errors, model_id, None, True, 0, len(snap.pairs) - seeds,
-                     seeds, False)
+                     seeds, False, (changed,) if changed else ())
     indexed: dict[str, list[str]] = {}
-    for row in index.read_ids(table):
+    for row in check.rows:
         indexed.setdefault(row.id, []).append(row.content_hash)
+    built_by = index.table_model_id(check.table) if check.table is not None else None
     return Drift(plan_sync(snap.desired(), indexed), snap.errors, model_id,
-                 index.table_model_id(table), False, sum(map(len, indexed.values())),
-                 len(snap.pairs) - seeds, seeds, False)
+                 built_by if not check.damaged else model_id, False,
+                 sum(map(len, indexed.values())), len(snap.pairs) - seeds, seeds, False,
+                 ((changed,) if changed else ()) + check.problems, check.owner)
 
 
 def reset_index(settings: Settings) -> bool:
@@ -109,4 +121,4 @@ def reset_index(settings: Settings) -> bool:
         (settings.state_dir / MAINT_NAME).unlink(missing_ok=True)
         if not index.index_exists(settings):
             return False
-        return index.drop_table(index.connect(settings))
+        return index.drop_table(index.connect(settings), settings)

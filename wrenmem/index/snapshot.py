@@ -51,14 +51,15 @@ def seed_id(pair: Pair) -> str:
     return SEED_PREFIX + pair.content_hash[:24]
 
 
-def take_snapshot(settings: Settings) -> Snapshot:
+def take_snapshot(settings: Settings, *, reread: bool = False) -> Snapshot:
+    """``reread`` reads every file again instead of trusting the parse cache (full syncs)."""
     stats_at = time.time()
     stats = walk_stats(settings)
     try:
         seeds: str | None = seeds_digest(settings)
     except WrenmemError:
         seeds = None
-    found = scan(settings)
+    found = scan(settings, refresh=reread)
     pairs = {p.path: p for p in found.pairs}
     warnings: list[str] = []
     extras: dict[str, str] = {}

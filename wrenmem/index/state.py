@@ -33,7 +33,7 @@ from wrenmem.settings import Settings
 log = logging.getLogger(__name__)
 
 STATE_NAME = statedir.INDEX_STATE
-STATE_VERSION = 2
+STATE_VERSION = 3  # 3: the project root and the table's files
 
 Stats = dict[str, tuple[int, int, int]]
 
@@ -102,12 +102,15 @@ class IndexState:
     stats: Stats | None  # path -> (mtime_ns, size, inode), taken before the files were read
     stats_at: float
     seeds: str | None  # :func:`seeds_digest` when recorded
+    root: str = ""  # the project it was written for: a mirror copied elsewhere is not trusted
+    disk: dict[str, tuple[int, int]] | None = None  # the table's files (local indexes)
 
     def to_record(self) -> dict[str, Any]:
         return {"v": STATE_VERSION, "schema": self.schema, "uri": self.uri,
                 "model_id": self.model_id, "files": self.files, "extras": self.extras,
                 "rows": self.rows, "ids": list(self.ids), "errors": list(self.errors),
-                "stats": self.stats, "stats_at": self.stats_at, "seeds": self.seeds}
+                "stats": self.stats, "stats_at": self.stats_at, "seeds": self.seeds,
+                "root": self.root, "disk": self.disk}
 
     @classmethod
     def from_record(cls, data: Any) -> IndexState | None:
@@ -124,10 +127,16 @@ class IndexState:
                     for k, v in stats.items())):
                 return None
             errors = tuple((str(p), str(r), int(n)) for p, r, n in data["errors"])
+            disk = data["disk"]
+            if disk is not None and not (isinstance(disk, dict) and all(
+                    isinstance(k, str) and isinstance(v, tuple) and len(v) == 2
+                    for k, v in disk.items())):
+                return None
             return cls(str(data["schema"]), str(data["uri"]), str(data["model_id"]), files,
                        extras, int(data["rows"]), tuple(str(i) for i in data["ids"]), errors,
                        stats, float(data["stats_at"]),
-                       None if data["seeds"] is None else str(data["seeds"]))
+                       None if data["seeds"] is None else str(data["seeds"]),
+                       str(data["root"]), disk)
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -151,7 +160,8 @@ def save_state(settings: Settings, *, model_id: str, files: dict[str, str],
                seeds: str | None) -> None:
     """Record what the index now holds (call only right after it was made so)."""
     state = IndexState(index.SCHEMA_VERSION, settings.index_uri, model_id, files, extras, rows,
-                       tuple(ids), tuple(errors), stats, stats_at, seeds)
+                       tuple(ids), tuple(errors), stats, stats_at, seeds, str(settings.root),
+                       index.disk_listing(settings))
     write_marshal(_path(settings), state.to_record())  # unwritable: syncs stay on the slow path
 
 
@@ -160,10 +170,34 @@ def invalidate_state(settings: Settings) -> None:
 
 
 def same_target(settings: Settings, state: IndexState | None, model_id: str) -> bool:
-    """The mirror describes this URI, embedder and table schema, and the table exists."""
-    return (state is not None and state.schema == index.SCHEMA_VERSION
-            and state.uri == settings.index_uri
-            and state.model_id == model_id and index.index_exists(settings))
+    """The mirror describes this project, URI, embedder and table schema, and the table
+    is there with exactly the files it had when the mirror was written (nothing deleted,
+    truncated or rewritten behind its back: see :func:`wrenmem.lance.disk_listing`)."""
+    if (state is None or state.schema != index.SCHEMA_VERSION
+            or state.uri != settings.index_uri or state.root != str(settings.root)
+            or state.model_id != model_id or not index.index_exists(settings)):
+        return False
+    disk = index.disk_listing(settings)
+    return disk is None or (bool(disk) and disk == state.disk)
+
+
+def disk_changes(settings: Settings, state: IndexState | None) -> str | None:
+    """Which files of the table changed since the mirror was written, in words, when the
+    mirror is this project's (None when they did not, or nothing can be said)."""
+    if (state is None or state.root != str(settings.root) or state.uri != settings.index_uri
+            or state.disk is None):
+        return None
+    now = index.disk_listing(settings)
+    if now is None or now == state.disk:
+        return None
+    missing = sorted(set(state.disk) - set(now))
+    modified = sorted(k for k in set(state.disk) & set(now) if state.disk[k] != now[k])
+    added = sorted(set(now) - set(state.disk))
+    parts = [f"{label}: {', '.join(names[:3])}{' …' if len(names) > 3 else ''}"
+             for label, names in (("missing", missing), ("modified", modified),
+                                  ("new", added)) if names]
+    return ("the index's files changed since wrenmem last wrote them (" + "; ".join(parts)
+            + "): `wrenmem sync` checks and repairs it")
 
 
 def state_matches(settings: Settings, state: IndexState | None, model_id: str,

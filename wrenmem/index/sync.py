@@ -22,7 +22,7 @@ from typing import Any
 
 from wrenmem import lance, statedir
 from wrenmem.embedders import Embedder, get_embedder
-from wrenmem.errors import LockTimeoutError, PairError
+from wrenmem.errors import LockTimeoutError, PairError, WrenmemError
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache, cache_path
 from wrenmem.index.plan import SyncPlan, plan_sync
@@ -35,8 +35,9 @@ from wrenmem.index.state import (
     save_state,
 )
 from wrenmem.lock import index_lock
+from wrenmem.pairs.catalog import require_knowledge_dir
 from wrenmem.pairs.pairfile import Pair
-from wrenmem.settings import Settings
+from wrenmem.settings import MAX_EMBED_CHARS, Settings
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +98,16 @@ class SyncReport:
 
 # ------------------------------------------------------------------------ sync ----
 
-def embed_text(pair: Pair) -> str:
-    """What the vector stands for: the question (queries are questions too)."""
-    return pair.nl.strip()
+def embed_text(pair: Pair, max_chars: int = MAX_EMBED_CHARS) -> str:
+    """What the vector stands for: the question (queries are questions too), cut to
+    ``max_chars`` (the ``max_embed_chars`` setting), because a model's memory grows with
+    the text and a question of megabytes would take gigabytes."""
+    text = pair.nl.strip()
+    if len(text) > max_chars:
+        log.warning("%s: the question has %d characters; only the first %d are embedded "
+                    "(setting max_embed_chars)", pair.path, len(text), max_chars)
+        return text[:max_chars]
+    return text
 
 
 def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | None = None,
@@ -112,23 +120,25 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
     writers take :func:`wrenmem.lock.index_lock`; the no-op check needs no lock.
     """
 
+    require_knowledge_dir(settings)
     embedder = get_embedder(settings.embedder, root=settings.root)
     if not full:
         state = quick_noop(settings, embedder.model_id)
         if state is not None:
             return _report_from_state(state, embedder.model_id)
-    snap = take_snapshot(settings)
+    snap = take_snapshot(settings, reread=full)
     seen = load_state(settings)
     if not full and mirror_matches(settings, seen, embedder.model_id, snap):
         _refresh_stats(settings, embedder.model_id)
         return _noop_report(settings, snap, embedder.model_id)
 
-    _warm_up(embedder, snap, seen, full, EmbedCache(cache_path(settings), embedder.model_id))
+    _warm_up(embedder, snap, seen, full, EmbedCache(cache_path(settings), embedder.model_id),
+             settings.max_embed_chars)
 
     with index_lock(settings, timeout=lock_timeout):
         state = load_state(settings)
         if state != seen:  # another writer finished meanwhile: read the files again
-            snap = take_snapshot(settings)
+            snap = take_snapshot(settings, reread=full)
         if not full and mirror_matches(settings, state, embedder.model_id, snap):
             save_mirror(settings, embedder.model_id, snap, state.rows if state else 0)
             return _noop_report(settings, snap, embedder.model_id)
@@ -157,7 +167,7 @@ def _report_from_state(state: IndexState, model_id: str) -> SyncReport:
 
 
 def _warm_up(embedder: Embedder, snap: Snapshot, state: IndexState | None, full: bool,
-             cache: EmbedCache | None = None) -> None:
+             cache: EmbedCache | None = None, max_chars: int = MAX_EMBED_CHARS) -> None:
     """Load the model in a thread while this one imports LanceDB and reads the table.
 
     Only when something will probably be embedded: a file or seed whose hash the index
@@ -173,7 +183,8 @@ def _warm_up(embedder: Embedder, snap: Snapshot, state: IndexState | None, full:
         fresh += [h for h in snap.extra_hashes.values() if h not in known]
         if not fresh:
             return
-    if not full and cache is not None and cache.has_all(embed_text(p) for p in snap.pairs.values()):
+    if not full and cache is not None and cache.has_all(
+            embed_text(p, max_chars) for p in snap.pairs.values()):
         return  # every question was embedded before (a branch flip back): no model needed
 
     def run() -> None:
@@ -196,9 +207,18 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
                  progress: Progress | None, paths: Collection[str] | None,
                  prior: IndexState | None) -> SyncReport:
     db = index.connect(settings)
-    table = index.open_table(db)
+    check = index.inspect(settings, db)
+    if check.owner is not None:
+        raise WrenmemError(
+            f"the index at {settings.index_uri} holds the pairs of another project "
+            f"({check.owner}); give this project an index of its own (setting `index`)")
+    table = check.table
     reason = None
-    if table is not None:
+    if check.damaged:
+        reason = "the index is damaged: " + "; ".join(check.problems)
+        index.drop_table(db, settings)
+        table = None
+    elif table is not None:
         built_by = index.table_model_id(table)
         if full:
             reason = "full rebuild requested"
@@ -209,11 +229,14 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
         invalidate_state(settings)
         if reason is not None:
             log.warning("rebuilding the index: %s", reason)
-        table = index.create_table(db, embedder.model_id, embedder.dim)
+        table = index.create_table(db, embedder.model_id, embedder.dim, str(settings.root))
         paths = None  # a new table needs every pair, whatever the caller asked for
+        rows_read: tuple[index.IndexedRow, ...] = ()
+    else:
+        rows_read = check.rows
 
     indexed: dict[str, list[str]] = {}
-    for row in index.read_ids(table):
+    for row in rows_read:
         indexed.setdefault(row.id, []).append(row.content_hash)
     desired = snap.desired()
     scope = None if paths is None else set(paths)
@@ -231,8 +254,8 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     if not plan.in_sync:
         invalidate_state(settings)
         cache = EmbedCache(cache_path(settings), embedder.model_id)
-        embedded, commits = _apply(table, snap, plan, indexed_scope, embedder, progress, cache,
-                                   use_cache=not full)
+        embedded, commits = _apply(table, snap, plan, indexed_scope, embedder, progress,
+                                   settings.max_embed_chars, cache, use_cache=not full)
     lance.ensure_fts(table, "terms")
     optimized = _maintain(settings, table, commits, embedded)
     rows = table.count_rows()
@@ -279,11 +302,13 @@ def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
 
 
 def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, list[str]],
-           embedder: Embedder, progress: Progress | None, cache: EmbedCache,
-           use_cache: bool = True) -> tuple[int, int]:
+           embedder: Embedder, progress: Progress | None, max_chars: int,
+           cache: EmbedCache, use_cache: bool = True) -> tuple[int, int]:
     """Write the plan: reused vectors (from the table or the embedding cache) and deletions
     first, then embedded chunks. Returns (texts embedded, commits). ``use_cache`` False (a
     full rebuild asked for) embeds every text again, and refreshes the cache with it."""
+    texts_of = {i: embed_text(snap.pairs[i], max_chars) for i in
+                (*plan.added, *plan.changed, *(new for _old, new in plan.renamed))}
     commits = 0
     duplicated = [i for i in plan.changed if len(indexed.get(i, ())) > 1]
     targets = list(plan.added) + list(plan.changed) + [new for _old, new in plan.renamed]
@@ -299,14 +324,14 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
         pair = snap.pairs[row_id]
         vector = pool.get(pair.content_hash)
         if vector is not None:
-            ready.append(index.pair_row(row_id, pair, embed_text(pair), vector))
+            ready.append(index.pair_row(row_id, pair, texts_of[row_id], vector))
         else:
             todo.append(row_id)
     deletes = list(plan.removed) + [old for old, _new in plan.renamed]
     if ready or deletes:
         index.write(table, ready, deletes)
         commits += 1
-    wanted = sorted({embed_text(snap.pairs[i]) for i in todo})
+    wanted = sorted({texts_of[i] for i in todo})
     vectors: dict[str, Any] = cache.lookup(wanted) if wanted and use_cache else {}
     texts = [t for t in wanted if t not in vectors]  # never embedded by this model before
     total, done = len(texts), 0
@@ -323,21 +348,21 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
             done += len(batch)
             if progress is not None:
                 progress(done, total)
-        commits += _write_ripe(table, snap, pending, vectors)
-    commits += _write_ripe(table, snap, pending, vectors)  # all from the cache, or the rest
+        commits += _write_ripe(table, snap, pending, vectors, texts_of)
+    commits += _write_ripe(table, snap, pending, vectors, texts_of)  # from the cache, or rest
     cache.save()
     return total, commits
 
 
-def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: Mapping[str, Any]
-                ) -> int:
+def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: Mapping[str, Any],
+                texts_of: Mapping[str, str]) -> int:
     """Write the pending rows whose vectors are ready (and drop them from ``pending``)."""
-    ripe = [i for i in pending if embed_text(snap.pairs[i]) in vectors]
+    ripe = [i for i in pending if texts_of[i] in vectors]
     if not ripe:
         return 0
-    pending[:] = [i for i in pending if embed_text(snap.pairs[i]) not in vectors]
-    index.write(table, [index.pair_row(i, snap.pairs[i], embed_text(snap.pairs[i]),
-                                       vectors[embed_text(snap.pairs[i])]) for i in ripe], [])
+    pending[:] = [i for i in pending if texts_of[i] not in vectors]
+    index.write(table, [index.pair_row(i, snap.pairs[i], texts_of[i], vectors[texts_of[i]])
+                        for i in ripe], [])
     return 1
 
 

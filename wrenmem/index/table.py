@@ -30,6 +30,7 @@ SCHEMA_VERSION = "2"  # 2: the `terms` column for full-text search
 META_MODEL = b"wrenmem.model_id"
 META_DIM = b"wrenmem.dim"
 META_SCHEMA = b"wrenmem.schema"
+META_ROOT = b"wrenmem.project"  # the project the table holds the pairs of
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def table_model_id(table: Any) -> str | None:
     return value.decode() if value else None
 
 
-def create_table(db: Any, model_id: str, dim: int) -> Any:
+def create_table(db: Any, model_id: str, dim: int, root: str = "") -> Any:
     """A new, empty pairs table for vectors of ``dim`` from ``model_id`` (replacing any)."""
     import pyarrow as pa
 
@@ -85,13 +86,63 @@ def create_table(db: Any, model_id: str, dim: int) -> Any:
             pa.field("vector", pa.list_(pa.float32(), dim)),
         ],
         metadata={META_MODEL: model_id.encode(), META_DIM: str(dim).encode(),
-                  META_SCHEMA: SCHEMA_VERSION.encode()},
+                  META_SCHEMA: SCHEMA_VERSION.encode(), META_ROOT: root.encode()},
     )
     return db.create_table(TABLE, schema=schema, mode="overwrite")
 
 
-def drop_table(db: Any) -> bool:
-    return lance.drop_table(db, TABLE)
+def drop_table(db: Any, settings: Settings) -> bool:
+    return lance.drop_table(db, TABLE, settings.index_uri)
+
+
+def disk_listing(settings: Settings) -> lance.Listing | None:
+    return lance.disk_listing(settings.index_uri, TABLE)
+
+
+@dataclass(frozen=True)
+class TableCheck:
+    """The one integrity check of the pairs table (``status``, ``check`` and ``sync``)."""
+
+    table: Any | None  # None when there is no table, or it cannot be opened
+    rows: tuple[IndexedRow, ...]
+    problems: tuple[str, ...]  # damage: ``sync`` rebuilds the table
+    owner: str | None = None  # another project this table belongs to: ``sync`` refuses
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.problems)
+
+
+def inspect(settings: Settings, db: Any | None = None) -> TableCheck:
+    """Open the pairs table and read every id: its versions must open, its data files
+    read, its full-text index answer, and it must belong to this project."""
+    db = db if db is not None else connect(settings)
+    table, problems = lance.probe_table(db, TABLE, "terms")
+    rows: tuple[IndexedRow, ...] = ()
+    if table is not None and not problems:
+        try:
+            rows = tuple(read_ids(table))
+        except Exception as e:  # a missing or truncated data file
+            problems.append(f"the pairs table's data cannot be read: {lance.short_error(e)}")
+    owner = table_owner(settings, table) if table is not None else None
+    return TableCheck(table, rows, tuple(problems), owner)
+
+
+def table_owner(settings: Settings, table: Any) -> str | None:
+    """The other project a table was built for, when it is not this one's to write.
+
+    An index inside the project (the default) is the project's wherever the project was
+    moved or copied; an index elsewhere (a shared path) belongs to the project that
+    built it, and two projects writing one would delete each other's rows.
+    """
+    if "://" not in settings.index_uri and os.path.abspath(settings.index_uri).startswith(
+            str(settings.root) + os.sep):
+        return None
+    try:
+        recorded = (table.schema.metadata or {}).get(META_ROOT, b"").decode()
+    except Exception:  # unreadable metadata is damage found elsewhere
+        return None
+    return recorded if recorded and recorded != str(settings.root) else None
 
 
 def read_ids(table: Any) -> list[IndexedRow]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem import statedir
-from wrenmem.errors import PairError
-from wrenmem.fsutil import is_racy, read_marshal, write_marshal
-from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair
-from wrenmem.settings import Settings
+from wrenmem.errors import PairError, WrenmemError
+from wrenmem.fsutil import file_kind, is_racy, os_error_reason, read_marshal, write_marshal
+from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
+from wrenmem.settings import MAX_PAIR_BYTES, Settings
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 SKIPPED_NAMES = {"readme.md"}
 
 
@@ -35,6 +36,17 @@ class Scan:
     pairs: tuple[Pair, ...]
     errors: tuple[PairError, ...]
     file_hashes: dict[str, str]  # relative path -> sha256 of the raw bytes
+
+
+def skipped_name(name: str) -> bool:
+    """Hidden files and folders and editors' backups: never pairs, never watched."""
+    return name.startswith(".") or name.endswith("~")
+
+
+def is_pair_name(name: str) -> bool:
+    """Whether a file of this name (not a folder) is read as a pair file."""
+    return (name.endswith(".md") and not skipped_name(name)
+            and name.lower() not in SKIPPED_NAMES)
 
 
 def iter_pair_files(folder: Path) -> Iterator[Path]:
@@ -50,28 +62,43 @@ def iter_pair_files(folder: Path) -> Iterator[Path]:
             log.warning("cannot list %s: %s", current, e)
             continue
         for entry in entries:
-            if entry.name.startswith(".") or entry.name.endswith("~"):
+            if skipped_name(entry.name):
                 continue
             if entry.is_dir(follow_symlinks=False):
                 stack.append(Path(entry.path))
-            elif entry.name.endswith(".md") and entry.name.lower() not in SKIPPED_NAMES:
+            elif is_pair_name(entry.name):
                 yield Path(entry.path)
 
 
-def read_pair_file(path: Path, rel: str) -> tuple[Pair, str]:
+def read_pair_file(path: Path, rel: str, max_bytes: int = MAX_PAIR_BYTES
+                   ) -> tuple[Pair, str]:
     """Read and parse one file; returns the pair and the sha256 of its bytes."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise PairError(rel, f"cannot read: {e.strerror or e}") from e
+    data = read_pair_bytes(path, rel, max_bytes)
     digest = hashlib.sha256(data).hexdigest()
     return parse_pair(decode_file(data, rel), rel), digest
 
 
-def scan(settings: Settings, *, use_cache: bool = True) -> Scan:
-    """Read every pair file of the project. One bad file never stops the others."""
+def require_knowledge_dir(settings: Settings) -> None:
+    """Raise when the knowledge folder is missing: a mistyped ``knowledge_dir`` must be an
+    error, not an empty knowledge base (a sync would then remove every row)."""
+    if settings.knowledge_path.is_dir():
+        return
+    origin = settings.origins.get("knowledge_dir", "default")
+    where = "" if origin == "default" else f" (setting knowledge_dir from {origin})"
+    what = "is not a folder" if settings.knowledge_path.exists() else "does not exist"
+    raise WrenmemError(f"the knowledge folder {settings.knowledge_dir}{where} {what} in "
+                       f"{settings.root}: run `wrenmem init`, or fix the setting")
+
+
+def scan(settings: Settings, *, use_cache: bool = True, refresh: bool = False) -> Scan:
+    """Read every pair file of the project. One bad file never stops the others.
+
+    ``refresh`` reads every file again and rewrites the cache (a full sync trusts nothing
+    derived); without ``use_cache`` the cache is neither read nor written.
+    """
+    require_knowledge_dir(settings)
     cache_path = settings.state_dir / statedir.CATALOG
-    cache = _load_cache(cache_path) if use_cache else {}
+    cache = _load_cache(cache_path) if use_cache and not refresh else {}
     fresh: dict[str, Any] = {}
     pairs: list[Pair] = []
     errors: list[PairError] = []
@@ -87,15 +114,22 @@ def scan(settings: Settings, *, use_cache: bool = True) -> Scan:
             rel = rel.replace(os.sep, "/")
         try:
             st = os.stat(text)
-        except OSError:
-            continue  # deleted while we were listing
+        except OSError as e:
+            if os.path.lexists(text):  # a dangling link or a loop: say so, never skip silently
+                errors.append(PairError(rel, os_error_reason(text, e)))
+            continue  # else deleted while we were listing
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block, /dev/zero never end
+            errors.append(PairError(rel, f"not a regular file: {file_kind(st.st_mode)}"))
+            continue
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        cached = cache.get(rel)
+        cached = _valid_entry(cache.get(rel))
         racy = is_racy(st.st_mtime_ns, now)
-        if cached is not None and tuple(cached[0]) == key and not cached[3]:
+        if st.st_size > settings.max_pair_bytes:
+            entry = _read_entry(path, rel, key, True, None, settings.max_pair_bytes)
+        elif cached is not None and tuple(cached[0]) == key and not cached[3]:
             entry = cached
         else:
-            entry = _read_entry(path, rel, key, racy, cached)
+            entry = _read_entry(path, rel, key, racy, cached, settings.max_pair_bytes)
             dirty = True
         fresh[rel] = entry
         hashes[rel] = entry[1]
@@ -112,11 +146,11 @@ def scan(settings: Settings, *, use_cache: bool = True) -> Scan:
 
 
 def _read_entry(path: Path, rel: str, key: tuple[int, int, int], racy: bool,
-                cached: Any) -> tuple[Any, ...]:
+                cached: Any, max_bytes: int) -> tuple[Any, ...]:
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        return (key, "", ("error", f"cannot read: {e.strerror or e}", 1), True)
+        data = read_pair_bytes(path, rel, max_bytes)
+    except PairError as e:
+        return (key, "", ("error", e.reason, e.line), True)
     digest = hashlib.sha256(data).hexdigest()
     if cached is not None and cached[1] == digest:
         return (key, digest, cached[2], racy)
@@ -128,16 +162,47 @@ def _read_entry(path: Path, rel: str, key: tuple[int, int, int], racy: bool,
     return (key, digest, record, racy)
 
 
+_OPT_STR: tuple[type, ...] = (str, type(None))
+_RECORD_TYPES: tuple[type | tuple[type, ...], ...] = (
+    str, str, _OPT_STR, _OPT_STR, (list, tuple), str, _OPT_STR, str, dict, int, bool,
+    (list, tuple))
+
+
+def _valid_entry(entry: Any) -> Any:
+    """A cache entry of the shape this module writes, or None (read the file again): a
+    cache is derived state, and a damaged or crafted one must not become a traceback."""
+    try:
+        key, digest, record, racy = entry
+        ok = (len(key) == 3 and all(type(k) is int for k in key) and isinstance(digest, str)
+              and isinstance(racy, bool) and isinstance(record, tuple | list))
+        if ok and record[0] == "ok":
+            rec = record[1]
+            ok = (len(record) == 2 and isinstance(rec, tuple | list)
+                  and len(rec) == len(_RECORD_TYPES)
+                  and all(isinstance(v, t) for v, t in zip(rec, _RECORD_TYPES, strict=True))
+                  and all(isinstance(t, str) for t in rec[4]) and bool(rec[0]) and bool(rec[1])
+                  and all(isinstance(c, tuple | list) and len(c) == 3
+                          and isinstance(c[0], str) and isinstance(c[1], str)
+                          and isinstance(c[2], bool) for c in rec[11]))
+        elif ok:
+            ok = (len(record) == 3 and record[0] == "error" and isinstance(record[1], str)
+                  and type(record[2]) is int)
+    except (TypeError, ValueError):
+        return None
+    return entry if ok else None
+
+
 def _pair_to_record(pair: Pair) -> tuple[Any, ...]:
     return (pair.nl, pair.sql, pair.datasource, pair.dialect, pair.tags, pair.source,
             pair.created_at, pair.notes, marshal_safe(pair.extra), pair.sql_line,
-            pair.wren_format)
+            pair.wren_format, pair.comments)
 
 
 def _pair_from_record(rel: str, rec: tuple[Any, ...]) -> Pair:
     return Pair(nl=rec[0], sql=rec[1], path=rel, datasource=rec[2], dialect=rec[3],
                 tags=tuple(rec[4]), source=rec[5], created_at=rec[6], notes=rec[7],
-                extra=dict(rec[8]), sql_line=rec[9], wren_format=rec[10])
+                extra=dict(rec[8]), sql_line=rec[9], wren_format=rec[10],
+                comments=tuple((c[0], c[1], c[2]) for c in rec[11]))
 
 
 def marshal_safe(value: Any) -> Any:

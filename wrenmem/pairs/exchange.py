@@ -9,14 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wrenmem.errors import WrenmemError
+from wrenmem.errors import UnreadableFileError, WrenmemError
+from wrenmem.fsutil import os_error_reason, read_regular_file
 from wrenmem.pairs.catalog import scan
-from wrenmem.pairs.pairfile import Pair, canonical_time
+from wrenmem.pairs.pairfile import Pair, canonical_time, load_yaml
 from wrenmem.pairs.store import delete_pair_file, merged_update, store_pair, would_change
 from wrenmem.settings import Settings
 from wrenmem.sqlcheck import check_sql
 
 MODES = ("skip", "upsert", "overwrite")
+MAX_EXCHANGE_BYTES = 256 * 1024 * 1024  # a queries.yml larger than this is not read
 
 
 @dataclass
@@ -43,11 +45,15 @@ def read_queries_yml(path: Path) -> list[Pair]:
     import yaml
 
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_regular_file(path, MAX_EXCHANGE_BYTES).decode("utf-8-sig")
+    except UnreadableFileError as e:
+        raise WrenmemError(f"{path}: {e.reason}") from e
     except OSError as e:
-        raise WrenmemError(f"{path}: cannot read: {e.strerror or e}") from e
+        raise WrenmemError(f"{path}: {os_error_reason(path, e)}") from e
+    except UnicodeDecodeError as e:
+        raise WrenmemError(f"{path}: not valid UTF-8 (byte {e.start})") from e
     try:
-        doc = yaml.safe_load(text)
+        doc = load_yaml(text)
     except yaml.YAMLError as e:
         raise WrenmemError(f"{path}: not valid YAML: {e}") from e
     if not isinstance(doc, dict) or "pairs" not in doc:

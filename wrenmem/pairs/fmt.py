@@ -9,8 +9,8 @@ from typing import Any
 
 from wrenmem.errors import PairError
 from wrenmem.fsutil import atomic_write_text
-from wrenmem.pairs.catalog import iter_pair_files
-from wrenmem.pairs.pairfile import decode_file, parse_pair, render_pair
+from wrenmem.pairs.catalog import iter_pair_files, require_knowledge_dir
+from wrenmem.pairs.pairfile import decode_file, parse_pair, read_pair_bytes, render_pair
 from wrenmem.settings import Settings
 
 
@@ -34,16 +34,18 @@ def format_files(settings: Settings, paths: Iterable[Path] | None = None, *,
     """Render every pair file (default: all of the project) canonically, in the ``format``
     setting's layout (fenced SQL block, or Wren's ``sql:`` key); ``check`` writes
     nothing. A file that cannot be read as a pair is reported and left as it is."""
+    if paths is None:
+        require_knowledge_dir(settings)
     targets = list(paths) if paths is not None else list(iter_pair_files(settings.knowledge_path))
     changed: list[str] = []
     broken: list[PairError] = []
     for path in sorted(targets):
         rel = settings.relpath(path)
         try:
-            raw = path.read_bytes()
+            raw = read_pair_bytes(path, rel, settings.max_pair_bytes)
             pair = parse_pair(decode_file(raw, rel), rel)
-        except (OSError, PairError) as e:
-            broken.append(e if isinstance(e, PairError) else PairError(rel, str(e)))
+        except PairError as e:
+            broken.append(e)
             continue
         text = render_pair(pair, settings.format)
         if raw != text.encode("utf-8"):

@@ -11,9 +11,12 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from wrenmem.errors import PairError
+from wrenmem.errors import PairError, UnreadableFileError
+from wrenmem.fsutil import os_error_reason, read_regular_file
+from wrenmem.settings import MAX_PAIR_BYTES
 
 KNOWN_KEYS = ("nl", "datasource", "dialect", "tags", "source", "created_at", "verified_by",
               "verified_at")
@@ -40,6 +43,10 @@ class Pair:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     sql_line: int = 1  # line of the file where the SQL text starts
     wren_format: bool = False  # SQL was in the front matter
+    # YAML comments of the front matter, kept when the file is rewritten: (key, text,
+    # inline). A comment is written before its key's line, or after it when inline; the
+    # key "" (or one no longer written) puts it at the end of the front matter.
+    comments: tuple[tuple[str, str, bool], ...] = field(default=(), compare=False)
 
     @property
     def content_hash(self) -> str:
@@ -65,6 +72,23 @@ class Pair:
 
     def with_changes(self, **changes: Any) -> Pair:
         return replace(self, **changes)
+
+
+# YAML aliases may expand to at most this many nodes in one front matter: a few hundred
+# bytes of nested aliases ("billion laughs") would otherwise take gigabytes.
+MAX_ALIAS_NODES = 10_000
+
+
+def read_pair_bytes(path: str | Path, rel: str,
+                    max_bytes: int = MAX_PAIR_BYTES) -> bytes:
+    """The bytes of a pair file; :class:`PairError` naming ``rel`` when it is not a regular
+    file (a FIFO, a device, a dangling link, a loop) or is larger than ``max_bytes``."""
+    try:
+        return read_regular_file(path, max_bytes)
+    except UnreadableFileError as e:
+        raise PairError(rel, e.reason) from e
+    except OSError as e:
+        raise PairError(rel, os_error_reason(path, e)) from e
 
 
 def decode_file(data: bytes, path: str) -> str:
@@ -97,6 +121,8 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     yaml_text = "\n".join(lines[first + 1 : close])
     try:
         meta = _load_yaml(yaml_text) if yaml_text.strip() else None
+    except RecursionError as e:
+        raise PairError(path, "front matter is nested too deeply", first + 1) from e
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = first + 2 + mark.line if mark is not None else first + 1
@@ -164,6 +190,8 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     except ValueError as e:
         raise PairError(path, f"'tags' {e}", key_line("tags")) from e
     extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS and k != "sql"}
+    front = lines[first + 1 : close]
+    comments = _front_comments(front, meta) if "#" in yaml_text else ()
     return Pair(
         nl=nl.strip(),
         sql=sql,
@@ -177,21 +205,121 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
         extra={**extra, **{k: values[k] for k in ("verified_by", "verified_at") if k in values}},
         sql_line=sql_line,
         wren_format=wren,
+        comments=comments,
     )
+
+
+_TOP_KEY = re.compile(r"""^(?:"([^"]*)"|'([^']*)'|([^\s#:'"?\-][^:#]*?))[ \t]*:(?:[ \t]|$)""")
+_COMMENT_START = re.compile(r"[ \t]#")
+MAX_COMMENT_PARSES = 64
+
+
+def _front_comments(lines: list[str], meta: dict[str, Any]) -> tuple[tuple[str, str, bool], ...]:
+    """The YAML comments of front-matter ``lines``, each tied to a top-level key.
+
+    PyYAML drops comments, so a ``#`` is taken for a comment only when removing it leaves
+    the very same values (a ``#`` inside a quoted string or a block scalar is text).
+    """
+    current = list(lines)
+    found: list[tuple[int, str, bool]] = []
+    budget = MAX_COMMENT_PARSES
+
+    def same(trial: list[str]) -> bool:
+        nonlocal budget
+        budget -= 1
+        try:
+            return bool(_load_yaml("\n".join(trial)) == meta)
+        except Exception:  # any failure means "not a comment"
+            return False
+
+    for i, line in enumerate(lines):
+        if "#" not in line or budget <= 0:
+            continue
+        if line.strip().startswith("#"):
+            trial = current[:i] + [""] + current[i + 1:]
+            if same(trial):
+                current = trial
+                found.append((i, line.strip(), False))
+            continue
+        for match in _COMMENT_START.finditer(line):
+            if budget <= 0:
+                break
+            trial = current[:i] + [line[:match.start()].rstrip()] + current[i + 1:]
+            if same(trial):
+                current = trial
+                found.append((i, line[match.start():].strip(), True))
+                break
+    keys = {i: next(g for g in m.groups() if g is not None)
+            for i, line in enumerate(current) if (m := _TOP_KEY.match(line))}
+    out: list[tuple[str, str, bool]] = []
+    for i, text, inline in found:
+        if inline and i in keys:
+            out.append((keys[i], text, True))
+        elif inline:  # inside a nested value: kept above the key that holds it
+            out.append((next((keys[j] for j in range(i, -1, -1) if j in keys), ""), text,
+                        False))
+        else:
+            out.append((next((keys[j] for j in range(i, len(current)) if j in keys), ""),
+                        text, False))
+    return tuple(out)
+
+
+def load_yaml(text: str) -> Any:
+    """YAML with PyYAML's safe loader, aliases bounded (MAX_ALIAS_NODES) and nesting too
+    deep for Python's stack reported as a YAMLError: for any YAML a user hands wrenmem."""
+    import yaml
+
+    try:
+        return _load_yaml(text)
+    except RecursionError as e:
+        raise yaml.YAMLError("nested too deeply") from e
 
 
 def _load_yaml(text: str) -> Any:
     """libyaml's loader when PyYAML has it (same values, ~10x faster); on an error the
-    pure-Python loader parses again, because its error marks point at the right line."""
+    pure-Python loader parses again, because its error marks point at the right line.
+    Text with anchors goes to the pure-Python loader, which bounds what aliases expand to."""
     import yaml
 
     fast = getattr(yaml, "CSafeLoader", None)
-    if fast is not None:
+    if fast is not None and "&" not in text:
         try:
             return yaml.load(text, Loader=fast)  # noqa: S506 - a safe loader
         except yaml.YAMLError:
             pass
-    return yaml.safe_load(text)
+    return yaml.load(text, Loader=_bounded_loader())  # noqa: S506 - a safe loader
+
+
+def _bounded_loader() -> type:
+    """A SafeLoader that refuses aliases expanding to more than MAX_ALIAS_NODES nodes."""
+    import yaml
+
+    class BoundedSafeLoader(yaml.SafeLoader):
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self._nodes = 0  # nodes composed so far, aliases counted by what they expand to
+            self._alias_nodes = 0
+            self._weights: dict[int, int] = {}
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                node = super().compose_node(parent, index)
+                weight = self._weights.get(id(node), 1)
+                self._nodes += weight
+                self._alias_nodes += weight
+                if self._alias_nodes > MAX_ALIAS_NODES:
+                    raise yaml.composer.ComposerError(
+                        None, None, f"YAML aliases expand to more than {MAX_ALIAS_NODES:,} "
+                        "values (an alias bomb?)", mark)
+                return node
+            before = self._nodes
+            node = super().compose_node(parent, index)
+            self._nodes += 1
+            self._weights[id(node)] = self._nodes - before
+            return node
+
+    return BoundedSafeLoader
 
 
 def _find_sql_block(lines: list[str]) -> tuple[int, int, str] | None:
@@ -265,24 +393,25 @@ def render_pair(pair: Pair, style: str = "fenced") -> str:
     ``style`` "fenced" puts the SQL in a fenced block of the body; "wren" puts it in the
     front matter as ``sql:`` (a literal block), the layout Wren's memory reads and writes.
     """
-    out = ["---", "nl: " + _yaml_scalar(pair.nl)]
+    items: list[tuple[str, str]] = [("nl", "nl: " + _yaml_scalar(pair.nl))]
     if style == "wren":
-        out.append(_wren_sql(pair.sql))
+        items.append(("sql", _wren_sql(pair.sql)))
     if pair.datasource:
-        out.append("datasource: " + _yaml_scalar(pair.datasource))
+        items.append(("datasource", "datasource: " + _yaml_scalar(pair.datasource)))
     if pair.dialect:
-        out.append("dialect: " + _yaml_scalar(pair.dialect))
+        items.append(("dialect", "dialect: " + _yaml_scalar(pair.dialect)))
     if pair.tags:
-        out.append("tags: [" + ", ".join(_yaml_scalar(t, flow=True) for t in pair.tags) + "]")
-    out.append("source: " + _yaml_scalar(pair.source or "user"))
+        items.append(("tags", "tags: [" + ", ".join(_yaml_scalar(t, flow=True)
+                                                     for t in pair.tags) + "]"))
+    items.append(("source", "source: " + _yaml_scalar(pair.source or "user")))
     if pair.created_at:
-        out.append("created_at: " + _time_scalar(pair.created_at))
+        items.append(("created_at", "created_at: " + _time_scalar(pair.created_at)))
     for key, value in pair.extra.items():
         if key in ("verified_at",) and isinstance(value, str):
-            out.append(f"{key}: " + _time_scalar(value))
+            items.append((str(key), f"{key}: " + _time_scalar(value)))
         else:
-            out.append(_yaml_item(key, value))
-    out.append("---")
+            items.append((str(key), _yaml_item(key, value)))
+    out = ["---", *_with_comments(items, pair.comments), "---"]
     if style != "wren":
         fence = "```"
         while fence in pair.sql:
@@ -308,6 +437,21 @@ def _wren_sql(sql: str) -> str:
     except yaml.YAMLError:
         pass
     return _yaml_item("sql", text)
+
+
+def _with_comments(items: list[tuple[str, str]],
+                   comments: tuple[tuple[str, str, bool], ...]) -> list[str]:
+    """Front-matter lines of ``items`` (key, rendered text) with the file's comments."""
+    if not comments:
+        return [text for _key, text in items]
+    written = {key for key, _text in items}
+    out: list[str] = []
+    for key, text in items:
+        out += [c for k, c, inline in comments if k == key and not (inline and "\n" not in text)]
+        inline = [c for k, c, is_inline in comments if k == key and is_inline]
+        out.append(text + "  " + " ".join(inline) if inline and "\n" not in text else text)
+    out += [c for k, c, _inline in comments if k not in written]
+    return out
 
 
 def _yaml_scalar(value: str, flow: bool = False) -> str:

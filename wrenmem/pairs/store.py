@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import PurePosixPath
 
 from wrenmem.errors import PairError, WrenmemError
 from wrenmem.fsutil import atomic_write_text
-from wrenmem.pairs.catalog import read_pair_file, scan
+from wrenmem.pairs.catalog import read_pair_file, scan, skipped_name
 from wrenmem.pairs.pairfile import Pair, render_pair
 from wrenmem.pairs.slug import slugify
 from wrenmem.settings import Settings
 
 MAX_SUFFIX = 1000
+MAX_NAME_BYTES = 255  # of one file or folder name, on every common file system
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,14 @@ def find_by_question(settings: Settings, nl: str) -> Pair | None:
     return None
 
 
+def default_dialect(settings: Settings, manifest_dialect: str | None) -> str:
+    """The dialect of a pair that names none: a ``dialect`` set explicitly (flag,
+    environment, ``wrenmem.toml``) wins, then the manifest's data source, then the default."""
+    if settings.origins.get("dialect", "default") != "default":
+        return settings.dialect
+    return manifest_dialect or settings.dialect
+
+
 def store_pair(settings: Settings, pair: Pair, *, folder: str = "") -> StoreResult:
     """Write ``pair`` to its file: the file of the same question if there is one, else a new one.
 
@@ -50,6 +60,7 @@ def store_pair(settings: Settings, pair: Pair, *, folder: str = "") -> StoreResu
     existing = find_by_question(settings, pair.nl)
     if existing is not None:
         return _update(settings, existing, pair)
+    check_folder(folder)
     base = settings.knowledge_path / folder if folder else settings.knowledge_path
     if not base.resolve().is_relative_to(settings.knowledge_path):
         raise WrenmemError(f"folder {folder!r} is outside {settings.knowledge_dir}")
@@ -72,6 +83,22 @@ def store_pair(settings: Settings, pair: Pair, *, folder: str = "") -> StoreResu
             if other.nl == pair.nl.strip():
                 return _update(settings, other, pair)
     raise WrenmemError(f"no free file name for {stem!r} after {MAX_SUFFIX} tries")
+
+
+def check_folder(folder: str) -> None:
+    """Refuse a ``store --folder`` whose files the catalog would never read (a hidden or
+    backup folder), or that no file system accepts."""
+    for part in PurePosixPath(folder.replace("\\", "/")).parts:
+        if part == "/":
+            raise WrenmemError(f"folder {folder!r} must be relative to the knowledge folder")
+        if skipped_name(part):
+            raise WrenmemError(
+                f"folder {folder!r}: {part!r} starts with '.' or ends with '~', and wrenmem "
+                "skips such folders (hidden or backup): pairs stored there would never be "
+                "listed, recalled or indexed")
+        if len(part.encode("utf-8")) > MAX_NAME_BYTES:
+            raise WrenmemError(f"folder {folder!r}: the name {part[:20]!r}… is longer than "
+                               f"{MAX_NAME_BYTES} bytes")
 
 
 def _update(settings: Settings, old: Pair, new: Pair) -> StoreResult:
@@ -106,8 +133,10 @@ def merged_update(settings: Settings, old: Pair, new: Pair) -> tuple[Pair, str]:
 
 
 def delete_pair_file(settings: Settings, rel: str) -> None:
-    """Delete a pair file; refuses anything outside the knowledge folder."""
-    path = (settings.root / rel).resolve()
-    if not path.is_relative_to(settings.knowledge_path):
+    """Delete a pair file; refuses anything outside the knowledge folder. A symbolic link
+    is deleted as a link: the file it points to is never touched."""
+    given = settings.root / rel
+    path = given.parent.resolve() / given.name
+    if not path.is_relative_to(settings.knowledge_path) or path == settings.knowledge_path:
         raise WrenmemError(f"{rel} is not inside {settings.knowledge_dir}")
-    Path(path).unlink()
+    os.unlink(path)

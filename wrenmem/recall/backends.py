@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from wrenmem.errors import ExtraMissingError, LockTimeoutError
+from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
 from wrenmem.lance import index_unavailable
 from wrenmem.recall.bm25f import GrepBackend
 from wrenmem.recall.hits import Filters, RecallBackend, RecallResult
@@ -50,16 +50,31 @@ def choose_backend(settings: Settings, notify: Callable[[str], None] | None = No
     return "grep"
 
 
+def require_questions(questions: Sequence[str]) -> None:
+    """Refuse an empty question: it matches nothing, so any "hit" would be arbitrary."""
+    for n, question in enumerate(questions, 1):
+        if not isinstance(question, str) or not question.strip():
+            where = f" (#{n})" if len(questions) > 1 else ""
+            raise WrenmemError(f"question{where} is empty: there is nothing to recall")
+
+
 def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Filters,
-                notify: Callable[[str], None] | None = None) -> list[RecallResult]:
-    """Recall for each question, from the chosen backend, in one batch."""
+                notify: Callable[[str], None] | None = None, *, sync: bool = True
+                ) -> list[RecallResult]:
+    """Recall for each question, from the chosen backend, in one batch. ``sync=False``
+    skips the catch-up sync, for a caller that knows no file changed since its last one."""
+    require_questions(queries)
     name = choose_backend(settings, notify)
     if name not in BACKENDS:
         raise ExtraMissingError(f"the {name} backend is not available in this install")
     backend = BACKENDS[name](settings)
-    if backend.uses_index:
+    if backend.uses_index and sync:
         catch_up(settings)
     hits = backend.search(list(queries), k, filters)
+    skipped = getattr(backend, "skipped", ())
+    if skipped and notify is not None:
+        for error in skipped:
+            notify(f"{error.location()}: {error.reason} (skipped)")
     return [RecallResult(q, backend.name, tuple(h)) for q, h in zip(queries, hits, strict=True)]
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from wrenmem import statedir
+from wrenmem.errors import PairError
 from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair, search_fields
@@ -31,13 +32,14 @@ class GrepBackend:
     def __init__(self, settings: Settings, pairs: Sequence[Pair] | None = None):
         self.settings = settings
         self._pairs = pairs
+        self.skipped: tuple[PairError, ...] = ()  # files the last search could not read
 
     def _load(self) -> tuple[list[Pair], list[dict[str, float]]]:
         if self._pairs is not None:
             pairs = list(self._pairs)
             return pairs, [document_terms(search_fields(p)) for p in pairs]
         found = scan(self.settings)
-
+        self.skipped = found.errors  # recall answers without them, and says so
         pairs = list(found.pairs) + list(extra_pairs(self.settings))
         cache_path = self.settings.state_dir / statedir.GREP_TERMS
         cache = _load(cache_path)

@@ -99,7 +99,13 @@ class VectorBackend:
         except Exception as e:  # lance raises plain RuntimeError/OSError for vanished files
             log.debug("recall: retrying after %s", e)
             self._table = None
+        try:
             return fn(self.table())
+        except WrenmemError:
+            raise
+        except Exception as e:  # a damaged index is a message, not a traceback
+            raise WrenmemError(f"the index cannot be read ({lance.short_error(e)}): "
+                               "run `wrenmem sync` to rebuild it") from e
 
     # -- search ---------------------------------------------------------------------
     def _dense(self, table: Any, vector: Any, depth: int, where: str | None
@@ -131,7 +137,8 @@ class VectorBackend:
         (:func:`wrenmem.recall.backends.recall_many`, the daemon)."""
         if not queries:
             return []
-        vectors = self.embedder.embed(list(queries))
+        cap = self.settings.max_embed_chars  # a question of megabytes must not take gigabytes
+        vectors = self.embedder.embed([q[:cap] for q in queries])
         where = where_clause(filters)
         return [self._retrying(lambda t, q=q, v=v: self._one(t, q, v, k, where))
                 for q, v in zip(queries, vectors, strict=True)]

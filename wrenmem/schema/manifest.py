@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -165,17 +166,44 @@ def load_manifest(path: str | Path) -> Manifest:
     try:
         # Keys starting with "_" are dropped while decoding: they are not part of the schema
         # and the fingerprint ignores them, so it need not copy the document again.
-        document = json.loads(text, object_pairs_hook=_public_object)
+        document = json.loads(text, object_pairs_hook=_public_object, parse_int=_parse_int)
     except json.JSONDecodeError as e:
         raise ManifestError(f"{path}:{e.lineno}:{e.colno}: manifest is not valid JSON: "
                             f"{e.msg}") from e
     except RecursionError as e:
         raise ManifestError(f"{path}: manifest is nested too deeply") from e
+    if isinstance(document, list):  # the hook cleaned every object, not a top-level list
+        document = _clean_value(document)
     return parse_manifest(document, str(path), _public=True)
 
 
 def _public_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    return {k: v for k, v in pairs if not k.startswith("_")}
+    # JSON may spell lone UTF-16 surrogates ("\\ud800"): such strings cannot be printed,
+    # written or hashed as UTF-8, so they become U+FFFD here, once, for every later reader.
+    return {_clean(k): _clean_value(v) for k, v in pairs if not k.startswith("_")}
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# Python refuses to convert integers longer than this (CVE-2020-10735); a longer literal in
+# a manifest is read as a float (inf), not a crash.
+_MAX_INT_DIGITS = 4000
+
+
+def _parse_int(literal: str) -> int | float:
+    return int(literal) if len(literal) <= _MAX_INT_DIGITS else float(literal)
+
+
+def _clean(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def _clean_value(value: Any) -> Any:
+    """Strings with surrogates replaced; objects are already clean (the hook ran on them)."""
+    if isinstance(value, str):
+        return _clean(value)
+    if isinstance(value, list):
+        return [_clean_value(v) for v in value]
+    return value
 
 
 def parse_manifest(document: Any, path: str = "<manifest>", *, _public: bool = False

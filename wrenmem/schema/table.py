@@ -102,8 +102,9 @@ def is_fresh(settings: Settings, manifest_path: Path, embedder_id: str,
     """True when the index already holds exactly this manifest's items for this embedder."""
     state = read_state(settings)
     if (state.get("manifest") != str(manifest_path) or state.get("embedder") != embedder_id
-            or state.get("index") != settings.index_uri or not _table_present(settings)):
-        return False
+            or state.get("index") != settings.index_uri or not _table_present(settings)
+            or state.get("disk") != _disk(settings)):
+        return False  # the disk listing: no file of the table deleted or truncated since
     if fingerprint is not None:
         return state.get("fingerprint") == fingerprint
     key = _stat_key(manifest_path)
@@ -172,11 +173,17 @@ def _write_state(settings: Settings, path: Path, fingerprint: str, embedder_id: 
     state = {"version": STATE_VERSION, "items_version": ITEMS_VERSION,
              "manifest": str(path), "stat": stat_key,
              "fingerprint": fingerprint, "embedder": embedder_id,
-             "index": settings.index_uri, "items": items}
+             "index": settings.index_uri, "items": items, "disk": _disk(settings)}
     try:
         atomic_write_text(state_path(settings), json.dumps(state))
     except OSError as e:
         log.debug("cannot write %s: %s", state_path(settings), e)
+
+
+def _disk(settings: Settings) -> dict[str, list[int]] | None:
+    """The table's files as JSON stores them (see :func:`wrenmem.lance.disk_listing`)."""
+    listing = lance.disk_listing(settings.index_uri, TABLE)
+    return None if listing is None else {k: list(v) for k, v in listing.items()}
 
 
 def connect(settings: Settings) -> Any:
@@ -216,8 +223,17 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
            progress: Callable[[int, int], None] | None) -> tuple[int, int, int, bool]:
     """Embed and write what changed: returns (embedded, deleted, unchanged, rebuilt)."""
     db = connect(settings)
-    table = open_table(db)
-    existing = _existing(table) if table is not None else {}
+    table, problems = lance.probe_table(db, TABLE)
+    existing: dict[str, tuple[str, str, str]] = {}
+    if table is not None and not problems:
+        try:
+            existing = _existing(table)
+        except Exception as e:  # a missing or truncated data file
+            problems.append(f"its data cannot be read: {lance.short_error(e)}")
+    if problems:  # damaged: drop it (from disk if LanceDB cannot) and build it again
+        log.warning("the schema index is damaged (%s); rebuilding it", "; ".join(problems))
+        lance.drop_table(db, TABLE, settings.index_uri)
+        table, existing = None, {}
     rebuild = table is None or any(row[1] != embedder.model_id for row in existing.values())
     if table is not None and rebuild:
         log.warning("schema index was built with another embedder; rebuilding it")
@@ -229,7 +245,7 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
         return 0, 0, len(items), False
     if rebuild and not todo:  # a manifest without items: no table
         if table is not None:
-            db.drop_table(TABLE)
+            lance.drop_table(db, TABLE, settings.index_uri)
         return 0, len(removed), 0, True
     # Large first indexes are written in chunks, so a killed sync keeps what it embedded
     # (the next one skips those rows by hash) and memory stays bounded. A normal
@@ -302,7 +318,7 @@ def vector_search(settings: Settings, question: str, *, embedder: Embedder, limi
     table = open_table(db)
     if table is None:
         raise SchemaIndexMissing("the schema index has no table; a sync builds it")
-    vector = embedder.embed([question])[0]
+    vector = embedder.embed([question[:settings.max_embed_chars]])[0]
     where = []
     if types:
         where.append(lance.in_filter("type", list(types)))
@@ -311,7 +327,11 @@ def vector_search(settings: Settings, question: str, *, embedder: Embedder, limi
     query = table.search(vector.tolist()).distance_type("cosine")
     if where:
         query = query.where(" AND ".join(where), prefilter=True)
-    rows = query.select(["id", "item_hash", "_distance"]).limit(limit).to_list()
+    try:
+        rows = query.select(["id", "item_hash", "_distance"]).limit(limit).to_list()
+    except Exception as e:  # damaged: the caller's forced sync rebuilds it
+        raise SchemaIndexMissing(f"the schema index cannot be read: {lance.short_error(e)}"
+                                 ) from e
     return [(r["id"], r["item_hash"], 1.0 - float(r["_distance"])) for r in rows]
 
 

@@ -62,12 +62,25 @@ def request(settings: Any, op: str, args: dict[str, Any] | None = None, *,
     if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
         return None
     path = socket_path(Path(settings.root))
+    if _watcher_stopped(Path(settings.root)):
+        return None  # a stopped (SIGSTOP, ^Z) watcher would hold every request for the timeout
     message = {"v": PROTOCOL, "op": op, "settings": settings_payload(settings),
                "args": args or {}}
     reply = _exchange(path, message, CONNECT_TIMEOUT, timeout)
     if reply is None or reply.get("v") != PROTOCOL or not reply.get("ok"):
         return None
     return reply
+
+
+def _watcher_stopped(root: Path) -> bool:
+    """Whether the watcher of ``root`` is stopped or a zombie (Linux /proc; else False)."""
+    try:
+        pid = int((root / statedir.STATE_DIR / statedir.WATCH_PID).read_text("ascii").strip())
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, ValueError, IndexError):
+        return False
+    return state in ("T", "t", "Z")
 
 
 def _exchange(path: Path, message: dict[str, Any], connect_timeout: float,

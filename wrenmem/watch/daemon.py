@@ -147,6 +147,8 @@ class DaemonServer:
                 raise ValueError("not an object")
         except ValueError as e:
             return {"v": PROTOCOL, "ok": False, "error": f"bad request: {e}"}
+        except RecursionError:
+            return {"v": PROTOCOL, "ok": False, "error": "bad request: nested too deeply"}
         return self.handle(message)
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:

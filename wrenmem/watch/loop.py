@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from wrenmem import statedir
 from wrenmem.errors import LockTimeoutError, PairError, WrenmemError
+from wrenmem.pairs.catalog import is_pair_name, skipped_name
 from wrenmem.settings import CONFIG_FILE, Settings
 
 log = logging.getLogger(__name__)
@@ -32,17 +33,6 @@ PAIRS, MANIFEST, SETTINGS = "pairs", "manifest", "settings"
 
 # A change as an event source reports it: the path and whether it is a folder.
 Change = tuple[str, bool]
-
-# Editors' and tools' scratch files (vim, emacs, JetBrains, Office, rsync, our own writes).
-_TEMP_SUFFIXES = ("~", ".tmp", ".temp", ".swp", ".swx", ".swo", ".bak", ".orig", ".part",
-                  ".crdownload", "___jb_tmp___", "___jb_old___")
-_TEMP_PREFIXES = (".", "#", "~$", ".#", "flycheck_")
-
-
-def is_temporary(name: str) -> bool:
-    """Hidden, backup and editor scratch names: never pairs, never a reason to sync."""
-    return name.startswith(_TEMP_PREFIXES) or name.endswith(_TEMP_SUFFIXES) or name == "4913"
-
 
 def classify_path(settings: Settings, path: str, is_dir: bool) -> str | None:
     """What a change at ``path`` means: PAIRS, MANIFEST, SETTINGS or None (ignore it)."""
@@ -58,11 +48,14 @@ def classify_path(settings: Settings, path: str, is_dir: bool) -> str | None:
     parts = rel.parts
     if not parts:  # the knowledge folder itself (created, deleted or moved)
         return PAIRS
-    if any(is_temporary(part) for part in parts) or statedir.STATE_DIR in parts:
+    # The catalog's own rules, so the watcher syncs exactly the files a sync reads: editors'
+    # scratch files (.q.md.swp, q.md~, #q.md#, 4913, x.md.tmp) are not *.md pair names, and
+    # an atomic save's rename onto q.md is a change of q.md itself.
+    if any(skipped_name(part) for part in parts[:-1]) or statedir.STATE_DIR in parts:
         return None
-    if is_dir or p.suffix == ".md":
-        return PAIRS
-    return None
+    if is_dir:
+        return None if skipped_name(parts[-1]) else PAIRS
+    return PAIRS if is_pair_name(parts[-1]) else None
 
 
 def changes_from_event(event: Any) -> list[Change]:

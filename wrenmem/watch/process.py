@@ -192,6 +192,10 @@ def stop_watcher(settings: Settings, *, wait: float = 15.0) -> int | None:
     pid = _read_pid(settings.state_dir)
     if pid is None:
         raise WrenmemError("a watcher holds the lock but wrote no pid file")
+    if not _is_watcher(pid, settings.state_dir / LOCK_FILE):
+        raise WrenmemError(
+            f"{PID_FILE} names pid {pid}, which is not this project's watcher (it does not "
+            f"hold {LOCK_FILE}): not signalling it; stop the watcher by hand")
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + wait
@@ -200,6 +204,28 @@ def stop_watcher(settings: Settings, *, wait: float = 15.0) -> int | None:
             return pid
         time.sleep(0.05)
     raise WrenmemError(f"the watcher (pid {pid}) did not stop within {wait:g} s")
+
+
+def _is_watcher(pid: int, lock: Path) -> bool:
+    """Whether ``pid`` holds the flock on ``lock``, from /proc/locks; where there is no
+    /proc, whether its command line at least mentions wrenmem (else: cannot tell, yes)."""
+    try:
+        inode = os.stat(lock).st_ino
+        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            table = fh.read()
+    except OSError:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                return b"wrenmem" in fh.read()
+        except OSError:
+            return True
+    for line in table.splitlines():
+        parts = line.split()  # "1: FLOCK  ADVISORY  WRITE 12345 08:01:123456 0 EOF"
+        if "->" in parts or len(parts) < 6 or parts[1] != "FLOCK":
+            continue  # "->" marks a process waiting for the lock, not holding it
+        if parts[4] == str(pid) and parts[5].rsplit(":", 1)[-1] == str(inode):
+            return True
+    return False
 
 
 def _tail(path: Path, lines: int = 8) -> str:

@@ -1,0 +1,85 @@
+"""The CLI's fast path to the daemon: no click, the same output, click for everything else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_wrenmem
+from wrenmem.__main__ import _Unhandled, parse
+from wrenmem.settings import load_settings
+from wrenmem.watch.daemon import DaemonServer
+
+
+@pytest.fixture
+def daemon(example_project: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("WRENMEM_BACKEND", "grep")  # no model needed; the path is the same
+    server = DaemonServer(load_settings(example_project))
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize("args", [
+    ["recall", "-q", "revenue per month", "-q", "每个门店的销售额是多少？", "-k", "2"],
+    ["recall", "-q", "revenue per month", "--json", "-l", "4", "--tag", "revenue"],
+    ["recall", "--query=top customers", "-o", "json", "--source", "user"],
+    ["fetch", "-q", "revenue per store"],
+    ["fetch", "-q", "revenue per store", "--json", "--threshold", "0", "-t", "column"],
+])
+def test_daemon_answers_without_click_and_prints_the_same(
+        daemon: DaemonServer, example_project: Path, args: list[str]) -> None:
+    before = daemon.requests
+    fast = run_wrenmem(["--project", str(example_project), *args],
+                       example_project, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert daemon.requests == before + 1, fast.stderr
+    slow = run_wrenmem(["--project", str(example_project), *args], example_project,
+                       env={"WRENMEM_NO_DAEMON": "1"})
+    assert fast.returncode == slow.returncode == 0, slow.stderr
+    assert fast.stdout == slow.stdout
+    imported = {line.split("|")[-1].strip() for line in fast.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "wrenmem.watch.client" in imported
+    assert not {"click", "wrenmem.cli", "lancedb", "numpy", "sqlglot"} & imported
+    messages = [line for line in fast.stderr.splitlines() if not line.startswith("import time:")]
+    assert messages == slow.stderr.splitlines()
+
+
+def test_anything_else_goes_to_click(daemon: DaemonServer, example_project: Path) -> None:
+    before = daemon.requests
+    out = run_wrenmem(["--project", str(example_project), "recall", "-q", "revenue",
+                       "--format", "wren"], example_project)
+    assert out.returncode == 0 and '"nl_query"' in out.stdout
+    # click's recall asks the daemon itself (one request), after the fast path declined.
+    assert daemon.requests == before + 1
+
+
+def test_without_a_daemon_click_answers(example_project: Path) -> None:
+    out = run_wrenmem(["recall", "-q", "revenue per month", "-b", "grep", "--json"],
+                      example_project)
+    assert out.returncode == 0 and '"hits"' in out.stdout
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["--help"], ["recall"], ["recall", "--help"], ["recall", "-q"], ["store", "-q", "x"],
+    ["recall", "-q", "x", "--format", "wren"], ["recall", "-q", "x", "-k", "0"],
+    ["recall", "-q", "x", "-k", "many"], ["recall", "-q", "x", "-b", "nope"],
+    ["recall", "-q", "x", "-o", "yaml"], ["recall", "-q", "x", "--json=1"],
+    ["recall", "-q", "x", "-k", "1", "-k", "2"], ["-v", "recall", "-q", "x"],
+    ["fetch", "-q", "a", "-q", "b"], ["fetch", "-q", "a", "--manifest", "m.json"],
+    ["recall", "-q", "x", "--queries", "f.txt"], ["recall", "positional"],
+])
+def test_parse_declines_what_it_does_not_fully_understand(argv: list[str]) -> None:
+    with pytest.raises(_Unhandled):
+        parse(argv)
+
+
+def test_parse_reads_what_click_reads() -> None:
+    project, command, options = parse(["-P", "/p", "recall", "-q", "a", "--query", "b",
+                                       "-l", "5", "--tag", "t1", "--tag=t2", "-o", "json",
+                                       "-d", "pg", "--backend", "grep"])
+    assert (project, command) == ("/p", "recall")
+    assert options["queries"] == ["a", "b"] and options["k"] == 5
+    assert options["tags"] == ["t1", "t2"] and options["json"] is True
+    assert options["datasource"] == "pg" and options["backend"] == "grep"

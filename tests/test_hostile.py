@@ -1,0 +1,667 @@
+"""Hostile input: no file a user (or an accident) puts in a project crashes, hangs or
+exhausts a command, and nothing a user wrote is lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from tests.conftest import EXAMPLE_MANIFEST, write_pair
+
+
+class Hang(Exception):
+    pass
+
+
+def _runner(root: Path, seconds: int = 60) -> Callable[..., Result]:
+    """The CLI in-process; a command still running after ``seconds`` fails the test."""
+    from wrenmem.cli import cli as group
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise Hang(f"still running after {seconds} s")
+
+    def run(*args: str, input: str | None = None) -> Result:
+        old = signal.signal(signal.SIGALRM, on_alarm)
+        signal.alarm(seconds)
+        try:
+            return CliRunner().invoke(group, ["--project", str(root), *args], input=input,
+                                      catch_exceptions=False)
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, old)
+
+    return run
+
+
+def _bad_manifest(root: Path) -> Path:
+    """The example manifest with a lone surrogate in a model name and in a description,
+    and an integer literal too long for int()."""
+    doc = json.loads(EXAMPLE_MANIFEST.read_text(encoding="utf-8"))
+    doc["models"][0]["name"] = "t\ud800x"
+    doc["models"][1]["properties"] = {"description": "bad \udc80 text"}
+    text = json.dumps(doc)  # ensure_ascii: surrogates spelled \\ud800
+    text = text.replace('"catalog"', '"bignum": ' + "9" * 5000 + ', "catalog"', 1)
+    path = root / "target" / "mdl.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="ascii")
+    return path
+
+
+# --- item 1: one bad value in the manifest -------------------------------------------------
+
+def test_manifest_surrogates_and_huge_ints_load(tmp_path: Path) -> None:
+    from wrenmem.schema.describe import describe
+    from wrenmem.schema.manifest import load_manifest
+
+    manifest = load_manifest(_bad_manifest(tmp_path))
+    assert manifest.models[0].name == "t\ufffdx"
+    describe(manifest).encode("utf-8")
+
+
+@pytest.mark.parametrize("args", [
+    ["list"], ["recall", "-q", "revenue", "--backend", "grep"], ["check"], ["status"],
+    ["export"], ["seed"], ["describe"], ["fetch", "-q", "revenue"],
+])
+def test_bad_manifest_never_crashes_a_command(project: Path, args: list[str]) -> None:
+    _bad_manifest(project)
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    result = _runner(project)(*args)
+    assert result.exit_code in (0, 1), result.output
+    assert "Traceback" not in result.output
+
+
+# --- item 2: non-regular *.md files are reported, never read --------------------------------
+
+def _special_files(root: Path) -> None:
+    sql = root / "knowledge" / "sql"
+    os.mkfifo(sql / "pipe.md")
+    (sql / "zero.md").symlink_to("/dev/zero")
+
+
+@pytest.mark.parametrize("args", [
+    ["list"], ["validate"], ["recall", "-q", "revenue", "--backend", "grep"], ["fmt"],
+    ["fmt", "--check"], ["duplicates"], ["check"], ["status"], ["export"],
+])
+def test_fifo_and_device_are_reported_not_read(project: Path, args: list[str]) -> None:
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    _special_files(project)
+    result = _runner(project)(*args)
+    assert result.exit_code in (0, 1), result.output
+    if args[0] in ("list", "validate", "fmt", "check", "duplicates", "export"):
+        assert "pipe.md" in result.output and "zero.md" in result.output, result.output
+
+
+def test_validate_refuses_a_device(project: Path) -> None:
+    result = _runner(project)("validate", "/dev/zero")
+    assert result.exit_code == 1
+    assert "not a regular file" in result.output
+
+
+# --- item 3: small files that would exhaust memory ------------------------------------------
+
+ALIAS_BOMB = """---
+nl: What is the revenue?
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+---
+
+```sql
+SELECT 1
+```
+"""
+
+
+def test_yaml_alias_bomb_is_refused(project: Path) -> None:
+    (project / "knowledge" / "sql" / "bomb.md").write_text(ALIAS_BOMB, encoding="utf-8")
+    result = _runner(project, 20)("list")
+    assert result.exit_code == 0
+    assert "bomb.md:" in result.output and "alias" in result.output
+    cache = project / ".wrenmem" / "catalog.bin"
+    assert not cache.exists() or cache.stat().st_size < 100_000
+
+
+def test_a_few_aliases_still_load() -> None:
+    from wrenmem.pairs.pairfile import parse_pair
+
+    pair = parse_pair("---\nnl: q\nx: &x [1, 2]\ny: *x\n---\n```sql\nSELECT 1\n```\n")
+    assert pair.extra == {"x": [1, 2], "y": [1, 2]}
+
+
+def test_pair_file_size_cap(project: Path) -> None:
+    write_pair(project, "huge.md", "revenue " * 700_000, "SELECT 1")
+    write_pair(project, "ok.md", "What is the revenue?", "SELECT 1")
+    result = _runner(project, 20)("list")
+    assert result.exit_code == 0
+    assert "huge.md:1: file too large" in result.output and "max_pair_bytes" in result.output
+    assert "ok.md" in result.output
+    (project / "wrenmem.toml").write_text("max_pair_bytes = 50\n", encoding="utf-8")
+    result = _runner(project, 20)("validate")
+    assert "ok.md:1:1: file too large" in result.output
+
+
+def test_embedded_text_is_capped(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.index_helpers import install_fake, settings_for
+    from wrenmem.index.sync import sync_pairs
+
+    fake = install_fake(monkeypatch)
+    write_pair(project, "long.md", "revenue " * 1000, "SELECT 1")
+    (project / "wrenmem.toml").write_text("max_embed_chars = 100\n", encoding="utf-8")
+    sync_pairs(settings_for(project))
+    assert fake.texts and max(len(t) for t in fake.texts) == 100
+
+
+# --- item 7: the parse cache is derived state, never trusted blindly -------------------------
+
+def _forge_catalog(root: Path, rel: str, record: object) -> None:
+    """Rewrite the catalog entry of ``rel`` (a well-formed file, valid checksum)."""
+    from wrenmem.fsutil import read_marshal, write_marshal
+
+    path = root / ".wrenmem" / "catalog.bin"
+    data = read_marshal(path)
+    key, digest, _record, _racy = data["entries"][rel]
+    data["entries"][rel] = (key, digest, record, False)
+    write_marshal(path, data)
+
+
+def _age(path: Path) -> None:
+    os.utime(path, (1_600_000_000, 1_600_000_000))  # older than the racy window
+
+
+def test_flipped_byte_in_catalog_is_not_trusted(project: Path) -> None:
+    _age(write_pair(project, "a.md", "What is the revenue?", "SELECT 1"))
+    run = _runner(project)
+    run("list")
+    cache = project / ".wrenmem" / "catalog.bin"
+    cache.write_bytes(cache.read_bytes().replace(b"revenue", b"revenuf"))
+    result = run("list")
+    assert "revenue" in result.output and "revenuf" not in result.output
+
+
+@pytest.mark.parametrize("record", [("ok", (1, 2, 3)), ("ok", None), ("error", None, "x"),
+                                    "garbage", ("ok", ("q", "SELECT 1", None, None, 5, "user",
+                                                       None, "", {}, 1, False))])
+def test_wrong_shape_cache_entry_is_discarded(project: Path, record: object) -> None:
+    _age(write_pair(project, "a.md", "What is the revenue?", "SELECT 1"))
+    run = _runner(project)
+    run("list")
+    _forge_catalog(project, "knowledge/sql/a.md", record)
+    for args in (["list"], ["recall", "-q", "revenue", "-b", "grep"], ["export"]):
+        result = run(*args)
+        assert result.exit_code == 0 and "What is the revenue?" in result.output
+
+
+def test_full_sync_rereads_the_files(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.index_helpers import install_fake, settings_for, table_rows
+    from wrenmem.index.sync import sync_pairs
+
+    install_fake(monkeypatch)
+    _age(write_pair(project, "a.md", "What is the revenue?", "SELECT 1"))
+    settings = settings_for(project)
+    sync_pairs(settings)
+    _forge_catalog(project, "knowledge/sql/a.md", ("ok", (
+        "forged question", "SELECT 2", None, None, [], "user", None, "", {}, 1, False)))
+    sync_pairs(settings, full=True)
+    assert [r["question"] for r in table_rows(settings)] == ["What is the revenue?"]
+
+
+# --- item 5: forget deletes a link, never what it points to ---------------------------------
+
+def test_forget_a_symlink_deletes_the_link_only(project: Path) -> None:
+    real = write_pair(project, "real-question.md", "What is the revenue?", "SELECT 1")
+    alias = project / "knowledge" / "sql" / "alias.md"
+    alias.symlink_to("real-question.md")
+    result = _runner(project)("forget", "-y", "knowledge/sql/alias.md")
+    assert result.exit_code == 0, result.output
+    assert real.is_file() and not alias.is_symlink()
+    assert "alias.md" in result.output
+
+
+# --- item 6: store never writes where nothing reads -----------------------------------------
+
+@pytest.mark.parametrize("folder", [".hidden", "sub/.git", "backup~", "a" * 300])
+def test_store_refuses_folders_nothing_reads(project: Path, folder: str) -> None:
+    result = _runner(project)("store", "-q", "What is the revenue?", "--sql", "SELECT 1",
+                              "--folder", folder)
+    assert result.exit_code == 1, result.output
+    assert "error:" in result.output and "folder" in result.output
+    assert not [p for p in (project / "knowledge").rglob("*.md")]
+
+
+# --- item 9: fmt and store keep what people wrote -------------------------------------------
+
+COMMENTED = """---
+# approved by finance
+nl: What is the revenue?  # the CFO's wording
+tags:
+  - kpi  # weekly report
+  - revenue
+owner: "team # data"  # not a comment inside the quotes
+notes_key: |
+  # this is text, not a comment
+source: user
+---
+
+```sql
+SELECT 1
+```
+"""
+
+
+def test_fmt_keeps_yaml_comments(project: Path) -> None:
+    from wrenmem.pairs.pairfile import parse_pair
+
+    path = project / "knowledge" / "sql" / "a.md"
+    path.write_text(COMMENTED, encoding="utf-8")
+    before = parse_pair(COMMENTED)
+    run = _runner(project)
+    assert run("fmt").exit_code in (0, 1)
+    text = path.read_text(encoding="utf-8")
+    for comment in ("# approved by finance", "# the CFO's wording", "# weekly report",
+                    "# not a comment inside the quotes"):
+        assert text.count(comment) == 1, text
+    after = parse_pair(text)
+    assert (after.nl, after.tags, after.extra) == (before.nl, before.tags, before.extra)
+    assert after.extra["notes_key"] == "# this is text, not a comment\n"
+    assert run("fmt", "--check").exit_code == 0  # canonical now: stable
+
+
+def test_store_update_keeps_comments(project: Path) -> None:
+    path = project / "knowledge" / "sql" / "a.md"
+    path.write_text(COMMENTED, encoding="utf-8")
+    result = _runner(project)("store", "-q", "What is the revenue?", "--sql", "SELECT 2")
+    assert result.exit_code == 0, result.output
+    text = path.read_text(encoding="utf-8")
+    assert "SELECT 2" in text and "# approved by finance" in text
+
+
+def test_rewritten_files_keep_their_mode(project: Path) -> None:
+    path = project / "knowledge" / "sql" / "a.md"
+    path.write_text(COMMENTED.replace("source: user\n", ""), encoding="utf-8")
+    path.chmod(0o664)
+    run = _runner(project)
+    run("fmt")
+    assert path.stat().st_mode & 0o777 == 0o664
+    old = os.umask(0o022)
+    try:
+        run("store", "-q", "How many orders?", "--sql", "SELECT 1")
+    finally:
+        os.umask(old)
+    new = next((project / "knowledge" / "sql").glob("how-many*.md"))
+    assert new.stat().st_mode & 0o777 == 0o644
+
+
+def test_fmt_through_a_symlink_keeps_the_link(project: Path) -> None:
+    real = project / "knowledge" / "sql" / "real.md"
+    real.write_text(COMMENTED.replace("source: user\n", ""), encoding="utf-8")
+    link = project / "knowledge" / "sql" / "link.md"
+    link.symlink_to("real.md")
+    _runner(project)("fmt")
+    assert link.is_symlink() and "source: user" in real.read_text(encoding="utf-8")
+
+
+# --- item 10: no traceback from odd files and odd input --------------------------------------
+
+NESTED = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("name,data", [("q.txt", b"\xff\xfe bad utf-8\n"),
+                                       ("q.json", NESTED.encode())])
+def test_recall_questions_file_errors_are_messages(project: Path, name: str,
+                                                   data: bytes) -> None:
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    path = project / name
+    path.write_bytes(data)
+    result = _runner(project)("recall", "--queries", str(path), "-b", "grep")
+    assert result.exit_code == 1, result.output
+    assert "error:" in result.output and name in result.output
+
+
+@pytest.mark.parametrize("data", [b"pairs:\n- nl: \xff\n  sql: SELECT 1\n",
+                                  NESTED.encode(),
+                                  ALIAS_BOMB.split("---")[1].encode() + b"pairs: []\n"])
+def test_import_of_bad_files_is_a_message(project: Path, data: bytes) -> None:
+    path = project / "queries.yml"
+    path.write_bytes(data)
+    result = _runner(project, 20)("import", str(path))
+    assert result.exit_code == 1, result.output
+    assert "error:" in result.output and "queries.yml" in result.output
+
+
+@pytest.mark.parametrize("layout", ["state-file", "index-file", "lock-folder"])
+def test_odd_state_layout_is_a_message(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                       layout: str) -> None:
+    from tests.index_helpers import install_fake
+
+    install_fake(monkeypatch)
+    (project / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    state = project / ".wrenmem"
+    if layout == "state-file":
+        state.write_text("not a folder", encoding="utf-8")
+    elif layout == "index-file":
+        state.mkdir()
+        (state / "index").write_text("not a folder", encoding="utf-8")
+    else:
+        (state / "index.lock").mkdir(parents=True)
+    run = _runner(project)
+    for args in (["sync"], ["check"], ["status"], ["list"], ["recall", "-q", "revenue"],
+                 ["store", "-q", "How many orders?", "--sql", "SELECT 2"], ["reset"]):
+        result = run(*args)
+        assert result.exit_code in (0, 1), (args, result.output)
+
+
+def test_daemon_survives_deeply_nested_json(project: Path) -> None:
+    from wrenmem.settings import load_settings
+    from wrenmem.watch.daemon import DaemonServer
+
+    daemon = DaemonServer(load_settings(project))
+    reply = daemon.handle_line(NESTED.encode())
+    assert reply["ok"] is False and "bad request" in reply["error"]
+
+
+# --- item 11: nothing skipped silently ------------------------------------------------------
+
+@pytest.mark.parametrize("args", [["list"], ["sync"], ["check"], ["status"], ["export"],
+                                  ["validate"], ["fmt"], ["duplicates"],
+                                  ["recall", "-q", "x", "-b", "grep"]])
+def test_dangling_links_and_loops_are_named(project: Path, args: list[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.index_helpers import install_fake
+
+    install_fake(monkeypatch)
+    (project / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    sql = project / "knowledge" / "sql"
+    (sql / "dangling.md").symlink_to("nowhere.md")
+    (sql / "loop.md").symlink_to("loop.md")
+    result = _runner(project)(*args)
+    assert result.exit_code in (0, 1), result.output
+    assert "dangling.md" in result.output and "loop.md" in result.output, result.output
+
+
+@pytest.mark.parametrize("args", [["sync"], ["check"], ["status"], ["list"], ["validate"],
+                                  ["recall", "-q", "revenue", "-b", "grep"]])
+def test_missing_knowledge_dir_is_an_error(project: Path, args: list[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.index_helpers import install_fake
+
+    install_fake(monkeypatch)
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    (project / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
+    run = _runner(project)
+    assert run("sync").exit_code == 0
+    (project / "wrenmem.toml").write_text('embedder = "fake"\nknowledge_dir = "knowlege/sql"\n',
+                                          encoding="utf-8")
+    result = run(*args)
+    assert result.exit_code == 1, result.output
+    assert "knowlege/sql" in result.output and "wrenmem.toml" in result.output
+    (project / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
+    assert run("check").exit_code == 0  # the index kept its row
+
+
+# --- item 12: smaller ----------------------------------------------------------------------
+
+def test_watcher_and_catalog_follow_one_rule(project: Path) -> None:
+    from wrenmem.pairs.catalog import iter_pair_files
+    from wrenmem.settings import load_settings
+    from wrenmem.watch.loop import PAIRS, classify_path
+
+    sql = project / "knowledge" / "sql"
+    names = ["#42-tapirs.md", "archive.bak/x.md", "a.md", ".q.md.swp", "q.md~", "#q.md#",
+             "4913", "x.md.tmp", ".hidden/y.md", "b~/z.md", "README.md", "notes.txt",
+             "sub.tmp/w.md", "~$office.md", "flycheck_a.md"]
+    for name in names:
+        (sql / name).parent.mkdir(parents=True, exist_ok=True)
+        (sql / name).write_text("x", encoding="utf-8")
+    settings = load_settings(project)
+    read = {p.relative_to(sql).as_posix() for p in iter_pair_files(sql)}
+    watched = {n for n in names if classify_path(settings, str(sql / n), False) == PAIRS}
+    assert watched == read
+    assert {"#42-tapirs.md", "archive.bak/x.md"} <= read
+
+
+def test_watch_stop_signals_only_our_watcher(project: Path) -> None:
+    import fcntl
+    import subprocess
+
+    state = project / ".wrenmem"
+    state.mkdir()
+    lock = os.open(state / "watch.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # "a watcher" is running...
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        (state / "watch.pid").write_text(f"{bystander.pid}\n", encoding="utf-8")  # ...stale pid
+        result = _runner(project)("watch", "--stop")
+        assert result.exit_code == 1, result.output
+        assert "not signalling" in result.output
+        assert bystander.poll() is None  # still alive
+    finally:
+        bystander.kill()
+        bystander.wait()
+        os.close(lock)
+
+
+def test_a_stopped_watcher_is_not_waited_for(project: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from wrenmem.settings import load_settings
+    from wrenmem.watch.client import request, socket_path
+
+    settings = load_settings(project)
+    path = socket_path(project)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(os.fspath(path))
+    server.listen(8)  # accepts connections (the kernel does) but never answers
+    frozen = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (project / ".wrenmem").mkdir(exist_ok=True)
+        (project / ".wrenmem" / "watch.pid").write_text(f"{frozen.pid}\n", encoding="utf-8")
+        frozen.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the signal is delivered asynchronously
+            with open(f"/proc/{frozen.pid}/stat", encoding="ascii") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] == "T":
+                    break
+            time.sleep(0.01)
+        started = time.monotonic()
+        assert request(settings, "ping") is None
+        assert time.monotonic() - started < 2
+    finally:
+        frozen.kill()
+        frozen.wait()
+        server.close()
+
+
+def test_hooks_leave_other_repositories_alone(tmp_path: Path) -> None:
+    from wrenmem.git.hooks import run_hook
+    from wrenmem.settings import load_settings
+
+    other = tmp_path / "other-repo"
+    other.mkdir()
+    assert run_hook(load_settings(other), "post-commit", ()) is None
+    assert not (other / ".wrenmem").exists()
+
+
+@pytest.mark.parametrize("question", ["", "   "])
+def test_recall_refuses_an_empty_question(project: Path, question: str) -> None:
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    result = _runner(project)("recall", "-q", question, "-b", "grep")
+    assert result.exit_code == 1 and "empty" in result.output
+
+
+def test_list_escapes_newlines_and_tabs(project: Path) -> None:
+    write_pair(project, "two\nlines\tand tab.md", "What is the revenue?", "SELECT 1")
+    result = _runner(project)("list")
+    assert result.exit_code == 0
+    lines = [line for line in result.stdout.splitlines() if line]
+    assert lines == ["knowledge/sql/two\\nlines\\tand tab.md\tWhat is the revenue?"]
+
+
+# --- the hostile corpus: every command, as a real process, bounded in time and memory --------
+
+FAKE_CLI = """
+import atexit, resource, sys
+atexit.register(lambda: print("\\nPEAK_RSS_KB", resource.getrusage(resource.RUSAGE_SELF)
+                                 .ru_maxrss, file=sys.stderr, flush=True))
+from tests.fakes import RecordingEmbedder
+from wrenmem.embedders import EMBEDDERS
+EMBEDDERS["fake"] = lambda arg, root: RecordingEmbedder()
+from wrenmem.cli import main
+main(sys.argv[1:])
+"""
+MB = 1024 * 1024
+MEMORY_LIMIT = 500 * MB
+# LanceDB's runtime reserves far more address space than it uses (and hangs, rather than
+# failing, when RLIMIT_AS refuses it): commands that open the index get a wider address
+# space, and their peak resident memory is held to MEMORY_LIMIT instead.
+INDEX_ADDRESS_SPACE = 4000 * MB
+SECONDS = 10.0
+# Under a loaded CI machine, importing LanceDB alone can take seconds: index commands get
+# this much, and WRENMEM_HOSTILE_SLACK multiplies both.
+INDEX_SECONDS = 30.0
+
+HOSTILE_FILES = ["pipe.md", "zero.md", "bomb.md", "huge.md", "latin1.md", "dangling.md",
+                 "loop.md"]
+
+
+def _hostile_project(root: Path) -> Path:
+    sql = root / "knowledge" / "sql"
+    sql.mkdir(parents=True)
+    write_pair(root, "good.md", "What is the total revenue?", "SELECT SUM(amount) FROM orders")
+    os.mkfifo(sql / "pipe.md")
+    (sql / "zero.md").symlink_to("/dev/zero")
+    (sql / "bomb.md").write_text(ALIAS_BOMB, encoding="utf-8")
+    write_pair(root, "huge.md", "revenue " * 700_000, "SELECT 1")
+    (sql / "latin1.md").write_bytes("---\nnl: Qué pasó\n---\n```sql\nSELECT 1\n```\n"
+                                    .encode("latin-1"))
+    (sql / "dangling.md").symlink_to("nowhere.md")
+    (sql / "loop.md").symlink_to("loop.md")
+    _bad_manifest(root)
+    (root / "wrenmem.toml").write_text('embedder = "fake"\nfetch_threshold = 100\n',
+                                       encoding="utf-8")
+    return root
+
+
+def _run_bounded(root: Path, args: list[str], *, index: bool) -> tuple[int, str, float, int]:
+    """(exit code, stdout + stderr, seconds, peak resident bytes) of one command."""
+    import resource
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    space = INDEX_ADDRESS_SPACE if index else MEMORY_LIMIT
+    slack = float(os.environ.get("WRENMEM_HOSTILE_SLACK", "1"))
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (space, space))
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WRENMEM_NO_DAEMON": "1"}
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-c", FAKE_CLI, "--project", str(root), *args],
+                            cwd=root, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, preexec_fn=limit)
+    try:
+        out, _ = proc.communicate(timeout=(INDEX_SECONDS if index else SECONDS) * slack)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        raise AssertionError(f"{args} did not finish in time: {out.decode()[-2000:]}"
+                             ) from None
+    seconds = time.monotonic() - started
+    text, _, peak_kb = out.decode("utf-8", "replace").rpartition("\nPEAK_RSS_KB ")
+    return proc.returncode, text, seconds, int(peak_kb.split()[0]) * 1024
+
+
+CORPUS_COMMANDS: list[tuple[list[str], bool, bool]] = [
+    # (arguments, opens the index, must name every bad pair file)
+    (["list"], False, True),
+    (["show", "knowledge/sql/good.md"], False, False),
+    (["show", "knowledge/sql/pipe.md"], False, False),
+    (["recall", "-q", "total revenue", "-b", "grep"], False, True),
+    (["validate"], False, True),
+    (["fmt", "--check"], False, True),
+    (["duplicates"], False, True),
+    (["export"], False, True),
+    (["describe"], False, False),
+    (["seed"], False, False),
+    (["sync"], True, True),
+    (["check"], True, True),
+    (["status"], True, True),
+    (["fetch", "-q", "revenue by customer"], True, False),
+    (["recall", "-q", "total revenue", "-b", "hybrid"], True, False),
+]
+
+
+@pytest.mark.parametrize("args,index,names_files", CORPUS_COMMANDS,
+                         ids=[" ".join(c[0][:2]) for c in CORPUS_COMMANDS])
+def test_hostile_corpus(tmp_path: Path, args: list[str], index: bool,
+                        names_files: bool) -> None:
+    root = _hostile_project(tmp_path / "hostile")
+    code, output, _seconds, peak = _run_bounded(root, args, index=index)
+    assert code in (0, 1), output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert peak < MEMORY_LIMIT, f"{args}: {peak / MB:.0f} MB"
+    if names_files:
+        missing = [name for name in HOSTILE_FILES if name not in output]
+        assert not missing, (missing, output[-3000:])
+    if args[0] in ("list", "export", "recall"):
+        assert "total revenue" in output.lower()
+
+
+def test_show_names_a_file_it_will_not_read(project: Path) -> None:
+    os.mkfifo(project / "knowledge" / "sql" / "pipe.md")
+    result = _runner(project)("show", "knowledge/sql/pipe.md")
+    assert result.exit_code == 1
+    assert "pipe.md:1: not a regular file: a named pipe" in result.output
+
+
+def test_any_damaged_state_file_is_survived_and_repaired(project: Path,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """Caches are checksummed and shape-checked (a damaged one is rebuilt); the index is
+    checked by tests/test_integrity.py. No damage is a traceback; sync repairs all."""
+    from tests.index_helpers import install_fake
+
+    install_fake(monkeypatch)
+    (project / "target").mkdir()
+    shutil.copy(EXAMPLE_MANIFEST, project / "target" / "mdl.json")
+    (project / "wrenmem.toml").write_text('embedder = "fake"\nfetch_threshold = 10\n',
+                                          encoding="utf-8")
+    _age(write_pair(project, "a.md", "What is the total revenue?", "SELECT 1"))
+    run = _runner(project)
+    for args in (["sync"], ["list"], ["recall", "-q", "revenue", "-b", "grep"],
+                 ["fetch", "-q", "revenue"]):
+        assert run(*args).exit_code == 0
+    state = project / ".wrenmem"
+    files = sorted(p for p in state.iterdir() if p.is_file() and not p.is_socket())
+    assert {p.name for p in files} >= {"catalog.bin", "index-state.bin", "grep-terms.bin"}
+    for path in files:
+        data = path.read_bytes()
+        for damaged in (data[: len(data) // 2], bytes(b ^ 0x20 for b in data)):
+            path.write_bytes(damaged)
+            for args in (["check"], ["status"], ["list"],
+                         ["recall", "-q", "revenue", "-b", "grep"], ["fetch", "-q", "revenue"]):
+                result = run(*args)
+                assert result.exit_code in (0, 1), (path.name, args, result.output)
+            assert run("sync").exit_code == 0, path.name
+            assert run("check").exit_code == 0, path.name
+            listed = run("list")
+            assert "What is the total revenue?" in listed.output, (path.name, listed.output)

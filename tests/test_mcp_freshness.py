@@ -1,0 +1,70 @@
+"""The MCP server's catch-up sync runs only when files may have changed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_pair
+from wrenmem.mcp.freshness import Freshness
+from wrenmem.settings import load_settings
+
+
+def eventually(check: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.fixture
+def fresh(project: Path):
+    (project / "target").mkdir()
+    (project / "target" / "mdl.json").write_text("{}")
+    f = Freshness(load_settings(project))
+    yield f
+    f.close()
+
+
+def test_sync_first_then_only_after_relevant_changes(fresh: Freshness, project: Path) -> None:
+    assert fresh.needs_sync()  # nothing synced yet
+    fresh.synced(time.monotonic())
+    assert not fresh.needs_sync()
+    # Irrelevant: derived state, a non-pair file, an editor's scratch file.
+    (project / ".wrenmem").mkdir()
+    (project / ".wrenmem" / "catalog.bin").write_bytes(b"x")
+    (project / "knowledge/sql/notes.txt").write_text("x")
+    (project / "knowledge/sql/.pair.md.swp").write_text("x")
+    time.sleep(0.3)
+    assert not fresh.needs_sync()
+    write_pair(project, "sub/new.md", "A new question", "SELECT 1")
+    assert eventually(fresh.needs_sync)
+    fresh.synced(time.monotonic())
+    assert not fresh.needs_sync()
+    (project / "target" / "mdl.json").write_text('{"models": []}')  # seeds come from it
+    assert eventually(fresh.needs_sync)
+
+
+def test_events_during_a_sync_still_count(fresh: Freshness, project: Path) -> None:
+    fresh.synced(time.monotonic())
+    started = time.monotonic()
+    write_pair(project, "late.md", "Written while syncing", "SELECT 1")
+    time.sleep(0.3)  # the event arrives before the sync reports
+    fresh.synced(started)
+    assert fresh.needs_sync()
+
+
+def test_an_old_sync_is_redone(project: Path) -> None:
+    f = Freshness(load_settings(project), max_age=0.2)
+    try:
+        f.synced(time.monotonic())
+        assert not f.needs_sync()
+        time.sleep(0.3)
+        assert f.needs_sync()
+    finally:
+        f.close()

@@ -1,0 +1,51 @@
+"""mcp: serve the project's memory to agents over the Model Context Protocol."""
+
+from __future__ import annotations
+
+import click
+
+from wrenmem.api import Memory
+from wrenmem.cli.common import get_settings
+from wrenmem.errors import ExtraMissingError
+from wrenmem.settings import BACKENDS
+
+
+def parse_http(value: str) -> tuple[str, int]:
+    """``PORT``, ``:PORT`` or ``HOST:PORT`` (``[v6]:PORT``); the host defaults to 127.0.0.1."""
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = "", value
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        number = int(port)
+    except ValueError:
+        raise click.BadParameter(f"expected HOST:PORT or PORT, got {value!r}",
+                                 param_hint="--http") from None
+    if not 0 < number < 65536:
+        raise click.BadParameter(f"port {number} is out of range", param_hint="--http")
+    return host, number
+
+
+@click.command()
+@click.option("--http", "http", metavar="[HOST:]PORT",
+              help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (host "
+                   "default 127.0.0.1: only this machine).")
+@click.option("--backend", "-b", type=click.Choice(BACKENDS),
+              help="Recall backend (default: setting `backend`).")
+@click.pass_context
+def mcp(ctx: click.Context, http: str | None, backend: str | None) -> None:
+    """Serve the memory to agents over MCP (stdio, or HTTP with --http): tools
+    recall_queries, get_schema_context, describe_schema, store_query, list_queries and
+    forget_query. Needs the `mcp` extra."""
+
+    address = parse_http(http) if http else None
+    settings = get_settings(ctx, backend=backend)
+    try:  # the SDK takes a second to import: only when serving
+        from wrenmem.mcp.server import serve
+    except ImportError as e:
+        raise ExtraMissingError(
+            f"the MCP server needs the mcp extra: pip install 'wrenmem[mcp]' ({e})") from e
+    serve(Memory.from_settings(settings), http=address)
+
+
+COMMANDS = [mcp]

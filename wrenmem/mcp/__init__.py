@@ -1,0 +1,1 @@
+"""The MCP server: wrenmem as tools for agents (``wrenmem mcp``)."""

@@ -1,0 +1,268 @@
+"""What each MCP tool does, over one long-lived :class:`Memory`; no MCP SDK here.
+
+Each method takes plain arguments and returns a ``TypedDict``: the SDK derives the tool's
+output schema from the return annotation and sends the value as ``structured_content``.
+Errors are :class:`WrenmemError` with a message written for the agent that called the tool.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+# pydantic (which turns these into the tools' output schemas) needs typing_extensions'
+# TypedDict on Python < 3.12.
+from typing_extensions import TypedDict
+
+from wrenmem.api import Memory
+from wrenmem.errors import SqlCheckError, WrenmemError
+from wrenmem.mcp.freshness import Freshness
+from wrenmem.mcp.warm import WarmGrep
+from wrenmem.pairs.pairfile import Pair
+from wrenmem.recall.backends import choose_backend
+from wrenmem.recall.hits import Filters, Hit, RecallResult
+
+
+class RecalledPair(TypedDict):
+    question: str
+    sql: str
+    path: str
+    score: float
+    source: str
+    datasource: str | None
+    dialect: str | None
+    tags: list[str]
+
+
+class RecallOutput(TypedDict):
+    question: str
+    backend: str
+    pairs: list[RecalledPair]
+    notes: list[str]
+
+
+class SchemaItemOutput(TypedDict):
+    type: str
+    name: str
+    model: str
+    detail: str
+    score: float
+
+
+class SchemaContextOutput(TypedDict):
+    question: str
+    strategy: str
+    method: str
+    text: str
+    items: list[SchemaItemOutput]
+    characters: int
+    threshold: int
+    notes: list[str]
+
+
+class DescribeOutput(TypedDict):
+    text: str
+    data_source: str
+    dialect: str | None
+    models: list[str]
+    views: list[str]
+    warnings: list[str]
+
+
+class StoreOutput(TypedDict):
+    path: str
+    created: bool
+    question: str
+    sql: str
+    dialect: str | None
+    notes: list[str]
+
+
+class ListedPair(TypedDict):
+    question: str
+    sql: str
+    path: str
+    source: str
+    datasource: str | None
+    dialect: str | None
+    tags: list[str]
+    created_at: str | None
+
+
+class ListOutput(TypedDict):
+    total: int
+    offset: int
+    limit: int
+    pairs: list[ListedPair]
+
+
+class ForgetOutput(TypedDict):
+    deleted: list[str]
+    notes: list[str]
+
+
+class Tools:
+    """The tools of one project's server. Calls are serialized: the SDK runs synchronous
+    tools in worker threads, and one index writer at a time is what the library expects."""
+
+    def __init__(self, memory: Memory, freshness: Freshness | None = None):
+        self.memory = memory
+        self.freshness = freshness
+        self._grep: WarmGrep | None = None
+        self._lock = threading.Lock()
+        self._notes: list[str] = []
+        memory.notify = self._notes.append
+
+    def _begin(self) -> list[str]:
+        self._notes.clear()
+        return self._notes
+
+    def recall_queries(self, question: str, k: int = 3, datasource: str | None = None,
+                       tags: Sequence[str] = (), min_score: float | None = None
+                       ) -> RecallOutput:
+        with self._lock:
+            notes = self._begin()
+            result = self._recall(question, k, datasource, tuple(tags or ()))
+            hits = [h for h in result.hits if min_score is None or h.score >= min_score]
+            return {"question": question, "backend": result.backend,
+                    "pairs": [_recalled(h) for h in hits], "notes": list(notes)}
+
+    def _recall(self, question: str, k: int, datasource: str | None, tags: tuple[str, ...]
+                ) -> RecallResult:
+        """Recall with what is warm: the index's catch-up sync, or grep's snapshot of the
+        files, renewed only when files may have changed since the last call."""
+        fresh = self.freshness
+        changed = fresh is None or fresh.needs_sync()
+        started = time.monotonic()
+        settings = self.memory.settings
+        if choose_backend(settings, self.memory.notify) == "grep":
+            if changed or self._grep is None:
+                self._grep = WarmGrep(settings)
+            hits = self._grep.search([question], k, Filters(datasource=datasource, tags=tags))
+            result = RecallResult(question, self._grep.name, tuple(hits[0]))
+        elif changed:
+            result = self.memory.recall_many([question], k, datasource=datasource,
+                                             tags=tags)[0]
+        else:
+            try:
+                result = self.memory.recall_many([question], k, datasource=datasource,
+                                                 tags=tags, sync=False)[0]
+            except WrenmemError:  # e.g. another process reset the index: sync and retry
+                changed = True
+                result = self.memory.recall_many([question], k, datasource=datasource,
+                                                 tags=tags)[0]
+        if changed and fresh is not None:
+            fresh.synced(started)
+        return result
+
+    def get_schema_context(self, question: str, threshold: int | None = None, k: int = 10
+                           ) -> SchemaContextOutput:
+        with self._lock:
+            self._begin()
+            result = self.memory.fetch(question, threshold=threshold, k=k)
+            items: list[SchemaItemOutput] = [
+                {"type": r.item.type, "name": r.item.name, "model": r.item.model,
+                 "detail": r.item.detail, "score": round(r.score, 6)}
+                for r in result.results]
+            return {"question": question, "strategy": result.strategy,
+                    "method": result.method, "text": result.render(), "items": items,
+                    "characters": result.characters, "threshold": result.threshold,
+                    "notes": [*result.notes, *result.warnings]}
+
+    def describe_schema(self) -> DescribeOutput:
+        with self._lock:
+            self._begin()
+            manifest = self.memory.manifest()
+            return {"text": self.memory.describe(), "data_source": manifest.data_source,
+                    "dialect": manifest.dialect,
+                    "models": [m.name for m in manifest.models],
+                    "views": [v.name for v in manifest.views],
+                    "warnings": list(manifest.warnings)}
+
+    def store_query(self, question: str, sql: str, datasource: str | None = None,
+                    tags: Sequence[str] = (), note: str = "") -> StoreOutput:
+        with self._lock:
+            notes = self._begin()
+            try:
+                result = self.memory.store(question, sql, datasource=datasource,
+                                           tags=tuple(tags or ()), note=note,
+                                           check_schema=True)
+            except SqlCheckError as e:
+                raise WrenmemError(_refusal(e, self.memory)) from e
+            return {"path": result.path, "created": result.created,
+                    "question": result.pair.nl, "sql": result.pair.sql,
+                    "dialect": result.pair.dialect, "notes": list(notes)}
+
+    def list_queries(self, source: str | None = None, tag: str | None = None,
+                     datasource: str | None = None, limit: int = 50, offset: int = 0
+                     ) -> ListOutput:
+        with self._lock:
+            self._begin()
+            pairs = self.memory.list(source=source, tags=(tag,) if tag else (),
+                                     datasource=datasource)
+            page = pairs[offset:offset + limit]
+            return {"total": len(pairs), "offset": offset, "limit": limit,
+                    "pairs": [_listed(p) for p in page]}
+
+    def forget_query(self, path: str) -> ForgetOutput:
+        with self._lock:
+            notes = self._begin()
+            target = pair_file_in_knowledge(self.memory, path)
+            deleted = self.memory.forget([str(target)])
+            return {"deleted": deleted, "notes": list(notes)}
+
+
+def pair_file_in_knowledge(memory: Memory, path: str) -> Path:
+    """The absolute path of the pair file ``path`` names (relative to the project root, or
+    absolute), refusing anything that is not a ``.md`` file inside the knowledge folder:
+    ``..`` segments leading out, other folders, and symlinks (wherever they point: deleting
+    through one would remove its target, not the link)."""
+    settings = memory.settings
+    root = settings.root
+    given = Path(path.strip())
+    if not str(given) or str(given) == ".":
+        raise WrenmemError("give the pair file's path, e.g. knowledge/sql/<name>.md")
+    absolute = given if given.is_absolute() else root / given
+    lexical = Path(posixpath.normpath(absolute.as_posix()))
+    knowledge_by_name = Path(posixpath.normpath((root / settings.knowledge_dir).as_posix()))
+    inside = (lexical.is_relative_to(knowledge_by_name)
+              or lexical.is_relative_to(settings.knowledge_path))
+    if not inside or lexical in (knowledge_by_name, settings.knowledge_path):
+        raise WrenmemError(f"refused: {path!r} is not a pair file inside "
+                           f"{settings.knowledge_dir}/; only those can be forgotten")
+    if lexical.suffix.lower() != ".md":
+        raise WrenmemError(f"refused: {path!r} is not a Markdown pair file (*.md)")
+    if lexical.is_symlink():
+        raise WrenmemError(f"refused: {path!r} is a symbolic link; forget the file it points "
+                           "to, or remove the link by hand")
+    if not lexical.resolve().is_relative_to(settings.knowledge_path):
+        raise WrenmemError(f"refused: {path!r} leads outside {settings.knowledge_dir}/ "
+                           "through a symbolic link")
+    if not lexical.is_file():
+        raise WrenmemError(f"no pair file {path!r} (list_queries shows the paths)")
+    return lexical
+
+
+def _refusal(error: SqlCheckError, memory: Memory) -> str:
+    where = memory.settings.relpath(memory.settings.manifest_path)
+    lines = [f"{error.prefix}: {len(error.problems)} problem(s) in the SQL "
+             f"(checked against {where}):"]
+    lines += [f"  line {p.line}, column {p.col}: {p.message}" for p in error.problems]
+    lines.append("Fix the SQL (run it first if you can) and call store_query again.")
+    return "\n".join(lines)
+
+
+def _recalled(hit: Hit) -> RecalledPair:
+    return {"question": hit.question, "sql": hit.sql, "path": hit.path, "score": hit.score,
+            "source": hit.source, "datasource": hit.datasource, "dialect": hit.dialect,
+            "tags": list(hit.tags)}
+
+
+def _listed(pair: Pair) -> ListedPair:
+    return {"question": pair.nl, "sql": pair.sql, "path": pair.path, "source": pair.source,
+            "datasource": pair.datasource, "dialect": pair.dialect, "tags": list(pair.tags),
+            "created_at": pair.created_at}
+
