@@ -157,8 +157,14 @@ def test_import_modes_and_export(cli: Callable[..., Result], project: Path, tmp_
     out = json.loads(cli("import", str(queries), "--upsert", "--json").stdout)
     assert sorted(out["updated"]) == ["knowledge/sql/list-all-orders.md", "knowledge/sql/revenue-by-month.md"]
     assert "SELECT * FROM orders\n```" in (project / "knowledge/sql/list-all-orders.md").read_text()
+    out = json.loads(cli("import", str(queries), "--upsert", "--json").stdout)
+    assert out["updated"] == [] and len(out["unchanged"]) == 2  # nothing new: nothing written
     cli("store", "--nl", "old seed", "--sql", "SELECT 9", "--source", "seed")
-    out = json.loads(cli("import", str(queries), "--overwrite", "--json").stdout)
+    refused = cli("import", str(queries), "--overwrite")  # no terminal to ask on: --yes
+    assert refused.exit_code == 2 and "--yes" in refused.stderr
+    assert "would delete: knowledge/sql/old-seed.md" in refused.stderr
+    assert (project / "knowledge/sql/old-seed.md").exists()
+    out = json.loads(cli("import", str(queries), "--overwrite", "--yes", "--json").stdout)
     assert "knowledge/sql/old-seed.md" in out["deleted"]
     assert not (project / "knowledge/sql/old-seed.md").exists()
     exported = yaml.safe_load(cli("export").stdout)

@@ -29,9 +29,9 @@ def test_cli_reports_each_file_at_its_question_line(project: Path, wrenmem_proc)
     done = wrenmem_proc("duplicates")
     assert done.returncode == 1
     assert done.stdout.splitlines() == [
-        "knowledge/sql/a.md:2:1: the same question as knowledge/sql/sub/b.md with a different "
+        "knowledge/sql/a.md:2:1: WM007 the same question as knowledge/sql/sub/b.md with a different "
         "SQL: keep one, or make the questions say how they differ",
-        "knowledge/sql/sub/b.md:2:1: the same question as knowledge/sql/a.md with a different "
+        "knowledge/sql/sub/b.md:2:1: WM007 the same question as knowledge/sql/a.md with a different "
         "SQL: keep one, or make the questions say how they differ",
     ]
     # With files (as pre-commit passes them): compared with all, reported for those only.

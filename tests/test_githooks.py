@@ -46,6 +46,17 @@ def hook_log(root: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+def wait_for_deferred(root: Path, mark: int, timeout: float = 120) -> str:
+    """The log line of the deferred sync started after line ``mark`` of the hooks log."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        done = [line for line in hook_log(root)[mark:] if " deferred: " in line]
+        if done:
+            return done[-1]
+        time.sleep(0.1)
+    raise AssertionError(f"no deferred sync logged: {hook_log(root)[mark:]}")
+
+
 def install(cli: Callable[..., Result], root: Path, *extra: str) -> Result:
     return cli("hooks", "install", *extra, root=root)
 
@@ -90,7 +101,7 @@ def test_install_chains_an_existing_hook_and_uninstall_restores_it(repo: Path, c
     before = {n: (repo / ".git" / "hooks" / n).read_bytes() for n in HOOK_NAMES}
     again = install(cli, repo)
     assert again.exit_code == 0
-    assert again.output.count(": unchanged") == 4
+    assert again.output.count(": unchanged") == len(HOOK_NAMES)
     assert {n: (repo / ".git" / "hooks" / n).read_bytes() for n in HOOK_NAMES} == before
     assert (repo / ".git" / "hooks" / "post-checkout.wrenmem-legacy").read_text() == LEGACY_HOOK
 
@@ -99,7 +110,7 @@ def test_install_chains_an_existing_hook_and_uninstall_restores_it(repo: Path, c
     assert original.read_text() == LEGACY_HOOK
     assert os.access(original, os.X_OK)
     assert not (repo / ".git" / "hooks" / "post-checkout.wrenmem-legacy").exists()
-    for name in ("post-merge", "post-rewrite", "post-commit"):
+    for name in ("post-merge", "post-rewrite", "post-commit", "reference-transaction"):
         assert not (repo / ".git" / "hooks" / name).exists()
 
 
@@ -121,8 +132,9 @@ def test_each_hook_fires_on_its_git_operation(repo: Path, cli) -> None:
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", rel)
 
-    def hooks_since(mark: int) -> list[str]:
-        return [line.split()[1] for line in hook_log(repo)[mark:]]
+    def hooks_since(mark: int) -> list[str]:  # reference-transaction: see the tests below
+        return [line.split()[1] for line in hook_log(repo)[mark:]
+                if line.split()[1] != "reference-transaction"]
 
     git(repo, "checkout", "-q", "-b", "feature")
     commit("b.md", "Question B?")
@@ -138,10 +150,12 @@ def test_each_hook_fires_on_its_git_operation(repo: Path, cli) -> None:
     mark = len(hook_log(repo))
     git(repo, "rebase", "-q", "main")
     # While the rebase replays commits, its hooks leave the sync to post-rewrite, once.
-    rebase = hook_log(repo)[mark:]
+    rebase = [line for line in hook_log(repo)[mark:] if " post-rewrite " in line]
     assert hooks_since(mark)[-1] == "post-rewrite" and " rebase: " in rebase[-1]
-    assert all("rebase in progress" in line for line in rebase[:-1]), rebase
+    assert all("rebase in progress" in line for line in hook_log(repo)[mark:]
+               if " post-commit " in line or " post-checkout " in line)
     assert "rebase in progress" not in rebase[-1]
+    wait_for_deferred(repo, mark)  # the waiter the replayed commits' hooks started
     mark = len(hook_log(repo))
     git(repo, "commit", "-q", "--amend", "-m", "amended")
     assert hooks_since(mark) == ["post-commit", "post-rewrite"]
@@ -204,13 +218,14 @@ def test_status_reports_missing_and_foreign_hooks(repo: Path, cli) -> None:
     install(cli, repo)
     result = cli("hooks", "status", root=repo)
     assert result.exit_code == 0
-    assert result.output.count("installed") == 4
+    assert result.output.count("installed") == len(HOOK_NAMES)
     (repo / ".git" / "hooks" / "post-merge").write_text("#!/bin/sh\necho someone else\n")
     result = cli("hooks", "status", "--json", root=repo)
     assert result.exit_code == 1
     states = {h["name"]: h["state"] for h in json.loads(result.output)["hooks"]}
     assert states == {"post-checkout": "ours", "post-merge": "foreign",
-                      "post-rewrite": "ours", "post-commit": "ours"}
+                      "post-rewrite": "ours", "post-commit": "ours",
+                      "reference-transaction": "ours"}
 
 
 def test_install_never_loses_a_foreign_hook(repo: Path, cli) -> None:
@@ -275,9 +290,8 @@ def test_switching_branches_keeps_the_index_in_step(example_project: Path) -> No
     check_clean()
     git(root, "merge", "-q", "--ff-only", "feature")  # post-merge
     check_clean()
-    git(root, "reset", "-q", "--hard", "HEAD~1")  # no hook fires: the index is behind now
-    assert run_wrenmem(["check"], root).returncode == 1
-    assert run_wrenmem(["sync"], root).returncode == 0
+    git(root, "reset", "-q", "--hard", "HEAD~1")  # reference-transaction: HEAD moved
+    check_clean()
 
     # --background: git returns before the sync is done; it lands in the log a bit later.
     assert run_wrenmem(["hooks", "install", "--background"], root).returncode == 0
@@ -333,7 +347,7 @@ def test_works_with_pre_commits_own_post_checkout_hook(repo: Path, cli, tmp_path
 
     # Installing again changes nothing, and each hook still runs once.
     again = install(cli, repo)
-    assert again.exit_code == 0 and again.output.count("unchanged") == 4, again.output
+    assert again.exit_code == 0 and again.output.count("unchanged") == len(HOOK_NAMES)
     assert cli("hooks", "status", root=repo).exit_code == 0
     assert git(repo, "checkout", "-q", "main", check=False).returncode == 0
     assert (repo / "pc.out").read_text() == "pre-commit-ran\n" * 2
@@ -349,3 +363,109 @@ def test_works_with_pre_commits_own_post_checkout_hook(repo: Path, cli, tmp_path
     assert done.returncode == 0, done.stderr
     assert (repo / "pc.out").read_text() == "pre-commit-ran\n" * 3
     assert len(hook_log(repo)) == 2
+
+
+@pytest.mark.slow
+def test_every_history_change_leaves_the_index_in_step(project: Path, tmp_path: Path) -> None:
+    """Fast-forward rebase, pull --rebase, reset --hard, stash pop and a cherry-pick sequence:
+    after each (and the deferred sync it may have started), `check` exits 0."""
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    root = project
+    git(root, "init", "-q", "-b", "main")
+    (root / ".gitignore").write_text(".wrenmem/\n")
+    write_pair(root, "a.md", "How many orders are there?", "SELECT COUNT(*) FROM orders")
+    write_pair(root, "b.md", "Revenue per store", "SELECT store_id, SUM(amount) FROM orders "
+                                                  "GROUP BY store_id")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "two pairs")
+    git(root, "remote", "add", "origin", str(origin))
+    git(root, "push", "-q", "-u", "origin", "main")
+    assert run_wrenmem(["sync"], root).returncode == 0
+    assert run_wrenmem(["hooks", "install"], root).returncode == 0
+
+    def commit(rel: str, question: str, cwd: Path = root) -> None:
+        write_pair(cwd, rel, question, f"SELECT '{rel}' AS pair")
+        git(cwd, "add", "-A")
+        git(cwd, "commit", "-q", "-m", rel)
+
+    def in_step(after: str, mark: int | None = None) -> None:
+        if mark is not None:
+            wait_for_deferred(root, mark)
+        done = run_wrenmem(["check", "--json"], root)
+        assert done.returncode == 0, f"after {after}: {done.stdout}{done.stderr}"
+
+    # A fast-forward rebase: git runs no post-rewrite; a deferred sync catches it.
+    git(root, "checkout", "-q", "-b", "feature")
+    git(root, "checkout", "-q", "main")
+    commit("c.md", "Customers per country")
+    git(root, "checkout", "-q", "feature")
+    mark = len(hook_log(root))
+    git(root, "rebase", "-q", "main")
+    assert (root / "knowledge" / "sql" / "c.md").exists()
+    in_step("a fast-forward rebase", mark)
+
+    # pull --rebase, the branch behind its upstream.
+    git(root, "checkout", "-q", "main")
+    git(root, "push", "-q", "origin", "main")
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(origin), str(other))
+    commit("d.md", "Orders per day", cwd=other)
+    git(other, "push", "-q", "origin", "main")
+    mark = len(hook_log(root))
+    git(root, "pull", "-q", "--rebase", "origin", "main")
+    assert (root / "knowledge" / "sql" / "d.md").exists()
+    if any(" deferred" in line or "in progress" in line for line in hook_log(root)[mark:]):
+        in_step("pull --rebase", mark)
+    else:
+        in_step("pull --rebase")
+
+    # reset --hard: no post-* hook runs; reference-transaction sees HEAD move.
+    git(root, "reset", "-q", "--hard", "HEAD~1")
+    assert not (root / "knowledge" / "sql" / "d.md").exists()
+    in_step("reset --hard")
+
+    # stash, then stash pop: the pair's edit comes back. (Some shared machines wrap git to
+    # refuse `stash`, whose stack all worktrees share: then this step cannot run.)
+    pair = root / "knowledge" / "sql" / "a.md"
+    pair.write_text(pair.read_text().replace("How many orders", "How many orders in total"))
+    assert run_wrenmem(["sync"], root).returncode == 0
+    if git(root, "stash", "list", check=False).returncode == 0:
+        git(root, "stash", "-q")
+        in_step("stash")
+        git(root, "stash", "pop", "-q")
+        assert "in total" in pair.read_text()
+        in_step("stash pop")
+    git(root, "reset", "-q", "--hard")  # discards the edit: HEAD "moves" to itself
+    assert "in total" not in pair.read_text()
+    in_step("reset --hard to HEAD")
+
+    # A cherry-pick sequence: post-commit per commit, no hook after the last step.
+    git(root, "checkout", "-q", "-b", "picks")
+    commit("e.md", "Products per category")
+    commit("f.md", "Stores per city")
+    git(root, "checkout", "-q", "main")
+    mark = len(hook_log(root))
+    git(root, "cherry-pick", "picks~1", "picks")
+    assert (root / "knowledge" / "sql" / "f.md").exists()
+    in_step("a cherry-pick sequence", mark)
+    assert all("FAILED" not in line for line in hook_log(root))
+
+
+def test_reference_transaction_acts_only_when_head_moves(repo: Path, cli) -> None:
+    legacy = repo / ".git" / "hooks" / "reference-transaction"
+    legacy.write_text('#!/bin/sh\necho "$1 $(cat | wc -l)" >> "$(git rev-parse --show-toplevel)'
+                      '/legacy.out"\n')
+    legacy.chmod(0o755)
+    assert install(cli, repo).exit_code == 0
+
+    def ref_lines() -> list[str]:
+        return [line for line in hook_log(repo) if " reference-transaction " in line]
+
+    git(repo, "branch", "other")  # a new ref, HEAD untouched: nothing to sync
+    git(repo, "tag", "v1")
+    assert ref_lines() == []
+    # The chained hook still sees every state with git's stdin.
+    assert (repo / "legacy.out").read_text().splitlines()[:2] == ["prepared 1", "committed 1"]
+    git(repo, "reset", "-q", "--hard")
+    assert len(ref_lines()) == 1 and " reference-transaction committed: " in ref_lines()[0]

@@ -148,7 +148,7 @@ def test_pair_file_size_cap(project: Path) -> None:
     assert "ok.md" in result.output
     (project / "wrenmem.toml").write_text("max_pair_bytes = 50\n", encoding="utf-8")
     result = _runner(project, 20)("validate")
-    assert "ok.md:1:1: file too large" in result.output
+    assert "ok.md:1:1: WM001 file too large" in result.output
 
 
 def test_embedded_text_is_capped(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:

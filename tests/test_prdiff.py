@@ -57,7 +57,7 @@ def test_json_lists_each_kind_of_change(branch: Path, wrenmem_proc) -> None:
                                                  "knowledge/sql/typo.md"]
     assert [e["valid"] for e in data["added"]] == [True, False]
     assert data["added"][1]["problems"] == [{
-        "path": "knowledge/sql/typo.md", "line": 7, "col": 6, "kind": "schema",
+        "path": "knowledge/sql/typo.md", "line": 7, "col": 6, "kind": "schema", "code": "WM003",
         "message": "unknown table 'orderz'; did you mean 'orders'?"}]
     [changed] = data["changed"]
     assert changed["path"] == EDITED and changed["valid"]
@@ -82,11 +82,11 @@ def test_markdown_for_a_pull_request(branch: Path, wrenmem_proc) -> None:
     done = wrenmem_proc("diff", "main", cwd=branch)  # Markdown is the default
     assert done.returncode == 0
     text = done.stdout
-    assert text.startswith("## wrenmem: NL→SQL pairs in this change\n")
+    assert text.startswith("<!-- wrenmem-diff -->\n## wrenmem: NL→SQL pairs in this change\n")
     assert "**2 added, 1 changed, 1 removed, 1 moved** — ❌ 1 of 4" in text
     assert "#### ✅ How many stores are there?\n\n`knowledge/sql/stores.md`" in text
-    assert ("#### ❌ Orders per store\n\n`knowledge/sql/typo.md`\n\n> ❌ "
-            "`knowledge/sql/typo.md:7:6` unknown table 'orderz'") in text
+    assert ("#### ❌ Orders per store\n\n`knowledge/sql/typo.md` · source: `user`\n\n> ❌ "
+            "`knowledge/sql/typo.md:7:6` WM003 unknown table 'orderz'") in text
     assert "Question was: ~~Total payment amount by payment method~~" in text
     assert "```diff\n@@" in text and "\n+LIMIT 10\n```" in text
     assert f"- ✅ `{MOVED_FROM}` → `{MOVED_TO}` — 各种支付方式的支付总额" in text
@@ -147,3 +147,47 @@ def test_errors(project: Path, wrenmem_proc) -> None:
     done = wrenmem_proc("diff", "nope")
     assert done.returncode == 1
     assert done.stderr.strip() == "error: unknown revision 'nope'"
+
+
+def test_a_rename_with_an_edit_is_one_moved_pair(project: Path, cli) -> None:
+    root = project
+    git(root, "init", "-q", "-b", "main")
+    write_pair(root, "orders-per-store.md", "How many orders per store?",
+               "SELECT store_id, COUNT(*) AS orders\nFROM orders\nGROUP BY store_id")
+    write_pair(root, "revenue.md", "Total revenue in 2024",
+               "SELECT SUM(amount) FROM orders WHERE year = 2024")
+    write_pair(root, "gone.md", "Something unrelated", "SELECT 42")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    sql = root / "knowledge" / "sql"
+    # Same question, new file, SQL edited.
+    (sql / "orders-per-store.md").unlink()
+    write_pair(root, "stores/orders.md", "How many orders per store?",
+               "SELECT store_id, COUNT(*) AS orders\nFROM orders\nWHERE status <> 'void'\n"
+               "GROUP BY store_id", source="agent", tags="[stores, kpi]")
+    # Mostly the same text, new file, question reworded.
+    (sql / "revenue.md").unlink()
+    write_pair(root, "kpi/revenue-2024.md", "Total revenue for 2024",
+               "SELECT SUM(amount) FROM orders WHERE year = 2024")
+    (sql / "gone.md").unlink()
+    write_pair(root, "new.md", "Completely different question", "SELECT name FROM stores")
+    data = json.loads(cli("diff", "--json", "--no-schema", root=root).stdout)
+    moved = {e["old_path"]: e for e in data["moved"]}
+    assert set(moved) == {"knowledge/sql/orders-per-store.md", "knowledge/sql/revenue.md"}
+    edited = moved["knowledge/sql/orders-per-store.md"]
+    assert edited["path"] == "knowledge/sql/stores/orders.md" and edited["sql_changed"]
+    assert "+WHERE status <> 'void'" in edited["sql_diff"]
+    assert edited["source"] == "agent" and edited["tags"] == ["stores", "kpi"]
+    assert edited["needs_review"] is True
+    reworded = moved["knowledge/sql/revenue.md"]
+    assert reworded["question_changed"] and not reworded["sql_changed"]
+    assert not reworded["needs_review"]
+    assert [e["path"] for e in data["added"]] == ["knowledge/sql/new.md"]
+    assert [e["path"] for e in data["removed"]] == ["knowledge/sql/gone.md"]
+
+    text = cli("diff", "--no-schema", root=root).stdout
+    assert "### Moved and edited (2)" in text
+    assert "source: `agent` · tags: `stores`, `kpi`" in text
+    assert "🔍 **Review:** written by `agent`" in text
+    assert "Question was: ~~Total revenue in 2024~~" in text
+    assert "+WHERE status <> 'void'" in text

@@ -106,8 +106,8 @@ def test_validate_hook_with_try_repo(hook_repo: Path, pre_commit_home: dict[str,
     assert done.returncode == 1, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("knowledge/")]
     assert sorted(lines) == [
-        "knowledge/sql/bad.md:11:1: SQL does not parse as postgres SQL: Expecting ) near 'FROM'",
-        "knowledge/sql/column.md:9:9: unknown column 'statuz' in 'orders'; did you mean "
+        "knowledge/sql/bad.md:11:1: WM002 SQL does not parse as postgres SQL: Expecting ) near 'FROM'",
+        "knowledge/sql/column.md:9:9: WM004 unknown column 'statuz' in 'orders'; did you mean "
         "'status'?"]
     bad.unlink()
     column.unlink()
@@ -127,6 +127,21 @@ def test_fmt_hook(hook_repo: Path, pre_commit_home: dict[str, str], user_repo: P
     assert done.returncode == 0, done.stdout
 
 
+def test_fmt_hook_keeps_a_wren_project_wren(hook_repo: Path, pre_commit_home: dict[str, str],
+                                            user_repo: Path) -> None:
+    (user_repo / "wrenmem.toml").write_text('format = "wren"\n')
+    wren = user_repo / "knowledge" / "sql" / "wren.md"
+    wren.write_text("---\nnl: Wren style\nsql: |-\n  SELECT 1 AS one\nsource: user\n---\n")
+    fenced = write_pair(user_repo, "fenced.md", "Fenced style", "SELECT 2 AS two")
+    done = run_hook(hook_repo, pre_commit_home, user_repo, "wrenmem-fmt")
+    assert done.returncode == 1
+    assert "reformatted knowledge/sql/fenced.md" in done.stdout
+    assert "reformatted knowledge/sql/wren.md" not in done.stdout
+    assert "sql: |-\n  SELECT 2 AS two\n" in fenced.read_text() and "```" not in fenced.read_text()
+    done = run_hook(hook_repo, pre_commit_home, user_repo, "wrenmem-fmt")
+    assert done.returncode == 0, done.stdout
+
+
 def test_duplicates_hook(hook_repo: Path, pre_commit_home: dict[str, str],
                          user_repo: Path) -> None:
     write_pair(user_repo, "a.md", "Orders per store", "SELECT store_id, COUNT(*) FROM orders "
@@ -134,7 +149,7 @@ def test_duplicates_hook(hook_repo: Path, pre_commit_home: dict[str, str],
     write_pair(user_repo, "b.md", "orders per store?", "SELECT 1")
     done = run_hook(hook_repo, pre_commit_home, user_repo, "wrenmem-duplicates")
     assert done.returncode == 1
-    assert "knowledge/sql/b.md:2:1: the same question as knowledge/sql/a.md with a different " \
+    assert "knowledge/sql/b.md:2:1: WM007 the same question as knowledge/sql/a.md with a different " \
            "SQL" in done.stdout
     (user_repo / "knowledge" / "sql" / "b.md").unlink()
     done = run_hook(hook_repo, pre_commit_home, user_repo, "wrenmem-duplicates")

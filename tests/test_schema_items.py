@@ -61,3 +61,47 @@ def test_normalize_types() -> None:
         "column", "model", "dimension", "measure")
     with pytest.raises(ValueError, match="unknown item type 'colum'"):
         normalize_types(["colum"])
+
+
+HIDDEN_SCOPED = {
+    "catalog": "c", "schema": "s", "dataSource": "postgres",
+    "models": [{"name": "payments", "primaryKey": "id",
+                "properties": {"dataScope": "Card payments since 2020, EU stores only"},
+                "columns": [
+                    {"name": "id", "type": "INTEGER",
+                     "properties": {"dbtTests": ["unique", "not_null"],
+                                    "dbtTestStatus": "pass"}},
+                    {"name": "amount", "type": "DECIMAL"},
+                    {"name": "card_secret", "type": "VARCHAR", "isHidden": True}]}],
+    "views": [{"name": "all_payments", "statement": "SELECT * FROM payments"},
+              {"name": "named", "statement": "SELECT id, card_secret FROM payments"}],
+}
+
+
+def test_hidden_columns_appear_nowhere_people_or_search_look() -> None:
+    from wrenmem.schema.describe import describe as describe_manifest
+
+    manifest = parse_manifest(HIDDEN_SCOPED)
+    items = schema_items(manifest)
+    assert all("card_secret" not in i.text for i in items if i.type != "view" or
+               "SELECT" not in i.text), [i.text for i in items]
+    view = next(i for i in items if i.id == "view:all_payments")
+    assert "Columns: id, amount." in view.text and "card_secret" not in view.text
+    named = next(i for i in items if i.id == "view:named")
+    assert "Columns: id." in named.text  # only its SQL still names the hidden column
+    assert "card_secret" not in describe_manifest(manifest).split("### View")[0]
+    # SQL may still use the hidden column: validation knows it.
+    assert "card_secret" in manifest.table_columns()["all_payments"]
+
+
+def test_the_data_scope_and_dbt_tests_reach_search_and_describe() -> None:
+    from wrenmem.schema.describe import describe as describe_manifest
+
+    manifest = parse_manifest(HIDDEN_SCOPED)
+    by_id = {i.id: i for i in schema_items(manifest)}
+    assert "Data scope: Card payments since 2020, EU stores only." in by_id["model:payments"].text
+    assert "Data scope:" in by_id["model:payments"].detail
+    assert "dbt tests: unique, not_null (status: pass)." in by_id["column:payments.id"].text
+    text = describe_manifest(manifest)
+    assert "dbt tests: unique, not_null (status: pass)." in text
+    assert "Data scope: Card payments since 2020, EU stores only." in text

@@ -120,3 +120,37 @@ def test_unparseable_condition_loses_only_that_join() -> None:
                                "relationships": [{"name": "r", "models": ["a", "b"],
                                                   "condition": "a.x = = ("}]})
     assert [s.key for s in generate_seeds(manifest)] == ["model/a/list", "model/b/list"]
+
+
+def _quoted_join_manifest(data_source: str) -> dict:
+    return {"catalog": "c", "schema": "s", "dataSource": data_source, "models": [
+        {"name": "Order Items", "columns": [{"name": "id", "type": "INTEGER"},
+                                            {"name": "buyer", "type": "INTEGER"},
+                                            {"name": "price", "type": "DECIMAL"}],
+         "primaryKey": "id"},
+        {"name": "Customers", "columns": [{"name": "id", "type": "INTEGER"},
+                                          {"name": "name", "type": "VARCHAR"}],
+         "primaryKey": "id"}],
+        "relationships": [{"name": "buyer", "models": ["Order Items", "Customers"],
+                           "joinType": "MANY_TO_ONE",
+                           "condition": '"Order Items".buyer = "Customers".id'}]}
+
+
+@pytest.mark.parametrize("data_source", sorted(
+    {v: k for k, v in __import__("wrenmem.schema.manifest", fromlist=["x"])
+     .DATASOURCE_DIALECTS.items()}.values()))
+def test_join_seeds_keep_quoted_join_columns_in_every_dialect(data_source: str) -> None:
+    """A double-quoted name in a Wren condition is an identifier in every dialect's seed,
+    never a string literal ('Order Items'.buyer parses in MySQL and BigQuery, wrongly)."""
+    manifest = parse_manifest(_quoted_join_manifest(data_source))
+    dialect = manifest.dialect
+    join = next(s for s in generate_seeds(manifest) if s.kind == "join")
+    tree = sqlglot.parse_one(join.sql, read=dialect)
+    on = tree.find(exp.Join).args["on"]
+    columns = {(c.table, c.name) for c in on.find_all(exp.Column)}
+    assert columns == {("Order Items", "buyer"), ("Customers", "id")}, (dialect, join.sql)
+    assert not list(on.find_all(exp.Literal)), join.sql
+    assert relationship_keys(manifest)["Order Items"] >= {"buyer"}
+    # `price` is summed; `buyer`, a relationship key, never is.
+    sums = {s.sql for s in generate_seeds(manifest) if s.kind == "sum"}
+    assert all("buyer" not in sql for sql in sums) and any("price" in sql for sql in sums)

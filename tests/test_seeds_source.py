@@ -79,3 +79,18 @@ def test_grep_recall_returns_seeds(example_project: Path, cli) -> None:
     hits = json.loads(result.output)[0]["hits"]
     assert hits[0]["path"] == "seed:model/payments/filter/method"
     assert hits[0]["source"] == "seed"
+
+
+def test_seeds_false_turns_seeds_off(example_project: Path, cli, monkeypatch) -> None:
+    (example_project / "wrenmem.toml").write_text("seeds = false\n")
+    settings = load_settings(example_project)
+    assert settings.seeds is False and extra_pairs(settings, exclude_questions=[]) == []
+    result = cli("recall", "-q", "show payments where method is credit card", "--json",
+                 "-b", "grep", root=example_project)
+    hits = json.loads(result.output)[0]["hits"]
+    assert hits and all(h["source"] != "seed" for h in hits)
+    monkeypatch.setenv("WRENMEM_SEEDS", "true")  # the environment overrides the file
+    assert extra_pairs(load_settings(example_project), exclude_questions=[])
+    monkeypatch.setenv("WRENMEM_SEEDS", "perhaps")
+    with pytest.raises(Exception, match="expected true or false"):
+        load_settings(example_project)

@@ -159,7 +159,7 @@ def test_a_table_of_an_older_wrenmem_is_rebuilt_even_with_a_matching_mirror(
     install_fake(monkeypatch).calls.clear()
     report = sync_pairs(settings_for(project))
     assert report.rebuilt and "older wrenmem" in (report.rebuild_reason or "")
-    assert report.embedded == 3
+    assert report.rows == 3 and report.embedded == 0  # same model: vectors from the cache
 
 
 def test_full_rebuilds(project: Path, fake: RecordingEmbedder) -> None:
@@ -257,7 +257,8 @@ def test_seed_pairs_are_indexed_beside_files(project: Path, fake: RecordingEmbed
     assert sync_pairs(settings).noop
     seeds[0] = seeds[0].with_changes(sql="SELECT id FROM orders")
     report = sync_pairs(settings)
-    assert report.changed == ("seed:orders/list",) and report.embedded == 1
+    # Only the SQL changed: the question's vector comes from the embedding cache.
+    assert report.changed == ("seed:orders/list",) and report.embedded == 0
 
     def broken(settings: object, **kw: object) -> list[Pair]:
         raise ManifestError("target/mdl.json: models must be a list")
@@ -308,7 +309,53 @@ def test_reset_drops_the_table(project: Path, fake: RecordingEmbedder) -> None:
     assert reset_index(settings)
     assert check_drift(settings).index_missing
     assert not reset_index(settings)
+    report = sync_pairs(settings)
+    assert report.rows == 3 and report.embedded == 0  # the embedding cache outlives the table
+    assert sync_pairs(settings, full=True).embedded == 3  # --full embeds every text again
+
+
+def test_a_branch_flip_back_embeds_nothing_already_seen(project: Path,
+                                                        fake: RecordingEmbedder) -> None:
+    from wrenmem.index.embedcache import EmbedCache, cache_path
+
+    _three(project)
+    settings = settings_for(project)
     assert sync_pairs(settings).embedded == 3
+    knowledge = project / "knowledge" / "sql"
+    saved = {p: p.read_bytes() for p in knowledge.rglob("*.md")}
+    for p in saved:  # "the other branch": these pairs are gone, two others are there
+        p.unlink()
+    write_pair(project, "x.md", "Other branch question", "SELECT 3")
+    write_pair(project, "y.md", "Another one", "SELECT 4")
+    report = sync_pairs(settings)
+    assert report.embedded == 2 and len(report.removed) == 3
+    for p in knowledge.rglob("*.md"):
+        p.unlink()
+    for p, data in saved.items():
+        p.write_bytes(data)
+    fake.calls.clear()
+    report = sync_pairs(settings)
+    assert len(report.added) == 3 and report.embedded == 0 and fake.calls == []
+    assert report.rows == 3
+    cache = EmbedCache(cache_path(settings), fake.model_id)
+    assert len(cache) == 5 and cache_path(settings).parent == project / ".wrenmem"
+
+
+def test_the_embedding_cache_is_bounded_and_keyed_by_model(tmp_path: Path) -> None:
+    import numpy as np
+
+    from wrenmem.index.embedcache import EmbedCache
+
+    path = tmp_path / ".wrenmem" / "embed-cache.bin"
+    cache = EmbedCache(path, "m@1", max_entries=3)
+    cache.store({t: np.full(4, i, dtype=np.float32) for i, t in enumerate("abcd")})
+    cache.save()
+    again = EmbedCache(path, "m@1", max_entries=3)
+    assert sorted(again.lookup("abcd")) == ["b", "c", "d"]  # the oldest went first
+    assert again.lookup(["d"])["d"].tolist() == [3, 3, 3, 3]
+    assert EmbedCache(path, "other@1").lookup("abcd") == {}
+    path.write_bytes(b"not marshal")
+    assert len(EmbedCache(path, "m@1")) == 0  # a damaged cache is an empty one
 
 
 def _age(project: Path, seconds: float = 10.0) -> None:

@@ -139,13 +139,14 @@ def test_cli_output_and_exit_status(project: Path, wrenmem_proc) -> None:
     done = wrenmem_proc("validate")
     assert done.returncode == 1
     assert done.stdout.splitlines() == [
-        "knowledge/sql/bad.md:6:23: SQL does not parse as postgres SQL: incomplete expression "
+        "knowledge/sql/bad.md:6:23: WM002 SQL does not parse as postgres SQL: incomplete expression "
         "near 'WHERE'"]
     assert "2 file(s) checked, 1 problem(s)" in done.stderr
     data = json.loads(wrenmem_proc("validate", "--json").stdout)
     assert data["ok"] is False and data["files"] == 2
     assert data["problems"][0] | {"message": ""} == {
-        "path": "knowledge/sql/bad.md", "line": 6, "col": 23, "message": "", "kind": "sql"}
+        "path": "knowledge/sql/bad.md", "line": 6, "col": 23, "message": "", "kind": "sql",
+        "code": "WM002"}
 
 
 def test_dialect_comes_from_the_pair_then_the_settings(project: Path, wrenmem_proc) -> None:
@@ -168,9 +169,9 @@ def test_tables_and_columns_checked_against_the_manifest(example_project: Path,
     done = wrenmem_proc("validate", "knowledge/sql/typo.md", cwd=example_project)
     assert done.returncode == 1
     assert done.stdout.splitlines() == [
-        "knowledge/sql/typo.md:6:25: unknown column 'total_amount' in 'orders'",
-        "knowledge/sql/typo.md:8:6: unknown table 'customerz'; did you mean 'customers'?",
-        "knowledge/sql/typo.md:10:9: unknown column 'nam' in 'stores'; did you mean 'name'?",
+        "knowledge/sql/typo.md:6:25: WM004 unknown column 'total_amount' in 'orders'",
+        "knowledge/sql/typo.md:8:6: WM003 unknown table 'customerz'; did you mean 'customers'?",
+        "knowledge/sql/typo.md:10:9: WM004 unknown column 'nam' in 'stores'; did you mean 'name'?",
     ]
     assert wrenmem_proc("validate", "--no-schema", "knowledge/sql/typo.md",
                         cwd=example_project).returncode == 0
@@ -191,4 +192,4 @@ def test_a_changed_manifest_revalidates_every_pair(example_project: Path, wrenme
     manifest.write_text("{not json")
     done = wrenmem_proc("validate", cwd=example_project)
     assert done.returncode == 1
-    assert done.stdout.startswith("target/mdl.json:1:1: manifest not usable")
+    assert done.stdout.startswith("target/mdl.json:1:1: WM006 manifest not usable")

@@ -16,13 +16,14 @@ from wrenmem.checks.duplicates import duplicate_problems
 from wrenmem.checks.references import Schema
 from wrenmem.checks.references import check_schema as check_references
 from wrenmem.checks.validate import Problem, validate_files
-from wrenmem.embedders import Embedder, use_embedder
+from wrenmem.embedders import Embedder, get_embedder, use_embedder
 from wrenmem.errors import SqlCheckError, WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.git.diff import PairDiff, diff_pairs
 from wrenmem.index.autosync import after_write
 from wrenmem.index.drift import Drift, check_drift, reset_index
 from wrenmem.index.sync import SyncReport, sync_pairs
+from wrenmem.lance import index_unavailable
 from wrenmem.pairs.catalog import read_pair_file, scan
 from wrenmem.pairs.exchange import ImportReport, export_document, import_pairs, read_queries_yml
 from wrenmem.pairs.fmt import FmtReport, format_files
@@ -44,6 +45,13 @@ from wrenmem.schema.describe import describe as describe_text
 from wrenmem.schema.fetch import FetchResult
 from wrenmem.schema.fetch import fetch as fetch_context
 from wrenmem.schema.manifest import Manifest, load_manifest
+from wrenmem.schema.table import (
+    SchemaDrift,
+    SchemaSyncReport,
+    reset_schema,
+    schema_drift,
+    sync_schema,
+)
 from wrenmem.settings import Settings, find_project_root, load_settings
 from wrenmem.sqlcheck import parse_checked
 from wrenmem.watch.client import remote_call, remote_fetch, remote_recall
@@ -173,12 +181,13 @@ class Memory:
         targets = None if paths is None else [Path(p) for p in paths]
         return format_files(self.settings, targets, check=check)
 
-    def import_(self, path: str | Path, *, mode: str = "skip", dry_run: bool = False
-                ) -> ImportReport:
+    def import_(self, path: str | Path, *, mode: str = "skip", dry_run: bool = False,
+                force: bool = False) -> ImportReport:
         """Import Wren's ``queries.yml``: each pair becomes a file (``skip``, ``upsert`` or
-        ``overwrite`` existing questions)."""
+        ``overwrite`` existing questions). SQL that does not parse refuses the import
+        (:class:`ImportRefused`, nothing written) unless ``force``."""
         pairs = read_queries_yml(Path(path))
-        report = import_pairs(self.settings, pairs, mode, dry_run=dry_run)
+        report = import_pairs(self.settings, pairs, mode, dry_run=dry_run, force=force)
         report.read = len(pairs)
         if not dry_run:
             self._after_write([*report.created, *report.updated, *report.deleted])
@@ -305,14 +314,33 @@ class Memory:
         return result
 
     # -- index ---------------------------------------------------------------------
+    @property
+    def grep_only(self) -> bool:
+        """No index here: the ``backend`` setting is grep, or the index extra is missing.
+        Recall then reads the files; nothing is synced and no model is ever loaded."""
+        return self.settings.backend == "grep" or index_unavailable(self.settings) is not None
+
     def sync(self, *, full: bool = False,
              progress: Callable[[int, int], None] | None = None) -> SyncReport:
         """Bring the index to the files' state, embedding only what changed."""
         return sync_pairs(self.settings, full=full, progress=progress)
 
+    def sync_schema(self, progress: Callable[[int, int], None] | None = None
+                    ) -> SchemaSyncReport | None:
+        """Bring the schema index to the manifest (only changed items are embedded);
+        None when there is no manifest."""
+        if not self.settings.manifest_path.is_file():
+            return None
+        return sync_schema(self.settings, progress=progress)
+
     def check(self) -> Drift:
         """How the index differs from the files (read-only)."""
         return check_drift(self.settings)
+
+    def check_schema(self) -> SchemaDrift:
+        """Whether the schema index holds the current manifest (read-only, no model)."""
+        embedder = get_embedder(self.settings.embedder, root=self.settings.root)
+        return schema_drift(self.settings, embedder.model_id)  # the model stays unloaded
 
     def status(self) -> dict[str, Any]:
         """Backend, embedder, counts and freshness, with stable keys."""
@@ -323,8 +351,12 @@ class Memory:
         return status_data(self.settings)
 
     def reset(self) -> bool:
-        """Drop the index (the files are untouched); True when there was one."""
+        """Drop the pairs index (the files are untouched); True when there was one."""
         return reset_index(self.settings)
+
+    def reset_schema(self) -> bool:
+        """Drop the schema index; True when there was one."""
+        return reset_schema(self.settings)
 
     # -- helpers -------------------------------------------------------------------
     def _after_write(self, paths: Sequence[str]) -> None:

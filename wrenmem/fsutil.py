@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import UnreadableFileError
+from wrenmem.statedir import ensure_parent
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -82,7 +83,7 @@ def atomic_write_text(path: Path, text: str, *, exclusive: bool = False) -> None
     """
     if not exclusive and path.is_symlink():  # write the file the link names, keep the link
         path = Path(os.path.realpath(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_parent(path)
     fd, tmp = tempfile.mkstemp(prefix=".wrenmem-", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, _mode_for(path))
@@ -105,7 +106,7 @@ def atomic_write_text(path: Path, text: str, *, exclusive: bool = False) -> None
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Byte version of :func:`atomic_write_text` (no exclusive mode)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_parent(path)
     fd, tmp = tempfile.mkstemp(prefix=".wrenmem-", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, _mode_for(path))

@@ -22,6 +22,7 @@ from typing import Any
 from wrenmem.errors import ExtraMissingError, IndexStorageError, WrenmemError
 from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.settings import Settings
+from wrenmem.statedir import ensure_parent
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,7 @@ def connect(uri: str, consistency: timedelta = timedelta(0)) -> Any:
     options = storage_options(uri)
     try:
         if "://" not in uri:
+            ensure_parent(Path(uri))  # a new .wrenmem/ gets its .gitignore
             os.makedirs(uri, exist_ok=True)
         if options:
             return lancedb.connect(uri, read_consistency_interval=consistency,

@@ -78,7 +78,7 @@ def _acquire_flock(path: Path, deadline: float, timeout: float) -> int:
     import fcntl
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        statedir.ensure_parent(path)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as e:  # .wrenmem a file, index.lock a folder, a read-only checkout
         raise WrenmemError(f"cannot open the index lock {path}: {e.strerror or e} "

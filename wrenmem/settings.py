@@ -22,6 +22,7 @@ FIELDS = {"index_uri": "index"}
 # Limits that keep one hostile file from exhausting a command (defaults of settings below).
 MAX_PAIR_BYTES = 1_000_000
 MAX_EMBED_CHARS = 4000
+PAIR_FORMATS = ("fenced", "wren")
 
 
 def _positive_int(value: Any) -> int:
@@ -78,6 +79,33 @@ def _optional_text(value: Any) -> str | None:
     return None if value in (None, "") else _text(value)
 
 
+def _pair_format(value: Any) -> str:
+    text = _text(value).strip().lower()
+    if text not in PAIR_FORMATS:
+        raise ValueError(f"expected one of {', '.join(PAIR_FORMATS)}, got {value!r}")
+    return text
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _text_list(value: Any) -> tuple[str, ...]:
+    """A list of strings; from an environment variable, comma- or space-separated."""
+    if isinstance(value, str):
+        return tuple(value.replace(",", " ").split())
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ValueError(f"expected a list of strings, got {value!r}")
+
+
 # name -> (default, converter, help). The table is the documentation of every setting.
 SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "knowledge_dir": ("knowledge/sql", _text, "folder of NL→SQL pair files"),
@@ -96,6 +124,10 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
                        "largest pair file read; a bigger one is reported and skipped"),
     "max_embed_chars": (MAX_EMBED_CHARS, _positive_int,
                         "longest text embedded; a longer question is cut to this length"),
+    "seeds": (True, _bool, "recall and index the manifest's seed queries (false: off)"),
+    "format": ("fenced", _pair_format,
+               "how store, fmt and import write pairs: fenced (SQL block) or wren (sql: key)"),
+    "ignore": ((), _text_list, "validate rule codes accepted project-wide, e.g. [\"WM004\"]"),
 }
 
 
@@ -116,6 +148,9 @@ class Settings:
     fetch_threshold: int = 30000
     max_pair_bytes: int = MAX_PAIR_BYTES
     max_embed_chars: int = MAX_EMBED_CHARS
+    seeds: bool = True
+    format: str = "fenced"
+    ignore: tuple[str, ...] = ()
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property

@@ -6,7 +6,11 @@ the manifest. Modules ask for ``settings.state_dir / NAME`` with a name from thi
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 STATE_DIR = ".wrenmem"
+GITIGNORE = ".gitignore"  # `*`: the folder ignores itself, whether or not `init` ever ran
 
 INDEX = "index"  # the LanceDB database (default of the `index` setting)
 INDEX_LOCK = "index.lock"  # flock held by every writer of the index
@@ -27,7 +31,41 @@ HOOKS_LOG = "hooks.log"  # what the git hooks did
 REPLICA = "replica"  # local read copy of a remote (object-storage) index
 REPLICA_STATE = "replica.json"  # which remote version each table of the copy holds
 REPLICA_MAINT = "replica-maint.bin"  # commits to the copy since its last compaction
+HOOKS_DEFERRED = "hooks-deferred.lock"  # held by the one sync waiting for a rebase to end
+EMBED_CACHE = "embed-cache.bin"  # vectors by (model id, content hash), kept across deletions
 
 ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, SEEDS, SCHEMA_CACHE,
        SCHEMA_STATE, SCHEMA_MAINT, DAEMON_SOCKET, WATCH_LOCK, WATCH_PID, WATCH_STATE,
-       WATCH_LOG, HOOKS_LOG, REPLICA, REPLICA_STATE, REPLICA_MAINT)
+       WATCH_LOG, HOOKS_LOG, HOOKS_DEFERRED, EMBED_CACHE, REPLICA, REPLICA_STATE,
+       REPLICA_MAINT)
+
+
+def ensure_state_dir(folder: Path, mode: int = 0o777) -> Path:
+    """Create ``folder`` (a ``.wrenmem/``) if needed, with a ``.gitignore`` holding ``*``.
+
+    Whoever creates the folder writes the file, so a repository whose users never ran
+    ``wrenmem init`` (which adds ``.wrenmem/`` to the project's ``.gitignore``) still never
+    commits the index. An existing ``.gitignore`` is left as the user made it.
+    """
+    folder.mkdir(mode=mode, parents=True, exist_ok=True)
+    ignore = folder / GITIGNORE
+    if not ignore.exists():
+        try:  # exclusive create: two processes starting at once write it once
+            fd = os.open(ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return folder
+        except OSError:  # read-only checkout: nothing to protect from a commit either
+            return folder
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write("# written by wrenmem: everything here is derived state, never committed\n*\n")
+    return folder
+
+
+def ensure_parent(path: Path) -> None:
+    """Create the folder of ``path``; if it lies in a ``.wrenmem/``, that folder ignores itself."""
+    parent = path.parent
+    parts = parent.parts
+    if STATE_DIR in parts:
+        top = Path(*parts[: len(parts) - parts[::-1].index(STATE_DIR)])
+        ensure_state_dir(top)
+    parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from wrenmem.checks.validate import Problem, key_line
+from wrenmem.checks.validate import Problem, Validator, key_line
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.settings import Settings
@@ -85,13 +85,15 @@ def duplicate_problems(settings: Settings, files: Iterable[Path] | None = None
     with ``files``, only the problems in those files are reported (what pre-commit needs)."""
     found = scan(settings, use_cache=settings.state_dir.is_dir())
     wanted = {settings.relpath(f) for f in files} if files is not None else None
+    validator = Validator(settings, check_schema=False)  # for the accepted codes
     problems: list[Problem] = []
     for dup in find_duplicates(found.pairs, settings.dialect):
         if wanted is not None and dup.pair.path not in wanted:
             continue
         lines = (settings.root / dup.pair.path).read_text(encoding="utf-8-sig").split("\n")
-        problems.append(Problem(_shown(settings, dup.pair.path), key_line(lines, "nl"), 1,
-                                dup.message, "duplicate"))
+        problems += validator.accepted(
+            [Problem(_shown(settings, dup.pair.path), key_line(lines, "nl"), 1, dup.message,
+                     "duplicate")], dup.pair, lines)
     return len(found.pairs), problems
 
 

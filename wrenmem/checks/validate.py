@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.checks.references import Schema, check_schema
-from wrenmem.errors import PairError, WrenmemError
+from wrenmem.checks.rules import IGNORE_KEY, code_for, github_annotation, parse_codes
+from wrenmem.errors import PairError, SettingsError, WrenmemError
 from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files, require_knowledge_dir
 from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
 from wrenmem.schema.manifest import load_manifest
@@ -26,7 +27,7 @@ from wrenmem.sqlcheck import known_dialect, parse_checked
 
 @dataclass(frozen=True)
 class Problem:
-    """One finding, rendered as ``path:line:col: message``."""
+    """One finding, rendered as ``path:line:col: CODE message``."""
 
     path: str
     line: int
@@ -34,12 +35,29 @@ class Problem:
     message: str
     kind: str  # pair | sql | schema | manifest | duplicate
 
+    @property
+    def code(self) -> str:
+        """The rule code (``WM001``…), see :mod:`wrenmem.checks.rules`."""
+        return code_for(self.kind, self.message)
+
     def render(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}: {self.message}"
+        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
+
+    def github(self) -> str:
+        """The finding as a GitHub Actions annotation on its file and line."""
+        return github_annotation(self.path, self.line, self.col, self.code, self.message)
 
     def to_dict(self) -> dict[str, object]:
-        return {"path": self.path, "line": self.line, "col": self.col,
+        return {"path": self.path, "line": self.line, "col": self.col, "code": self.code,
                 "message": self.message, "kind": self.kind}
+
+
+def ignored_codes(settings: Settings) -> frozenset[str]:
+    """Codes the ``ignore`` setting accepts project-wide."""
+    try:
+        return parse_codes(list(settings.ignore))
+    except ValueError as e:
+        raise SettingsError(f"setting 'ignore': {e}") from e
 
 
 @dataclass
@@ -53,6 +71,10 @@ class Validator:
     manifest_problem: Problem | None = None
     _loaded: bool = field(default=False, repr=False)
     _schema: Any = field(default=None, repr=False)
+    ignored: frozenset[str] = field(default=frozenset(), repr=False)
+
+    def __post_init__(self) -> None:
+        self.ignored = ignored_codes(self.settings)
 
     def load_manifest(self) -> None:
         """Read the manifest if there is one; a broken one becomes ``manifest_problem``."""
@@ -85,13 +107,30 @@ class Validator:
         try:
             pair = parse_pair(text, path)
         except PairError as e:
-            return None, [Problem(path, e.line, e.col or 1, e.reason, "pair")]
+            return None, self.accepted([Problem(path, e.line, e.col or 1, e.reason, "pair")])
         return pair, self.check_pair(pair, text)
 
-    def check_pair(self, pair: Pair, text: str) -> list[Problem]:
-        """SQL and schema problems of a parsed pair, positioned in the file ``text``."""
+    def accepted(self, problems: list[Problem], pair: Pair | None = None,
+                 lines: list[str] | None = None) -> list[Problem]:
+        """``problems`` without those the ``ignore`` setting or the pair's own
+        ``wrenmem-ignore`` key accepts (an unknown code there is itself a WM001 finding)."""
+        ignored = self.ignored
+        extra: list[Problem] = []
+        if pair is not None and pair.extra.get(IGNORE_KEY) is not None:
+            try:
+                ignored = ignored | parse_codes(pair.extra[IGNORE_KEY], f"{IGNORE_KEY}: ")
+            except ValueError as e:
+                extra.append(Problem(pair.path, key_line(lines or [], IGNORE_KEY), 1, str(e),
+                                     "pair"))
+        return extra + [p for p in problems if p.code not in ignored]
 
+    def check_pair(self, pair: Pair, text: str) -> list[Problem]:
+        """SQL and schema problems of a parsed pair, positioned in the file ``text``, less
+        the accepted ones."""
         lines = text.split("\n")
+        return self.accepted(self._check_pair(pair, lines), pair, lines)
+
+    def _check_pair(self, pair: Pair, lines: list[str]) -> list[Problem]:
         dialect = self.dialect_of(pair)
         if pair.dialect and not known_dialect(pair.dialect):
             return [Problem(pair.path, key_line(lines, "dialect"), 1,
@@ -139,7 +178,7 @@ def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
     for path in files:
         problems += validator.check_file(path)
     if validator.manifest_problem is not None:
-        problems.insert(0, validator.manifest_problem)
+        problems[:0] = validator.accepted([validator.manifest_problem])
     return len(files), problems
 
 

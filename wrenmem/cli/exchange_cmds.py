@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from wrenmem.cli.common import alias, emit_json, get_memory, json_option, warn
@@ -13,12 +15,20 @@ from wrenmem.cli.common import alias, emit_json, get_memory, json_option, warn
 @click.option("--overwrite", is_flag=True,
               help="First delete every pair file whose source appears in FILE.")
 @click.option("--dry-run", is_flag=True, help="Say what would happen; write nothing.")
+@click.option("--force", is_flag=True, help="Import pairs whose SQL does not parse, too.")
+@click.option("--yes", "-y", is_flag=True,
+              help="With --overwrite: delete files without asking.")
 @json_option
 @click.pass_context
 def import_cmd(ctx: click.Context, file: str, upsert: bool, overwrite: bool, dry_run: bool,
-               as_json: bool) -> None:
+               force: bool, yes: bool, as_json: bool) -> None:
     """Import a queries.yml: each pair becomes a Markdown file (existing questions are
-    skipped unless --upsert or --overwrite)."""
+    skipped unless --upsert or --overwrite).
+
+    The SQL of every pair must parse in its dialect, as for `store`: otherwise nothing is
+    imported, unless --force. --overwrite deletes files: it lists them and asks first
+    (--yes does not ask; without a terminal to ask on, --yes is needed).
+    """
 
     if upsert and overwrite:
         raise click.UsageError("--upsert and --overwrite cannot be combined")
@@ -26,7 +36,17 @@ def import_cmd(ctx: click.Context, file: str, upsert: bool, overwrite: bool, dry
     notes: list[str] = []
     memory = get_memory(ctx)
     memory.notify = notes.append
-    report = memory.import_(file, mode=mode, dry_run=dry_run)
+    if overwrite and not dry_run and not yes:
+        doomed = memory.import_(file, mode=mode, dry_run=True, force=force).deleted
+        if doomed:
+            for rel in doomed:
+                warn(f"would delete: {rel}")
+            if not sys.stdin.isatty():
+                raise click.UsageError(f"--overwrite deletes {len(doomed)} file(s): pass "
+                                       "--yes to confirm (or --dry-run to look first)")
+            click.confirm(f"Delete {len(doomed)} pair file(s) and import?", abort=True,
+                          err=True)
+    report = memory.import_(file, mode=mode, dry_run=dry_run, force=force)
     note = "; ".join(notes) or None
     if as_json:
         emit_json({**report.to_dict(), "dry_run": dry_run, "index": note})
@@ -37,8 +57,9 @@ def import_cmd(ctx: click.Context, file: str, upsert: bool, overwrite: bool, dry
         for item in items:
             click.echo(f"{verb}{label}: {item}")
     click.echo(f"{report.read} pair(s) read [{mode}]: {len(report.created)} new, "
-               f"{len(report.updated)} updated, {len(report.deleted)} deleted, "
-               f"{len(report.skipped)} skipped" + (" (dry run)" if dry_run else ""))
+               f"{len(report.updated)} updated, {len(report.unchanged)} unchanged, "
+               f"{len(report.deleted)} deleted, {len(report.skipped)} skipped"
+               + (" (dry run)" if dry_run else ""))
     if note:
         warn(note)
 

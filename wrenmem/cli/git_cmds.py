@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from wrenmem.cli.common import emit_json, get_memory, get_settings, json_option, warn
-from wrenmem.git.diff import render_markdown, render_text
+from wrenmem.git.diff import render_github, render_markdown, render_text, summary_line
 from wrenmem.git.hooks import (
     HOOK_NAMES,
     LOG_NAME,
@@ -23,7 +23,7 @@ from wrenmem.git.hooks import (
 
 @click.group()
 def hooks() -> None:
-    """Git hooks that sync the index after checkout, merge, rebase and commit."""
+    """Git hooks that sync the index after checkout, merge, rebase, commit, reset and stash."""
 
 
 @hooks.command(name="install")
@@ -33,7 +33,8 @@ def hooks() -> None:
 @json_option
 @click.pass_context
 def hooks_install(ctx: click.Context, background: bool, as_json: bool) -> None:
-    """Install post-checkout, post-merge, post-rewrite and post-commit hooks.
+    """Install post-checkout, post-merge, post-rewrite, post-commit and reference-transaction
+    hooks.
 
     Hooks already there are kept: moved to <name>.wrenmem-legacy and run first by wrenmem's hook.
     Running install again updates wrenmem's hooks and changes nothing else.
@@ -121,18 +122,27 @@ def _print_states(states: list[HookState], as_json: bool, hooks_dir: Path) -> No
     click.echo(f"hooks directory: {hooks_dir}")
 
 
+FORMAT_HELP = ("text: `path:line:col: CODE message`; github: GitHub Actions annotations "
+               "(`::error file=…,line=…,col=…::…`) that land on the lines of a pull request.")
+
+
 @click.command()
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--no-schema", is_flag=True,
               help="Do not check tables and columns against the manifest.")
+@click.option("--format", "fmt", type=click.Choice(["text", "github"]), default="text",
+              show_default=True, help=FORMAT_HELP)
 @json_option
 @click.pass_context
-def validate(ctx: click.Context, files: tuple[Path, ...], no_schema: bool, as_json: bool) -> None:
+def validate(ctx: click.Context, files: tuple[Path, ...], no_schema: bool, fmt: str,
+             as_json: bool) -> None:
     """Check pair files: each parses; its SQL is one well-formed statement in its dialect; and,
     with a manifest, every table and column it names exists.
 
-    FILES default to every pair file of the project. One `path:line:col: message` line per
-    problem, the line being the pair file's. Exit 1 if there is any. Needs no index.
+    FILES default to every pair file of the project. One `path:line:col: CODE message` line
+    per problem, the line being the pair file's. Exit 1 if there is any. Needs no index.
+    A pair accepts a finding with `wrenmem-ignore: [WM004]` in its front matter; the
+    `ignore` setting accepts codes project-wide.
     """
 
     count, problems = get_memory(ctx).validate_files(files or None, schema=not no_schema)
@@ -141,7 +151,7 @@ def validate(ctx: click.Context, files: tuple[Path, ...], no_schema: bool, as_js
                    "problems": [p.to_dict() for p in problems]})
     else:
         for problem in problems:
-            click.echo(problem.render())
+            click.echo(problem.github() if fmt == "github" else problem.render())
         if problems or not files:
             warn(f"{count} file(s) checked, {len(problems)} problem(s)")
     if problems:
@@ -173,9 +183,11 @@ def duplicates(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> No
 @click.command()
 @click.argument("base", required=False)
 @click.argument("head", required=False)
-@click.option("--format", "fmt", type=click.Choice(["markdown", "text"]), default="markdown",
-              show_default=True,
-              help="markdown: a pull-request comment; text: one line per pair.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "text", "github"]),
+              default="markdown", show_default=True,
+              help="markdown: a pull-request comment (with a hidden marker, "
+                   "<!-- wrenmem-diff -->, a bot finds to update one comment); text: one line "
+                   "per pair; github: an annotation per problem of an added or changed pair.")
 @click.option("--direct", is_flag=True,
               help="Compare with BASE itself, not with the merge base of BASE and HEAD.")
 @click.option("--fail-on-invalid", is_flag=True,
@@ -192,11 +204,16 @@ def diff(ctx: click.Context, base: str | None, head: str | None, fmt: str, direc
     changes since it left main (like `git diff main...`; --direct compares with main's tip).
     """
 
-    result = get_memory(ctx).diff(base, head, merge_base=not direct, schema=not no_schema)
+    memory = get_memory(ctx)
+    result = memory.diff(base, head, merge_base=not direct, schema=not no_schema)
     if as_json:
         emit_json(result.to_dict())
     elif fmt == "markdown":
         click.echo(render_markdown(result), nl=False)
+    elif fmt == "github":
+        for line in render_github(result, memory.settings.root):
+            click.echo(line)
+        warn(summary_line(result))
     else:
         click.echo(render_text(result))
     if fail_on_invalid and result.invalid:

@@ -35,28 +35,46 @@ class _TerminalProgress:
             sys.stderr.flush()
 
 
+GREP_ONLY = "grep backend: the pair files are the index; nothing to build"
+
+
 @click.command()
 @click.option("--full", is_flag=True, help="Drop the pairs table and rebuild it from scratch.")
+@click.option("--pairs-only", is_flag=True, help="Do not build or update the schema index.")
 @json_option
 @click.pass_context
-def sync(ctx: click.Context, full: bool, as_json: bool) -> None:
-    """Bring the index up to date with the pair files (embeds only new and changed pairs)."""
+def sync(ctx: click.Context, full: bool, pairs_only: bool, as_json: bool) -> None:
+    """Bring the index up to date with the pair files (embeds only new and changed pairs)
+    and the schema index with the manifest, when there is one (unless --pairs-only).
+
+    In a grep-only project (backend = "grep", or no index extra) there is nothing to build.
+    """
 
     memory = get_memory(ctx)
+    if memory.grep_only:
+        if as_json:
+            emit_json({"noop": True, "grep_only": True, "schema": None})
+        else:
+            click.echo(GREP_ONLY)
+        return
     progress = _TerminalProgress()
     try:
         report = memory.sync(full=full, progress=progress)
+        schema = None if pairs_only else memory.sync_schema(progress=progress)
     finally:
         progress.close()
     report_pair_errors(report.errors)
     for message in report.warnings:
         warn(f"warning: {message}")
     if as_json:
-        emit_json(report.to_dict())
+        emit_json({**report.to_dict(), "schema": schema.to_dict() if schema else None})
         return
     if report.rebuilt:
         warn(f"rebuilt the index: {report.rebuild_reason}")
     click.echo(report.summary())
+    if schema is not None:
+        state = "schema index up to date" if schema.noop else "schema synced"
+        click.echo(f"{state}: {schema.items} items, {schema.embedded} embedded")
 
 
 index = click.Command("index", callback=sync.callback, params=sync.params,
@@ -90,6 +108,10 @@ def status(ctx: click.Context, as_json: bool) -> None:
     click.echo(f"embedder: {data['embedder']} (setting: {settings.embedder})")
     click.echo(f"pairs:    {data['pairs']} files, {data['seeds']} seeds, "
                f"{data['bad_files']} unreadable; {data['rows']} rows in the index")
+    schema = data.get("schema") or {}
+    if schema.get("manifest"):
+        click.echo(f"schema:   {schema['items']} items in the index, "
+                   + ("fresh" if schema["fresh"] else f"not fresh ({schema['reason']})"))
     for bad in data.get("unreadable") or ():
         click.echo(f"unreadable: {bad['path']}:{bad['line']}: {bad['reason']}")
     for problem in data.get("problems") or ():
@@ -116,11 +138,19 @@ def status(ctx: click.Context, as_json: bool) -> None:
 def check(ctx: click.Context, as_json: bool) -> None:
     """Report drift between the files and the index by content hash; exit 1 on drift."""
 
-    drift = get_memory(ctx).check()
+    memory = get_memory(ctx)
+    if memory.grep_only:
+        if as_json:
+            emit_json({"fresh": True, "grep_only": True})
+        else:
+            click.echo("grep backend: the pair files are the index, always in sync")
+        return
+    drift = memory.check()
+    schema = memory.check_schema()
     plan = drift.plan
-    drifted = drift.drifted
+    drifted = drift.drifted or not schema.fresh
     if as_json:
-        emit_json(drift.to_dict())
+        emit_json({**drift.to_dict(), "fresh": not drifted, "schema": schema.to_dict()})
     else:
         report_pair_errors(drift.errors)
         for label, items in (("added", plan.added), ("changed", plan.changed),
@@ -136,10 +166,13 @@ def check(ctx: click.Context, as_json: bool) -> None:
                        f"pairs of another project ({drift.owner})")
         elif drift.rebuild_needed:
             click.echo(f"embedder: index built by {drift.built_by}, setting is {drift.model_id}")
+        if not schema.fresh:
+            click.echo(f"schema: {schema.reason}")
         if drifted:
             warn("the index is out of date: run `wrenmem sync`")
         else:
-            click.echo(f"in sync: {len(plan.unchanged)} pairs")
+            click.echo(f"in sync: {len(plan.unchanged)} pairs"
+                       + (f", {schema.items} schema items" if schema.manifest else ""))
     ctx.exit(1 if drifted else 0)
 
 
@@ -147,15 +180,25 @@ def check(ctx: click.Context, as_json: bool) -> None:
 @json_option
 @click.pass_context
 def reset(ctx: click.Context, as_json: bool) -> None:
-    """Delete the pairs index and its state (the files are untouched; `sync` rebuilds)."""
+    """Delete the pairs and schema indexes and their state (the files are untouched;
+    `sync` rebuilds both)."""
 
     memory = get_memory(ctx)
     settings = memory.settings
+    if memory.grep_only:
+        if as_json:
+            emit_json({"dropped": False, "schema_dropped": False, "index": settings.index_uri})
+        else:
+            click.echo("grep backend: no index to drop")
+        return
     dropped = memory.reset()
+    schema_dropped = memory.reset_schema()
     if as_json:
-        emit_json({"dropped": dropped, "index": settings.index_uri})
+        emit_json({"dropped": dropped, "schema_dropped": schema_dropped,
+                   "index": settings.index_uri})
         return
     click.echo("dropped the pairs index" if dropped else "no pairs index to drop")
+    click.echo("dropped the schema index" if schema_dropped else "no schema index to drop")
 
 
 COMMANDS = [sync, index, status, check, reset]

@@ -3,17 +3,19 @@
 Two snapshots of the knowledge folder are compared by path: a base revision and either a
 head revision or the working tree. By default the base is the merge base of BASE and HEAD,
 as a pull request shows it (``git diff BASE...HEAD``): pairs added on BASE since the branch
-started are not the branch's removals. A pair whose file moved but whose question and SQL
-did not is "moved". Added and changed pairs are validated like ``wrenmem validate`` does,
-against the manifest of the head side.
+started are not the branch's removals. A pair whose file moved is "moved": with the same
+question and SQL, or edited on the way (the same question, or question and SQL mostly the
+same text), in which case its SQL diff is shown. Added, changed and moved pairs are
+validated like ``wrenmem validate`` does, against the manifest of the head side.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -49,6 +51,18 @@ class Entry:
     def valid(self) -> bool:
         return not self.problems
 
+    @property
+    def edited(self) -> bool:
+        """A moved file whose question or SQL changed too."""
+        return bool(self.old and self.pair and (
+            self.old.nl != self.pair.nl or not _same_sql(self.old.sql, self.pair.sql)))
+
+    @property
+    def needs_review(self) -> bool:
+        """Added or edited by something other than a person (``source`` is not ``user``)."""
+        return (self.status != "removed" and self.pair is not None
+                and self.pair.source != "user")
+
     def sql_diff(self) -> list[str]:
         """Unified diff of the SQL, base → head (empty unless the SQL changed)."""
         if self.old is None or self.pair is None or _same_sql(self.old.sql, self.pair.sql):
@@ -62,6 +76,9 @@ class Entry:
             "nl": self.pair.nl if self.pair else None,
             "sql": self.pair.sql if self.pair else None,
             "dialect": self.pair.dialect if self.pair else None,
+            "source": self.pair.source if self.pair else None,
+            "tags": list(self.pair.tags) if self.pair else [],
+            "needs_review": self.needs_review,
             "valid": self.valid, "problems": [p.to_dict() for p in self.problems],
         }
         if self.status in ("changed", "moved"):
@@ -213,7 +230,7 @@ def _parse(validator: Validator, path: str, data: bytes | PairError
             raise data
         text = decode_file(data, path)
     except PairError as e:
-        return None, [Problem(path, e.line, 1, e.reason, "pair")]
+        return None, validator.accepted([Problem(path, e.line, 1, e.reason, "pair")])
     return validator.check_text(text, path)
 
 
@@ -260,6 +277,7 @@ def _compare(base: Side, head: Side, validator: Validator) -> PairDiff:
                                  tuple(problems)))
         else:
             entries.append(Entry("added", path, new, problems=tuple(problems)))
+    _pair_renames(entries, gone)
     for path, old in sorted(gone.items()):
         entries.append(Entry("removed", path, old))
     order = {"added": 0, "changed": 1, "moved": 2, "removed": 3}
@@ -268,7 +286,40 @@ def _compare(base: Side, head: Side, validator: Validator) -> PairDiff:
     return PairDiff(base, head, tuple(entries), tuple(metadata_only), warnings)
 
 
+RENAME_SIMILARITY = 0.6  # question + SQL this alike (difflib ratio): a moved file, edited
+
+
+def _pair_renames(entries: list[Entry], gone: dict[str, Pair | None]) -> None:
+    """Turn an added pair and a removed one into one moved-and-edited pair when they ask the
+    same question, or when question and SQL are mostly the same text; best matches first."""
+    added = [i for i, e in enumerate(entries) if e.status == "added" and e.pair is not None]
+    candidates: list[tuple[float, int, str]] = []
+    for i in added:
+        new = entries[i].pair
+        assert new is not None
+        for path, old in gone.items():
+            if old is None:
+                continue
+            if old.nl.strip().casefold() == new.nl.strip().casefold():
+                score = 2.0  # the same question: always the same pair
+            else:
+                score = difflib.SequenceMatcher(
+                    None, f"{old.nl}\n{old.sql}", f"{new.nl}\n{new.sql}").ratio()
+            if score >= RENAME_SIMILARITY:
+                candidates.append((score, i, path))
+    taken: set[int] = set()
+    for _score, i, path in sorted(candidates, key=lambda c: (-c[0], c[1], c[2])):
+        if i in taken or path not in gone:
+            continue
+        taken.add(i)
+        e = entries[i]
+        entries[i] = Entry("moved", e.path, e.pair, gone.pop(path), path, e.problems)
+
+
 # ---- rendering -------------------------------------------------------------------------------
+
+# First line of the Markdown: a bot looks for it to update its one comment instead of adding one.
+MARKER = "<!-- wrenmem-diff -->"
 
 
 def summary_line(d: PairDiff) -> str:
@@ -286,8 +337,9 @@ def render_text(d: PairDiff) -> str:
         question = e.pair.nl if e.pair else "(does not parse)"
         where = f"{e.old_path} → {e.path}" if e.old_path else e.path
         state = "" if e.status == "removed" else ("  ok" if e.valid else "  INVALID")
-        out.append(f"{marks[e.status]} {where}  {question}{state}")
-        if e.status == "changed" and e.old and e.pair and e.old.nl != e.pair.nl:
+        review = f"  [review: source {e.pair.source}]" if e.needs_review and e.pair else ""
+        out.append(f"{marks[e.status]} {where}  {question}{state}{review}")
+        if e.status in ("changed", "moved") and e.old and e.pair and e.old.nl != e.pair.nl:
             out.append(f"    question was: {e.old.nl}")
         out += [f"    {line}" for line in e.sql_diff()]
         out += [f"    {p.render()}" for p in e.problems]
@@ -297,13 +349,25 @@ def render_text(d: PairDiff) -> str:
     return "\n".join(out)
 
 
+def render_github(d: PairDiff, root: Path) -> list[str]:
+    """A GitHub Actions annotation per problem of an added, changed or moved pair; paths
+    relative to the current folder (the workspace, in a workflow)."""
+    out = []
+    for entry in d.entries:
+        for p in entry.problems:
+            shown = os.path.relpath(root / p.path)
+            path = p.path if shown.startswith("..") else Path(shown).as_posix()
+            out.append(replace(p, path=path).github())
+    return out
+
+
 def render_markdown(d: PairDiff) -> str:
     """A pull-request comment: a summary, then each pair with its SQL (or SQL diff) and
     validation result; removed pairs as a list."""
     checked = len([e for e in d.entries if e.status != "removed"])
     verdict = (f"❌ {len(d.invalid)} of {checked} added, changed or moved pair(s) do not "
                "validate" if d.invalid else "✅ every added, changed and moved pair validates")
-    out = ["## wrenmem: NL→SQL pairs in this change", "",
+    out = [MARKER, "## wrenmem: NL→SQL pairs in this change", "",
            f"**{summary_line(d)}** — {verdict}", "",
            f"<sub>base `{d.base.label}`{_short(d.base.commit)} · head "
            f"`{d.head.label}`{_short(d.head.commit)}</sub>"]
@@ -317,14 +381,20 @@ def render_markdown(d: PairDiff) -> str:
         out += ["", f"### {titles[status]} ({len(entries)})"]
         for e in entries:
             out += [""] + _markdown_entry(e)
-    moved = d.of("moved")
+    edited = [e for e in d.of("moved") if e.edited]
+    if edited:
+        out += ["", f"### Moved and edited ({len(edited)})"]
+        for e in edited:
+            out += [""] + _markdown_entry(e)
+    moved = [e for e in d.of("moved") if not e.edited]
     if moved:
         out += ["", f"### Moved ({len(moved)})", ""]
         for e in moved:
             mark = "✅" if e.valid else "❌"
             out.append(f"- {mark} `{e.old_path}` → `{e.path}` — "
                        f"{_inline(e.pair.nl) if e.pair else ''}")
-            out += [f"  - `{p.path}:{p.line}:{p.col}` {_inline(p.message)}" for p in e.problems]
+            out += [f"  - `{p.path}:{p.line}:{p.col}` {p.code} {_inline(p.message)}"
+                    for p in e.problems]
     removed = d.of("removed")
     if removed:
         out += ["", f"### Removed ({len(removed)})", ""]
@@ -341,12 +411,24 @@ def _markdown_entry(e: Entry) -> list[str]:
     mark = "✅" if e.valid else "❌"
     question = _inline(e.pair.nl) if e.pair else "(does not parse)"
     where = f"`{e.old_path}` → `{e.path}`" if e.old_path else f"`{e.path}`"
-    dialect = f" · {e.pair.dialect}" if e.pair and e.pair.dialect else ""
-    out = [f"#### {mark} {question}", "", f"{where}{dialect}"]
-    if e.status == "changed" and e.old and e.pair and e.old.nl != e.pair.nl:
+    facts = []
+    if e.pair:
+        if e.pair.dialect:
+            facts.append(e.pair.dialect)
+        facts.append(f"source: `{e.pair.source}`")
+        if e.pair.tags:
+            facts.append("tags: " + ", ".join(f"`{t}`" for t in e.pair.tags))
+    out = [f"#### {mark} {question}", "", " · ".join([where, *facts])]
+    if e.needs_review:
+        out += ["", f"> 🔍 **Review:** written by `{e.pair.source if e.pair else '?'}`, "
+                    "not by a person (`source: user`); check the question and the SQL."]
+    if e.status in ("changed", "moved") and e.old and e.pair and e.old.nl != e.pair.nl:
         out += ["", f"Question was: ~~{_inline(e.old.nl)}~~"]
+    if e.old and e.pair and (e.old.source != e.pair.source or e.old.tags != e.pair.tags):
+        out += ["", f"Was: source `{e.old.source}`, tags "
+                    + (", ".join(f"`{t}`" for t in e.old.tags) or "none")]
     for p in e.problems:
-        out += ["", f"> ❌ `{p.path}:{p.line}:{p.col}` {_inline(p.message)}"]
+        out += ["", f"> ❌ `{p.path}:{p.line}:{p.col}` {p.code} {_inline(p.message)}"]
     diff = e.sql_diff()
     if diff:
         out += ["", _fence("diff", "\n".join(diff))]

@@ -28,16 +28,23 @@ from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.index.sync import sync_pairs
 from wrenmem.lance import index_unavailable
+from wrenmem.schema.table import read_state as read_schema_state
+from wrenmem.schema.table import sync_schema
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 
-HOOK_NAMES = ("post-checkout", "post-merge", "post-rewrite", "post-commit")
+HOOK_NAMES = ("post-checkout", "post-merge", "post-rewrite", "post-commit",
+              "reference-transaction")
+DEFERRED = "deferred"  # `hooks run deferred`: the waiter a hook starts during a rebase
+DEFER_POLL = 0.2  # seconds between looks at whether the rebase or sequence has ended
+DEFER_TIMEOUT = 6 * 3600.0  # a rebase left stopped for longer is synced by its next hook
 MARKER = "wrenmem-hook-v1"
 LEGACY_SUFFIX = ".wrenmem-legacy"
 # Where pre-commit (and installers that copy it) move a hook they replace, and run it from.
 OTHERS_LEGACY_SUFFIX = ".legacy"
 LOG_NAME = statedir.HOOKS_LOG
+DEFER_LOCK = statedir.HOOKS_DEFERRED
 LOG_MAX_BYTES = 1_000_000
 HOOK_LOCK_TIMEOUT = 20.0  # another sync (the watcher) holding the lock will see the files too
 _TEMPLATE_START = "# start templated\n"
@@ -294,10 +301,18 @@ def run_hook(settings: Settings, name: str, args: tuple[str, ...]) -> str | None
                 _log(log_path,
                      f"{name} {' '.join(args)}: no {settings.knowledge_dir}/, nothing to do")
             return None
-        if name.split()[0] in ("post-commit", "post-checkout") and _rebasing(settings.root):
-            # A rebase runs post-commit for every commit it replays (and post-checkout when it
-            # starts); post-rewrite runs once at its end and syncs the result.
-            _log(log_path, f"{name} {' '.join(args)}: rebase in progress, post-rewrite syncs")
+        if name == DEFERRED:
+            return _run_deferred(settings, log_path, started)
+        operation = in_progress(settings.root)
+        if name.split()[0] in DEFERRING_HOOKS and operation:
+            # A rebase or a cherry-pick of several commits runs post-commit for every commit
+            # it replays (and post-checkout when it starts); git runs post-rewrite at the end
+            # of a rebase with commits to replay, but no hook at all after the last step of a
+            # fast-forward rebase or of a cherry-pick sequence. One waiter syncs once it ended.
+            started_waiter = start_deferred_sync(settings)
+            _log(log_path, f"{name} {' '.join(args)}: {operation} in progress, "
+                           + ("a deferred sync waits for its end" if started_waiter
+                              else "the deferred sync already waiting will sync"))
             return None
         summary = _sync(settings)
     except BaseException as e:  # a hook must never fail the git operation, whatever happened
@@ -312,17 +327,96 @@ def run_hook(settings: Settings, name: str, args: tuple[str, ...]) -> str | None
     return None
 
 
-def _rebasing(root: Path) -> bool:
-    """True while ``git rebase`` runs in the working tree of ``root``."""
+# Hooks that git may run in the middle of a multi-step operation: they leave the sync to one
+# deferred waiter. post-rewrite and post-merge run when their operation is over.
+DEFERRING_HOOKS = ("post-commit", "post-checkout", "reference-transaction")
+_OPERATION_DIRS = (("rebase-merge", "rebase"), ("rebase-apply", "rebase"),
+                   ("sequencer", "cherry-pick or revert sequence"))
+
+
+def in_progress(root: Path) -> str | None:
+    """The multi-step git operation running in the working tree of ``root``, if any."""
     import subprocess
 
+    args = [a for name, _ in _OPERATION_DIRS for a in ("--git-path", name)]
     try:
-        done = subprocess.run(["git", "rev-parse", "--git-path", "rebase-merge",
-                               "--git-path", "rebase-apply"], cwd=root, capture_output=True,
+        done = subprocess.run(["git", "rev-parse", *args], cwd=root, capture_output=True,
                               text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line, (_, label) in zip(done.stdout.splitlines(), _OPERATION_DIRS, strict=False):
+        if line and (root / line).is_dir():
+            return label
+    return None
+
+
+def start_deferred_sync(settings: Settings) -> bool:
+    """Start the waiter that syncs when the running rebase or sequence ends, unless one is
+    already waiting. Detached: git does not wait for it, and it outlives the hook."""
+    import subprocess
+
+    if _defer_lock_held(settings):
         return False
-    return any((root / line).is_dir() for line in done.stdout.splitlines() if line)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (import_path(), os.environ.get("PYTHONPATH", "")) if p)}
+    for name in ("GIT_DIR", "GIT_INDEX_FILE", "GIT_WORK_TREE"):
+        env.pop(name, None)  # git sets them for its hooks; the waiter outlives this operation
+    subprocess.Popen([sys.executable, "-m", "wrenmem", "--project", str(settings.root),
+                      "hooks", "run", DEFERRED], cwd=settings.root, env=env,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    return True
+
+
+def _defer_lock_held(settings: Settings) -> bool:
+    import fcntl
+
+    path = settings.state_dir / DEFER_LOCK
+    if not path.exists():
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _run_deferred(settings: Settings, log_path: Path, started: float) -> str | None:
+    """The waiter: hold the deferred lock, wait for the operation to end, then sync."""
+    import fcntl
+
+    path = settings.state_dir / DEFER_LOCK
+    statedir.ensure_parent(path)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return None  # another waiter got there first; it will sync
+        while True:
+            operation = in_progress(settings.root)
+            while operation is not None and time.monotonic() - started < DEFER_TIMEOUT:
+                time.sleep(DEFER_POLL)
+                operation = in_progress(settings.root)
+            if operation is not None:
+                _log(log_path, f"{DEFERRED}: {operation} still in progress after "
+                               f"{DEFER_TIMEOUT / 3600:.0f} h; its next hook syncs")
+                return None
+            summary = _sync(settings)
+            # Another rebase may have started while this one synced: its hooks saw this
+            # waiter holding the lock and left the sync to it.
+            if in_progress(settings.root) is None:
+                break
+    finally:
+        os.close(fd)
+    _log(log_path, f"{DEFERRED}: {summary} ({time.monotonic() - started:.2f}s)")
+    return None
 
 
 def _sync(settings: Settings) -> str:
@@ -339,12 +433,18 @@ def _sync(settings: Settings) -> str:
     if reason is not None:
         return f"no index to sync: {reason}"
 
-    return sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT).summary()
+    summary = sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT).summary()
+    if settings.manifest_path.is_file() and read_schema_state(settings):
+        # A schema index was built (`wrenmem sync`): keep it in step with the manifest too.
+        schema = sync_schema(settings)
+        summary += "; schema " + ("up to date" if schema.noop else
+                                  f"synced ({schema.embedded} embedded)")
+    return summary
 
 
 def _log(path: Path, message: str) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        statedir.ensure_parent(path)
         if path.exists() and path.stat().st_size > LOG_MAX_BYTES:
             os.replace(path, path.with_name(LOG_NAME + ".1"))
         stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

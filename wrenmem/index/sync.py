@@ -32,6 +32,7 @@ from wrenmem.errors import (
     WrenmemError,
 )
 from wrenmem.index import table as index
+from wrenmem.index.embedcache import EmbedCache, cache_path
 from wrenmem.index.origin import local_origin
 from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.snapshot import SEED_PREFIX, Snapshot, mirror_matches, save_mirror, take_snapshot
@@ -158,7 +159,8 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
         _refresh_stats(settings, embedder.model_id)
         return _noop_report(settings, snap, embedder.model_id)
 
-    _warm_up(embedder, snap, seen, full)
+    _warm_up(embedder, snap, seen, full, EmbedCache(cache_path(settings), embedder.model_id),
+             settings.max_embed_chars)
 
     with index_lock(settings, timeout=lock_timeout):
         state = load_state(settings)
@@ -192,7 +194,8 @@ def _report_from_state(state: IndexState, model_id: str) -> SyncReport:
                       rows=state.rows)
 
 
-def _warm_up(embedder: Embedder, snap: Snapshot, state: IndexState | None, full: bool) -> None:
+def _warm_up(embedder: Embedder, snap: Snapshot, state: IndexState | None, full: bool,
+             cache: EmbedCache | None = None, max_chars: int = MAX_EMBED_CHARS) -> None:
     """Load the model in a thread while this one imports LanceDB and reads the table.
 
     Only when something will probably be embedded: a file or seed whose hash the index
@@ -208,6 +211,9 @@ def _warm_up(embedder: Embedder, snap: Snapshot, state: IndexState | None, full:
         fresh += [h for h in snap.extra_hashes.values() if h not in known]
         if not fresh:
             return
+    if not full and cache is not None and cache.has_all(
+            embed_text(p, max_chars) for p in snap.pairs.values()):
+        return  # every question was embedded before (a branch flip back): no model needed
 
     def run() -> None:
         try:
@@ -278,8 +284,9 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
                 f"another writer kept changing {settings.index_uri} during this sync "
                 f"({REMOTE_ROUNDS} rounds); run `wrenmem sync` again")
         invalidate_state(settings)
+        cache = EmbedCache(cache_path(settings), embedder.model_id)
         done, made = _apply(table, snap, plan, indexed_scope, embedder, progress,
-                            settings.max_embed_chars, memo)
+                            settings.max_embed_chars, cache, use_cache=not full, memo=memo)
         embedded, commits = embedded + done, commits + made
         if not remote:
             break  # the lock serialises local writers: nothing can have interleaved
@@ -363,8 +370,11 @@ def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
 
 def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, list[str]],
            embedder: Embedder, progress: Progress | None, max_chars: int,
+           cache: EmbedCache, use_cache: bool = True,
            memo: dict[str, Any] | None = None) -> tuple[int, int]:
-    """Write the plan: reused vectors and deletions first, then embedded chunks.
+    """Write the plan: reused vectors (from the table or the embedding cache) and deletions
+    first, then embedded chunks. Returns (texts embedded, commits). ``use_cache`` False (a
+    full rebuild asked for) embeds every text again, and refreshes the cache with it.
     ``memo`` (text -> vector) keeps what was embedded for a later round of the same sync."""
     memo = {} if memo is None else memo
     texts_of = {i: embed_text(snap.pairs[i], max_chars) for i in
@@ -393,27 +403,40 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
     if ready or deletes:
         index.write(table, ready, deletes)
         commits += 1
-    texts = sorted({texts_of[i] for i in todo})
+    wanted = sorted({texts_of[i] for i in todo})
+    vectors: dict[str, Any] = cache.lookup(wanted) if wanted and use_cache else {}
+    texts = [t for t in wanted if t not in vectors]  # never embedded by this model before
     total, done = len(texts), 0
     if progress is not None and total:
         progress(0, total)
-    vectors: dict[str, Any] = {}
     pending: list[str] = list(todo)
     for start in range(0, len(texts), WRITE_CHUNK):
         chunk = texts[start:start + WRITE_CHUNK]
         for b in range(0, len(chunk), EMBED_BATCH):
             batch = chunk[b:b + EMBED_BATCH]
-            for text, vector in zip(batch, embedder.embed(batch), strict=True):
-                vectors[text] = memo[text] = vector
+            fresh = dict(zip(batch, embedder.embed(batch), strict=True))
+            vectors.update(fresh)
+            memo.update(fresh)
+            cache.store(fresh)
             done += len(batch)
             if progress is not None:
                 progress(done, total)
-        ripe = [i for i in pending if texts_of[i] in vectors]
-        pending = [i for i in pending if texts_of[i] not in vectors]
-        index.write(table, [index.pair_row(i, snap.pairs[i], texts_of[i], vectors[texts_of[i]])
-                            for i in ripe], [])
-        commits += 1
+        commits += _write_ripe(table, snap, pending, vectors, texts_of)
+    commits += _write_ripe(table, snap, pending, vectors, texts_of)  # from the cache, or rest
+    cache.save()
     return total, commits
+
+
+def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: Mapping[str, Any],
+                texts_of: Mapping[str, str]) -> int:
+    """Write the pending rows whose vectors are ready (and drop them from ``pending``)."""
+    ripe = [i for i in pending if texts_of[i] in vectors]
+    if not ripe:
+        return 0
+    pending[:] = [i for i in pending if texts_of[i] not in vectors]
+    index.write(table, [index.pair_row(i, snap.pairs[i], texts_of[i], vectors[texts_of[i]])
+                        for i in ripe], [])
+    return 1
 
 
 def _maintain(settings: Settings, table: Any, commits: int, embedded: int) -> bool:

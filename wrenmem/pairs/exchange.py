@@ -12,9 +12,10 @@ from typing import Any
 from wrenmem.errors import UnreadableFileError, WrenmemError
 from wrenmem.fsutil import os_error_reason, read_regular_file
 from wrenmem.pairs.catalog import scan
-from wrenmem.pairs.pairfile import Pair, load_yaml
-from wrenmem.pairs.store import delete_pair_file, store_pair
+from wrenmem.pairs.pairfile import Pair, canonical_time, load_yaml
+from wrenmem.pairs.store import delete_pair_file, merged_update, store_pair, would_change
 from wrenmem.settings import Settings
+from wrenmem.sqlcheck import check_sql
 
 MODES = ("skip", "upsert", "overwrite")
 MAX_EXCHANGE_BYTES = 256 * 1024 * 1024  # a queries.yml larger than this is not read
@@ -27,6 +28,7 @@ class ImportReport:
     mode: str
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)  # existing files already saying this
     skipped: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     sources: dict[str, int] = field(default_factory=dict)
@@ -34,7 +36,8 @@ class ImportReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "created": self.created, "updated": self.updated,
-                "skipped": self.skipped, "deleted": self.deleted, "sources": self.sources}
+                "unchanged": self.unchanged, "skipped": self.skipped, "deleted": self.deleted,
+                "sources": self.sources}
 
 
 def read_queries_yml(path: Path) -> list[Pair]:
@@ -76,6 +79,7 @@ def read_queries_yml(path: Path) -> list[Pair]:
         created = item.get("created_at")
         if isinstance(created, dt.datetime | dt.date):
             created = created.isoformat()
+        created = canonical_time(str(created)) if created else None
         pairs.append(Pair(
             nl=item["nl"].strip(), sql=item["sql"].strip(), datasource=item.get("datasource")
             or None, dialect=item.get("dialect") or None,
@@ -85,12 +89,28 @@ def read_queries_yml(path: Path) -> list[Pair]:
     return pairs
 
 
+def check_import(settings: Settings, pairs: Sequence[Pair]) -> list[str]:
+    """Each pair whose SQL does not parse in its dialect (as ``store`` checks), one line
+    per problem: ``pair #N (question): line:col: message``."""
+    found = []
+    for n, pair in enumerate(pairs, 1):
+        for p in check_sql(pair.sql, pair.dialect or settings.dialect):
+            found.append(f"pair #{n} ({pair.nl[:60]}): {p.line}:{p.col}: {p.message}")
+    return found
+
+
 def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
-                 dry_run: bool = False) -> ImportReport:
+                 dry_run: bool = False, force: bool = False) -> ImportReport:
     """Write imported pairs as files. ``skip`` keeps existing questions, ``upsert`` updates
-    them, ``overwrite`` first deletes every file whose source appears in the input."""
+    them, ``overwrite`` first deletes every file whose source appears in the input.
+
+    SQL that does not parse refuses the whole import (nothing written) unless ``force``.
+    """
     if mode not in MODES:
         raise WrenmemError(f"unknown import mode {mode!r}")
+    problems = check_import(settings, pairs)
+    if problems and not force:
+        raise ImportRefused(problems)
     report = ImportReport(mode, sources=dict(Counter(p.source for p in pairs)))
     latest: dict[str, Pair] = {}
     for pair in pairs:
@@ -112,12 +132,30 @@ def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
         if old is not None and mode == "skip":
             report.skipped.append(old.path)
             continue
+        incoming = pair.with_changes(source=pair.source or "import")
         if dry_run:
-            (report.updated if old else report.created).append(old.path if old else pair.nl)
+            if old is None:
+                report.created.append(pair.nl)
+            else:
+                text = merged_update(settings, old, incoming)[1]
+                (report.updated if would_change(settings, old, text)
+                 else report.unchanged).append(old.path)
             continue
-        result = store_pair(settings, pair.with_changes(source=pair.source or "import"))
-        (report.created if result.created else report.updated).append(result.path)
+        result = store_pair(settings, incoming)
+        if result.created:
+            report.created.append(result.path)
+        else:
+            (report.updated if result.changed else report.unchanged).append(result.path)
     return report
+
+
+class ImportRefused(WrenmemError):
+    """An import with SQL that does not parse: nothing was written."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__(f"{len(problems)} SQL problem(s) in the input, nothing imported "
+                         "(--force imports anyway):\n  " + "\n  ".join(problems))
+        self.problems = problems
 
 
 def export_document(pairs: Sequence[Pair]) -> str:

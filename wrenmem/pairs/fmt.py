@@ -31,7 +31,8 @@ class FmtReport:
 
 def format_files(settings: Settings, paths: Iterable[Path] | None = None, *,
                  check: bool = False) -> FmtReport:
-    """Render every pair file (default: all of the project) canonically; ``check`` writes
+    """Render every pair file (default: all of the project) canonically, in the ``format``
+    setting's layout (fenced SQL block, or Wren's ``sql:`` key); ``check`` writes
     nothing. A file that cannot be read as a pair is reported and left as it is."""
     if paths is None:
         require_knowledge_dir(settings)
@@ -46,7 +47,7 @@ def format_files(settings: Settings, paths: Iterable[Path] | None = None, *,
         except PairError as e:
             broken.append(e)
             continue
-        text = render_pair(pair)
+        text = render_pair(pair, settings.format)
         if raw != text.encode("utf-8"):
             changed.append(rel)
             if not check:

@@ -384,9 +384,18 @@ def _tags(value: Any) -> tuple[str, ...]:
     return tuple(tags)
 
 
-def render_pair(pair: Pair) -> str:
-    """The canonical text of a pair: what ``store`` writes and ``fmt`` rewrites to."""
+FORMATS = ("fenced", "wren")
+
+
+def render_pair(pair: Pair, style: str = "fenced") -> str:
+    """The canonical text of a pair: what ``store`` writes and ``fmt`` rewrites to.
+
+    ``style`` "fenced" puts the SQL in a fenced block of the body; "wren" puts it in the
+    front matter as ``sql:`` (a literal block), the layout Wren's memory reads and writes.
+    """
     items: list[tuple[str, str]] = [("nl", "nl: " + _yaml_scalar(pair.nl))]
+    if style == "wren":
+        items.append(("sql", _wren_sql(pair.sql)))
     if pair.datasource:
         items.append(("datasource", "datasource: " + _yaml_scalar(pair.datasource)))
     if pair.dialect:
@@ -403,13 +412,31 @@ def render_pair(pair: Pair) -> str:
         else:
             items.append((str(key), _yaml_item(key, value)))
     out = ["---", *_with_comments(items, pair.comments), "---"]
-    fence = "```"
-    while fence in pair.sql:
-        fence += "`"
-    out += ["", fence + "sql", pair.sql.strip("\n").rstrip(), fence]
+    if style != "wren":
+        fence = "```"
+        while fence in pair.sql:
+            fence += "`"
+        out += ["", fence + "sql", pair.sql.strip("\n").rstrip(), fence]
     if pair.notes.strip():
         out += ["", pair.notes.strip()]
     return "\n".join(out) + "\n"
+
+
+def _wren_sql(sql: str) -> str:
+    """``sql:`` as a literal block (``|-``) when that reads back exactly, else as YAML
+    quotes it (a SQL with characters a block cannot hold)."""
+    import yaml
+
+    text = sql.strip("\n").rstrip()
+    lines = text.split("\n")
+    indicator = "2" if lines and lines[0][:1] in (" ", "\t") else ""
+    block = f"sql: |{indicator}-\n" + "\n".join(f"  {line}" if line else "" for line in lines)
+    try:
+        if yaml.safe_load(block) == {"sql": text}:
+            return block
+    except yaml.YAMLError:
+        pass
+    return _yaml_item("sql", text)
 
 
 def _with_comments(items: list[tuple[str, str]],
@@ -443,7 +470,21 @@ def _yaml_scalar(value: str, flow: bool = False) -> str:
     return text
 
 
+def canonical_time(value: str) -> str:
+    """A timestamp written one way everywhere: ISO 8601 with ``T``, UTC as ``Z``
+    (``2026-11-29T12:00:00Z``); dates and text that is not a timestamp are kept as they are."""
+    if not _ISO_TIME.match(value) or len(value) <= 10:
+        return value
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    text = parsed.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
 def _time_scalar(value: str) -> str:
+    value = canonical_time(value)
     return value if _ISO_TIME.match(value) else _yaml_scalar(value)
 
 

@@ -27,7 +27,12 @@ def init_project(settings: Settings) -> list[str]:
                 "# variable > this file > default. Uncomment to change.", ""]
         for name, env, default, text in settings_help():
             body.append(f"# {text} ({env})")
-            shown = f'"{default}"' if isinstance(default, str) else (default or '""')
+            if isinstance(default, tuple):
+                shown = "[" + ", ".join(f'"{v}"' for v in default) + "]"
+            elif isinstance(default, bool):
+                shown = str(default).lower()
+            else:
+                shown = f'"{default}"' if isinstance(default, str) else (default or '""')
             body.append(f"# {name} = {shown}")
         config.write_text("\n".join(body) + "\n", encoding="utf-8")
         done.append(f"wrote {CONFIG_FILE}")

@@ -33,7 +33,10 @@ def extra_pairs(settings: Settings, *, exclude_questions: Iterable[str] | None =
     """Seed pairs of the project's manifest, minus questions that already have a file.
 
     ``exclude_questions`` saves a catalog scan when the caller has the stored questions.
+    None at all with the setting ``seeds = false``.
     """
+    if not settings.seeds:
+        return []
     seeds = seed_pairs(settings)
     if not seeds:
         return []

@@ -25,9 +25,11 @@ class StoreResult:
     path: str
     created: bool
     pair: Pair
+    changed: bool = True  # False: the file already held exactly this, and was not written
 
 
 def utc_now() -> str:
+    """Now, as every timestamp wrenmem writes: ``2026-11-29T12:00:00Z``."""
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
@@ -68,7 +70,8 @@ def store_pair(settings: Settings, pair: Pair, *, folder: str = "") -> StoreResu
         target = base / (f"{stem}.md" if n == 1 else f"{stem}-{n}.md")
         rel = settings.relpath(target)
         try:
-            atomic_write_text(target, render_pair(new.with_changes(path=rel)), exclusive=True)
+            atomic_write_text(target, render_pair(new.with_changes(path=rel), settings.format),
+                              exclusive=True)
             return StoreResult(rel, True, new.with_changes(path=rel))
         except FileExistsError:
             # Somebody owns that name: if it holds our question (a concurrent store of the
@@ -99,6 +102,23 @@ def check_folder(folder: str) -> None:
 
 
 def _update(settings: Settings, old: Pair, new: Pair) -> StoreResult:
+    merged, text = merged_update(settings, old, new)
+    if not would_change(settings, old, text):
+        return StoreResult(old.path, False, merged, changed=False)
+    atomic_write_text(settings.root / old.path, text)
+    return StoreResult(old.path, False, merged)
+
+
+def would_change(settings: Settings, old: Pair, text: str) -> bool:
+    """Whether writing ``text`` over ``old``'s file would change a byte of it."""
+    try:
+        return (settings.root / old.path).read_bytes() != text.encode("utf-8")
+    except OSError:
+        return True
+
+
+def merged_update(settings: Settings, old: Pair, new: Pair) -> tuple[Pair, str]:
+    """What storing ``new`` over the file of ``old`` writes: (the pair, the file text)."""
     merged = old.with_changes(
         sql=new.sql,
         datasource=new.datasource if new.datasource is not None else old.datasource,
@@ -107,10 +127,9 @@ def _update(settings: Settings, old: Pair, new: Pair) -> StoreResult:
         source=new.source or old.source,
         created_at=old.created_at or new.created_at or utc_now(),
         notes=new.notes or old.notes,
-        wren_format=False,
+        wren_format=settings.format == "wren",
     )
-    atomic_write_text(settings.root / old.path, render_pair(merged))
-    return StoreResult(old.path, False, merged)
+    return merged, render_pair(merged, settings.format)
 
 
 def delete_pair_file(settings: Settings, rel: str) -> None:

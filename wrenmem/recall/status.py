@@ -11,6 +11,7 @@ from typing import Any
 from wrenmem.index.drift import check_drift
 from wrenmem.lance import index_unavailable
 from wrenmem.recall.backends import choose_backend
+from wrenmem.schema.table import schema_drift
 from wrenmem.settings import Settings
 
 
@@ -28,6 +29,9 @@ def status_data(settings: Settings) -> dict[str, Any]:
         "index_available": unavailable is None,
         "index_unavailable_reason": unavailable,
     }
+    if settings.backend == "grep" and unavailable is None:
+        unavailable = "backend is grep: the pair files are the index"
+        data["index_unavailable_reason"] = unavailable
     if unavailable is None and settings.is_reader:
         from wrenmem.index.reader import reader_view
 
@@ -38,6 +42,7 @@ def status_data(settings: Settings) -> dict[str, Any]:
                      "reader_note": view.note()})
     if unavailable is None:
         drift = check_drift(settings)
+        schema = schema_drift(settings, drift.model_id)
         data.update({
             "embedder": drift.model_id,
             "built_by": drift.built_by,
@@ -47,7 +52,8 @@ def status_data(settings: Settings) -> dict[str, Any]:
             "bad_files": len(drift.errors),
             "unreadable": [{"path": e.path, "line": e.line, "reason": e.reason}
                            for e in drift.errors],
-            "fresh": drift.fresh,
+            "fresh": drift.fresh and schema.fresh,
+            "schema": schema.to_dict(),
             "index_missing": drift.index_missing,
             "rebuild_needed": drift.rebuild_needed,
             "problems": list(drift.problems),

@@ -120,7 +120,15 @@ def column_text(column: Column) -> str:
                        + ", ".join(literal(v) for v in column.accepted_values) + ".")
     if column.derived_from:
         details.append(f"Derived from {sentence(column.derived_from)}")
+    if column.dbt_tests:
+        details.append(dbt_tests_text(column))
     return text + (": " + " ".join(details) if details else ".")
+
+
+def dbt_tests_text(column: Column) -> str:
+    """``dbt tests: unique, not_null (status: pass).``"""
+    status = f" (status: {column.dbt_test_status})" if column.dbt_test_status else ""
+    return f"dbt tests: {', '.join(column.dbt_tests)}{status}."
 
 
 def relationship_lines(rel: Relationship) -> list[str]:

@@ -17,6 +17,7 @@ from wrenmem.schema.describe import (
     column_text,
     column_traits,
     cube_field_text,
+    dbt_tests_text,
     relationship_lines,
     sentence,
     view_lines,
@@ -104,6 +105,8 @@ def schema_items(manifest: Manifest) -> list[SchemaItem]:
                 extra.append(sentence(column.description))
             if column.accepted_values:
                 extra.append("Accepted values: " + ", ".join(column.accepted_values) + ".")
+            if column.dbt_tests:
+                extra.append(dbt_tests_text(column))
             text = text + (": " + " ".join(extra) if extra else ".")
             items.append(SchemaItem(
                 f"column:{model.name}.{column.name}", "column", column.name, model.name, text,
@@ -121,7 +124,7 @@ def schema_items(manifest: Manifest) -> list[SchemaItem]:
                                 text, "Relationship " + rel.name + ": "
                                 + " ".join(relationship_lines(rel)[1:]), related=rel.right,
                                 expression=rel.condition, description=rel.description))
-    columns_by_view = manifest.table_columns()
+    columns_by_view = manifest.table_columns(hidden=False)
     for view in manifest.views:
         names = [c for c in columns_by_view.get(view.name, {}) if c]
         statement = " ".join(view.statement.split())
@@ -169,9 +172,13 @@ def _model_item(model: Model) -> SchemaItem:
         text += f" Columns: {listing}."
     if model.primary_key:
         text += f" Primary key: {', '.join(model.primary_key)}."
+    if model.data_scope:
+        text += f" Data scope: {sentence(model.data_scope)}"
     detail = [head + (": " + sentence(model.description) if model.description else ".")]
     if model.primary_key:
         detail.append(f"Primary key: {', '.join(model.primary_key)}.")
+    if model.data_scope:
+        detail.append(f"Data scope: {sentence(model.data_scope)}")
     if listing:
         detail.append(f"Columns: {listing}.")
     return SchemaItem(f"model:{model.name}", "model", model.name, model.name, text,

@@ -47,6 +47,8 @@ class Column:
     is_hidden: bool = False
     accepted_values: tuple[str, ...] = ()
     derived_from: str = ""
+    dbt_tests: tuple[str, ...] = ()  # dbt tests declared on the column (unique, not_null…)
+    dbt_test_status: str = ""  # their last result, as the dbt import recorded it
 
 
 @dataclass(frozen=True)
@@ -128,17 +130,23 @@ class Manifest:
     def model(self, name: str) -> Model | None:
         return self._models_by_name.get(name)
 
-    def table_columns(self) -> dict[str, dict[str, str]]:
-        """Model/view name → column name → type, hidden columns included (SQL may use them).
+    def table_columns(self, *, hidden: bool = True) -> dict[str, dict[str, str]]:
+        """Model/view name → column name → type, hidden columns included (SQL may use them)
+        unless ``hidden`` is False (what people and search see).
 
         View columns come from the output names of the view's statement; a ``*`` expands
         to the columns of the model it selects from, when that is known.
         """
-        out: dict[str, dict[str, str]] = {m.name: {c.name: c.type for c in m.columns}
-                                          for m in self.models}
+        out: dict[str, dict[str, str]] = {
+            m.name: {c.name: c.type for c in (m.columns if hidden else m.visible_columns())}
+            for m in self.models}
+        concealed = set() if hidden else (
+            {c.name for m in self.models for c in m.columns if c.is_hidden}
+            - {c.name for m in self.models for c in m.visible_columns()})
         for view in self.views:
             if view.name not in out:
-                out[view.name] = _view_columns(view.statement, self.dialect, out)
+                columns = _view_columns(view.statement, self.dialect, out)
+                out[view.name] = {c: t for c, t in columns.items() if c not in concealed}
         return out
 
 
@@ -382,6 +390,10 @@ def _column(where: str, col: dict[str, Any], primary_key: tuple[str, ...],
         is_hidden=_flag(col, "isHidden", where, warnings),
         accepted_values=_string_list(accepted_raw, where, "accepted_values", warnings),
         derived_from=_prop(props, ("derivedFrom", "derived_from"), where, warnings),
+        dbt_tests=_string_list(next((props[k] for k in ("dbtTests", "dbt_tests")
+                                     if props.get(k) not in (None, "")), None),
+                               where, "dbt_tests", warnings),
+        dbt_test_status=_prop(props, ("dbtTestStatus", "dbt_test_status"), where, warnings),
     )
 
 

@@ -99,16 +99,28 @@ def generate_seeds(manifest: Manifest) -> list[Seed]:
 def parse_conditions(manifest: Manifest) -> dict[str, Any]:
     """Relationship name → parsed join condition (sqlglot tree), for those that parse."""
     import sqlglot
+    from sqlglot import exp
     from sqlglot.errors import SqlglotError
 
     out: dict[str, Any] = {}
     for rel in manifest.relationships:
         if not rel.condition:
             continue
-        try:
-            out[rel.name] = sqlglot.parse_one(rel.condition, read=manifest.dialect)
-        except (SqlglotError, ValueError, RecursionError) as e:
-            log.warning("relationship %s: condition does not parse: %s", rel.name, e)
+        # Wren writes conditions in its own ANSI SQL ("Order Items".buyer): read in MySQL or
+        # BigQuery, a double-quoted name is a string literal, 'Order Items'.buyer, which
+        # still parses. So read both ways and keep the reading that sees the most columns
+        # (ANSI on a tie); a condition in backticks reads only in the manifest's dialect.
+        readings = []
+        error: Exception | None = None
+        for read in dict.fromkeys((None, manifest.dialect)):
+            try:
+                readings.append(sqlglot.parse_one(rel.condition, read=read))
+            except (SqlglotError, ValueError, RecursionError) as e:
+                error = e
+        if readings:
+            out[rel.name] = max(readings, key=lambda t: len(list(t.find_all(exp.Column))))
+        else:
+            log.warning("relationship %s: condition does not parse: %s", rel.name, error)
     return out
 
 

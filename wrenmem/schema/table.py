@@ -339,3 +339,52 @@ def vector_search(settings: Settings, question: str, *, embedder: Embedder, limi
         raise SchemaIndexMissing(f"the schema index cannot be read: {lance.short_error(e)}"
                                  ) from e
     return [(r["id"], r["item_hash"], 1.0 - float(r["_distance"])) for r in rows]
+
+
+@dataclass(frozen=True)
+class SchemaDrift:
+    """Whether the ``schema_items`` table holds the current manifest (for check/status)."""
+
+    manifest: bool  # a manifest file is there
+    fresh: bool
+    missing: bool  # no schema index was ever built (or it was deleted)
+    items: int
+    reason: str = ""  # why it is not fresh
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"manifest": self.manifest, "fresh": self.fresh, "missing": self.missing,
+                "items": self.items, "reason": self.reason}
+
+
+def schema_drift(settings: Settings, embedder_id: str) -> SchemaDrift:
+    """Compare the schema index with the manifest without opening LanceDB or a model:
+    by the manifest's stat, else by its fingerprint (the parsed manifest is cached)."""
+    path = settings.manifest_path
+    if not path.is_file():
+        return SchemaDrift(False, True, False, 0)
+    state = read_state(settings)
+    if not state or not _table_present(settings):
+        return SchemaDrift(True, False, True, 0, "no schema index yet")
+    items = int(state.get("items", 0))
+    if is_fresh(settings, path, embedder_id):
+        return SchemaDrift(True, True, False, items)
+    try:
+        fingerprint = prepare(settings, path).fingerprint
+    except WrenmemError as e:
+        return SchemaDrift(True, False, False, items, f"manifest not usable: {e}")
+    if is_fresh(settings, path, embedder_id, fingerprint):
+        return SchemaDrift(True, True, False, items)
+    if state.get("embedder") != embedder_id:
+        return SchemaDrift(True, False, False, items,
+                           f"built by {state.get('embedder')}, the setting is {embedder_id}")
+    return SchemaDrift(True, False, False, items, "the manifest changed")
+
+
+def reset_schema(settings: Settings) -> bool:
+    """Drop the ``schema_items`` table and its state; True when there was a table."""
+    with index_lock(settings):
+        state_path(settings).unlink(missing_ok=True)
+        (settings.state_dir / statedir.SCHEMA_MAINT).unlink(missing_ok=True)
+        if not _table_present(settings):
+            return False
+        return bool(lance.drop_table(connect(settings), TABLE))

@@ -48,7 +48,11 @@ def settings_payload(settings: Any) -> dict[str, Any]:
     for f in dataclasses.fields(settings):
         if f.compare:
             value = getattr(settings, f.name)
-            out[f.name] = str(value) if isinstance(value, Path) else value
+            if isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):  # as JSON will carry it, so the two sides compare
+                value = list(value)
+            out[f.name] = value
     return out
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from wrenmem import statedir
 from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
 from wrenmem.lock import index_lock
 from wrenmem.recall.backends import BACKENDS, catch_up, choose_backend
@@ -62,7 +63,7 @@ class DaemonServer:
         """Bind the socket (replacing a stale one) and serve in a daemon thread."""
         self._closing = threading.Event()
         folder = self.path.parent
-        folder.mkdir(parents=True, exist_ok=True)
+        statedir.ensure_parent(self.path)
         _make_private(folder)
         try:
             self.path.unlink()  # stale: the caller holds the watcher's singleton lock

@@ -36,7 +36,7 @@ class Singleton:
         self.fd: int | None = None
 
     def _take(self) -> int | None:
-        self.state.mkdir(parents=True, exist_ok=True)
+        statedir.ensure_state_dir(self.state)
         fd = os.open(self.state / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -165,7 +165,7 @@ def start_detached(settings: Settings, argv: list[str], *, wait: float = 30.0) -
                            "--stop`")
     clean_stale(settings)
     state = settings.state_dir
-    state.mkdir(parents=True, exist_ok=True)
+    statedir.ensure_state_dir(state)
     log_path = state / LOG_FILE
     with open(log_path, "ab") as log_fh:
         proc = subprocess.Popen(

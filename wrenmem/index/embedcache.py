@@ -1,0 +1,96 @@
+"""Vectors by (embedder, text): what was embedded once is never embedded again.
+
+The index forgets a pair's vector when the pair's file goes away (another branch checked
+out, a revert, a rebase). Switching back would embed those questions again; this cache keeps
+every vector the sync computed, keyed by the embedder's model id and the SHA-256 of the
+embedded text, across deletions. It is bounded (least recently used entries go first), a
+single marshal file in ``.wrenmem/`` written atomically under the index lock, and like all
+derived state it may be deleted at any time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from wrenmem import statedir
+from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.settings import Settings
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = statedir.EMBED_CACHE
+MAX_ENTRIES = 20_000  # about 40 MB of 512-dim float32 vectors
+VERSION = 1
+
+
+def cache_path(settings: Settings) -> Path:
+    return settings.state_dir / FILE_NAME
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EmbedCache:
+    """The cache of one embedder; ``lookup`` then ``store`` then ``save``."""
+
+    def __init__(self, path: Path, model_id: str, max_entries: int = MAX_ENTRIES):
+        self.path = path
+        self.model_id = model_id
+        self.max_entries = max_entries
+        self.hits = 0
+        self._dirty = False
+        data = read_marshal(path)
+        ok = isinstance(data, dict) and data.get("version") == VERSION and isinstance(
+            data.get("entries"), dict)
+        # (model id, text hash) -> float32 bytes, oldest use first
+        self._entries: dict[tuple[str, str], bytes] = dict(data["entries"]) if ok else {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def has_all(self, texts: Iterable[str]) -> bool:
+        """Whether every one of ``texts`` has a cached vector (no use is recorded)."""
+        return all((self.model_id, text_key(t)) in self._entries for t in texts)
+
+    def lookup(self, texts: Iterable[str]) -> dict[str, Any]:
+        """Cached vectors of ``texts`` (numpy float32), by text; a hit counts as a use."""
+        import numpy as np
+
+        found: dict[str, Any] = {}
+        for text in texts:
+            key = (self.model_id, text_key(text))
+            raw = self._entries.pop(key, None)
+            if raw is None:
+                continue
+            self._entries[key] = raw  # most recently used now
+            self._dirty = True
+            found[text] = np.frombuffer(raw, dtype=np.float32).copy()
+        self.hits += len(found)
+        return found
+
+    def store(self, vectors: Mapping[str, Any]) -> None:
+        import numpy as np
+
+        for text, vector in vectors.items():
+            key = (self.model_id, text_key(text))
+            self._entries.pop(key, None)
+            self._entries[key] = np.asarray(vector, dtype=np.float32).tobytes()
+            self._dirty = True
+        overflow = len(self._entries) - self.max_entries
+        if overflow > 0:
+            for key in list(self._entries)[:overflow]:
+                del self._entries[key]
+
+    def save(self) -> None:
+        """Write the cache if it changed; a failure only costs re-embedding later."""
+        if not self._dirty:
+            return
+        if write_marshal(self.path, {"version": VERSION, "entries": self._entries}):
+            self._dirty = False
+        else:
+            log.debug("embedding cache not saved to %s", self.path)
