@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wrenmem.errors import UnreadableFileError
+from wrenmem.errors import UnreadableFileError, WrenmemError
 from wrenmem.statedir import ensure_parent
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
@@ -197,3 +197,16 @@ RACY_SECONDS = 2.0
 def is_racy(mtime_ns: int, now: float | None = None) -> bool:
     """Whether a file with this mtime is too fresh for a stat-keyed cache to trust."""
     return (time.time() if now is None else now) - mtime_ns / 1e9 < RACY_SECONDS
+
+
+def read_text_file(path: Path, max_bytes: int) -> str:
+    """A user-named text file (UTF-8, BOM allowed) as text; anything that is not a regular
+    file, too big, unreadable or not UTF-8 is a WrenmemError naming the file."""
+    try:
+        return read_regular_file(path, max_bytes).decode("utf-8-sig")
+    except UnreadableFileError as e:
+        raise WrenmemError(f"{path}: {e.reason}") from e
+    except OSError as e:
+        raise WrenmemError(f"{path}: {os_error_reason(path, e)}") from e
+    except UnicodeDecodeError as e:
+        raise WrenmemError(f"{path}: not valid UTF-8 (byte {e.start})") from e

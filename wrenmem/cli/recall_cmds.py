@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from wrenmem.cli.common import emit_json, get_settings, json_option, output_option, warn
-from wrenmem.errors import UnreadableFileError, WrenmemError
-from wrenmem.fsutil import os_error_reason, read_regular_file
+from wrenmem.errors import WrenmemError
+from wrenmem.fsutil import read_text_file
 from wrenmem.pairs.catalog import scan
 from wrenmem.recall.backends import recall_many, require_questions
 from wrenmem.recall.hits import Filters, above
@@ -22,14 +22,7 @@ MAX_QUESTIONS_BYTES = 64 * 1024 * 1024
 
 def read_questions(path: Path) -> list[str]:
     """Questions from a file: a JSON list (strings or objects with "question"), else lines."""
-    try:
-        text = read_regular_file(path, MAX_QUESTIONS_BYTES).decode("utf-8-sig")
-    except UnreadableFileError as e:
-        raise WrenmemError(f"{path}: {e.reason}") from e
-    except OSError as e:
-        raise WrenmemError(f"{path}: {os_error_reason(path, e)}") from e
-    except UnicodeDecodeError as e:
-        raise WrenmemError(f"{path}: not valid UTF-8 (byte {e.start})") from e
+    text = read_text_file(path, MAX_QUESTIONS_BYTES)
     if path.suffix == ".json":
         try:
             data = json.loads(text)

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wrenmem.errors import UnreadableFileError, WrenmemError
-from wrenmem.fsutil import os_error_reason, read_regular_file
+from wrenmem.errors import WrenmemError
+from wrenmem.fsutil import read_text_file
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair, canonical_time, load_yaml
 from wrenmem.pairs.store import delete_pair_file, merged_update, store_pair, would_change
@@ -44,14 +44,7 @@ def read_queries_yml(path: Path) -> list[Pair]:
     """Parse and validate a ``queries.yml``; errors name the pair number and field."""
     import yaml
 
-    try:
-        text = read_regular_file(path, MAX_EXCHANGE_BYTES).decode("utf-8-sig")
-    except UnreadableFileError as e:
-        raise WrenmemError(f"{path}: {e.reason}") from e
-    except OSError as e:
-        raise WrenmemError(f"{path}: {os_error_reason(path, e)}") from e
-    except UnicodeDecodeError as e:
-        raise WrenmemError(f"{path}: not valid UTF-8 (byte {e.start})") from e
+    text = read_text_file(path, MAX_EXCHANGE_BYTES)
     try:
         doc = load_yaml(text)
     except yaml.YAMLError as e:
