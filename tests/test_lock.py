@@ -107,3 +107,21 @@ def test_another_thread_times_out(project: Path) -> None:
         t.start()
         t.join()
     assert len(errors) == 1
+
+
+def test_is_locked_sees_shared_and_exclusive_holders(tmp_path: Path) -> None:
+    import fcntl
+
+    from wrenmem.lock import is_locked
+
+    path = tmp_path / "probe.lock"
+    assert not is_locked(path) and not is_locked(path, exclusive=False)  # no file yet
+    path.write_bytes(b"")
+    assert not is_locked(path)
+    with open(path) as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_SH)
+        assert is_locked(path)                       # a shared holder blocks an exclusive probe
+        assert not is_locked(path, exclusive=False)  # ... but not a shared one
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        assert is_locked(path, exclusive=False)
+    assert not is_locked(path)

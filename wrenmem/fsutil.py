@@ -76,36 +76,20 @@ def _too_large(size: str, limit: int) -> UnreadableFileError:
 
 
 def atomic_write_text(path: Path, text: str, *, exclusive: bool = False) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename.
+    """Write ``text`` (UTF-8, newlines as given) to ``path`` through a temporary file and a
+    rename.
 
     With ``exclusive`` the final step is a hard link, which fails with FileExistsError
     when ``path`` already exists, so two writers can never claim the same file.
     """
     if not exclusive and path.is_symlink():  # write the file the link names, keep the link
         path = Path(os.path.realpath(path))
-    ensure_parent(path)
-    fd, tmp = tempfile.mkstemp(prefix=".wrenmem-", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, _mode_for(path))
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if exclusive:
-            os.link(tmp, path)
-            os.unlink(tmp)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_write_bytes(path, text.encode("utf-8"), exclusive=exclusive)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Byte version of :func:`atomic_write_text` (no exclusive mode)."""
+def atomic_write_bytes(path: Path, data: bytes, *, exclusive: bool = False) -> None:
+    """Write ``data`` to ``path`` through a fsynced temporary file and a rename (a hard link
+    with ``exclusive``: see :func:`atomic_write_text`)."""
     ensure_parent(path)
     fd, tmp = tempfile.mkstemp(prefix=".wrenmem-", suffix=".tmp", dir=path.parent)
     try:
@@ -114,7 +98,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        if exclusive:
+            os.link(tmp, path)
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)

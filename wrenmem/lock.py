@@ -33,6 +33,26 @@ def lock_path(settings: Settings) -> Path:
     return settings.state_dir / LOCK_NAME
 
 
+def is_locked(path: Path, *, exclusive: bool = True) -> bool:
+    """Whether someone holds a flock on ``path`` that a probe cannot get past: an exclusive
+    probe (the default) is stopped by any holder, a shared one (``exclusive=False``) only by
+    an exclusive holder. A missing file is unlocked. The probe takes the lock for an instant
+    and drops it when it closes the file."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDWR if exclusive else os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def _rlock_for(path: str) -> threading.RLock:
     with _guard:
         lock = _thread_locks.get(path)

@@ -28,6 +28,7 @@ from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.index.sync import sync_pairs
 from wrenmem.lance import index_unavailable
+from wrenmem.lock import is_locked
 from wrenmem.schema.table import read_state as read_schema_state
 from wrenmem.schema.table import sync_schema
 from wrenmem.settings import Settings
@@ -369,22 +370,7 @@ def start_deferred_sync(settings: Settings) -> bool:
 
 
 def _defer_lock_held(settings: Settings) -> bool:
-    import fcntl
-
-    path = settings.state_dir / DEFER_LOCK
-    if not path.exists():
-        return False
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return is_locked(settings.state_dir / DEFER_LOCK, exclusive=False)
 
 
 def _run_deferred(settings: Settings, log_path: Path, started: float) -> str | None:

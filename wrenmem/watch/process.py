@@ -19,6 +19,7 @@ from typing import Any
 
 from wrenmem import statedir
 from wrenmem.errors import WrenmemError
+from wrenmem.lock import is_locked
 from wrenmem.settings import Settings
 from wrenmem.watch.client import ping, socket_path
 
@@ -103,18 +104,7 @@ def _read_pid(state: Path) -> int | None:
 
 def is_running(settings: Settings) -> bool:
     """Whether a watcher holds this project's lock (a stale pid file does not count)."""
-    path = settings.state_dir / LOCK_FILE
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing drops the lock we may have taken
-    return False
+    return is_locked(settings.state_dir / LOCK_FILE)
 
 
 def clean_stale(settings: Settings) -> bool:
