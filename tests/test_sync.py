@@ -242,15 +242,25 @@ def test_scoped_sync_keeps_the_mirror(project: Path, fake: RecordingEmbedder) ->
     assert sync_pairs(settings).noop
 
 
+def _seed_source(monkeypatch: pytest.MonkeyPatch, source: object) -> None:
+    """The manifest's seeds, as every reader of them sees them (snapshot, mirror, sync)."""
+    from wrenmem.index import state as state_module
+    from wrenmem.index import sync as sync_module
+    from wrenmem.pairs import seeds as seeds_module
+
+    for module in (seeds_module, state_module, sync_module):
+        monkeypatch.setattr(module, "seed_pairs", source)
+
+
 def test_seed_pairs_are_indexed_beside_files(project: Path, fake: RecordingEmbedder,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from wrenmem.errors import ManifestError
-    from wrenmem.index import snapshot as sync_module
 
     seeds = [Pair(nl="List all orders", sql="SELECT * FROM orders", path="seed:orders/list",
                   source="seed")]
-    monkeypatch.setattr(sync_module, "extra_pairs", lambda settings, **kw: list(seeds))
+    _seed_source(monkeypatch, lambda settings: list(seeds))
     _three(project)
+    _age(project)
     settings = settings_for(project)
     report = sync_pairs(settings)
     assert "seed:orders/list" in report.added and report.embedded == 4
@@ -259,11 +269,21 @@ def test_seed_pairs_are_indexed_beside_files(project: Path, fake: RecordingEmbed
     report = sync_pairs(settings)
     # Only the SQL changed: the question's vector comes from the embedding cache.
     assert report.changed == ("seed:orders/list",) and report.embedded == 0
+    # A pair file asking a seed's question hides the seed, also on the quick path.
+    assert sync_pairs(settings).noop
+    write_pair(project, "orders.md", "List all orders", "SELECT * FROM orders")
+    report = sync_pairs(settings)
+    assert report.added == ("knowledge/sql/orders.md",)
+    assert report.removed == ("seed:orders/list",)
+    (project / "knowledge/sql/orders.md").unlink()
+    report = sync_pairs(settings)
+    assert report.added == ("seed:orders/list",) and not report.noop
+    assert report.removed == ("knowledge/sql/orders.md",)
 
-    def broken(settings: object, **kw: object) -> list[Pair]:
+    def broken(settings: object) -> list[Pair]:
         raise ManifestError("target/mdl.json: models must be a list")
 
-    monkeypatch.setattr(sync_module, "extra_pairs", broken)
+    _seed_source(monkeypatch, broken)
     report = sync_pairs(settings)
     assert report.warnings and not report.removed
     assert any(r["id"].startswith("seed:") for r in table_rows(settings))

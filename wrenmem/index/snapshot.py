@@ -85,6 +85,6 @@ def mirror_matches(settings: Settings, state: IndexState | None, model_id: str,
 def save_mirror(settings: Settings, model_id: str, snap: Snapshot, rows: int,
                 version: int | None = None) -> None:
     save_state(settings, model_id=model_id, files=snap.file_hashes, extras=snap.extra_hashes,
-               rows=rows, ids=sorted(snap.pairs),
+               rows=rows,
                errors=[(e.path, e.reason, e.line) for e in snap.errors], stats=snap.stats,
                stats_at=snap.stats_at, seeds=snap.seeds, version=version)

@@ -19,11 +19,15 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import time
+from array import array
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from wrenmem import statedir
+from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import RACY_SECONDS, read_marshal, write_marshal
 from wrenmem.index import table as index
 from wrenmem.pairs.catalog import SKIPPED_NAMES
@@ -33,7 +37,7 @@ from wrenmem.settings import Settings
 log = logging.getLogger(__name__)
 
 STATE_NAME = statedir.INDEX_STATE
-STATE_VERSION = 3  # 3: the project root and the table's files
+STATE_VERSION = 4  # 4: compact (paths, hashes and stat keys packed)
 
 Stats = dict[str, tuple[int, int, int]]
 
@@ -89,30 +93,60 @@ def seeds_digest(settings: Settings) -> str:
 
 @dataclass(frozen=True)
 class IndexState:
-    """What the pairs table held when it was last written (see the module docstring)."""
+    """What the pairs table held when it was last written (see the module docstring).
+
+    Stored compactly, because a no-op sync loads it for every call: the sorted file paths
+    as one string, their raw hashes as 32 bytes each and their stat keys as one array of
+    integers. ``files``, ``stats`` and ``ids`` are the same data as mappings, built on
+    first use only (a no-op needs the stats, a sync the hashes, a report the ids).
+    """
 
     schema: str  # the table layout version (``index.SCHEMA_VERSION``)
     uri: str
     model_id: str
-    files: dict[str, str]  # pair path -> raw file hash
+    paths: tuple[str, ...]  # every pair file recorded, sorted
+    hashes: bytes  # the raw sha256 of each of ``paths``, 32 bytes each (zeros: unreadable)
     extras: dict[str, str]  # seed id -> content hash
     rows: int
-    ids: tuple[str, ...]
     errors: tuple[tuple[str, str, int], ...]  # (path, reason, line) of unreadable files
-    stats: Stats | None  # path -> (mtime_ns, size, inode), taken before the files were read
-    stats_at: float
+    stat_keys: bytes | None  # (mtime_ns, size, inode) of each of ``paths``, as int64s
+    stats_at: float  # the stats were taken before the files were read, at this time
     seeds: str | None  # :func:`seeds_digest` when recorded
     root: str = ""  # the project it was written for: a mirror copied elsewhere is not trusted
     disk: dict[str, tuple[int, int]] | None = None  # the table's files (local indexes)
     # The table version this process left (object storage only: others may write it).
     version: int | None = None
 
+    @cached_property
+    def files(self) -> dict[str, str]:
+        """pair path -> raw file hash ("" for a file that could not be read)."""
+        h = self.hashes
+        return {p: ("" if h[n * 32:n * 32 + 32] == _NO_HASH else h[n * 32:n * 32 + 32].hex())
+                for n, p in enumerate(self.paths)}
+
+    @cached_property
+    def stats(self) -> Stats | None:
+        """pair path -> (mtime_ns, size, inode), taken before the files were read."""
+        if self.stat_keys is None:
+            return None
+        keys = array("q")
+        keys.frombytes(self.stat_keys)
+        return dict(zip(self.paths, zip(keys[0::3], keys[1::3], keys[2::3], strict=True),
+                        strict=True))
+
+    @cached_property
+    def ids(self) -> tuple[str, ...]:
+        """The table's row ids: every recorded file that parsed, and every seed."""
+        bad = {e[0] for e in self.errors}
+        return tuple(sorted([p for p in self.paths if p not in bad] + list(self.extras)))
+
     def to_record(self) -> dict[str, Any]:
         return {"v": STATE_VERSION, "schema": self.schema, "uri": self.uri,
-                "model_id": self.model_id, "files": self.files, "extras": self.extras,
-                "rows": self.rows, "ids": list(self.ids), "errors": list(self.errors),
-                "stats": self.stats, "stats_at": self.stats_at, "seeds": self.seeds,
-                "root": self.root, "disk": self.disk, "version": self.version}
+                "model_id": self.model_id, "paths": "\n".join(self.paths),
+                "hashes": self.hashes, "extras": self.extras, "rows": self.rows,
+                "errors": list(self.errors), "stats": self.stat_keys,
+                "stats_at": self.stats_at, "seeds": self.seeds, "root": self.root,
+                "disk": self.disk, "version": self.version}
 
     @classmethod
     def from_record(cls, data: Any) -> IndexState | None:
@@ -121,12 +155,13 @@ class IndexState:
         try:
             if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
                 return None
-            files, extras, stats = data["files"], data["extras"], data["stats"]
-            if not (_str_map(files) and _str_map(extras)):
+            text, hashes, extras, stats = (data["paths"], data["hashes"], data["extras"],
+                                           data["stats"])
+            if not (isinstance(text, str) and isinstance(hashes, bytes) and _str_map(extras)):
                 return None
-            if stats is not None and not (isinstance(stats, dict) and all(
-                    isinstance(k, str) and isinstance(v, tuple) and len(v) == 3
-                    for k, v in stats.items())):
+            paths = tuple(text.split("\n")) if text else ()
+            if len(hashes) != 32 * len(paths) or (stats is not None and not (
+                    isinstance(stats, bytes) and len(stats) == 24 * len(paths))):
                 return None
             errors = tuple((str(p), str(r), int(n)) for p, r, n in data["errors"])
             disk = data["disk"]
@@ -134,14 +169,32 @@ class IndexState:
                     isinstance(k, str) and isinstance(v, tuple) and len(v) == 2
                     for k, v in disk.items())):
                 return None
-            return cls(str(data["schema"]), str(data["uri"]), str(data["model_id"]), files,
-                       extras, int(data["rows"]), tuple(str(i) for i in data["ids"]), errors,
-                       stats, float(data["stats_at"]),
+            return cls(str(data["schema"]), str(data["uri"]), str(data["model_id"]), paths,
+                       hashes, extras, int(data["rows"]), errors, stats,
+                       float(data["stats_at"]),
                        None if data["seeds"] is None else str(data["seeds"]),
                        str(data["root"]), disk,
                        None if data.get("version") is None else int(data["version"]))
         except (KeyError, TypeError, ValueError):
             return None
+
+
+_NO_HASH = bytes(32)
+
+
+def pack_files(files: dict[str, str], stats: Stats | None
+               ) -> tuple[tuple[str, ...], bytes, bytes | None]:
+    """(sorted paths, their raw hashes, their stat keys) as :class:`IndexState` keeps them.
+    A path without a recorded stat gets a key no file has (it is read again next time)."""
+    paths = tuple(sorted(files))
+    hashes = b"".join(bytes.fromhex(files[p]) if files[p] else _NO_HASH for p in paths)
+    if stats is None:
+        return paths, hashes, None
+    keys = array("q")
+    missing = (-1, -1, -1)
+    for p in paths:
+        keys.extend(stats.get(p, missing))
+    return paths, hashes, keys.tobytes()
 
 
 def _str_map(value: Any) -> bool:
@@ -158,14 +211,16 @@ def load_state(settings: Settings) -> IndexState | None:
 
 
 def save_state(settings: Settings, *, model_id: str, files: dict[str, str],
-               extras: dict[str, str], rows: int, ids: list[str],
-               errors: list[tuple[str, str, int]], stats: Stats | None, stats_at: float,
-               seeds: str | None, version: int | None = None) -> None:
+               extras: dict[str, str], rows: int, errors: list[tuple[str, str, int]],
+               stats: Stats | None, stats_at: float, seeds: str | None,
+               version: int | None = None) -> IndexState:
     """Record what the index now holds (call only right after it was made so)."""
-    state = IndexState(index.SCHEMA_VERSION, settings.index_uri, model_id, files, extras, rows,
-                       tuple(ids), tuple(errors), stats, stats_at, seeds, str(settings.root),
+    paths, hashes, keys = pack_files(files, stats)
+    state = IndexState(index.SCHEMA_VERSION, settings.index_uri, model_id, paths, hashes,
+                       extras, rows, tuple(errors), keys, stats_at, seeds, str(settings.root),
                        index.disk_listing(settings), version)
     write_marshal(_path(settings), state.to_record())  # unwritable: syncs stay on the slow path
+    return state
 
 
 def invalidate_state(settings: Settings) -> None:
@@ -213,20 +268,49 @@ def state_matches(settings: Settings, state: IndexState | None, model_id: str,
             and state.files == files and state.extras == extras)
 
 
-def quick_noop(settings: Settings, model_id: str) -> IndexState | None:
-    """The mirror, when every file's stat and every seed is as recorded; else None."""
+@dataclass(frozen=True)
+class StatDelta:
+    """How the pair files differ from the mirror by their stats alone (one walk)."""
+
+    state: IndexState
+    stats: Stats  # every pair file now
+    stats_at: float  # taken just before the walk
+    touched: tuple[str, ...]  # new files, and files whose stat changed or is too recent
+    gone: tuple[str, ...]  # recorded files no longer there
+
+    @property
+    def empty(self) -> bool:
+        return not (self.touched or self.gone)
+
+
+def stat_delta(settings: Settings, model_id: str) -> StatDelta | None:
+    """Which files may have changed since the mirror was written, by one ``stat`` each
+    (no file read, no parse, no LanceDB, no model); None when the mirror cannot be used
+    (missing, another target, no stats recorded, the seeds changed). A file is trusted
+    only when its stat key is as recorded and its mtime is older than the moment the
+    stats were recorded by more than the clock's granularity (RACY_SECONDS)."""
     state = load_state(settings)
     if not same_target(settings, state, model_id) or state is None:
         return None
-    recorded, stats_at = state.stats, state.stats_at
+    recorded = state.stats
     if recorded is None:
         return None
+    try:
+        if seeds_digest(settings) != state.seeds:
+            return None
+    except WrenmemError:
+        return None
+    stats_at = time.time()
     now = walk_stats(settings)
-    if now != recorded:
-        return None
-    limit = (stats_at - RACY_SECONDS) * 1e9
-    if any(st[0] >= limit for st in now.values()):
-        return None  # modified too close to the recording to trust the stat alone
-    if seeds_digest(settings) != state.seeds:
-        return None
-    return state
+    limit = (state.stats_at - RACY_SECONDS) * 1e9
+    get = recorded.get
+    touched = tuple(sorted(p for p, st in now.items() if get(p) != st or st[0] >= limit))
+    gone = tuple(sorted(p for p in recorded if p not in now)) if len(now) != len(
+        recorded) or touched else ()
+    return StatDelta(state, now, stats_at, touched, gone)
+
+
+def quick_noop(settings: Settings, model_id: str) -> IndexState | None:
+    """The mirror, when every file's stat and every seed is as recorded; else None."""
+    delta = stat_delta(settings, model_id)
+    return delta.state if delta is not None and delta.empty else None

@@ -38,14 +38,16 @@ from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.snapshot import SEED_PREFIX, Snapshot, mirror_matches, save_mirror, take_snapshot
 from wrenmem.index.state import (
     IndexState,
+    StatDelta,
     invalidate_state,
     load_state,
-    quick_noop,
     save_state,
+    stat_delta,
 )
 from wrenmem.lock import index_lock
-from wrenmem.pairs.catalog import require_knowledge_dir
+from wrenmem.pairs.catalog import read_paths, require_knowledge_dir
 from wrenmem.pairs.pairfile import Pair
+from wrenmem.pairs.seeds import seed_pairs
 from wrenmem.settings import MAX_EMBED_CHARS, Settings
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,9 @@ LOCK_TIMEOUT = 120.0
 # A remote index has no lock across machines: a writer re-plans against the latest version
 # after writing, until a plan comes back empty (the table equals its files), this often.
 REMOTE_ROUNDS = 6
+# Up to this many files changed (by their stats), a sync reads just those files and trusts
+# the state mirror for the rest; past it, it reads the catalog and the table's ids.
+DELTA_MAX = 2000
 
 Progress = Callable[[int, int], None]
 
@@ -150,9 +155,14 @@ def reader_refusal(settings: Settings) -> str:
 def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress | None,
           paths: Collection[str] | None, lock_timeout: float) -> SyncReport:
     if not full:
-        state = quick_noop(settings, embedder.model_id)
-        if state is not None:
-            return _report_from_state(state, embedder.model_id)
+        delta = stat_delta(settings, embedder.model_id)
+        if delta is not None and delta.empty:
+            return _report_from_state(delta.state, embedder.model_id)
+        if (delta is not None and not settings.remote_index
+                and len(delta.touched) + len(delta.gone) <= DELTA_MAX):
+            report = _sync_delta(settings, embedder, delta, progress, paths, lock_timeout)
+            if report is not None:
+                return report
     snap = take_snapshot(settings, reread=full)
     seen = load_state(settings)
     if not full and mirror_matches(settings, seen, embedder.model_id, snap):
@@ -171,6 +181,111 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
                         state.version if state else None)
             return _noop_report(settings, snap, embedder.model_id)
         return _sync_locked(settings, embedder, snap, full, progress, paths, state)
+
+
+def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
+                progress: Progress | None, paths: Collection[str] | None,
+                lock_timeout: float) -> SyncReport | None:
+    """The sync of a few changed files: only they are read, hashed, parsed and embedded,
+    and only their rows are read from the table; the mirror vouches for the rest (its
+    stats, the table's files and the seeds are as it recorded). None when this cannot
+    decide alone (another writer meanwhile, a seed a changed question shadows, a table
+    of another embedder): the caller then takes the full snapshot."""
+    state = delta.state
+    scope = set(delta.touched) | set(delta.gone)
+    if paths is not None:
+        scope &= set(paths)
+    read = read_paths(settings, scope & set(delta.touched))
+    prior = state.files
+    differs = {p for p in scope if read.file_hashes.get(p) != prior.get(p)}
+    if not differs:  # touched, not changed: record the new stats so the next no-op is quick
+        if scope:
+            _save_delta(settings, embedder.model_id, delta, read, scope, state.rows, True)
+        return _report_from_state(state, embedder.model_id) if paths is None else (
+            SyncReport(model_id=embedder.model_id, rows=state.rows))
+    pairs = {p.path: p for p in read.pairs if p.path in differs}
+    shadows = _seed_questions(settings)
+    if shadows & {p.nl.strip().casefold() for p in pairs.values()}:
+        return None  # the question of a seed: which seeds the index holds changes too
+    cache = EmbedCache(cache_path(settings), embedder.model_id)
+    if pairs and not cache.has_all(embed_text(p, settings.max_embed_chars)
+                                   for p in pairs.values()):
+        _load_in_background(embedder)
+    with index_lock(settings, timeout=lock_timeout):
+        if load_state(settings) != state:
+            return None  # another writer finished meanwhile
+        table = index.open_table(index.connect(settings))
+        if table is None or index.table_model_id(table) != embedder.model_id:
+            return None
+        stored = index.rows_by_id(table, differs)
+        if shadows & {q.strip().casefold() for _i, _h, q in stored}:
+            return None
+        indexed: dict[str, list[str]] = {}
+        for row_id, content_hash, _q in stored:
+            indexed.setdefault(row_id, []).append(content_hash)
+        plan = plan_sync({i: p.content_hash for i, p in pairs.items()}, indexed)
+        embedded, commits = 0, 0
+        invalidate_state(settings)
+        if not plan.in_sync:
+            snap = Snapshot(pairs, read.file_hashes, {}, read.errors)
+            embedded, commits = _apply(table, snap, plan, indexed, embedder, progress,
+                                       settings.max_embed_chars, cache)
+            lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
+            lance.ensure_vector_index(table)
+        optimized = _maintain(settings, table, commits, embedded)
+        rows = table.count_rows()
+        after = _save_delta(settings, embedder.model_id, delta, read, scope, rows, False)
+    moved = set(plan.added) | set(plan.changed) | {new for _old, new in plan.renamed}
+    return SyncReport(plan.added, plan.changed, plan.removed, plan.renamed,
+                      tuple(i for i in after.ids if i not in moved), embedded,
+                      tuple(PairError(p, r, n) for p, r, n in after.errors), (), False, None, False,
+                      embedder.model_id, rows, optimized)
+
+
+def _seed_questions(settings: Settings) -> set[str]:
+    """The questions of the manifest's seeds: a pair file asking one hides that seed."""
+    if not settings.seeds:
+        return set()
+    try:
+        return {p.nl.strip().casefold() for p in seed_pairs(settings)}
+    except WrenmemError:
+        return set()
+
+
+def _save_delta(settings: Settings, model_id: str, delta: StatDelta, read: Any,
+                scope: set[str], rows: int, only_if_free: bool) -> IndexState:
+    """The mirror with the files of ``scope`` as just read; every other file's record
+    stays (its stat is as recorded, so its content is too). ``only_if_free``: a refresh
+    of stats, written only if the lock is free right now and nobody wrote meanwhile."""
+    prior = delta.state
+    files = dict(prior.files)
+    stats = dict(prior.stats or {})
+    for path in scope:
+        files.pop(path, None)
+        stats.pop(path, None)
+        if path in read.file_hashes:
+            files[path] = read.file_hashes[path]
+            stats[path] = delta.stats[path]
+    errors = sorted([e for e in prior.errors if e[0] not in scope]
+                    + [(e.path, e.reason, e.line) for e in read.errors])
+    # Files touched but left out of scope were not read: keep the older clock for them.
+    stats_at = delta.stats_at if scope == set(delta.touched) | set(delta.gone) else min(
+        prior.stats_at, delta.stats_at)
+
+    def save() -> IndexState:
+        return save_state(settings, model_id=model_id, files=files, extras=dict(prior.extras),
+                   rows=rows, errors=errors, stats=stats, stats_at=stats_at,
+                   seeds=prior.seeds, version=prior.version)
+
+    if not only_if_free:
+        return save()
+    try:
+        with index_lock(settings, timeout=0):
+            if load_state(settings) == prior:
+                return save()
+    except LockTimeoutError:
+        pass
+    return prior
 
 
 def _refresh_stats(settings: Settings, model_id: str) -> None:
@@ -214,6 +329,14 @@ def _warm_up(embedder: Embedder, snap: Snapshot, state: IndexState | None, full:
     if not full and cache is not None and cache.has_all(
             embed_text(p, max_chars) for p in snap.pairs.values()):
         return  # every question was embedded before (a branch flip back): no model needed
+
+    _load_in_background(embedder)
+
+
+def _load_in_background(embedder: Embedder) -> None:
+    load = getattr(embedder, "load", None)
+    if load is None:
+        return
 
     def run() -> None:
         try:
@@ -347,22 +470,18 @@ def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
     which stayed true for every other path (any other write would have deleted it)."""
     files = dict(prior.files)
     stats = dict(prior.stats or {})
-    ids = set(prior.ids)
     errors = [e for e in prior.errors if e[0] not in scope]
     for path in scope:
         files.pop(path, None)
         stats.pop(path, None)
-        ids.discard(path)
         if path in snap.file_hashes:
             files[path] = snap.file_hashes[path]
         if snap.stats is not None and path in snap.stats:
             stats[path] = snap.stats[path]
-        if path in snap.pairs:
-            ids.add(path)
     errors += [(e.path, e.reason, e.line) for e in snap.errors if e.path in scope]
     # The recorded stats of other paths are as old as the prior mirror; keep its clock.
     save_state(settings, model_id=model_id, files=files,
-               extras=dict(prior.extras), rows=rows, ids=sorted(ids),
+               extras=dict(prior.extras), rows=rows,
                errors=sorted(errors), stats=stats if prior.stats is not None else None,
                stats_at=min(prior.stats_at, snap.stats_at), seeds=prior.seeds,
                version=version)

@@ -184,6 +184,18 @@ def read_ids(table: Any) -> list[IndexedRow]:
     return [IndexedRow(i, h or "") for i, h in zip(ids, hashes, strict=True)]
 
 
+def rows_by_id(table: Any, ids: Iterable[str]) -> list[tuple[str, str, str]]:
+    """(id, content_hash, question) of the rows with these ids (duplicates included)."""
+    out: list[tuple[str, str, str]] = []
+    for chunk in lance.chunked(sorted(set(ids))):
+        data = (table.search().where(lance.in_filter("id", chunk))
+                .select(["id", "content_hash", "question"]).limit(None).to_arrow())
+        out += zip(data.column("id").to_pylist(),
+                   [h or "" for h in data.column("content_hash").to_pylist()],
+                   [q or "" for q in data.column("question").to_pylist()], strict=True)
+    return out
+
+
 def vectors_by_hash(table: Any, hashes: Iterable[str]) -> dict[str, list[float]]:
     """Stored vectors of rows with these content hashes (for renames and copies)."""
     wanted = sorted(set(hashes))
@@ -230,7 +242,7 @@ def pair_row(row_id: str, pair: Pair, text: str, vector: Sequence[float] | np.nd
         "meta": json.dumps(meta, ensure_ascii=False),
         "text": text,
         "terms": lexical_terms(pair),
-        "vector": [float(x) for x in vector],
+        "vector": vector,  # numpy or a list: :func:`write` packs all rows' vectors at once
     }
 
 
@@ -251,7 +263,24 @@ def write(table: Any, rows: Sequence[dict[str, Any]], delete_ids: Sequence[str])
     :func:`wrenmem.lance.upsert`)."""
     if not rows and not delete_ids:
         return
+    lance.upsert(table, "id", arrow_rows(table.schema, rows) if rows else None, delete_ids)
+
+
+def arrow_rows(schema: Any, rows: Sequence[Mapping[str, Any]]) -> Any:
+    """The rows as one pyarrow table of ``schema``, built column by column: the vectors
+    go in as one float32 block (no Python float per dimension)."""
+    import numpy as np
     import pyarrow as pa
 
-    data = pa.Table.from_pylist(list(rows), schema=table.schema) if rows else None
-    lance.upsert(table, "id", data, delete_ids)
+    arrays = []
+    for field in schema:
+        if field.name == "vector":
+            dim = field.type.list_size
+            flat = np.asarray([r["vector"] for r in rows], dtype=np.float32).reshape(-1)
+            if flat.size != dim * len(rows):
+                raise ValueError(f"vectors of {flat.size // max(1, len(rows))} dimensions "
+                                 f"for a table of {dim}")
+            arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(flat), dim))
+        else:
+            arrays.append(pa.array([r[field.name] for r in rows], type=field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)

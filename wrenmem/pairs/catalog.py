@@ -13,7 +13,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,37 +112,67 @@ def scan(settings: Settings, *, use_cache: bool = True, refresh: bool = False) -
         rel = text[len(root_prefix):] if text.startswith(root_prefix) else settings.relpath(path)
         if os.sep != "/":
             rel = rel.replace(os.sep, "/")
-        try:
-            st = os.stat(text)
-        except OSError as e:
-            if os.path.lexists(text):  # a dangling link or a loop: say so, never skip silently
-                errors.append(PairError(rel, os_error_reason(text, e)))
-            continue  # else deleted while we were listing
-        if not stat.S_ISREG(st.st_mode):  # a FIFO would block, /dev/zero never end
-            errors.append(PairError(rel, f"not a regular file: {file_kind(st.st_mode)}"))
+        entry, read = _entry(settings, path, rel, cache.get(rel), now, errors)
+        if entry is None:
             continue
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        cached = _valid_entry(cache.get(rel))
-        racy = is_racy(st.st_mtime_ns, now)
-        if st.st_size > settings.max_pair_bytes:
-            entry = _read_entry(path, rel, key, True, None, settings.max_pair_bytes)
-        elif cached is not None and tuple(cached[0]) == key and not cached[3]:
-            entry = cached
-        else:
-            entry = _read_entry(path, rel, key, racy, cached, settings.max_pair_bytes)
-            dirty = True
+        dirty = dirty or read
         fresh[rel] = entry
-        hashes[rel] = entry[1]
-        if entry[2][0] == "ok":
-            pairs.append(_pair_from_record(rel, entry[2][1]))
-        else:
-            _kind, reason, line = entry[2]
-            errors.append(PairError(rel, reason, line))
+        _collect(rel, entry, pairs, errors, hashes)
     if use_cache and (dirty or set(fresh) != set(cache)):
         _save_cache(cache_path, fresh)
     pairs.sort(key=lambda p: p.path)
     errors.sort(key=lambda e: e.path)
     return Scan(tuple(pairs), tuple(errors), hashes)
+
+
+def read_paths(settings: Settings, rels: Iterable[str]) -> Scan:
+    """Read only these pair files (relative paths), as :func:`scan` would, without its
+    cache: a sync that knows which few files changed reads just those. A path that is
+    gone is left out (neither a pair nor an error)."""
+    pairs: list[Pair] = []
+    errors: list[PairError] = []
+    hashes: dict[str, str] = {}
+    now = time.time()
+    for rel in sorted(set(rels)):
+        entry, _read = _entry(settings, settings.root / rel, rel, None, now, errors)
+        if entry is not None:
+            _collect(rel, entry, pairs, errors, hashes)
+    errors.sort(key=lambda e: e.path)
+    return Scan(tuple(pairs), tuple(errors), hashes)
+
+
+def _entry(settings: Settings, path: Path, rel: str, cached: Any, now: float,
+           errors: list[PairError]) -> tuple[tuple[Any, ...] | None, bool]:
+    """(cache entry, whether the file was read) of one file; (None, False) when it is not
+    a readable regular file (an error is added) or is gone."""
+    text = str(path)
+    try:
+        st = os.stat(text)
+    except OSError as e:
+        if os.path.lexists(text):  # a dangling link or a loop: say so, never skip silently
+            errors.append(PairError(rel, os_error_reason(text, e)))
+        return None, False  # else deleted while we were listing
+    if not stat.S_ISREG(st.st_mode):  # a FIFO would block, /dev/zero never end
+        errors.append(PairError(rel, f"not a regular file: {file_kind(st.st_mode)}"))
+        return None, False
+    key = (st.st_mtime_ns, st.st_size, st.st_ino)
+    cached = _valid_entry(cached)
+    if st.st_size > settings.max_pair_bytes:
+        return _read_entry(path, rel, key, True, None, settings.max_pair_bytes), False
+    if cached is not None and tuple(cached[0]) == key and not cached[3]:
+        return cached, False
+    return _read_entry(path, rel, key, is_racy(st.st_mtime_ns, now), cached,
+                       settings.max_pair_bytes), True
+
+
+def _collect(rel: str, entry: tuple[Any, ...], pairs: list[Pair], errors: list[PairError],
+             hashes: dict[str, str]) -> None:
+    hashes[rel] = entry[1]
+    if entry[2][0] == "ok":
+        pairs.append(_pair_from_record(rel, entry[2][1]))
+    else:
+        _kind, reason, line = entry[2]
+        errors.append(PairError(rel, reason, line))
 
 
 def _read_entry(path: Path, rel: str, key: tuple[int, int, int], racy: bool,
