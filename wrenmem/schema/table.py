@@ -36,7 +36,7 @@ STATE_VERSION = 1
 # not fresh, so the next sync compares the table (and re-embeds only changed texts).
 ITEMS_VERSION = 2
 EMBED_BATCH = 256
-WRITE_CHUNK = 4096  # items embedded per commit of a large sync
+WRITE_CHUNK = 16384  # items embedded per commit of a large sync (56,000 items: 4 commits)
 
 
 class SchemaIndexMissing(WrenmemError):
@@ -253,31 +253,39 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
         return 0, len(removed), 0, True
     # Large first indexes are written in chunks, so a killed sync keeps what it embedded
     # (the next one skips those rows by hash) and memory stays bounded. A normal
-    # incremental sync is one chunk: one commit with its deletions.
+    # incremental sync is one chunk: one commit with its deletions. A table this sync
+    # creates gets its later chunks appended (no id can be there yet: no merge join).
     # The vector depends on the text only: an item whose other fields changed (or whose id
-    # changed, text equal) keeps the stored vector.
+    # changed, text equal) keeps the stored vector, and equal texts are embedded once.
     by_text = {row[2]: row_id for row_id, row in existing.items()}
     reuse = {item.id: by_text[item.text] for item in todo if item.text in by_text}
     stored = _stored_vectors(table, sorted(set(reuse.values()))) if reuse else {}
+    vectors_by_text: dict[str, Any] = {}
+    pending = len({i.text for i in todo if reuse.get(i.id) not in stored})
     embedded = 0
     chunks = [todo[i:i + WRITE_CHUNK] for i in range(0, len(todo), WRITE_CHUNK)]
     for n, chunk in enumerate(chunks):
-        texts = list(dict.fromkeys(i.text for i in chunk if reuse.get(i.id) not in stored))
-        fresh = dict(zip(texts, _embed(embedder, texts, progress, embedded, len(todo)),
-                         strict=True)) if texts else {}
+        texts = list(dict.fromkeys(i.text for i in chunk if reuse.get(i.id) not in stored
+                                   and i.text not in vectors_by_text))
+        if texts:
+            vectors_by_text.update(zip(texts, _embed(embedder, texts, progress, embedded,
+                                                     pending), strict=True))
         embedded += len(texts)
-        vectors = [stored[reuse[i.id]] if reuse.get(i.id) in stored else fresh[i.text]
+        vectors = [stored[reuse[i.id]] if reuse.get(i.id) in stored else vectors_by_text[i.text]
                    for i in chunk]
         rows = _arrow_rows(chunk, vectors, embedder.model_id)
         if rebuild and n == 0:
             table = db.create_table(TABLE, rows, mode="overwrite")
             continue
         assert table is not None  # created above, or opened when not rebuilding
-        lance.upsert(table, "id", rows, removed if n == len(chunks) - 1 else ())
+        if rebuild:
+            lance.retry_conflicts(lambda t=table, rows=rows: t.add(rows))
+        else:
+            lance.upsert(table, "id", rows, removed if n == len(chunks) - 1 else ())
     if not chunks and removed and table is not None:
         lance.upsert(table, "id", None, removed)
     if table is not None:
-        lance.ensure_vector_index(table)  # past ANN_MIN_ROWS items
+        lance.ensure_vector_index(table)  # past ANN_MIN_ROWS items, once, at the end
     if not rebuild and table is not None:
         lance.maintain(table, settings.state_dir / statedir.SCHEMA_MAINT, max(len(chunks), 1),
                        embedded)
