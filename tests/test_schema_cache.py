@@ -69,3 +69,72 @@ def test_memoised_item_terms_equal_plain_tokenizing() -> None:
         for term in tokenize(item.text):
             plain[term] += 1.0
         assert schema_cache.item_terms(item, memo) == dict(plain), item.id
+
+
+def test_rewritten_identical_manifest_is_not_parsed_again(example_project: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    from wrenmem.fsutil import read_marshal
+
+    settings = load_settings(example_project)
+    path = settings.manifest_path
+    settle(path)
+    first = schema_cache.prepare(settings, path)
+    cache_file = settings.state_dir / schema_cache.CACHE_FILE
+    assert read_marshal(cache_file)["digest"] == first.digest != ""
+
+    def boom(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("an unchanged manifest must not be parsed again")
+
+    monkeypatch.setattr(schema_cache, "load_manifest", boom)
+    monkeypatch.setattr(schema_cache, "schema_items", boom)
+    # The same bytes written again just now: the stat is new and too fresh to trust, so
+    # the content hash decides, in this process and in a new one.
+    path.write_bytes(path.read_bytes())
+    assert schema_cache.prepare(settings, path) is first
+    schema_cache._memory.clear()
+    again = schema_cache.prepare(settings, path)
+    assert again.postings == first.postings and again.records == first.records
+    # Settled: the cache records the new stat, so the next process need not hash the file.
+    settle(path)
+    schema_cache._memory.clear()
+    assert schema_cache.prepare(settings, path).fingerprint == first.fingerprint
+    st = path.stat()
+    assert tuple(read_marshal(cache_file)["stat"]) == (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def test_one_changed_column_patches_the_keyword_index(example_project: Path,
+                                                      monkeypatch: pytest.MonkeyPatch
+                                                      ) -> None:
+    settings = load_settings(example_project)
+    path = settings.manifest_path
+    settle(path)
+    schema_cache.prepare(settings, path)
+    edit_manifest(path, lambda d: d["models"][1]["columns"][2].setdefault(
+        "properties", {}).update(description="Zanzibar loyalty tier of the customer."))
+    edit_manifest(path, lambda d: d["models"][0]["columns"][0].update(type="BIGINT"))
+    full = schema_cache._build(load_manifest(path))
+
+    def boom(*_args: object) -> None:
+        raise AssertionError("one changed column must not rebuild the whole keyword index")
+
+    schema_cache._memory.clear()  # as in a new process: the previous version is on disk
+    monkeypatch.setattr(schema_cache, "_postings", boom)
+    patched = schema_cache.prepare(settings, path)
+    assert patched.postings == full.postings and patched.lengths == full.lengths
+    assert patched.records == full.records
+    best = max(patched.keyword_scores("zanzibar").items(), key=lambda kv: kv[1])[0]
+    assert "Zanzibar" in patched.item(best).text
+
+
+def test_added_column_builds_the_keyword_index_in_full(example_project: Path) -> None:
+    settings = load_settings(example_project)
+    path = settings.manifest_path
+    settle(path)
+    schema_cache.prepare(settings, path)
+    edit_manifest(path, lambda d: d["models"][0]["columns"].insert(0, {
+        "name": "quokka_score", "type": "INTEGER"}))
+    prepared = schema_cache.prepare(settings, path)
+    full = schema_cache._build(load_manifest(path))
+    assert prepared.postings == full.postings and prepared.lengths == full.lengths
+    assert prepared.keyword_scores("quokka")

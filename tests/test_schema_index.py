@@ -155,6 +155,22 @@ def test_killed_first_index_keeps_finished_chunks(settings: Settings,
     assert {k: v[0] for k, v in rows(settings).items()} == current_items(settings)
 
 
+def test_first_index_appends_its_later_chunks(settings: Settings,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from wrenmem import lance
+
+    def no_merge(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a table this sync created has no rows to merge with")
+
+    monkeypatch.setattr(schema_index, "WRITE_CHUNK", 10)
+    monkeypatch.setattr(lance, "upsert", no_merge)
+    fake = RecordingEmbedder()
+    report = sync_schema(settings, embedder=fake)
+    items = current_items(settings)
+    assert report.embedded == len(items) > 20 and len(fake.texts) == len(set(fake.texts))
+    assert {k: v[0] for k, v in rows(settings).items()} == items
+
+
 def test_changed_hash_with_same_text_reuses_the_stored_vector(settings: Settings,
                                                               monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:
