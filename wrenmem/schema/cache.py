@@ -238,17 +238,17 @@ def _patch(previous: Prepared, items: list[SchemaItem], records: list[tuple[Any,
             docs.frombytes(entry[0])
             weights.frombytes(entry[1])
         for n in sorted(docs_edit):  # doc numbers are ascending in every posting list
-            weight = docs_edit[n]
+            new_weight = docs_edit[n]
             i = bisect_left(docs, n)
             present = i < len(docs) and docs[i] == n
-            if weight is None:
+            if new_weight is None:
                 if present:
                     del docs[i], weights[i]
             elif present:
-                weights[i] = weight
+                weights[i] = new_weight
             else:
                 docs.insert(i, n)
-                weights.insert(i, weight)
+                weights.insert(i, new_weight)
         if docs:
             postings[term] = (docs.tobytes(), weights.tobytes())
         else:

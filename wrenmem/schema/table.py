@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -279,7 +280,7 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
             continue
         assert table is not None  # created above, or opened when not rebuilding
         if rebuild:
-            lance.retry_conflicts(lambda t=table, rows=rows: t.add(rows))
+            lance.retry_conflicts(partial(table.add, rows))
         else:
             lance.upsert(table, "id", rows, removed if n == len(chunks) - 1 else ())
     if not chunks and removed and table is not None:
@@ -325,10 +326,11 @@ def _arrow_rows(items: Sequence[SchemaItem], vectors: Any, embedder_id: str) -> 
 
 
 def vector_search(settings: Settings, question: str, *, embedder: Embedder, limit: int,
-                  types: Sequence[str] = (), model: str | None = None
-                  ) -> list[tuple[str, str, float]]:
-    """(item id, item hash, cosine similarity) of the nearest rows, best first."""
-    db = connect(settings)
+                  types: Sequence[str] = (), model: str | None = None,
+                  uri: str | None = None) -> list[tuple[str, str, float]]:
+    """(item id, item hash, cosine similarity) of the nearest rows, best first; ``uri``
+    names another copy of the index to search (a remote index's local read copy)."""
+    db = connect(settings) if uri is None else lance.connect(uri)
     table = open_table(db)
     if table is None:
         raise SchemaIndexMissing("the schema index has no table; a sync builds it")
