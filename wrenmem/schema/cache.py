@@ -23,6 +23,7 @@ from typing import Any
 
 from wrenmem import statedir
 from wrenmem.fsutil import is_racy, read_marshal, write_marshal
+from wrenmem.schema import items as item_format
 from wrenmem.schema.describe import describe
 from wrenmem.schema.items import SchemaItem, schema_items
 from wrenmem.schema.manifest import load_manifest, read_manifest_bytes
@@ -31,7 +32,7 @@ from wrenmem.textsearch import TOKENIZER_VERSION, add_term_scores, tokenize
 
 log = logging.getLogger(__name__)
 CACHE_FILE = statedir.SCHEMA_CACHE
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 PATCH_LIMIT = 2000  # changed items past which the keyword index is built again in full
 NAME_WEIGHT = 3.0  # an item's own name and model count more than its sentence
 FIELD = {f.name: n for n, f in enumerate(fields(SchemaItem))}
@@ -49,6 +50,8 @@ class Prepared:
     postings: dict[str, tuple[bytes, bytes]]  # term -> (doc numbers int32, weights float32)
     lengths: bytes  # float32 weighted length of each record
     digest: str = ""  # content hash of the manifest file's bytes (see content_digest)
+    hashes: list[str] = field(default_factory=list)  # item_hash of each record
+    version: tuple[int, int, int] = field(default_factory=lambda: _version())
     _items: list[SchemaItem] | None = field(default=None, repr=False)
     _index: dict[str, int] | None = field(default=None, repr=False)
 
@@ -59,11 +62,17 @@ class Prepared:
     def items(self) -> list[SchemaItem]:
         """Every item (built on first use: a sync needs them all, a search does not)."""
         if self._items is None:
-            self._items = [SchemaItem(*r) for r in self.records]
+            self._items = [self._new_item(n) for n in range(len(self.records))]
         return self._items
 
     def item(self, n: int) -> SchemaItem:
-        return self._items[n] if self._items is not None else SchemaItem(*self.records[n])
+        return self._items[n] if self._items is not None else self._new_item(n)
+
+    def _new_item(self, n: int) -> SchemaItem:
+        item = SchemaItem(*self.records[n])
+        if len(self.hashes) == len(self.records):  # stored: no need to hash every item again
+            item.__dict__["item_hash"] = self.hashes[n]
+        return item
 
     def position(self, item_id: str) -> int | None:
         if self._index is None:
@@ -106,6 +115,12 @@ _lock = threading.Lock()
 _memory: dict[str, tuple[tuple[int, int, int] | None, Prepared]] = {}
 
 
+def _in_memory(name: str) -> tuple[tuple[int, int, int] | None, Prepared] | None:
+    with _lock:
+        hit = _memory.get(name)
+    return hit if hit is not None and hit[1].version == _version() else None
+
+
 def item_terms(item: SchemaItem, memo: dict[str, list[str]] | None = None
                ) -> dict[str, float]:
     """Keyword-search terms of an item: name, model and related names weigh more.
@@ -144,8 +159,7 @@ def prepare(settings: Settings, path: Path) -> Prepared:
         return _build(load_manifest(path))  # raises the proper ManifestError
     name = str(path)
     if key is not None:
-        with _lock:
-            hit = _memory.get(name)
+        hit = _in_memory(name)
         if hit is not None and hit[0] == key:
             return hit[1]
     stored = read_marshal(settings.state_dir / CACHE_FILE)
@@ -156,8 +170,7 @@ def prepare(settings: Settings, path: Path) -> Prepared:
             return cached
     data = read_manifest_bytes(path)
     digest = content_digest(data)
-    with _lock:
-        hit = _memory.get(name)
+    hit = _in_memory(name)
     if hit is not None and hit[1].digest == digest:
         prepared = hit[1]
     else:
@@ -181,10 +194,34 @@ def _build(manifest: Any, digest: str = "", previous: Prepared | None = None) ->
     that changed are tokenized again when the others kept their places."""
     items = schema_items(manifest)
     records = [_record(i) for i in items]
-    patched = _patch(previous, items, records) if previous is not None else None
-    postings, lengths = patched if patched is not None else _postings(items)
+    changed = _changed(previous, records) if previous is not None else None
+    if previous is not None and changed is not None:
+        postings, lengths = _patch(previous, items, changed)
+        old = previous.hashes
+        hashes = list(old)
+        for n in changed:
+            hashes[n] = items[n].item_hash
+        for n, item in enumerate(items):  # the unchanged items keep their hash
+            if n not in changed:
+                item.__dict__["item_hash"] = old[n]
+    else:
+        postings, lengths = _postings(items)
+        hashes = [i.item_hash for i in items]
     return Prepared(str(manifest.path), manifest.fingerprint, len(describe(manifest)),
-                    manifest.warnings, records, postings, lengths, digest, _items=items)
+                    manifest.warnings, records, postings, lengths, digest, hashes,
+                    _items=items)
+
+
+def _changed(previous: Prepared, records: list[tuple[Any, ...]]) -> set[int] | None:
+    """Positions of the records that differ from ``previous``'s, when the items kept their
+    places (a changed description, type, name...) and few changed; None when items were
+    added, removed or moved, or so many changed that a full build is as quick."""
+    old = previous.records
+    if (len(old) != len(records) or len(previous.hashes) != len(records)
+            or len(previous.lengths) != 4 * len(records)):
+        return None
+    changed = {n for n, (a, b) in enumerate(zip(old, records, strict=True)) if a != b}
+    return changed if len(changed) <= PATCH_LIMIT else None
 
 
 def _postings(items: list[SchemaItem]) -> tuple[dict[str, tuple[bytes, bytes]], bytes]:
@@ -205,25 +242,16 @@ def _postings(items: list[SchemaItem]) -> tuple[dict[str, tuple[bytes, bytes]], 
             lengths.tobytes())
 
 
-def _patch(previous: Prepared, items: list[SchemaItem], records: list[tuple[Any, ...]]
-           ) -> tuple[dict[str, tuple[bytes, bytes]], bytes] | None:
+def _patch(previous: Prepared, items: list[SchemaItem], changed: set[int]
+           ) -> tuple[dict[str, tuple[bytes, bytes]], bytes]:
     """The keyword index of ``items`` made from ``previous``'s by re-tokenizing only the
-    items that differ at the same position (a changed description, type, name...); None
-    when items were added, removed or moved, or so many changed that a full build is as
-    quick. The result equals a full build's."""
+    ``changed`` positions; it equals a full build's."""
     old = previous.records
-    if len(old) != len(records):
-        return None
-    changed = [n for n, (a, b) in enumerate(zip(old, records, strict=True)) if a != b]
-    if len(changed) > PATCH_LIMIT:
-        return None
     lengths = array("f")
     lengths.frombytes(previous.lengths)
-    if len(lengths) != len(records):
-        return None
     memo: dict[str, list[str]] = {}
     edits: dict[str, dict[int, float | None]] = {}  # term -> doc -> new weight, None: gone
-    for n in changed:
+    for n in sorted(changed):
         for term in item_terms(SchemaItem(*old[n]), memo):
             edits.setdefault(term, {})[n] = None
         terms = item_terms(items[n], memo)
@@ -261,6 +289,11 @@ def _record(item: SchemaItem) -> tuple[Any, ...]:
     return tuple(getattr(item, name) for name in FIELD)
 
 
+def _version() -> tuple[int, int, int]:
+    """What the cache's content depends on: its layout, the tokenizer, the item format."""
+    return CACHE_VERSION, TOKENIZER_VERSION, item_format.ITEMS_VERSION
+
+
 def _remember(name: str, key: tuple[int, int, int] | None, prepared: Prepared) -> None:
     with _lock:
         _memory.clear()  # one manifest per process is the normal case; bound the memory
@@ -269,7 +302,7 @@ def _remember(name: str, key: tuple[int, int, int] | None, prepared: Prepared) -
 
 def _cache_key(data: Any) -> tuple[Any, Any, Any] | None:
     """(manifest, stat, digest) a cache file was written for; None when it is unusable."""
-    if not isinstance(data, dict) or data.get("version") != (CACHE_VERSION, TOKENIZER_VERSION):
+    if not isinstance(data, dict) or data.get("version") != _version():
         return None
     stat = data.get("stat")
     return data.get("manifest"), tuple(stat) if stat else None, data.get("digest")
@@ -287,16 +320,16 @@ def _from_cache(data: Any, name: str, *, stat: tuple[int, int, int] | None = Non
     try:
         return Prepared(name, data["fingerprint"], data["characters"],
                         tuple(data["warnings"]), data["records"], data["postings"],
-                        data["lengths"], data["digest"])
+                        data["lengths"], data["digest"], data["hashes"])
     except (TypeError, KeyError, AttributeError):
         return None
 
 
 def _write(settings: Settings, path: Path, key: tuple[int, int, int] | None,
            prepared: Prepared) -> None:
-    data = {"version": (CACHE_VERSION, TOKENIZER_VERSION), "manifest": str(path),
+    data = {"version": _version(), "manifest": str(path),
             "stat": key, "digest": prepared.digest, "fingerprint": prepared.fingerprint,
             "characters": prepared.characters, "warnings": prepared.warnings,
             "records": prepared.records, "postings": prepared.postings,
-            "lengths": prepared.lengths}
+            "lengths": prepared.lengths, "hashes": prepared.hashes}
     write_marshal(settings.state_dir / CACHE_FILE, data)  # read-only: fetch is just slower

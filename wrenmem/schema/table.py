@@ -24,6 +24,7 @@ from wrenmem.embedders import Embedder, get_embedder
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text, is_racy
 from wrenmem.lock import index_lock
+from wrenmem.schema import items as item_format
 from wrenmem.schema.cache import prepare
 from wrenmem.schema.items import SchemaItem, schema_items
 from wrenmem.schema.manifest import Manifest
@@ -33,9 +34,6 @@ log = logging.getLogger(__name__)
 TABLE = "schema_items"
 STATE_FILE = statedir.SCHEMA_STATE
 STATE_VERSION = 1
-# Bump when item texts or hashes are computed differently: a state of another version is
-# not fresh, so the next sync compares the table (and re-embeds only changed texts).
-ITEMS_VERSION = 2
 EMBED_BATCH = 256
 WRITE_CHUNK = 16384  # items embedded per commit of a large sync (56,000 items: 4 commits)
 
@@ -87,7 +85,7 @@ def read_state(settings: Settings) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
         return {}
-    return data if data.get("items_version") == ITEMS_VERSION else {}
+    return data if data.get("items_version") == item_format.ITEMS_VERSION else {}
 
 
 def _table_present(settings: Settings) -> bool:
@@ -175,7 +173,7 @@ def sync_items(settings: Settings, path: Path, fingerprint: str,
 
 def _write_state(settings: Settings, path: Path, fingerprint: str, embedder_id: str,
                  items: int, stat_key: list[int] | None) -> None:
-    state = {"version": STATE_VERSION, "items_version": ITEMS_VERSION,
+    state = {"version": STATE_VERSION, "items_version": item_format.ITEMS_VERSION,
              "manifest": str(path), "stat": stat_key,
              "fingerprint": fingerprint, "embedder": embedder_id,
              "index": settings.index_uri, "items": items, "disk": _disk(settings)}
