@@ -155,6 +155,32 @@ def test_killed_first_index_keeps_finished_chunks(settings: Settings,
     assert {k: v[0] for k, v in rows(settings).items()} == current_items(settings)
 
 
+def test_a_warm_process_keeps_its_table_open(settings: Settings,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = RecordingEmbedder()
+    sync_schema(settings, embedder=fake)
+    schema_index.forget_handles()
+    opened: list[str] = []
+    real_open = schema_index.open_table
+
+    def counting(db: object) -> object:
+        opened.append("open")
+        return real_open(db)
+
+    monkeypatch.setattr(schema_index, "open_table", counting)
+    for _ in range(3):  # the vector index stays loaded between questions
+        hits = vector_search(settings, "payment method chosen at checkout", embedder=fake,
+                             limit=1)
+        assert hits[0][0] == "column:payments.method"
+    assert opened == ["open"]
+    # A sync that re-creates the table (another embedder) drops the handle; the search sees
+    # the new table.
+    sync_schema(settings, embedder=RecordingEmbedder(model_id="fake@2"))
+    hits = vector_search(settings, "payment method chosen at checkout", embedder=fake, limit=1)
+    assert hits[0][0] == "column:payments.method" and opened == ["open", "open"]
+    assert {v[1] for v in rows(settings).values()} == {"fake@2"}
+
+
 def test_first_index_appends_its_later_chunks(settings: Settings,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from wrenmem import lance

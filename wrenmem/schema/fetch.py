@@ -21,7 +21,7 @@ from wrenmem.schema.cache import Prepared, prepare
 from wrenmem.schema.describe import describe
 from wrenmem.schema.items import SchemaItem, normalize_types
 from wrenmem.schema.manifest import load_manifest
-from wrenmem.schema.table import SchemaIndexMissing, sync_items, vector_search
+from wrenmem.schema.table import SchemaIndexMissing, forget_handles, sync_items, vector_search
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -169,6 +169,7 @@ def _vector_search(settings: Settings, path: Path, prepared: Prepared, question:
         # The index does not hold exactly these items although its state said so (another
         # process synced another manifest, or the item format changed): sync for real.
         log.info("schema index held %d rows of other items; syncing again", stale)
+        forget_handles()
         report = sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
                             embedder, count=len(prepared), progress=progress, force=True)
     return out, report.to_dict()

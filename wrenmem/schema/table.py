@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -236,6 +237,7 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
     if problems:  # damaged: drop it (from disk if LanceDB cannot) and build it again
         log.warning("the schema index is damaged (%s); rebuilding it", "; ".join(problems))
         lance.drop_table(db, TABLE, settings.index_uri)
+        forget_handles()
         table, existing = None, {}
     rebuild = table is None or any(row[1] != embedder.model_id for row in existing.values())
     if table is not None and rebuild:
@@ -249,6 +251,7 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
     if rebuild and not todo:  # a manifest without items: no table
         if table is not None:
             lance.drop_table(db, TABLE, settings.index_uri)
+            forget_handles()
         return 0, len(removed), 0, True
     # Large first indexes are written in chunks, so a killed sync keeps what it embedded
     # (the next one skips those rows by hash) and memory stays bounded. A normal
@@ -275,6 +278,7 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
         rows = _arrow_rows(chunk, vectors, embedder.model_id)
         if rebuild and n == 0:
             table = db.create_table(TABLE, rows, mode="overwrite")
+            forget_handles()
             continue
         assert table is not None  # created above, or opened when not rebuilding
         if rebuild:
@@ -323,13 +327,40 @@ def _arrow_rows(items: Sequence[SchemaItem], vectors: Any, embedder_id: str) -> 
     })
 
 
+# Open schema tables by URI. A warm process (the watcher's daemon, an agent's Memory) keeps
+# its handle, so the vector index (100+ MB past 50,000 items) stays loaded instead of being
+# read again per question; the connection re-checks the latest version on every read.
+_handles: dict[str, Any] = {}
+_handles_lock = threading.Lock()
+
+
+def _search_table(settings: Settings, uri: str) -> Any | None:
+    with _handles_lock:
+        table = _handles.get(uri)
+    if table is not None:
+        return table
+    db = connect(settings) if uri == settings.index_uri else lance.connect(uri)
+    table = open_table(db)
+    if table is not None:
+        with _handles_lock:
+            _handles[uri] = table
+    return table
+
+
+def forget_handles() -> None:
+    """Drop the open tables (this process dropped or re-created the table, or its rows were
+    not the manifest's): the next search opens the table again."""
+    with _handles_lock:
+        _handles.clear()
+
+
 def vector_search(settings: Settings, question: str, *, embedder: Embedder, limit: int,
                   types: Sequence[str] = (), model: str | None = None,
                   uri: str | None = None) -> list[tuple[str, str, float]]:
     """(item id, item hash, cosine similarity) of the nearest rows, best first; ``uri``
     names another copy of the index to search (a remote index's local read copy)."""
-    db = connect(settings) if uri is None else lance.connect(uri)
-    table = open_table(db)
+    key = uri or settings.index_uri
+    table = _search_table(settings, key)
     if table is None:
         raise SchemaIndexMissing("the schema index has no table; a sync builds it")
     vector = embedder.embed([question[:settings.max_embed_chars]])[0]
@@ -344,6 +375,8 @@ def vector_search(settings: Settings, question: str, *, embedder: Embedder, limi
     try:
         rows = query.select(["id", "item_hash", "_distance"]).limit(limit).to_list()
     except Exception as e:  # damaged: the caller's forced sync rebuilds it
+        with _handles_lock:
+            _handles.pop(key, None)  # dropped or rebuilt meanwhile: open it again next time
         raise SchemaIndexMissing(f"the schema index cannot be read: {lance.short_error(e)}"
                                  ) from e
     return [(r["id"], r["item_hash"], 1.0 - float(r["_distance"])) for r in rows]
@@ -393,6 +426,7 @@ def reset_schema(settings: Settings) -> bool:
     with index_lock(settings):
         state_path(settings).unlink(missing_ok=True)
         (settings.state_dir / statedir.SCHEMA_MAINT).unlink(missing_ok=True)
+        forget_handles()
         if not _table_present(settings):
             return False
         return bool(lance.drop_table(connect(settings), TABLE))
