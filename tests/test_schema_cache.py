@@ -11,15 +11,21 @@ import wrenmem.schema.manifest
 from tests.schema_helpers import edit_manifest, settle
 from wrenmem.schema.items import schema_items
 from wrenmem.schema.manifest import load_manifest
-from wrenmem.settings import load_settings
+from wrenmem.settings import Settings, load_settings
 
 
-def test_second_process_reads_the_cache_not_the_manifest(example_project: Path,
+@pytest.fixture
+def settings(example_project: Path) -> Settings:
+    """The example project, its manifest settled (old enough for a stat-keyed cache)."""
+    s = load_settings(example_project)
+    settle(s.manifest_path)
+    return s
+
+
+def test_second_process_reads_the_cache_not_the_manifest(settings: Settings,
                                                          monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
-    settings = load_settings(example_project)
     path = settings.manifest_path
-    settle(path)
     first = schema_cache.prepare(settings, path)
     assert first.items == schema_items(load_manifest(path))
     assert (settings.state_dir / schema_cache.CACHE_FILE).is_file()
@@ -36,10 +42,8 @@ def test_second_process_reads_the_cache_not_the_manifest(example_project: Path,
     assert second.characters == first.characters
 
 
-def test_changed_or_just_edited_manifest_is_read_again(example_project: Path) -> None:
-    settings = load_settings(example_project)
+def test_changed_or_just_edited_manifest_is_read_again(settings: Settings) -> None:
     path = settings.manifest_path
-    settle(path)
     before = schema_cache.prepare(settings, path)
     edit_manifest(path, lambda d: d["models"][0]["columns"].pop())
     after = schema_cache.prepare(settings, path)
@@ -69,3 +73,66 @@ def test_memoised_item_terms_equal_plain_tokenizing() -> None:
         for term in tokenize(item.text):
             plain[term] += 1.0
         assert schema_cache.item_terms(item, memo) == dict(plain), item.id
+
+
+def test_rewritten_identical_manifest_is_not_parsed_again(settings: Settings,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    from wrenmem.fsutil import read_marshal
+
+    path = settings.manifest_path
+    first = schema_cache.prepare(settings, path)
+    cache_file = settings.state_dir / schema_cache.CACHE_FILE
+    assert read_marshal(cache_file)["digest"] == first.digest != ""
+
+    def boom(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("an unchanged manifest must not be parsed again")
+
+    monkeypatch.setattr(schema_cache, "load_manifest", boom)
+    monkeypatch.setattr(schema_cache, "schema_items", boom)
+    # The same bytes written again just now: the stat is new and too fresh to trust, so
+    # the content hash decides, in this process and in a new one.
+    path.write_bytes(path.read_bytes())
+    assert schema_cache.prepare(settings, path) is first
+    schema_cache._memory.clear()
+    again = schema_cache.prepare(settings, path)
+    assert again.postings == first.postings and again.records == first.records
+    # Settled: the cache records the new stat, so the next process need not hash the file.
+    settle(path)
+    schema_cache._memory.clear()
+    assert schema_cache.prepare(settings, path).fingerprint == first.fingerprint
+    st = path.stat()
+    assert tuple(read_marshal(cache_file)["stat"]) == (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def test_one_changed_column_patches_the_keyword_index(settings: Settings,
+                                                      monkeypatch: pytest.MonkeyPatch
+                                                      ) -> None:
+    path = settings.manifest_path
+    schema_cache.prepare(settings, path)
+    edit_manifest(path, lambda d: d["models"][1]["columns"][2].setdefault(
+        "properties", {}).update(description="Zanzibar loyalty tier of the customer."))
+    edit_manifest(path, lambda d: d["models"][0]["columns"][0].update(type="BIGINT"))
+    full = schema_cache._build(load_manifest(path))
+
+    def boom(*_args: object) -> None:
+        raise AssertionError("one changed column must not rebuild the whole keyword index")
+
+    schema_cache._memory.clear()  # as in a new process: the previous version is on disk
+    monkeypatch.setattr(schema_cache, "_postings", boom)
+    patched = schema_cache.prepare(settings, path)
+    assert patched.postings == full.postings and patched.lengths == full.lengths
+    assert patched.records == full.records
+    best = max(patched.keyword_scores("zanzibar").items(), key=lambda kv: kv[1])[0]
+    assert "Zanzibar" in patched.item(best).text
+
+
+def test_added_column_builds_the_keyword_index_in_full(settings: Settings) -> None:
+    path = settings.manifest_path
+    schema_cache.prepare(settings, path)
+    edit_manifest(path, lambda d: d["models"][0]["columns"].insert(0, {
+        "name": "quokka_score", "type": "INTEGER"}))
+    prepared = schema_cache.prepare(settings, path)
+    full = schema_cache._build(load_manifest(path))
+    assert prepared.postings == full.postings and prepared.lengths == full.lengths
+    assert prepared.keyword_scores("quokka")

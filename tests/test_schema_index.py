@@ -155,6 +155,48 @@ def test_killed_first_index_keeps_finished_chunks(settings: Settings,
     assert {k: v[0] for k, v in rows(settings).items()} == current_items(settings)
 
 
+def test_a_warm_process_keeps_its_table_open(settings: Settings,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = RecordingEmbedder()
+    sync_schema(settings, embedder=fake)
+    schema_index.forget_handles()
+    opened: list[str] = []
+    real_open = schema_index.open_table
+
+    def counting(db: object) -> object:
+        opened.append("open")
+        return real_open(db)
+
+    monkeypatch.setattr(schema_index, "open_table", counting)
+    for _ in range(3):  # the vector index stays loaded between questions
+        hits = vector_search(settings, "payment method chosen at checkout", embedder=fake,
+                             limit=1)
+        assert hits[0][0] == "column:payments.method"
+    assert opened == ["open"]
+    # A sync that re-creates the table (another embedder) drops the handle; the search sees
+    # the new table.
+    sync_schema(settings, embedder=RecordingEmbedder(model_id="fake@2"))
+    hits = vector_search(settings, "payment method chosen at checkout", embedder=fake, limit=1)
+    assert hits[0][0] == "column:payments.method" and opened == ["open", "open"]
+    assert {v[1] for v in rows(settings).values()} == {"fake@2"}
+
+
+def test_first_index_appends_its_later_chunks(settings: Settings,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from wrenmem import lance
+
+    def no_merge(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a table this sync created has no rows to merge with")
+
+    monkeypatch.setattr(schema_index, "WRITE_CHUNK", 10)
+    monkeypatch.setattr(lance, "upsert", no_merge)
+    fake = RecordingEmbedder()
+    report = sync_schema(settings, embedder=fake)
+    items = current_items(settings)
+    assert report.embedded == len(items) > 20 and len(fake.texts) == len(set(fake.texts))
+    assert {k: v[0] for k, v in rows(settings).items()} == items
+
+
 def test_changed_hash_with_same_text_reuses_the_stored_vector(settings: Settings,
                                                               monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:
@@ -165,9 +207,11 @@ def test_changed_hash_with_same_text_reuses_the_stored_vector(settings: Settings
     sync_schema(settings, embedder=RecordingEmbedder())
     before = rows(settings)
     # Another hash scheme (or a field that is not in the text): every item looks changed.
+    # A release that changes it bumps the item format, so no cached hash is trusted.
     patched = cached_property(lambda self: "v2-" + self.id)
     patched.__set_name__(SchemaItem, "item_hash")
     monkeypatch.setattr(SchemaItem, "item_hash", patched)
+    monkeypatch.setattr("wrenmem.schema.items.ITEMS_VERSION", 99)
     edit_manifest(settings.manifest_path, lambda d: d.update(layoutVersion=4))
     fake = RecordingEmbedder()
     report = sync_schema(settings, embedder=fake)

@@ -355,6 +355,37 @@ def test_a_warm_reader_answers_without_the_network(tmp_path: Path, s3_env: dict[
         "p0002.md")
 
 
+def test_a_warm_schema_fetch_reads_the_local_copy(tmp_path: Path, s3_env: dict[str, str],
+                                                  fake: RecordingEmbedder,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import EXAMPLE_MANIFEST
+
+    from wrenmem.api import Memory
+
+    uri = new_uri()
+    root = machine(tmp_path, "ci", uri)
+    (root / "wrenmem.toml").write_text(
+        f'index_uri = "{uri}"\nembedder = "fake"\nrefresh_seconds = 600\n')
+    (root / "target").mkdir()
+    shutil.copy(EXAMPLE_MANIFEST, root / "target" / "mdl.json")
+    question = "payment method chosen at checkout"
+    first = Memory(root).fetch(question, threshold=0, k=5)
+    assert first.method == "hybrid" and first.index is not None and first.index["embedded"]
+    assert "column:payments.method" in [r.item.id for r in first.results]
+    assert lance.open_table(lance.connect(uri), "schema_items") is not None  # written remote
+    real_connect = lance.connect
+
+    def no_network(target: str, *args: object, **kw: object) -> object:
+        assert "://" not in target, f"a warm schema fetch went to the network: {target}"
+        return real_connect(target, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lance, "connect", no_network)
+    for _ in range(2):  # within refresh_seconds: the local copy answers, as in a new process
+        again = Memory(root).fetch(question, threshold=0, k=5)
+        assert again.index is not None and again.index["noop"]
+        assert [r.item.id for r in again.results] == [r.item.id for r in first.results]
+
+
 def test_a_readers_watcher_refreshes_and_never_writes(tmp_path: Path, s3_env: dict[str, str],
                                                       fake: RecordingEmbedder) -> None:
     from wrenmem.watch.run import sync_all

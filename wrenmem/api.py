@@ -20,6 +20,7 @@ from wrenmem.embedders import Embedder, get_embedder, use_embedder
 from wrenmem.errors import SqlCheckError, WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.git.diff import PairDiff, diff_pairs
+from wrenmem.index import replica
 from wrenmem.index.autosync import after_write
 from wrenmem.index.drift import Drift, check_drift, reset_index
 from wrenmem.index.sync import SyncReport, sync_pairs
@@ -45,6 +46,7 @@ from wrenmem.schema.describe import describe as describe_text
 from wrenmem.schema.fetch import FetchResult
 from wrenmem.schema.fetch import fetch as fetch_context
 from wrenmem.schema.manifest import Manifest, load_manifest
+from wrenmem.schema.table import TABLE as SCHEMA_TABLE
 from wrenmem.schema.table import (
     SchemaDrift,
     SchemaSyncReport,
@@ -301,7 +303,8 @@ class Memory:
             if remote is not None:
                 return remote  # type: ignore[return-value]
         return fetch_context(self.settings, question, types=tuple(types), model=model, k=k,
-                             threshold=threshold, progress=progress)
+                             threshold=threshold, progress=progress,
+                             read_copy=schema_read_copy(self.settings))
 
     def seeds(self) -> builtins.list[dict[str, Any]]:
         """The seed queries derived from the manifest, as records."""
@@ -369,6 +372,20 @@ class Memory:
             return
         for error in errors:
             self.notify(f"{error.location()}: {error.reason} (skipped)")
+
+
+def schema_read_copy(settings: Settings) -> Callable[[bool], str] | None:
+    """For a remote index: where schema searches read, the local copy of its schema table,
+    refreshed at most every ``refresh_seconds`` (at once after this process wrote it), so a
+    warm fetch makes no network round trip. None for a local index."""
+    if not settings.remote_index:
+        return None
+
+    def reading_uri(written: bool) -> str:
+        replica.refresh(settings, SCHEMA_TABLE, max_age=0 if written else None)
+        return replica.reading_uri(settings)
+
+    return reading_uri
 
 
 def _split_tags(tags: Iterable[str] | str) -> builtins.list[str]:

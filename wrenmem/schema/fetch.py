@@ -21,10 +21,11 @@ from wrenmem.schema.cache import Prepared, prepare
 from wrenmem.schema.describe import describe
 from wrenmem.schema.items import SchemaItem, normalize_types
 from wrenmem.schema.manifest import load_manifest
-from wrenmem.schema.table import SchemaIndexMissing, sync_items, vector_search
+from wrenmem.schema.table import SchemaIndexMissing, forget_handles, sync_items, vector_search
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
+ReadCopy = Callable[[bool], str]
 RRF_K = 60
 OVERFETCH = 4
 
@@ -81,8 +82,14 @@ def keyword_search(prepared: Prepared, question: str, k: int, types: tuple[str, 
 def fetch(settings: Settings, question: str, *, types: tuple[str, ...] | list[str] = (),
           model: str | None = None, k: int = 10, threshold: int | None = None,
           manifest_path: Path | None = None,
-          progress: Callable[[int, int], None] | None = None) -> FetchResult:
-    """Schema context for ``question``. Raises ManifestError when there is no usable manifest."""
+          progress: Callable[[int, int], None] | None = None,
+          read_copy: ReadCopy | None = None) -> FetchResult:
+    """Schema context for ``question``. Raises ManifestError when there is no usable manifest.
+
+    ``read_copy`` (for a remote index) brings a local copy of the schema table up to date
+    and returns where to search it: the vector search then reads local disk, not the
+    network. It is called with True when this call's sync just wrote the remote table.
+    """
     if k <= 0:
         raise WrenmemError(f"-k must be a positive number, got {k}")
     try:
@@ -107,21 +114,22 @@ def fetch(settings: Settings, question: str, *, types: tuple[str, ...] | list[st
     if model and not prepared.has_model(model):
         raise WrenmemError(f"no model, view or cube named {model!r} in {path}")
     results, method, notes_list, index = _search(settings, path, prepared, question, k,
-                                                 wanted, model, progress)
+                                                 wanted, model, progress, read_copy)
     return FetchResult(strategy="search", method=method, results=tuple(results),
                        notes=tuple(notes_list), index=index, **base)  # type: ignore[arg-type]
 
 
 def _search(settings: Settings, path: Path, prepared: Prepared, question: str, k: int,
             types: tuple[str, ...], model: str | None,
-            progress: Callable[[int, int], None] | None = None
+            progress: Callable[[int, int], None] | None = None,
+            read_copy: ReadCopy | None = None
             ) -> tuple[list[ScoredItem], str, list[str], dict[str, Any] | None]:
     keyword = keyword_search(prepared, question, k * OVERFETCH, types, model)
     if settings.backend == "grep":
         return keyword[:k], "keyword", [], None
     try:
         vector, report = _vector_search(settings, path, prepared, question, k * OVERFETCH,
-                                        types, model, progress)
+                                        types, model, progress, read_copy)
     except ExtraMissingError as e:
         return keyword[:k], "keyword", [f"keyword search only: {e}"], None
     except LockTimeoutError as e:
@@ -133,16 +141,18 @@ def _search(settings: Settings, path: Path, prepared: Prepared, question: str, k
 
 def _vector_search(settings: Settings, path: Path, prepared: Prepared, question: str,
                    limit: int, types: tuple[str, ...], model: str | None,
-                   progress: Callable[[int, int], None] | None = None
+                   progress: Callable[[int, int], None] | None = None,
+                   read_copy: ReadCopy | None = None
                    ) -> tuple[list[ScoredItem], dict[str, Any]]:
     embedder = get_embedder(settings.embedder, root=settings.root)
     report = sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
                         embedder, count=len(prepared), progress=progress)
     for attempt in (1, 2):
         out, stale = [], 0
+        uri = read_copy(not report.noop) if read_copy is not None else None
         try:
             rows = vector_search(settings, question, embedder=embedder, limit=limit,
-                                 types=types, model=model)
+                                 types=types, model=model, uri=uri)
         except SchemaIndexMissing:
             if attempt == 2:
                 raise
@@ -159,6 +169,7 @@ def _vector_search(settings: Settings, path: Path, prepared: Prepared, question:
         # The index does not hold exactly these items although its state said so (another
         # process synced another manifest, or the item format changed): sync for real.
         log.info("schema index held %d rows of other items; syncing again", stale)
+        forget_handles()
         report = sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
                             embedder, count=len(prepared), progress=progress, force=True)
     return out, report.to_dict()

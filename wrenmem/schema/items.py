@@ -33,6 +33,10 @@ TYPE_ALIASES = {"cube_dimension": "dimension", "timedimension": "time_dimension"
                 "measures": "measure", "dimensions": "dimension",
                 "time_dimensions": "time_dimension", "table": "model", "tables": "model"}
 MODEL_SUMMARY_COLUMNS = 40
+# Bump when item texts or hashes are computed differently: a schema index state or a cache
+# of another version is not trusted, so the next sync compares the table (re-embedding
+# only changed texts) and the cache hashes every item again.
+ITEMS_VERSION = 2
 VIEW_SQL_CHARS = 300
 
 

@@ -150,15 +150,22 @@ class Manifest:
         return out
 
 
-def load_manifest(path: str | Path) -> Manifest:
-    """Read a manifest file. Raises :class:`ManifestError` naming the file and the problem."""
-    path = Path(path)
+def read_manifest_bytes(path: Path) -> bytes:
+    """The manifest file's bytes; raises :class:`ManifestError` naming the file."""
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError as e:
         raise ManifestError(f"{path}: manifest not found") from e
     except OSError as e:
         raise ManifestError(f"{path}: cannot read manifest: {e.strerror or e}") from e
+
+
+def load_manifest(path: str | Path, data: bytes | None = None) -> Manifest:
+    """Read a manifest file (or its ``data``, already read). Raises :class:`ManifestError`
+    naming the file and the problem."""
+    path = Path(path)
+    if data is None:
+        data = read_manifest_bytes(path)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -166,7 +173,11 @@ def load_manifest(path: str | Path) -> Manifest:
     try:
         # Keys starting with "_" are dropped while decoding: they are not part of the schema
         # and the fingerprint ignores them, so it need not copy the document again.
-        document = json.loads(text, object_pairs_hook=_public_object, parse_int=_parse_int)
+        if _NEEDS_CLEANING.search(text):
+            document = json.loads(text, object_pairs_hook=_public_object,
+                                  parse_int=_parse_int)
+        else:  # no "_key": and no escaped surrogate: the C decoder alone, 3x faster
+            document = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as e:
         raise ManifestError(f"{path}:{e.lineno}:{e.colno}: manifest is not valid JSON: "
                             f"{e.msg}") from e
@@ -184,6 +195,10 @@ def _public_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# What the cleaning hook is for: a key starting with "_" (this also matches such text inside
+# a string value; that only costs the slower decode) or a surrogate spelled as an escape.
+# Valid UTF-8 cannot hold a raw surrogate, so the escape is the only way one gets in.
+_NEEDS_CLEANING = re.compile(r'"_|\\[uU][dD][89a-fA-F]')
 # Python refuses to convert integers longer than this (CVE-2020-10735); a longer literal in
 # a manifest is read as a float (inf), not a crash.
 _MAX_INT_DIGITS = 4000

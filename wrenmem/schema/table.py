@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from wrenmem.embedders import Embedder, get_embedder
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text, is_racy
 from wrenmem.lock import index_lock
+from wrenmem.schema import items as item_format
 from wrenmem.schema.cache import prepare
 from wrenmem.schema.items import SchemaItem, schema_items
 from wrenmem.schema.manifest import Manifest
@@ -32,11 +35,8 @@ log = logging.getLogger(__name__)
 TABLE = "schema_items"
 STATE_FILE = statedir.SCHEMA_STATE
 STATE_VERSION = 1
-# Bump when item texts or hashes are computed differently: a state of another version is
-# not fresh, so the next sync compares the table (and re-embeds only changed texts).
-ITEMS_VERSION = 2
 EMBED_BATCH = 256
-WRITE_CHUNK = 4096  # items embedded per commit of a large sync
+WRITE_CHUNK = 16384  # items embedded per commit of a large sync (56,000 items: 4 commits)
 
 
 class SchemaIndexMissing(WrenmemError):
@@ -86,7 +86,7 @@ def read_state(settings: Settings) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
         return {}
-    return data if data.get("items_version") == ITEMS_VERSION else {}
+    return data if data.get("items_version") == item_format.ITEMS_VERSION else {}
 
 
 def _table_present(settings: Settings) -> bool:
@@ -174,7 +174,7 @@ def sync_items(settings: Settings, path: Path, fingerprint: str,
 
 def _write_state(settings: Settings, path: Path, fingerprint: str, embedder_id: str,
                  items: int, stat_key: list[int] | None) -> None:
-    state = {"version": STATE_VERSION, "items_version": ITEMS_VERSION,
+    state = {"version": STATE_VERSION, "items_version": item_format.ITEMS_VERSION,
              "manifest": str(path), "stat": stat_key,
              "fingerprint": fingerprint, "embedder": embedder_id,
              "index": settings.index_uri, "items": items, "disk": _disk(settings)}
@@ -237,6 +237,7 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
     if problems:  # damaged: drop it (from disk if LanceDB cannot) and build it again
         log.warning("the schema index is damaged (%s); rebuilding it", "; ".join(problems))
         lance.drop_table(db, TABLE, settings.index_uri)
+        forget_handles()
         table, existing = None, {}
     rebuild = table is None or any(row[1] != embedder.model_id for row in existing.values())
     if table is not None and rebuild:
@@ -250,34 +251,44 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
     if rebuild and not todo:  # a manifest without items: no table
         if table is not None:
             lance.drop_table(db, TABLE, settings.index_uri)
+            forget_handles()
         return 0, len(removed), 0, True
     # Large first indexes are written in chunks, so a killed sync keeps what it embedded
     # (the next one skips those rows by hash) and memory stays bounded. A normal
-    # incremental sync is one chunk: one commit with its deletions.
+    # incremental sync is one chunk: one commit with its deletions. A table this sync
+    # creates gets its later chunks appended (no id can be there yet: no merge join).
     # The vector depends on the text only: an item whose other fields changed (or whose id
-    # changed, text equal) keeps the stored vector.
+    # changed, text equal) keeps the stored vector, and equal texts are embedded once.
     by_text = {row[2]: row_id for row_id, row in existing.items()}
     reuse = {item.id: by_text[item.text] for item in todo if item.text in by_text}
     stored = _stored_vectors(table, sorted(set(reuse.values()))) if reuse else {}
+    vectors_by_text: dict[str, Any] = {}
+    pending = len({i.text for i in todo if reuse.get(i.id) not in stored})
     embedded = 0
     chunks = [todo[i:i + WRITE_CHUNK] for i in range(0, len(todo), WRITE_CHUNK)]
     for n, chunk in enumerate(chunks):
-        texts = list(dict.fromkeys(i.text for i in chunk if reuse.get(i.id) not in stored))
-        fresh = dict(zip(texts, _embed(embedder, texts, progress, embedded, len(todo)),
-                         strict=True)) if texts else {}
+        texts = list(dict.fromkeys(i.text for i in chunk if reuse.get(i.id) not in stored
+                                   and i.text not in vectors_by_text))
+        if texts:
+            vectors_by_text.update(zip(texts, _embed(embedder, texts, progress, embedded,
+                                                     pending), strict=True))
         embedded += len(texts)
-        vectors = [stored[reuse[i.id]] if reuse.get(i.id) in stored else fresh[i.text]
+        vectors = [stored[reuse[i.id]] if reuse.get(i.id) in stored else vectors_by_text[i.text]
                    for i in chunk]
         rows = _arrow_rows(chunk, vectors, embedder.model_id)
         if rebuild and n == 0:
             table = db.create_table(TABLE, rows, mode="overwrite")
+            forget_handles()
             continue
         assert table is not None  # created above, or opened when not rebuilding
-        lance.upsert(table, "id", rows, removed if n == len(chunks) - 1 else ())
+        if rebuild:
+            lance.retry_conflicts(partial(table.add, rows))
+        else:
+            lance.upsert(table, "id", rows, removed if n == len(chunks) - 1 else ())
     if not chunks and removed and table is not None:
         lance.upsert(table, "id", None, removed)
     if table is not None:
-        lance.ensure_vector_index(table)  # past ANN_MIN_ROWS items
+        lance.ensure_vector_index(table)  # past ANN_MIN_ROWS items, once, at the end
     if not rebuild and table is not None:
         lance.maintain(table, settings.state_dir / statedir.SCHEMA_MAINT, max(len(chunks), 1),
                        embedded)
@@ -316,12 +327,40 @@ def _arrow_rows(items: Sequence[SchemaItem], vectors: Any, embedder_id: str) -> 
     })
 
 
-def vector_search(settings: Settings, question: str, *, embedder: Embedder, limit: int,
-                  types: Sequence[str] = (), model: str | None = None
-                  ) -> list[tuple[str, str, float]]:
-    """(item id, item hash, cosine similarity) of the nearest rows, best first."""
-    db = connect(settings)
+# Open schema tables by URI. A warm process (the watcher's daemon, an agent's Memory) keeps
+# its handle, so the vector index (100+ MB past 50,000 items) stays loaded instead of being
+# read again per question; the connection re-checks the latest version on every read.
+_handles: dict[str, Any] = {}
+_handles_lock = threading.Lock()
+
+
+def _search_table(settings: Settings, uri: str) -> Any | None:
+    with _handles_lock:
+        table = _handles.get(uri)
+    if table is not None:
+        return table
+    db = connect(settings) if uri == settings.index_uri else lance.connect(uri)
     table = open_table(db)
+    if table is not None:
+        with _handles_lock:
+            _handles[uri] = table
+    return table
+
+
+def forget_handles() -> None:
+    """Drop the open tables (this process dropped or re-created the table, or its rows were
+    not the manifest's): the next search opens the table again."""
+    with _handles_lock:
+        _handles.clear()
+
+
+def vector_search(settings: Settings, question: str, *, embedder: Embedder, limit: int,
+                  types: Sequence[str] = (), model: str | None = None,
+                  uri: str | None = None) -> list[tuple[str, str, float]]:
+    """(item id, item hash, cosine similarity) of the nearest rows, best first; ``uri``
+    names another copy of the index to search (a remote index's local read copy)."""
+    key = uri or settings.index_uri
+    table = _search_table(settings, key)
     if table is None:
         raise SchemaIndexMissing("the schema index has no table; a sync builds it")
     vector = embedder.embed([question[:settings.max_embed_chars]])[0]
@@ -336,6 +375,8 @@ def vector_search(settings: Settings, question: str, *, embedder: Embedder, limi
     try:
         rows = query.select(["id", "item_hash", "_distance"]).limit(limit).to_list()
     except Exception as e:  # damaged: the caller's forced sync rebuilds it
+        with _handles_lock:
+            _handles.pop(key, None)  # dropped or rebuilt meanwhile: open it again next time
         raise SchemaIndexMissing(f"the schema index cannot be read: {lance.short_error(e)}"
                                  ) from e
     return [(r["id"], r["item_hash"], 1.0 - float(r["_distance"])) for r in rows]
@@ -385,6 +426,7 @@ def reset_schema(settings: Settings) -> bool:
     with index_lock(settings):
         state_path(settings).unlink(missing_ok=True)
         (settings.state_dir / statedir.SCHEMA_MAINT).unlink(missing_ok=True)
+        forget_handles()
         if not _table_present(settings):
             return False
         return bool(lance.drop_table(connect(settings), TABLE))
