@@ -1,4 +1,4 @@
-"""The MCP server's catch-up sync runs only when files may have changed."""
+"""A warm recall's catch-up sync runs only when files may have changed."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_pair
-from wrenmem.mcp.freshness import Freshness
 from wrenmem.settings import load_settings
+from wrenmem.watch.freshness import Freshness
 
 
 def eventually(check: Callable[[], bool], timeout: float = 5.0) -> bool:
@@ -34,10 +34,18 @@ def settle(fresh: Freshness, quiet: float = 0.5, timeout: float = 10.0) -> None:
 
 
 @pytest.fixture
-def fresh(project: Path):
+def files(project: Path) -> Path:
+    """A project with a file in each watched folder: a fence needs one to open there."""
     (project / "target").mkdir()
     (project / "target" / "mdl.json").write_text("{}")
-    f = Freshness(load_settings(project))
+    (project / "README.md").write_text("x")
+    write_pair(project, "first.md", "A first question", "SELECT 1")
+    return project
+
+
+@pytest.fixture
+def fresh(files: Path):
+    f = Freshness(load_settings(files))
     yield f
     f.close()
 
@@ -71,8 +79,8 @@ def test_events_during_a_sync_still_count(fresh: Freshness, project: Path) -> No
     assert fresh.needs_sync()
 
 
-def test_an_old_sync_is_redone(project: Path) -> None:
-    f = Freshness(load_settings(project), max_age=0.2)
+def test_an_old_sync_is_redone(files: Path) -> None:
+    f = Freshness(load_settings(files), max_age=0.2)
     try:
         f.synced(time.monotonic())
         assert not f.needs_sync()
