@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import write_pair
 from wrenmem.settings import load_settings
 from wrenmem.watch.freshness import Freshness
+from wrenmem.watch.loop import WatchdogSource
 
 
 def eventually(check: Callable[[], bool], timeout: float = 5.0) -> bool:
@@ -88,3 +89,33 @@ def test_an_old_sync_is_redone(files: Path) -> None:
         assert f.needs_sync()
     finally:
         f.close()
+
+
+def test_a_fence_delivers_every_earlier_change(files: Path) -> None:
+    """After ``fence()`` returns True, the events of changes made before it are queued."""
+    source = WatchdogSource(load_settings(files))
+    source.start()
+    try:
+        for i in range(30):
+            path = write_pair(files, f"sub{i % 3}/f{i}.md", f"Question {i}", "SELECT 1")
+            assert source.fence()
+            assert str(path) in {p for p, _is_dir in source.get(0) or ()}, i
+            (files / "target" / "mdl.json").write_text(f'{{"n": {i}}}')
+            assert source.fence()
+            assert str(files / "target" / "mdl.json") in {p for p, _d in source.get(0) or ()}
+    finally:
+        source.close()
+
+
+def test_no_fence_without_a_file_to_open_or_by_polling(project: Path, files: Path) -> None:
+    empty = WatchdogSource(load_settings(project.parent / "other"))
+    (project.parent / "other" / "knowledge" / "sql").mkdir(parents=True)
+    empty.start()
+    polling = WatchdogSource(load_settings(files), poll=True)
+    polling.start()
+    try:
+        assert not empty.fence()  # an empty knowledge folder: a deletion may be in flight
+        assert not polling.fence()  # polling reports no opens
+    finally:
+        empty.close()
+        polling.close()

@@ -275,13 +275,13 @@ class WatchdogSource:
         self._next_check = 0.0
         self._watched: dict[str, tuple[int, int]] = {}
         self.observer: Any = None
-        self._opened: dict[str, int] = {}  # fence file -> opens seen (see ``fence``)
+        self._opened: dict[str, int] = {}  # fence file -> read-only closes seen (``fence``)
         self._fence_files: dict[Path, str] = {}
         self._fence_seen = threading.Condition()
 
     # watchdog calls this from its own thread
     def dispatch(self, event: Any) -> None:
-        if event.event_type == "opened" and not event.is_directory:
+        if event.event_type == "closed_no_write" and not event.is_directory:
             path = os.fsdecode(event.src_path)
             with self._fence_seen:
                 if path in self._opened:
@@ -293,16 +293,18 @@ class WatchdogSource:
     def fence(self, timeout: float = FENCE_TIMEOUT) -> bool:
         """True once every event of a change made before this call is in the queue.
 
-        In each watched folder, open a file for reading (no change: an ``opened`` event,
-        which no consumer counts as one) and wait for that event: inotify reports one
-        watch's events in order, and watchdog passes them on in order, so the events of
-        earlier changes have arrived by then. False when that cannot be known: polling (no
-        ``opened`` events), a folder with no file to open, a watched folder replaced and
-        not yet watched again, or no event within ``timeout`` seconds. The project root
-        is fenced only when it holds the manifest: a change of the settings file there
-        does not change what a running process recalls. (Another process
-        opening the same file in the same instant could end the wait early; the next call
-        then sees the change.)"""
+        In each watched folder, open a file for reading and close it (no change: the
+        ``closed_no_write`` event, which no consumer counts as one) and wait for that event:
+        inotify reports one watch's events in order, and watchdog passes them on in order,
+        so the events of earlier changes have arrived by then. A writer's open never ends in
+        ``closed_no_write``, so an edit of the fence file itself cannot end the wait early;
+        only another reader of that very file in the same instant could, and the next call
+        then sees the change. False when it cannot be known: polling (no such events), a
+        folder with no file to open, a watched folder replaced and not yet watched again,
+        or no event within ``timeout`` seconds. The project root is fenced only when it
+        holds the manifest: a change of the settings file there does not change what a
+        running process recalls (the daemon refuses other settings; the server keeps its
+        own)."""
         if self.mode != "inotify" or self.observer is None or self._signature() != self._watched:
             return False
         waits: list[tuple[str, int]] = []
