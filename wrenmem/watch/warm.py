@@ -51,6 +51,7 @@ class WarmRecall:
         self._grep: WarmGrep | None = None
         self._grep_lock = threading.Lock()
         self._complete: dict[tuple[str, Settings], int] = {}  # last index version seen whole
+        self._kept: dict[tuple[str, Settings], Any] = {}  # backends open on that version
 
     def recall(self, settings: Settings, queries: Sequence[str], k: int, filters: Filters,
                notify: Callable[[str], None] | None = None, *, min_score: float = 0.0
@@ -95,11 +96,13 @@ class WarmRecall:
     def _index_search(self, name: str, settings: Settings, queries: list[str], k: int,
                       filters: Filters, say: Callable[[str], None]
                       ) -> tuple[str, list[list[Hit]]]:
-        """A new backend object per call, as a CLI process has: what stays warm is the
-        process (imports) and the embedder, the expensive part. A LanceDB handle kept
-        across calls keeps the full-text index it first read, and would rank ties
-        differently from a fresh process."""
-        backend: Any = BACKENDS[name](settings)
+        """The search ``recall_many`` does, under the index lock.
+
+        The backend object (its open table) is kept between calls while no file changed
+        (opening the table is about a sixth of a warm search); a catch-up sync, a writer
+        holding the lock, a shared or remote index, or an error gets a new one, as a CLI
+        process would have. A handle kept across a sync would keep the version (and the
+        full-text index) it first read."""
         key = (name, settings)
         with contextlib.ExitStack() as stack:
             try:
@@ -109,22 +112,39 @@ class WarmRecall:
                 if version is None:
                     raise Refused("the index is being written and no whole version is known "
                                   "yet") from None
+                backend: Any = BACKENDS[name](settings)  # its own: checkout pins a handle
                 backend.table().checkout(version)
                 return backend.name, backend.search(queries, k, filters)
-            # A reader of a shared index always asks how far it is behind (its note).
             stale, started = self._stale(INDEX)
-            if not stale and not (settings.is_reader or settings.remote_index):
-                try:
-                    self._complete[key] = backend.table().version
-                    return backend.name, backend.search(queries, k, filters)
-                except WrenmemError as e:  # e.g. the index was reset by another process
-                    log.info("warm recall: %s; syncing first", e)
-                    backend = BACKENDS[name](settings)
-                    started = time.monotonic()
-            note = catch_up(settings)  # the sync re-enters the lock we hold
-            if note:
-                say(note)
-            self._synced(INDEX, started)
-            self._complete[key] = backend.table().version
-            return backend.name, backend.search(queries, k, filters)
+            shared = settings.is_reader or settings.remote_index  # always says how far behind
+            if stale or shared:
+                self._catch_up(settings, started, say)
+            try:
+                return self._search_kept(key, settings, queries, k, filters, keep=not shared)
+            except WrenmemError as e:
+                if stale or shared:
+                    raise
+                log.info("warm recall: %s; syncing first", e)  # e.g. another process reset it
+                self._catch_up(settings, time.monotonic(), say)
+                return self._search_kept(key, settings, queries, k, filters, keep=True)
         raise AssertionError("unreachable")
+
+    def _catch_up(self, settings: Settings, started: float, say: Callable[[str], None]
+                  ) -> None:
+        """The catch-up sync (it re-enters the index lock the caller holds); kept backends
+        are dropped, as the sync may have made a new version."""
+        note = catch_up(settings)
+        if note:
+            say(note)
+        self._synced(INDEX, started)
+        self._kept.clear()
+
+    def _search_kept(self, key: tuple[str, Settings], settings: Settings, queries: list[str],
+                     k: int, filters: Filters, *, keep: bool) -> tuple[str, list[list[Hit]]]:
+        backend: Any = self._kept.pop(key, None) or BACKENDS[key[0]](settings)
+        version = backend.table().version
+        hits = backend.search(queries, k, filters)
+        self._complete[key] = version
+        if keep:
+            self._kept[key] = backend
+        return backend.name, hits
