@@ -45,7 +45,8 @@ class GrepBackend:
             return pairs, [document_terms(search_fields(p)) for p in pairs]
         found = scan(self.settings)
         self.skipped = found.errors  # recall answers without them, and says so
-        pairs = list(found.pairs) + list(extra_pairs(self.settings))
+        pairs = list(found.pairs)
+        pairs += extra_pairs(self.settings, exclude_questions=[p.nl for p in pairs])  # no 2nd scan
         cache_path = self.settings.state_dir / statedir.GREP_TERMS
         cache = _load(cache_path)
         docs: list[dict[str, float]] = []
