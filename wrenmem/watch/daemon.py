@@ -44,8 +44,10 @@ __all__ = ["DaemonServer", "Refused"]
 class DaemonServer:
     """Serves requests on ``socket_path(settings.root)`` from a background thread."""
 
-    def __init__(self, settings: Settings, info: Callable[[], dict[str, Any]] | None = None):
+    def __init__(self, settings: Settings, info: Callable[[], dict[str, Any]] | None = None,
+                 *, poll: bool = False):
         self.settings = settings
+        self.poll = poll  # the watcher polls (e.g. a network mount): so do our events
         self.info = info or dict
         self.path = socket_path(settings.root)
         self.started_at = time.time()
@@ -79,7 +81,7 @@ class DaemonServer:
         sock.settimeout(0.5)
         self._sock = sock
         if self.freshness is None:  # events say when a search must sync first
-            self.freshness = Freshness(self.settings)
+            self.freshness = Freshness(self.settings, poll=self.poll)
             self.recaller = WarmRecall(self.freshness)
         self._thread = threading.Thread(target=self._serve, name="wrenmem-daemon", daemon=True)
         self._thread.start()

@@ -35,12 +35,14 @@ MAX_AGE = 30.0
 class Freshness:
     """``needs_sync(key)`` before a recall; ``synced(since, key)`` after its catch-up sync."""
 
-    def __init__(self, settings: Settings, *, max_age: float = MAX_AGE):
+    def __init__(self, settings: Settings, *, max_age: float = MAX_AGE, poll: bool = False):
         self.settings = settings
         self.max_age = max_age
         self._lock = threading.Lock()
         self._clean: dict[str, float] = {}  # key -> when its last sync began (monotonic)
-        self.source: WatchdogSource | None = WatchdogSource(settings, notify=log.info)
+        # Polling cannot be fenced: with ``poll`` every recall syncs first, as without events.
+        self.source: WatchdogSource | None = WatchdogSource(settings, poll=poll,
+                                                            notify=log.info)
         try:
             self.source.start()
         except Exception as e:  # no inotify and no polling: sync before every recall
