@@ -265,3 +265,48 @@ def test_status_through_the_daemon_is_the_same(server, settings) -> None:
     assert remote["backend"] == "grep"
     with index_lock(settings):  # a writer between commits: the CLI computes it itself
         assert remote_call(settings, "status", {}) is None
+
+
+def test_edits_just_before_a_request_are_seen(server, settings) -> None:
+    """Nothing changed: the daemon answers from what it keeps. A hand edit (new, changed,
+    deleted file) made just before a request is in that request's answer: the fence waits
+    for the edit's events, however soon the request follows."""
+    from conftest import write_pair
+
+    remote_recall(settings, ["warm up"], 1, Filters())
+    for i in range(10):
+        path = write_pair(settings.root, f"zanzibar/z{i}.md", f"Orders shipped to Zanzibar {i}",
+                          "SELECT 1")
+        hits = remote_recall(settings, [f"Zanzibar {i}"], 1, Filters())[0].hits
+        assert [h.path for h in hits] == [f"knowledge/sql/zanzibar/z{i}.md"], i
+        path.write_text(path.read_text().replace("Zanzibar", "Okapi"))
+        hits = remote_recall(settings, [f"Okapi {i}"], 1, Filters())[0].hits
+        assert [h.path for h in hits] == [f"knowledge/sql/zanzibar/z{i}.md"], i
+        path.unlink()
+        assert remote_recall(settings, [f"Okapi {i}"], 1, Filters())[0].hits == ()
+    assert remote_recall(settings, QUESTIONS, 4, Filters()) == recall_many(settings, QUESTIONS,
+                                                                          4, Filters())
+
+
+@pytest.mark.slow
+def test_the_index_is_synced_only_after_a_change(server, settings, monkeypatch) -> None:
+    """The catch-up sync (a stat of every pair file) runs for the first request and after a
+    change, not for requests in between."""
+    from conftest import write_pair
+
+    from wrenmem.watch import warm
+
+    syncs: list[int] = []
+    real = warm.catch_up
+    monkeypatch.setattr(warm, "catch_up", lambda s: syncs.append(1) or real(s))
+    hybrid = dataclasses.replace(settings, backend="hybrid")
+    first = remote_recall(hybrid, QUESTIONS, 3, Filters())
+    assert len(syncs) == 1
+    for _ in range(3):
+        assert remote_recall(hybrid, QUESTIONS, 3, Filters()) == first
+    assert len(syncs) == 1  # nothing changed: no walk
+    write_pair(settings.root, "capy.md", "How many capybaras did we adopt?", "SELECT 1")
+    after = remote_recall(hybrid, ["capybaras adopted"], 1, Filters())
+    assert after[0].hits[0].path == "knowledge/sql/capy.md"  # at once, not eventually
+    assert len(syncs) == 2
+    assert after == recall_many(hybrid, ["capybaras adopted"], 1, Filters())

@@ -25,6 +25,8 @@ def daemon(example_project: Path, monkeypatch: pytest.MonkeyPatch):
     ["recall", "-q", "revenue per month", "-q", "每个门店的销售额是多少？", "-k", "2"],
     ["recall", "-q", "revenue per month", "--json", "-l", "4", "--tag", "revenue"],
     ["recall", "--query=top customers", "-o", "json", "--source", "user"],
+    ["recall", "-q", "revenue per month", "-k", "4", "--min-score", "0.3", "--json"],
+    ["recall", "-q", "revenue per month", "-k", "4", "--min-score=0.45"],
     ["fetch", "-q", "revenue per store"],
     ["fetch", "-q", "revenue per store", "--json", "--threshold", "0", "-t", "column"],
 ])
@@ -69,6 +71,8 @@ def test_without_a_daemon_click_answers(example_project: Path) -> None:
     ["recall", "-q", "x", "-k", "1", "-k", "2"], ["-v", "recall", "-q", "x"],
     ["fetch", "-q", "a", "-q", "b"], ["fetch", "-q", "a", "--manifest", "m.json"],
     ["recall", "-q", "x", "--queries", "f.txt"], ["recall", "positional"],
+    ["recall", "-q", "x", "--min-score", "1.5"], ["recall", "-q", "x", "--min-score", "nan"],
+    ["recall", "-q", "x", "--min-score", "high"], ["fetch", "-q", "x", "--min-score", "0.5"],
 ])
 def test_parse_declines_what_it_does_not_fully_understand(argv: list[str]) -> None:
     with pytest.raises(_Unhandled):
@@ -78,8 +82,9 @@ def test_parse_declines_what_it_does_not_fully_understand(argv: list[str]) -> No
 def test_parse_reads_what_click_reads() -> None:
     project, command, options = parse(["-P", "/p", "recall", "-q", "a", "--query", "b",
                                        "-l", "5", "--tag", "t1", "--tag=t2", "-o", "json",
-                                       "-d", "pg", "--backend", "grep"])
+                                       "-d", "pg", "--backend", "grep", "--min-score", "0.25"])
     assert (project, command) == ("/p", "recall")
     assert options["queries"] == ["a", "b"] and options["k"] == 5
     assert options["tags"] == ["t1", "t2"] and options["json"] is True
     assert options["datasource"] == "pg" and options["backend"] == "grep"
+    assert options["min_score"] == 0.25

@@ -10,12 +10,11 @@ import pytest
 
 from tests.conftest import write_pair
 from wrenmem import Memory
-from wrenmem.mcp.freshness import Freshness
 from wrenmem.mcp.tools import Tools
-from wrenmem.mcp.warm import WarmGrep
-from wrenmem.recall.bm25f import GrepBackend
+from wrenmem.recall.bm25f import GrepBackend, WarmGrep
 from wrenmem.recall.hits import Filters
 from wrenmem.settings import load_settings
+from wrenmem.watch.freshness import Freshness
 
 QUESTIONS = ["What was our revenue per month?", "每个门店的销售额是多少？", "top customers",
              "refunds", "zzz nothing matches"]

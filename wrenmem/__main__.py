@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wrenmem.recall.hits import Filters
+from wrenmem.recall.hits import Filters, above
 from wrenmem.recall.render import render_text
 from wrenmem.settings import find_project_root, load_settings
 from wrenmem.watch.client import DISABLE_ENV, remote_fetch, remote_recall
@@ -26,7 +26,7 @@ _COMMON = {"-k": "k", "-l": "k", "--limit": "k", "-b": "backend", "--backend": "
            "--query": "queries"}
 _OPTIONS = {
     "recall": {**_COMMON, "-d": "datasource", "--datasource": "datasource", "--tag": "tags",
-               "--source": "source"},
+               "--source": "source", "--min-score": "min_score"},
     "fetch": {**_COMMON, "-t": "types", "--type": "types", "--model": "model",
               "--threshold": "threshold"},
 }
@@ -89,9 +89,11 @@ def _checked(command: str, options: dict[str, Any]) -> dict[str, Any]:
         k = int(options.get("k", _DEFAULT_K[command]))
         threshold = options.get("threshold")
         threshold = None if threshold is None else int(threshold)
+        min_score = float(options.get("min_score", 0.0))
     except ValueError:
         raise _Unhandled("number") from None
-    if not 1 <= k <= 1000 or (threshold is not None and threshold < 0):
+    if (not 1 <= k <= 1000 or (threshold is not None and threshold < 0)
+            or not 0.0 <= min_score <= 1.0):  # also NaN: click decides
         raise _Unhandled("range")
     if options.get("backend") not in (None, *_BACKENDS):
         raise _Unhandled("backend")
@@ -99,7 +101,7 @@ def _checked(command: str, options: dict[str, Any]) -> dict[str, Any]:
         raise _Unhandled("output")
     if not options["queries"] or (command == "fetch" and len(options["queries"]) != 1):
         raise _Unhandled("queries")
-    return {**options, "k": k, "threshold": threshold,
+    return {**options, "k": k, "threshold": threshold, "min_score": min_score,
             "json": bool(options.get("json")) or options.get("output") == "json"}
 
 
@@ -132,6 +134,7 @@ def _recall(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | N
                             notify=notes.append)
     if results is None:
         return None
+    results = above(results, options["min_score"])
     if options["json"]:
         return _json([r.to_dict() for r in results]), notes
     return render_text(results), notes

@@ -95,23 +95,32 @@ def document_terms(fields: Mapping[str, str]) -> dict[str, float]:
 
 
 class Bm25Index:
-    """An in-memory inverted index over weighted documents."""
+    """An in-memory inverted index over weighted documents.
+
+    A term's postings are gathered the first time a query asks for it, then kept: a
+    one-question CLI call looks at its few terms only (building every posting list of
+    10,000 documents costs about half a second), and a long-lived process fills in the
+    terms its questions use. The postings, in document order, are the same either way."""
 
     def __init__(self, docs: Sequence[Mapping[str, float]]):
         self.docs = docs
         self.lengths = [sum(d.values()) for d in docs]
         self.avg_length = (sum(self.lengths) / len(docs)) if docs else 1.0
-        postings: dict[str, list[tuple[int, float]]] = {}
-        for i, doc in enumerate(docs):
-            for term, tf in doc.items():
-                postings.setdefault(term, []).append((i, tf))
-        self.postings = postings
+        self._postings: dict[str, list[tuple[int, float]]] = {}
+
+    def postings(self, term: str) -> list[tuple[int, float]]:
+        """(document number, weighted term frequency) of the documents holding ``term``."""
+        found = self._postings.get(term)
+        if found is None:
+            found = self._postings[term] = [(i, doc[term]) for i, doc in enumerate(self.docs)
+                                            if term in doc]
+        return found
 
     def scores(self, query: str) -> dict[int, float]:
         """Document number → BM25F score, for documents sharing at least one term."""
         out: dict[int, float] = {}
         for term in dict.fromkeys(tokenize(query)):
-            postings = self.postings.get(term, [])
+            postings = self.postings(term)
             add_term_scores(out, postings, len(postings), len(self.docs), self.lengths,
                             self.avg_length)
         return out
@@ -122,7 +131,7 @@ class Bm25Index:
         n = len(self.docs)
         total = 0.0
         for term in dict.fromkeys(tokenize(query)):
-            df = len(self.postings.get(term, ()))
+            df = len(self.postings(term))
             total += math.log(1 + (n - df + 0.5) / (df + 0.5)) * (K1 + 1)
         return total
 

@@ -22,7 +22,6 @@ from pydantic import Field
 from wrenmem import __version__
 from wrenmem.api import Memory
 from wrenmem.errors import WrenmemError
-from wrenmem.mcp.freshness import Freshness
 from wrenmem.mcp.tools import (
     DescribeOutput,
     ForgetOutput,
@@ -32,6 +31,7 @@ from wrenmem.mcp.tools import (
     StoreOutput,
     Tools,
 )
+from wrenmem.watch.freshness import Freshness
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import posixpath
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,11 +18,11 @@ from typing_extensions import TypedDict
 
 from wrenmem.api import Memory
 from wrenmem.errors import SqlCheckError, WrenmemError
-from wrenmem.mcp.freshness import Freshness
-from wrenmem.mcp.warm import WarmGrep
 from wrenmem.pairs.pairfile import Pair
-from wrenmem.recall.backends import choose_backend
-from wrenmem.recall.hits import Filters, Hit, RecallResult
+from wrenmem.recall.backends import recall_many
+from wrenmem.recall.hits import Filters, Hit
+from wrenmem.watch.freshness import Freshness
+from wrenmem.watch.warm import Refused, WarmRecall
 
 
 class RecalledPair(TypedDict):
@@ -111,7 +110,7 @@ class Tools:
     def __init__(self, memory: Memory, freshness: Freshness | None = None):
         self.memory = memory
         self.freshness = freshness
-        self._grep: WarmGrep | None = None
+        self._recaller = WarmRecall(freshness)
         self._lock = threading.Lock()
         self._notes: list[str] = []
         memory.notify = self._notes.append
@@ -123,40 +122,21 @@ class Tools:
     def recall_queries(self, question: str, k: int = 3, datasource: str | None = None,
                        tags: Sequence[str] = (), min_score: float | None = None
                        ) -> RecallOutput:
+        """Recall with what is warm (:class:`wrenmem.watch.warm.WarmRecall`): the index's
+        catch-up sync and grep's snapshot of the files are renewed only when files may have
+        changed since the last call."""
         with self._lock:
             notes = self._begin()
-            result = self._recall(question, k, datasource, tuple(tags or ()))
-            hits = [h for h in result.hits if min_score is None or h.score >= min_score]
-            return {"question": question, "backend": result.backend,
-                    "pairs": [_recalled(h) for h in hits], "notes": list(notes)}
-
-    def _recall(self, question: str, k: int, datasource: str | None, tags: tuple[str, ...]
-                ) -> RecallResult:
-        """Recall with what is warm: the index's catch-up sync, or grep's snapshot of the
-        files, renewed only when files may have changed since the last call."""
-        fresh = self.freshness
-        changed = fresh is None or fresh.needs_sync()
-        started = time.monotonic()
-        settings = self.memory.settings
-        if choose_backend(settings, self.memory.notify) == "grep":
-            if changed or self._grep is None:
-                self._grep = WarmGrep(settings)
-            hits = self._grep.search([question], k, Filters(datasource=datasource, tags=tags))
-            result = RecallResult(question, self._grep.name, tuple(hits[0]))
-        elif changed:
-            result = self.memory.recall_many([question], k, datasource=datasource,
-                                             tags=tags)[0]
-        else:
+            filters = Filters(datasource=datasource, tags=tuple(tags or ()))
             try:
-                result = self.memory.recall_many([question], k, datasource=datasource,
-                                                 tags=tags, sync=False)[0]
-            except WrenmemError:  # e.g. another process reset the index: sync and retry
-                changed = True
-                result = self.memory.recall_many([question], k, datasource=datasource,
-                                                 tags=tags)[0]
-        if changed and fresh is not None:
-            fresh.synced(started)
-        return result
+                result = self._recaller.recall(self.memory.settings, [question], k, filters,
+                                               self.memory.notify, min_score=min_score or 0.0)
+            except Refused:  # a writer holds the index: the ordinary way waits for it
+                result = recall_many(self.memory.settings, [question], k, filters,
+                                     self.memory.notify, min_score=min_score or 0.0)
+            hits = result[0].hits
+            return {"question": question, "backend": result[0].backend,
+                    "pairs": [_recalled(h) for h in hits], "notes": list(notes)}
 
     def get_schema_context(self, question: str, threshold: int | None = None, k: int = 10
                            ) -> SchemaContextOutput:

@@ -25,6 +25,7 @@ from wrenmem.settings import Settings
 from wrenmem.textsearch import TOKENIZER_VERSION, Bm25Index, document_terms
 
 log = logging.getLogger(__name__)
+KEPT_INDEXES = 16  # per WarmGrep: one per filter in use (most calls have none)
 
 
 class GrepBackend:
@@ -44,7 +45,8 @@ class GrepBackend:
             return pairs, [document_terms(search_fields(p)) for p in pairs]
         found = scan(self.settings)
         self.skipped = found.errors  # recall answers without them, and says so
-        pairs = list(found.pairs) + list(extra_pairs(self.settings))
+        pairs = list(found.pairs)
+        pairs += extra_pairs(self.settings, exclude_questions=[p.nl for p in pairs])  # no 2nd scan
         cache_path = self.settings.state_dir / statedir.GREP_TERMS
         cache = _load(cache_path)
         docs: list[dict[str, float]] = []
@@ -60,22 +62,57 @@ class GrepBackend:
             _save(cache_path, fresh)
         return pairs, docs
 
-    def search(self, queries: Sequence[str], k: int, filters: Filters) -> list[list[Hit]]:
+    def index(self, filters: Filters) -> GrepIndex:
+        """The BM25F index over the pairs ``filters`` accepts (built: the part that costs)."""
         pairs, docs = self._load()
         keep = [i for i, p in enumerate(pairs) if filters.accepts(p)]
-        index = Bm25Index([docs[i] for i in keep])
-        return [ranked(index, [pairs[i] for i in keep], query, k, self.name)
-                for query in queries]
+        return GrepIndex([pairs[i] for i in keep], [docs[i] for i in keep])
+
+    def search(self, queries: Sequence[str], k: int, filters: Filters) -> list[list[Hit]]:
+        index = self.index(filters)
+        return [index.rank(query, k, self.name) for query in queries]
 
 
-def ranked(index: Bm25Index, pairs: Sequence[Pair], query: str, k: int, backend: str
-           ) -> list[Hit]:
-    """The best ``k`` of ``pairs`` (indexed in that order) for ``query``, calibrated into
-    [0, 1] (:func:`wrenmem.fusion.lexical_score`), BM25F as the raw score."""
-    found = [(i, s) for i, s in index.scores(query).items() if s > 0]
-    calibrated = lexical_score([s for _i, s in found], index.best_possible(query))
-    return rank([(at_least_identical(p, query, pairs[i].nl), pairs[i], s)
-                 for (i, s), p in zip(found, calibrated, strict=True)], k, backend)
+class GrepIndex:
+    """A built BM25F index over ``pairs`` (term vectors ``docs``, in the same order):
+    ranking one question over it reads no file and builds nothing."""
+
+    def __init__(self, pairs: Sequence[Pair], docs: Sequence[dict[str, float]]):
+        self.pairs = list(pairs)
+        self.bm25 = Bm25Index(docs)
+
+    def rank(self, query: str, k: int, backend: str) -> list[Hit]:
+        """The best ``k`` pairs for ``query``, calibrated into [0, 1]
+        (:func:`wrenmem.fusion.lexical_score`), BM25F as the raw score."""
+        found = [(i, s) for i, s in self.bm25.scores(query).items() if s > 0]
+        calibrated = lexical_score([s for _i, s in found], self.bm25.best_possible(query))
+        return rank([(at_least_identical(p, query, self.pairs[i].nl), self.pairs[i], s)
+                     for (i, s), p in zip(found, calibrated, strict=True)], k, backend)
+
+
+class WarmGrep(GrepBackend):
+    """``GrepBackend`` for a long-lived process (the MCP server, the watcher's daemon): the
+    files are read once, on first use, and each filter's index is built once. Its answers
+    are ``GrepBackend``'s over that snapshot; the owner makes a new one whenever a file may
+    have changed (:class:`wrenmem.watch.freshness.Freshness`)."""
+
+    def __init__(self, settings: Settings, pairs: Sequence[Pair] | None = None):
+        super().__init__(settings, pairs)
+        self._loaded: tuple[list[Pair], list[dict[str, float]]] | None = None
+        self._indexes: dict[Filters, GrepIndex] = {}
+
+    def _load(self) -> tuple[list[Pair], list[dict[str, float]]]:
+        if self._loaded is None:
+            self._loaded = super()._load()
+        return self._loaded
+
+    def index(self, filters: Filters) -> GrepIndex:
+        index = self._indexes.get(filters)
+        if index is None:
+            if len(self._indexes) >= KEPT_INDEXES:  # many filters: forget the oldest
+                self._indexes.pop(next(iter(self._indexes)))
+            index = self._indexes[filters] = super().index(filters)
+        return index
 
 
 def _load(path: Path) -> dict[str, dict[str, float]]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from wrenmem.pairs.pairfile import Pair
+if TYPE_CHECKING:  # not at run time: the CLI's fast path to the daemon imports this module,
+    from wrenmem.pairs.pairfile import Pair  # and the pair-file parser costs tens of ms
 
 
 @dataclass(frozen=True)

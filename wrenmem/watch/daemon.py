@@ -10,7 +10,6 @@ always the answer the CLI would have computed itself. Anything it will not answe
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -24,30 +23,31 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem import statedir
-from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
+from wrenmem.errors import LockTimeoutError, WrenmemError
 from wrenmem.lock import index_lock
-from wrenmem.recall.backends import BACKENDS, catch_up, choose_backend
-from wrenmem.recall.hits import Filters, RecallResult
+from wrenmem.recall.backends import BACKENDS, choose_backend
+from wrenmem.recall.hits import Filters
 from wrenmem.recall.status import status_data
 from wrenmem.schema.fetch import fetch
 from wrenmem.settings import Settings
 from wrenmem.watch.client import PROTOCOL, settings_payload, socket_path
+from wrenmem.watch.freshness import Freshness
+from wrenmem.watch.warm import BUSY_WAIT, Refused, WarmRecall
 
 log = logging.getLogger(__name__)
 # Settings a request may choose for itself: they pick a backend or a size, not the data.
 PER_REQUEST = ("backend", "fetch_threshold")
 MAX_REQUEST = 16 << 20
-BUSY_WAIT = 0.05  # seconds a search waits for a writer before using the last whole version
-
-class Refused(Exception):
-    """The daemon will not answer this request (the client falls back)."""
+__all__ = ["DaemonServer", "Refused"]
 
 
 class DaemonServer:
     """Serves requests on ``socket_path(settings.root)`` from a background thread."""
 
-    def __init__(self, settings: Settings, info: Callable[[], dict[str, Any]] | None = None):
+    def __init__(self, settings: Settings, info: Callable[[], dict[str, Any]] | None = None,
+                 *, poll: bool = False):
         self.settings = settings
+        self.poll = poll  # the watcher polls (e.g. a network mount): so do our events
         self.info = info or dict
         self.path = socket_path(settings.root)
         self.started_at = time.time()
@@ -55,7 +55,8 @@ class DaemonServer:
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._closing = threading.Event()
-        self._complete: dict[tuple[str, Settings], int] = {}  # last index version seen whole
+        self.freshness: Freshness | None = None
+        self.recaller = WarmRecall()  # syncs before every search until ``start``
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -79,6 +80,9 @@ class DaemonServer:
         sock.listen(16)
         sock.settimeout(0.5)
         self._sock = sock
+        if self.freshness is None:  # events say when a search must sync first
+            self.freshness = Freshness(self.settings, poll=self.poll)
+            self.recaller = WarmRecall(self.freshness)
         self._thread = threading.Thread(target=self._serve, name="wrenmem-daemon", daemon=True)
         self._thread.start()
         return self.path
@@ -101,6 +105,10 @@ class DaemonServer:
             self.path.unlink()
         except FileNotFoundError:
             pass
+        if self.freshness is not None:
+            self.freshness.close()
+            self.freshness = None
+            self.recaller = WarmRecall()
 
     def _serve(self) -> None:
         assert self._sock is not None
@@ -200,7 +208,7 @@ class DaemonServer:
 
     def recall(self, settings: Settings, args: dict[str, Any], notes: list[str]
                ) -> list[dict[str, Any]]:
-        """Exactly ``recall_many``, with backend objects kept warm between requests."""
+        """Exactly ``recall_many``, answered warm (:class:`wrenmem.watch.warm.WarmRecall`)."""
 
         queries = args.get("queries")
         if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
@@ -209,12 +217,8 @@ class DaemonServer:
         f = args.get("filters") or {}
         filters = Filters(datasource=f.get("datasource"), tags=tuple(f.get("tags") or ()),
                           source=f.get("source"))
-        name = choose_backend(settings, notes.append)
-        if name not in BACKENDS:
-            raise ExtraMissingError(f"the {name} backend is not available in this install")
-        backend_name, hits = self._search(name, settings, list(queries), k, filters, notes)
-        return [RecallResult(q, backend_name, tuple(h)).to_dict()
-                for q, h in zip(queries, hits, strict=True)]
+        results = self.recaller.recall(settings, queries, k, filters, notes.append)
+        return [r.to_dict() for r in results]
 
     def fetch(self, settings: Settings, args: dict[str, Any]) -> dict[str, Any]:
         """``wrenmem.schema.fetch.fetch`` (it brings the schema index up to date itself): its JSON,
@@ -239,47 +243,6 @@ class DaemonServer:
         except LockTimeoutError as e:
             raise Refused(f"the index is being written: {e}") from e
 
-    # --- searching -------------------------------------------------------------------------
-
-    def _search(self, name: str, settings: Settings, queries: list[str], k: int,
-                filters: Any, notes: list[str] | None = None) -> tuple[str, list[list[Any]]]:
-        """What ``backend.search`` returns in a fresh process, never on a half-applied sync.
-
-        Each request gets a new backend object, as a CLI process would: what stays warm is
-        the process (imports) and the embedder (``get_embedder`` keeps it), which is the
-        expensive part. A LanceDB handle kept across requests is not the same thing: it
-        keeps the full-text index it first read, and ranks full-text ties differently from
-        its first search, so its answers would drift from the CLI's.
-
-        Index backends run under the index lock (no writer is between commits): first the
-        same catch-up sync the backend does in-process, then the search, and that version
-        is remembered as whole. If a writer holds the lock, the search runs on the last
-        whole version instead of waiting; with none known yet, the request is refused and
-        the CLI works in-process.
-        """
-
-        backend: Any = BACKENDS[name](settings)
-        if not backend.uses_index:
-            return backend.name, backend.search(queries, k, filters)  # grep: the files
-
-        key = (name, settings)
-        with contextlib.ExitStack() as stack:
-            try:
-                stack.enter_context(index_lock(settings, timeout=BUSY_WAIT))
-            except LockTimeoutError:
-                version = self._complete.get(key)
-                if version is None:
-                    raise Refused("the index is being written and no whole version is known "
-                                  "yet") from None
-                backend.table().checkout(version)
-                return backend.name, backend.search(queries, k, filters)
-            note = catch_up(settings)  # the sync re-enters the lock we hold
-            if note and notes is not None:
-                notes.append(note)
-            self._complete[key] = backend.table().version
-            return backend.name, backend.search(queries, k, filters)
-        raise AssertionError("unreachable")
-
     def warm(self) -> None:
         """Load the default backend (and its model) before the first request needs it."""
 
@@ -290,7 +253,7 @@ class DaemonServer:
             if embedder is not None:
                 embedder.embed(["warm up"])  # the slow part, and needs no lock
             try:
-                self._search(name, self.settings, ["warm up"], 1, Filters())
+                self.recaller.recall(self.settings, ["warm up"], 1, Filters())
             except Refused:
                 pass  # a sync is writing: the model is loaded, the table opens on first use
 

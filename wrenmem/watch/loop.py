@@ -33,6 +33,7 @@ PAIRS, MANIFEST, SETTINGS = "pairs", "manifest", "settings"
 
 # A change as an event source reports it: the path and whether it is a folder.
 Change = tuple[str, bool]
+FENCE_TIMEOUT = 0.5  # seconds to wait for a fence's own event (see WatchdogSource.fence)
 
 def classify_path(settings: Settings, path: str, is_dir: bool) -> str | None:
     """What a change at ``path`` means: PAIRS, MANIFEST, SETTINGS or None (ignore it)."""
@@ -274,11 +275,76 @@ class WatchdogSource:
         self._next_check = 0.0
         self._watched: dict[str, tuple[int, int]] = {}
         self.observer: Any = None
+        self._opened: dict[str, int] = {}  # fence file -> read-only closes seen (``fence``)
+        self._fence_files: dict[Path, str] = {}
+        self._fence_seen = threading.Condition()
 
     # watchdog calls this from its own thread
     def dispatch(self, event: Any) -> None:
+        if event.event_type == "closed_no_write" and not event.is_directory:
+            path = os.fsdecode(event.src_path)
+            with self._fence_seen:
+                if path in self._opened:
+                    self._opened[path] += 1
+                    self._fence_seen.notify_all()
         for change in changes_from_event(event):
             self.queue.put(change)
+
+    def fence(self, timeout: float = FENCE_TIMEOUT) -> bool:
+        """True once every event of a change made before this call is in the queue.
+
+        In each watched folder, open a file for reading and close it (no change: the
+        ``closed_no_write`` event, which no consumer counts as one) and wait for that event:
+        inotify reports one watch's events in order, and watchdog passes them on in order,
+        so the events of earlier changes have arrived by then. A writer's open never ends in
+        ``closed_no_write``, so an edit of the fence file itself cannot end the wait early;
+        only another reader of that very file in the same instant could, and the next call
+        then sees the change. False when it cannot be known: polling (no such events), a
+        folder with no file to open, a watched folder replaced and not yet watched again,
+        or no event within ``timeout`` seconds. The project root is fenced only when it
+        holds the manifest: a change of the settings file there does not change what a
+        running process recalls (the daemon refuses other settings; the server keeps its
+        own)."""
+        if self.mode != "inotify" or self.observer is None or self._signature() != self._watched:
+            return False
+        waits: list[tuple[str, int]] = []
+        s = self.settings
+        for folder, recursive in self._targets():
+            if self._watched.get(str(folder)) == (0, 0):
+                continue  # did not exist at start and still does not: nothing to change
+            if folder == s.root and s.manifest_path.parent != s.root:
+                continue  # only the settings file: a daemon or server keeps its settings
+            opened = self._open_fence(folder, recursive)
+            if opened is None:
+                return False
+            waits.append(opened)
+        deadline = time.monotonic() + timeout
+        with self._fence_seen:
+            for path, before in waits:
+                while self._opened[path] <= before:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self._fence_seen.wait(left):
+                        return False
+        return True
+
+    def _open_fence(self, folder: Path, recursive: bool) -> tuple[str, int] | None:
+        """Open the folder's fence file (a regular file in it: the settings file or the
+        manifest where they are, else the first one found); (path, opens seen before)."""
+        for _attempt in range(2):
+            path = self._fence_files.get(folder) or _fence_file(self.settings, folder,
+                                                                recursive)
+            if path is None:
+                return None
+            with self._fence_seen:
+                before = self._opened.setdefault(path, 0)
+            try:
+                os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW))
+            except OSError:  # gone, or no longer a file: pick another
+                self._fence_files.pop(folder, None)
+                continue
+            self._fence_files[folder] = path
+            return path, before
+        return None
 
     def _targets(self) -> list[tuple[Path, bool]]:
         s = self.settings
@@ -367,6 +433,26 @@ class WatchdogSource:
         if self.observer is not None:
             _stop_quietly(self.observer)
             self.observer = None
+
+
+def _fence_file(settings: Settings, folder: Path, recursive: bool) -> str | None:
+    """A regular file (not a link) directly in ``folder`` or, if ``recursive``, below it."""
+    for known in (settings.root / CONFIG_FILE, settings.manifest_path):
+        if known.parent == folder and known.is_file() and not known.is_symlink():
+            return str(known)
+    pending = [folder]
+    while pending:
+        current = pending.pop(0)
+        try:
+            entries = sorted(os.scandir(current), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_file(follow_symlinks=False):
+                return entry.path
+        if recursive:
+            pending += [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+    return None
 
 
 def _stop_quietly(observer: Any) -> None:

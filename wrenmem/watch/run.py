@@ -165,7 +165,7 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
         return {"mode": source.mode, **stats.to_dict()}
 
     if opts.daemon:
-        server = DaemonServer(settings, info)
+        server = DaemonServer(settings, info, poll=source.mode == "polling")
         try:
             server.start()
         except (OSError, WrenmemError) as e:

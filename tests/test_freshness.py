@@ -1,4 +1,4 @@
-"""The MCP server's catch-up sync runs only when files may have changed."""
+"""A warm recall's catch-up sync runs only when files may have changed."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_pair
-from wrenmem.mcp.freshness import Freshness
 from wrenmem.settings import load_settings
+from wrenmem.watch.freshness import Freshness
+from wrenmem.watch.loop import WatchdogSource
 
 
 def eventually(check: Callable[[], bool], timeout: float = 5.0) -> bool:
@@ -34,10 +35,18 @@ def settle(fresh: Freshness, quiet: float = 0.5, timeout: float = 10.0) -> None:
 
 
 @pytest.fixture
-def fresh(project: Path):
+def files(project: Path) -> Path:
+    """A project with a file in each watched folder: a fence needs one to open there."""
     (project / "target").mkdir()
     (project / "target" / "mdl.json").write_text("{}")
-    f = Freshness(load_settings(project))
+    (project / "README.md").write_text("x")
+    write_pair(project, "first.md", "A first question", "SELECT 1")
+    return project
+
+
+@pytest.fixture
+def fresh(files: Path):
+    f = Freshness(load_settings(files))
     yield f
     f.close()
 
@@ -71,8 +80,8 @@ def test_events_during_a_sync_still_count(fresh: Freshness, project: Path) -> No
     assert fresh.needs_sync()
 
 
-def test_an_old_sync_is_redone(project: Path) -> None:
-    f = Freshness(load_settings(project), max_age=0.2)
+def test_an_old_sync_is_redone(files: Path) -> None:
+    f = Freshness(load_settings(files), max_age=0.2)
     try:
         f.synced(time.monotonic())
         assert not f.needs_sync()
@@ -80,3 +89,33 @@ def test_an_old_sync_is_redone(project: Path) -> None:
         assert f.needs_sync()
     finally:
         f.close()
+
+
+def test_a_fence_delivers_every_earlier_change(files: Path) -> None:
+    """After ``fence()`` returns True, the events of changes made before it are queued."""
+    source = WatchdogSource(load_settings(files))
+    source.start()
+    try:
+        for i in range(30):
+            path = write_pair(files, f"sub{i % 3}/f{i}.md", f"Question {i}", "SELECT 1")
+            assert source.fence()
+            assert str(path) in {p for p, _is_dir in source.get(0) or ()}, i
+            (files / "target" / "mdl.json").write_text(f'{{"n": {i}}}')
+            assert source.fence()
+            assert str(files / "target" / "mdl.json") in {p for p, _d in source.get(0) or ()}
+    finally:
+        source.close()
+
+
+def test_no_fence_without_a_file_to_open_or_by_polling(project: Path, files: Path) -> None:
+    empty = WatchdogSource(load_settings(project.parent / "other"))
+    (project.parent / "other" / "knowledge" / "sql").mkdir(parents=True)
+    empty.start()
+    polling = WatchdogSource(load_settings(files), poll=True)
+    polling.start()
+    try:
+        assert not empty.fence()  # an empty knowledge folder: a deletion may be in flight
+        assert not polling.fence()  # polling reports no opens
+    finally:
+        empty.close()
+        polling.close()
