@@ -192,7 +192,8 @@ class HybridBackend(VectorBackend):
         signals = [Signals(cosine[i], bm25.get(i),
                            len(asked & set((rows[i].get("terms") or "").split()))
                            / max(len(asked), 1), rows[i].get("sql") or "",
-                           rows[i].get("question") or "") for i in ids]
+                           rows[i].get("question") or "", rows[i].get("datasource") or "")
+                   for i in ids]
         fused = fuse(query, signals)
         scored = [(p, row_pair(rows[i]), logit(p)) for i, p in zip(ids, fused, strict=True)]
         return rank(scored, k, self.name)
