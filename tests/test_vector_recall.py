@@ -10,6 +10,7 @@ from conftest import EXAMPLE_KNOWLEDGE, write_pair
 from index_helpers import RecordingEmbedder, install_fake, settings_for
 
 from wrenmem.index.sync import sync_pairs
+from wrenmem.recall import vector
 from wrenmem.recall.backends import BACKENDS, choose_backend, recall_many
 from wrenmem.recall.hits import Filters, Hit
 from wrenmem.recall.vector import HybridBackend, VectorBackend, where_clause
@@ -146,3 +147,40 @@ def test_real_model_hybrid_prefers_the_asked_value_over_a_near_duplicate(
         if backend == "vector":  # the dense model alone falls for the near-duplicate
             assert result.hits[0].path == "knowledge/sql/heads-60.md"
     assert result.hits[0].path == "knowledge/sql/heads-56.md"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["vector", "hybrid"])
+def test_a_warm_backend_searches_its_table_in_memory_with_lancedbs_answers(
+        tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(EXAMPLE_KNOWLEDGE, tmp_path / "knowledge")
+    settings = load_settings(tmp_path, {"backend": backend})
+    sync_pairs(settings)
+    questions = ["What was our revenue per month in 2024?", "有多少复购客户？",
+                 "customers who never ordered", "orders pending for more than a week",
+                 "What was our revenue per month in 2024?"]
+
+    def answers(searcher: VectorBackend) -> list[list[tuple[str, float]]]:
+        return [[(h.path, round(h.score, 5)) for h in searcher.search([q], 5, Filters())[0]]
+                for q in questions]
+
+    monkeypatch.setattr(vector, "IN_MEMORY_MAX_ROWS", 0)  # every search through LanceDB
+    lancedb_answers = answers(BACKENDS[backend](settings))
+    monkeypatch.setattr(vector, "IN_MEMORY_MAX_ROWS", 50_000)
+    warm = BACKENDS[backend](settings)
+    assert answers(warm) == lancedb_answers
+    assert warm._memory is not None  # the later searches ran on the copy in memory
+    copy = warm._memory
+    # a filter is applied inside LanceDB, before ranking, as before
+    [hits] = warm.search([questions[0]], 5, Filters(datasource="nowhere"))
+    assert hits == []
+    # what another writer commits, the warm backend sees: a new pair, a deleted one
+    gone = lancedb_answers[0][0][0]
+    (tmp_path / gone).unlink()
+    write_pair(tmp_path, "unicorns.md", "How many unicorns live in the stable?",
+               "SELECT count(*) FROM unicorns")
+    sync_pairs(settings)
+    [hits] = warm.search(["How many unicorns live in the stable?"], 3, Filters())
+    assert hits[0].path == "knowledge/sql/unicorns.md"
+    assert warm._memory is not None and warm._memory is not copy
+    assert all(h.path != gone for q in questions for h in warm.search([q], 5, Filters())[0])

@@ -236,13 +236,18 @@ def features(question: str, candidates: Sequence[Signals]) -> list[tuple[float, 
     return rows
 
 
-def _lead(values: Sequence[float | None], group: Sequence[int]) -> list[float]:
-    """For the best value's group: how far each of its members leads the best value of any
-    other group (at least 0); 0 for all others."""
+def _group_best(values: Sequence[float | None], group: Sequence[int]) -> dict[int, float]:
     best: dict[int, float] = {}
     for v, g in zip(values, group, strict=True):
         if v is not None and v > best.get(g, -math.inf):
             best[g] = v
+    return best
+
+
+def _lead(values: Sequence[float | None], group: Sequence[int]) -> list[float]:
+    """For the best value's group: how far each of its members leads the best value of any
+    other group (at least 0); 0 for all others."""
+    best = _group_best(values, group)
     if not best:
         return [0.0] * len(values)
     ordered = sorted(best.values(), reverse=True)
@@ -254,10 +259,7 @@ def _lead(values: Sequence[float | None], group: Sequence[int]) -> list[float]:
 def _ranks(values: Sequence[float | None], group: Sequence[int]) -> list[int]:
     """1-based rank of each value among the other groups' best values, best first (0 for
     None): one plus the number of other groups holding a better value."""
-    best: dict[int, float] = {}
-    for v, g in zip(values, group, strict=True):
-        if v is not None and v > best.get(g, -math.inf):
-            best[g] = v
+    best = _group_best(values, group)
     ascending = sorted(best.values())
     out = []
     for v, g in zip(values, group, strict=True):
