@@ -13,7 +13,8 @@ filters on (numbers, quoted strings) appear in the question. The weights depend 
 question's script: for Chinese, Japanese or Korean text the dense model carries more, for
 other text the keywords do. No feature depends on how close the *best* candidate is, so a
 stored near-duplicate of the question cannot switch the keyword evidence off for the others
-(the fault of the fusion this replaced).
+(the fault of the fusion this replaced). Ranks and leads are counted over distinct answers:
+pairs with the same SQL on the same datasource (twins) are one answer, not rivals.
 """
 
 from __future__ import annotations
