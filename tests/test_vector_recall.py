@@ -184,3 +184,23 @@ def test_a_warm_backend_searches_its_table_in_memory_with_lancedbs_answers(
     assert hits[0].path == "knowledge/sql/unicorns.md"
     assert warm._memory is not None and warm._memory is not copy
     assert all(h.path != gone for q in questions for h in warm.search([q], 5, Filters())[0])
+
+
+@pytest.mark.slow
+def test_real_model_hybrid_ranks_the_twin_of_a_stored_question_before_a_near_duplicate(
+        project: Path) -> None:
+    # The question asked is stored, and so is a twin of it (another question, the same SQL)
+    # and a near-duplicate with another value. The twin is the same answer, not a rival.
+    write_pair(project, "asked.md", "Which airport has the largest number of passengers?",
+               "SELECT name FROM airport ORDER BY passengers DESC LIMIT 1")
+    write_pair(project, "twin.md", "Name the busiest airport by passenger count.",
+               "select name from airport order by passengers desc limit 1;")
+    write_pair(project, "smallest.md", "Which airport has the smallest number of passengers?",
+               "SELECT name FROM airport ORDER BY passengers ASC LIMIT 1")
+    write_pair(project, "count.md", "How many airports are there?",
+               "SELECT count(*) FROM airport")
+    [result] = recall_many(load_settings(project, {"backend": "hybrid"}),
+                           ["Which airport has the largest number of passengers?"], 3,
+                           Filters())
+    paths = [h.path for h in result.hits]
+    assert paths[:2] == ["knowledge/sql/asked.md", "knowledge/sql/twin.md"], paths
