@@ -204,3 +204,15 @@ def test_real_model_hybrid_ranks_the_twin_of_a_stored_question_before_a_near_dup
                            Filters())
     paths = [h.path for h in result.hits]
     assert paths[:2] == ["knowledge/sql/asked.md", "knowledge/sql/twin.md"], paths
+
+
+def test_a_warm_backend_on_an_empty_table_answers_nothing(project: Path,
+                                                          fake: RecordingEmbedder) -> None:
+    write_pair(project, "a.md", "How many orders?", "SELECT 1")
+    settings = load_settings(project, {"embedder": "fake", "backend": "hybrid"})
+    sync_pairs(settings)
+    (project / "knowledge/sql/a.md").unlink()
+    sync_pairs(settings)
+    backend = HybridBackend(settings)
+    for _ in range(3):  # the later searches would use the copy in memory
+        assert backend.search(["How many orders?"], 3, Filters()) == [[]]

@@ -137,7 +137,7 @@ class VectorBackend:
         if held is not None and held.table is table and held.version == version:
             return held
         self._memory = None  # let the old copy go before the new one is read
-        if table.count_rows() > IN_MEMORY_MAX_ROWS:
+        if not 0 < table.count_rows() <= IN_MEMORY_MAX_ROWS:
             return None
         self._memory = _InMemory.read(table, version)
         return self._memory
