@@ -32,8 +32,8 @@ log = logging.getLogger(__name__)
 
 MIN_DEPTH = 50  # candidates per ranking before fusion
 # A long-lived backend holds the vectors of a table up to this size in memory and scans
-# them with numpy (exact, as LanceDB's flat scan below its ANN threshold, and about ten
-# times faster under load); a bigger table is searched through its ANN index.
+# them with numpy (exact, as LanceDB's flat scan below its ANN threshold, for a fraction
+# of its CPU time); a bigger table is searched through its ANN index.
 IN_MEMORY_MAX_ROWS = lance.ANN_MIN_ROWS
 COLUMNS = ["id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta"]
 
@@ -72,7 +72,7 @@ class VectorBackend:
         self._table: Any = None
         self._checked = 0.0  # when a remote index's version was last checked (monotonic)
         self._version: int | None = None
-        self._searches = 0  # the first search of a process goes to LanceDB (see _memory)
+        self._searches = 0  # the first search of a process goes to LanceDB (_in_memory)
         self._memory: _InMemory | None = None
         load = getattr(self.embedder, "load", None)
         if load is not None:  # load the model while this thread imports LanceDB
