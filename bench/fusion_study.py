@@ -118,7 +118,8 @@ def gather(protocol: str, sample: str, max_queries: int, cache: VectorCache) -> 
             coverage = (len(asked_terms & docs[i].keys()) / len(asked_terms)
                         if asked_terms else 0.0)
             signals.append(fusion.Signals(float(cos[i]), lex[i] if i in in_lex else None,
-                                          coverage, stored[i].sql))
+                                          coverage, stored[i].sql, stored[i].question,
+                                          stored[i].db))
         out.append(Query(protocol, sample, a.question, first_right(lex_order, right),
                          first_right([int(i) for i in dense_order], right), signals,
                          np.array([1 if i in right else 0 for i in cands]),

@@ -3,7 +3,8 @@
 Builds N pair files (``sync_bench.make_project``: Spider-Syn and mSpider, English and
 Chinese), syncs them, then asks ``--questions`` questions one at a time through one backend
 object per backend (as the watcher's daemon does), after one warm-up question. Prints the
-median and 95th percentile milliseconds per question and the load average.
+median and 95th percentile milliseconds per question, the median CPU time (user + sys of the
+process, all its threads) per question, and the load average.
 
 Usage: python bench/recall_warm.py [--pairs 10000] [--questions 200] [--workdir DIR]
        [--backends grep,vector,hybrid]
@@ -46,20 +47,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"sync: {time.perf_counter() - start:.1f}s", file=sys.stderr)
     asked = [q for q, _sql in questions(args.pairs)][::max(1, args.pairs // args.questions)]
     asked = [f"{q} please" for q in asked[:args.questions]]  # not stored verbatim
-    print("| backend | pairs | questions | median ms / question | p95 ms | load average |")
-    print("|---|---|---|---|---|---|")
+    import wrenmem
+
+    print(f"code: {Path(wrenmem.__file__).parent}", file=sys.stderr)
+    print("| backend | pairs | questions | median ms / question | p95 ms | median CPU ms "
+          "| load average |")
+    print("|---|---|---|---|---|---|---|")
     for name in args.backends.split(","):
         backend = BACKENDS[name](settings)
         backend.search([asked[0]], 5, Filters())
-        times = []
+        times, cpu = [], []
         for question in asked:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             backend.search([question], 5, Filters())
             times.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.process_time() - c) * 1000)
         times.sort()
         print(f"| {name} | {args.pairs} | {len(times)} | {statistics.median(times):.1f} | "
-              f"{times[int(0.95 * (len(times) - 1))]:.1f} | {os.getloadavg()[0]:.1f} |",
-              flush=True)
+              f"{times[int(0.95 * (len(times) - 1))]:.1f} | {statistics.median(cpu):.1f} | "
+              f"{os.getloadavg()[0]:.1f} |", flush=True)
     return 0
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wrenmem.fusion import (
+    FEATURES,
     Signals,
     dense_score,
+    features,
     fuse,
     is_cjk,
     lexical_score,
@@ -16,6 +19,7 @@ from wrenmem.fusion import (
     same_question,
     sql_polarity,
     sql_values,
+    twins,
 )
 
 
@@ -132,3 +136,23 @@ def test_the_question_itself_stored_scores_high_whatever_the_backend_evidence() 
     assert scores[0] >= 0.95 > scores[1]
     assert same_question("How many  orders?", "how many orders") and not same_question("", "")
     assert not same_question("older than 56", "older than 113")
+
+
+def test_twins_share_a_rank_and_neither_takes_the_others_lead() -> None:
+    # Two stored questions with the same SQL on the same datasource are one answer: the
+    # second is not "rank 2, no lead" behind its own twin.
+    question = "How many singers do we have?"
+    first = Signals(0.90, 9.0, 1.0, "SELECT count(*) FROM singer", "", "concerts")
+    twin = Signals(0.86, 8.0, 1.0, "select  COUNT(*) from singer;", "", "concerts")
+    other_db = Signals(0.85, 8.0, 1.0, "SELECT count(*) FROM singer", "", "music")
+    other = Signals(0.70, 4.0, 0.5, "SELECT name FROM singer", "", "concerts")
+    assert twins([first, twin, other_db, other]) == [0, 0, 1, 2]
+    rows = features(question, [first, twin, other_db, other])
+    rank, lead = FEATURES.index("1 / dense rank"), FEATURES.index("dense lead")
+    assert [r[rank] for r in rows] == [1.0, 1.0, 0.5, 1 / 3]
+    assert rows[0][lead] == pytest.approx(0.05) and rows[1][lead] == pytest.approx(0.01)
+    assert rows[2][lead] == rows[3][lead] == 0.0
+    # the same evidence with another SQL is a rival of the first pair, and scores lower
+    rival = Signals(0.86, 8.0, 1.0, "SELECT count(*) FROM singer WHERE age > 30", "",
+                    "concerts")
+    assert fuse(question, [first, twin, other])[1] > fuse(question, [first, rival, other])[1]

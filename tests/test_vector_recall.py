@@ -10,6 +10,7 @@ from conftest import EXAMPLE_KNOWLEDGE, write_pair
 from index_helpers import RecordingEmbedder, install_fake, settings_for
 
 from wrenmem.index.sync import sync_pairs
+from wrenmem.recall import vector
 from wrenmem.recall.backends import BACKENDS, choose_backend, recall_many
 from wrenmem.recall.hits import Filters, Hit
 from wrenmem.recall.vector import HybridBackend, VectorBackend, where_clause
@@ -146,3 +147,72 @@ def test_real_model_hybrid_prefers_the_asked_value_over_a_near_duplicate(
         if backend == "vector":  # the dense model alone falls for the near-duplicate
             assert result.hits[0].path == "knowledge/sql/heads-60.md"
     assert result.hits[0].path == "knowledge/sql/heads-56.md"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["vector", "hybrid"])
+def test_a_warm_backend_searches_its_table_in_memory_with_lancedbs_answers(
+        tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(EXAMPLE_KNOWLEDGE, tmp_path / "knowledge")
+    settings = load_settings(tmp_path, {"backend": backend})
+    sync_pairs(settings)
+    questions = ["What was our revenue per month in 2024?", "有多少复购客户？",
+                 "customers who never ordered", "orders pending for more than a week",
+                 "What was our revenue per month in 2024?"]
+
+    def answers(searcher: VectorBackend) -> list[list[tuple[str, float]]]:
+        return [[(h.path, round(h.score, 5)) for h in searcher.search([q], 5, Filters())[0]]
+                for q in questions]
+
+    monkeypatch.setattr(vector, "IN_MEMORY_MAX_ROWS", 0)  # every search through LanceDB
+    lancedb_answers = answers(BACKENDS[backend](settings))
+    monkeypatch.setattr(vector, "IN_MEMORY_MAX_ROWS", 50_000)
+    warm = BACKENDS[backend](settings)
+    assert answers(warm) == lancedb_answers
+    assert warm._memory is not None  # the later searches ran on the copy in memory
+    copy = warm._memory
+    # a filter is applied inside LanceDB, before ranking, as before
+    [hits] = warm.search([questions[0]], 5, Filters(datasource="nowhere"))
+    assert hits == []
+    # what another writer commits, the warm backend sees: a new pair, a deleted one
+    gone = lancedb_answers[0][0][0]
+    (tmp_path / gone).unlink()
+    write_pair(tmp_path, "unicorns.md", "How many unicorns live in the stable?",
+               "SELECT count(*) FROM unicorns")
+    sync_pairs(settings)
+    [hits] = warm.search(["How many unicorns live in the stable?"], 3, Filters())
+    assert hits[0].path == "knowledge/sql/unicorns.md"
+    assert warm._memory is not None and warm._memory is not copy
+    assert all(h.path != gone for q in questions for h in warm.search([q], 5, Filters())[0])
+
+
+@pytest.mark.slow
+def test_real_model_hybrid_ranks_the_twin_of_a_stored_question_before_a_near_duplicate(
+        project: Path) -> None:
+    # The question asked is stored, and so is a twin of it (another question, the same SQL)
+    # and a near-duplicate with another value. The twin is the same answer, not a rival.
+    write_pair(project, "asked.md", "Which airport has the largest number of passengers?",
+               "SELECT name FROM airport ORDER BY passengers DESC LIMIT 1")
+    write_pair(project, "twin.md", "Name the busiest airport by passenger count.",
+               "select name from airport order by passengers desc limit 1;")
+    write_pair(project, "smallest.md", "Which airport has the smallest number of passengers?",
+               "SELECT name FROM airport ORDER BY passengers ASC LIMIT 1")
+    write_pair(project, "count.md", "How many airports are there?",
+               "SELECT count(*) FROM airport")
+    [result] = recall_many(load_settings(project, {"backend": "hybrid"}),
+                           ["Which airport has the largest number of passengers?"], 3,
+                           Filters())
+    paths = [h.path for h in result.hits]
+    assert paths[:2] == ["knowledge/sql/asked.md", "knowledge/sql/twin.md"], paths
+
+
+def test_a_warm_backend_on_an_empty_table_answers_nothing(project: Path,
+                                                          fake: RecordingEmbedder) -> None:
+    write_pair(project, "a.md", "How many orders?", "SELECT 1")
+    settings = load_settings(project, {"embedder": "fake", "backend": "hybrid"})
+    sync_pairs(settings)
+    (project / "knowledge/sql/a.md").unlink()
+    sync_pairs(settings)
+    backend = HybridBackend(settings)
+    for _ in range(3):  # the later searches would use the copy in memory
+        assert backend.search(["How many orders?"], 3, Filters()) == [[]]

@@ -13,11 +13,13 @@ filters on (numbers, quoted strings) appear in the question. The weights depend 
 question's script: for Chinese, Japanese or Korean text the dense model carries more, for
 other text the keywords do. No feature depends on how close the *best* candidate is, so a
 stored near-duplicate of the question cannot switch the keyword evidence off for the others
-(the fault of the fusion this replaced).
+(the fault of the fusion this replaced). Ranks and leads are counted over distinct answers:
+pairs with the same SQL on the same datasource (twins) are one answer, not rivals.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Sequence
@@ -81,6 +83,7 @@ class Signals:
     coverage: float = 0.0  # share of the question's search terms the pair contains
     sql: str = ""  # the pair's SQL (its values and ordering are compared with the question)
     question: str = ""  # the pair's stored question (an identical one scores IDENTICAL)
+    datasource: str = ""  # pairs with the same SQL on the same datasource are twins
 
 
 def same_question(a: str, b: str) -> bool:
@@ -160,10 +163,10 @@ def sql_polarity(sql: str) -> int:
 # Logistic weights, per script of the question: intercept, then the features of
 # :func:`features` in order. Fitted by bench/fusion_study.py on the TUNING sample.
 HYBRID_WEIGHTS: dict[str, tuple[float, ...]] = {
-    "cjk": (-7.097, 2.659, 2.659, 1.111, 0.421, -0.092, 2.919, -0.931, -1.066, 2.513, 2.355, 0.858,
-            1.636, -1.486, -2.158),
-    "other": (-8.279, 2.0, 2.0, 2.292, 1.764, 1.825, 2.059, -2.463, -4.276, 2.161, 0.329, 1.188,
-              -3.307, -0.561, -3.196),
+    "cjk": (-6.748, 2.283, 2.283, 1.062, 0.42, -0.041, 2.77, -0.932, -0.92, 2.358, 1.962, 0.75,
+            1.248, -1.45, -1.799, 2.867, 0.573),
+    "other": (-8.167, 1.607, 1.607, 1.553, 1.254, 1.212, 2.052, -2.478, -3.626, 2.212, 0.613,
+              1.561, -2.688, -0.646, -2.83, 2.137, 1.569),
 }
 # Single-backend calibration: intercept, then the slopes (both order-preserving).
 DENSE_WEIGHTS = (-3.55, 3.76, 5.536)  # cosine, cosine - best cosine
@@ -172,7 +175,8 @@ LEXICAL_WEIGHTS = (-6.14, 5.331, 1.1)  # BM25 / best, BM25 / best possible
 FEATURES = ("cosine", "cosine - best", "bm25 / best", "coverage", "bm25/best x coverage",
             "values asked", "values not asked", "confident dense", "ordering agrees",
             "1 / dense rank", "1 / keyword rank", "dense lead", "keyword lead",
-            "cosine far below the best")
+            "cosine far below the best", "(cosine - best) x uncovered",
+            "bm25 / best x best coverage")
 
 
 def _sigmoid(x: float) -> float:
@@ -182,18 +186,41 @@ def _sigmoid(x: float) -> float:
     return e / (1.0 + e)
 
 
+@lru_cache(maxsize=65536)
+def _sql_key(sql: str) -> str:
+    return " ".join(sql.lower().split()).rstrip(";").rstrip()
+
+
+def twins(candidates: Sequence[Signals]) -> list[int]:
+    """Per candidate, a group number shared by its twins: pairs with the same SQL (up to
+    case and spaces) on the same datasource. A candidate without SQL is its own group."""
+    groups: dict[tuple[str, str], int] = {}
+    out = []
+    for n, c in enumerate(candidates):
+        key = (c.datasource, _sql_key(c.sql)) if c.sql.strip() else ("", f"\0{n}")
+        out.append(groups.setdefault(key, len(groups)))
+    return out
+
+
 def features(question: str, candidates: Sequence[Signals]) -> list[tuple[float, ...]]:
-    """The :data:`FEATURES` of each candidate for ``question``."""
+    """The :data:`FEATURES` of each candidate for ``question``.
+
+    Ranks and leads are taken over distinct answers: twins (the same SQL stored for two
+    questions) share a rank and neither takes the other's lead, so a SQL stored twice is
+    not demoted for having a twin.
+    """
     best_dense = max((c.dense for c in candidates if c.dense is not None), default=0.0)
     best_lex = max((c.lexical for c in candidates if c.lexical is not None), default=0.0)
+    best_cov = max((c.coverage for c in candidates), default=0.0)
     asked_polarity = polarity(question)
     text = question.lower()
     numbers = question_numbers(text)
-    dense_rank = _ranks([c.dense for c in candidates])
-    lex_rank = _ranks([c.lexical for c in candidates])
-    dense_lead = _lead([c.dense for c in candidates])
+    group = twins(candidates)
+    dense_rank = _ranks([c.dense for c in candidates], group)
+    lex_rank = _ranks([c.lexical for c in candidates], group)
+    dense_lead = _lead([c.dense for c in candidates], group)
     lex_lead = _lead([c.lexical / best_lex if c.lexical is not None and best_lex > 0 else None
-                      for c in candidates])
+                      for c in candidates], group)
     rows: list[tuple[float, ...]] = []
     for n, c in enumerate(candidates):
         dense = c.dense if c.dense is not None else 0.0
@@ -205,28 +232,44 @@ def features(question: str, candidates: Sequence[Signals]) -> list[tuple[float, 
                      float(order),
                      1.0 / dense_rank[n] if dense_rank[n] else 0.0,
                      1.0 / lex_rank[n] if lex_rank[n] else 0.0, dense_lead[n],
-                     lex_lead[n], max(0.0, best_dense - dense - FAR)))
+                     lex_lead[n], max(0.0, best_dense - dense - FAR),
+                     (dense - best_dense) * (1.0 - best_cov), lex * best_cov))
     return rows
 
 
-def _lead(values: Sequence[float | None]) -> list[float]:
-    """For the single best value: how far it leads the second best; 0 for all others."""
-    present = sorted((v for v in values if v is not None), reverse=True)
-    if not present:
+def _group_best(values: Sequence[float | None], group: Sequence[int]) -> dict[int, float]:
+    best: dict[int, float] = {}
+    for v, g in zip(values, group, strict=True):
+        if v is not None and v > best.get(g, -math.inf):
+            best[g] = v
+    return best
+
+
+def _lead(values: Sequence[float | None], group: Sequence[int]) -> list[float]:
+    """For the best value's group: how far each of its members leads the best value of any
+    other group (at least 0); 0 for all others."""
+    best = _group_best(values, group)
+    if not best:
         return [0.0] * len(values)
-    lead = present[0] - (present[1] if len(present) > 1 else 0.0)
-    out = [0.0] * len(values)
-    out[values.index(present[0])] = lead
+    ordered = sorted(best.values(), reverse=True)
+    top, second = ordered[0], (ordered[1] if len(ordered) > 1 else 0.0)
+    return [max(0.0, v - second) if v is not None and best[g] == top else 0.0
+            for v, g in zip(values, group, strict=True)]
+
+
+def _ranks(values: Sequence[float | None], group: Sequence[int]) -> list[int]:
+    """1-based rank of each value among the other groups' best values, best first (0 for
+    None): one plus the number of other groups holding a better value."""
+    best = _group_best(values, group)
+    ascending = sorted(best.values())
+    out = []
+    for v, g in zip(values, group, strict=True):
+        if v is None:
+            out.append(0)
+            continue
+        better = len(ascending) - bisect.bisect_right(ascending, v)
+        out.append(1 + better - (best[g] > v))
     return out
-
-
-def _ranks(values: Sequence[float | None]) -> list[int]:
-    """1-based rank of each value, best first (0 for None); ties share the better rank."""
-    present = sorted((v for v in values if v is not None), reverse=True)
-    first: dict[float, int] = {}
-    for i, v in enumerate(present, 1):
-        first.setdefault(v, i)
-    return [first[v] if v is not None else 0 for v in values]
 
 
 def logit(p: float) -> float:

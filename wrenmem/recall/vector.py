@@ -31,6 +31,10 @@ from wrenmem.settings import Settings
 log = logging.getLogger(__name__)
 
 MIN_DEPTH = 50  # candidates per ranking before fusion
+# A long-lived backend holds the vectors of a table up to this size in memory and scans
+# them with numpy (exact, as LanceDB's flat scan below its ANN threshold, for a fraction
+# of its CPU time); a bigger table is searched through its ANN index.
+IN_MEMORY_MAX_ROWS = lance.ANN_MIN_ROWS
 COLUMNS = ["id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta"]
 
 
@@ -68,6 +72,8 @@ class VectorBackend:
         self._table: Any = None
         self._checked = 0.0  # when a remote index's version was last checked (monotonic)
         self._version: int | None = None
+        self._searches = 0  # the first search of a process goes to LanceDB (_in_memory)
+        self._memory: _InMemory | None = None
         load = getattr(self.embedder, "load", None)
         if load is not None:  # load the model while this thread imports LanceDB
             threading.Thread(target=_quietly, args=(load,), daemon=True,
@@ -119,8 +125,28 @@ class VectorBackend:
                                "run `wrenmem sync` to rebuild it") from e
 
     # -- search ---------------------------------------------------------------------
+    def _in_memory(self, table: Any, where: str | None) -> _InMemory | None:
+        """The table's vectors in memory, for its current version, when the search is
+        unfiltered (a filter is applied inside LanceDB, before ranking): from the second
+        search of a process on (a one-question CLI call would load more than it searches),
+        for a table of at most IN_MEMORY_MAX_ROWS rows; else None."""
+        if self._searches < 2 or where is not None:
+            return None
+        version = table.version
+        held = self._memory
+        if held is not None and held.table is table and held.version == version:
+            return held
+        self._memory = None  # let the old copy go before the new one is read
+        if not 0 < table.count_rows() <= IN_MEMORY_MAX_ROWS:
+            return None
+        self._memory = _InMemory.read(table, version)
+        return self._memory
+
     def _dense(self, table: Any, vector: Any, depth: int, where: str | None,
-               extra: Sequence[str] = ()) -> list[dict[str, Any]]:
+               extra: Sequence[str] = (), held: _InMemory | None = None
+               ) -> list[dict[str, Any]]:
+        if held is not None:
+            return held.nearest(vector, depth, [*COLUMNS, *extra])
         query = (table.search(vector).distance_type("cosine").nprobes(lance.ANN_NPROBES)
                  .limit(depth))
         if where:
@@ -128,7 +154,7 @@ class VectorBackend:
         return list(query.select([*COLUMNS, *extra, "_distance"]).to_list())
 
     def _text(self, table: Any, text: str, depth: int, where: str | None,
-              extra: Sequence[str] = ()) -> list[dict[str, Any]]:
+              columns: Sequence[str]) -> list[dict[str, Any]]:
         if not text.strip():
             return []
 
@@ -139,7 +165,7 @@ class VectorBackend:
         if where:
             query = query.where(where, prefilter=True)
         try:
-            return list(query.select([*COLUMNS, "terms", *extra, "_score"]).to_list())
+            return list(query.select([*columns, "_score"]).to_list())
         except Exception as e:  # e.g. a query the FTS parser rejects: dense still answers
             log.debug("full-text search failed for %r: %s", text, e)
             return []
@@ -150,6 +176,7 @@ class VectorBackend:
         if not queries:
             return []
         cap = self.settings.max_embed_chars  # a question of megabytes must not take gigabytes
+        self._searches += 1
         vectors = self.embedder.embed([q[:cap] for q in queries])
         where = where_clause(filters)
         return [self._retrying(lambda t, q=q, v=v: self._one(t, q, v, k, where))
@@ -157,7 +184,7 @@ class VectorBackend:
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None
              ) -> list[Hit]:
-        rows = self._dense(table, vector, k + 10, where)
+        rows = self._dense(table, vector, k + 10, where, held=self._in_memory(table, where))
         cosines = [1.0 - float(r["_distance"]) for r in rows]
         scored = [(at_least_identical(p, query, r["question"]), row_pair(r), c) for r, c, p
                   in zip(rows, cosines, dense_score(cosines), strict=True)]
@@ -175,13 +202,19 @@ class HybridBackend(VectorBackend):
         import numpy as np
 
         depth = max(MIN_DEPTH, 3 * k)
+        held = self._in_memory(table, where)
         rows: dict[str, dict[str, Any]] = {}
         cosine: dict[str, float] = {}
-        for row in self._dense(table, vector, depth, where, extra=["terms"]):
+        for row in self._dense(table, vector, depth, where, extra=["terms"], held=held):
             rows[row["id"]] = row
             cosine[row["id"]] = 1.0 - float(row["_distance"])
         bm25: dict[str, float] = {}
-        for row in self._text(table, query, depth, where, extra=["vector"]):
+        # with the table in memory, the keyword search returns ids only
+        columns = ["id"] if held is not None else [*COLUMNS, "terms", "vector"]
+        found = self._text(table, query, depth, where, columns)
+        if held is not None:
+            found = held.rows_of(found, [*COLUMNS, "terms"], vector)
+        for row in found:
             bm25[row["id"]] = float(row["_score"])
             if row["id"] not in rows:  # found by keywords only: its cosine from its vector
                 rows[row["id"]] = row
@@ -192,7 +225,64 @@ class HybridBackend(VectorBackend):
         signals = [Signals(cosine[i], bm25.get(i),
                            len(asked & set((rows[i].get("terms") or "").split()))
                            / max(len(asked), 1), rows[i].get("sql") or "",
-                           rows[i].get("question") or "") for i in ids]
+                           rows[i].get("question") or "", rows[i].get("datasource") or "")
+                   for i in ids]
         fused = fuse(query, signals)
         scored = [(p, row_pair(rows[i]), logit(p)) for i, p in zip(ids, fused, strict=True)]
         return rank(scored, k, self.name)
+
+
+class _InMemory:
+    """One version of the pairs table held in memory: its rows (Arrow, without vectors) and
+    its vectors as a unit-length float32 matrix, searched exactly by cosine."""
+
+    def __init__(self, table: Any, version: int, rows: Any, matrix: Any):
+        self.table, self.version, self.rows, self.matrix = table, version, rows, matrix
+        self._position: dict[str, int] | None = None
+
+    @classmethod
+    def read(cls, table: Any, version: int) -> _InMemory:
+        import numpy as np
+
+        data = table.to_arrow()
+        column = data.column("vector").combine_chunks()  # flatten() honours a slice's offset
+        matrix = column.flatten().to_numpy(zero_copy_only=False).reshape(len(data), -1)
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        matrix = (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+        return cls(table, version, data.drop_columns(["vector"]), matrix)
+
+    def nearest(self, vector: Any, depth: int, columns: Sequence[str]
+                ) -> list[dict[str, Any]]:
+        """The ``depth`` rows of highest cosine to ``vector``, best first, as LanceDB's
+        search returns them (``_distance`` = 1 - cosine)."""
+        import numpy as np
+
+        query = np.asarray(vector, dtype=np.float32)
+        norm = float(np.linalg.norm(query))
+        # einsum, not BLAS: one thread, which on a busy machine beats waiting for several
+        cosines = np.einsum("ij,j->i", self.matrix, query / norm if norm > 0 else query)
+        depth = min(depth, len(cosines))
+        if depth <= 0:
+            return []
+        top = np.argpartition(-cosines, depth - 1)[:depth]
+        top = top[np.argsort(-cosines[top], kind="stable")]
+        rows = self.rows.select([c for c in columns if c != "vector"]).take(top).to_pylist()
+        for row, n in zip(rows, top, strict=True):
+            row["_distance"] = 1.0 - float(cosines[n])
+        return rows
+
+    def rows_of(self, found: Sequence[dict[str, Any]], columns: Sequence[str], vector: Any
+                ) -> list[dict[str, Any]]:
+        """The rows of ``found`` (dicts with an ``id``) with ``columns`` and their
+        ``vector`` (as a matrix row), keeping each one's other keys; an id this copy does
+        not hold (written after it was read) is left out."""
+        if self._position is None:
+            self._position = {i: n for n, i in enumerate(self.rows.column("id").to_pylist())}
+        known = [(r, self._position[r["id"]]) for r in found if r["id"] in self._position]
+        if not known:
+            return []
+        rows = self.rows.select(list(columns)).take([n for _, n in known]).to_pylist()
+        for row, (original, n) in zip(rows, known, strict=True):
+            row.update(original)
+            row["vector"] = self.matrix[n]
+        return rows
