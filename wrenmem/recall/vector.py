@@ -249,7 +249,8 @@ class _InMemory:
         matrix = column.flatten().to_numpy(zero_copy_only=False).reshape(len(data), -1)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         matrix = (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
-        return cls(table, version, data.drop_columns(["vector"]), matrix)
+        kept = [c for c in data.schema.names if c in (*COLUMNS, "terms")]  # what hits show
+        return cls(table, version, data.select(kept), matrix)
 
     def nearest(self, vector: Any, depth: int, columns: Sequence[str]
                 ) -> list[dict[str, Any]]:
