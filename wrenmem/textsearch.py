@@ -97,21 +97,29 @@ def document_terms(fields: Mapping[str, str]) -> dict[str, float]:
 class Bm25Index:
     """An in-memory inverted index over weighted documents.
 
-    A term's postings are gathered the first time a query asks for it, then kept: a
-    one-question CLI call looks at its few terms only (building every posting list of
-    10,000 documents costs about half a second), and a long-lived process fills in the
-    terms its questions use. The postings, in document order, are the same either way."""
+    ``lazy``: a term's postings are gathered the first time a query asks for it, then kept.
+    Right for a process that asks a few questions (a CLI call looks at its few terms only;
+    building every posting list of 10,000 documents costs about half a second); a
+    long-lived index that answers many builds them all up front. The postings, in document
+    order, are the same either way, and so are the scores."""
 
-    def __init__(self, docs: Sequence[Mapping[str, float]]):
+    def __init__(self, docs: Sequence[Mapping[str, float]], *, lazy: bool = False):
         self.docs = docs
         self.lengths = [sum(d.values()) for d in docs]
         self.avg_length = (sum(self.lengths) / len(docs)) if docs else 1.0
+        self.lazy = lazy
         self._postings: dict[str, list[tuple[int, float]]] = {}
+        if not lazy:
+            for i, doc in enumerate(docs):
+                for term, tf in doc.items():
+                    self._postings.setdefault(term, []).append((i, tf))
 
     def postings(self, term: str) -> list[tuple[int, float]]:
         """(document number, weighted term frequency) of the documents holding ``term``."""
         found = self._postings.get(term)
         if found is None:
+            if not self.lazy:
+                return []
             found = self._postings[term] = [(i, doc[term]) for i, doc in enumerate(self.docs)
                                             if term in doc]
         return found

@@ -33,6 +33,7 @@ class GrepBackend:
 
     name = "grep"
     uses_index = False
+    lazy_postings = True  # one process, a few questions: only their terms' postings
 
     def __init__(self, settings: Settings, pairs: Sequence[Pair] | None = None):
         self.settings = settings
@@ -66,7 +67,8 @@ class GrepBackend:
         """The BM25F index over the pairs ``filters`` accepts (built: the part that costs)."""
         pairs, docs = self._load()
         keep = [i for i, p in enumerate(pairs) if filters.accepts(p)]
-        return GrepIndex([pairs[i] for i in keep], [docs[i] for i in keep])
+        return GrepIndex([pairs[i] for i in keep], [docs[i] for i in keep],
+                         lazy=self.lazy_postings)
 
     def search(self, queries: Sequence[str], k: int, filters: Filters) -> list[list[Hit]]:
         index = self.index(filters)
@@ -77,9 +79,10 @@ class GrepIndex:
     """A built BM25F index over ``pairs`` (term vectors ``docs``, in the same order):
     ranking one question over it reads no file and builds nothing."""
 
-    def __init__(self, pairs: Sequence[Pair], docs: Sequence[dict[str, float]]):
+    def __init__(self, pairs: Sequence[Pair], docs: Sequence[dict[str, float]], *,
+                 lazy: bool = False):
         self.pairs = list(pairs)
-        self.bm25 = Bm25Index(docs)
+        self.bm25 = Bm25Index(docs, lazy=lazy)
 
     def rank(self, query: str, k: int, backend: str) -> list[Hit]:
         """The best ``k`` pairs for ``query``, calibrated into [0, 1]
@@ -95,6 +98,8 @@ class WarmGrep(GrepBackend):
     files are read once, on first use, and each filter's index is built once. Its answers
     are ``GrepBackend``'s over that snapshot; the owner makes a new one whenever a file may
     have changed (:class:`wrenmem.watch.freshness.Freshness`)."""
+
+    lazy_postings = False  # many questions: every posting list, built once
 
     def __init__(self, settings: Settings, pairs: Sequence[Pair] | None = None):
         super().__init__(settings, pairs)

@@ -88,7 +88,7 @@ class WarmRecall:
                 self._grep.index(filters)  # reads the files: a snapshot as of ``started``
                 self._synced(GREP, started)
             grep = self._grep
-        hits = grep.search(queries, k, filters)
+            hits = grep.search(queries, k, filters)  # its per-filter indexes are shared
         for error in grep.skipped:
             say(f"{error.location()}: {error.reason} (skipped)")
         return grep.name, hits
