@@ -171,7 +171,7 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
 
     _warm_up(embedder, snap, seen, full, EmbedCache(cache_path(settings), embedder.model_id),
              settings.max_embed_chars)
-
+    lance.import_lancedb()  # seconds of CPU: not while holding the lock other writers wait for
     with index_lock(settings, timeout=lock_timeout):
         state = load_state(settings)
         if state != seen:  # another writer finished meanwhile: read the files again
@@ -211,6 +211,7 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
     if pairs and not cache.has_all(embed_text(p, settings.max_embed_chars)
                                    for p in pairs.values()):
         _load_in_background(embedder)
+    lance.import_lancedb()  # seconds of CPU: not while holding the lock other writers wait for
     with index_lock(settings, timeout=lock_timeout):
         if load_state(settings) != state:
             return None  # another writer finished meanwhile
@@ -273,9 +274,9 @@ def _save_delta(settings: Settings, model_id: str, delta: StatDelta, read: Any,
         prior.stats_at, delta.stats_at)
 
     def save() -> IndexState:
-        return save_state(settings, model_id=model_id, files=files, extras=dict(prior.extras),
-                   rows=rows, errors=errors, stats=stats, stats_at=stats_at,
-                   seeds=prior.seeds, version=prior.version)
+        return save_state(settings, model_id=model_id, files=files,
+                          extras=dict(prior.extras), rows=rows, errors=errors, stats=stats,
+                          stats_at=stats_at, seeds=prior.seeds, version=prior.version)
 
     if not only_if_free:
         return save()
