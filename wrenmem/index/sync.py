@@ -199,10 +199,14 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
     prior = state.files
     differs = {p for p in scope if read.file_hashes.get(p) != prior.get(p)}
     if not differs:  # touched, not changed: record the new stats so the next no-op is quick
-        if scope:
+        if any(p in read.file_hashes for p in scope):  # (an unreadable file has none)
             _save_delta(settings, embedder.model_id, delta, read, scope, state.rows, True)
-        return _report_from_state(state, embedder.model_id) if paths is None else (
-            SyncReport(model_id=embedder.model_id, rows=state.rows))
+        if paths is not None:
+            return SyncReport(model_id=embedder.model_id, rows=state.rows)
+        errors = sorted([*(PairError(*e) for e in state.errors if e[0] not in scope),
+                         *read.errors], key=lambda e: e.path)
+        return SyncReport(unchanged=state.ids, errors=tuple(errors), noop=True,
+                          model_id=embedder.model_id, rows=state.rows)
     pairs = {p.path: p for p in read.pairs if p.path in differs}
     shadows = _seed_questions(settings)
     if shadows & {p.nl.strip().casefold() for p in pairs.values()}:
