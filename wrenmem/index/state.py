@@ -303,6 +303,8 @@ def stat_delta(settings: Settings, model_id: str) -> StatDelta | None:
     stats_at = time.time()
     now = walk_stats(settings)
     limit = (state.stats_at - RACY_SECONDS) * 1e9
+    if now == recorded and (not now or max(st[0] for st in now.values()) < limit):
+        return StatDelta(state, now, stats_at, (), ())  # the common no-op, compared in C
     get = recorded.get
     touched = tuple(sorted(p for p, st in now.items() if get(p) != st or st[0] >= limit))
     gone = tuple(sorted(p for p in recorded if p not in now)) if len(now) != len(

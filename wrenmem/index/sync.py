@@ -171,7 +171,7 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
 
     _warm_up(embedder, snap, seen, full, EmbedCache(cache_path(settings), embedder.model_id),
              settings.max_embed_chars)
-
+    lance.import_lancedb()  # seconds of CPU: not while holding the lock other writers wait for
     with index_lock(settings, timeout=lock_timeout):
         state = load_state(settings)
         if state != seen:  # another writer finished meanwhile: read the files again
@@ -199,10 +199,14 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
     prior = state.files
     differs = {p for p in scope if read.file_hashes.get(p) != prior.get(p)}
     if not differs:  # touched, not changed: record the new stats so the next no-op is quick
-        if scope:
+        if any(p in read.file_hashes for p in scope):  # (an unreadable file has none)
             _save_delta(settings, embedder.model_id, delta, read, scope, state.rows, True)
-        return _report_from_state(state, embedder.model_id) if paths is None else (
-            SyncReport(model_id=embedder.model_id, rows=state.rows))
+        if paths is not None:
+            return SyncReport(model_id=embedder.model_id, rows=state.rows)
+        errors = sorted([*(PairError(*e) for e in state.errors if e[0] not in scope),
+                         *read.errors], key=lambda e: e.path)
+        return SyncReport(unchanged=state.ids, errors=tuple(errors), noop=True,
+                          model_id=embedder.model_id, rows=state.rows)
     pairs = {p.path: p for p in read.pairs if p.path in differs}
     shadows = _seed_questions(settings)
     if shadows & {p.nl.strip().casefold() for p in pairs.values()}:
@@ -211,6 +215,7 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
     if pairs and not cache.has_all(embed_text(p, settings.max_embed_chars)
                                    for p in pairs.values()):
         _load_in_background(embedder)
+    lance.import_lancedb()  # seconds of CPU: not while holding the lock other writers wait for
     with index_lock(settings, timeout=lock_timeout):
         if load_state(settings) != state:
             return None  # another writer finished meanwhile
@@ -273,9 +278,9 @@ def _save_delta(settings: Settings, model_id: str, delta: StatDelta, read: Any,
         prior.stats_at, delta.stats_at)
 
     def save() -> IndexState:
-        return save_state(settings, model_id=model_id, files=files, extras=dict(prior.extras),
-                   rows=rows, errors=errors, stats=stats, stats_at=stats_at,
-                   seeds=prior.seeds, version=prior.version)
+        return save_state(settings, model_id=model_id, files=files,
+                          extras=dict(prior.extras), rows=rows, errors=errors, stats=stats,
+                          stats_at=stats_at, seeds=prior.seeds, version=prior.version)
 
     if not only_if_free:
         return save()
