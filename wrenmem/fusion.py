@@ -91,6 +91,7 @@ def same_question(a: str, b: str) -> bool:
     return bool(a) and _normal(a) == _normal(b)
 
 
+@lru_cache(maxsize=65536)  # a warm process compares every matching pair's question
 def _normal(text: str) -> str:
     import unicodedata
 
