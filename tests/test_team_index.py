@@ -24,7 +24,7 @@ from s3_helpers import S3Server, weed_binary
 
 from wrenmem import lance
 from wrenmem.embedders import _CACHE, EMBEDDERS
-from wrenmem.errors import ReaderRoleError
+from wrenmem.errors import ReaderRoleError, WrenmemError
 from wrenmem.index import table as index
 from wrenmem.index.drift import check_drift
 from wrenmem.index.sync import sync_pairs
@@ -400,3 +400,49 @@ def test_a_readers_watcher_refreshes_and_never_writes(tmp_path: Path, s3_env: di
     assert not result.failures
     assert "behind the files here by 1 added" in " ".join(result.summaries)
     assert table.version == version
+
+
+def git_remote(root: Path, url: str) -> None:
+    git_checkout(root, "main")
+    subprocess.run(["git", "-C", str(root), "remote", "add", "origin", url], check=True)
+
+
+def test_another_project_on_the_same_prefix_is_refused(tmp_path: Path, s3_env: dict[str, str],
+                                                      fake: RecordingEmbedder) -> None:
+    uri = new_uri()
+    ours = machine(tmp_path, "ours", uri, pairs=5)
+    git_remote(ours, "https://git.example.com/team/sales-kb.git")
+    sync_pairs(settings(ours))
+    before = remote_rows(uri)
+    # The same repository under its other spelling (ssh) is the same project: it writes.
+    twin = machine(tmp_path, "twin", uri, pairs=5)
+    git_remote(twin, "git@git.example.com:team/sales-kb.git")
+    assert sync_pairs(settings(twin)).noop or remote_rows(uri) == before
+    # Another repository on the same prefix would delete our rows: refused, nothing written.
+    theirs = machine(tmp_path, "theirs", uri, pairs=2, variant=" (HR)")
+    git_remote(theirs, "https://git.example.com/team/hr-kb.git")
+    with pytest.raises(WrenmemError, match="another project .*sales-kb.*index_uri"):
+        sync_pairs(settings(theirs))
+    assert remote_rows(uri) == before
+    result = cli(theirs, "check")
+    assert result.exit_code == 1 and "another project" in result.output
+    # A reader of that prefix only reads: it is told where the index comes from, not refused.
+    reader = machine(tmp_path, "reader", uri, role="reader", pairs=5)
+    git_remote(reader, "https://git.example.com/team/hr-kb.git")
+    assert "another project" not in cli(reader, "status").output
+
+
+@pytest.mark.parametrize(("a", "b", "same"), [
+    ("git@git.example.com:team/kb.git", "https://git.example.com/team/kb", True),
+    ("ssh://git@Git.Example.com:22/team/kb.git", "https://git.example.com/team/kb/", True),
+    ("https://git.example.com/team/kb", "https://git.example.com/team/hr", False),
+    ("https://git.example.com/alice/kb", "https://git.example.com/team/kb", False),
+])
+def test_projects_are_compared_by_their_remote(a: str, b: str, same: bool) -> None:
+    from wrenmem.index.origin import Origin, other_project, project_key
+
+    assert (project_key(a) == project_key(b)) is same
+    assert (other_project(Origin(a, "main", ""), Origin(b, "main", "")) is None) is same
+    # a folder name (no remote) never decides: CI and a laptop name folders differently
+    assert other_project(Origin("kb", "main", ""), Origin(b, "main", "")) is None
+    assert project_key("kb") is None

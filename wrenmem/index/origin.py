@@ -47,6 +47,34 @@ def _clean_remote(url: str) -> str:
     return url.removesuffix(".git").rstrip("/")
 
 
+def project_key(project: str) -> str | None:
+    """A comparable name for a project recorded from its git remote: host and path, without
+    scheme, user, ``.git`` or case of the host, so ``git@host:team/kb.git`` and
+    ``https://host/team/kb`` are one project. None for a project named after its folder
+    (no remote): a CI runner's and a laptop's folder names say nothing about sameness."""
+    url = project.strip()
+    if "/" not in url:
+        return None
+    url = re.sub(r"^[a-z][a-z0-9+.-]*://", "", url, flags=re.IGNORECASE)
+    url = re.sub(r"^[^/@]*@", "", url)
+    host, sep, path = url.partition("/")
+    if ":" in host and not re.search(r":\d+$", host):  # scp-like git@host:team/kb
+        host, _colon, first = host.partition(":")
+        path = f"{first}/{path}" if sep else first
+    host = re.sub(r":\d+$", "", host).lower()
+    path = path.removesuffix(".git").strip("/")
+    return f"{host}/{path}" if path else None
+
+
+def other_project(recorded: Origin | None, here: Origin) -> str | None:
+    """The project an index was built from when it is certainly not this one (both named by
+    their git remotes, and different); else None."""
+    if recorded is None:
+        return None
+    theirs, ours = project_key(recorded.project), project_key(here.project)
+    return recorded.project if theirs and ours and theirs != ours else None
+
+
 def local_origin(root: Path) -> Origin:
     """This checkout's project (the ``origin`` remote, else the folder name), branch, commit."""
     project = _clean_remote(_git(root, "remote", "get-url", "origin")) or root.name

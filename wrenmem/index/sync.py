@@ -367,7 +367,8 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     if check.owner is not None:
         raise WrenmemError(
             f"the index at {settings.index_uri} holds the pairs of another project "
-            f"({check.owner}); give this project an index of its own (setting `index`)")
+            f"({check.owner}); writing would delete its rows: give this project an index "
+            "of its own (setting `index_uri`)")
     table = check.table
     reason = None
     if check.damaged:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wrenmem import lance
-from wrenmem.index.origin import Origin
+from wrenmem.index.origin import Origin, local_origin, other_project
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.settings import Settings
 from wrenmem.textsearch import document_terms, tokenize
@@ -162,10 +162,13 @@ def table_owner(settings: Settings, table: Any) -> str | None:
     moved or copied; an index elsewhere (a shared path) belongs to the project that
     built it, and two projects writing one would delete each other's rows. An index on
     object storage is shared by design: every checkout of the team (each at its own path)
-    writes or reads it, and its origin (project, branch, commit) is recorded instead.
+    writes or reads it, and its origin (project, branch, commit) is recorded instead; a
+    writer whose git remote names another repository than that origin's is refused (a
+    reader only reads: it is told what it reads from).
     """
     if lance.is_remote(settings.index_uri):
-        return None
+        return (None if settings.is_reader
+                else other_project(table_origin(table), local_origin(settings.root)))
     if "://" not in settings.index_uri and os.path.abspath(settings.index_uri).startswith(
             str(settings.root) + os.sep):
         return None
