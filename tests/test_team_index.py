@@ -446,3 +446,29 @@ def test_projects_are_compared_by_their_remote(a: str, b: str, same: bool) -> No
     # a folder name (no remote) never decides: CI and a laptop name folders differently
     assert other_project(Origin("kb", "main", ""), Origin(b, "main", "")) is None
     assert project_key("kb") is None
+
+
+def test_an_older_commit_does_not_overwrite_a_newer_index(
+        tmp_path: Path, s3_env: dict[str, str], fake: RecordingEmbedder) -> None:
+    uri = new_uri()
+    url = "https://git.example.com/team/sales-kb.git"
+    ci = machine(tmp_path, "ci", uri, pairs=4)
+    git_remote(ci, url)
+    old = subprocess.run(["git", "-C", str(ci), "rev-parse", "HEAD"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    write_pair(ci, "new.md", "Revenue per store this week?", "SELECT 1")
+    for args in (["add", "-A"], ["commit", "-q", "-m", "a pair"]):
+        subprocess.run(["git", "-C", str(ci), *args], check=True, capture_output=True)
+    sync_pairs(settings(ci))  # the newer job
+    newer = remote_rows(uri)
+    # A job of the older commit finishes last: it must not put the index back.
+    late = tmp_path / "late"
+    subprocess.run(["git", "clone", "-q", str(ci), str(late)], check=True)
+    for args in (["remote", "set-url", "origin", url], ["reset", "-q", "--hard", old]):
+        subprocess.run(["git", "-C", str(late), *args], check=True)
+    with pytest.raises(WrenmemError, match="newer commit of main.*sync --full"):
+        sync_pairs(settings(late))
+    assert remote_rows(uri) == newer
+    sync_pairs(settings(late), full=True)
+    assert remote_rows(uri) == file_hashes(late)  # --full overwrites on purpose
+    assert sync_pairs(settings(ci)).added == ("knowledge/sql/new.md",)  # and CI catches up

@@ -75,6 +75,23 @@ def other_project(recorded: Origin | None, here: Origin) -> str | None:
     return recorded.project if theirs and ours and theirs != ours else None
 
 
+def is_older_checkout(root: Path, recorded: Origin | None, here: Origin) -> bool:
+    """True when this checkout's commit is a strict ancestor of the commit the index was
+    built from, on the same branch of the same project: an older CI job that finishes
+    last must not overwrite a newer index. False whenever git cannot tell (a shallow clone
+    that lacks the recorded commit, no git at all)."""
+    if (recorded is None or not recorded.commit or not here.commit
+            or recorded.commit == here.commit or recorded.branch != here.branch
+            or project_key(recorded.project) != project_key(here.project)):
+        return False
+    try:
+        done = subprocess.run(["git", "-C", str(root), "merge-base", "--is-ancestor",
+                               here.commit, recorded.commit], capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
 def local_origin(root: Path) -> Origin:
     """This checkout's project (the ``origin`` remote, else the folder name), branch, commit."""
     project = _clean_remote(_git(root, "remote", "get-url", "origin")) or root.name

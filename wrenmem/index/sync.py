@@ -33,7 +33,7 @@ from wrenmem.errors import (
 )
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache, cache_path
-from wrenmem.index.origin import local_origin
+from wrenmem.index.origin import is_older_checkout, local_origin
 from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.snapshot import SEED_PREFIX, Snapshot, mirror_matches, save_mirror, take_snapshot
 from wrenmem.index.state import (
@@ -370,6 +370,15 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
             f"({check.owner}); writing would delete its rows: give this project an index "
             "of its own (setting `index_uri`)")
     table = check.table
+    if table is not None and settings.remote_index and not full and not check.damaged:
+        built_from, here = index.table_origin(table), local_origin(settings.root)
+        if is_older_checkout(settings.root, built_from, here):
+            assert built_from is not None
+            raise IndexStorageError(
+                f"the index at {settings.index_uri} was built from a newer commit of "
+                f"{here.branch} ({built_from.commit[:10]}) than this checkout's "
+                f"({here.commit[:10]}): an older job must not overwrite it; "
+                "`wrenmem sync --full` overwrites it anyway")
     reason = None
     if check.damaged:
         reason = "the index is damaged: " + "; ".join(check.problems)
