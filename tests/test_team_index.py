@@ -384,6 +384,12 @@ def test_a_warm_schema_fetch_reads_the_local_copy(tmp_path: Path, s3_env: dict[s
         again = Memory(root).fetch(question, threshold=0, k=5)
         assert again.index is not None and again.index["noop"]
         assert [r.item.id for r in again.results] == [r.item.id for r in first.results]
+    # The watcher's daemon answers a fetch from the same local copy.
+    from wrenmem.watch.daemon import DaemonServer
+
+    daemon = DaemonServer(settings(root))
+    answer = daemon.fetch(settings(root), {"question": question, "threshold": 0, "k": 5})
+    assert [r["id"] for r in answer["data"]["results"]] == [r.item.id for r in first.results]
 
 
 def test_a_readers_watcher_refreshes_and_never_writes(tmp_path: Path, s3_env: dict[str, str],

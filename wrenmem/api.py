@@ -46,7 +46,6 @@ from wrenmem.schema.describe import describe as describe_text
 from wrenmem.schema.fetch import FetchResult
 from wrenmem.schema.fetch import fetch as fetch_context
 from wrenmem.schema.manifest import Manifest, load_manifest
-from wrenmem.schema.table import TABLE as SCHEMA_TABLE
 from wrenmem.schema.table import (
     SchemaDrift,
     SchemaSyncReport,
@@ -304,7 +303,7 @@ class Memory:
                 return remote  # type: ignore[return-value]
         return fetch_context(self.settings, question, types=tuple(types), model=model, k=k,
                              threshold=threshold, progress=progress,
-                             read_copy=schema_read_copy(self.settings))
+                             read_copy=replica.schema_read_copy(self.settings))
 
     def seeds(self) -> builtins.list[dict[str, Any]]:
         """The seed queries derived from the manifest, as records."""
@@ -372,20 +371,6 @@ class Memory:
             return
         for error in errors:
             self.notify(f"{error.location()}: {error.reason} (skipped)")
-
-
-def schema_read_copy(settings: Settings) -> Callable[[bool], str] | None:
-    """For a remote index: where schema searches read, the local copy of its schema table,
-    refreshed at most every ``refresh_seconds`` (at once after this process wrote it), so a
-    warm fetch makes no network round trip. None for a local index."""
-    if not settings.remote_index:
-        return None
-
-    def reading_uri(written: bool) -> str:
-        replica.refresh(settings, SCHEMA_TABLE, max_age=0 if written else None)
-        return replica.reading_uri(settings)
-
-    return reading_uri
 
 
 def _split_tags(tags: Iterable[str] | str) -> builtins.list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from wrenmem.fsutil import atomic_write_text
 from wrenmem.index import table as index
 from wrenmem.index.origin import Origin
 from wrenmem.lock import index_lock
+from wrenmem.schema.table import TABLE as SCHEMA_TABLE
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -176,3 +177,17 @@ def _download(remote: Any, ids: list[str], total: int) -> Any:
         return data.filter(pc.is_in(data.column("id"), value_set=pa.array(ids)))
     return pa.concat_tables([remote.search().where(lance.in_filter("id", chunk))
                              .limit(None).to_arrow() for chunk in lance.chunked(ids)])
+
+
+def schema_read_copy(settings: Settings) -> Callable[[bool], str] | None:
+    """For a remote index: where schema searches read, the local copy of its schema table,
+    refreshed at most every ``refresh_seconds`` (at once after this process wrote it), so a
+    warm fetch makes no network round trip. None for a local index."""
+    if not settings.remote_index:
+        return None
+
+    def schema_uri(written: bool) -> str:
+        refresh(settings, SCHEMA_TABLE, max_age=0 if written else None)
+        return reading_uri(settings)
+
+    return schema_uri

@@ -24,6 +24,7 @@ from typing import Any
 
 from wrenmem import statedir
 from wrenmem.errors import LockTimeoutError, WrenmemError
+from wrenmem.index.replica import schema_read_copy
 from wrenmem.lock import index_lock
 from wrenmem.recall.backends import BACKENDS, choose_backend
 from wrenmem.recall.hits import Filters
@@ -230,7 +231,8 @@ class DaemonServer:
         threshold = args.get("threshold")
         result = fetch(settings, question, types=tuple(args.get("types") or ()),
                        model=args.get("model"), k=int(args.get("k", 10)),
-                       threshold=None if threshold is None else int(threshold))
+                       threshold=None if threshold is None else int(threshold),
+                       read_copy=schema_read_copy(settings))
         return {"data": result.to_dict(), "text": result.render(),
                 "warnings": list(result.warnings), "notes": list(result.notes)}
 
