@@ -7,6 +7,7 @@ import os
 import stat
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,34 @@ def os_error_reason(path: str | Path, error: OSError) -> str:
 def _too_large(size: str, limit: int) -> UnreadableFileError:
     return UnreadableFileError(f"file too large ({size} bytes; the limit is the "
                                f"max_pair_bytes setting, {limit:,})")
+
+
+def walk_files(folder: str, skip: Callable[[str], bool] | None = None,
+               on_error: Callable[[str, OSError], None] | None = None
+               ) -> Iterator[os.DirEntry[str]]:
+    """Every entry below ``folder`` that is not a folder, depth first, without following
+    symlinked folders. Names ``skip`` accepts (files and folders) are passed over; a folder
+    that cannot be listed is reported to ``on_error`` (if given) and passed over."""
+    stack = [folder]
+    while stack:
+        current = stack.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError as e:
+            if on_error is not None:
+                on_error(current, e)
+            continue
+        for entry in entries:
+            if skip is not None and skip(entry.name):
+                continue
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir:
+                stack.append(entry.path)
+            else:
+                yield entry
 
 
 def atomic_write_text(path: Path, text: str, *, exclusive: bool = False) -> None:

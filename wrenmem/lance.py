@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import ExtraMissingError, IndexStorageError, WrenmemError
-from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.fsutil import read_marshal, walk_files, write_marshal
 from wrenmem.settings import Settings
 from wrenmem.statedir import ensure_parent
 
@@ -211,22 +211,12 @@ def disk_listing(uri: str, name: str) -> Listing | None:
     if folder is None:
         return None
     out: Listing = {}
-    stack = [folder]
-    while stack:
-        current = stack.pop()
+    for entry in walk_files(folder):
         try:
-            entries = list(os.scandir(current))
+            st = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                    continue
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            out[os.path.relpath(entry.path, folder)] = (st.st_size, st.st_mtime_ns)
+        out[os.path.relpath(entry.path, folder)] = (st.st_size, st.st_mtime_ns)
     return out
 
 

@@ -28,9 +28,9 @@ from typing import Any
 
 from wrenmem import statedir
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import RACY_SECONDS, read_marshal, write_marshal
+from wrenmem.fsutil import RACY_SECONDS, read_marshal, walk_files, write_marshal
 from wrenmem.index import table as index
-from wrenmem.pairs.catalog import SKIPPED_NAMES
+from wrenmem.pairs.catalog import is_pair_name, skipped_name
 from wrenmem.pairs.seeds import seed_pairs
 from wrenmem.settings import Settings
 
@@ -55,30 +55,18 @@ def walk_stats(settings: Settings) -> Stats:
     if not os.path.isdir(folder):
         return out
     prefix = str(settings.root) + os.sep
-    stack = [folder]
-    while stack:
-        current = stack.pop()
+    for entry in walk_files(folder, skipped_name):
+        if not is_pair_name(entry.name):
+            continue
+        text = entry.path
+        rel = text[len(prefix):] if text.startswith(prefix) else settings.relpath(Path(text))
+        if os.sep != "/":
+            rel = rel.replace(os.sep, "/")
         try:
-            entries = list(os.scandir(current))
+            st = os.stat(text)
         except OSError:
             continue
-        for entry in entries:
-            name = entry.name
-            if name.startswith(".") or name.endswith("~"):
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-            elif name.endswith(".md") and name.lower() not in SKIPPED_NAMES:
-                text = entry.path
-                rel = (text[len(prefix):] if text.startswith(prefix)
-                       else settings.relpath(Path(text)))
-                if os.sep != "/":
-                    rel = rel.replace(os.sep, "/")
-                try:
-                    st = os.stat(text)
-                except OSError:
-                    continue
-                out[rel] = (st.st_mtime_ns, st.st_size, st.st_ino)
+        out[rel] = (st.st_mtime_ns, st.st_size, st.st_ino)
     return out
 
 

@@ -20,7 +20,14 @@ from typing import Any
 
 from wrenmem import statedir
 from wrenmem.errors import PairError, WrenmemError
-from wrenmem.fsutil import file_kind, is_racy, os_error_reason, read_marshal, write_marshal
+from wrenmem.fsutil import (
+    file_kind,
+    is_racy,
+    os_error_reason,
+    read_marshal,
+    walk_files,
+    write_marshal,
+)
 from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
 from wrenmem.settings import MAX_PAIR_BYTES, Settings
 
@@ -53,21 +60,10 @@ def iter_pair_files(folder: Path) -> Iterator[Path]:
     """Every ``*.md`` under ``folder``, recursively, skipping hidden files and folders."""
     if not folder.is_dir():
         return
-    stack = [folder]
-    while stack:
-        current = stack.pop()
-        try:
-            entries = list(os.scandir(current))
-        except OSError as e:
-            log.warning("cannot list %s: %s", current, e)
-            continue
-        for entry in entries:
-            if skipped_name(entry.name):
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(Path(entry.path))
-            elif is_pair_name(entry.name):
-                yield Path(entry.path)
+    for entry in walk_files(str(folder), skipped_name,
+                            lambda where, e: log.warning("cannot list %s: %s", where, e)):
+        if is_pair_name(entry.name):
+            yield Path(entry.path)
 
 
 def read_pair_file(path: Path, rel: str, max_bytes: int = MAX_PAIR_BYTES
