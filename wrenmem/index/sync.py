@@ -370,8 +370,9 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
             f"({check.owner}); writing would delete its rows: give this project an index "
             "of its own (setting `index_uri`)")
     table = check.table
-    if table is not None and settings.remote_index and not full and not check.damaged:
-        built_from, here = index.table_origin(table), local_origin(settings.root)
+    here = local_origin(settings.root) if settings.remote_index else None
+    if here is not None and table is not None and not full and not check.damaged:
+        built_from = index.table_origin(table)
         if is_older_checkout(settings.root, built_from, here):
             assert built_from is not None
             raise IndexStorageError(
@@ -432,8 +433,8 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     plan = first
     lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
     lance.ensure_vector_index(table)
-    if remote:
-        index.record_origin(table, local_origin(settings.root))
+    if here is not None:
+        index.record_origin(table, here)
     optimized = _maintain(settings, table, commits, embedded)
     rows = table.count_rows()
     # A scoped sync vouches for its paths only: never for a remote table's other rows.
