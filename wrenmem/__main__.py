@@ -1,10 +1,11 @@
-"""``wrenmem`` and ``python -m wrenmem``: a fast path to the warm daemon, then the click CLI.
+"""``wrenmem`` and ``python -m wrenmem``: a fast path for an agent's calls, then the click CLI.
 
 ``recall`` and ``fetch`` with simple arguments are sent straight to a running watcher's
-socket, without importing click or the command tree (about 60 ms of start-up saved per call).
-Anything else, or any failure at all (no daemon, other settings, an option this parser does
-not know, an error), goes to the click CLI, which prints exactly the same thing. The parser
-below accepts only what it fully understands; it never guesses.
+socket, and without a daemon ``recall`` is answered in this process, both without importing
+click or the command tree (about 60-100 ms of start-up saved per call). Anything else, or
+any failure at all (other settings, an option this parser does not know, an error), goes
+to the click CLI, which prints exactly the same thing. The parser below accepts only what
+it fully understands; it never guesses. ``WRENMEM_NO_FAST_PATH=1`` sends every call to click.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from wrenmem.errors import log_to_stderr
 from wrenmem.recall.hits import Filters, above
 from wrenmem.recall.render import render_text
 from wrenmem.settings import find_project_root, load_settings
-from wrenmem.watch.client import DISABLE_ENV, remote_fetch, remote_recall
+from wrenmem.watch.client import remote_fetch, remote_recall
 
 # Options this fast path understands: name -> (destination, takes a value, repeatable).
 _COMMON = {"-k": "k", "-l": "k", "--limit": "k", "-b": "backend", "--backend": "backend",
@@ -34,6 +36,7 @@ _REPEATABLE = {"queries", "tags", "types"}
 _FLAGS = {"json"}
 _DEFAULT_K = {"recall": 3, "fetch": 10}
 _BACKENDS = ("auto", "grep", "vector", "hybrid")
+FAST_PATH_OFF_ENV = "WRENMEM_NO_FAST_PATH"
 
 
 class _Unhandled(Exception):
@@ -105,9 +108,10 @@ def _checked(command: str, options: dict[str, Any]) -> dict[str, Any]:
             "json": bool(options.get("json")) or options.get("output") == "json"}
 
 
-def try_daemon(argv: list[str]) -> bool:
-    """Answer ``argv`` through the daemon; True when done (output printed)."""
-    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
+def try_fast(argv: list[str]) -> bool:
+    """Answer ``argv`` through the daemon, or for ``recall`` in this process; True when
+    done (output printed)."""
+    if os.environ.get(FAST_PATH_OFF_ENV, "") not in ("", "0"):
         return False
     try:
         project, command, options = parse(argv)
@@ -132,8 +136,12 @@ def _recall(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | N
     notes: list[str] = []
     results = remote_recall(settings, options["queries"], options["k"], filters,
                             notify=notes.append)
-    if results is None:
-        return None
+    if results is None:  # no daemon: the work of click's recall, in this process
+        from wrenmem.recall.backends import recall_many
+
+        log_to_stderr()
+        results = recall_many(settings, options["queries"], options["k"], filters,
+                              notify=notes.append)
     results = above(results, options["min_score"])
     if options["json"]:
         return _json([r.to_dict() for r in results]), notes
@@ -160,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     args = sys.argv[1:] if argv is None else list(argv)
     try:
-        if try_daemon(args):
+        if try_fast(args):
             return
     except BrokenPipeError:
         sys.exit(0)

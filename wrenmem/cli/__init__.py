@@ -8,7 +8,7 @@ import sys
 import click
 
 from wrenmem import __version__
-from wrenmem.errors import WrenmemError
+from wrenmem.errors import WrenmemError, log_to_stderr
 
 # Command name -> module of wrenmem.cli that defines it (in its COMMANDS list). Modules are
 # imported only when one of their commands runs, so `recall` answered by the daemon does not
@@ -67,10 +67,7 @@ class WrenmemClickError(click.ClickException):
 def cli(ctx: click.Context, project: str | None, verbose: int) -> None:
     """Memory for text-to-SQL agents: NL→SQL pairs as Markdown files in git, recalled on demand,
     with schema context from a Wren MDL manifest."""
-    import logging
-
-    logging.basicConfig(level=logging.WARNING - 10 * min(verbose, 2),
-                        format="wrenmem: %(message)s")
+    log_to_stderr(verbose)
     ctx.obj = {"project": project}
 
 

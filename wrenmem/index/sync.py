@@ -31,6 +31,7 @@ from wrenmem.errors import (
     ReaderRoleError,
     WrenmemError,
 )
+from wrenmem.index import recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache, cache_path
 from wrenmem.index.origin import is_older_checkout, local_origin
@@ -239,6 +240,7 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
             lance.ensure_vector_index(table)
         optimized = _maintain(settings, table, commits, embedded)
         rows = table.count_rows()
+        recallcopy.save(settings, table)
         after = _save_delta(settings, embedder.model_id, delta, read, scope, rows, False)
     moved = set(plan.added) | set(plan.changed) | {new for _old, new in plan.renamed}
     return SyncReport(plan.added, plan.changed, plan.removed, plan.renamed,
@@ -437,6 +439,7 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
         index.record_origin(table, here)
     optimized = _maintain(settings, table, commits, embedded)
     rows = table.count_rows()
+    recallcopy.save(settings, table)
     # A scoped sync vouches for its paths only: never for a remote table's other rows.
     version = (_verified_version(table, desired, scope, snap.extras_ok)
                if remote and scope is None else None)

@@ -19,11 +19,15 @@ class Filters:
     source: str | None = None
 
     def accepts(self, pair: Pair) -> bool:
-        if self.datasource is not None and pair.datasource != self.datasource:
+        return self.accepts_fields(pair.datasource, pair.source, pair.tags)
+
+    def accepts_fields(self, datasource: str | None, source: str | None,
+                       tags: Sequence[str] | None) -> bool:
+        if self.datasource is not None and datasource != self.datasource:
             return False
-        if self.source is not None and pair.source != self.source:
+        if self.source is not None and source != self.source:
             return False
-        return all(tag in pair.tags for tag in self.tags)
+        return all(tag in (tags or ()) for tag in self.tags)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from wrenmem import lance
 from wrenmem.embedders import get_embedder
 from wrenmem.errors import WrenmemError
 from wrenmem.fusion import Signals, at_least_identical, dense_score, fuse, logit
-from wrenmem.index import replica
+from wrenmem.index import recallcopy, replica
 from wrenmem.index import table as index
 from wrenmem.index.table import query_terms, row_pair
 from wrenmem.recall.hits import Filters, Hit, rank
@@ -72,8 +72,9 @@ class VectorBackend:
         self._table: Any = None
         self._checked = 0.0  # when a remote index's version was last checked (monotonic)
         self._version: int | None = None
-        self._searches = 0  # the first search of a process goes to LanceDB (_in_memory)
-        self._memory: _InMemory | None = None
+        self._searches = 0
+        # the table's latest version in memory, when small: (table, version, copy)
+        self._memory: tuple[Any, int, recallcopy.RecallCopy] | None = None
         load = getattr(self.embedder, "load", None)
         if load is not None:  # load the model while this thread imports LanceDB
             threading.Thread(target=_quietly, args=(load,), daemon=True,
@@ -125,25 +126,27 @@ class VectorBackend:
                                "run `wrenmem sync` to rebuild it") from e
 
     # -- search ---------------------------------------------------------------------
-    def _in_memory(self, table: Any, where: str | None) -> _InMemory | None:
-        """The table's vectors in memory, for its current version, when the search is
-        unfiltered (a filter is applied inside LanceDB, before ranking): from the second
-        search of a process on (a one-question CLI call would load more than it searches),
-        for a table of at most IN_MEMORY_MAX_ROWS rows; else None."""
-        if self._searches < 2 or where is not None:
-            return None
+    def _in_memory(self, table: Any, where: str | None) -> _CopyView | None:
+        """The rows and vectors a search over ``table`` holds in memory (see
+        :meth:`search`), or None: the search goes to LanceDB."""
+        return table if isinstance(table, _CopyView) else None
+
+    def _held(self, table: Any) -> recallcopy.RecallCopy | None:
+        """The table's latest version in memory, read whole when it has at most
+        IN_MEMORY_MAX_ROWS rows (else None): kept while the version stays the same."""
         version = table.version
         held = self._memory
-        if held is not None and held.table is table and held.version == version:
-            return held
+        if held is not None and held[0] is table and held[1] == version:
+            return held[2]
         self._memory = None  # let the old copy go before the new one is read
         if not 0 < table.count_rows() <= IN_MEMORY_MAX_ROWS:
             return None
-        self._memory = _InMemory.read(table, version)
-        return self._memory
+        copy = recallcopy.RecallCopy.from_table(table)
+        self._memory = (table, version, copy)
+        return copy
 
     def _dense(self, table: Any, vector: Any, depth: int, where: str | None,
-               extra: Sequence[str] = (), held: _InMemory | None = None
+               extra: Sequence[str] = (), held: _CopyView | None = None
                ) -> list[dict[str, Any]]:
         if held is not None:
             return held.nearest(vector, depth, [*COLUMNS, *extra])
@@ -161,6 +164,8 @@ class VectorBackend:
         terms = query_terms(text)
         if not terms:
             return []
+        if isinstance(table, _CopyView):
+            return table.keyword(terms.split(), depth)
         query = table.search(terms, query_type="fts", fts_columns="terms").limit(depth)
         if where:
             query = query.where(where, prefilter=True)
@@ -177,7 +182,22 @@ class VectorBackend:
             return []
         cap = self.settings.max_embed_chars  # a question of megabytes must not take gigabytes
         self._searches += 1
+        fresh = self._table is None and not self.settings.remote_index
+        # the first search of a process that has not opened the table (a one-shot CLI
+        # call) reads the saved copy instead when it is current: no LanceDB import at all
+        copy = (recallcopy.load(self.settings, self.embedder.model_id)
+                if fresh and self._searches == 1 else None)
         vectors = self.embedder.embed([q[:cap] for q in queries])
+        if copy is None:
+            # taken before the table is opened: it keys the copy saved for the next process
+            listing = index.disk_listing(self.settings) if fresh else None
+            copy = self._retrying(self._held)
+            if copy is not None and listing:
+                recallcopy.write(self.settings, copy, listing)
+        if copy is not None:  # a small table: exact search in memory, filters applied first
+            view = _CopyView(copy, filters)
+            return [self._one(view, q, v, k, None)
+                    for q, v in zip(queries, vectors, strict=True)]
         where = where_clause(filters)
         return [self._retrying(lambda t, q=q, v=v: self._one(t, q, v, k, where))
                 for q, v in zip(queries, vectors, strict=True)]
@@ -232,58 +252,70 @@ class HybridBackend(VectorBackend):
         return rank(scored, k, self.name)
 
 
-class _InMemory:
-    """One version of the pairs table held in memory: its rows (Arrow, without vectors) and
-    its vectors as a unit-length float32 matrix, searched exactly by cosine."""
+def nearest_rows(matrix: Any, vector: Any, depth: int) -> tuple[Any, Any]:
+    """(row numbers, every row's cosine): the ``depth`` rows of ``matrix`` (unit rows) of
+    highest cosine to ``vector``, best first (ties: lower row first)."""
+    import numpy as np
 
-    def __init__(self, table: Any, version: int, rows: Any, matrix: Any):
-        self.table, self.version, self.rows, self.matrix = table, version, rows, matrix
-        self._position: dict[str, int] | None = None
+    query = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(query))
+    # einsum, not BLAS: one thread, which on a busy machine beats waiting for several
+    cosines = np.einsum("ij,j->i", matrix, query / norm if norm > 0 else query)
+    depth = min(depth, len(cosines))
+    if depth <= 0:
+        return np.zeros(0, dtype=np.int64), cosines
+    top = np.argpartition(-cosines, depth - 1)[:depth]
+    return top[np.argsort(-cosines[top], kind="stable")], cosines
 
-    @classmethod
-    def read(cls, table: Any, version: int) -> _InMemory:
+
+class _CopyView:
+    """A :class:`~wrenmem.index.recallcopy.RecallCopy` seen through recall filters: the
+    dense and keyword searches of LanceDB (with its prefilter), over the copy's rows."""
+
+    def __init__(self, copy: recallcopy.RecallCopy, filters: Filters):
         import numpy as np
 
-        data = table.to_arrow()
-        column = data.column("vector").combine_chunks()  # flatten() honours a slice's offset
-        matrix = column.flatten().to_numpy(zero_copy_only=False).reshape(len(data), -1)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        matrix = (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
-        kept = [c for c in data.schema.names if c in (*COLUMNS, "terms")]  # what hits show
-        return cls(table, version, data.select(kept), matrix)
+        self.copy = copy
+        self.allowed: Any = None
+        self.positions: Any = None  # the allowed rows' numbers (None: every row)
+        if filters != Filters():
+            at = [copy.columns.index(c) for c in ("datasource", "source", "tags")]
+            self.allowed = np.fromiter(
+                (filters.accepts_fields(r[at[0]], r[at[1]], r[at[2]]) for r in copy.rows),
+                dtype=bool, count=len(copy))
+            self.positions = np.flatnonzero(self.allowed)
+        self.matrix = copy.matrix if self.positions is None else copy.matrix[self.positions]
 
     def nearest(self, vector: Any, depth: int, columns: Sequence[str]
                 ) -> list[dict[str, Any]]:
         """The ``depth`` rows of highest cosine to ``vector``, best first, as LanceDB's
         search returns them (``_distance`` = 1 - cosine)."""
-        import numpy as np
-
-        query = np.asarray(vector, dtype=np.float32)
-        norm = float(np.linalg.norm(query))
-        # einsum, not BLAS: one thread, which on a busy machine beats waiting for several
-        cosines = np.einsum("ij,j->i", self.matrix, query / norm if norm > 0 else query)
-        depth = min(depth, len(cosines))
-        if depth <= 0:
-            return []
-        top = np.argpartition(-cosines, depth - 1)[:depth]
-        top = top[np.argsort(-cosines[top], kind="stable")]
-        rows = self.rows.select([c for c in columns if c != "vector"]).take(top).to_pylist()
-        for row, n in zip(rows, top, strict=True):
-            row["_distance"] = 1.0 - float(cosines[n])
+        top, cosines = nearest_rows(self.matrix, vector, depth)
+        numbers = top if self.positions is None else self.positions[top]
+        wanted = [c for c in columns if c != "vector"]
+        rows = []
+        for n, at in zip(numbers, top, strict=True):
+            row = self.copy.row(int(n), wanted)
+            row["_distance"] = 1.0 - float(cosines[at])
+            rows.append(row)
         return rows
+
+    def keyword(self, terms: Sequence[str], depth: int) -> list[dict[str, Any]]:
+        """The ``depth`` best rows by BM25 over their terms, as ids with a ``_score``."""
+        scores = self.copy.bm25(terms, self.allowed)
+        best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:depth]
+        return [{**self.copy.row(n, ["id"]), "_score": s, "_row": n} for n, s in best]
 
     def rows_of(self, found: Sequence[dict[str, Any]], columns: Sequence[str], vector: Any
                 ) -> list[dict[str, Any]]:
-        """The rows of ``found`` (dicts with an ``id``) with ``columns`` and their
-        ``vector`` (as a matrix row), keeping each one's other keys; an id this copy does
-        not hold (written after it was read) is left out."""
-        if self._position is None:
-            self._position = {i: n for n, i in enumerate(self.rows.column("id").to_pylist())}
-        known = [(r, self._position[r["id"]]) for r in found if r["id"] in self._position]
-        if not known:
-            return []
-        rows = self.rows.select(list(columns)).take([n for _, n in known]).to_pylist()
-        for row, (original, n) in zip(rows, known, strict=True):
+        """The rows :meth:`keyword` found, with ``columns`` and their ``vector``, keeping
+        each one's other keys."""
+        rows = []
+        for original in found:
+            n = original["_row"]
+            row = self.copy.row(n, columns)
             row.update(original)
-            row["vector"] = self.matrix[n]
+            row["vector"] = self.copy.matrix[n]
+            rows.append(row)
         return rows
+

@@ -1,0 +1,186 @@
+"""The recall copy: a one-shot recall answers from it exactly as from LanceDB, never from a
+stale, damaged or foreign copy, and the CLI then imports neither LanceDB nor click."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import run_wrenmem, write_pair
+from test_daemon import assert_same_answers
+
+from wrenmem.index import recallcopy
+from wrenmem.index import table as index
+from wrenmem.index.sync import sync_pairs
+from wrenmem.recall import vector
+from wrenmem.recall.backends import recall_many
+from wrenmem.recall.hits import Filters
+from wrenmem.recall.vector import HybridBackend, VectorBackend
+from wrenmem.settings import load_settings
+
+THINGS = ["orders", "customers", "products", "invoices", "stores", "employees", "suppliers",
+          "shipments", "refunds", "reviews"]
+MEASURES = [("price", "price"), ("age", "age"), ("total amount", "amount"),
+            ("rating", "rating"), ("weight", "weight")]
+QUESTIONS = ["How many orders are there?", "average price of products per store",
+             "which supplier has the highest rating", "每个门店的订单数量是多少？",
+             "list refunds with amount above 100", "top customers by total amount"]
+
+
+def _fill(root: Path) -> None:
+    n = 0
+    for thing in THINGS:
+        table = thing.rstrip("s")
+        write_pair(root, f"{thing}/count.md", f"How many {thing} are there?",
+                   f"SELECT COUNT(*) FROM {table}", datasource="shop" if n % 2 else "crm")
+        for label, column in MEASURES:
+            n += 1
+            write_pair(root, f"{thing}/avg_{column}.md", f"Average {label} of {thing}",
+                       f"SELECT AVG({column}) FROM {table}",
+                       datasource="shop" if n % 2 else "crm",
+                       tags="[kpi]" if n % 3 == 0 else "[]")
+            write_pair(root, f"{thing}/max_{column}.md",
+                       f"Which of the {thing} has the highest {label}?",
+                       f"SELECT * FROM {table} ORDER BY {column} DESC LIMIT 1",
+                       datasource="shop")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project of 110 pairs, indexed with the real default model."""
+    root = tmp_path_factory.mktemp("copy") / "proj"
+    (root / "knowledge" / "sql").mkdir(parents=True)
+    _fill(root)
+    sync_pairs(load_settings(root))
+    return root
+
+
+@pytest.fixture
+def project_copy(built: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    shutil.copytree(built, root, symlinks=True)
+    return root
+
+
+@pytest.mark.parametrize("kind", [VectorBackend, HybridBackend])
+@pytest.mark.parametrize("filters", [Filters(), Filters(datasource="shop"),
+                                     Filters(tags=("kpi",)), Filters(source="nobody")])
+def test_the_copy_answers_exactly_what_lancedb_answers(built: Path, kind: type,
+                                                       filters: Filters,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load_settings(built)
+    copy = recallcopy.load(settings, kind(settings).embedder.model_id)
+    assert copy is not None and len(copy) == 110
+    fast = kind(settings)
+    got = fast.search(QUESTIONS, 5, filters)
+    assert fast._table is None  # LanceDB was never opened
+    warm = kind(settings)
+    warm._searches = 1  # not its first search: it reads the table and holds it
+    assert_same_answers(recall_results(QUESTIONS, kind.name, warm.search(QUESTIONS, 5, filters)),
+                        recall_results(QUESTIONS, kind.name, got))
+    assert warm._table is not None and warm._memory is not None
+    monkeypatch.setattr(vector, "IN_MEMORY_MAX_ROWS", 0)  # LanceDB's own searches
+    monkeypatch.setattr(recallcopy, "load", lambda *a: None)
+    want = kind(settings).search(QUESTIONS, 5, filters)
+    assert_same_answers(
+        [r for r in recall_results(QUESTIONS, kind.name, got)],
+        [r for r in recall_results(QUESTIONS, kind.name, want)])
+    if filters == Filters(source="nobody"):
+        assert not any(got)
+
+
+def recall_results(questions: list[str], name: str, hits: list) -> list:
+    from wrenmem.recall.hits import RecallResult
+
+    return [RecallResult(q, name, tuple(h)) for q, h in zip(questions, hits, strict=True)]
+
+
+def test_keyword_scores_are_lancedb_full_text_scores(built: Path) -> None:
+    settings = load_settings(built)
+    table = index.open_table(index.connect(settings))
+    copy = recallcopy.load(settings, index.table_model_id(table) or "")
+    assert copy is not None
+    ids = [row[0] for row in copy.rows]
+    found = 0
+    for question in QUESTIONS:
+        terms = index.query_terms(question)
+        theirs = {r["id"]: r["_score"] for r in
+                  table.search(terms, query_type="fts", fts_columns="terms").limit(200)
+                  .select(["id", "_score"]).to_list()}
+        ours = {ids[n]: s for n, s in copy.bm25(terms.split()).items()}
+        assert ours.keys() == theirs.keys()
+        for key, score in theirs.items():
+            assert ours[key] == pytest.approx(score, rel=1e-5)
+        found += len(ours)
+    assert found > 50  # (no pair is in Chinese: that question finds nothing either way)
+
+
+def test_a_write_makes_the_copy_stale_and_the_sync_renews_it(project_copy: Path) -> None:
+    settings = load_settings(project_copy)
+    model_id = HybridBackend(settings).embedder.model_id
+    path = recallcopy.copy_path(settings)
+    assert recallcopy.load(settings, model_id) is None  # the copy of another folder's index
+    recall_many(settings, ["capybaras adopted"], 1, Filters())  # from the table: it leaves one
+    assert recallcopy.load(settings, model_id) is not None
+    old = path.read_bytes()
+    write_pair(project_copy, "new/capybara.md", "How many capybaras were adopted?",
+               "SELECT COUNT(*) FROM adoption WHERE animal = 'capybara'")
+    sync_pairs(settings)
+    renewed = recallcopy.load(settings, model_id)
+    assert renewed is not None and len(renewed) == 111
+    [result] = recall_many(settings, ["capybaras adopted"], 1, Filters())
+    assert result.hits[0].path == "knowledge/sql/new/capybara.md"
+    path.write_bytes(old)  # the copy from before the write: the table's files changed since
+    assert recallcopy.load(settings, model_id) is None
+    [again] = recall_many(settings, ["capybaras adopted"], 1, Filters())
+    assert again.hits[0].path == "knowledge/sql/new/capybara.md"
+    # that search read the table itself, and left a current copy for the next process
+    assert recallcopy.load(settings, model_id) is not None
+
+
+def test_a_damaged_or_foreign_copy_is_not_used(project_copy: Path, tmp_path: Path) -> None:
+    settings = load_settings(project_copy)
+    model_id = HybridBackend(settings).embedder.model_id
+    want = recall_many(settings, QUESTIONS, 3, Filters())
+    path = recallcopy.copy_path(settings)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    assert recallcopy.load(settings, model_id) is None
+    assert_same_answers(recall_many(settings, QUESTIONS, 3, Filters()), want)
+    path.write_bytes(data)
+    assert recallcopy.load(settings, "another-model@1") is None
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(project_copy, elsewhere, symlinks=True)  # .wrenmem copied along
+    assert recallcopy.load(load_settings(elsewhere), model_id) is None
+
+
+def test_no_copy_past_its_size_limit(project_copy: Path, monkeypatch: pytest.MonkeyPatch
+                                     ) -> None:
+    settings = load_settings(project_copy)
+    monkeypatch.setattr(recallcopy, "MAX_ROWS", 100)
+    write_pair(project_copy, "new/one.md", "One more question", "SELECT 1")
+    sync_pairs(settings)
+    assert not recallcopy.copy_path(settings).exists()
+    [result] = recall_many(settings, ["One more question"], 1, Filters())
+    assert result.hits[0].path == "knowledge/sql/new/one.md"
+
+
+@pytest.mark.parametrize("args", [
+    ["recall", "-q", "How many orders are there?", "-q", "每个门店的订单数量是多少？", "--json"],
+    ["recall", "-q", "average price", "-k", "4", "-d", "shop", "--min-score", "0.2"],
+    ["recall", "-q", "highest rating", "-b", "vector", "--tag", "kpi", "-o", "json"],
+])
+def test_a_one_shot_cli_recall_needs_neither_lancedb_nor_click(project_copy: Path,
+                                                               args: list[str]) -> None:
+    recall_many(load_settings(project_copy), ["warm-up"], 1, Filters())  # writes the copy
+    env = {"WRENMEM_NO_DAEMON": "1"}
+    fast = run_wrenmem(args, project_copy, env={**env, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert fast.returncode == 0, fast.stderr
+    imported = {line.split("|")[-1].strip() for line in fast.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "wrenmem.index.recallcopy" in imported
+    assert not {"lancedb", "pyarrow", "click", "wrenmem.cli"} & imported
+    slow = run_wrenmem(args, project_copy, env={**env, "WRENMEM_NO_FAST_PATH": "1"})
+    assert slow.returncode == 0, slow.stderr
+    assert fast.stdout == slow.stdout

