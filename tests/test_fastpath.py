@@ -57,10 +57,29 @@ def test_anything_else_goes_to_click(daemon: DaemonServer, example_project: Path
     assert daemon.requests == before + 1
 
 
-def test_without_a_daemon_click_answers(example_project: Path) -> None:
-    out = run_wrenmem(["recall", "-q", "revenue per month", "-b", "grep", "--json"],
-                      example_project)
-    assert out.returncode == 0 and '"hits"' in out.stdout
+@pytest.mark.parametrize("args", [
+    ["recall", "-q", "revenue per month", "-b", "grep", "--json"],
+    ["recall", "-q", "每个门店的销售额是多少？", "-q", "top customers", "-b", "grep", "-k", "2"],
+    ["recall", "-q", "revenue", "-b", "grep", "--tag", "revenue", "--min-score", "0.1"],
+])
+def test_without_a_daemon_recall_runs_in_process_without_click(example_project: Path,
+                                                               args: list[str]) -> None:
+    fast = run_wrenmem(args, example_project, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    slow = run_wrenmem(args, example_project, env={"WRENMEM_NO_FAST_PATH": "1"})
+    assert fast.returncode == slow.returncode == 0, slow.stderr
+    assert fast.stdout == slow.stdout and "knowledge/sql/" in slow.stdout
+    imported = {line.split("|")[-1].strip() for line in fast.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "wrenmem.recall.backends" in imported
+    assert not {"click", "wrenmem.cli", "lancedb"} & imported
+
+
+def test_errors_without_a_daemon_are_click_s_messages(example_project: Path) -> None:
+    fast = run_wrenmem(["recall", "-q", "   ", "-b", "grep"], example_project)
+    slow = run_wrenmem(["recall", "-q", "   ", "-b", "grep"], example_project,
+                       env={"WRENMEM_NO_FAST_PATH": "1"})
+    assert fast.returncode == slow.returncode != 0
+    assert fast.stderr == slow.stderr and "empty" in fast.stderr
 
 
 @pytest.mark.parametrize("argv", [

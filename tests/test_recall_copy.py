@@ -76,7 +76,7 @@ def test_the_copy_answers_exactly_what_lancedb_answers(built: Path, kind: type,
     got = fast.search(QUESTIONS, 5, filters)
     assert fast._table is None  # LanceDB was never opened
     warm = kind(settings)
-    warm._searches = 1  # not its first search: it reads the table and holds it
+    warm.table()  # a process that opened the table reads it whole and holds it
     assert_same_answers(recall_results(QUESTIONS, kind.name, warm.search(QUESTIONS, 5, filters)),
                         recall_results(QUESTIONS, kind.name, got))
     assert warm._table is not None and warm._memory is not None
@@ -94,6 +94,25 @@ def recall_results(questions: list[str], name: str, hits: list) -> list:
     from wrenmem.recall.hits import RecallResult
 
     return [RecallResult(q, name, tuple(h)) for q, h in zip(questions, hits, strict=True)]
+
+
+def test_a_long_lived_backend_stays_on_the_saved_copy_and_sees_writes(project_copy: Path
+                                                                       ) -> None:
+    settings = load_settings(project_copy)
+    recall_many(settings, ["warm-up"], 1, Filters())  # leaves a copy for this folder
+    backend = HybridBackend(settings)
+    for question in QUESTIONS:
+        backend.search([question], 3, Filters())
+    first = backend._saved
+    assert backend._table is None and first is not None  # never opened LanceDB
+    backend.search(QUESTIONS, 3, Filters())
+    assert backend._saved is first  # checked by a listing, not read again
+    write_pair(project_copy, "new/capybara.md", "How many capybaras were adopted?",
+               "SELECT COUNT(*) FROM adoption WHERE animal = 'capybara'")
+    sync_pairs(settings)  # another writer: a new table version and a new copy
+    [hits] = backend.search(["capybaras adopted"], 1, Filters())
+    assert hits[0].path == "knowledge/sql/new/capybara.md"
+    assert backend._table is None and backend._saved is not first
 
 
 def test_keyword_scores_are_lancedb_full_text_scores(built: Path) -> None:

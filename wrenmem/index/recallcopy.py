@@ -100,8 +100,10 @@ class RecallCopy:
     """One saved version of the pairs table (see the module docstring)."""
 
     def __init__(self, model_id: str, columns: Sequence[str], rows: list[tuple[Any, ...]],
-                 matrix: Any, lengths: array, postings: dict[str, bytes]):
+                 matrix: Any, lengths: array, postings: dict[str, bytes],
+                 listing: lance.Listing | None = None):
         self.model_id = model_id
+        self.listing = listing  # the table's files it was read from, when saved
         self.columns = tuple(columns)
         self._position = {c: i for i, c in enumerate(self.columns)}
         self.rows = rows
@@ -166,7 +168,7 @@ def load(settings: Settings, model_id: str) -> RecallCopy | None:
             return None
         listing = data["listing"]
         if not listing or listing != index.disk_listing(settings):
-            return None
+            return None  # (compared before the rows are checked: the cheap refusal first)
         rows, dim = data["rows"], int(data["dim"])
         matrix = np.frombuffer(data["matrix"], dtype=np.float32)
         lengths = array("i")
@@ -176,6 +178,13 @@ def load(settings: Settings, model_id: str) -> RecallCopy | None:
                 or any(not isinstance(r, tuple) or len(r) != len(COLUMNS) for r in rows)):
             return None
         return RecallCopy(model_id, data["columns"], rows, matrix.reshape(len(rows), dim),
-                          lengths, data["postings"])
+                          lengths, data["postings"], listing)
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def is_current(settings: Settings, copy: RecallCopy) -> bool:
+    """Whether a copy :func:`load` returned still describes the table (one listing of its
+    folder: a long-lived process checks this before each search instead of reading the
+    file again)."""
+    return bool(copy.listing) and copy.listing == index.disk_listing(settings)

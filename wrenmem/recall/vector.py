@@ -72,7 +72,7 @@ class VectorBackend:
         self._table: Any = None
         self._checked = 0.0  # when a remote index's version was last checked (monotonic)
         self._version: int | None = None
-        self._searches = 0
+        self._saved: recallcopy.RecallCopy | None = None  # read from .wrenmem (see search)
         # the table's latest version in memory, when small: (table, version, copy)
         self._memory: tuple[Any, int, recallcopy.RecallCopy] | None = None
         load = getattr(self.embedder, "load", None)
@@ -181,12 +181,10 @@ class VectorBackend:
         if not queries:
             return []
         cap = self.settings.max_embed_chars  # a question of megabytes must not take gigabytes
-        self._searches += 1
         fresh = self._table is None and not self.settings.remote_index
-        # the first search of a process that has not opened the table (a one-shot CLI
-        # call) reads the saved copy instead when it is current: no LanceDB import at all
-        copy = (recallcopy.load(self.settings, self.embedder.model_id)
-                if fresh and self._searches == 1 else None)
+        # a process that has not opened the table (a one-shot CLI call, an agent's Memory)
+        # searches the saved copy while it is current: no LanceDB import at all
+        copy = self._saved_copy() if fresh else None
         vectors = self.embedder.embed([q[:cap] for q in queries])
         if copy is None:
             # taken before the table is opened: it keys the copy saved for the next process
@@ -201,6 +199,15 @@ class VectorBackend:
         where = where_clause(filters)
         return [self._retrying(lambda t, q=q, v=v: self._one(t, q, v, k, where))
                 for q, v in zip(queries, vectors, strict=True)]
+
+    def _saved_copy(self) -> recallcopy.RecallCopy | None:
+        """The saved recall copy while it is current: read once, then checked by one
+        listing of the table's folder per search."""
+        saved = self._saved
+        if saved is not None and recallcopy.is_current(self.settings, saved):
+            return saved
+        self._saved = recallcopy.load(self.settings, self.embedder.model_id)
+        return self._saved
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None
              ) -> list[Hit]:
