@@ -98,6 +98,12 @@ def cli(project: Path) -> Callable[..., Result]:
     return run
 
 
+def imported_modules(stderr: str) -> set[str]:
+    """The modules a process run with ``PYTHONPROFILEIMPORTTIME=1`` imported."""
+    return {line.split("|")[-1].strip() for line in stderr.splitlines()
+            if line.startswith("import time:")}
+
+
 def run_wrenmem(args: list[str], cwd: Path, *, env: dict[str, str] | None = None,
                 input: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run ``python -m wrenmem`` as a real process, as a user would from a shell."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_wrenmem
+from tests.conftest import imported_modules, run_wrenmem
 from wrenmem.__main__ import _Unhandled, parse
 from wrenmem.settings import load_settings
 from wrenmem.watch.daemon import DaemonServer
@@ -40,8 +40,7 @@ def test_daemon_answers_without_click_and_prints_the_same(
                        env={"WRENMEM_NO_DAEMON": "1"})
     assert fast.returncode == slow.returncode == 0, slow.stderr
     assert fast.stdout == slow.stdout
-    imported = {line.split("|")[-1].strip() for line in fast.stderr.splitlines()
-                if line.startswith("import time:")}
+    imported = imported_modules(fast.stderr)
     assert "wrenmem.watch.client" in imported
     assert not {"click", "wrenmem.cli", "lancedb", "numpy", "sqlglot"} & imported
     messages = [line for line in fast.stderr.splitlines() if not line.startswith("import time:")]
@@ -68,8 +67,7 @@ def test_without_a_daemon_recall_runs_in_process_without_click(example_project: 
     slow = run_wrenmem(args, example_project, env={"WRENMEM_NO_FAST_PATH": "1"})
     assert fast.returncode == slow.returncode == 0, slow.stderr
     assert fast.stdout == slow.stdout and "knowledge/sql/" in slow.stdout
-    imported = {line.split("|")[-1].strip() for line in fast.stderr.splitlines()
-                if line.startswith("import time:")}
+    imported = imported_modules(fast.stderr)
     assert "wrenmem.recall.backends" in imported
     assert not {"click", "wrenmem.cli", "lancedb"} & imported
 

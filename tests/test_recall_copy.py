@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_wrenmem, write_pair
+from conftest import imported_modules, run_wrenmem, write_pair
 from test_daemon import assert_same_answers
 
 from wrenmem.index import recallcopy
@@ -196,8 +196,7 @@ def test_a_one_shot_cli_recall_needs_neither_lancedb_nor_click(project_copy: Pat
     env = {"WRENMEM_NO_DAEMON": "1"}
     fast = run_wrenmem(args, project_copy, env={**env, "PYTHONPROFILEIMPORTTIME": "1"})
     assert fast.returncode == 0, fast.stderr
-    imported = {line.split("|")[-1].strip() for line in fast.stderr.splitlines()
-                if line.startswith("import time:")}
+    imported = imported_modules(fast.stderr)
     assert "wrenmem.index.recallcopy" in imported
     assert not {"lancedb", "pyarrow", "click", "wrenmem.cli"} & imported
     slow = run_wrenmem(args, project_copy, env={**env, "WRENMEM_NO_FAST_PATH": "1"})
