@@ -75,13 +75,13 @@ def test_the_copy_answers_exactly_what_lancedb_answers(built: Path, kind: type,
     fast = kind(settings)
     got = fast.search(QUESTIONS, 5, filters)
     assert fast._table is None  # LanceDB was never opened
-    warm = kind(settings)
-    warm.table()  # a process that opened the table reads it whole and holds it
+    monkeypatch.setattr(recallcopy, "load", lambda *a: None)  # no saved copy
+    monkeypatch.setattr(recallcopy, "_RECENT", {})
+    warm = kind(settings)  # it reads the table whole and holds it
     assert_same_answers(recall_results(QUESTIONS, kind.name, warm.search(QUESTIONS, 5, filters)),
                         recall_results(QUESTIONS, kind.name, got))
     assert warm._table is not None and warm._memory is not None
     monkeypatch.setattr(vector, "IN_MEMORY_MAX_ROWS", 0)  # LanceDB's own searches
-    monkeypatch.setattr(recallcopy, "load", lambda *a: None)
     want = kind(settings).search(QUESTIONS, 5, filters)
     assert_same_answers(
         [r for r in recall_results(QUESTIONS, kind.name, got)],
@@ -96,23 +96,36 @@ def recall_results(questions: list[str], name: str, hits: list) -> list:
     return [RecallResult(q, name, tuple(h)) for q, h in zip(questions, hits, strict=True)]
 
 
-def test_a_long_lived_backend_stays_on_the_saved_copy_and_sees_writes(project_copy: Path
-                                                                       ) -> None:
+def test_a_long_lived_process_reads_the_saved_copy_once_and_sees_writes(
+        project_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings(project_copy)
     recall_many(settings, ["warm-up"], 1, Filters())  # leaves a copy for this folder
+    monkeypatch.setattr(recallcopy, "_RECENT", {})  # as a new process
+    reads: list[int] = []
+    real_read = recallcopy._read
+
+    def counted(*args: object) -> recallcopy.RecallCopy | None:
+        found = real_read(*args)  # type: ignore[arg-type]
+        reads.append(found is not None)
+        return found
+
+    monkeypatch.setattr(recallcopy, "_read", counted)
+    for question in QUESTIONS:  # a new backend per call, as Memory.recall makes
+        recall_many(settings, [question], 3, Filters())
     backend = HybridBackend(settings)
-    for question in QUESTIONS:
-        backend.search([question], 3, Filters())
-    first = backend._saved
-    assert backend._table is None and first is not None  # never opened LanceDB
     backend.search(QUESTIONS, 3, Filters())
-    assert backend._saved is first  # checked by a listing, not read again
+    assert reads == [True] and backend._table is None  # one read; LanceDB never opened
     write_pair(project_copy, "new/capybara.md", "How many capybaras were adopted?",
                "SELECT COUNT(*) FROM adoption WHERE animal = 'capybara'")
-    sync_pairs(settings)  # another writer: a new table version and a new copy
+    sync_pairs(settings)  # a writer: a new table version and a new saved copy
     [hits] = backend.search(["capybaras adopted"], 1, Filters())
     assert hits[0].path == "knowledge/sql/new/capybara.md"
-    assert backend._table is None and backend._saved is not first
+    assert reads == [True] and backend._table is None  # this process's sync handed it over
+    write_pair(project_copy, "new/okapi.md", "How many okapis were adopted?", "SELECT 2")
+    assert run_wrenmem(["sync"], project_copy).returncode == 0  # another process writes
+    [hits] = backend.search(["okapis adopted"], 1, Filters())
+    assert hits[0].path == "knowledge/sql/new/okapi.md"
+    assert reads == [True, True] and backend._table is None  # its copy, read once
 
 
 def test_keyword_scores_are_lancedb_full_text_scores(built: Path) -> None:
@@ -151,10 +164,12 @@ def test_a_write_makes_the_copy_stale_and_the_sync_renews_it(project_copy: Path)
     [result] = recall_many(settings, ["capybaras adopted"], 1, Filters())
     assert result.hits[0].path == "knowledge/sql/new/capybara.md"
     path.write_bytes(old)  # the copy from before the write: the table's files changed since
+    recallcopy._RECENT.clear()  # as a new process
     assert recallcopy.load(settings, model_id) is None
     [again] = recall_many(settings, ["capybaras adopted"], 1, Filters())
     assert again.hits[0].path == "knowledge/sql/new/capybara.md"
     # that search read the table itself, and left a current copy for the next process
+    recallcopy._RECENT.clear()
     assert recallcopy.load(settings, model_id) is not None
 
 
@@ -165,9 +180,11 @@ def test_a_damaged_or_foreign_copy_is_not_used(project_copy: Path, tmp_path: Pat
     path = recallcopy.copy_path(settings)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
+    recallcopy._RECENT.clear()  # as a new process
     assert recallcopy.load(settings, model_id) is None
     assert_same_answers(recall_many(settings, QUESTIONS, 3, Filters()), want)
     path.write_bytes(data)
+    recallcopy._RECENT.clear()
     assert recallcopy.load(settings, "another-model@1") is None
     elsewhere = tmp_path / "elsewhere"
     shutil.copytree(project_copy, elsewhere, symlinks=True)  # .wrenmem copied along

@@ -168,8 +168,10 @@ def test_a_warm_backend_searches_its_table_in_memory_with_lancedbs_answers(
         patched.setattr(vector, "IN_MEMORY_MAX_ROWS", 0)
         patched.setattr(vector.recallcopy, "load", lambda *a: None)
         lancedb_answers = answers(BACKENDS[backend](settings))
+    # the table read whole (the saved copy, which a process uses first, has its own tests)
+    monkeypatch.setattr(vector.recallcopy, "load", lambda *a: None)
+    monkeypatch.setattr(vector.recallcopy, "_RECENT", {})
     warm = BACKENDS[backend](settings)
-    warm.table()  # (a process that never opened it searches the saved copy: its own tests)
     assert answers(warm) == lancedb_answers
     assert warm._memory is not None  # the later searches ran on the copy in memory
     copy = warm._memory
@@ -182,9 +184,10 @@ def test_a_warm_backend_searches_its_table_in_memory_with_lancedbs_answers(
     write_pair(tmp_path, "unicorns.md", "How many unicorns live in the stable?",
                "SELECT count(*) FROM unicorns")
     sync_pairs(settings)
+    vector.recallcopy._RECENT.clear()  # as if another process wrote: no copy handed over
     [hits] = warm.search(["How many unicorns live in the stable?"], 3, Filters())
     assert hits[0].path == "knowledge/sql/unicorns.md"
-    assert warm._memory is not None and warm._memory is not copy
+    assert warm._memory is not None and warm._memory is not copy  # the new version, read
     assert all(h.path != gone for q in questions for h in warm.search([q], 5, Filters())[0])
 
 

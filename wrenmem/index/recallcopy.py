@@ -59,7 +59,9 @@ def save(settings: Settings, table: Any) -> bool:
             discard(settings)
             return False
         listing = index.disk_listing(settings)
-        return write(settings, RecallCopy.from_table(table), listing)
+        copy = RecallCopy.from_table(table)
+        remember(settings, copy, listing)  # a warm backend of this process needs no read
+        return write(settings, copy, listing)
     except Exception as e:  # the copy is an optimisation: recall works without it
         log.debug("recall copy not written: %s", e)
         discard(settings)
@@ -153,22 +155,62 @@ class RecallCopy:
         return scores
 
 
+# The last copy this process read or built, per project, index and model: a long-lived
+# process (an agent's Memory, the MCP server) reads the file once, not once per question.
+_RECENT: dict[tuple[str, str, str], RecallCopy] = {}
+
+
+def _key(settings: Settings, model_id: str) -> tuple[str, str, str]:
+    return (str(settings.root), settings.index_uri, model_id)
+
+
+def remember(settings: Settings, copy: RecallCopy, listing: lance.Listing | None) -> None:
+    """Keep ``copy`` (of the table whose files were ``listing`` before it was read) for
+    :func:`recent`; a remote index's copies are not kept (they have no listing)."""
+    if listing:
+        copy.listing = listing
+        _RECENT[_key(settings, copy.model_id)] = copy
+
+
+def recent(settings: Settings, model_id: str, listing: lance.Listing | None
+           ) -> RecallCopy | None:
+    """The copy this process last read or built of this table, if ``listing`` (the table's
+    files now) is still the one it was made from."""
+    copy = _RECENT.get(_key(settings, model_id))
+    if copy is None or not listing or copy.listing != listing:
+        return None
+    return copy
+
+
 def load(settings: Settings, model_id: str) -> RecallCopy | None:
-    """The copy, when it is this project's, of ``model_id``'s table, and the table's files
-    are still exactly those it was made from; else None."""
+    """The copy of ``model_id``'s table of this project while the table's files are still
+    exactly those it was made from: the one this process already holds, else the saved
+    file's; else None."""
+    if settings.remote_index:
+        return None
+    listing = index.disk_listing(settings)
+    held = recent(settings, model_id, listing)
+    if held is not None:
+        return held
+    copy = _read(settings, model_id, listing)
+    if copy is not None:
+        remember(settings, copy, listing)
+    return copy
+
+
+def _read(settings: Settings, model_id: str, listing: lance.Listing | None
+          ) -> RecallCopy | None:
     import numpy as np
 
-    if settings.remote_index:
+    if not listing:
         return None
     data = read_marshal(copy_path(settings))
     try:
         if (not isinstance(data, dict) or data.get("v") != VERSION
                 or data["root"] != str(settings.root) or data["uri"] != settings.index_uri
-                or data["model_id"] != model_id or tuple(data["columns"]) != COLUMNS):
+                or data["model_id"] != model_id or tuple(data["columns"]) != COLUMNS
+                or data["listing"] != listing):
             return None
-        listing = data["listing"]
-        if not listing or listing != index.disk_listing(settings):
-            return None  # (compared before the rows are checked: the cheap refusal first)
         rows, dim = data["rows"], int(data["dim"])
         matrix = np.frombuffer(data["matrix"], dtype=np.float32)
         lengths = array("i")
@@ -181,10 +223,3 @@ def load(settings: Settings, model_id: str) -> RecallCopy | None:
                           lengths, data["postings"], listing)
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def is_current(settings: Settings, copy: RecallCopy) -> bool:
-    """Whether a copy :func:`load` returned still describes the table (one listing of its
-    folder: a long-lived process checks this before each search instead of reading the
-    file again)."""
-    return bool(copy.listing) and copy.listing == index.disk_listing(settings)

@@ -72,7 +72,7 @@ class VectorBackend:
         self._table: Any = None
         self._checked = 0.0  # when a remote index's version was last checked (monotonic)
         self._version: int | None = None
-        self._saved: recallcopy.RecallCopy | None = None  # read from .wrenmem (see search)
+        self._pinned = False  # searching one version (see pin), not the latest
         # the table's latest version in memory, when small: (table, version, copy)
         self._memory: tuple[Any, int, recallcopy.RecallCopy] | None = None
         load = getattr(self.embedder, "load", None)
@@ -96,6 +96,12 @@ class VectorBackend:
                                    f"{self.embedder.model_id}: run `wrenmem sync`")
             self._table = table
         return self._table
+
+    def pin(self, version: int) -> None:
+        """Search this version of the table, not the latest (while a writer is between
+        commits): no saved or shared copy is used, and none is kept for others."""
+        self.table().checkout(version)
+        self._pinned = True
 
     def _refresh_replica(self) -> None:
         """A remote index is searched in its local copy; its version is checked at most
@@ -131,9 +137,16 @@ class VectorBackend:
         :meth:`search`), or None: the search goes to LanceDB."""
         return table if isinstance(table, _CopyView) else None
 
-    def _held(self, table: Any) -> recallcopy.RecallCopy | None:
+    def _held(self, table: Any, listing: lance.Listing | None = None
+              ) -> recallcopy.RecallCopy | None:
         """The table's latest version in memory, read whole when it has at most
-        IN_MEMORY_MAX_ROWS rows (else None): kept while the version stays the same."""
+        IN_MEMORY_MAX_ROWS rows (else None): kept while the version stays the same, and
+        for a local index shared by every backend of the process while its files are
+        those of ``listing`` (taken before the table was opened or its version checked)."""
+        if not self._pinned:
+            copy = recallcopy.recent(self.settings, self.embedder.model_id, listing)
+            if copy is not None:
+                return copy
         version = table.version
         held = self._memory
         if held is not None and held[0] is table and held[1] == version:
@@ -143,6 +156,8 @@ class VectorBackend:
             return None
         copy = recallcopy.RecallCopy.from_table(table)
         self._memory = (table, version, copy)
+        if not self._pinned:
+            recallcopy.remember(self.settings, copy, listing)
         return copy
 
     def _dense(self, table: Any, vector: Any, depth: int, where: str | None,
@@ -181,16 +196,18 @@ class VectorBackend:
         if not queries:
             return []
         cap = self.settings.max_embed_chars  # a question of megabytes must not take gigabytes
-        fresh = self._table is None and not self.settings.remote_index
+        local = not self.settings.remote_index and not self._pinned
         # a process that has not opened the table (a one-shot CLI call, an agent's Memory)
         # searches the saved copy while it is current: no LanceDB import at all
-        copy = self._saved_copy() if fresh else None
+        copy = recallcopy.load(self.settings, self.embedder.model_id) if local else None
         vectors = self.embedder.embed([q[:cap] for q in queries])
         if copy is None:
-            # taken before the table is opened: it keys the copy saved for the next process
-            listing = index.disk_listing(self.settings) if fresh else None
-            copy = self._retrying(self._held)
-            if copy is not None and listing:
+            # taken before the table is opened: it keys the copy kept for the next search
+            # and saved for the next process
+            listing = index.disk_listing(self.settings) if local else None
+            saved = self._table is None
+            copy = self._retrying(lambda table: self._held(table, listing))
+            if copy is not None and listing and saved:
                 recallcopy.write(self.settings, copy, listing)
         if copy is not None:  # a small table: exact search in memory, filters applied first
             view = _CopyView(copy, filters)
@@ -199,15 +216,6 @@ class VectorBackend:
         where = where_clause(filters)
         return [self._retrying(lambda t, q=q, v=v: self._one(t, q, v, k, where))
                 for q, v in zip(queries, vectors, strict=True)]
-
-    def _saved_copy(self) -> recallcopy.RecallCopy | None:
-        """The saved recall copy while it is current: read once, then checked by one
-        listing of the table's folder per search."""
-        saved = self._saved
-        if saved is not None and recallcopy.is_current(self.settings, saved):
-            return saved
-        self._saved = recallcopy.load(self.settings, self.embedder.model_id)
-        return self._saved
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None
              ) -> list[Hit]:

@@ -112,8 +112,8 @@ class WarmRecall:
                 if version is None:
                     raise Refused("the index is being written and no whole version is known "
                                   "yet") from None
-                backend: Any = BACKENDS[name](settings)  # its own: checkout pins a handle
-                backend.table().checkout(version)
+                backend: Any = BACKENDS[name](settings)  # its own: the pin is its handle's
+                backend.pin(version)
                 return backend.name, backend.search(queries, k, filters)
             stale, started = self._stale(INDEX)
             shared = settings.is_reader or settings.remote_index  # always says how far behind
