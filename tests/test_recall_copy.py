@@ -82,6 +82,7 @@ def test_the_copy_answers_exactly_what_lancedb_answers(built: Path, kind: type,
                         recall_results(QUESTIONS, kind.name, got))
     assert warm._table is not None and warm._memory is not None
     monkeypatch.setattr(vector, "IN_MEMORY_MAX_ROWS", 0)  # LanceDB's own searches
+    monkeypatch.setattr(recallcopy, "MAX_ROWS", 0)
     want = kind(settings).search(QUESTIONS, 5, filters)
     assert_same_answers(
         [r for r in recall_results(QUESTIONS, kind.name, got)],
@@ -200,6 +201,22 @@ def test_no_copy_past_its_size_limit(project_copy: Path, monkeypatch: pytest.Mon
     assert not recallcopy.copy_path(settings).exists()
     [result] = recall_many(settings, ["One more question"], 1, Filters())
     assert result.hits[0].path == "knowledge/sql/new/one.md"
+
+
+def test_a_table_too_big_to_save_is_read_whole_only_by_a_backend_that_searches_again(
+        project_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load_settings(project_copy)
+    monkeypatch.setattr(recallcopy, "MAX_ROWS", 100)  # 110 pairs: no copy to save
+    monkeypatch.setattr(recallcopy, "_RECENT", {})
+    backend = HybridBackend(settings)
+    first = backend.search(QUESTIONS, 3, Filters())  # a one-shot call: LanceDB's search
+    assert backend._table is not None and backend._memory is None
+    assert not recallcopy.copy_path(settings).exists() or recallcopy.load(
+        settings, backend.embedder.model_id) is None
+    second = backend.search(QUESTIONS, 3, Filters())  # a long-lived one: held in memory
+    assert backend._memory is not None
+    assert_same_answers(recall_results(QUESTIONS, "hybrid", second),
+                        recall_results(QUESTIONS, "hybrid", first))
 
 
 @pytest.mark.parametrize("args", [

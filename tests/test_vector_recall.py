@@ -166,6 +166,7 @@ def test_a_warm_backend_searches_its_table_in_memory_with_lancedbs_answers(
 
     with monkeypatch.context() as patched:  # every search through LanceDB
         patched.setattr(vector, "IN_MEMORY_MAX_ROWS", 0)
+        patched.setattr(vector.recallcopy, "MAX_ROWS", 0)
         patched.setattr(vector.recallcopy, "load", lambda *a: None)
         lancedb_answers = answers(BACKENDS[backend](settings))
     # the table read whole (the saved copy, which a process uses first, has its own tests)

@@ -73,6 +73,7 @@ class VectorBackend:
         self._checked = 0.0  # when a remote index's version was last checked (monotonic)
         self._version: int | None = None
         self._pinned = False  # searching one version (see pin), not the latest
+        self._searches = 0
         # the table's latest version in memory, when small: (table, version, copy)
         self._memory: tuple[Any, int, recallcopy.RecallCopy] | None = None
         load = getattr(self.embedder, "load", None)
@@ -140,7 +141,8 @@ class VectorBackend:
     def _held(self, table: Any, listing: lance.Listing | None = None
               ) -> recallcopy.RecallCopy | None:
         """The table's latest version in memory, read whole when it has at most
-        IN_MEMORY_MAX_ROWS rows (else None): kept while the version stays the same, and
+        IN_MEMORY_MAX_ROWS rows (recallcopy.MAX_ROWS for a backend's first search; else
+        None: LanceDB searches it): kept while the version stays the same, and
         for a local index shared by every backend of the process while its files are
         those of ``listing`` (taken before the table was opened or its version checked)."""
         if not self._pinned:
@@ -152,7 +154,11 @@ class VectorBackend:
         if held is not None and held[0] is table and held[1] == version:
             return held[2]
         self._memory = None  # let the old copy go before the new one is read
-        if not 0 < table.count_rows() <= IN_MEMORY_MAX_ROWS:
+        rows = table.count_rows()
+        # Read whole when it pays: a copy that can be saved serves the next process too;
+        # a bigger one only a backend that searches again (not a one-shot call's first).
+        limit = IN_MEMORY_MAX_ROWS if self._searches > 1 else recallcopy.MAX_ROWS
+        if not 0 < rows <= limit:
             return None
         copy = recallcopy.RecallCopy.from_table(table)
         self._memory = (table, version, copy)
@@ -196,6 +202,7 @@ class VectorBackend:
         if not queries:
             return []
         cap = self.settings.max_embed_chars  # a question of megabytes must not take gigabytes
+        self._searches += 1
         local = not self.settings.remote_index and not self._pinned
         # a process that has not opened the table (a one-shot CLI call, an agent's Memory)
         # searches the saved copy while it is current: no LanceDB import at all
