@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -200,7 +201,7 @@ def _phrase(words: Sequence[str]) -> re.Pattern[str]:
 
 
 _ASKED_OPS = {name: _phrase(words) for name, (words, _sql) in _OPERATIONS.items()}
-_SQL_OPS = {name: re.compile(sql) for name, (_words, sql) in _OPERATIONS.items()}
+_SQL_OPS = re.compile("|".join(f"(?P<{name}>{sql})" for name, (_words, sql) in _OPERATIONS.items()))
 
 
 def asked_operations(question: str) -> frozenset[str]:
@@ -217,9 +218,10 @@ def asked_operations(question: str) -> frozenset[str]:
 def sql_operations(sql: str) -> frozenset[str]:
     """The :data:`OPERATIONS` a SQL text performs (quoted values left out)."""
     text = " ".join(_QUOTED.sub(" ", sql).lower().split())
-    return frozenset(name for name, pattern in _SQL_OPS.items() if pattern.search(text))
+    return frozenset(m.lastgroup for m in _SQL_OPS.finditer(text) if m.lastgroup)
 
 
+@lru_cache(maxsize=65536)  # a warm process meets the same SQL texts question after question
 def operation_agreement(asked: frozenset[str], sql: str) -> tuple[float, ...]:
     """Per operation of :data:`OPERATIONS`, 1.0 where the question asks for it and the SQL
     does not perform it; then per operation, 1.0 where the SQL performs it unasked. (Some
@@ -357,7 +359,9 @@ def logit(p: float) -> float:
 
 
 def _logistic(weights: Sequence[float], row: Sequence[float]) -> float:
-    return _sigmoid(weights[0] + sum(w * x for w, x in zip(weights[1:], row, strict=True)))
+    if len(row) != len(weights) - 1:
+        raise ValueError(f"{len(row)} features for {len(weights) - 1} weights")
+    return _sigmoid(weights[0] + sum(map(operator.mul, weights[1:], row)))
 
 
 def confident_dense(question: str, candidates: Sequence[Signals],
