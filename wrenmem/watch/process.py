@@ -191,9 +191,28 @@ def stop_watcher(settings: Settings, *, wait: float = 15.0) -> int | None:
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         if not is_running(settings):
+            # it let go of the lock; give it the rest of the time to exit, so that a
+            # caller who starts another watcher (or checks the pid) sees it gone
+            while _exists(pid) and time.monotonic() < deadline:
+                time.sleep(0.02)
             return pid
         time.sleep(0.05)
     raise WrenmemError(f"the watcher (pid {pid}) did not stop within {wait:g} s")
+
+
+def _exists(pid: int) -> bool:
+    """Whether process ``pid`` still exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _is_watcher(pid: int, lock: Path) -> bool:
