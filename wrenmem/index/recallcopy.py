@@ -38,6 +38,7 @@ MAX_ROWS = 20_000  # about 45 MB of copy at 512 dimensions
 # The columns a hit shows, and ``terms`` (wrenmem's own full-text terms).
 COLUMNS = ("id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta",
            "terms")
+POSITION = {c: n for n, c in enumerate(COLUMNS)}
 BM25_K1, BM25_B = 1.2, 0.75  # LanceDB's full-text index uses these
 
 
@@ -101,14 +102,12 @@ def _postings(terms: Sequence[str | None]) -> tuple[array, dict[str, bytes]]:
 class RecallCopy:
     """One saved version of the pairs table (see the module docstring)."""
 
-    def __init__(self, model_id: str, columns: Sequence[str], rows: list[tuple[Any, ...]],
-                 matrix: Any, lengths: array, postings: dict[str, bytes],
+    def __init__(self, model_id: str, rows: list[tuple[Any, ...]], matrix: Any,
+                 lengths: array, postings: dict[str, bytes],
                  listing: lance.Listing | None = None):
         self.model_id = model_id
         self.listing = listing  # the table's files it was read from, when saved
-        self.columns = tuple(columns)
-        self._position = {c: i for i, c in enumerate(self.columns)}
-        self.rows = rows
+        self.rows = rows  # tuples of the COLUMNS
         self.matrix = matrix  # unit rows, float32
         self.lengths = lengths
         self.postings = postings
@@ -121,7 +120,7 @@ class RecallCopy:
         data = table.to_arrow().select([*COLUMNS, "vector"])
         values = [data.column(c).to_pylist() for c in COLUMNS]
         lengths, postings = _postings(values[COLUMNS.index("terms")])
-        return cls(index.table_model_id(table) or "", COLUMNS,
+        return cls(index.table_model_id(table) or "",
                    [tuple(r) for r in zip(*values, strict=True)], lance.unit_vectors(data),
                    lengths, postings)
 
@@ -130,7 +129,7 @@ class RecallCopy:
 
     def row(self, n: int, columns: Sequence[str]) -> dict[str, Any]:
         values = self.rows[n]
-        return {c: values[self._position[c]] for c in columns}
+        return {c: values[POSITION[c]] for c in columns}
 
     def bm25(self, terms: Sequence[str], allowed: Any = None) -> dict[int, float]:
         """Row -> BM25 score of the rows holding any of ``terms`` (distinct), among the
@@ -182,13 +181,15 @@ def recent(settings: Settings, model_id: str, listing: lance.Listing | None
     return copy
 
 
-def load(settings: Settings, model_id: str) -> RecallCopy | None:
+def load(settings: Settings, model_id: str, listing: lance.Listing | None = None
+         ) -> RecallCopy | None:
     """The copy of ``model_id``'s table of this project while the table's files are still
-    exactly those it was made from: the one this process already holds, else the saved
-    file's; else None."""
+    exactly those it was made from (``listing``, the table's files now; default: listed
+    here): the one this process already holds, else the saved file's; else None."""
     if settings.remote_index:
         return None
-    listing = index.disk_listing(settings)
+    if listing is None:
+        listing = index.disk_listing(settings)
     held = recent(settings, model_id, listing)
     if held is not None:
         return held
@@ -219,7 +220,7 @@ def _read(settings: Settings, model_id: str, listing: lance.Listing | None
                 or len(lengths) != len(rows) or not isinstance(data["postings"], dict)
                 or any(not isinstance(r, tuple) or len(r) != len(COLUMNS) for r in rows)):
             return None
-        return RecallCopy(model_id, data["columns"], rows, matrix.reshape(len(rows), dim),
-                          lengths, data["postings"], listing)
+        return RecallCopy(model_id, rows, matrix.reshape(len(rows), dim), lengths,
+                          data["postings"], listing)
     except (KeyError, TypeError, ValueError):
         return None

@@ -133,7 +133,7 @@ class VectorBackend:
                                "run `wrenmem sync` to rebuild it") from e
 
     # -- search ---------------------------------------------------------------------
-    def _in_memory(self, table: Any, where: str | None) -> _CopyView | None:
+    def _in_memory(self, table: Any) -> _CopyView | None:
         """The rows and vectors a search over ``table`` holds in memory (see
         :meth:`search`), or None: the search goes to LanceDB."""
         return table if isinstance(table, _CopyView) else None
@@ -142,13 +142,10 @@ class VectorBackend:
               ) -> recallcopy.RecallCopy | None:
         """The table's latest version in memory, read whole when it has at most
         IN_MEMORY_MAX_ROWS rows (recallcopy.MAX_ROWS for a backend's first search; else
-        None: LanceDB searches it): kept while the version stays the same, and
-        for a local index shared by every backend of the process while its files are
-        those of ``listing`` (taken before the table was opened or its version checked)."""
-        if not self._pinned:
-            copy = recallcopy.recent(self.settings, self.embedder.model_id, listing)
-            if copy is not None:
-                return copy
+        None: LanceDB searches it): kept while the version stays the same, and for a
+        local index handed to every backend of the process (:func:`recallcopy.load`
+        finds it) while its files are those of ``listing`` (taken before the table was
+        opened or its version checked)."""
         version = table.version
         held = self._memory
         if held is not None and held[0] is table and held[1] == version:
@@ -204,14 +201,15 @@ class VectorBackend:
         cap = self.settings.max_embed_chars  # a question of megabytes must not take gigabytes
         self._searches += 1
         local = not self.settings.remote_index and not self._pinned
-        # a process that has not opened the table (a one-shot CLI call, an agent's Memory)
-        # searches the saved copy while it is current: no LanceDB import at all
-        copy = recallcopy.load(self.settings, self.embedder.model_id) if local else None
+        # The table's files, listed before it is opened: a process that has not opened it
+        # (a one-shot CLI call, an agent's Memory) searches the saved copy while they are
+        # the same (no LanceDB import at all); else they key the copy read from the table,
+        # kept for the next search and saved for the next process.
+        listing = index.disk_listing(self.settings) if local else None
+        copy = (recallcopy.load(self.settings, self.embedder.model_id, listing)
+                if local else None)
         vectors = self.embedder.embed([q[:cap] for q in queries])
         if copy is None:
-            # taken before the table is opened: it keys the copy kept for the next search
-            # and saved for the next process
-            listing = index.disk_listing(self.settings) if local else None
             saved = self._table is None
             copy = self._retrying(lambda table: self._held(table, listing))
             if copy is not None and listing and saved:
@@ -226,7 +224,7 @@ class VectorBackend:
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None
              ) -> list[Hit]:
-        rows = self._dense(table, vector, k + 10, where, held=self._in_memory(table, where))
+        rows = self._dense(table, vector, k + 10, where, held=self._in_memory(table))
         cosines = [1.0 - float(r["_distance"]) for r in rows]
         scored = [(at_least_identical(p, query, r["question"]), row_pair(r), c) for r, c, p
                   in zip(rows, cosines, dense_score(cosines), strict=True)]
@@ -244,7 +242,7 @@ class HybridBackend(VectorBackend):
         import numpy as np
 
         depth = max(MIN_DEPTH, 3 * k)
-        held = self._in_memory(table, where)
+        held = self._in_memory(table)
         rows: dict[str, dict[str, Any]] = {}
         cosine: dict[str, float] = {}
         for row in self._dense(table, vector, depth, where, extra=["terms"], held=held):
@@ -301,7 +299,7 @@ class _CopyView:
         self.allowed: Any = None
         self.positions: Any = None  # the allowed rows' numbers (None: every row)
         if filters != Filters():
-            at = [copy.columns.index(c) for c in ("datasource", "source", "tags")]
+            at = [recallcopy.POSITION[c] for c in ("datasource", "source", "tags")]
             self.allowed = np.fromiter(
                 (filters.accepts_fields(r[at[0]], r[at[1]], r[at[2]]) for r in copy.rows),
                 dtype=bool, count=len(copy))
