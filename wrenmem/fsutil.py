@@ -19,6 +19,13 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
           (stat.S_ISSOCK, "a socket"))
 
 
+def user_cache_dir() -> Path:
+    """Per-user cache of derived files (model files, the glossary):
+    ``$XDG_CACHE_HOME/wrenmem``, else ``~/.cache/wrenmem``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "wrenmem"
+
+
 def file_kind(mode: int) -> str:
     """What a non-regular file is, in words, from its ``st_mode``."""
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")

@@ -75,6 +75,10 @@ IDENTICAL = 0.95  # the score of a stored question identical to the one asked, a
 CONFIDENT_COSINE = 0.8  # see confident_dense (both chosen on the tuning sample)
 CONFIDENT_LEAD = 0.05
 FAR = 0.2  # a cosine this far below the best one is another question, whatever the words
+SHARE_TOP = 10  # candidates whose datasources tell which one the question is about
+SURE_VALUES = "stated values not asked"
+SURE_OPERATIONS = "operations the questions disagree on"
+TRANSLATED_BEST = 0.999  # a translated keyword score this close to the best one is the best
 _QUOTED = re.compile(r"'((?:[^']|'')*)'|\"([^\"]*)\"")
 
 
@@ -88,6 +92,9 @@ class Signals:
     sql: str = ""  # the pair's SQL (its values and ordering are compared with the question)
     question: str = ""  # the pair's stored question (an identical one scores IDENTICAL)
     datasource: str = ""  # pairs with the same SQL on the same datasource are twins
+    # A Chinese (Japanese, Korean) question's words in English (wrenmem.glossary):
+    translated: float | None = None  # raw BM25 score of the English words; None: no hit
+    translated_coverage: float = 0.0  # share of the question's words with an English term
 
 
 def same_question(a: str, b: str) -> bool:
@@ -146,6 +153,26 @@ def _agreement(text: str, numbers: frozenset[str], sql: str) -> tuple[float, flo
         return 0.0, 0.0
     found = sum(1 for v in values if (v in numbers if v[:1].isdigit() else v in text))
     return found / len(values), 1.0 - found / len(values)
+
+
+@lru_cache(maxsize=65536)
+def _stated_values(stored: str, sql: str) -> tuple[str, ...]:
+    """The values of ``sql`` that its stored question states."""
+    text = stored.lower()
+    numbers = question_numbers(text)
+    return tuple(v for v in sql_values(sql) if (v in numbers if v[:1].isdigit() else v in text))
+
+
+def unasked_stated_values(text: str, numbers: frozenset[str], stored: str, sql: str) -> float:
+    """Share of the values a pair's own question states (and its SQL uses) that the
+    (lower-cased) question asked does not: a value the stored question never said is
+    implicit in the SQL, not a contradiction."""
+    values = sql_values(sql)
+    stated = _stated_values(stored, sql)
+    if not values or not stated:
+        return 0.0
+    return sum(1 for v in stated if not (v in numbers if v[:1].isdigit() else v in text)
+               ) / len(values)
 
 
 def polarity(question: str) -> int:
@@ -215,6 +242,11 @@ def asked_operations(question: str) -> frozenset[str]:
 
 
 @lru_cache(maxsize=65536)
+def _stated_operations(stored: str) -> frozenset[str]:
+    return asked_operations(stored)
+
+
+@lru_cache(maxsize=65536)
 def sql_operations(sql: str) -> frozenset[str]:
     """The :data:`OPERATIONS` a SQL text performs (quoted values left out)."""
     text = " ".join(_QUOTED.sub(" ", sql).lower().split())
@@ -235,14 +267,16 @@ def operation_agreement(asked: frozenset[str], sql: str) -> tuple[float, ...]:
 # Logistic weights, per script of the question: intercept, then the features of
 # :func:`features` in order. Fitted by bench/fusion_study.py on the TUNING sample.
 HYBRID_WEIGHTS: dict[str, tuple[float, ...]] = {
-    "cjk": (-5.756, 2.353, 2.353, 1.103, 0.331, -0.154, 2.897, -1.173, -0.979, 2.506,
-            2.013, 0.682, 1.194, -1.424, -1.922, 2.846, 0.497, -0.728, -0.333, -1.303,
-            -0.199, -0.936, -1.52, -1.866, -1.901, -0.205, -1.448, -0.262, -0.555, -0.435,
-            -0.693, -1.836, -0.98, -0.216, 0.118),
-    "other": (-6.882, 1.497, 1.497, 1.637, 1.143, 1.112, 1.968, -2.403, -3.454, 1.956,
-            0.46, 1.327, -2.725, -0.769, -2.701, 2.058, 1.618, -1.669, -1.29, -1.405,
-            -1.345, -1.272, -1.285, -1.617, -1.196, -1.342, -1.524, -0.523, -0.781, -0.737,
-            -0.59, -2.017, -1.857, -1.834, -0.428),
+    "cjk": (-8.41, 1.723, 1.723, 0.854, 0.158, -0.196, 2.739, -0.749, -0.706, 2.563,
+            1.694, 0.632, 0.872, -1.233, -1.245, 1.988, 0.334, 1.483, 1.546, 1.623,
+            0.391, 1.025, 0.614, -1.018, -0.723, -0.62, -0.396, -1.087, 0.132, -0.54,
+            -1.077, -1.196, -1.343, -0.029, -0.922, -0.093, -0.074, -0.671, -0.923,
+            -1.141, -0.673, -0.188, -0.248),
+    "other": (-7.503, 0.919, 0.919, 1.035, 0.8, 0.796, 1.446, -1.105, -2.458, 1.606,
+            0.323, 1.04, -1.94, -0.499, -1.723, 1.245, 1.064, 0.0, 0.0, 0.0, 0.0, 1.959,
+            1.523, -1.583, -0.31, -1.256, -1.034, -1.103, -0.898, -1.052, -0.868, -1.23,
+            -0.9, -1.036, -1.079, -0.296, -0.473, -0.584, -0.426, -1.437, -1.365,
+            -1.103, -0.154),
 }
 # Single-backend calibration: intercept, then the slopes (both order-preserving).
 DENSE_WEIGHTS = (-3.55, 3.76, 5.536)  # cosine, cosine - best cosine
@@ -253,6 +287,10 @@ FEATURES = ("cosine", "cosine - best", "bm25 / best", "coverage", "bm25/best x c
             "1 / dense rank", "1 / keyword rank", "dense lead", "keyword lead",
             "cosine far below the best", "(cosine - best) x uncovered",
             "bm25 / best x best coverage",
+            "translated bm25 / best", "translated coverage",
+            "translated bm25 / best x translated coverage", "translated bm25 best",
+            "datasource share of the dense top", "datasource share of the keyword top",
+            "stated values not asked", "operations the questions disagree on",
             *(f"{o} asked, not performed" for o in OPERATIONS),
             *(f"{o} performed, not asked" for o in OPERATIONS))
 
@@ -290,11 +328,15 @@ def features(question: str, candidates: Sequence[Signals]) -> list[tuple[float, 
     best_dense = max((c.dense for c in candidates if c.dense is not None), default=0.0)
     best_lex = max((c.lexical for c in candidates if c.lexical is not None), default=0.0)
     best_cov = max((c.coverage for c in candidates), default=0.0)
+    best_translated = max((c.translated for c in candidates if c.translated is not None),
+                          default=0.0)
     asked_polarity = polarity(question)
     text = question.lower()
     numbers = question_numbers(text)
     operations = asked_operations(question)
     group = twins(candidates)
+    dense_share = _datasource_share([c.dense for c in candidates], candidates)
+    lex_share = _datasource_share([c.lexical for c in candidates], candidates)
     dense_rank = _ranks([c.dense for c in candidates], group)
     lex_rank = _ranks([c.lexical for c in candidates], group)
     dense_lead = _lead([c.dense for c in candidates], group)
@@ -306,6 +348,8 @@ def features(question: str, candidates: Sequence[Signals]) -> list[tuple[float, 
         lex = (c.lexical / best_lex) if c.lexical is not None and best_lex > 0 else 0.0
         found, missing = _agreement(text, numbers, c.sql)
         order = asked_polarity * sql_polarity(c.sql)
+        translated = (c.translated / best_translated
+                      if c.translated is not None and best_translated > 0 else 0.0)
         rows.append((dense, dense - best_dense, lex, c.coverage, lex * c.coverage,
                      found, missing, dense_lead[n] * max(0.0, dense - NEAR) / (1 - NEAR),
                      float(order),
@@ -313,8 +357,26 @@ def features(question: str, candidates: Sequence[Signals]) -> list[tuple[float, 
                      1.0 / lex_rank[n] if lex_rank[n] else 0.0, dense_lead[n],
                      lex_lead[n], max(0.0, best_dense - dense - FAR),
                      (dense - best_dense) * (1.0 - best_cov), lex * best_cov,
+                     translated, c.translated_coverage, translated * c.translated_coverage,
+                     float(translated >= TRANSLATED_BEST), dense_share[n], lex_share[n],
+                     unasked_stated_values(text, numbers, c.question, c.sql),
+                     float(len(operations ^ _stated_operations(c.question))),
                      *operation_agreement(operations, c.sql)))
     return rows
+
+
+def _datasource_share(values: Sequence[float | None], candidates: Sequence[Signals]
+                      ) -> list[float]:
+    """Per candidate, the share of the SHARE_TOP best-valued candidates that are on its
+    datasource (0 when no candidate has a value)."""
+    top = sorted((v, -n) for n, v in enumerate(values) if v is not None)[-SHARE_TOP:]
+    if not top:
+        return [0.0] * len(candidates)
+    count: dict[str, int] = {}
+    for _v, n in top:
+        source = candidates[-n].datasource
+        count[source] = count.get(source, 0) + 1
+    return [count.get(c.datasource, 0) / len(top) for c in candidates]
 
 
 def _group_best(values: Sequence[float | None], group: Sequence[int]) -> dict[int, float]:
@@ -380,7 +442,8 @@ def confident_dense(question: str, candidates: Sequence[Signals],
     best, n = max(scored)
     row = rows[n]
     if (best >= CONFIDENT_COSINE and row[FEATURES.index("dense lead")] >= CONFIDENT_LEAD
-            and row[FEATURES.index("values not asked")] == 0
+            and row[FEATURES.index(SURE_VALUES)] == 0
+            and row[FEATURES.index(SURE_OPERATIONS)] == 0
             and row[FEATURES.index("ordering agrees")] >= 0):
         return n
     return None

@@ -126,8 +126,12 @@ class Bm25Index:
 
     def scores(self, query: str) -> dict[int, float]:
         """Document number → BM25F score, for documents sharing at least one term."""
+        return self.term_scores(tokenize(query))
+
+    def term_scores(self, terms: Iterable[str]) -> dict[int, float]:
+        """:meth:`scores` for search terms already made by :func:`tokenize`."""
         out: dict[int, float] = {}
-        for term in dict.fromkeys(tokenize(query)):
+        for term in dict.fromkeys(terms):
             postings = self.postings(term)
             add_term_scores(out, postings, len(postings), len(self.docs), self.lengths,
                             self.avg_length)

@@ -18,10 +18,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from wrenmem import lance
+from wrenmem import glossary, lance
 from wrenmem.embedders import get_embedder
 from wrenmem.errors import WrenmemError
-from wrenmem.fusion import Signals, at_least_identical, dense_score, fuse, logit
+from wrenmem.fusion import Signals, at_least_identical, dense_score, fuse, is_cjk, logit
 from wrenmem.index import recallcopy, replica
 from wrenmem.index import table as index
 from wrenmem.index.table import query_terms, row_pair
@@ -176,21 +176,24 @@ class VectorBackend:
 
     def _text(self, table: Any, text: str, depth: int, where: str | None,
               columns: Sequence[str]) -> list[dict[str, Any]]:
-        if not text.strip():
-            return []
+        return self._keyword(table, query_terms(text).split(), depth, where, columns)
 
-        terms = query_terms(text)
+    def _keyword(self, table: Any, terms: Sequence[str], depth: int, where: str | None,
+                 columns: Sequence[str]) -> list[dict[str, Any]]:
+        """The ``depth`` best rows by BM25 over their ``terms`` for search terms made
+        by :func:`wrenmem.textsearch.tokenize` (with ``_score``)."""
         if not terms:
             return []
         if isinstance(table, _CopyView):
-            return table.keyword(terms.split(), depth)
-        query = table.search(terms, query_type="fts", fts_columns="terms").limit(depth)
+            return table.keyword(terms, depth)
+        query = (table.search(" ".join(terms), query_type="fts", fts_columns="terms")
+                 .limit(depth))
         if where:
             query = query.where(where, prefilter=True)
         try:
             return list(query.select([*columns, "_score"]).to_list())
         except Exception as e:  # e.g. a query the FTS parser rejects: dense still answers
-            log.debug("full-text search failed for %r: %s", text, e)
+            log.debug("full-text search failed for %r: %s", terms, e)
             return []
 
     def search(self, queries: Sequence[str], k: int, filters: Filters) -> list[list[Hit]]:
@@ -260,16 +263,33 @@ class HybridBackend(VectorBackend):
                 rows[row["id"]] = row
                 cosine[row["id"]] = float(np.dot(np.asarray(row["vector"], dtype=np.float32),
                                                  vector))
+        # A Chinese question's words in English: keyword evidence on English pairs
+        words = english_words(query)
+        translated = {row["id"]: float(row["_score"]) for row in self._keyword(
+            table, list(dict.fromkeys(t for w in words for t in w)), depth, where, ["id"])}
         asked = set(query_terms(query).split())
         ids = sorted(rows)
-        signals = [Signals(cosine[i], bm25.get(i),
-                           len(asked & set((rows[i].get("terms") or "").split()))
-                           / max(len(asked), 1), rows[i].get("sql") or "",
-                           rows[i].get("question") or "", rows[i].get("datasource") or "")
-                   for i in ids]
+        signals = []
+        for i in ids:
+            terms = set((rows[i].get("terms") or "").split())
+            signals.append(Signals(
+                cosine[i], bm25.get(i), len(asked & terms) / max(len(asked), 1),
+                rows[i].get("sql") or "", rows[i].get("question") or "",
+                rows[i].get("datasource") or "", translated.get(i),
+                sum(1 for w in words if not terms.isdisjoint(w)) / len(words) if words
+                else 0.0))
         fused = fuse(query, signals)
         scored = [(p, row_pair(rows[i]), logit(p)) for i, p in zip(ids, fused, strict=True)]
         return rank(scored, k, self.name)
+
+
+def english_words(question: str) -> list[tuple[str, ...]]:
+    """Per word of a Chinese (Japanese, Korean) question, its English search terms from
+    :mod:`wrenmem.glossary`; none for other questions or without the dictionary."""
+    if not is_cjk(question):
+        return []
+    found = glossary.glossary()
+    return found.translate(question) if found is not None else []
 
 
 def nearest_rows(matrix: Any, vector: Any, depth: int) -> tuple[Any, Any]:
