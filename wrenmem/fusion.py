@@ -227,7 +227,9 @@ def _phrase(words: Sequence[str]) -> re.Pattern[str]:
                                else re.escape(w) for w in words))
 
 
-_ASKED_OPS = {name: _phrase(words) for name, (words, _sql) in _OPERATIONS.items()}
+# (words, pattern) per operation: a plain substring test of the words first (fast), the
+# pattern with its word boundaries only when one of them occurs
+_ASKED_OPS = {name: (words, _phrase(words)) for name, (words, _sql) in _OPERATIONS.items()}
 _SQL_OPS = re.compile("|".join(f"(?P<{name}>{sql})" for name, (_words, sql) in _OPERATIONS.items()))
 
 
@@ -235,7 +237,8 @@ def asked_operations(question: str) -> frozenset[str]:
     """The SQL operations (:data:`OPERATIONS`) a question's words state: "平均年龄" asks
     for an average, "how many" for a count, "每个" / "for each" for a grouping."""
     text = question.lower().replace("不同", "\0")  # 不同 (different) is no negation
-    found = {name for name, pattern in _ASKED_OPS.items() if pattern.search(text)}
+    found = {name for name, (words, pattern) in _ASKED_OPS.items()
+             if any(w in text for w in words) and pattern.search(text)}
     if "\0" in text:
         found.add("distinct")
     return frozenset(found)
