@@ -12,12 +12,16 @@ share of the question's terms it contains (coverage); and whether the values the
 filters on (numbers, quoted strings) appear in the question; and, per SQL operation
 (average, sum, count, distinct, grouping, superlative, negation, union, intersection),
 whether the question states one the SQL does not perform or the SQL performs one the
-question does not state ("平均年龄" against ``max(age)``). The weights depend on the
-question's script: for Chinese, Japanese or Korean text the dense model carries more, for
-other text the keywords do. No feature depends on how close the *best* candidate is, so a
-stored near-duplicate of the question cannot switch the keyword evidence off for the others
-(the fault of the fusion this replaced). Ranks and leads are counted over distinct answers:
-pairs with the same SQL on the same datasource (twins) are one answer, not rivals.
+question does not state ("平均年龄" against ``max(age)``); for a Chinese question, the
+BM25 of its words in English (:mod:`wrenmem.glossary`) and the share of them the pair
+holds; against the pair's *own* question, the values it states that the question asked
+does not and the operations the two disagree on; and the share of the top candidates on
+the pair's datasource. The weights depend on the question's script: for Chinese, Japanese
+or Korean text the dense model carries more, for other text the keywords do. No feature
+depends on how close the *best* candidate is, so a stored near-duplicate of the question
+cannot switch the keyword evidence off for the others (the fault of the fusion this
+replaced). Ranks and leads are counted over distinct answers: pairs with the same SQL on
+the same datasource (twins) are one answer, not rivals.
 """
 
 from __future__ import annotations
