@@ -147,9 +147,7 @@ def literal_agreement(question: str, sql: str) -> tuple[float, float]:
     return _agreement(text, question_numbers(text), sql)
 
 
-@lru_cache(maxsize=65536)
-def _value_pattern(value: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![a-z0-9]){re.escape(value)}(?![a-z0-9])")
+_LATIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
 def _states(text: str, numbers: frozenset[str], value: str) -> bool:
@@ -159,7 +157,14 @@ def _states(text: str, numbers: frozenset[str], value: str) -> bool:
     a Chinese character is not)."""
     if value[:1].isdigit():
         return value in numbers
-    return value in text and _value_pattern(value).search(text) is not None
+    start = text.find(value)
+    while start >= 0:
+        end = start + len(value)
+        if ((start == 0 or text[start - 1] not in _LATIN)
+                and (end == len(text) or text[end] not in _LATIN)):
+            return True
+        start = text.find(value, start + 1)
+    return False
 
 
 def _agreement(text: str, numbers: frozenset[str], sql: str) -> tuple[float, float]:
