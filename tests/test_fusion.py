@@ -10,6 +10,7 @@ from wrenmem.fusion import (
     FEATURES,
     Signals,
     asked_operations,
+    confident_dense,
     dense_score,
     features,
     fuse,
@@ -56,6 +57,45 @@ def test_without_a_near_duplicate_the_confident_dense_answer_wins() -> None:
     wordy = Signals(0.62, 7.0, 1.0, "SELECT name, distance FROM Aircraft")
     scores = fuse(question, [original, wordy])
     assert scores[0] > scores[1]
+
+
+def test_a_clear_dense_lead_wins_below_a_near_duplicate_cosine() -> None:
+    # Every schema word replaced by a synonym: the original shares no keyword and its
+    # cosine is modest, but it leads the next question by far; the keyword-rich pair of
+    # another database is another question.
+    question = "Show all hypersensitivities and their categories."
+    original = Signals(0.62, None, 0.0, "SELECT allergy, allergytype FROM Allergy_type",
+                       "Show all allergies and their types.", "allergy_1")
+    wordy = Signals(0.45, 9.0, 0.5, "SELECT T1.product_category_description FROM "
+                    "ref_product_categories AS T1", "Find the category descriptions of all "
+                    "the products.", "products")
+    other = Signals(0.50, None, 0.0, "SELECT name FROM allergy_1_people", "Who has "
+                    "allergies?", "allergy_1")
+    candidates = [original, wordy, other]
+    assert fuse(question, candidates, confident=False)[1] > fuse(question, candidates,
+                                                                  confident=False)[0]
+    assert confident_dense(question, candidates, features(question, candidates)) == 0
+    scores = fuse(question, candidates)
+    assert scores[0] > scores[1]
+
+
+def test_an_ordering_the_stored_question_states_too_is_no_contradiction() -> None:
+    # The stored pair's question says "largest" and its SQL sorts ascending (a fault of
+    # the stored pair, not a sign of another question): the dense model may still be sure.
+    # A stored question stating the opposite ordering is a trap, and the rule stays off.
+    question = "Find the name of the goods whose total order amount is the largest."
+    sql = ("SELECT t2.name FROM order_items AS t1 JOIN products AS t2 ON t1.pid = t2.pid "
+           "GROUP BY t1.pid ORDER BY sum(t1.quantity) LIMIT 1")
+    rival = Signals(0.69, 9.0, 0.8, "SELECT name FROM customers ORDER BY spent DESC "
+                    "LIMIT 1", "Find the customer with the largest amount of goods.")
+    for stored, sure in (("Find the name of the product whose total order quantity is "
+                          "the largest.", True),
+                         ("Find the name of the product whose total order quantity is "
+                          "the smallest.", False)):
+        candidates = [Signals(0.92, 2.0, 0.4, sql, stored), rival]
+        rows = features(question, candidates)
+        assert rows[0][FEATURES.index("ordering agrees")] == -1
+        assert confident_dense(question, candidates, rows) == (0 if sure else None), stored
 
 
 def test_a_contradicted_ordering_loses_to_the_agreeing_pair() -> None:
@@ -120,6 +160,11 @@ def test_sql_values_and_their_agreement_with_the_question() -> None:
     assert literal_agreement("哪些城市30岁以下的员工", "SELECT city WHERE age < 30") == (1.0, 0.0)
     assert literal_agreement("account name 900.", 'SELECT a WHERE n = "900"') == (1.0, 0.0)
     assert literal_agreement("anything", "SELECT count(*) FROM t") == (0.0, 0.0)
+    # a string value is a whole word of the question (a Chinese character may touch it)
+    letter = "SELECT name FROM t WHERE name LIKE '%t%'"
+    assert literal_agreement("names that contain the letter 't'", letter) == (1.0, 0.0)
+    assert literal_agreement("Show all allergies and their types.", letter) == (0.0, 1.0)
+    assert literal_agreement("名字是john的歌手", "SELECT a FROM t WHERE n = 'John'") == (1.0, 0.0)
 
 
 def test_orderings() -> None:
@@ -189,6 +234,7 @@ def test_operations_asked_and_performed() -> None:
     assert asked_operations("Which stadiums had no concert?") == {"negation"}
     assert asked_operations("the names and ages") == frozenset()  # "and" is no intersect
     assert asked_operations("notable singers in Norway") == frozenset()  # whole words
+    assert asked_operations("the total amount of the orders") == {"sum"}  # no count
     assert sql_operations("SELECT a FROM t WHERE b = 'not avg(x) group by'") == frozenset()
     assert sql_operations("SELECT a, count(DISTINCT b) FROM t GROUP BY a ORDER BY 2 DESC "
                           "LIMIT 1") == {"count", "distinct", "group", "extreme"}
