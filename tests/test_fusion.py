@@ -167,6 +167,21 @@ def test_sql_values_and_their_agreement_with_the_question() -> None:
     assert literal_agreement("名字是john的歌手", "SELECT a FROM t WHERE n = 'John'") == (1.0, 0.0)
 
 
+def test_a_functions_literal_arguments_are_no_values() -> None:
+    # How to compute ('month', 2 decimals, a default), not what to compare with: "revenue per
+    # month" must not count as asking for the value 'month' (nor a question without "2" as
+    # contradicting ROUND(…, 2)); lists and comparisons keep theirs, inside a call too.
+    sql = ("SELECT DATE_TRUNC('month', o.ordered_at) AS m, ROUND(SUM(o.amount), 2), "
+           "COALESCE(MAX(c.name), 'none') FROM o JOIN c ON o.c = c.id "
+           "WHERE o.status NOT IN ('cancelled', 'refunded') AND o.ordered_at >= '2024-01-01' "
+           "AND STRFTIME('%Y', o.day) = '2024' GROUP BY 1")
+    assert sql_values(sql) == ("cancelled", "refunded", "2024-01-01", "2024", "1")
+    assert sql_values("SELECT count(CASE WHEN s = 'x' THEN 1 END), SUBSTR(n, 1, 1) FROM t "
+                      "WHERE (a = 'y' OR b > 3)") == ("x", "y", "1", "3")
+    assert literal_agreement("revenue per month", "SELECT DATE_TRUNC('month', d) FROM o") == (
+        0.0, 0.0)
+
+
 def test_orderings() -> None:
     assert polarity("the oldest singer") == 1 and polarity("the youngest singer") == -1
     assert polarity("年龄最大的歌手") == 1 and polarity("almost nothing") == 0

@@ -132,16 +132,54 @@ def is_cjk(text: str) -> bool:
 @lru_cache(maxsize=65536)
 def sql_values(sql: str) -> tuple[str, ...]:
     """The values a SQL text compares with (numbers and quoted strings), lower-cased;
-    ``LIMIT n`` is left out (questions say "the top", not the number)."""
+    ``LIMIT n`` is left out (questions say "the top", not the number), and so are a
+    function's literal arguments (``DATE_TRUNC('month', …)``, ``ROUND(x, 2)``: how to
+    compute, not what to compare with)."""
+    skip = _call_arguments(sql)
     values: list[str] = []
     for match in _QUOTED.finditer(sql):
+        if match.start() in skip:
+            continue
         value = (match.group(1) if match.group(1) is not None else match.group(2) or "")
         value = value.replace("''", "'").strip("% ").lower()
         if value:
             values.append(value)
-    stripped = _LIMIT.sub(" ", _QUOTED.sub(" ", sql))
-    values += [m.group(1) for m in _SQL_NUMBER.finditer(stripped)]
+    blank = _LIMIT.sub(_blanks, _QUOTED.sub(_blanks, sql))  # offsets kept
+    values += [m.group(1) for m in _SQL_NUMBER.finditer(blank) if m.start() not in skip]
     return tuple(values)
+
+
+def _blanks(match: re.Match[str]) -> str:
+    return " " * len(match.group(0))
+
+
+_SQL_TOKEN = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|(?<![\w.])\d+(?:\.\d+)?(?![\w.])|\w+|\S")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+# Words before "(" that open a list or a group, not a function call
+_NOT_CALLS = frozenset(
+    "in values and or not where on when then else exists select from join as having by "
+    "between like is case over using all any some union intersect except with".split())
+
+
+def _call_arguments(sql: str) -> frozenset[int]:
+    """Offsets of the literals that are an argument of a function call: right after its
+    "(" or a "," at its level (``IN ('a', 'b')`` is a list of values, not a call)."""
+    calls: list[bool] = []  # per open parenthesis: is it a function call's
+    previous = ""
+    found = set()
+    for match in _SQL_TOKEN.finditer(sql):
+        token = match.group(0)
+        if token == "(":
+            calls.append(bool(_NAME.fullmatch(previous))
+                         and previous.lower() not in _NOT_CALLS)
+        elif token == ")":
+            if calls:
+                calls.pop()
+        elif (token[0] in "'\"" or token[0].isdigit()) and previous in ("(", ",") \
+                and calls and calls[-1]:
+            found.add(match.start())
+        previous = token
+    return frozenset(found)
 
 
 def literal_agreement(question: str, sql: str) -> tuple[float, float]:
