@@ -122,7 +122,7 @@ def gather(protocol: str, sample: str, max_queries: int, cache: VectorCache) -> 
         # the question's words in English (Chinese questions): the backend's second search
         words = (gloss.translate(a.question)
                  if gloss is not None and fusion.is_cjk(a.question) else [])
-        found = index.term_scores(t for w in words for t in w)
+        found = index.term_scores(glossary.search_terms(words))
         found.pop(drop, None) if drop is not None else None
         translated = dict(sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))[:DEPTH])
         signals = []
@@ -132,8 +132,7 @@ def gather(protocol: str, sample: str, max_queries: int, cache: VectorCache) -> 
             signals.append(fusion.Signals(
                 float(cos[i]), lex[i] if i in in_lex else None, coverage, stored[i].sql,
                 stored[i].question, stored[i].db, translated.get(i),
-                (sum(1 for w in words if not docs[i].keys().isdisjoint(w)) / len(words)
-                 if words else 0.0)))
+                glossary.coverage(words, docs[i].keys())))
         out.append(Query(protocol, sample, a.question, first_right(lex_order, right),
                          first_right([int(i) for i in dense_order], right), signals,
                          np.array([1 if i in right else 0 for i in cands]),

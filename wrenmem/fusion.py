@@ -294,6 +294,7 @@ _ASKED_OPS = {name: (words, _phrase(words)) for name, (words, _sql) in _OPERATIO
 _SQL_OPS = re.compile("|".join(f"(?P<{name}>{sql})" for name, (_words, sql) in _OPERATIONS.items()))
 
 
+@lru_cache(maxsize=65536)  # also read for every candidate's own stored question
 def asked_operations(question: str) -> frozenset[str]:
     """The SQL operations (:data:`OPERATIONS`) a question's words state: "平均年龄" asks
     for an average, "how many" for a count, "每个" / "for each" for a grouping."""
@@ -303,11 +304,6 @@ def asked_operations(question: str) -> frozenset[str]:
     if "\0" in text:
         found.add("distinct")
     return frozenset(found)
-
-
-@lru_cache(maxsize=65536)
-def _stated_operations(stored: str) -> frozenset[str]:
-    return asked_operations(stored)
 
 
 @lru_cache(maxsize=65536)
@@ -424,7 +420,7 @@ def features(question: str, candidates: Sequence[Signals]) -> list[tuple[float, 
                      translated, c.translated_coverage, translated * c.translated_coverage,
                      float(translated >= TRANSLATED_BEST), dense_share[n], lex_share[n],
                      unasked_stated_values(text, numbers, c.question, c.sql),
-                     float(len(operations ^ _stated_operations(c.question))),
+                     float(len(operations ^ asked_operations(c.question))),
                      *operation_agreement(operations, c.sql)))
     return rows
 

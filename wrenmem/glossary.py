@@ -26,7 +26,8 @@ import importlib.util
 import logging
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -81,6 +82,17 @@ class Glossary:
     def translate(self, text: str) -> list[tuple[str, ...]]:
         """Per dictionary word of ``text``, the English search terms of its senses."""
         return [tuple(self.terms[w].split()) for w in self.words(text)]
+
+
+def search_terms(words: Sequence[tuple[str, ...]]) -> list[str]:
+    """The English terms of translated words (:meth:`Glossary.translate`), each once."""
+    return list(dict.fromkeys(t for w in words for t in w))
+
+
+def coverage(words: Sequence[tuple[str, ...]], terms: AbstractSet[str]) -> float:
+    """The share of translated words with at least one English term among ``terms`` (a
+    pair's search terms); 0 without words."""
+    return sum(1 for w in words if not terms.isdisjoint(w)) / len(words) if words else 0.0
 
 
 def parse(lines: Iterator[str]) -> dict[str, str]:

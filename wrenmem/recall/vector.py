@@ -266,7 +266,7 @@ class HybridBackend(VectorBackend):
         # A Chinese question's words in English: keyword evidence on English pairs
         words = english_words(query)
         translated = {row["id"]: float(row["_score"]) for row in self._keyword(
-            table, list(dict.fromkeys(t for w in words for t in w)), depth, where, ["id"])}
+            table, glossary.search_terms(words), depth, where, ["id"])}
         asked = set(query_terms(query).split())
         ids = sorted(rows)
         signals = []
@@ -276,8 +276,7 @@ class HybridBackend(VectorBackend):
                 cosine[i], bm25.get(i), len(asked & terms) / max(len(asked), 1),
                 rows[i].get("sql") or "", rows[i].get("question") or "",
                 rows[i].get("datasource") or "", translated.get(i),
-                sum(1 for w in words if not terms.isdisjoint(w)) / len(words) if words
-                else 0.0))
+                glossary.coverage(words, terms)))
         fused = fuse(query, signals)
         scored = [(p, row_pair(rows[i]), logit(p)) for i, p in zip(ids, fused, strict=True)]
         return rank(scored, k, self.name)
