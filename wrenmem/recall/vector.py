@@ -21,7 +21,8 @@ from typing import Any
 from wrenmem import glossary, lance
 from wrenmem.embedders import get_embedder
 from wrenmem.errors import WrenmemError
-from wrenmem.fusion import Signals, at_least_identical, dense_score, fuse, is_cjk, logit
+from wrenmem.fusion import Signals, at_least_identical, is_cjk
+from wrenmem.recall import model as rank_model
 from wrenmem.index import recallcopy, replica
 from wrenmem.index import table as index
 from wrenmem.index.table import query_terms, row_pair
@@ -178,6 +179,10 @@ class VectorBackend:
               columns: Sequence[str]) -> list[dict[str, Any]]:
         return self._keyword(table, query_terms(text).split(), depth, where, columns)
 
+    def _text_terms(self, table: Any, terms: Sequence[str], depth: int, where: str | None,
+                    columns: Sequence[str]) -> list[dict[str, Any]]:
+        return self._keyword(table, terms, depth, where, columns)
+
     def _keyword(self, table: Any, terms: Sequence[str], depth: int, where: str | None,
                  columns: Sequence[str]) -> list[dict[str, Any]]:
         """The ``depth`` best rows by BM25 over their ``terms`` for search terms made
@@ -230,7 +235,7 @@ class VectorBackend:
         rows = self._dense(table, vector, k + 10, where, held=self._in_memory(table))
         cosines = [1.0 - float(r["_distance"]) for r in rows]
         scored = [(at_least_identical(p, query, r["question"]), row_pair(r), c) for r, c, p
-                  in zip(rows, cosines, dense_score(cosines), strict=True)]
+                  in zip(rows, cosines, rank_model.dense_score(cosines), strict=True)]
         return rank(scored, k, self.name)
 
 
@@ -267,7 +272,25 @@ class HybridBackend(VectorBackend):
         words = english_words(query)
         translated = {row["id"]: float(row["_score"]) for row in self._keyword(
             table, glossary.search_terms(words), depth, where, ["id"])}
-        asked = set(query_terms(query).split())
+        # The question without the values the candidates' SQL compares with: keyword
+        # evidence of the structure asked for, which a shared rare value cannot swamp
+        asked_list = query_terms(query).split()
+        valued = value_terms(query, [(rows[i].get("sql") or "", rows[i].get("dialect"))
+                                     for i in sorted(rows)])
+        structure = dict(bm25)
+        if valued:
+            plain = [t for t in asked_list if t not in valued]
+            found = self._text_terms(table, plain, depth, where, columns)
+            if held is not None:
+                found = held.rows_of(found, [*COLUMNS, "terms"], vector)
+            structure = {}
+            for row in found:
+                structure[row["id"]] = float(row["_score"])
+                if row["id"] not in rows:
+                    rows[row["id"]] = row
+                    cosine[row["id"]] = float(np.dot(
+                        np.asarray(row["vector"], dtype=np.float32), vector))
+        asked = set(asked_list)
         ids = sorted(rows)
         signals = []
         for i in ids:
@@ -276,10 +299,30 @@ class HybridBackend(VectorBackend):
                 cosine[i], bm25.get(i), len(asked & terms) / max(len(asked), 1),
                 rows[i].get("sql") or "", rows[i].get("question") or "",
                 rows[i].get("datasource") or "", translated.get(i),
-                glossary.coverage(words, terms)))
-        fused = fuse(query, signals)
-        scored = [(p, row_pair(rows[i]), logit(p)) for i, p in zip(ids, fused, strict=True)]
+                glossary.coverage(words, terms), structure.get(i),
+                rows[i].get("dialect") or None))
+        fused = rank_model.score(query, signals, fusion=self.settings.fusion)
+        scored = [(at_least_identical(p, query, rows[i].get("question") or ""),
+                   row_pair(rows[i]), rank_model.logit(p))
+                  for i, p in zip(ids, fused, strict=True)]
         return rank(scored, k, self.name)
+
+
+def value_terms(question: str, sqls: Sequence[tuple[str, str | None]]) -> set[str]:
+    """The search terms of the values that the candidates' SQL compares with and that the
+    question states (:mod:`wrenmem.recall.sqlshape`)."""
+    from wrenmem.recall import model, sqlshape
+
+    found: set[str] = set()
+    seen: set[str] = set()
+    for sql, dialect in sqls:
+        for value in sqlshape.shape(sql, dialect).values:
+            if value in seen:
+                continue
+            seen.add(value)
+            if model.stated(question, (value,)):
+                found.update(query_terms(value).split())
+    return found
 
 
 def english_words(question: str) -> list[tuple[str, ...]]:

@@ -1,0 +1,544 @@
+"""Fit the ranking model (``wrenmem/recall/weights.json``) on the TUNING part of the suite.
+
+The candidates and their evidence are gathered through the product itself: for each case
+of the suite (``bench/suite/build.py``) a project holds the stored items as pair files,
+``Memory.sync()`` indexes them, and ``Memory.recall_many`` answers the asked questions with
+the hybrid backend while this script records what the backends handed to the scorer
+(the same candidates and evidence a user's recall scores). Gathered evidence is cached in
+``--workdir``; the fit itself takes seconds.
+
+A candidate is labelled right when its SQL is the asked item's (same datasource, the same
+up to formatting), or, for a *new question* (no stored pair has its SQL), when its SQL has
+the asked item's skeleton. Features are chosen and checked by cross-validation over
+databases within TUNING (``--cv``): no HELD-OUT number is looked at here unless
+``--held-out`` is given, and that look is logged in ``bench/suite/HELD-OUT-LOG.md``.
+
+Usage: python bench/fit_model.py --suite DIR [--workdir W] [--write] [--cv 5]
+       [--drop FEATURE ...] [--held-out --why TEXT] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import math
+import pickle
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from wrenmem.recall import model as rank_model  # noqa: E402
+from wrenmem.recall import sqlshape  # noqa: E402
+
+K_GATHER = 10
+TASKS = ("answered", "new", "trap")
+
+
+@dataclass
+class Cand:
+    dense: float | None
+    lexical: float | None
+    coverage: float
+    sql: str
+    question: str
+    datasource: str
+    translated: float | None
+    translated_coverage: float
+    structure: float | None = None
+    dialect: str | None = None
+    item: str = ""  # the suite's item id of this pair
+
+
+@dataclass
+class Asked:
+    case: str
+    set: str
+    task: str
+    lang: str
+    db: str
+    question: str
+    sql: str
+    dialect: str | None
+    cands: list[Cand] = field(default_factory=list)
+    relevant: frozenset[str] = frozenset()  # the suite's right items
+    grep: list[tuple[float, str, str, str]] = field(default_factory=list)  # bm25f, sql, db, id
+    grep_best: float = 0.0
+
+
+# -- the suite ---------------------------------------------------------------------
+
+def read_suite(folder: Path) -> tuple[dict[str, dict], list[dict]]:
+    """(items by id, cases) of every set in a built suite."""
+    items: dict[str, dict] = {}
+    cases: list[dict] = []
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+        if not (sub / "cases.json").exists():
+            continue
+        with (sub / "items.jsonl").open(encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    item = json.loads(line)
+                    items[item["id"]] = item
+        cases += json.loads((sub / "cases.json").read_text(encoding="utf-8"))
+    return items, cases
+
+
+def slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)[:80]
+
+
+def write_project(root: Path, stored: list[dict]) -> None:
+    import shutil
+
+    sql_dir = root / "knowledge" / "sql"
+    if sql_dir.exists():
+        shutil.rmtree(sql_dir)
+    for item in stored:
+        folder = sql_dir / slug(item["db"])
+        folder.mkdir(parents=True, exist_ok=True)
+        dialect = f"dialect: {item['dialect']}\n" if item.get("dialect") else ""
+        (folder / f"{slug(item['id'])}.md").write_text(
+            f"---\nnl: {json.dumps(item['question'], ensure_ascii=False)}\n"
+            f"datasource: {json.dumps(item['db'])}\n{dialect}source: user\n---\n\n"
+            f"```sql\n{item['sql'].strip()}\n```\n", encoding="utf-8")
+
+
+def gather_case(case: dict, items: dict[str, dict], workdir: Path) -> list[Asked]:
+    """Every asked question of one case, with the candidates the product scored."""
+    from wrenmem import Memory
+    from wrenmem.recall import bm25f
+
+    root = workdir / "projects" / slug(case["name"])
+    root.mkdir(parents=True, exist_ok=True)
+    stored = [items[i] for i in case["stored"]]
+    write_project(root, stored)
+    memory = Memory(root, backend="hybrid", index_uri=str(workdir / "index" / slug(case["name"])))
+    memory.sync()
+    db_dialect = {i["db"]: i.get("dialect") for i in stored}
+    asked = []
+    for a in case["asked"]:
+        source = items.get(a["item"], {})
+        asked.append(Asked(case["name"], case["set"], case["task"],
+                           a.get("lang", case.get("lang", "")), a["db"], a["question"],
+                           a.get("sql") or source.get("sql", ""),
+                           source.get("dialect") or db_dialect.get(a["db"]),
+                           relevant=frozenset(a["relevant"])))
+    captured: list[tuple[str, list]] = []
+    original = rank_model.score
+
+    def recording(question, signals, *args, **kwargs):
+        captured.append((question, list(signals)))
+        return original(question, signals, *args, **kwargs)
+
+    rank_model.score = recording
+    try:
+        memory.recall_many([a.question for a in asked], K_GATHER, sync=False)
+    finally:
+        rank_model.score = original
+    by_question: dict[str, list] = {}
+    for question, signals in captured:
+        by_question[question] = signals
+    dialects = {(i["db"], i["sql"].strip()): i.get("dialect") for i in stored}
+    ids = {(i["db"], i["question"], i["sql"].strip()): i["id"] for i in stored}
+    for a, entry in zip(asked, case["asked"], strict=True):
+        # an excluded item (the asked question itself, stored) is not a candidate
+        exclude = set(entry.get("exclude", ()))
+        a.cands = [Cand(s.dense, s.lexical, s.coverage, s.sql, s.question, s.datasource,
+                        s.translated, s.translated_coverage, s.structure,
+                        s.dialect or dialects.get((s.datasource, s.sql.strip())),
+                        ids.get((s.datasource, s.question, s.sql.strip()), ""))
+                   for s in by_question.get(a.question, [])
+                   if ids.get((s.datasource, s.question, s.sql.strip())) not in exclude]
+    # the grep backend's evidence, for its calibration
+    grep_captured: list[tuple[list[float], float]] = []
+    original_lex = bm25f.lexical_score  # imported there by name
+
+    def recording_lex(scores, best_possible, *args, **kwargs):
+        grep_captured.append((list(scores), best_possible))
+        return original_lex(scores, best_possible, *args, **kwargs)
+
+    bm25f.lexical_score = recording_lex
+    try:
+        results = Memory(root, backend="grep").recall_many([a.question for a in asked],
+                                                          K_GATHER, sync=False)
+    finally:
+        bm25f.lexical_score = original_lex
+    for a, entry, result, (scores, best) in zip(asked, case["asked"], results, grep_captured,
+                                                strict=False):
+        exclude = set(entry.get("exclude", ()))
+        del scores  # all found, unordered: the hits carry theirs (raw_score)
+        found = [(h.raw_score or 0.0, h.sql, h.datasource or "",
+                  ids.get((h.datasource, h.question, h.sql.strip()), "")) for h in result.hits]
+        a.grep = [g for g in found if g[3] not in exclude]
+        a.grep_best = best
+    return asked
+
+
+def gather(items: dict[str, dict], cases: list[dict], workdir: Path, split: str,
+           regather: bool) -> list[Asked]:
+    out: list[Asked] = []
+    for case in cases:
+        if case["split"] != split:
+            continue
+        cache = workdir / "gathered" / f"{slug(case['name'])}.pkl"
+        digest = hashlib.sha256(json.dumps(case, sort_keys=True).encode()).hexdigest()
+        if cache.exists() and not regather:
+            with cache.open("rb") as f:
+                saved_digest, asked = pickle.load(f)
+            if saved_digest == digest:
+                out += asked
+                continue
+        start = time.perf_counter()
+        asked = gather_case(case, items, workdir)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with cache.open("wb") as f:
+            pickle.dump((digest, asked), f)
+        print(f"  gathered {case['name']}: {len(asked)} asked, {len(case['stored'])} stored, "
+              f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
+        out += asked
+    return out
+
+
+# -- labels, features, fit ------------------------------------------------------------
+
+def labels(a: Asked) -> list[int]:
+    """1 for a candidate the suite lists as right for the asked question."""
+    return [int(c.item in a.relevant) for c in a.cands]
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = 1e-2
+                 ) -> np.ndarray:
+    """Weighted L2-regularised logistic regression by Newton's method; returns
+    [intercept, weights...]."""
+    xb = np.hstack([np.ones((len(x), 1)), x])
+    beta = np.zeros(xb.shape[1])
+    reg = np.full(xb.shape[1], l2)
+    reg[0] = 0.0
+    for _ in range(50):
+        z = np.clip(xb @ beta, -30, 30)
+        p = 1 / (1 + np.exp(-z))
+        grad = xb.T @ (w * (p - y)) + reg * beta
+        hess = (xb * (w * p * (1 - p))[:, None]).T @ xb + np.diag(reg)
+        step = np.linalg.solve(hess + 1e-9 * np.eye(len(beta)), grad)
+        beta -= step
+        if np.max(np.abs(step)) < 1e-8:
+            break
+    return beta
+
+
+def design(asked: list[Asked], keep: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                          list[int]]:
+    """Rows, labels, weights (every case weighs the same, and within it every asked
+    question), and each row's asked question."""
+    rows, ys, ws, owner = [], [], [], []
+    per_case: dict[str, int] = defaultdict(int)
+    for a in asked:
+        per_case[a.case] += 1
+    for n, a in enumerate(asked):
+        if not a.cands:
+            continue
+        feats = rank_model.features(a.question, a.cands)
+        lab = labels(a)
+        for f, y in zip(feats, lab, strict=True):
+            rows.append([f[i] for i in keep])
+            ys.append(y)
+            ws.append(1.0 / len(a.cands) / per_case[a.case] * 100)
+            owner.append(n)
+    return np.array(rows), np.array(ys, dtype=float), np.array(ws), owner
+
+
+def make_weights(beta: dict[str, np.ndarray], meta: dict) -> dict:
+    models = {}
+    for name, features in rank_model.EXPECTED.items():
+        b = beta[name]
+        models[name] = {"features": list(features), "intercept": round(float(b[0]), 6),
+                        "weights": [round(float(v), 6) for v in b[1:]]}
+    return {"version": rank_model.VERSION, "fingerprint": meta["fingerprint"],
+            "meta": meta, "models": models}
+
+
+# -- evaluation -----------------------------------------------------------------------
+
+def ranked_groups(a: Asked, scores: list[float]) -> list[tuple[float, int]]:
+    """(score, label) per distinct answer, best first (ties: by SQL text)."""
+    lab = labels(a)
+    groups = rank_model.twins(a.cands)
+    best: dict[int, tuple[float, int, str]] = {}
+    for s, y, g, c in zip(scores, lab, groups, a.cands, strict=True):
+        if g not in best or s > best[g][0]:
+            best[g] = (s, y, c.sql)
+    return [(s, y) for s, y, _sql in sorted(best.values(), key=lambda t: (-t[0], t[2]))]
+
+
+def metrics(asked: list[Asked], scorer) -> dict[str, float]:
+    r1 = r5 = mrr = 0.0
+    for a in asked:
+        order = ranked_groups(a, scorer(a)) if a.cands else []
+        for rank, (_s, y) in enumerate(order[:5], 1):
+            if y:
+                r1 += rank == 1
+                r5 += 1
+                mrr += 1 / rank
+                break
+    n = max(len(asked), 1)
+    return {"R@1": r1 / n, "R@5": r5 / n, "MRR": mrr / n, "n": len(asked)}
+
+
+def wilson(p: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return (0.0, 0.0)
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, c - h), min(1.0, c + h))
+
+
+def calibration(asked: list[Asked], scorer, bins: int = 10) -> tuple[float, list[tuple]]:
+    """Expected calibration error of the top-5 answers' scores, and the curve."""
+    pairs = []
+    for a in asked:
+        if a.cands:
+            pairs += ranked_groups(a, scorer(a))[:5]
+    if not pairs:
+        return 0.0, []
+    curve = []
+    ece = 0.0
+    for b in range(bins):
+        lo, hi = b / bins, (b + 1) / bins
+        inside = [(s, y) for s, y in pairs if lo <= s < hi or (b == bins - 1 and s == 1.0)]
+        if inside:
+            mean_s = sum(s for s, _ in inside) / len(inside)
+            mean_y = sum(y for _, y in inside) / len(inside)
+            ece += len(inside) / len(pairs) * abs(mean_s - mean_y)
+            curve.append((lo, hi, len(inside), mean_s, mean_y))
+    return ece, curve
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", required=True, type=Path)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/wm-fit"))
+    parser.add_argument("--regather", action="store_true")
+    parser.add_argument("--write", action="store_true", help="write wrenmem/recall/weights.json")
+    parser.add_argument("--cv", type=int, default=5, help="folds over databases (TUNING)")
+    parser.add_argument("--drop", nargs="*", default=[], help="features left out (set to 0)")
+    parser.add_argument("--held-out", action="store_true", help="also report HELD-OUT (logged)")
+    parser.add_argument("--why", default="", help="why HELD-OUT is looked at (logged)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    items, cases = read_suite(args.suite)
+    tuning = gather(items, cases, args.workdir, "tuning", args.regather)
+    print(f"TUNING: {len(tuning)} asked questions over "
+          f"{len({c['name'] for c in cases if c['split'] == 'tuning'})} cases", file=sys.stderr)
+    keep = [i for i, f in enumerate(rank_model.FEATURES) if f not in args.drop]
+    x, y, w, owner = design(tuning, keep)
+    beta_small = fit_logistic(x, y, w)
+    full = np.zeros(len(rank_model.FEATURES) + 1)
+    full[0] = beta_small[0]
+    for j, i in enumerate(keep):
+        full[i + 1] = beta_small[j + 1]
+    beta = {"learned": full}
+    beta.update(fit_side_models(tuning, full))
+    fingerprint = hashlib.sha256(json.dumps(
+        sorted([(a.case, a.question, a.sql) for a in tuning]), ensure_ascii=False
+    ).encode()).hexdigest()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                            capture_output=True, text=True).stdout.strip()
+    meta = {"fingerprint": fingerprint, "split": "tuning", "suite": str(args.suite.name),
+            "asked": len(tuning), "candidates": int(len(y)), "commit": commit,
+            "dropped": args.drop, "fitted": datetime.date.today().isoformat()}
+    weights = rank_model.parse_weights(make_weights(beta, meta))
+    report = {"tuning": evaluate(tuning, weights)}
+    report["tuning-cv"] = cross_validate(tuning, keep, args.cv)
+    if args.held_out:
+        held = gather(items, cases, args.workdir, "held-out", args.regather)
+        log_look(args.why or "fit_model --held-out")
+        report["held-out"] = evaluate(held, weights)
+    print_report(report)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    if args.write:
+        path = REPO / "wrenmem" / "recall" / rank_model.WEIGHTS_FILE
+        path.write_text(json.dumps(make_weights(beta, meta), indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def fit_side_models(tuning: list[Asked], learned: np.ndarray) -> dict[str, np.ndarray]:
+    """The other fusions' and the single backends' calibrations, on the same labels."""
+    out: dict[str, np.ndarray] = {}
+    rows: dict[str, list] = defaultdict(list)
+    ys: list[float] = []
+    ws: list[float] = []
+    for a in tuning:
+        if not a.cands:
+            continue
+        lab = labels(a)
+        groups = rank_model.twins(a.cands)
+        dense_rank = rank_model._ranks([c.dense for c in a.cands], groups)
+        lex_rank = rank_model._ranks([c.lexical for c in a.cands], groups)
+        best_dense = max((c.dense for c in a.cands if c.dense is not None), default=0.0)
+        best_lex = max((c.lexical or 0.0 for c in a.cands), default=0.0)
+        for c, yv, d, k in zip(a.cands, lab, dense_rank, lex_rank, strict=True):
+            cos = c.dense if c.dense is not None else -1.0
+            lex = (c.lexical or 0.0) / best_lex if best_lex > 0 else 0.0
+            rows["rrf"].append([(1 / (60 + d) if d else 0.0) + (1 / (60 + k) if k else 0.0)])
+            rows["linear"].append([cos, lex])
+            rows["vector"].append([cos, cos - best_dense])
+            ys.append(yv)
+            ws.append(1.0 / len(a.cands))
+    y = np.array(ys, dtype=float)
+    w = np.array(ws)
+    for name in ("rrf", "linear", "vector"):
+        out[name] = fit_logistic(np.array(rows[name]), y, w)
+    # linear: the fitted mix is itself a logit; calibrate it as one feature (identity)
+    out["linear-calibration"] = np.array([0.0, 1.0])
+    # grep: BM25F of the grep backend's top hits
+    g_rows, g_y, g_w = [], [], []
+    for a in tuning:
+        if not a.grep:
+            continue
+        best = max(g[0] for g in a.grep)
+        for s, _sql, _db, item in a.grep:
+            right = item in a.relevant
+            g_rows.append([s / best if best > 0 else 0.0,
+                           s / a.grep_best if a.grep_best > 0 else 0.0])
+            g_y.append(float(right))
+            g_w.append(1.0 / len(a.grep))
+    out["grep"] = fit_logistic(np.array(g_rows), np.array(g_y), np.array(g_w))
+    # draft: the learned logit plus the draft's structural agreement, the asked SQL as draft
+    d_rows, d_y, d_w = [], [], []
+    model = rank_model.Model("learned", rank_model.FEATURES, tuple(learned[1:]), learned[0])
+    for a in tuning:
+        if not a.cands:
+            continue
+        draft = sqlshape.shape(a.sql, a.dialect)
+        for f, c, yv in zip(rank_model.features(a.question, a.cands), a.cands, labels(a),
+                            strict=True):
+            d_rows.append(list(rank_model.draft_features(
+                model.logit(f), draft, sqlshape.shape(c.sql, c.dialect))))
+            d_y.append(yv)
+            d_w.append(1.0 / len(a.cands))
+    out["draft"] = fit_logistic(np.array(d_rows), np.array(d_y), np.array(d_w))
+    return out
+
+
+def cross_validate(tuning: list[Asked], keep: list[int], folds: int) -> dict:
+    """Out-of-fold learned R@1 per case, databases split into folds."""
+    if folds < 2:
+        return {}
+    fold_of = {db: int(hashlib.sha256(db.encode()).hexdigest(), 16) % folds
+               for db in {a.db for a in tuning}}
+    scored: dict[int, list[float]] = {}
+    for f in range(folds):
+        train = [a for a in tuning if fold_of[a.db] != f]
+        test_ids = [n for n, a in enumerate(tuning) if fold_of[a.db] == f]
+        x, y, w, _ = design(train, keep)
+        b = fit_logistic(x, y, w)
+        full = np.zeros(len(rank_model.FEATURES) + 1)
+        full[0] = b[0]
+        for j, i in enumerate(keep):
+            full[i + 1] = b[j + 1]
+        m = rank_model.Model("learned", rank_model.FEATURES, tuple(full[1:]), full[0])
+        for n in test_ids:
+            a = tuning[n]
+            scored[n] = [rank_model.sigmoid(m.logit(r))
+                         for r in rank_model.features(a.question, a.cands)]
+    by_case: dict[str, list[int]] = defaultdict(list)
+    for n, a in enumerate(tuning):
+        by_case[a.case].append(n)
+    out = {}
+    for case, ns in sorted(by_case.items()):
+        sub = [tuning[n] for n in ns]
+        lookup = {id(tuning[n]): scored.get(n, [0.0] * len(tuning[n].cands)) for n in ns}
+        out[case] = metrics(sub, lambda a, lookup=lookup: lookup[id(a)])
+    return out
+
+
+def scorers(weights: rank_model.Weights) -> dict:
+    def fused(name: str):
+        return lambda a: rank_model.score(a.question, a.cands, fusion=name, weights=weights)
+
+    def dense(a: Asked) -> list[float]:
+        return [c.dense if c.dense is not None else -1.0 for c in a.cands]
+
+    def keyword(a: Asked) -> list[float]:
+        return [c.lexical or 0.0 for c in a.cands]
+
+    def shipped(a: Asked) -> list[float]:
+        from wrenmem import fusion
+
+        return fusion.fuse(a.question, a.cands)
+
+    def draft(a: Asked) -> list[float]:
+        return rank_model.score(a.question, a.cands, weights=weights, draft_sql=a.sql,
+                                draft_dialect=a.dialect)
+
+    return {"vector": dense, "keyword": keyword, "previous": shipped, "rrf": fused("rrf"),
+            "linear": fused("linear"), "learned": fused("learned"), "learned+draft": draft}
+
+
+def evaluate(asked: list[Asked], weights: rank_model.Weights) -> dict:
+    by_case: dict[str, list[Asked]] = defaultdict(list)
+    for a in asked:
+        by_case[a.case].append(a)
+    out: dict[str, dict] = {}
+    runs = scorers(weights)
+    for case, sub in sorted(by_case.items()):
+        out[case] = {name: metrics(sub, fn) for name, fn in runs.items()}
+        for task in TASKS:
+            pass
+    learned = runs["learned"]
+    out["_calibration"] = {}
+    for task in TASKS:
+        sub = [a for a in asked if a.task == task]
+        if sub:
+            ece, curve = calibration(sub, learned)
+            out["_calibration"][task] = {"ece": ece, "curve": curve}
+    return out
+
+
+def print_report(report: dict) -> None:
+    for part, cases in report.items():
+        if part == "tuning-cv":
+            print(f"\n## {part} (learned, out of fold)")
+            for case, m in cases.items():
+                print(f"  {case:40s} R@1 {m['R@1']:.3f}  n={m['n']}")
+            continue
+        print(f"\n## {part}")
+        names = None
+        for case, runs in cases.items():
+            if case.startswith("_"):
+                continue
+            if names is None:
+                names = list(runs)
+                print(f"  {'case':40s} " + " ".join(f"{n:>13s}" for n in names))
+            print(f"  {case:40s} " + " ".join(f"{runs[n]['R@1']:.3f}/{runs[n]['MRR']:.3f}"
+                                              for n in names) + f"  n={runs[names[0]]['n']}")
+        for task, c in cases.get("_calibration", {}).items():
+            print(f"  calibration {task}: ECE {c['ece']:.3f}")
+
+
+def log_look(why: str) -> None:
+    log = REPO / "bench" / "suite" / "HELD-OUT-LOG.md"
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                            capture_output=True, text=True).stdout.strip()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a", encoding="utf-8") as f:
+        f.write(f"- {datetime.datetime.now().isoformat(timespec='minutes')} {commit} "
+                f"fit_model.py: {why}\n")
+    print(f"HELD-OUT looked at: logged in {log}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

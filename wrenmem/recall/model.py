@@ -1,0 +1,407 @@
+"""The ranking model: one calibrated score in [0, 1] per candidate pair.
+
+A score estimates the probability that the pair is a right example for the question: the
+same SQL when a stored pair answers it (*answered before*), else a pair of the same
+structure (*a new question*: the same skeleton, other values). Both tasks are in the data
+the model is fitted on, so ``min_score = 0.5`` keeps pairs more likely right than wrong in
+either (docs/recall.md has the reliability curve).
+
+Every feature is computed from the two backends' evidence and from the parsed SQL
+(:mod:`wrenmem.recall.sqlshape`); none depends on a list of words of one language. Values
+count only as agreement: a pair whose values the question states gains, and a pair loses
+only to the extent that *another* candidate states the asked values better, so when no
+stored pair states them (the usual new question) differing values cost nothing.
+Structure counts through agreement among the candidates: a skeleton shared by several of
+the closest pairs is more likely the one asked for. Pairs with the same SQL on the same
+datasource (twins) are one answer: they share their best evidence and one score.
+
+The fitted numbers live in ``weights.json`` beside this module, written by
+``bench/fit_model.py`` with the feature names, a version and a fingerprint of the fitting
+data; :func:`load` refuses a file whose features are not this module's.
+
+``fusion`` (the setting) picks the model: ``learned`` (this), ``rrf`` (reciprocal rank
+fusion of the dense and keyword ranks) or ``linear`` (a weighted sum of the normalised
+cosine and BM25). Each maps its raw number through a logistic fitted on the same data, so
+every fusion's score has the same meaning.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Protocol
+
+from wrenmem.recall import sqlshape
+
+WEIGHTS_FILE = "weights.json"
+VERSION = 1
+FUSIONS = ("learned", "rrf", "linear")
+RRF_K = 60
+SUPPORT_TOP = 10  # the closest distinct answers whose skeletons vote
+SUPPORT_SCALE = 0.05  # cosine units: a vote weighs exp((cosine - best) / SUPPORT_SCALE)
+SHARE_TOP = 10  # candidates whose datasources tell which one the question is about
+
+FEATURES = (
+    "cosine",
+    "cosine - best",
+    "bm25 / best",
+    "coverage",
+    "bm25 / best x coverage",
+    "translated bm25 / best",
+    "translated coverage",
+    "values stated",
+    "values stated - best of its skeleton",
+    "skeleton support",
+    "datasource share",
+    "1 / dense rank",
+    "1 / keyword rank",
+    "dense lead",
+    "keyword lead",
+    "(cosine - best) x uncovered",
+    "bm25 / best x best coverage",
+    "bm25 / best x values stated",
+    "structure bm25 / best",
+    "masked question overlap",
+)
+DRAFT_FEATURES = ("base logit", "draft same skeleton", "draft similarity", "draft same sql")
+
+
+class Evidence(Protocol):
+    """What the backends know about one candidate (:class:`wrenmem.fusion.Signals`)."""
+
+    dense: float | None
+    lexical: float | None
+    coverage: float
+    sql: str
+    question: str
+    datasource: str
+    translated: float | None
+    translated_coverage: float
+    structure: float | None
+
+
+@dataclass(frozen=True)
+class Model:
+    """One fitted scorer: an intercept and a weight per feature."""
+
+    name: str
+    features: tuple[str, ...]
+    weights: tuple[float, ...]
+    intercept: float
+
+    def logit(self, row: Sequence[float]) -> float:
+        if len(row) != len(self.weights):
+            raise ValueError(f"{self.name}: {len(row)} features for {len(self.weights)} "
+                             "weights")
+        return self.intercept + math.fsum(w * x for w, x in zip(self.weights, row,
+                                                                strict=True))
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The contents of ``weights.json``."""
+
+    version: int
+    fingerprint: str
+    models: dict[str, Model]
+    meta: dict[str, Any]
+
+
+EXPECTED = {
+    "learned": FEATURES,
+    "draft": DRAFT_FEATURES,
+    "rrf": ("rrf",),
+    "linear": ("cosine", "bm25 / best"),
+    "linear-calibration": ("linear",),
+    "vector": ("cosine", "cosine - best"),
+    "grep": ("bm25 / best", "bm25 / best possible"),
+}
+
+
+def parse_weights(data: dict[str, Any]) -> Weights:
+    """Check and read a weights document: every model this code uses, with exactly the
+    features this code computes, in order."""
+    if data.get("version") != VERSION:
+        raise ValueError(f"weights version {data.get('version')!r}, the code reads {VERSION}")
+    models = {}
+    for name, features in EXPECTED.items():
+        entry = data.get("models", {}).get(name)
+        if entry is None:
+            raise ValueError(f"weights: no model {name!r}")
+        if tuple(entry["features"]) != features:
+            raise ValueError(f"weights: model {name!r} has features {entry['features']}, "
+                             f"the code computes {list(features)}")
+        models[name] = Model(name, features, tuple(float(w) for w in entry["weights"]),
+                             float(entry["intercept"]))
+    return Weights(VERSION, str(data.get("fingerprint", "")), models,
+                   dict(data.get("meta", {})))
+
+
+@lru_cache(maxsize=1)
+def load() -> Weights:
+    """The shipped weights (``wrenmem/recall/weights.json``)."""
+    text = resources.files("wrenmem.recall").joinpath(WEIGHTS_FILE).read_text("utf-8")
+    return parse_weights(json.loads(text))
+
+
+def sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+def logit(p: float) -> float:
+    """The log-odds of a probability (the raw form of a fused score)."""
+    p = min(max(p, 1e-12), 1 - 1e-12)
+    return math.log(p / (1 - p))
+
+
+# -- evidence per answer --------------------------------------------------------------
+
+def twins(candidates: Sequence[Evidence]) -> list[int]:
+    """Per candidate, a group number shared with its twins (the same SQL up to formatting
+    on the same datasource); a candidate without SQL is its own group."""
+    groups: dict[tuple[str, str], int] = {}
+    out = []
+    for n, c in enumerate(candidates):
+        key = ((c.datasource, _shape(c).key) if c.sql.strip() else ("", f"\0{n}"))
+        out.append(groups.setdefault(key, len(groups)))
+    return out
+
+
+def _shape(c: Evidence) -> sqlshape.Shape:
+    return sqlshape.shape(c.sql, getattr(c, "dialect", None) or None)
+
+
+def _group_max(values: Sequence[float], group: Sequence[int]) -> list[float]:
+    best: dict[int, float] = {}
+    for v, g in zip(values, group, strict=True):
+        best[g] = max(best.get(g, -math.inf), v)
+    return [best[g] for g in group]
+
+
+def _ranks(values: Sequence[float | None], group: Sequence[int]) -> list[int]:
+    """1-based rank of each candidate's answer by its best value (0: no value); ties share
+    the better rank."""
+    best: dict[int, float] = {}
+    for v, g in zip(values, group, strict=True):
+        if v is not None:
+            best[g] = max(best.get(g, -math.inf), v)
+    ordered = sorted(best.values(), reverse=True)
+    out = []
+    for g in group:
+        if g not in best:
+            out.append(0)
+            continue
+        out.append(1 + sum(1 for v in ordered if v > best[g]))
+    return out
+
+
+def _lead(values: Sequence[float], group: Sequence[int]) -> list[float]:
+    """For the best answer's members: how far it leads the next answer (0 for others)."""
+    best: dict[int, float] = {}
+    for v, g in zip(values, group, strict=True):
+        best[g] = max(best.get(g, -math.inf), v)
+    ordered = sorted(best.values(), reverse=True)
+    if not ordered:
+        return [0.0] * len(values)
+    top, second = ordered[0], (ordered[1] if len(ordered) > 1 else ordered[0])
+    return [top - second if best[g] == top else 0.0 for g in group]
+
+
+@lru_cache(maxsize=65536)
+def _question_terms(text: str) -> frozenset[str]:
+    from wrenmem.textsearch import tokenize
+
+    return frozenset(tokenize(text))
+
+
+@lru_cache(maxsize=65536)
+def _masked_terms(text: str, values: tuple[str, ...]) -> frozenset[str]:
+    """A question's search terms without those of the values it states."""
+    terms = _question_terms(text)
+    drop: set[str] = set()
+    for v in values:
+        if _states(text.lower(), v):
+            drop |= _question_terms(v)
+    return terms - drop
+
+
+def masked_overlap(asked: frozenset[str], stored: frozenset[str]) -> float:
+    """Jaccard overlap of two questions' terms, their values masked."""
+    union = asked | stored
+    return len(asked & stored) / len(union) if union else 0.0
+
+
+def stated(question: str, values: Sequence[str]) -> float:
+    """The share of ``values`` the (lower-cased) question states, as whole words or
+    numbers; 0 for a query without values."""
+    if not values:
+        return 0.0
+    text = question.lower()
+    hits = sum(1 for v in values if _states(text, v))
+    return hits / len(values)
+
+
+def _states(text: str, value: str) -> bool:
+    word = value.strip("%").strip()
+    if not word:
+        return False
+    at = text.find(word)
+    while at >= 0:
+        before = text[at - 1] if at > 0 else " "
+        after = text[at + len(word)] if at + len(word) < len(text) else " "
+        ascii_word = word.isascii()
+        if not ascii_word or (not before.isalnum() and not after.isalnum()):
+            return True
+        at = text.find(word, at + 1)
+    return False
+
+
+def _support(dense: Sequence[float], group: Sequence[int], keys: Sequence[str]) -> list[float]:
+    """Per candidate, the weight of the other closest answers whose skeleton is its own,
+    as a share of all their weight: the structure the neighbourhood agrees on."""
+    best_of: dict[int, tuple[float, str]] = {}
+    for d, g, k in zip(dense, group, keys, strict=True):
+        if g not in best_of or d > best_of[g][0]:
+            best_of[g] = (d, k)
+    top = sorted(best_of.items(), key=lambda item: (-item[1][0], item[0]))[:SUPPORT_TOP]
+    if not top:
+        return [0.0] * len(dense)
+    lead = top[0][1][0]
+    weight = {g: math.exp((d - lead) / SUPPORT_SCALE) for g, (d, _k) in top}
+    total = sum(weight.values())
+    by_key: dict[str, float] = {}
+    for g, (_d, k) in top:
+        by_key[k] = by_key.get(k, 0.0) + weight[g]
+    return [(by_key.get(k, 0.0) - weight.get(g, 0.0)) / total
+            for g, k in zip(group, keys, strict=True)]
+
+
+def _share(values: Sequence[float], candidates: Sequence[Evidence]) -> list[float]:
+    top = sorted(range(len(values)), key=lambda n: (-values[n], n))[:SHARE_TOP]
+    count: dict[str, int] = {}
+    for n in top:
+        count[candidates[n].datasource] = count.get(candidates[n].datasource, 0) + 1
+    return [count.get(c.datasource, 0) / max(len(top), 1) for c in candidates]
+
+
+def features(question: str, candidates: Sequence[Evidence]) -> list[tuple[float, ...]]:
+    """The :data:`FEATURES` of each candidate for ``question``."""
+    if not candidates:
+        return []
+    group = twins(candidates)
+    shapes = [_shape(c) for c in candidates]
+    dense = _group_max([c.dense if c.dense is not None else -1.0 for c in candidates], group)
+    lexical = _group_max([c.lexical or 0.0 for c in candidates], group)
+    coverage = _group_max([c.coverage for c in candidates], group)
+    translated = _group_max([c.translated or 0.0 for c in candidates], group)
+    translated_cov = _group_max([c.translated_coverage for c in candidates], group)
+    structure = _group_max([c.structure or 0.0 for c in candidates], group)
+    best_structure = max(structure)
+    values = [stated(question, s.values) for s in shapes]
+    best_dense = max(dense)
+    best_lex = max(lexical)
+    best_translated = max(translated)
+    skeletons = [f"{c.datasource}\0{s.skeleton}" for c, s in zip(candidates, shapes,
+                                                                  strict=True)]
+    # values decide between pairs of one structure, never between structures
+    best_values: dict[str, float] = {}
+    for key, v in zip(skeletons, values, strict=True):
+        best_values[key] = max(best_values.get(key, 0.0), v)
+    support = _support(dense, group, skeletons)
+    share = _share(dense, candidates)
+    dense_rank = _ranks([c.dense for c in candidates], group)
+    lex_rank = _ranks([c.lexical for c in candidates], group)
+    best_cov = max(coverage)
+    relative = [v / best_lex if best_lex > 0 else 0.0 for v in lexical]
+    dense_lead = _lead(dense, group)
+    lex_lead = _lead(relative, group)
+    all_values = tuple(sorted({v for sh in shapes for v in sh.values}))
+    asked_masked = _masked_terms(question, all_values)
+    overlap = _group_max([masked_overlap(asked_masked, _masked_terms(c.question, sh.values))
+                          for c, sh in zip(candidates, shapes, strict=True)], group)
+    rows = []
+    for n in range(len(candidates)):
+        lex = relative[n]
+        trans = translated[n] / best_translated if best_translated > 0 else 0.0
+        rows.append((
+            dense[n], dense[n] - best_dense, lex, coverage[n], lex * coverage[n],
+            trans, translated_cov[n], values[n], values[n] - best_values[skeletons[n]], support[n],
+            share[n], 1.0 / dense_rank[n] if dense_rank[n] else 0.0,
+            1.0 / lex_rank[n] if lex_rank[n] else 0.0, dense_lead[n], lex_lead[n],
+            (dense[n] - best_dense) * (1.0 - best_cov), lex * best_cov, lex * values[n],
+            structure[n] / best_structure if best_structure > 0 else 0.0, overlap[n]))
+    return rows
+
+
+def draft_features(base: float, draft: sqlshape.Shape, candidate: sqlshape.Shape
+                   ) -> tuple[float, ...]:
+    return (base, float(draft.skeleton == candidate.skeleton),
+            sqlshape.similarity(draft, candidate), float(draft.key == candidate.key))
+
+
+def raw_scores(fusion: str, question: str, candidates: Sequence[Evidence],
+               weights: Weights | None = None) -> list[float]:
+    """Each candidate's log-odds under ``fusion`` (before any draft)."""
+    w = weights or load()
+    if fusion == "learned":
+        model = w.models["learned"]
+        return [model.logit(row) for row in features(question, candidates)]
+    group = twins(candidates)
+    if fusion == "rrf":
+        dense_rank = _ranks([c.dense for c in candidates], group)
+        lex_rank = _ranks([c.lexical for c in candidates], group)
+        model = w.models["rrf"]
+        return [model.logit(((1 / (RRF_K + d) if d else 0.0) + (1 / (RRF_K + k) if k else 0.0),))
+                for d, k in zip(dense_rank, lex_rank, strict=True)]
+    if fusion == "linear":
+        dense = _group_max([c.dense if c.dense is not None else -1.0 for c in candidates],
+                           group)
+        lexical = _group_max([c.lexical or 0.0 for c in candidates], group)
+        best_lex = max(lexical, default=0.0)
+        mix = w.models["linear"]
+        calibration = w.models["linear-calibration"]
+        return [calibration.logit((mix.logit((d, lx / best_lex if best_lex > 0 else 0.0)),))
+                for d, lx in zip(dense, lexical, strict=True)]
+    raise ValueError(f"unknown fusion {fusion!r}: one of {', '.join(FUSIONS)}")
+
+
+def score(question: str, candidates: Sequence[Evidence], *, fusion: str = "learned",
+          draft_sql: str | None = None, draft_dialect: str | None = None,
+          weights: Weights | None = None) -> list[float]:
+    """The score of each candidate in [0, 1]. With ``draft_sql`` (an agent's draft query)
+    the pairs whose SQL is closest to it in structure gain (:data:`DRAFT_FEATURES`)."""
+    if not candidates:
+        return []
+    w = weights or load()
+    raw = raw_scores(fusion, question, candidates, w)
+    if draft_sql and draft_sql.strip():
+        draft = sqlshape.shape(draft_sql, draft_dialect)
+        model = w.models["draft"]
+        raw = [model.logit(draft_features(r, draft, _shape(c)))
+               for r, c in zip(raw, candidates, strict=True)]
+    return [sigmoid(r) for r in raw]
+
+
+def dense_score(cosines: Sequence[float], weights: Weights | None = None) -> list[float]:
+    """The vector backend's cosines as calibrated scores, in the same order."""
+    model = (weights or load()).models["vector"]
+    best = max(cosines, default=0.0)
+    return [sigmoid(model.logit((c, c - best))) for c in cosines]
+
+
+def lexical_score(bm25: Sequence[float], best_possible: float,
+                  weights: Weights | None = None) -> list[float]:
+    """The grep backend's BM25F scores as calibrated scores, in the same order
+    (``best_possible``: :meth:`wrenmem.textsearch.Bm25Index.best_possible`)."""
+    model = (weights or load()).models["grep"]
+    best = max(bm25, default=0.0)
+    return [sigmoid(model.logit((s / best if best > 0 else 0.0,
+                                 s / best_possible if best_possible > 0 else 0.0)))
+            for s in bm25]

@@ -1,0 +1,173 @@
+"""The shape of a pair's SQL, read from sqlglot's syntax tree.
+
+Recall compares SQL by structure, not by text: two pairs answer the same kind of question
+when their SQL has the same *skeleton* (the tree with its values masked), and a pair answers
+exactly the question asked when its SQL is the same up to formatting. A *value* is a literal
+the query compares with (``WHERE city = 'Oslo'``, ``IN (1, 2)``, ``LIMIT 3``); a literal
+that is an argument of a function (``DATE_TRUNC('month', ...)``, ``ROUND(x, 2)``) is part of
+the structure, not a value. SQL that sqlglot cannot parse falls back to its tokens (the
+same masking by token type), so every pair has a shape.
+
+Everything here is a pure function of the SQL text and its dialect, cached per process.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+VALUE = "?"  # what a masked value reads as in a skeleton
+NAME = "_"  # what a masked identifier reads as in an identifier-free skeleton
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One SQL text's structure.
+
+    ``key``: the SQL up to formatting (case of keywords and identifiers, spaces, quotes,
+    a trailing ``;``): two pairs with one key are the same answer. ``skeleton``: the key
+    with every value masked. ``frame``: the skeleton with identifiers masked too (the
+    query's form whatever it reads). ``values``: the values, lower-cased, in order.
+    ``tokens``: the frame's tokens (for a graded structural similarity).
+    """
+
+    key: str
+    skeleton: str
+    frame: str
+    values: tuple[str, ...]
+    tokens: tuple[str, ...]
+    parsed: bool
+
+
+def _is_value(node: object) -> bool:
+    from sqlglot import exp
+
+    parent = getattr(node, "parent", None)
+    while isinstance(parent, exp.Paren | exp.Neg | exp.Cast | exp.Tuple):
+        parent = parent.parent
+    # a function's literal arguments are part of its structure, and so are positions
+    # (GROUP BY 1, ORDER BY 2); predicates and LIMIT hold values
+    if isinstance(parent, exp.Func) and not isinstance(parent, exp.Predicate | exp.Binary):
+        return False
+    return not isinstance(parent, exp.Group | exp.Ordered | exp.Order)
+
+
+def _quoted_value(column: object) -> bool:
+    """A double-quoted name compared with a column (``WHERE city = "Boston"``): SQLite,
+    and SQL written for it, read it as a string when no column has that name, and so do
+    the public sets; a value, not a column."""
+    from sqlglot import exp
+
+    if not isinstance(column, exp.Column) or column.table:
+        return False
+    ident = column.this
+    if not (isinstance(ident, exp.Identifier) and ident.quoted):
+        return False
+    parent = column.parent
+    if isinstance(parent, exp.In):
+        return column is not parent.this
+    if isinstance(parent, exp.EQ | exp.NEQ | exp.Like | exp.ILike | exp.GT | exp.GTE
+                  | exp.LT | exp.LTE):
+        other = parent.left if parent.right is column else parent.right
+        return isinstance(other, exp.Column) and not (
+            isinstance(other.this, exp.Identifier) and other.this.quoted)
+    return False
+
+
+def _fallback(sql: str) -> Shape:
+    from sqlglot.tokens import Tokenizer, TokenType
+
+    text = sql.strip().rstrip(";").strip()
+    try:
+        tokens = Tokenizer().tokenize(text)
+    except Exception:  # untokenizable text: its words are its shape
+        words = tuple(_SPACE.split(text.lower())) if text else ()
+        joined = " ".join(words)
+        return Shape(joined, joined, joined, (), words, False)
+    key, skel, frame, values = [], [], [], []
+    for t in tokens:
+        word = t.text.lower()
+        key.append(word)
+        if t.token_type in (TokenType.NUMBER, TokenType.STRING):
+            values.append(word)
+            skel.append(VALUE)
+            frame.append(VALUE)
+        elif t.token_type in (TokenType.VAR, TokenType.IDENTIFIER):
+            skel.append(word)
+            frame.append(NAME)
+        else:
+            skel.append(word)
+            frame.append(word)
+    return Shape(" ".join(key), " ".join(skel), " ".join(frame), tuple(sorted(values)),
+                 tuple(frame), False)
+
+
+@lru_cache(maxsize=65536)
+def shape(sql: str, dialect: str | None = None) -> Shape:
+    """The :class:`Shape` of ``sql`` read in ``dialect`` (sqlglot's name; None: generic)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        trees = [t for t in sqlglot.parse(sql, read=dialect or None) if t is not None]
+    except Exception:  # sqlglot raises several error types, and some plain ones
+        return _fallback(sql)
+    if len(trees) != 1:
+        return _fallback(sql)
+    tree = trees[0]
+    try:
+        key = tree.sql(normalize=True, comments=False)
+        values: list[str] = []
+        # the tree is this function's own: mask its values in place
+        for node in list(tree.find_all(exp.Literal, exp.Column)):
+            if isinstance(node, exp.Column):
+                if not _quoted_value(node):
+                    continue
+                values.append(node.name.lower())
+            elif _is_value(node):
+                values.append(str(node.this).lower())
+            else:
+                continue
+            node.replace(exp.Placeholder())
+        skeleton = tree.sql(normalize=True, comments=False).lower()
+    except Exception:  # a tree sqlglot cannot render back
+        return _fallback(sql)
+    frame = _frame(skeleton)
+    return Shape(key.lower(), skeleton, " ".join(frame), tuple(sorted(values)), frame, True)
+
+
+def _frame(skeleton: str) -> tuple[str, ...]:
+    """The tokens of a rendered skeleton with identifiers masked."""
+    from sqlglot.tokens import Tokenizer, TokenType
+
+    try:
+        tokens = Tokenizer().tokenize(skeleton)
+    except Exception:  # sqlglot renders what it tokenizes; this is for safety only
+        return tuple(skeleton.split())
+    names = (TokenType.VAR, TokenType.IDENTIFIER)
+    out = []
+    for n, t in enumerate(tokens):
+        called = n + 1 < len(tokens) and tokens[n + 1].token_type == TokenType.L_PAREN
+        out.append(NAME if t.token_type in names and not called else t.text.lower())
+    return tuple(out)
+
+
+def similarity(a: Shape, b: Shape) -> float:
+    """How alike two queries' forms are, in [0, 1]: 1 for the same skeleton, else the
+    Dice overlap of their frames' token bigrams (identifiers and values masked)."""
+    if a.skeleton == b.skeleton:
+        return 1.0
+    x, y = _bigrams(a.tokens), _bigrams(b.tokens)
+    if not x or not y:
+        return 0.0
+    common = sum(min(x[g], y[g]) for g in x.keys() & y.keys())
+    return 0.9 * 2 * common / (sum(x.values()) + sum(y.values()))
+
+
+def _bigrams(tokens: tuple[str, ...]) -> dict[tuple[str, str], int]:
+    out: dict[tuple[str, str], int] = {}
+    for g in zip(tokens, tokens[1:], strict=False):
+        out[g] = out.get(g, 0) + 1
+    return out
