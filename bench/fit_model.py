@@ -476,7 +476,7 @@ def scorers(weights: rank_model.Weights) -> dict:
         return [c.lexical or 0.0 for c in a.cands]
 
     def shipped(a: Asked) -> list[float]:
-        from wrenmem import fusion
+        from wrenmem.recall import fusion
 
         return fusion.fuse(a.question, a.cands)
 

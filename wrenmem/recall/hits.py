@@ -35,7 +35,7 @@ class Hit:
     """One recalled pair. The same shape whatever backend produced it.
 
     ``score`` is in [0, 1] and means the same for every backend: an estimate of the
-    probability that the pair's SQL answers the question (:mod:`wrenmem.fusion`).
+    probability that the pair's SQL answers the question (:mod:`wrenmem.recall.fusion`).
     ``raw_score`` is the backend's own number (BM25F, cosine, or for hybrid the fused
     logit), comparable only within one backend.
     """

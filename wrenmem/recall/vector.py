@@ -2,8 +2,8 @@
 
 ``vector`` ranks by cosine similarity of the question's embedding. ``hybrid`` also runs
 LanceDB's full-text search over wrenmem's own terms (English and Chinese) and fuses both
-with :func:`wrenmem.fusion.fuse`. Every score is calibrated into [0, 1] with one meaning
-(:mod:`wrenmem.fusion`); the backend's own number is the hit's ``raw_score``. Both return
+with :func:`wrenmem.recall.fusion.fuse`. Every score is calibrated into [0, 1] with one meaning
+(:mod:`wrenmem.recall.fusion`); the backend's own number is the hit's ``raw_score``. Both return
 the same :class:`~wrenmem.recall.hits.Hit`s as grep. A backend
 object keeps its embedder loaded and may serve many searches in a long-lived process; every
 search sees the latest committed table version. Bringing the index up to date with the
@@ -18,14 +18,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from wrenmem import glossary, lance
+from wrenmem import lance
 from wrenmem.embedders import get_embedder
 from wrenmem.errors import WrenmemError
-from wrenmem.fusion import Signals, at_least_identical, is_cjk
-from wrenmem.recall import model as rank_model
 from wrenmem.index import recallcopy, replica
 from wrenmem.index import table as index
 from wrenmem.index.table import query_terms, row_pair
+from wrenmem.recall import glossary
+from wrenmem.recall import model as rank_model
+from wrenmem.recall.fusion import Signals, at_least_identical, is_cjk
 from wrenmem.recall.hits import Filters, Hit, rank
 from wrenmem.settings import Settings
 
@@ -241,7 +242,7 @@ class VectorBackend:
 
 class HybridBackend(VectorBackend):
     """Dense similarity and LanceDB full-text (BM25) evidence, fused by
-    :func:`wrenmem.fusion.fuse` into one calibrated score."""
+    :func:`wrenmem.recall.fusion.fuse` into one calibrated score."""
 
     name = "hybrid"
 
@@ -327,7 +328,7 @@ def value_terms(question: str, sqls: Sequence[tuple[str, str | None]]) -> set[st
 
 def english_words(question: str) -> list[tuple[str, ...]]:
     """Per word of a Chinese (Japanese, Korean) question, its English search terms from
-    :mod:`wrenmem.glossary`; none for other questions or without the dictionary."""
+    :mod:`wrenmem.recall.glossary`; none for other questions or without the dictionary."""
     if not is_cjk(question):
         return []
     found = glossary.glossary()

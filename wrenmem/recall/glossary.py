@@ -6,7 +6,7 @@ backend's keyword evidence was silent exactly where the multilingual embedding i
 turns the question's Chinese words into the English words the dictionary gives for them
 (年龄 → age, 歌手 → singer, 平均 → average, on average, evenly, ...), tokenized as pairs
 are (:func:`wrenmem.textsearch.tokenize`: stemming, stop words), so a keyword search with
-them scores English pairs. :mod:`wrenmem.fusion` weighs that score and the share of the
+them scores English pairs. :mod:`wrenmem.recall.fusion` weighs that score and the share of the
 question's words it covers (fitted on the TUNING sample, like every weight there).
 
 The question is cut into words by longest match against the dictionary's headwords

@@ -13,7 +13,7 @@ filters on (numbers, quoted strings) appear in the question; and, per SQL operat
 (average, sum, count, distinct, grouping, superlative, negation, union, intersection),
 whether the question states one the SQL does not perform or the SQL performs one the
 question does not state ("平均年龄" against ``max(age)``); for a Chinese question, the
-BM25 of its words in English (:mod:`wrenmem.glossary`) and the share of them the pair
+BM25 of its words in English (:mod:`wrenmem.recall.glossary`) and the share of them the pair
 holds; against the pair's *own* question, the values it states that the question asked
 does not and the operations the two disagree on; and the share of the top candidates on
 the pair's datasource. The weights depend on the question's script: for Chinese, Japanese
@@ -96,7 +96,7 @@ class Signals:
     sql: str = ""  # the pair's SQL (its values and ordering are compared with the question)
     question: str = ""  # the pair's stored question (an identical one scores IDENTICAL)
     datasource: str = ""  # pairs with the same SQL on the same datasource are twins
-    # A Chinese (Japanese, Korean) question's words in English (wrenmem.glossary):
+    # A Chinese (Japanese, Korean) question's words in English (wrenmem.recall.glossary):
     translated: float | None = None  # raw BM25 score of the English words; None: no hit
     translated_coverage: float = 0.0  # share of the question's words with an English term
     # raw BM25 of the question without the values the candidates' SQL compares with
