@@ -211,6 +211,17 @@ def gather(items: dict[str, dict], cases: list[dict], workdir: Path, split: str,
 
 # -- labels, features, fit ------------------------------------------------------------
 
+_FEATURES: dict[int, list[tuple[float, ...]]] = {}
+
+
+def feats(a: Asked) -> list[tuple[float, ...]]:
+    """The model's features of an asked question's candidates, computed once."""
+    got = _FEATURES.get(id(a))
+    if got is None:
+        got = _FEATURES[id(a)] = rank_model.features(a.question, a.cands)
+    return got
+
+
 def labels(a: Asked) -> list[int]:
     """1 for a candidate the suite lists as right for the asked question."""
     return [int(c.item in a.relevant) for c in a.cands]
@@ -247,14 +258,87 @@ def design(asked: list[Asked], keep: list[int]) -> tuple[np.ndarray, np.ndarray,
     for n, a in enumerate(asked):
         if not a.cands:
             continue
-        feats = rank_model.features(a.question, a.cands)
         lab = labels(a)
-        for f, y in zip(feats, lab, strict=True):
+        for f, y in zip(feats(a), lab, strict=True):
             rows.append([f[i] for i in keep])
             ys.append(y)
             ws.append(1.0 / len(a.cands) / per_case[a.case] * 100)
             owner.append(n)
     return np.array(rows), np.array(ys, dtype=float), np.array(ws), owner
+
+
+def fit_ranking(asked: list[Asked], keep: list[int], l2: float = 1e-2, iters: int = 40
+                ) -> np.ndarray:
+    """A conditional logit (softmax over each question's candidates, the right ones the
+    target) by Newton's method with a backtracking line search: the ranking weights.
+    Every case weighs the same, and within it every asked question."""
+    per_case: dict[str, int] = defaultdict(int)
+    for a in asked:
+        per_case[a.case] += 1
+    groups = []
+    for a in asked:
+        lab = np.array(labels(a), dtype=float)
+        if not a.cands or lab.sum() == 0:
+            continue  # nothing right among the candidates: no ranking to learn from
+        x = np.array([[r[i] for i in keep] for r in feats(a)])
+        groups.append((x, lab / lab.sum(), 100.0 / per_case[a.case]))
+    d = len(keep)
+
+    def loss(b: np.ndarray) -> float:
+        total = 0.5 * l2 * float(b @ b)
+        for x, t, w in groups:
+            z = x @ b
+            m = z.max()
+            total += w * float(m + np.log(np.exp(z - m).sum()) - t @ z)
+        return total
+
+    beta = np.zeros(d)
+    current = loss(beta)
+    for _ in range(iters):
+        grad = l2 * beta
+        hess = l2 * np.eye(d)
+        for x, t, w in groups:
+            z = x @ beta
+            p = np.exp(z - z.max())
+            p /= p.sum()
+            grad += w * (x.T @ (p - t))
+            xp = x.T @ p
+            hess += w * ((x * p[:, None]).T @ x - np.outer(xp, xp))
+        step = np.linalg.solve(hess + 1e-6 * np.eye(d), grad)
+        rate = 1.0
+        while rate > 1e-4:
+            trial = beta - rate * step
+            value = loss(trial)
+            if value < current:
+                break
+            rate /= 2
+        if rate <= 1e-4:
+            break
+        beta, current = trial, value
+        if np.max(np.abs(rate * step)) < 1e-6:
+            break
+    return beta
+
+
+def fit_calibration(asked: list[Asked], ranking: rank_model.Model, top: int = 10
+                    ) -> np.ndarray:
+    """The logistic from (rank score, its gap to the best) to "right", over each asked
+    question's best ``top`` distinct answers (where a score is read)."""
+    rows, ys, ws = [], [], []
+    per_case: dict[str, int] = defaultdict(int)
+    for a in asked:
+        per_case[a.case] += 1
+    for a in asked:
+        if not a.cands:
+            continue
+        r = [ranking.logit(f) for f in feats(a)]
+        best = max(r)
+        groups = ranked_groups(a, r)[:top]
+        for s, y in groups:
+            rows.append([s, s - best])
+            ys.append(float(y))
+            ws.append(100.0 / per_case[a.case] / len(groups))
+    return fit_logistic(np.array(rows), np.array(ys), np.array(ws))
 
 
 def make_weights(beta: dict[str, np.ndarray], meta: dict) -> dict:
@@ -341,21 +425,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"TUNING: {len(tuning)} asked questions over "
           f"{len({c['name'] for c in cases if c['split'] == 'tuning'})} cases", file=sys.stderr)
     keep = [i for i, f in enumerate(rank_model.FEATURES) if f not in args.drop]
-    x, y, w, owner = design(tuning, keep)
-    beta_small = fit_logistic(x, y, w)
-    full = np.zeros(len(rank_model.FEATURES) + 1)
-    full[0] = beta_small[0]
-    for j, i in enumerate(keep):
-        full[i + 1] = beta_small[j + 1]
-    beta = {"learned": full}
-    beta.update(fit_side_models(tuning, full))
+    full = expand(fit_ranking(tuning, keep), keep)
+    ranking = rank_model.Model("learned", rank_model.FEATURES, tuple(full[1:]), 0.0)
+    beta = {"learned": full, "learned-calibration": fit_calibration(tuning, ranking)}
+    beta.update(fit_side_models(tuning, ranking, beta["learned-calibration"]))
+    y = [c for a in tuning for c in a.cands]
     fingerprint = hashlib.sha256(json.dumps(
         sorted([(a.case, a.question, a.sql) for a in tuning]), ensure_ascii=False
     ).encode()).hexdigest()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                             capture_output=True, text=True).stdout.strip()
     meta = {"fingerprint": fingerprint, "split": "tuning", "suite": str(args.suite.name),
-            "asked": len(tuning), "candidates": int(len(y)), "commit": commit,
+            "asked": len(tuning), "candidates": len(y), "commit": commit,
             "dropped": args.drop, "fitted": datetime.date.today().isoformat()}
     weights = rank_model.parse_weights(make_weights(beta, meta))
     report = {"tuning": evaluate(tuning, weights)}
@@ -374,7 +455,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def fit_side_models(tuning: list[Asked], learned: np.ndarray) -> dict[str, np.ndarray]:
+def expand(beta: np.ndarray, keep: list[int]) -> np.ndarray:
+    """[0 intercept, a weight per feature] with the left-out features at 0."""
+    full = np.zeros(len(rank_model.FEATURES) + 1)
+    for j, i in enumerate(keep):
+        full[i + 1] = beta[j]
+    return full
+
+
+def fit_side_models(tuning: list[Asked], ranking: rank_model.Model,
+                    calibration: np.ndarray) -> dict[str, np.ndarray]:
     """The other fusions' and the single backends' calibrations, on the same labels."""
     out: dict[str, np.ndarray] = {}
     rows: dict[str, list] = defaultdict(list)
@@ -418,15 +508,17 @@ def fit_side_models(tuning: list[Asked], learned: np.ndarray) -> dict[str, np.nd
     out["grep"] = fit_logistic(np.array(g_rows), np.array(g_y), np.array(g_w))
     # draft: the learned logit plus the draft's structural agreement, the asked SQL as draft
     d_rows, d_y, d_w = [], [], []
-    model = rank_model.Model("learned", rank_model.FEATURES, tuple(learned[1:]), learned[0])
+    calib = rank_model.Model("calibration", rank_model.CALIBRATION_FEATURES,
+                             tuple(calibration[1:]), calibration[0])
     for a in tuning:
         if not a.cands:
             continue
         draft = sqlshape.shape(a.sql, a.dialect)
-        for f, c, yv in zip(rank_model.features(a.question, a.cands), a.cands, labels(a),
-                            strict=True):
+        r = [ranking.logit(f) for f in feats(a)]
+        best = max(r)
+        for s, c, yv in zip(r, a.cands, labels(a), strict=True):
             d_rows.append(list(rank_model.draft_features(
-                model.logit(f), draft, sqlshape.shape(c.sql, c.dialect))))
+                calib.logit((s, s - best)), draft, sqlshape.shape(c.sql, c.dialect))))
             d_y.append(yv)
             d_w.append(1.0 / len(a.cands))
     out["draft"] = fit_logistic(np.array(d_rows), np.array(d_y), np.array(d_w))
@@ -443,17 +535,10 @@ def cross_validate(tuning: list[Asked], keep: list[int], folds: int) -> dict:
     for f in range(folds):
         train = [a for a in tuning if fold_of[a.db] != f]
         test_ids = [n for n, a in enumerate(tuning) if fold_of[a.db] == f]
-        x, y, w, _ = design(train, keep)
-        b = fit_logistic(x, y, w)
-        full = np.zeros(len(rank_model.FEATURES) + 1)
-        full[0] = b[0]
-        for j, i in enumerate(keep):
-            full[i + 1] = b[j + 1]
-        m = rank_model.Model("learned", rank_model.FEATURES, tuple(full[1:]), full[0])
+        full = expand(fit_ranking(train, keep), keep)
+        m = rank_model.Model("learned", rank_model.FEATURES, tuple(full[1:]), 0.0)
         for n in test_ids:
-            a = tuning[n]
-            scored[n] = [rank_model.sigmoid(m.logit(r))
-                         for r in rank_model.features(a.question, a.cands)]
+            scored[n] = [m.logit(r) for r in feats(tuning[n])]
     by_case: dict[str, list[int]] = defaultdict(list)
     for n, a in enumerate(tuning):
         by_case[a.case].append(n)
@@ -468,6 +553,12 @@ def cross_validate(tuning: list[Asked], keep: list[int], folds: int) -> dict:
 def scorers(weights: rank_model.Weights) -> dict:
     def fused(name: str):
         return lambda a: rank_model.score(a.question, a.cands, fusion=name, weights=weights)
+
+    learned_model = weights.models["learned"]
+
+    def learned(a: Asked) -> list[float]:
+        return [rank_model.sigmoid(v) for v in rank_model.calibrated(
+            weights, [learned_model.logit(r) for r in feats(a)])]
 
     def dense(a: Asked) -> list[float]:
         return [c.dense if c.dense is not None else -1.0 for c in a.cands]
@@ -485,7 +576,7 @@ def scorers(weights: rank_model.Weights) -> dict:
                                 draft_dialect=a.dialect)
 
     return {"vector": dense, "keyword": keyword, "previous": shipped, "rrf": fused("rrf"),
-            "linear": fused("linear"), "learned": fused("learned"), "learned+draft": draft}
+            "linear": fused("linear"), "learned": learned, "learned+draft": draft}
 
 
 def evaluate(asked: list[Asked], weights: rank_model.Weights) -> dict:

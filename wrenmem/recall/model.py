@@ -66,6 +66,14 @@ FEATURES = (
     "bm25 / best x values stated",
     "structure bm25 / best",
     "masked question overlap",
+    "own values not asked - least of its skeleton",
+    "bm25 / best x (1 - best cosine)",
+    "skeleton support x (1 - best overlap)",
+    "(cosine - best) x best coverage",
+    "dense lead x best coverage",
+    "keyword lead x best coverage",
+    "structure bm25 / best x best coverage",
+    "1 / keyword rank x best coverage",
 )
 DRAFT_FEATURES = ("base logit", "draft same skeleton", "draft similarity", "draft same sql")
 
@@ -111,8 +119,10 @@ class Weights:
     meta: dict[str, Any]
 
 
+CALIBRATION_FEATURES = ("rank score", "rank score - best")
 EXPECTED = {
     "learned": FEATURES,
+    "learned-calibration": CALIBRATION_FEATURES,
     "draft": DRAFT_FEATURES,
     "rrf": ("rrf",),
     "linear": ("cosine", "bm25 / best"),
@@ -232,6 +242,13 @@ def _masked_terms(text: str, values: tuple[str, ...]) -> frozenset[str]:
     return terms - drop
 
 
+def _unasked(asked: str, stored: str, values: Sequence[str]) -> float:
+    """The number of the SQL's values its stored question states and the asked one does
+    not."""
+    own = [v for v in values if _states(stored.lower(), v)]
+    return float(sum(1 for v in own if not _states(asked.lower(), v)))
+
+
 def masked_overlap(asked: frozenset[str], stored: frozenset[str]) -> float:
     """Jaccard overlap of two questions' terms, their values masked."""
     union = asked | stored
@@ -256,11 +273,15 @@ def _states(text: str, value: str) -> bool:
     while at >= 0:
         before = text[at - 1] if at > 0 else " "
         after = text[at + len(word)] if at + len(word) < len(text) else " "
-        ascii_word = word.isascii()
-        if not ascii_word or (not before.isalnum() and not after.isalnum()):
+        # a word boundary for Latin letters and digits; CJK text has no spaces to look for
+        if not word.isascii() or not (_latin(before) or _latin(after)):
             return True
         at = text.find(word, at + 1)
     return False
+
+
+def _latin(ch: str) -> bool:
+    return ch.isascii() and ch.isalnum()
 
 
 def _support(dense: Sequence[float], group: Sequence[int], keys: Sequence[str]) -> list[float]:
@@ -326,6 +347,14 @@ def features(question: str, candidates: Sequence[Evidence]) -> list[tuple[float,
     asked_masked = _masked_terms(question, all_values)
     overlap = _group_max([masked_overlap(asked_masked, _masked_terms(c.question, sh.values))
                           for c, sh in zip(candidates, shapes, strict=True)], group)
+    # the values a pair's own question states that the question asked does not: a sign of
+    # another question, but only against pairs of the same structure
+    unasked = [_unasked(question, c.question, sh.values) for c, sh in zip(candidates, shapes,
+                                                                         strict=True)]
+    least: dict[str, float] = {}
+    for key, u in zip(skeletons, unasked, strict=True):
+        least[key] = min(least.get(key, math.inf), u)
+    best_overlap = max(overlap)
     rows = []
     for n in range(len(candidates)):
         lex = relative[n]
@@ -336,7 +365,13 @@ def features(question: str, candidates: Sequence[Evidence]) -> list[tuple[float,
             share[n], 1.0 / dense_rank[n] if dense_rank[n] else 0.0,
             1.0 / lex_rank[n] if lex_rank[n] else 0.0, dense_lead[n], lex_lead[n],
             (dense[n] - best_dense) * (1.0 - best_cov), lex * best_cov, lex * values[n],
-            structure[n] / best_structure if best_structure > 0 else 0.0, overlap[n]))
+            structure[n] / best_structure if best_structure > 0 else 0.0, overlap[n],
+            unasked[n] - least[skeletons[n]], lex * (1.0 - best_dense),
+            support[n] * (1.0 - best_overlap),
+            (dense[n] - best_dense) * best_cov, dense_lead[n] * best_cov,
+            lex_lead[n] * best_cov,
+            (structure[n] / best_structure if best_structure > 0 else 0.0) * best_cov,
+            (1.0 / lex_rank[n] if lex_rank[n] else 0.0) * best_cov))
     return rows
 
 
@@ -351,8 +386,8 @@ def raw_scores(fusion: str, question: str, candidates: Sequence[Evidence],
     """Each candidate's log-odds under ``fusion`` (before any draft)."""
     w = weights or load()
     if fusion == "learned":
-        model = w.models["learned"]
-        return [model.logit(row) for row in features(question, candidates)]
+        return calibrated(w, [w.models["learned"].logit(row)
+                              for row in features(question, candidates)])
     group = twins(candidates)
     if fusion == "rrf":
         dense_rank = _ranks([c.dense for c in candidates], group)
@@ -370,6 +405,15 @@ def raw_scores(fusion: str, question: str, candidates: Sequence[Evidence],
         return [calibration.logit((mix.logit((d, lx / best_lex if best_lex > 0 else 0.0)),))
                 for d, lx in zip(dense, lexical, strict=True)]
     raise ValueError(f"unknown fusion {fusion!r}: one of {', '.join(FUSIONS)}")
+
+
+def calibrated(weights: Weights, ranking: Sequence[float]) -> list[float]:
+    """Log-odds of being right from the ranking model's scores: the ranking (a conditional
+    logit, fitted to put the right answer first) says which candidate leads, the
+    calibration (a logistic over the score and its gap to the best) how likely it is."""
+    model = weights.models["learned-calibration"]
+    best = max(ranking, default=0.0)
+    return [model.logit((r, r - best)) for r in ranking]
 
 
 def score(question: str, candidates: Sequence[Evidence], *, fusion: str = "learned",

@@ -1,0 +1,157 @@
+"""``wrenmem eval``: the memory measured on the team's own pairs.
+
+Two leave-one-out protocols over the pair files (and their ``also:`` phrasings):
+
+- *answered before*: for every SQL stored under two or more phrasings (files with the same
+  SQL on one datasource, or one file's ``nl`` and ``also``), each phrasing is asked with
+  itself left out of the index's candidates; a right answer is another phrasing of that SQL.
+- *new question*: for every SQL whose skeleton (:mod:`wrenmem.recall.sqlshape`: the SQL with
+  its values masked) another SQL of the datasource shares, one phrasing is asked with every
+  pair of that SQL left out; a right answer is a pair of the same skeleton.
+
+Each is run per backend (and, for hybrid, per fusion); it reports R@1, R@5, MRR and the
+expected calibration error of the top-5 scores, with a 95 % Wilson interval for R@1.
+Nothing is written: the candidates left out are filtered before scoring
+(:class:`~wrenmem.recall.hits.Filters` ``exclude``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from wrenmem.pairs.pairfile import Pair
+from wrenmem.recall import sqlshape
+
+TASKS = ("answered", "new")
+TOP = 5
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One question asked of the memory with some phrasings left out."""
+
+    task: str
+    question: str
+    datasource: str | None
+    exclude: frozenset[tuple[str, str]]  # (path, phrasing) left out of the candidates
+    right: frozenset[tuple[str | None, str]]  # (datasource, SQL key or skeleton) that count
+    by_skeleton: bool = False
+
+
+def _key(pair: Pair) -> tuple[str | None, str]:
+    return (pair.datasource, sqlshape.shape(pair.sql, pair.dialect).key)
+
+
+def _skeleton(pair: Pair) -> tuple[str | None, str]:
+    return (pair.datasource, sqlshape.shape(pair.sql, pair.dialect).skeleton)
+
+
+def phrasings(pair: Pair) -> list[str]:
+    return [pair.nl, *pair.also]
+
+
+def probes(pairs: Sequence[Pair], *, limit: int = 0) -> list[Probe]:
+    """The questions of both protocols (at most ``limit`` of each, spread evenly; 0: all)."""
+    user = [p for p in pairs if p.source != "seed" and p.sql.strip()]
+    by_sql: dict[tuple[str | None, str], list[Pair]] = defaultdict(list)
+    for p in user:
+        by_sql[_key(p)].append(p)
+    answered = []
+    for key, group in sorted(by_sql.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        asked = [(p, q) for p in sorted(group, key=lambda p: p.path) for q in phrasings(p)]
+        if len(asked) < 2:
+            continue
+        for p, q in asked:
+            answered.append(Probe("answered", q, p.datasource, frozenset({(p.path, q)}),
+                                  frozenset({key})))
+    by_skeleton: dict[tuple[str | None, str], set[tuple[str | None, str]]] = defaultdict(set)
+    for key, group in by_sql.items():
+        by_skeleton[_skeleton(group[0])].add(key)
+    new = []
+    for key, group in sorted(by_sql.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        skeleton = _skeleton(group[0])
+        if len(by_skeleton[skeleton]) < 2:
+            continue
+        first = min(group, key=lambda p: p.path)
+        left_out = frozenset((p.path, q) for p in group for q in phrasings(p))
+        new.append(Probe("new", first.nl, first.datasource, left_out, frozenset({skeleton}),
+                         by_skeleton=True))
+    return _spread(answered, limit) + _spread(new, limit)
+
+
+def _spread(items: list[Probe], limit: int) -> list[Probe]:
+    if limit <= 0 or len(items) <= limit:
+        return items
+    step = len(items) / limit
+    return [items[int(i * step)] for i in range(limit)]
+
+
+@dataclass
+class Tally:
+    """R@1, R@5, MRR and calibration of one run over one task's probes."""
+
+    n: int = 0
+    r1: int = 0
+    r5: int = 0
+    rr: float = 0.0
+    scored: list[tuple[float, int]] = field(default_factory=list)  # top-5 (score, right)
+
+    def add(self, ranks: Sequence[tuple[float, bool]]) -> None:
+        self.n += 1
+        first = next((i for i, (_s, ok) in enumerate(ranks[:TOP], 1) if ok), None)
+        if first is not None:
+            self.r1 += first == 1
+            self.r5 += 1
+            self.rr += 1 / first
+        self.scored += [(s, int(ok)) for s, ok in ranks[:TOP]]
+
+    def report(self) -> dict[str, float | int | list[float]]:
+        n = max(self.n, 1)
+        return {"n": self.n, "R@1": round(self.r1 / n, 4),
+                "R@1_interval": [round(v, 4) for v in wilson(self.r1 / n, self.n)],
+                "R@5": round(self.r5 / n, 4), "MRR": round(self.rr / n, 4),
+                "ECE": round(expected_calibration_error(self.scored), 4)}
+
+
+def wilson(p: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a proportion ``p`` of ``n``."""
+    if n == 0:
+        return (0.0, 0.0)
+    d = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / d
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def expected_calibration_error(scored: Sequence[tuple[float, int]], bins: int = 10) -> float:
+    """The mean gap between score and accuracy over ten equal-width score bins, weighted
+    by the bins' sizes."""
+    if not scored:
+        return 0.0
+    total = 0.0
+    for b in range(bins):
+        inside = [(s, y) for s, y in scored
+                  if b / bins <= s < (b + 1) / bins or (b == bins - 1 and s >= 1.0)]
+        if inside:
+            gap = abs(sum(s for s, _ in inside) - sum(y for _, y in inside)) / len(inside)
+            total += len(inside) / len(scored) * gap
+    return total
+
+
+Search = Callable[[Probe], Sequence[tuple[float, Pair]]]
+
+
+def run(probes_: Sequence[Probe], search: Search) -> dict[str, dict]:
+    """Each task's report for one backend: ``search(probe)`` returns the (score, pair)
+    answers, best first, the probe's left-out phrasings already excluded."""
+    tallies = {task: Tally() for task in TASKS}
+    for probe in probes_:
+        ranks = []
+        for score, pair in search(probe):
+            got = _skeleton(pair) if probe.by_skeleton else _key(pair)
+            ranks.append((score, got in probe.right))
+        tallies[probe.task].add(ranks)
+    return {task: t.report() for task, t in tallies.items() if t.n}
