@@ -47,14 +47,17 @@ def _modules_after(argv: list[str]) -> set[str]:
 
 def test_the_cli_loads_no_heavy_library_for_help_or_grep_recall(example_project: Path) -> None:
     """``wrenmem --help`` and a grep recall (the bundled example project, its caches warm)
-    import none of the heavy libraries; grep recall does not even load the API or the index
-    code. (The first call after a manifest change generates the seeds: that one needs
-    sqlglot.)"""
+    import none of the heavy libraries; grep recall loads the API (it recalls through
+    ``Memory``) but not the index code, the embedders, nor what other methods need. (The
+    first call after a manifest change generates the seeds: that one needs sqlglot.)"""
     assert not set(HEAVY) & _modules_after(["--help"])
     argv = ["--project", str(example_project), "recall", "--backend", "grep", "-q", "orders"]
     _modules_after(argv)
     loaded = _modules_after(argv)
-    for name in (*HEAVY, "wrenmem.api", "wrenmem.recall.vector", "wrenmem.index.sync"):
+    assert "wrenmem.api" in loaded and "wrenmem.recall.recaller" in loaded
+    for name in (*HEAVY, "wrenmem.recall.vector", "wrenmem.index.sync", "wrenmem.embedders",
+                 "wrenmem.checks.validate", "wrenmem.git.diff", "wrenmem.schema.fetch",
+                 "wrenmem.pairs.exchange", "wrenmem.recall.glossary"):
         assert name not in loaded, name
 
 

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import log_to_stderr
-from wrenmem.recall.hits import Filters, above
 from wrenmem.recall.render import render_text
 from wrenmem.settings import find_project_root, load_settings
-from wrenmem.watch.client import remote_fetch, remote_recall
+from wrenmem.watch.client import remote_fetch
 
 # Options this fast path understands: name -> (destination, takes a value, repeatable).
 _COMMON = {"-k": "k", "-l": "k", "--limit": "k", "-b": "backend", "--backend": "backend",
@@ -28,7 +27,7 @@ _COMMON = {"-k": "k", "-l": "k", "--limit": "k", "-b": "backend", "--backend": "
            "--query": "queries"}
 _OPTIONS = {
     "recall": {**_COMMON, "-d": "datasource", "--datasource": "datasource", "--tag": "tags",
-               "--source": "source", "--min-score": "min_score"},
+               "--source": "source", "--min-score": "min_score", "--sql": "sql"},
     "fetch": {**_COMMON, "-t": "types", "--type": "types", "--model": "model",
               "--threshold": "threshold"},
 }
@@ -131,18 +130,15 @@ def try_fast(argv: list[str]) -> bool:
 
 
 def _recall(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | None:
-    filters = Filters(datasource=options.get("datasource"), tags=tuple(options["tags"]),
-                      source=options.get("source"))
-    notes: list[str] = []
-    results = remote_recall(settings, options["queries"], options["k"], filters,
-                            notify=notes.append)
-    if results is None:  # no daemon: the work of click's recall, in this process
-        from wrenmem.recall.backends import recall_many
+    from wrenmem.api import Memory
 
-        log_to_stderr()
-        results = recall_many(settings, options["queries"], options["k"], filters,
-                              notify=notes.append)
-    results = above(results, options["min_score"])
+    notes: list[str] = []
+    log_to_stderr()
+    memory = Memory.from_settings(settings, use_daemon=True, notify=notes.append)
+    results = memory.recall_many(options["queries"], options["k"],
+                                 datasource=options.get("datasource"),
+                                 tags=tuple(options["tags"]), source=options.get("source"),
+                                 min_score=options["min_score"], sql=options.get("sql"))
     if options["json"]:
         return _json([r.to_dict() for r in results]), notes
     return render_text(results), notes
