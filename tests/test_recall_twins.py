@@ -15,7 +15,6 @@ from wrenmem.errors import PairError
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import parse_pair, render_pair
 from wrenmem.recall import fusion
-from wrenmem.recall import vector as vector_backend
 from wrenmem.recall.hits import sql_key
 from wrenmem.settings import load_settings
 
@@ -159,9 +158,10 @@ def test_a_draft_sql_reaches_the_scorer_at_its_one_call(project: Path,
 
     def recording_fuse(question, signals, *args, draft_sql=None, **kwargs):
         seen.append(draft_sql)
-        return fusion.fuse(question, signals, *args, draft_sql=draft_sql, **kwargs)
+        return real(question, signals, *args, draft_sql=draft_sql, **kwargs)
 
-    monkeypatch.setattr(vector_backend, "fuse", recording_fuse)
+    real = fusion.fuse
+    monkeypatch.setattr(fusion, "fuse", recording_fuse)  # the recaller's scorer
     memory = Memory(project, backend="hybrid", embedder=RecordingEmbedder())
     draft = "SELECT count(*) FROM orders WHERE status = 'x'"
     with_draft = memory.recall("How many orders are there?", k=3, sql=draft)

@@ -17,8 +17,11 @@ if TYPE_CHECKING:
     from wrenmem.embedders import Embedder
     from wrenmem.recall.glossary import Glossary
 
+# The hybrid fusion: (question, the candidates' signals, draft_sql=None) -> their scores.
+Scorer = Callable[..., list[float]]
+
 log = logging.getLogger(__name__)
-__all__ = ["BACKENDS", "catch_up", "choose_backend", "require_questions"]
+__all__ = ["BACKENDS", "Scorer", "catch_up", "choose_backend", "require_questions"]
 SYNC_LOCK_TIMEOUT = 10.0
 
 # The index backends and the sync are the way into LanceDB and the model: they are imported
@@ -34,6 +37,9 @@ class Owner(Protocol):
 
     def glossary(self) -> Glossary | None: ...
 
+    @property
+    def scorer(self) -> Scorer: ...
+
 
 def _grep(settings: Settings, owner: Owner) -> RecallBackend:
     return GrepBackend(settings)
@@ -48,7 +54,7 @@ def _vector(settings: Settings, owner: Owner) -> RecallBackend:
 def _hybrid(settings: Settings, owner: Owner) -> RecallBackend:
     from wrenmem.recall.vector import HybridBackend
 
-    return HybridBackend(settings, owner.embedder, owner.glossary)
+    return HybridBackend(settings, owner.embedder, owner.glossary, owner.scorer)
 
 
 # Backend name -> factory(settings, the recaller that owns the backend).

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
-from wrenmem.recall.backends import BACKENDS, catch_up, choose_backend
+from wrenmem.recall.backends import BACKENDS, Scorer, catch_up, choose_backend
 from wrenmem.recall.hits import Filters, Hit, RecallBackend, RecallResult, above, require_questions
 from wrenmem.settings import Settings
 
@@ -106,6 +106,14 @@ class Recaller:
 
                 self._glossary = load()
             return self._glossary
+
+    @property
+    def scorer(self) -> Scorer:
+        """The hybrid backend's fusion: ``scorer(question, signals, draft_sql=None)`` gives
+        each candidate's calibrated score (:func:`wrenmem.recall.fusion.fuse`)."""
+        from wrenmem.recall import fusion
+
+        return fusion.fuse
 
     def backend(self, name: str, settings: Settings | None = None) -> RecallBackend:
         """A new backend ``name`` over ``settings`` (default: this project's), with this

@@ -248,9 +248,11 @@ class HybridBackend(VectorBackend):
     name = "hybrid"
 
     def __init__(self, settings: Settings, embedder: Embedder | None = None,
-                 load_glossary: Callable[[], Glossary | None] | None = None):
+                 load_glossary: Callable[[], Glossary | None] | None = None,
+                 scorer: Callable[..., list[float]] | None = None):
         super().__init__(settings, embedder)
         self._glossary = load_glossary or _glossary_once()
+        self._scorer = scorer or fuse
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None,
              sql: str | None) -> list[Hit]:
@@ -289,7 +291,7 @@ class HybridBackend(VectorBackend):
                 rows[i].get("sql") or "", rows[i].get("question") or "",
                 rows[i].get("datasource") or "", translated.get(i),
                 glossary.coverage(words, terms)))
-        fused = fuse(query, signals, draft_sql=sql)  # the one place the scorer is called
+        fused = self._scorer(query, signals, draft_sql=sql)  # the one call of the scorer
         scored = [(p, row_pair(rows[i]), logit(p)) for i, p in zip(ids, fused, strict=True)]
         return rank(scored, k, self.name)
 
