@@ -210,7 +210,7 @@ def _valid_entry(entry: Any) -> Any:
                   and all(isinstance(c, tuple | list) and len(c) == 3
                           and isinstance(c[0], str) and isinstance(c[1], str)
                           and isinstance(c[2], bool) for c in rec[11])
-                  and all(isinstance(a, str) for a in rec[12]))
+                  and (not rec[12] or all(isinstance(a, str) for a in rec[12])))
         elif ok:
             ok = (len(record) == 3 and record[0] == "error" and isinstance(record[1], str)
                   and type(record[2]) is int)
