@@ -1,8 +1,9 @@
 """``wrenmem`` and ``python -m wrenmem``: a fast path for an agent's calls, then the click CLI.
 
 ``recall`` and ``fetch`` with simple arguments are sent straight to a running watcher's
-socket, and without a daemon ``recall`` is answered in this process, both without importing
-click or the command tree (about 60-100 ms of start-up saved per call). Anything else, or
+socket, and without a daemon ``recall`` is answered in this process (``Memory.recall_many``,
+as click's command does), both without importing click or the command tree (about 60-100 ms
+of start-up saved per call). Anything else, or
 any failure at all (other settings, an option this parser does not know, an error), goes
 to the click CLI, which prints exactly the same thing. The parser below accepts only what
 it fully understands; it never guesses. ``WRENMEM_NO_FAST_PATH=1`` sends every call to click.
