@@ -102,7 +102,7 @@ def gather(protocol: str, sample: str, max_queries: int, cache: VectorCache) -> 
     qvecs = cache.embed([a.question for a in asked])
     keys = [(p.db, norm_sql(p.sql)) for p in stored]
     by_name = {p.name: i for i, p in enumerate(stored)}
-    gloss = glossary.glossary()
+    gloss = glossary.load()
     out = []
     for a, qv in zip(asked, qvecs, strict=True):
         drop = by_name.get(a.drop) if a.drop else None

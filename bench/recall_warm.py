@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (root / "knowledge").exists():
         make_project(root, args.pairs)
     from wrenmem.index.sync import sync_pairs
-    from wrenmem.recall.backends import BACKENDS
     from wrenmem.recall.hits import Filters
+    from wrenmem.recall.recaller import Recaller
     from wrenmem.settings import load_settings
 
     settings = load_settings(root)
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
           "| load average |")
     print("|---|---|---|---|---|---|---|")
     for name in args.backends.split(","):
-        backend = BACKENDS[name](settings)
+        backend = Recaller(settings).backend(name)
         backend.search([asked[0]], 5, Filters())
         times, cpu = [], []
         for question in asked:

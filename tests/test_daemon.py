@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from wrenmem.recall.backends import recall_many
 from wrenmem.recall.hits import Filters, RecallResult
+from wrenmem.recall.recaller import recall_many
 from wrenmem.settings import load_settings
 from wrenmem.watch import client as daemon_client
 from wrenmem.watch.client import remote_recall, request, settings_payload, socket_path
@@ -85,7 +85,8 @@ def test_daemon_sees_file_changes(server, settings) -> None:
 
 def test_other_settings_are_refused(server, settings) -> None:
     other = dataclasses.replace(settings, embedder="minilm")
-    reply = daemon_client._exchange(server.path, {"v": 1, "op": "recall", "args": {
+    reply = daemon_client._exchange(server.path, {"v": daemon_client.PROTOCOL, "op": "recall",
+                                                  "args": {
         "queries": ["x"]}, "settings": settings_payload(other)}, 1, 5)
     assert reply["ok"] is False and "embedder" in reply["error"]
     assert remote_recall(other, ["x"], 1, Filters()) is None
@@ -189,6 +190,43 @@ def test_fetch_through_the_daemon_is_the_same(server, settings) -> None:
         assert remote.to_dict() == local.to_dict()
         assert remote.render() == local.render()
         assert remote.notes == local.notes and remote.warnings == local.warnings
+
+
+def test_memory_fetch_through_the_daemon_returns_a_whole_fetch_result(server, settings
+                                                                       ) -> None:
+    from wrenmem import Memory
+    from wrenmem.schema.fetch import FetchResult, fetch
+
+    grep = dataclasses.replace(settings, backend="grep")
+    before = server.requests
+    for kw in ({}, {"threshold": 0, "k": 3}):
+        remote = Memory.from_settings(grep, use_daemon=True).fetch("revenue by store", **kw)
+        local = fetch(grep, "revenue by store", **kw)
+        assert type(remote) is FetchResult  # every field, as declared
+        assert remote.to_dict() == local.to_dict() and remote.warnings == local.warnings
+        assert remote.strategy == local.strategy and remote.render() == local.render()
+        assert [r.item for r in remote.results] == [r.item for r in local.results]
+        assert [r.score for r in remote.results] == pytest.approx(
+            [r.score for r in local.results], abs=1e-6)  # the reply rounds them
+    assert server.requests == before + 2  # the daemon did answer
+
+
+def test_a_draft_sql_reaches_the_daemon_and_the_same_answer_comes_back(server, settings
+                                                                        ) -> None:
+    draft = "SELECT date_trunc('month', ordered_at), sum(amount) FROM orders GROUP BY 1"
+    seen: list[str | None] = []
+    recall_warm = server.recaller.recall_warm
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("sql"))
+        return recall_warm(*args, **kwargs)
+
+    server.recaller.recall_warm = spy
+    remote = remote_recall(settings, QUESTIONS, 3, Filters(), sql=draft)
+    assert seen == [draft]
+    assert remote == recall_many(settings, QUESTIONS, 3, Filters(), sql=draft)
+    reply = request(settings, "recall", {"queries": ["x"], "k": 1, "sql": 42})
+    assert reply is None  # not text: refused, the client answers itself
 
 
 def test_fetch_errors_fall_back(server, settings) -> None:
@@ -306,11 +344,11 @@ def test_the_index_is_synced_only_after_a_change(server, settings, monkeypatch) 
     change, not for requests in between."""
     from conftest import write_pair
 
-    from wrenmem.watch import warm
+    from wrenmem.recall import recaller
 
     syncs: list[int] = []
-    real = warm.catch_up
-    monkeypatch.setattr(warm, "catch_up", lambda s: syncs.append(1) or real(s))
+    real = recaller.catch_up
+    monkeypatch.setattr(recaller, "catch_up", lambda s, e=None: syncs.append(1) or real(s, e))
     hybrid = dataclasses.replace(settings, backend="hybrid")
     first = remote_recall(hybrid, QUESTIONS, 3, Filters())
     assert len(syncs) == 1

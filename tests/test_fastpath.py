@@ -27,6 +27,7 @@ def daemon(example_project: Path, monkeypatch: pytest.MonkeyPatch):
     ["recall", "--query=top customers", "-o", "json", "--source", "user"],
     ["recall", "-q", "revenue per month", "-k", "4", "--min-score", "0.3", "--json"],
     ["recall", "-q", "revenue per month", "-k", "4", "--min-score=0.45"],
+    ["recall", "-q", "revenue per month", "--sql", "SELECT sum(amount) FROM orders", "--json"],
     ["fetch", "-q", "revenue per store"],
     ["fetch", "-q", "revenue per store", "--json", "--threshold", "0", "-t", "column"],
 ])
@@ -60,6 +61,7 @@ def test_anything_else_goes_to_click(daemon: DaemonServer, example_project: Path
     ["recall", "-q", "revenue per month", "-b", "grep", "--json"],
     ["recall", "-q", "每个门店的销售额是多少？", "-q", "top customers", "-b", "grep", "-k", "2"],
     ["recall", "-q", "revenue", "-b", "grep", "--tag", "revenue", "--min-score", "0.1"],
+    ["recall", "-q", "revenue", "-b", "grep", "--sql=SELECT 1", "-k", "5"],
 ])
 def test_without_a_daemon_recall_runs_in_process_without_click(example_project: Path,
                                                                args: list[str]) -> None:
@@ -99,9 +101,10 @@ def test_parse_declines_what_it_does_not_fully_understand(argv: list[str]) -> No
 def test_parse_reads_what_click_reads() -> None:
     project, command, options = parse(["-P", "/p", "recall", "-q", "a", "--query", "b",
                                        "-l", "5", "--tag", "t1", "--tag=t2", "-o", "json",
-                                       "-d", "pg", "--backend", "grep", "--min-score", "0.25"])
+                                       "-d", "pg", "--backend", "grep", "--min-score", "0.25",
+                                       "--sql", "SELECT 1"])
     assert (project, command) == ("/p", "recall")
     assert options["queries"] == ["a", "b"] and options["k"] == 5
     assert options["tags"] == ["t1", "t2"] and options["json"] is True
     assert options["datasource"] == "pg" and options["backend"] == "grep"
-    assert options["min_score"] == 0.25
+    assert options["min_score"] == 0.25 and options["sql"] == "SELECT 1"

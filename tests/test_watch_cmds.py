@@ -77,7 +77,8 @@ def test_watcher_follows_edits_deletes_moves_and_checkouts(watched: Path) -> Non
     # another branch with many differing pairs
     git(root, "checkout", "-q", "-b", "bulk")
     for i in range(120):
-        write_pair(root, f"bulk/flamingo-{i:03}.md", f"Flamingo count number {i}", "SELECT 1")
+        write_pair(root, f"bulk/flamingo-{i:03}.md", f"Flamingo count number {i}",
+                   f"SELECT {i}")  # distinct SQL: twins would be one hit
     git(root, "add", "-A")
     git(root, "commit", "-qm", "bulk")
     git(root, "checkout", "-q", "main")
@@ -232,7 +233,7 @@ def test_a_bad_pair_is_reported_and_the_rest_keep_syncing(watched: Path) -> None
     wait_until(lambda: "knowledge/sql/broken.md:" in log_text(root), what="the report")
     status = json.loads(run_wrenmem(["watch", "--status", "--json"], root).stdout)
     assert status["bad_files"] == ["knowledge/sql/broken.md"]
-    write_pair(root, "fine2.md", "Pelican returns per week", "SELECT 1")
+    write_pair(root, "fine2.md", "Pelican returns per week", "SELECT 2")  # not a twin
     wait_until(lambda: len(recall_paths(root, "pelican", 5)) == 2)
     assert log_text(root).count("knowledge/sql/broken.md:") == 1  # once, not per sync
 

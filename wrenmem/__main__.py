@@ -1,8 +1,9 @@
 """``wrenmem`` and ``python -m wrenmem``: a fast path for an agent's calls, then the click CLI.
 
 ``recall`` and ``fetch`` with simple arguments are sent straight to a running watcher's
-socket, and without a daemon ``recall`` is answered in this process, both without importing
-click or the command tree (about 60-100 ms of start-up saved per call). Anything else, or
+socket, and without a daemon ``recall`` is answered in this process (``Memory.recall_many``,
+as click's command does), both without importing click or the command tree (about 60-100 ms
+of start-up saved per call). Anything else, or
 any failure at all (other settings, an option this parser does not know, an error), goes
 to the click CLI, which prints exactly the same thing. The parser below accepts only what
 it fully understands; it never guesses. ``WRENMEM_NO_FAST_PATH=1`` sends every call to click.
@@ -17,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import log_to_stderr
-from wrenmem.recall.hits import Filters, above
 from wrenmem.recall.render import render_text
 from wrenmem.settings import find_project_root, load_settings
-from wrenmem.watch.client import remote_fetch, remote_recall
+from wrenmem.watch.client import remote_fetch
 
 # Options this fast path understands: name -> (destination, takes a value, repeatable).
 _COMMON = {"-k": "k", "-l": "k", "--limit": "k", "-b": "backend", "--backend": "backend",
@@ -28,7 +28,7 @@ _COMMON = {"-k": "k", "-l": "k", "--limit": "k", "-b": "backend", "--backend": "
            "--query": "queries"}
 _OPTIONS = {
     "recall": {**_COMMON, "-d": "datasource", "--datasource": "datasource", "--tag": "tags",
-               "--source": "source", "--min-score": "min_score"},
+               "--source": "source", "--min-score": "min_score", "--sql": "sql"},
     "fetch": {**_COMMON, "-t": "types", "--type": "types", "--model": "model",
               "--threshold": "threshold"},
 }
@@ -131,18 +131,15 @@ def try_fast(argv: list[str]) -> bool:
 
 
 def _recall(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | None:
-    filters = Filters(datasource=options.get("datasource"), tags=tuple(options["tags"]),
-                      source=options.get("source"))
-    notes: list[str] = []
-    results = remote_recall(settings, options["queries"], options["k"], filters,
-                            notify=notes.append)
-    if results is None:  # no daemon: the work of click's recall, in this process
-        from wrenmem.recall.backends import recall_many
+    from wrenmem.api import Memory
 
-        log_to_stderr()
-        results = recall_many(settings, options["queries"], options["k"], filters,
-                              notify=notes.append)
-    results = above(results, options["min_score"])
+    notes: list[str] = []
+    log_to_stderr()
+    memory = Memory.from_settings(settings, use_daemon=True, notify=notes.append)
+    results = memory.recall_many(options["queries"], options["k"],
+                                 datasource=options.get("datasource"),
+                                 tags=tuple(options["tags"]), source=options.get("source"),
+                                 min_score=options["min_score"], sql=options.get("sql"))
     if options["json"]:
         return _json([r.to_dict() for r in results]), notes
     return render_text(results), notes

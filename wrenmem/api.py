@@ -10,52 +10,32 @@ import builtins
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from wrenmem.checks.duplicates import duplicate_problems
-from wrenmem.checks.references import Schema
-from wrenmem.checks.references import check_schema as check_references
-from wrenmem.checks.validate import Problem, validate_files
-from wrenmem.embedders import Embedder, get_embedder, use_embedder
 from wrenmem.errors import SqlCheckError, WrenmemError
-from wrenmem.fsutil import atomic_write_text
-from wrenmem.git.diff import PairDiff, diff_pairs
-from wrenmem.index import replica
-from wrenmem.index.autosync import after_write
-from wrenmem.index.drift import Drift, check_drift, reset_index
-from wrenmem.index.sync import SyncReport, sync_pairs
-from wrenmem.lance import index_unavailable
-from wrenmem.pairs.catalog import read_pair_file, scan
-from wrenmem.pairs.exchange import ImportReport, export_document, import_pairs, read_queries_yml
-from wrenmem.pairs.fmt import FmtReport, format_files
-from wrenmem.pairs.pairfile import Pair
-from wrenmem.pairs.project import init_project
-from wrenmem.pairs.seeds import SeedWrite, build_records, extra_pairs, write_seeds
-from wrenmem.pairs.store import (
-    StoreResult,
-    default_dialect,
-    delete_pair_file,
-    find_by_question,
-    store_pair,
-)
-from wrenmem.recall.backends import recall_many, require_questions
-from wrenmem.recall.bm25f import GrepBackend
 from wrenmem.recall.hits import Filters, Hit, RecallResult, above
-from wrenmem.recall.status import status_data
-from wrenmem.schema.describe import describe as describe_text
-from wrenmem.schema.fetch import FetchResult
-from wrenmem.schema.fetch import fetch as fetch_context
-from wrenmem.schema.manifest import Manifest, load_manifest
-from wrenmem.schema.table import (
-    SchemaDrift,
-    SchemaSyncReport,
-    reset_schema,
-    schema_drift,
-    sync_schema,
-)
 from wrenmem.settings import Settings, find_project_root, load_settings
-from wrenmem.sqlcheck import parse_checked
 from wrenmem.watch.client import remote_call, remote_fetch, remote_recall
+
+# The rest is imported by the methods that use it: an agent's one-shot recall builds a
+# Memory (the CLI's fast path does) and must not pay for validation, git, the schema or
+# the index writer (bench/recall_latency.py; tests/test_api.py pins what recall imports).
+if TYPE_CHECKING:
+    from wrenmem.checks.references import Schema
+    from wrenmem.checks.validate import Problem
+    from wrenmem.embedders import Embedder
+    from wrenmem.git.diff import PairDiff
+    from wrenmem.index.drift import Drift
+    from wrenmem.index.sync import SyncReport
+    from wrenmem.pairs.exchange import ImportReport
+    from wrenmem.pairs.fmt import FmtReport
+    from wrenmem.pairs.pairfile import Pair
+    from wrenmem.pairs.seeds import SeedWrite
+    from wrenmem.pairs.store import StoreResult
+    from wrenmem.recall.recaller import Freshness, Recaller
+    from wrenmem.schema.fetch import FetchResult
+    from wrenmem.schema.manifest import Manifest
+    from wrenmem.schema.table import SchemaDrift, SchemaSyncReport
 
 Notify = Callable[[str], None]
 
@@ -66,8 +46,11 @@ class Memory:
     ``root`` defaults to the nearest folder up with ``wrenmem.toml``, ``knowledge/`` or
     ``.git``. ``settings`` override ``wrenmem.toml`` and ``WRENMEM_*`` variables (the same
     names, e.g. ``backend="grep"``). ``embedder`` is any object with ``model_id``, ``dim``
-    and ``embed(texts)``, used instead of the configured model. ``use_daemon`` lets recall
-    and fetch ask a running ``wrenmem watch`` first (warm model, same answers).
+    and ``embed(texts)``, used instead of the configured model (for reading and writing the
+    index; a Memory with its own embedder never asks the daemon). ``use_daemon`` lets
+    recall and fetch ask a running ``wrenmem watch`` first (warm model, same answers).
+    Recall goes through one :class:`~wrenmem.recall.recaller.Recaller`, built on the first
+    recall and kept: it holds the embedder, the backends and what they keep warm.
     """
 
     # The manifest last loaded: (path, size, mtime), the Manifest, what was derived from it.
@@ -77,19 +60,48 @@ class Memory:
                  use_daemon: bool = False, notify: Notify | None = None,
                  **settings: Any) -> None:
         overrides = {k: v for k, v in settings.items() if v is not None}
-        if embedder is not None:
-            overrides["embedder"] = use_embedder(embedder)
         base = Path(root).resolve() if root is not None else find_project_root()
-        self.settings: Settings = load_settings(base, overrides)
+        self._setup(load_settings(base, overrides), embedder, use_daemon, notify)
+
+    def _setup(self, settings: Settings, embedder: Embedder | None, use_daemon: bool,
+               notify: Notify | None, freshness: Freshness | None = None) -> None:
+        self.settings: Settings = settings
+        self.embedder = embedder
         self.use_daemon = use_daemon
         self.notify = notify
+        self._freshness = freshness
+        self._recaller: Recaller | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, use_daemon: bool = False,
-                      notify: Notify | None = None) -> Memory:
+    def from_settings(cls, settings: Settings, *, embedder: Embedder | None = None,
+                      use_daemon: bool = False, notify: Notify | None = None,
+                      freshness: Freshness | None = None) -> Memory:
+        """A Memory over resolved ``settings``. ``freshness`` (a long-lived process: the
+        MCP server, the daemon) keeps recall warm between calls (see ``Recaller``)."""
         memory = cls.__new__(cls)
-        memory.settings, memory.use_daemon, memory.notify = settings, use_daemon, notify
+        memory._setup(settings, embedder, use_daemon, notify, freshness)
         return memory
+
+    @property
+    def recaller(self) -> Recaller:
+        """This memory's read path, built on first use (importing nothing heavy)."""
+        if self._recaller is None:
+            from wrenmem.recall.recaller import Recaller
+
+            self._recaller = Recaller(self.settings, embedder=self.embedder,
+                                      freshness=self._freshness)
+        return self._recaller
+
+    def keep_warm(self, freshness: Freshness) -> None:
+        """Keep recall warm between calls (a long-lived process: the MCP server): the
+        catch-up sync and grep's snapshot are renewed only when ``freshness`` says a file
+        may have changed (:class:`wrenmem.watch.freshness.Freshness`)."""
+        self._freshness = freshness
+        self._recaller = None
+
+    def _daemon(self) -> bool:
+        """Whether to ask the running watcher: only with the settings' own embedder."""
+        return self.use_daemon and self.embedder is None
 
     @property
     def root(self) -> Path:
@@ -98,6 +110,8 @@ class Memory:
     # -- pairs ---------------------------------------------------------------------
     def init(self) -> list[str]:
         """Create ``knowledge/sql/``, ignore ``.wrenmem/`` in git, write ``wrenmem.toml``."""
+        from wrenmem.pairs.project import init_project
+
         return init_project(self.settings)
 
     def store(self, question: str, sql: str, *, datasource: str | None = None,
@@ -115,6 +129,11 @@ class Memory:
         default. Re-storing a question keeps its file's dialect, source and ``created_at``
         unless given.
         """
+        from wrenmem.checks.references import check_schema as check_references
+        from wrenmem.pairs.pairfile import Pair
+        from wrenmem.pairs.store import default_dialect, find_by_question, store_pair
+        from wrenmem.sqlcheck import parse_checked
+
         if not question.strip():
             raise WrenmemError("the question is empty")
         if not sql.strip():
@@ -141,6 +160,9 @@ class Memory:
 
     def get(self, target: str) -> Pair:
         """One pair, by file path (relative to the cwd or the project) or exact question."""
+        from wrenmem.pairs.catalog import read_pair_file, scan
+        from wrenmem.recall.bm25f import GrepBackend
+
         for candidate in (Path(target), self.root / target):
             if os.path.lexists(candidate) and not candidate.is_dir():  # a FIFO: say so
                 return read_pair_file(candidate, self.settings.relpath(candidate),
@@ -157,6 +179,9 @@ class Memory:
     def list(self, *, source: str | None = None, tags: Sequence[str] = (),
              datasource: str | None = None, seeds: bool = True) -> builtins.list[Pair]:
         """Stored pairs (and, with ``seeds``, the manifest's seed pairs) that match."""
+        from wrenmem.pairs.catalog import scan
+        from wrenmem.pairs.seeds import extra_pairs
+
         found = scan(self.settings)
         self._report(found.errors)
         filters = Filters(datasource=datasource, tags=tuple(tags), source=source)
@@ -167,6 +192,9 @@ class Memory:
                ) -> builtins.list[str]:
         """Delete pair files (by path or exact question, or every file of ``source``);
         returns the deleted paths."""
+        from wrenmem.pairs.catalog import scan
+        from wrenmem.pairs.store import delete_pair_file
+
         pairs = [self.get(t) for t in targets]
         if source:
             pairs += [p for p in scan(self.settings).pairs if p.source == source]
@@ -179,6 +207,8 @@ class Memory:
     def fmt(self, paths: Iterable[str | Path] | None = None, *, check: bool = False
             ) -> FmtReport:
         """Rewrite pair files in the canonical format (``check``: report, change nothing)."""
+        from wrenmem.pairs.fmt import format_files
+
         targets = None if paths is None else [Path(p) for p in paths]
         return format_files(self.settings, targets, check=check)
 
@@ -187,6 +217,8 @@ class Memory:
         """Import Wren's ``queries.yml``: each pair becomes a file (``skip``, ``upsert`` or
         ``overwrite`` existing questions). SQL that does not parse refuses the import
         (:class:`ImportRefused`, nothing written) unless ``force``."""
+        from wrenmem.pairs.exchange import import_pairs, read_queries_yml
+
         pairs = read_queries_yml(Path(path))
         report = import_pairs(self.settings, pairs, mode, dry_run=dry_run, force=force)
         report.read = len(pairs)
@@ -198,6 +230,9 @@ class Memory:
                seeds: bool = False) -> str:
         """Wren's ``queries.yml`` text of the pairs (with ``seeds``, the manifest's seed
         pairs too); also written to ``path`` when given."""
+        from wrenmem.fsutil import atomic_write_text
+        from wrenmem.pairs.exchange import export_document
+
         text = export_document(self.list(source=source, seeds=seeds))
         if path is not None:
             atomic_write_text(Path(path), text)
@@ -211,12 +246,17 @@ class Memory:
     def validate_files(self, paths: Iterable[str | Path] | None = None, *, schema: bool = True
                        ) -> tuple[int, builtins.list[Problem]]:
         """(files checked, problems): what the ``wrenmem-validate`` hook reports."""
+        from wrenmem.checks.validate import validate_files
+
         targets = None if paths is None else [Path(p) for p in paths]
         return validate_files(self.settings, targets, check_schema=schema)
 
     def duplicates(self, paths: Iterable[str | Path] | None = None
                    ) -> tuple[int, builtins.list[Problem]]:
         """(pairs compared, problems): the same question twice, or with two SQLs."""
+        from wrenmem.checks.duplicates import duplicate_problems
+        from wrenmem.pairs.catalog import scan
+
         targets = None if paths is None else [Path(p) for p in paths]
         counted = duplicate_problems(self.settings, targets)
         # The files it could not read are named too (from the catalog cache: no re-read).
@@ -228,39 +268,50 @@ class Memory:
     def diff(self, base: str | None = None, head: str | None = None, *,
              merge_base: bool = True, schema: bool = True) -> PairDiff:
         """Pairs added, changed and removed between two revisions (HEAD: the work tree)."""
+        from wrenmem.git.diff import diff_pairs
+
         return diff_pairs(self.settings, base, head, merge_base=merge_base, check_schema=schema)
 
     # -- recall --------------------------------------------------------------------
     def recall(self, question: str, k: int = 3, *, datasource: str | None = None,
                tags: Sequence[str] = (), source: str | None = None,
-               min_score: float = 0.0) -> builtins.list[Hit]:
+               min_score: float = 0.0, sql: str | None = None) -> builtins.list[Hit]:
         """The ``k`` stored pairs most similar to ``question``, best first; only those
-        scoring at least ``min_score`` (scores are in [0, 1], the same for every backend)."""
+        scoring at least ``min_score`` (scores are in [0, 1], the same for every backend).
+        Pairs with the same SQL on the same datasource are one hit (the others' questions
+        in its ``also``). ``sql``: a draft query for the question, read by the scorer."""
         return list(self.recall_many([question], k, datasource=datasource, tags=tags,
-                                     source=source, min_score=min_score)[0].hits)
+                                     source=source, min_score=min_score, sql=sql)[0].hits)
 
     def recall_many(self, questions: Sequence[str], k: int = 3, *,
                     datasource: str | None = None, tags: Sequence[str] = (),
                     source: str | None = None, sync: bool = True,
-                    min_score: float = 0.0) -> builtins.list[RecallResult]:
+                    min_score: float = 0.0, sql: str | None = None
+                    ) -> builtins.list[RecallResult]:
         """Recall for several questions in one batch (one model call). The index is first
         brought up to date with the files, unless ``sync`` is False (the caller knows that
         nothing changed since its last recall). Hits scoring below ``min_score`` (in
-        [0, 1], one meaning for every backend) are left out."""
+        [0, 1], one meaning for every backend) are left out. ``sql``: a draft query, the
+        same for every question of the batch."""
+        from wrenmem.recall.hits import require_questions
+
         require_questions(questions)
         filters = Filters(datasource=datasource, tags=tuple(tags), source=source)
-        if self.use_daemon:
-            remote = remote_recall(self.settings, questions, k, filters, notify=self.notify)
+        if self._daemon():
+            remote = remote_recall(self.settings, questions, k, filters, notify=self.notify,
+                                   sql=sql)
             if remote is not None:
                 return above(remote, min_score)
-        return recall_many(self.settings, questions, k, filters, notify=self.notify, sync=sync,
-                           min_score=min_score)
+        return self.recaller.recall(questions, k, filters, sql=sql, min_score=min_score,
+                                    sync=sync, notify=self.notify)
 
     # -- schema --------------------------------------------------------------------
     def manifest(self) -> Manifest:
         """The project's manifest, loaded and checked (warnings in ``.warnings``).
 
         Kept between calls while the file's size and mtime stay the same."""
+        from wrenmem.schema.manifest import load_manifest
+
         path = self.settings.manifest_path
         try:
             st = path.stat()
@@ -281,6 +332,8 @@ class Memory:
 
     def _schema(self, manifest: Manifest) -> Schema:
         """Tables and columns of ``manifest`` prepared for reference checks, kept with it."""
+        from wrenmem.checks.references import Schema
+
         cached = self._manifest_cache
         prepared: dict[str, Any] = cached[2] if cached and cached[1] is manifest else {}
         if "schema" not in prepared:
@@ -290,27 +343,42 @@ class Memory:
 
     def describe(self) -> str:
         """The whole schema as plain text (models, columns, relationships, views, cubes)."""
+        from wrenmem.schema.describe import describe as describe_text
+
         return describe_text(self.manifest())
 
     def fetch(self, question: str, *, types: Sequence[str] = (), model: str | None = None,
               k: int = 10, threshold: int | None = None,
               progress: Callable[[int, int], None] | None = None) -> FetchResult:
-        """Schema context: the whole schema when small, else the items most relevant."""
-        if self.use_daemon:
+        """Schema context: the whole schema when small, else the items most relevant.
+        The daemon's answer (``use_daemon``) is the same :class:`FetchResult`."""
+        from wrenmem.index import replica
+        from wrenmem.schema.fetch import FetchResult
+        from wrenmem.schema.fetch import fetch as fetch_context
+
+        if self._daemon():
             remote = remote_fetch(self.settings, question, types=tuple(types), model=model,
                                   k=k, threshold=threshold)
             if remote is not None:
-                return remote  # type: ignore[return-value]
+                try:
+                    return FetchResult.from_dict(remote.to_dict(), remote.warnings)
+                except (KeyError, TypeError, ValueError):  # another version's reply
+                    pass
         return fetch_context(self.settings, question, types=tuple(types), model=model, k=k,
                              threshold=threshold, progress=progress,
-                             read_copy=replica.schema_read_copy(self.settings))
+                             read_copy=replica.schema_read_copy(self.settings),
+                             embedder=self.embedder)
 
     def seeds(self) -> builtins.list[dict[str, Any]]:
         """The seed queries derived from the manifest, as records."""
+        from wrenmem.pairs.seeds import build_records
+
         return build_records(self.manifest())
 
     def write_seeds(self) -> SeedWrite:
         """Write the seeds as pair files under ``seeds/`` (a question someone wrote is kept)."""
+        from wrenmem.pairs.seeds import write_seeds
+
         result = write_seeds(self.settings, self.seeds())
         self._after_write(result.paths)
         return result
@@ -320,49 +388,68 @@ class Memory:
     def grep_only(self) -> bool:
         """No index here: the ``backend`` setting is grep, or the index extra is missing.
         Recall then reads the files; nothing is synced and no model is ever loaded."""
+        from wrenmem.lance import index_unavailable
+
         return self.settings.backend == "grep" or index_unavailable(self.settings) is not None
 
     def sync(self, *, full: bool = False,
              progress: Callable[[int, int], None] | None = None) -> SyncReport:
         """Bring the index to the files' state, embedding only what changed."""
-        return sync_pairs(self.settings, full=full, progress=progress)
+        from wrenmem.index.sync import sync_pairs
+
+        return sync_pairs(self.settings, full=full, progress=progress, embedder=self.embedder)
 
     def sync_schema(self, progress: Callable[[int, int], None] | None = None
                     ) -> SchemaSyncReport | None:
         """Bring the schema index to the manifest (only changed items are embedded);
         None when there is no manifest."""
+        from wrenmem.schema.table import sync_schema
+
         if not self.settings.manifest_path.is_file():
             return None
-        return sync_schema(self.settings, progress=progress)
+        return sync_schema(self.settings, progress=progress, embedder=self.embedder)
 
     def check(self) -> Drift:
         """How the index differs from the files (read-only)."""
-        return check_drift(self.settings)
+        from wrenmem.index.drift import check_drift
+
+        return check_drift(self.settings, self.embedder)
 
     def check_schema(self) -> SchemaDrift:
         """Whether the schema index holds the current manifest (read-only, no model)."""
-        embedder = get_embedder(self.settings.embedder, root=self.settings.root)
+        from wrenmem.embedders import get_embedder
+        from wrenmem.schema.table import schema_drift
+
+        embedder = self.embedder or get_embedder(self.settings.embedder, root=self.settings.root)
         return schema_drift(self.settings, embedder.model_id)  # the model stays unloaded
 
     def status(self) -> dict[str, Any]:
         """Backend, embedder, counts and freshness, with stable keys."""
-        if self.use_daemon:
+        from wrenmem.recall.status import status_data
+
+        if self._daemon():
             remote = remote_call(self.settings, "status", {})
             if isinstance(remote, dict):
                 return remote
-        return status_data(self.settings)
+        return status_data(self.settings, self.embedder)
 
     def reset(self) -> bool:
         """Drop the pairs index (the files are untouched); True when there was one."""
+        from wrenmem.index.drift import reset_index
+
         return reset_index(self.settings)
 
     def reset_schema(self) -> bool:
         """Drop the schema index; True when there was one."""
+        from wrenmem.schema.table import reset_schema
+
         return reset_schema(self.settings)
 
     # -- helpers -------------------------------------------------------------------
     def _after_write(self, paths: Sequence[str]) -> None:
-        note = after_write(self.settings, paths)
+        from wrenmem.index.autosync import after_write
+
+        note = after_write(self.settings, paths, self.embedder)
         if note and self.notify is not None:
             self.notify(note)
 

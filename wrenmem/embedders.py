@@ -288,24 +288,8 @@ _CACHE: dict[tuple[str, str], Embedder] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-# Embedder objects handed in by a caller (``Memory(embedder=...)``, tests), by spec.
-_INSTANCES: dict[str, Embedder] = {}
-INSTANCE_PREFIX = "instance:"
-
-
-def use_embedder(embedder: Embedder) -> str:
-    """Make an embedder object available to everything that reads settings: returns the
-    ``embedder`` setting that names it in this process."""
-    spec = f"{INSTANCE_PREFIX}{embedder.model_id}@{id(embedder):x}"
-    with _CACHE_LOCK:
-        _INSTANCES[spec] = embedder
-    return spec
-
-
 def parse_spec(spec: str) -> tuple[str, str]:
     """``"st:/models/x"`` -> ``("st", "/models/x")``; a bare name has an empty argument."""
-    if spec in _INSTANCES:
-        return "instance", spec
     name, _, arg = spec.strip().partition(":")
     name = name.strip().lower() or DEFAULT_EMBEDDER
     if name not in EMBEDDERS:
@@ -316,12 +300,12 @@ def parse_spec(spec: str) -> tuple[str, str]:
 
 
 def get_embedder(spec: str = DEFAULT_EMBEDDER, *, root: Path | None = None) -> Embedder:
-    """The embedder for ``spec``, created once per process (models are loaded lazily)."""
+    """The embedder for ``spec``, created once per process (models are loaded lazily).
+    An embedder object handed to ``Memory(embedder=...)`` never comes through here: its
+    :class:`~wrenmem.recall.recaller.Recaller` holds it and passes it to the index."""
     name, arg = parse_spec(spec)
     key = (f"{name}:{arg}", str(root) if name == "st" else "")
     with _CACHE_LOCK:
-        if name == "instance":
-            return _INSTANCES[arg]
         embedder = _CACHE.get(key)
         if embedder is None:
             quiet_model_environment(offline=os.environ.get(ALLOW_DOWNLOAD_ENV) != "1")

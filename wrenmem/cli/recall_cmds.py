@@ -7,15 +7,13 @@ from pathlib import Path
 
 import click
 
-from wrenmem.cli.common import emit_json, get_settings, json_option, output_option, warn
+from wrenmem.cli.common import emit_json, get_memory, json_option, output_option
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import read_text_file
 from wrenmem.pairs.catalog import scan
-from wrenmem.recall.backends import recall_many, require_questions
-from wrenmem.recall.hits import Filters, above
+from wrenmem.recall.hits import require_questions
 from wrenmem.recall.render import render_text, wren_rows
 from wrenmem.settings import BACKENDS
-from wrenmem.watch.client import remote_recall
 
 MAX_QUESTIONS_BYTES = 64 * 1024 * 1024
 
@@ -57,6 +55,9 @@ def read_questions(path: Path) -> list[str]:
 @click.option("--min-score", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
               help="Leave out hits scoring below this (scores are in [0, 1] and mean the "
                    "same for every backend: the estimated chance the pair answers).")
+@click.option("--sql", "draft_sql", metavar="DRAFT",
+              help="Your draft SQL for the question(s): passed to the scorer, which may "
+                   "rank pairs of a similar SQL shape higher.")
 @json_option
 @output_option
 @click.option("--format", "row_format", type=click.Choice(["wrenmem", "wren"]),
@@ -65,24 +66,19 @@ def read_questions(path: Path) -> list[str]:
 @click.pass_context
 def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | None, k: int,
            datasource: str | None, tags: tuple[str, ...], source: str | None,
-           backend: str | None, min_score: float, as_json: bool, output: str | None,
-           row_format: str) -> None:
+           backend: str | None, min_score: float, draft_sql: str | None, as_json: bool,
+           output: str | None, row_format: str) -> None:
     """Recall the stored NL→SQL pairs most similar to each question."""
 
     questions = list(queries) + (read_questions(Path(queries_file)) if queries_file else [])
     if not questions:
         raise click.UsageError("give a question with -q, or a file with --queries")
     require_questions(questions)
-    settings = get_settings(ctx, backend=backend)
-    filters = Filters(datasource=datasource, tags=tags, source=source)
-    # What Memory.recall_many does, without loading the rest of the API: the running
-    # watcher answers warm when it can; otherwise the same work in-process.
-    results = remote_recall(settings, questions, k, filters, notify=warn)
-    if results is None:
-        results = recall_many(settings, questions, k, filters, notify=warn)
-    results = above(results, min_score)
+    memory = get_memory(ctx, backend=backend)  # the running watcher answers warm when it can
+    results = memory.recall_many(questions, k, datasource=datasource, tags=tags, source=source,
+                                 min_score=min_score, sql=draft_sql)
     if row_format == "wren":
-        created = {p.path: p.created_at for p in scan(settings).pairs}
+        created = {p.path: p.created_at for p in scan(memory.settings).pairs}
         emit_json(wren_rows(results, created))
         return
     if as_json or output == "json":

@@ -11,18 +11,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from wrenmem.index.sync import sync_pairs
 from wrenmem.index.table import index_exists
 from wrenmem.lance import index_unavailable
 from wrenmem.settings import Settings
 
+if TYPE_CHECKING:
+    from wrenmem.embedders import Embedder
+
 log = logging.getLogger(__name__)
 LOCK_TIMEOUT = 30.0
 
 
-def after_write(settings: Settings, paths: Sequence[str]) -> str | None:
-    """Bring the index up to date for ``paths`` (relative pair paths) if an index exists.
+def after_write(settings: Settings, paths: Sequence[str], embedder: Embedder | None = None
+                ) -> str | None:
+    """Bring the index up to date for ``paths`` (relative pair paths) if an index exists
+    (with ``embedder`` instead of the setting's when given).
 
     Returns a short note for the user, or None. Never raises for index trouble: the files
     are already written and are the truth; a later ``sync`` repairs the index.
@@ -36,7 +42,8 @@ def after_write(settings: Settings, paths: Sequence[str]) -> str | None:
         if index_unavailable(settings) is not None or not index_exists(settings):
             return None
 
-        report = sync_pairs(settings, paths=list(paths), lock_timeout=LOCK_TIMEOUT)
+        report = sync_pairs(settings, paths=list(paths), lock_timeout=LOCK_TIMEOUT,
+                            embedder=embedder)
     except Exception as e:  # never fail the write because of the derived index
         log.debug("after_write sync failed", exc_info=True)
         return f"index not updated ({e}); run `wrenmem sync`"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wrenmem import lance, statedir
-from wrenmem.embedders import get_embedder
+from wrenmem.embedders import Embedder, get_embedder
 from wrenmem.errors import PairError
 from wrenmem.index import table as index
 from wrenmem.index.plan import SyncPlan, plan_sync
@@ -77,16 +77,17 @@ class Drift:
         }
 
 
-def check_drift(settings: Settings) -> Drift:
-    """How the index differs from the pairs, by content hash. Never writes the index."""
+def check_drift(settings: Settings, embedder: Embedder | None = None) -> Drift:
+    """How the index differs from the pairs, by content hash. Never writes the index.
+    ``embedder``: instead of the ``embedder`` setting's (only its model id is read)."""
 
     with lance.storage_errors(settings.index_uri, "reading"):
-        return _check_drift(settings)
+        return _check_drift(settings, embedder)
 
 
-def _check_drift(settings: Settings) -> Drift:
+def _check_drift(settings: Settings, embedder: Embedder | None) -> Drift:
     require_knowledge_dir(settings)
-    model_id = get_embedder(settings.embedder, root=settings.root).model_id
+    model_id = (embedder or get_embedder(settings.embedder, root=settings.root)).model_id
     quick = quick_noop(settings, model_id)
     if quick is not None:
         ids = quick.ids

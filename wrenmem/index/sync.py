@@ -130,18 +130,20 @@ def embed_text(pair: Pair, max_chars: int = MAX_EMBED_CHARS) -> str:
 
 def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | None = None,
                paths: Collection[str] | None = None,
-               lock_timeout: float = LOCK_TIMEOUT) -> SyncReport:
+               lock_timeout: float = LOCK_TIMEOUT,
+               embedder: Embedder | None = None) -> SyncReport:
     """Bring the index to the pairs' state; embed only added and changed pairs.
 
     ``full`` rebuilds from scratch. ``paths`` (relative pair paths) limits the work to
     those pairs, for ``store`` and friends. Safe from many processes and threads at once:
     writers take :func:`wrenmem.lock.index_lock`; the no-op check needs no lock.
+    ``embedder``: instead of the ``embedder`` setting's (``Memory(embedder=...)``).
     """
 
     if settings.is_reader:
         raise ReaderRoleError(reader_refusal(settings))
     require_knowledge_dir(settings)
-    embedder = get_embedder(settings.embedder, root=settings.root)
+    embedder = embedder or get_embedder(settings.embedder, root=settings.root)
     with lance.storage_errors(settings.index_uri, "syncing"):
         return _sync(settings, embedder, full, progress, paths, lock_timeout)
 

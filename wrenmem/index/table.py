@@ -231,7 +231,9 @@ def query_terms(question: str) -> str:
 
 def pair_row(row_id: str, pair: Pair, text: str, vector: Sequence[float] | np.ndarray
              ) -> dict[str, Any]:
-    meta = {"created_at": pair.created_at, "sql_line": pair.sql_line}
+    meta: dict[str, Any] = {"created_at": pair.created_at, "sql_line": pair.sql_line}
+    if pair.also:
+        meta["also"] = list(pair.also)
     return {
         "id": row_id,
         "path": pair.path,
@@ -258,7 +260,8 @@ def row_pair(row: Mapping[str, Any]) -> Pair:
     return Pair(nl=row["question"], sql=row["sql"], path=row["path"],
                 datasource=row.get("datasource"), dialect=row.get("dialect"),
                 tags=tuple(row.get("tags") or ()), source=row.get("source") or "user",
-                created_at=meta.get("created_at"), sql_line=int(meta.get("sql_line") or 1))
+                created_at=meta.get("created_at"), sql_line=int(meta.get("sql_line") or 1),
+                also=tuple(str(a) for a in meta.get("also") or ()))
 
 
 def write(table: Any, rows: Sequence[dict[str, Any]], delete_ids: Sequence[str]) -> None:

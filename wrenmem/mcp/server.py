@@ -73,11 +73,15 @@ def build_server(memory: Memory, *, freshness: Freshness | None = None,
             description="Only pairs that have all these tags.")] = None,
         min_score: Annotated[float | None, Field(
             ge=0, description="Leave out pairs scoring below this.")] = None,
+        sql: Annotated[str | None, Field(
+            description="Your draft SQL for the question, if you have one: pairs whose "
+                        "SQL is shaped like it can rank higher.")] = None,
     ) -> RecallOutput:
         """The stored NL→SQL pairs most similar to a question, best first: question, SQL,
-        file path and score. Call before writing SQL, to follow how similar questions were
-        answered."""
-        return _answer(tools.recall_queries, question, k, datasource, tags or (), min_score)
+        file path, score, and other phrasings of the same answer ("also"). Call before
+        writing SQL, to follow how similar questions were answered."""
+        return _answer(tools.recall_queries, question, k, datasource, tags or (), min_score,
+                       sql)
 
     @server.tool(annotations=ToolAnnotations(title="Schema context for a question",
                                              **_read_only()))

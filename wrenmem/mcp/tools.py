@@ -19,10 +19,8 @@ from typing_extensions import TypedDict
 from wrenmem.api import Memory
 from wrenmem.errors import SqlCheckError, WrenmemError
 from wrenmem.pairs.pairfile import Pair
-from wrenmem.recall.backends import recall_many
-from wrenmem.recall.hits import Filters, Hit
+from wrenmem.recall.hits import Hit
 from wrenmem.watch.freshness import Freshness
-from wrenmem.watch.warm import Refused, WarmRecall
 
 
 class RecalledPair(TypedDict):
@@ -34,6 +32,7 @@ class RecalledPair(TypedDict):
     datasource: str | None
     dialect: str | None
     tags: list[str]
+    also: list[str]
 
 
 class RecallOutput(TypedDict):
@@ -110,7 +109,8 @@ class Tools:
     def __init__(self, memory: Memory, freshness: Freshness | None = None):
         self.memory = memory
         self.freshness = freshness
-        self._recaller = WarmRecall(freshness)
+        if freshness is not None:
+            memory.keep_warm(freshness)
         self._lock = threading.Lock()
         self._notes: list[str] = []
         memory.notify = self._notes.append
@@ -120,20 +120,16 @@ class Tools:
         return self._notes
 
     def recall_queries(self, question: str, k: int = 3, datasource: str | None = None,
-                       tags: Sequence[str] = (), min_score: float | None = None
-                       ) -> RecallOutput:
-        """Recall with what is warm (:class:`wrenmem.watch.warm.WarmRecall`): the index's
-        catch-up sync and grep's snapshot of the files are renewed only when files may have
-        changed since the last call."""
+                       tags: Sequence[str] = (), min_score: float | None = None,
+                       sql: str | None = None) -> RecallOutput:
+        """``Memory.recall_many``, kept warm by the server's freshness (the index's
+        catch-up sync and grep's snapshot of the files are renewed only when files may
+        have changed since the last call)."""
         with self._lock:
             notes = self._begin()
-            filters = Filters(datasource=datasource, tags=tuple(tags or ()))
-            try:
-                result = self._recaller.recall(self.memory.settings, [question], k, filters,
-                                               self.memory.notify, min_score=min_score or 0.0)
-            except Refused:  # a writer holds the index: the ordinary way waits for it
-                result = recall_many(self.memory.settings, [question], k, filters,
-                                     self.memory.notify, min_score=min_score or 0.0)
+            result = self.memory.recall_many([question], k, datasource=datasource,
+                                             tags=tuple(tags or ()), min_score=min_score or 0.0,
+                                             sql=sql or None)
             hits = result[0].hits
             return {"question": question, "backend": result[0].backend,
                     "pairs": [_recalled(h) for h in hits], "notes": list(notes)}
@@ -238,7 +234,7 @@ def _refusal(error: SqlCheckError, memory: Memory) -> str:
 def _recalled(hit: Hit) -> RecalledPair:
     return {"question": hit.question, "sql": hit.sql, "path": hit.path, "score": hit.score,
             "source": hit.source, "datasource": hit.datasource, "dialect": hit.dialect,
-            "tags": list(hit.tags)}
+            "tags": list(hit.tags), "also": list(hit.also)}
 
 
 def _listed(pair: Pair) -> ListedPair:

@@ -32,7 +32,7 @@ from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_byte
 from wrenmem.settings import MAX_PAIR_BYTES, Settings
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 4
+CACHE_VERSION = 5  # 5: the also: phrasings
 SKIPPED_NAMES = {"readme.md"}
 
 
@@ -191,7 +191,7 @@ def _read_entry(path: Path, rel: str, key: tuple[int, int, int], racy: bool,
 _OPT_STR: tuple[type, ...] = (str, type(None))
 _RECORD_TYPES: tuple[type | tuple[type, ...], ...] = (
     str, str, _OPT_STR, _OPT_STR, (list, tuple), str, _OPT_STR, str, dict, int, bool,
-    (list, tuple))
+    (list, tuple), (list, tuple))
 
 
 def _valid_entry(entry: Any) -> Any:
@@ -209,7 +209,8 @@ def _valid_entry(entry: Any) -> Any:
                   and all(isinstance(t, str) for t in rec[4]) and bool(rec[0]) and bool(rec[1])
                   and all(isinstance(c, tuple | list) and len(c) == 3
                           and isinstance(c[0], str) and isinstance(c[1], str)
-                          and isinstance(c[2], bool) for c in rec[11]))
+                          and isinstance(c[2], bool) for c in rec[11])
+                  and (not rec[12] or all(isinstance(a, str) for a in rec[12])))
         elif ok:
             ok = (len(record) == 3 and record[0] == "error" and isinstance(record[1], str)
                   and type(record[2]) is int)
@@ -221,14 +222,14 @@ def _valid_entry(entry: Any) -> Any:
 def _pair_to_record(pair: Pair) -> tuple[Any, ...]:
     return (pair.nl, pair.sql, pair.datasource, pair.dialect, pair.tags, pair.source,
             pair.created_at, pair.notes, marshal_safe(pair.extra), pair.sql_line,
-            pair.wren_format, pair.comments)
+            pair.wren_format, pair.comments, pair.also)
 
 
 def _pair_from_record(rel: str, rec: tuple[Any, ...]) -> Pair:
     return Pair(nl=rec[0], sql=rec[1], path=rel, datasource=rec[2], dialect=rec[3],
                 tags=tuple(rec[4]), source=rec[5], created_at=rec[6], notes=rec[7],
                 extra=dict(rec[8]), sql_line=rec[9], wren_format=rec[10],
-                comments=tuple((c[0], c[1], c[2]) for c in rec[11]))
+                comments=tuple((c[0], c[1], c[2]) for c in rec[11]), also=tuple(rec[12]))
 
 
 def marshal_safe(value: Any) -> Any:

@@ -18,8 +18,8 @@ from wrenmem.errors import PairError, UnreadableFileError
 from wrenmem.fsutil import os_error_reason, read_regular_file
 from wrenmem.settings import MAX_PAIR_BYTES
 
-KNOWN_KEYS = ("nl", "datasource", "dialect", "tags", "source", "created_at", "verified_by",
-              "verified_at")
+KNOWN_KEYS = ("nl", "also", "datasource", "dialect", "tags", "source", "created_at",
+              "verified_by", "verified_at")
 _DELIM = re.compile(r"^---[ \t]*$")
 _FENCE_OPEN = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
 _ISO_TIME = re.compile(
@@ -47,14 +47,17 @@ class Pair:
     # inline). A comment is written before its key's line, or after it when inline; the
     # key "" (or one no longer written) puts it at the end of the front matter.
     comments: tuple[tuple[str, str, bool], ...] = field(default=(), compare=False)
+    # Other phrasings of the same question (front matter ``also:``): searched with the pair.
+    also: tuple[str, ...] = ()
 
     @property
     def content_hash(self) -> str:
         """Hash of everything the index stores about the pair (not notes, not timestamps)."""
-        payload = json.dumps(
-            [self.nl, self.sql, self.datasource, self.dialect, list(self.tags), self.source],
-            ensure_ascii=False,
-        )
+        fields: list[Any] = [self.nl, self.sql, self.datasource, self.dialect, list(self.tags),
+                             self.source]
+        if self.also:  # appended only when present: every other pair keeps its hash
+            fields.append(list(self.also))
+        payload = json.dumps(fields, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
@@ -189,6 +192,10 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
         tags = _tags(meta.get("tags"))
     except ValueError as e:
         raise PairError(path, f"'tags' {e}", key_line("tags")) from e
+    try:
+        also = _also(meta.get("also"), nl.strip())
+    except ValueError as e:
+        raise PairError(path, f"'also' {e}", key_line("also")) from e
     extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS and k != "sql"}
     front = lines[first + 1 : close]
     comments = _front_comments(front, meta) if "#" in yaml_text else ()
@@ -206,6 +213,7 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
         sql_line=sql_line,
         wren_format=wren,
         comments=comments,
+        also=also,
     )
 
 
@@ -384,6 +392,28 @@ def _tags(value: Any) -> tuple[str, ...]:
     return tuple(tags)
 
 
+def _also(value: Any, nl: str) -> tuple[str, ...]:
+    """The ``also:`` phrasings: a list of distinct, non-empty texts other than ``nl``."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ValueError(f"must be a list of other phrasings of the question, got "
+                         f"{_kind(value)} (write also: [\"...\", \"...\"])")
+    out: list[str] = []
+    for n, item in enumerate(value, 1):
+        if not isinstance(item, str):
+            raise ValueError(f"item {n} must be text, got {_kind(item)} {item!r} (quote it)")
+        text = " ".join(item.split())
+        if not text:
+            raise ValueError(f"item {n} is empty")
+        if text.casefold() == " ".join(nl.split()).casefold():
+            raise ValueError(f"item {n} repeats the question 'nl'")
+        if text.casefold() in (o.casefold() for o in out):
+            raise ValueError(f"item {n} repeats an earlier one: {text!r}")
+        out.append(text)
+    return tuple(out)
+
+
 FORMATS = ("fenced", "wren")
 
 
@@ -394,6 +424,8 @@ def render_pair(pair: Pair, style: str = "fenced") -> str:
     front matter as ``sql:`` (a literal block), the layout Wren's memory reads and writes.
     """
     items: list[tuple[str, str]] = [("nl", "nl: " + _yaml_scalar(pair.nl))]
+    if pair.also:
+        items.append(("also", "also:" + "".join(f"\n  - {_yaml_scalar(a)}" for a in pair.also)))
     if style == "wren":
         items.append(("sql", _wren_sql(pair.sql)))
     if pair.datasource:
@@ -496,5 +528,7 @@ def _yaml_item(key: str, value: Any) -> str:
 
 
 def search_fields(pair: Pair) -> dict[str, str]:
-    """The pair's text by field, as keyword search weighs it (question, tags, SQL)."""
-    return {"nl": pair.nl, "sql": pair.sql, "tags": " ".join(pair.tags)}
+    """The pair's text by field, as keyword search weighs it (question and its other
+    phrasings, tags, SQL)."""
+    return {"nl": "\n".join((pair.nl, *pair.also)), "sql": pair.sql,
+            "tags": " ".join(pair.tags)}

@@ -127,6 +127,7 @@ def merged_update(settings: Settings, old: Pair, new: Pair) -> tuple[Pair, str]:
         source=new.source or old.source,
         created_at=old.created_at or new.created_at or utc_now(),
         notes=new.notes or old.notes,
+        also=new.also or old.also,  # a re-store or an import keeps the file's phrasings
         wren_format=settings.format == "wren",
     )
     return merged, render_pair(merged, settings.format)

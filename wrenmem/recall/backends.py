@@ -1,17 +1,27 @@
-"""Recall: the stored pairs most similar to a question, from whichever backend answers."""
+"""The recall backends by name, the choice among them, and the catch-up sync before an index
+search (:class:`wrenmem.recall.recaller.Recaller` runs them)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
-from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
+from wrenmem.errors import LockTimeoutError
 from wrenmem.lance import index_unavailable
 from wrenmem.recall.bm25f import GrepBackend
-from wrenmem.recall.hits import Filters, RecallBackend, RecallResult, above
+from wrenmem.recall.hits import RecallBackend, require_questions
 from wrenmem.settings import Settings
 
+if TYPE_CHECKING:
+    from wrenmem.embedders import Embedder
+    from wrenmem.recall.glossary import Glossary
+
+# The hybrid fusion: (question, the candidates' signals, draft_sql=None) -> their scores.
+Scorer = Callable[..., list[float]]
+
 log = logging.getLogger(__name__)
+__all__ = ["BACKENDS", "Scorer", "catch_up", "choose_backend", "require_questions"]
 SYNC_LOCK_TIMEOUT = 10.0
 
 # The index backends and the sync are the way into LanceDB and the model: they are imported
@@ -19,21 +29,37 @@ SYNC_LOCK_TIMEOUT = 10.0
 # a scan of the files. bench/grep_speed.py measures it; tests/test_api.py pins it.
 
 
-def _vector(settings: Settings) -> RecallBackend:
+class Owner(Protocol):
+    """What a backend takes from its :class:`~wrenmem.recall.recaller.Recaller`."""
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    def glossary(self) -> Glossary | None: ...
+
+    @property
+    def scorer(self) -> Scorer: ...
+
+
+def _grep(settings: Settings, owner: Owner) -> RecallBackend:
+    return GrepBackend(settings)
+
+
+def _vector(settings: Settings, owner: Owner) -> RecallBackend:
     from wrenmem.recall.vector import VectorBackend
 
-    return VectorBackend(settings)
+    return VectorBackend(settings, owner.embedder)
 
 
-def _hybrid(settings: Settings) -> RecallBackend:
+def _hybrid(settings: Settings, owner: Owner) -> RecallBackend:
     from wrenmem.recall.vector import HybridBackend
 
-    return HybridBackend(settings)
+    return HybridBackend(settings, owner.embedder, owner.glossary, owner.scorer)
 
 
-# Backend name -> factory.
-BACKENDS: dict[str, Callable[[Settings], RecallBackend]] = {
-    "grep": GrepBackend, "vector": _vector, "hybrid": _hybrid,
+# Backend name -> factory(settings, the recaller that owns the backend).
+BACKENDS: dict[str, Callable[[Settings, Owner], RecallBackend]] = {
+    "grep": _grep, "vector": _vector, "hybrid": _hybrid,
 }
 
 
@@ -50,44 +76,12 @@ def choose_backend(settings: Settings, notify: Callable[[str], None] | None = No
     return "grep"
 
 
-def require_questions(questions: Sequence[str]) -> None:
-    """Refuse an empty question: it matches nothing, so any "hit" would be arbitrary."""
-    for n, question in enumerate(questions, 1):
-        if not isinstance(question, str) or not question.strip():
-            where = f" (#{n})" if len(questions) > 1 else ""
-            raise WrenmemError(f"question{where} is empty: there is nothing to recall")
-
-
-def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Filters,
-                notify: Callable[[str], None] | None = None, *, sync: bool = True,
-                min_score: float = 0.0) -> list[RecallResult]:
-    """Recall for each question, from the chosen backend, in one batch. ``sync=False``
-    skips the catch-up sync, for a caller that knows no file changed since its last one.
-    Hits scoring below ``min_score`` (in [0, 1], one meaning for every backend) are left
-    out."""
-    require_questions(queries)
-    name = choose_backend(settings, notify)
-    if name not in BACKENDS:
-        raise ExtraMissingError(f"the {name} backend is not available in this install")
-    backend = BACKENDS[name](settings)
-    if backend.uses_index and sync:
-        note = catch_up(settings)
-        if note and notify is not None:
-            notify(note)
-    hits = backend.search(list(queries), k, filters)
-    skipped = getattr(backend, "skipped", ())
-    if skipped and notify is not None:
-        for error in skipped:
-            notify(f"{error.location()}: {error.reason} (skipped)")
-    return above([RecallResult(q, backend.name, tuple(h))
-                  for q, h in zip(queries, hits, strict=True)], min_score)
-
-
-def catch_up(settings: Settings) -> str | None:
+def catch_up(settings: Settings, embedder: Embedder | None = None) -> str | None:
     """Bring the index up to date with the files before a search (a no-op sync costs a few
     milliseconds). With another writer holding the lock, answer from the last committed
     version rather than wait. A reader of a shared index never writes: it answers from the
-    last committed version and returns a note saying how far that is behind its files."""
+    last committed version and returns a note saying how far that is behind its files.
+    ``embedder``: the one the recaller holds, when it was handed one (else the setting's)."""
     if settings.is_reader:
         from wrenmem.index.reader import behind_note  # see BACKENDS
 
@@ -95,7 +89,7 @@ def catch_up(settings: Settings) -> str | None:
     from wrenmem.index.sync import sync_pairs  # see BACKENDS
 
     try:
-        report = sync_pairs(settings, lock_timeout=SYNC_LOCK_TIMEOUT)
+        report = sync_pairs(settings, lock_timeout=SYNC_LOCK_TIMEOUT, embedder=embedder)
     except LockTimeoutError:
         log.warning("recall: another process is updating the index; answering from the "
                     "last committed version")

@@ -71,7 +71,9 @@ class GrepBackend:
         return GrepIndex([pairs[i] for i in keep], [docs[i] for i in keep],
                          lazy=self.lazy_postings)
 
-    def search(self, queries: Sequence[str], k: int, filters: Filters) -> list[list[Hit]]:
+    def search(self, queries: Sequence[str], k: int, filters: Filters, *,
+               sql: str | None = None) -> list[list[Hit]]:
+        """``k`` hits per question; a draft ``sql`` is not read (keywords only)."""
         index = self.index(filters)
         return [index.rank(query, k, self.name) for query in queries]
 

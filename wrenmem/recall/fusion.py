@@ -519,10 +519,11 @@ def confident_dense(question: str, candidates: Sequence[Signals],
 
 def fuse(question: str, candidates: Sequence[Signals],
          weights: dict[str, tuple[float, ...]] | None = None,
-         confident: bool = True) -> list[float]:
+         confident: bool = True, *, draft_sql: str | None = None) -> list[float]:
     """The hybrid score of each candidate, in [0, 1]: the probability that its SQL
     answers ``question``. A :func:`confident_dense` candidate scores at least as high as
-    the best other one."""
+    the best other one. ``draft_sql`` (``recall --sql``: the agent's draft query) is not
+    read by this model."""
     table = weights or HYBRID_WEIGHTS
     chosen = table["cjk" if is_cjk(question) else "other"]
     rows = features(question, candidates)

@@ -25,10 +25,8 @@ from __future__ import annotations
 import importlib.util
 import logging
 import re
-import threading
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
-from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
@@ -134,11 +132,10 @@ def cache_path() -> Path:
     return user_cache_dir() / f"glossary-{version}-v{FORMAT}.marshal"
 
 
-_LOCK = threading.Lock()
-
-
-@lru_cache(maxsize=1)
-def _load() -> Glossary | None:
+def load() -> Glossary | None:
+    """The glossary, read from the user's cache (parsed and saved there on first use), or
+    None without the dictionary package. Its owner keeps it
+    (:class:`wrenmem.recall.recaller.Recaller`): this reads it again on every call."""
     path = dictionary_path()
     if path is None:
         log.debug("no %s package: no English glosses for Chinese questions", DISTRIBUTION)
@@ -156,8 +153,3 @@ def _load() -> Glossary | None:
     write_marshal(cached, terms)
     return Glossary(terms)
 
-
-def glossary() -> Glossary | None:
-    """The process's glossary (read once), or None without the dictionary package."""
-    with _LOCK:
-        return _load()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
+
+from wrenmem.errors import WrenmemError
 
 if TYPE_CHECKING:  # not at run time: the CLI's fast path to the daemon imports this module,
     from wrenmem.pairs.pairfile import Pair  # and the pair-file parser costs tens of ms
@@ -37,7 +40,10 @@ class Hit:
     ``score`` is in [0, 1] and means the same for every backend: an estimate of the
     probability that the pair's SQL answers the question (:mod:`wrenmem.recall.fusion`).
     ``raw_score`` is the backend's own number (BM25F, cosine, or for hybrid the fused
-    logit), comparable only within one backend.
+    logit), comparable only within one backend. ``also`` holds the other phrasings of
+    the same answer: the ``also:`` list of the pair file, then the questions of its twins
+    (pairs with the same SQL on the same datasource, :func:`sql_key`), which recall folds
+    into this one hit; ``also_paths`` are those twins' files.
     """
 
     question: str
@@ -50,13 +56,19 @@ class Hit:
     tags: tuple[str, ...] = ()
     backend: str = ""
     raw_score: float | None = None
+    also: tuple[str, ...] = ()
+    also_paths: tuple[str, ...] = ()
 
     @classmethod
     def from_pair(cls, pair: Pair, score: float, backend: str,
-                  raw_score: float | None = None) -> Hit:
+                  raw_score: float | None = None, twins: Sequence[Pair] = ()) -> Hit:
+        also = dict.fromkeys(p for p in (*pair.also, *(t.nl for t in twins),
+                                         *(a for t in twins for a in t.also))
+                             if p != pair.nl)
         return cls(pair.nl, pair.sql, pair.path, round(score, 6), pair.source, pair.datasource,
                    pair.dialect, pair.tags, backend,
-                   None if raw_score is None else round(raw_score, 6))
+                   None if raw_score is None else round(raw_score, 6), tuple(also),
+                   tuple(t.path for t in twins))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,7 +82,17 @@ class Hit:
             "tags": list(self.tags),
             "backend": self.backend,
             "raw_score": self.raw_score,
+            "also": list(self.also),
+            "also_paths": list(self.also_paths),
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Hit:
+        """The hit :meth:`to_dict` gave (the daemon's reply); KeyError/TypeError if not."""
+        return cls(data["question"], data["sql"], data["path"], data["score"], data["source"],
+                   data["datasource"], data["dialect"], tuple(data["tags"]), data["backend"],
+                   data.get("raw_score"), tuple(data.get("also") or ()),
+                   tuple(data.get("also_paths") or ()))
 
 
 @dataclass(frozen=True)
@@ -90,7 +112,11 @@ class RecallBackend(Protocol):
     name: str
     uses_index: bool  # True: ranks rows of the LanceDB index, which the caller syncs first
 
-    def search(self, queries: Sequence[str], k: int, filters: Filters) -> list[list[Hit]]: ...
+    def search(self, queries: Sequence[str], k: int, filters: Filters, *,
+               sql: str | None = None) -> list[list[Hit]]:
+        """``k`` hits per question, best first. ``sql``: the caller's draft query, for a
+        scorer that reads it (``recall --sql``)."""
+        ...
 
 
 # Seeds are generic examples derived from the manifest; a pair someone wrote for a similar
@@ -100,11 +126,38 @@ SEED_WEIGHT = 0.8
 
 def rank(scored: Sequence[tuple[float, Pair, float | None]], k: int, backend: str
          ) -> list[Hit]:
-    """(score in [0, 1], pair, raw score) best first; ties broken by path so the order
-    never depends on the file system."""
+    """The ``k`` best distinct answers of (score in [0, 1], pair, raw score), best first;
+    ties broken by path, so the order never depends on the file system or the index.
+    Twins (the same SQL on the same datasource, :func:`sql_key`) are one answer: the best
+    scoring one, with the others' questions in its ``also``."""
     ordered = sorted(((s * SEED_WEIGHT if p.source == "seed" else s, p, raw)
                       for s, p, raw in scored), key=lambda spr: (-spr[0], spr[1].path))
-    return [Hit.from_pair(pair, score, backend, raw) for score, pair, raw in ordered[:k]]
+    groups: dict[tuple[str, str], list[tuple[float, Pair, float | None]]] = {}
+    for entry in ordered:
+        pair = entry[1]
+        key = (pair.datasource or "", sql_key(pair.sql)) if pair.sql.strip() else ("", pair.path)
+        group = groups.setdefault(key, [])
+        if group or len(groups) <= k:  # a twin of a kept answer, or a new one still wanted
+            group.append(entry)
+    best = [g for g in groups.values() if g][:k]
+    return [Hit.from_pair(g[0][1], g[0][0], backend, g[0][2], [p for _s, p, _r in g[1:]])
+            for g in best]
+
+
+@lru_cache(maxsize=65536)  # a warm process meets the same SQL texts call after call
+def sql_key(sql: str) -> str:
+    """``sql`` up to case outside quotes, spacing and a final semicolon: two pairs whose
+    SQL has the same key give the same answer. (Split on quotes, not a regular
+    expression: grep folds every candidate, thousands per question.)"""
+    text = sql.strip().rstrip(";")
+    if "'" not in text and '"' not in text:
+        return " ".join(text.lower().split())
+    parts = text.split("'")  # even parts are outside string literals ('' splits in two)
+    for n in range(0, len(parts), 2):
+        names = parts[n].split('"')  # even parts are outside quoted identifiers
+        names[::2] = [" ".join(name.lower().split()) for name in names[::2]]
+        parts[n] = '"'.join(names)
+    return "'".join(parts)
 
 
 def above(results: Sequence[RecallResult], min_score: float) -> list[RecallResult]:
@@ -113,3 +166,11 @@ def above(results: Sequence[RecallResult], min_score: float) -> list[RecallResul
         return list(results)
     return [RecallResult(r.query, r.backend, tuple(h for h in r.hits if h.score >= min_score))
             for r in results]
+
+
+def require_questions(questions: Sequence[str]) -> None:
+    """Refuse an empty question: it matches nothing, so any "hit" would be arbitrary."""
+    for n, question in enumerate(questions, 1):
+        if not isinstance(question, str) or not question.strip():
+            where = f" (#{n})" if len(questions) > 1 else ""
+            raise WrenmemError(f"question{where} is empty: there is nothing to recall")

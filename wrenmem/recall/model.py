@@ -433,6 +433,29 @@ def score(question: str, candidates: Sequence[Evidence], *, fusion: str = "learn
     return [sigmoid(r) for r in raw]
 
 
+class Scorer:
+    """The scorer a hybrid backend calls: :func:`score` under one ``fusion``, its weights
+    read on first use and kept."""
+
+    def __init__(self, fusion: str = "learned", weights: Weights | None = None):
+        if fusion not in FUSIONS:
+            raise ValueError(f"unknown fusion {fusion!r}: one of {', '.join(FUSIONS)}")
+        self.fusion = fusion
+        self._weights = weights
+
+    @property
+    def weights(self) -> Weights:
+        if self._weights is None:
+            self._weights = load()
+        return self._weights
+
+    def __call__(self, question: str, candidates: Sequence[Evidence], *,
+                 draft_sql: str | None = None, draft_dialect: str | None = None
+                 ) -> list[float]:
+        return score(question, candidates, fusion=self.fusion, draft_sql=draft_sql,
+                     draft_dialect=draft_dialect, weights=self.weights)
+
+
 def dense_score(cosines: Sequence[float], weights: Weights | None = None) -> list[float]:
     """The vector backend's cosines as calibrated scores, in the same order."""
     model = (weights or load()).models["vector"]

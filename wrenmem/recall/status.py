@@ -6,7 +6,7 @@ what the command computes in-process.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wrenmem.index.drift import check_drift
 from wrenmem.lance import index_unavailable
@@ -14,9 +14,13 @@ from wrenmem.recall.backends import choose_backend
 from wrenmem.schema.table import schema_drift
 from wrenmem.settings import Settings
 
+if TYPE_CHECKING:
+    from wrenmem.embedders import Embedder
 
-def status_data(settings: Settings) -> dict[str, Any]:
-    """Everything ``wrenmem status`` shows, with stable keys (its ``--json`` output)."""
+
+def status_data(settings: Settings, embedder: Embedder | None = None) -> dict[str, Any]:
+    """Everything ``wrenmem status`` shows, with stable keys (its ``--json`` output);
+    ``embedder``: instead of the ``embedder`` setting's."""
 
     backend = choose_backend(settings)
     unavailable = index_unavailable(settings)
@@ -41,7 +45,7 @@ def status_data(settings: Settings) -> dict[str, Any]:
                      "checkout": view.here.to_dict(), "reader_drift": view.counts(),
                      "reader_note": view.note()})
     if unavailable is None:
-        drift = check_drift(settings)
+        drift = check_drift(settings, embedder)
         schema = schema_drift(settings, drift.model_id)
         data.update({
             "embedder": drift.model_id,

@@ -2,7 +2,7 @@
 
 ``vector`` ranks by cosine similarity of the question's embedding. ``hybrid`` also runs
 LanceDB's full-text search over wrenmem's own terms (English and Chinese) and fuses both
-with :func:`wrenmem.recall.fusion.fuse`. Every score is calibrated into [0, 1] with one meaning
+with the ranking model (:mod:`wrenmem.recall.model`). Every score is calibrated into [0, 1] with one meaning
 (:mod:`wrenmem.recall.fusion`); the backend's own number is the hit's ``raw_score``. Both return
 the same :class:`~wrenmem.recall.hits.Hit`s as grep. A backend
 object keeps its embedder loaded and may serve many searches in a long-lived process; every
@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from wrenmem import lance
-from wrenmem.embedders import get_embedder
+from wrenmem.embedders import Embedder, get_embedder
 from wrenmem.errors import WrenmemError
 from wrenmem.index import recallcopy, replica
 from wrenmem.index import table as index
@@ -30,9 +30,14 @@ from wrenmem.recall.fusion import Signals, at_least_identical, is_cjk
 from wrenmem.recall.hits import Filters, Hit, rank
 from wrenmem.settings import Settings
 
+if TYPE_CHECKING:
+    from wrenmem.recall.glossary import Glossary
+
 log = logging.getLogger(__name__)
 
-MIN_DEPTH = 50  # candidates per ranking before fusion
+# Candidates per ranking before fusion, whatever k is up to this: a bigger k only reads
+# further down the same ranking, so the top k is a prefix of the top k + n.
+DEPTH = 50
 # A long-lived backend holds the vectors of a table up to this size in memory and scans
 # them with numpy (exact, as LanceDB's flat scan below its ANN threshold, for a fraction
 # of its CPU time); a bigger table is searched through its ANN index.
@@ -66,10 +71,9 @@ class VectorBackend:
 
     uses_index = True
 
-    def __init__(self, settings: Settings):
-
+    def __init__(self, settings: Settings, embedder: Embedder | None = None):
         self.settings = settings
-        self.embedder = get_embedder(settings.embedder, root=settings.root)
+        self.embedder = embedder or get_embedder(settings.embedder, root=settings.root)
         self._db: Any = None
         self._table: Any = None
         self._checked = 0.0  # when a remote index's version was last checked (monotonic)
@@ -202,9 +206,11 @@ class VectorBackend:
             log.debug("full-text search failed for %r: %s", terms, e)
             return []
 
-    def search(self, queries: Sequence[str], k: int, filters: Filters) -> list[list[Hit]]:
+    def search(self, queries: Sequence[str], k: int, filters: Filters, *,
+               sql: str | None = None) -> list[list[Hit]]:
         """Rank on the table as it is: bringing it up to date is the caller's job
-        (:func:`wrenmem.recall.backends.recall_many`, the daemon)."""
+        (:class:`wrenmem.recall.recaller.Recaller`). ``sql``: a draft query, for the
+        hybrid scorer (the vector backend ranks by the question alone)."""
         if not queries:
             return []
         cap = self.settings.max_embed_chars  # a question of megabytes must not take gigabytes
@@ -225,15 +231,15 @@ class VectorBackend:
                 recallcopy.write(self.settings, copy, listing)
         if copy is not None:  # a small table: exact search in memory, filters applied first
             view = _CopyView(copy, filters)
-            return [self._one(view, q, v, k, None)
+            return [self._one(view, q, v, k, None, sql)
                     for q, v in zip(queries, vectors, strict=True)]
         where = where_clause(filters)
-        return [self._retrying(lambda t, q=q, v=v: self._one(t, q, v, k, where))
+        return [self._retrying(lambda t, q=q, v=v: self._one(t, q, v, k, where, sql))
                 for q, v in zip(queries, vectors, strict=True)]
 
-    def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None
-             ) -> list[Hit]:
-        rows = self._dense(table, vector, k + 10, where, held=self._in_memory(table))
+    def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None,
+             sql: str | None) -> list[Hit]:
+        rows = self._dense(table, vector, max(DEPTH, k), where, held=self._in_memory(table))
         cosines = [1.0 - float(r["_distance"]) for r in rows]
         scored = [(at_least_identical(p, query, r["question"]), row_pair(r), c) for r, c, p
                   in zip(rows, cosines, rank_model.dense_score(cosines), strict=True)]
@@ -242,15 +248,22 @@ class VectorBackend:
 
 class HybridBackend(VectorBackend):
     """Dense similarity and LanceDB full-text (BM25) evidence, fused by
-    :func:`wrenmem.recall.fusion.fuse` into one calibrated score."""
+    the ranking model (:mod:`wrenmem.recall.model`) into one calibrated score."""
 
     name = "hybrid"
 
-    def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None
-             ) -> list[Hit]:
+    def __init__(self, settings: Settings, embedder: Embedder | None = None,
+                 load_glossary: Callable[[], Glossary | None] | None = None,
+                 scorer: Callable[..., list[float]] | None = None):
+        super().__init__(settings, embedder)
+        self._glossary = load_glossary or _glossary_once()
+        self._scorer = scorer or rank_model.Scorer(settings.fusion)
+
+    def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None,
+             sql: str | None) -> list[Hit]:
         import numpy as np
 
-        depth = max(MIN_DEPTH, 3 * k)
+        depth = max(DEPTH, k)
         held = self._in_memory(table)
         rows: dict[str, dict[str, Any]] = {}
         cosine: dict[str, float] = {}
@@ -270,7 +283,7 @@ class HybridBackend(VectorBackend):
                 cosine[row["id"]] = float(np.dot(np.asarray(row["vector"], dtype=np.float32),
                                                  vector))
         # A Chinese question's words in English: keyword evidence on English pairs
-        words = english_words(query)
+        words = english_words(query, self._glossary)
         translated = {row["id"]: float(row["_score"]) for row in self._keyword(
             table, glossary.search_terms(words), depth, where, ["id"])}
         # The question without the values the candidates' SQL compares with: keyword
@@ -302,7 +315,7 @@ class HybridBackend(VectorBackend):
                 rows[i].get("datasource") or "", translated.get(i),
                 glossary.coverage(words, terms), structure.get(i),
                 rows[i].get("dialect") or None))
-        fused = rank_model.score(query, signals, fusion=self.settings.fusion)
+        fused = self._scorer(query, signals, draft_sql=sql)  # the one call of the scorer
         scored = [(at_least_identical(p, query, rows[i].get("question") or ""),
                    row_pair(rows[i]), rank_model.logit(p))
                   for i, p in zip(ids, fused, strict=True)]
@@ -312,7 +325,7 @@ class HybridBackend(VectorBackend):
 def value_terms(question: str, sqls: Sequence[tuple[str, str | None]]) -> set[str]:
     """The search terms of the values that the candidates' SQL compares with and that the
     question states (:mod:`wrenmem.recall.sqlshape`)."""
-    from wrenmem.recall import model, sqlshape
+    from wrenmem.recall import sqlshape
 
     found: set[str] = set()
     seen: set[str] = set()
@@ -321,23 +334,40 @@ def value_terms(question: str, sqls: Sequence[tuple[str, str | None]]) -> set[st
             if value in seen:
                 continue
             seen.add(value)
-            if model.stated(question, (value,)):
+            if rank_model.stated(question, (value,)):
                 found.update(query_terms(value).split())
     return found
 
 
-def english_words(question: str) -> list[tuple[str, ...]]:
+def english_words(question: str, load_glossary: Callable[[], Glossary | None]
+                  ) -> list[tuple[str, ...]]:
     """Per word of a Chinese (Japanese, Korean) question, its English search terms from
-    :mod:`wrenmem.recall.glossary`; none for other questions or without the dictionary."""
+    the glossary (:mod:`wrenmem.recall.glossary`, loaded only for such a question); none
+    for other questions or without the dictionary."""
     if not is_cjk(question):
         return []
-    found = glossary.glossary()
+    found = load_glossary()
     return found.translate(question) if found is not None else []
 
 
-def nearest_rows(matrix: Any, vector: Any, depth: int) -> tuple[Any, Any]:
+def _glossary_once() -> Callable[[], Glossary | None]:
+    """A loader of the glossary that reads it at most once (a backend made on its own)."""
+    held: list[Glossary | None] = []
+
+    def get() -> Glossary | None:
+        if not held:
+            held.append(glossary.load())
+        return held[0]
+
+    return get
+
+
+def nearest_rows(matrix: Any, vector: Any, depth: int,
+                 key: Callable[[int], str] | None = None) -> tuple[Any, Any]:
     """(row numbers, every row's cosine): the ``depth`` rows of ``matrix`` (unit rows) of
-    highest cosine to ``vector``, best first (ties: lower row first)."""
+    highest cosine to ``vector``, best first; ties in order of ``key(row number)`` (the
+    pair id: not where the row happens to sit, so the order does not depend on the
+    index's edit history), else lower row first."""
     import numpy as np
 
     query = np.asarray(vector, dtype=np.float32)
@@ -348,7 +378,11 @@ def nearest_rows(matrix: Any, vector: Any, depth: int) -> tuple[Any, Any]:
     if depth <= 0:
         return np.zeros(0, dtype=np.int64), cosines
     top = np.argpartition(-cosines, depth - 1)[:depth]
-    return top[np.argsort(-cosines[top], kind="stable")], cosines
+    if key is None:
+        return top[np.argsort(-cosines[top], kind="stable")], cosines
+    tied = np.flatnonzero(cosines >= cosines[top].min())  # every row tying the last one in
+    best = sorted(tied.tolist(), key=lambda n: (-float(cosines[n]), key(n)))[:depth]
+    return np.asarray(best, dtype=np.int64), cosines
 
 
 class _CopyView:
@@ -373,7 +407,11 @@ class _CopyView:
                 ) -> list[dict[str, Any]]:
         """The ``depth`` rows of highest cosine to ``vector``, best first, as LanceDB's
         search returns them (``_distance`` = 1 - cosine)."""
-        top, cosines = nearest_rows(self.matrix, vector, depth)
+        at_id = recallcopy.POSITION["id"]
+        stored, positions = self.copy.rows, self.positions
+        key = ((lambda n: stored[n][at_id]) if positions is None
+               else (lambda n: stored[int(positions[n])][at_id]))
+        top, cosines = nearest_rows(self.matrix, vector, depth, key)
         numbers = top if self.positions is None else self.positions[top]
         wanted = [c for c in columns if c != "vector"]
         rows = []
@@ -386,7 +424,8 @@ class _CopyView:
     def keyword(self, terms: Sequence[str], depth: int) -> list[dict[str, Any]]:
         """The ``depth`` best rows by BM25 over their terms, as ids with a ``_score``."""
         scores = self.copy.bm25(terms, self.allowed)
-        best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:depth]
+        at_id, rows = recallcopy.POSITION["id"], self.copy.rows
+        best = sorted(scores.items(), key=lambda item: (-item[1], rows[item[0]][at_id]))[:depth]
         return [{**self.copy.row(n, ["id"]), "_score": s, "_row": n} for n, s in best]
 
     def rows_of(self, found: Sequence[dict[str, Any]], columns: Sequence[str], vector: Any

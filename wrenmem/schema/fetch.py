@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from wrenmem.embedders import get_embedder
+from wrenmem.embedders import Embedder, get_embedder
 from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
 from wrenmem.schema.cache import Prepared, prepare
 from wrenmem.schema.describe import describe
@@ -37,6 +37,13 @@ class ScoredItem:
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.item.to_dict(), "score": round(self.score, 6)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ScoredItem:
+        """The item :meth:`to_dict` gave; KeyError/TypeError when it is not one."""
+        names = {f.name for f in fields(SchemaItem)}
+        return cls(SchemaItem(**{k: v for k, v in data.items() if k in names}),
+                   float(data["score"]))
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,18 @@ class FetchResult:
                 "schema": self.schema, "results": [r.to_dict() for r in self.results],
                 "notes": list(self.notes), "index": self.index}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], warnings: tuple[str, ...] = ()) -> FetchResult:
+        """The result :meth:`to_dict` gave (e.g. the daemon's reply), with its warnings;
+        KeyError/TypeError/ValueError when it is not one."""
+        return cls(question=str(data["question"]), strategy=str(data["strategy"]),
+                   method=str(data["method"]), manifest=str(data["manifest"]),
+                   fingerprint=str(data["fingerprint"]), characters=int(data["characters"]),
+                   threshold=int(data["threshold"]), schema=data["schema"],
+                   results=tuple(ScoredItem.from_dict(r) for r in data["results"]),
+                   notes=tuple(str(n) for n in data["notes"]), index=data["index"],
+                   warnings=tuple(warnings))
+
     def render(self) -> str:
         """Plain text for a reader or a prompt."""
         if self.schema is not None:
@@ -83,8 +102,9 @@ def fetch(settings: Settings, question: str, *, types: tuple[str, ...] | list[st
           model: str | None = None, k: int = 10, threshold: int | None = None,
           manifest_path: Path | None = None,
           progress: Callable[[int, int], None] | None = None,
-          read_copy: ReadCopy | None = None) -> FetchResult:
+          read_copy: ReadCopy | None = None, embedder: Embedder | None = None) -> FetchResult:
     """Schema context for ``question``. Raises ManifestError when there is no usable manifest.
+    ``embedder``: instead of the ``embedder`` setting's (``Memory(embedder=...)``).
 
     ``read_copy`` (for a remote index) brings a local copy of the schema table up to date
     and returns where to search it: the vector search then reads local disk, not the
@@ -114,7 +134,7 @@ def fetch(settings: Settings, question: str, *, types: tuple[str, ...] | list[st
     if model and not prepared.has_model(model):
         raise WrenmemError(f"no model, view or cube named {model!r} in {path}")
     results, method, notes_list, index = _search(settings, path, prepared, question, k,
-                                                 wanted, model, progress, read_copy)
+                                                 wanted, model, progress, read_copy, embedder)
     return FetchResult(strategy="search", method=method, results=tuple(results),
                        notes=tuple(notes_list), index=index, **base)  # type: ignore[arg-type]
 
@@ -122,14 +142,14 @@ def fetch(settings: Settings, question: str, *, types: tuple[str, ...] | list[st
 def _search(settings: Settings, path: Path, prepared: Prepared, question: str, k: int,
             types: tuple[str, ...], model: str | None,
             progress: Callable[[int, int], None] | None = None,
-            read_copy: ReadCopy | None = None
+            read_copy: ReadCopy | None = None, embedder: Embedder | None = None
             ) -> tuple[list[ScoredItem], str, list[str], dict[str, Any] | None]:
     keyword = keyword_search(prepared, question, k * OVERFETCH, types, model)
     if settings.backend == "grep":
         return keyword[:k], "keyword", [], None
     try:
         vector, report = _vector_search(settings, path, prepared, question, k * OVERFETCH,
-                                        types, model, progress, read_copy)
+                                        types, model, progress, read_copy, embedder)
     except ExtraMissingError as e:
         return keyword[:k], "keyword", [f"keyword search only: {e}"], None
     except LockTimeoutError as e:
@@ -142,9 +162,9 @@ def _search(settings: Settings, path: Path, prepared: Prepared, question: str, k
 def _vector_search(settings: Settings, path: Path, prepared: Prepared, question: str,
                    limit: int, types: tuple[str, ...], model: str | None,
                    progress: Callable[[int, int], None] | None = None,
-                   read_copy: ReadCopy | None = None
+                   read_copy: ReadCopy | None = None, embedder: Embedder | None = None
                    ) -> tuple[list[ScoredItem], dict[str, Any]]:
-    embedder = get_embedder(settings.embedder, root=settings.root)
+    embedder = embedder or get_embedder(settings.embedder, root=settings.root)
     report = sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
                         embedder, count=len(prepared), progress=progress)
     for attempt in (1, 2):

@@ -21,7 +21,7 @@ from typing import Any
 from wrenmem import statedir
 from wrenmem.recall.hits import Hit, RecallResult
 
-PROTOCOL = 1
+PROTOCOL = 2  # 2: recall takes a draft "sql"; hits carry "also" and "also_paths"
 SOCKET_NAME = statedir.DAEMON_SOCKET
 # sun_path holds 108 bytes on Linux, 104 on macOS; keep a margin.
 _MAX_SOCKET_PATH = 100
@@ -114,9 +114,10 @@ def _read_line(sock: socket.socket) -> bytes:
 
 
 def remote_recall(settings: Any, queries: Sequence[str], k: int, filters: Any,
-                  notify: Callable[[str], None] | None = None) -> list[Any] | None:
-    """``recall_many`` answered by the daemon, or None (then call ``recall_many``)."""
-    args = {"queries": list(queries), "k": k,
+                  notify: Callable[[str], None] | None = None, *, sql: str | None = None
+                  ) -> list[Any] | None:
+    """``Recaller.recall`` answered by the daemon, or None (then recall in-process)."""
+    args = {"queries": list(queries), "k": k, "sql": sql,
             "filters": {"datasource": filters.datasource, "tags": list(filters.tags),
                         "source": filters.source}}
     reply = request(settings, "recall", args, timeout=REPLY_TIMEOUT + 0.05 * len(queries))
@@ -124,13 +125,9 @@ def remote_recall(settings: Any, queries: Sequence[str], k: int, filters: Any,
         return None
 
     try:
-        results = [
-            RecallResult(r["query"], r["backend"], tuple(
-                Hit(h["question"], h["sql"], h["path"], h["score"], h["source"],
-                    h["datasource"], h["dialect"], tuple(h["tags"]), h["backend"],
-                    h.get("raw_score"))
-                for h in r["hits"]))
-            for r in reply["result"]]
+        results = [RecallResult(r["query"], r["backend"],
+                                tuple(Hit.from_dict(h) for h in r["hits"]))
+                   for r in reply["result"]]
     except (KeyError, TypeError):
         return None
     if len(results) != len(queries):

@@ -26,14 +26,13 @@ from wrenmem import statedir
 from wrenmem.errors import LockTimeoutError, WrenmemError
 from wrenmem.index.replica import schema_read_copy
 from wrenmem.lock import index_lock
-from wrenmem.recall.backends import BACKENDS, choose_backend
 from wrenmem.recall.hits import Filters
+from wrenmem.recall.recaller import BUSY_WAIT, Recaller, Refused
 from wrenmem.recall.status import status_data
 from wrenmem.schema.fetch import fetch
 from wrenmem.settings import Settings
 from wrenmem.watch.client import PROTOCOL, settings_payload, socket_path
 from wrenmem.watch.freshness import Freshness
-from wrenmem.watch.warm import BUSY_WAIT, Refused, WarmRecall
 
 log = logging.getLogger(__name__)
 # Settings a request may choose for itself: they pick a backend or a size, not the data.
@@ -57,7 +56,7 @@ class DaemonServer:
         self._thread: threading.Thread | None = None
         self._closing = threading.Event()
         self.freshness: Freshness | None = None
-        self.recaller = WarmRecall()  # syncs before every search until ``start``
+        self.recaller = Recaller(settings)  # syncs before every search until ``start``
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -83,7 +82,7 @@ class DaemonServer:
         self._sock = sock
         if self.freshness is None:  # events say when a search must sync first
             self.freshness = Freshness(self.settings, poll=self.poll)
-            self.recaller = WarmRecall(self.freshness)
+            self.recaller = Recaller(self.settings, freshness=self.freshness)
         self._thread = threading.Thread(target=self._serve, name="wrenmem-daemon", daemon=True)
         self._thread.start()
         return self.path
@@ -109,7 +108,7 @@ class DaemonServer:
         if self.freshness is not None:
             self.freshness.close()
             self.freshness = None
-            self.recaller = WarmRecall()
+            self.recaller = Recaller(self.settings)
 
     def _serve(self) -> None:
         assert self._sock is not None
@@ -209,7 +208,8 @@ class DaemonServer:
 
     def recall(self, settings: Settings, args: dict[str, Any], notes: list[str]
                ) -> list[dict[str, Any]]:
-        """Exactly ``recall_many``, answered warm (:class:`wrenmem.watch.warm.WarmRecall`)."""
+        """Exactly what the client's own recall gives, answered warm
+        (:meth:`wrenmem.recall.recaller.Recaller.recall_warm`)."""
 
         queries = args.get("queries")
         if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
@@ -218,7 +218,11 @@ class DaemonServer:
         f = args.get("filters") or {}
         filters = Filters(datasource=f.get("datasource"), tags=tuple(f.get("tags") or ()),
                           source=f.get("source"))
-        results = self.recaller.recall(settings, queries, k, filters, notes.append)
+        sql = args.get("sql")
+        if sql is not None and not isinstance(sql, str):
+            raise Refused("recall's draft sql must be text")
+        results = self.recaller.recall_warm(queries, k, filters, sql=sql, notify=notes.append,
+                                            settings=settings)
         return [r.to_dict() for r in results]
 
     def fetch(self, settings: Settings, args: dict[str, Any]) -> dict[str, Any]:
@@ -247,17 +251,7 @@ class DaemonServer:
 
     def warm(self) -> None:
         """Load the default backend (and its model) before the first request needs it."""
-
-        name = choose_backend(self.settings)
-        if name in BACKENDS:
-            backend = BACKENDS[name](self.settings)
-            embedder = getattr(backend, "embedder", None)
-            if embedder is not None:
-                embedder.embed(["warm up"])  # the slow part, and needs no lock
-            try:
-                self.recaller.recall(self.settings, ["warm up"], 1, Filters())
-            except Refused:
-                pass  # a sync is writing: the model is loaded, the table opens on first use
+        self.recaller.warm_up()
 
 
 def _same_user(conn: socket.socket) -> bool:

@@ -1,0 +1,303 @@
+"""The read path of one project: a :class:`Recaller` owns everything recall keeps.
+
+It holds the embedder object (one handed to ``Memory(embedder=...)``, else the configured
+model, looked up on first need so grep recall never loads one), the CC-CEDICT glossary
+(loaded on the first Chinese, Japanese or Korean question), the backends and their warm
+state. ``Memory`` builds one on its first recall; the CLI, its click-free fast path, the
+watcher's daemon and the MCP server all recall through ``Memory.recall_many``, so every door
+gives the same answer by construction.
+
+Two ways to answer, one result:
+
+- **one-shot** (no ``freshness``, e.g. a CLI process): the catch-up sync of the index (a
+  no-op check costs a few milliseconds when no file changed) and a fresh backend per call;
+- **warm** (with a ``freshness``, the MCP server and the daemon): grep's parsed pairs and
+  built indexes (:class:`~wrenmem.recall.bm25f.WarmGrep`) and the open index backends are
+  kept, and the catch-up sync runs only when a file may have changed (file-system events
+  and a fence, :class:`wrenmem.watch.freshness.Freshness`). Index searches run under the
+  index lock, so no answer comes from a half-applied sync: with a writer holding it, the
+  search uses the last version seen whole, and with none known yet the call is
+  :class:`Refused` (``recall`` then answers the one-shot way, which waits for the writer).
+
+What stays process-wide, on purpose: models built from an ``embedder`` setting
+(:func:`wrenmem.embedders.get_embedder`: a process loads a model once, whichever project
+asks), the pure functions' memo caches in :mod:`wrenmem.recall.fusion`, and the recall copy
+a writer of this process hands to the next search (:func:`wrenmem.index.recallcopy.remember`,
+keyed by the table's file listing, so it can never be stale).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
+from wrenmem.recall.backends import BACKENDS, Scorer, catch_up, choose_backend
+from wrenmem.recall.hits import Filters, Hit, RecallBackend, RecallResult, above, require_questions
+from wrenmem.settings import Settings
+
+if TYPE_CHECKING:
+    from wrenmem.embedders import Embedder
+    from wrenmem.recall.bm25f import WarmGrep
+    from wrenmem.recall.glossary import Glossary
+
+log = logging.getLogger(__name__)
+BUSY_WAIT = 0.05  # seconds a warm search waits for a writer before using the last whole version
+INDEX, GREP = "index", "grep"  # what the freshness tracks for a recaller
+Notify = Callable[[str], None]
+_UNLOADED: Any = object()
+
+
+class Refused(Exception):
+    """This call cannot be answered warm without risk (the caller does it the usual way)."""
+
+
+class Freshness(Protocol):
+    """When a warm recaller must sync first (:class:`wrenmem.watch.freshness.Freshness`)."""
+
+    def needs_sync(self, key: str = ...) -> bool: ...
+
+    def synced(self, started_at: float, key: str = ...) -> None: ...
+
+
+class Recaller:
+    """Recall for one project's ``settings``. ``embedder``: an object with ``model_id``,
+    ``dim`` and ``embed(texts)``, used instead of the configured model. ``freshness``:
+    keep warm state between calls (see the module's docstring)."""
+
+    def __init__(self, settings: Settings, *, embedder: Embedder | None = None,
+                 freshness: Freshness | None = None):
+        self.settings = settings
+        self.freshness = freshness
+        self._embedder = embedder
+        self._injected = embedder
+        self._glossary: Glossary | None = _UNLOADED
+        self._scorer: Scorer | None = None
+        self._lock = threading.Lock()  # the lazily built parts
+        self._grep: WarmGrep | None = None
+        self._grep_lock = threading.Lock()
+        self._complete: dict[tuple[str, Settings], int] = {}  # last index version seen whole
+        self._kept: dict[tuple[str, Settings], Any] = {}  # backends open on that version
+
+    # -- what it owns ---------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder: the one given, else the ``embedder`` setting's (model not loaded)."""
+        with self._lock:
+            if self._embedder is None:
+                from wrenmem.embedders import get_embedder
+
+                self._embedder = get_embedder(self.settings.embedder, root=self.settings.root)
+            return self._embedder
+
+    @property
+    def injected_embedder(self) -> Embedder | None:
+        """The embedder handed in, if any (the write path must use it too)."""
+        return self._injected
+
+    def glossary(self) -> Glossary | None:
+        """The CC-CEDICT glossary, read on first use; None without the dictionary."""
+        with self._lock:
+            if self._glossary is _UNLOADED:
+                from wrenmem.recall.glossary import load
+
+                self._glossary = load()
+            return self._glossary
+
+    @property
+    def scorer(self) -> Scorer:
+        """The hybrid backend's fusion: ``scorer(question, signals, draft_sql=None)`` gives
+        each candidate's calibrated score (:class:`wrenmem.recall.model.Scorer`, the
+        ``fusion`` setting's model with the shipped weights, read once)."""
+        with self._lock:
+            if self._scorer is None:
+                from wrenmem.recall.model import Scorer
+
+                self._scorer = Scorer(self.settings.fusion)
+            return self._scorer
+
+    def backend(self, name: str, settings: Settings | None = None) -> RecallBackend:
+        """A new backend ``name`` over ``settings`` (default: this project's), with this
+        recaller's embedder and glossary."""
+        if name not in BACKENDS:
+            raise ExtraMissingError(f"the {name} backend is not available in this install")
+        return BACKENDS[name](settings or self.settings, self)
+
+    # -- recall ---------------------------------------------------------------------
+    def recall(self, queries: Sequence[str], k: int, filters: Filters | None = None, *,
+               sql: str | None = None, min_score: float = 0.0, sync: bool = True,
+               notify: Notify | None = None, settings: Settings | None = None
+               ) -> list[RecallResult]:
+        """The ``k`` best pairs per question, from the chosen backend, in one batch.
+
+        ``sql`` is a draft query for every question of the batch, handed to the scorer
+        (``recall --sql``). ``sync=False`` skips the catch-up sync, for a caller that knows
+        no file changed since its last one. Hits scoring below ``min_score`` (in [0, 1],
+        one meaning for every backend) are left out. ``settings`` replaces this project's
+        for one call (the daemon: a request may choose its backend)."""
+        filters = filters or Filters()
+        try:
+            return self.recall_warm(queries, k, filters, sql=sql, min_score=min_score,
+                                    sync=sync, notify=notify, settings=settings)
+        except Refused:  # a writer holds the index: the one-shot way waits for it
+            return self._recall_once(queries, k, filters, sql=sql, min_score=min_score,
+                                     sync=sync, notify=notify, settings=settings)
+
+    def recall_warm(self, queries: Sequence[str], k: int, filters: Filters | None = None, *,
+                    sql: str | None = None, min_score: float = 0.0, sync: bool = True,
+                    notify: Notify | None = None, settings: Settings | None = None
+                    ) -> list[RecallResult]:
+        """:meth:`recall`, but :class:`Refused` where answering warm would mean waiting
+        for a writer (the daemon then lets its client answer)."""
+        filters = filters or Filters()
+        if self.freshness is None:
+            return self._recall_once(queries, k, filters, sql=sql, min_score=min_score,
+                                     sync=sync, notify=notify, settings=settings)
+        settings = settings or self.settings
+        require_questions(queries)
+        say = notify or (lambda _message: None)
+        name = choose_backend(settings, say)
+        if name not in BACKENDS:
+            raise ExtraMissingError(f"the {name} backend is not available in this install")
+        if name == "grep":
+            used, hits = self._grep_search(settings, list(queries), k, filters, sql, say)
+        else:
+            used, hits = self._index_search(name, settings, list(queries), k, filters, sql,
+                                            say, sync)
+        return _results(queries, used, hits, min_score)
+
+    def _recall_once(self, queries: Sequence[str], k: int, filters: Filters, *,
+                     sql: str | None, min_score: float, sync: bool, notify: Notify | None,
+                     settings: Settings | None) -> list[RecallResult]:
+        settings = settings or self.settings
+        require_questions(queries)
+        backend = self.backend(choose_backend(settings, notify), settings)
+        if backend.uses_index and sync:
+            note = catch_up(settings, self.injected_embedder)
+            if note and notify is not None:
+                notify(note)
+        hits = backend.search(list(queries), k, filters, sql=sql)
+        _say_skipped(backend, notify)
+        return _results(queries, backend.name, hits, min_score)
+
+    # -- warm ----------------------------------------------------------------------
+    def _stale(self, key: str) -> tuple[bool, float]:
+        """(may files have changed since ``key`` was last synced, when this check began)."""
+        started = time.monotonic()
+        return self.freshness is None or self.freshness.needs_sync(key), started
+
+    def _synced(self, key: str, started: float) -> None:
+        if self.freshness is not None:
+            self.freshness.synced(started, key)
+
+    def _grep_search(self, settings: Settings, queries: list[str], k: int, filters: Filters,
+                     sql: str | None, say: Notify) -> tuple[str, list[list[Hit]]]:
+        from wrenmem.recall.bm25f import WarmGrep
+
+        with self._grep_lock:
+            stale, started = self._stale(GREP)
+            if stale or self._grep is None or self._grep.settings != settings:
+                self._grep = WarmGrep(settings)
+                self._grep.index(filters)  # reads the files: a snapshot as of ``started``
+                self._synced(GREP, started)
+            grep = self._grep
+            hits = grep.search(queries, k, filters, sql=sql)  # per-filter indexes shared
+        _say_skipped(grep, say)
+        return grep.name, hits
+
+    def _index_search(self, name: str, settings: Settings, queries: list[str], k: int,
+                      filters: Filters, sql: str | None, say: Notify, sync: bool
+                      ) -> tuple[str, list[list[Hit]]]:
+        """The one-shot search, under the index lock.
+
+        The backend object (its open table) is kept between calls while no file changed
+        (opening the table is about a sixth of a warm search); a catch-up sync, a writer
+        holding the lock, a shared or remote index, or an error gets a new one, as a CLI
+        process would have. A handle kept across a sync would keep the version (and the
+        full-text index) it first read."""
+        from wrenmem.lock import index_lock
+
+        key = (name, settings)
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(index_lock(settings, timeout=BUSY_WAIT))
+            except LockTimeoutError:
+                version = self._complete.get(key)
+                if version is None:
+                    raise Refused("the index is being written and no whole version is known "
+                                  "yet") from None
+                backend: Any = self.backend(name, settings)  # its own: the pin is its handle's
+                backend.pin(version)
+                return backend.name, backend.search(queries, k, filters, sql=sql)
+            stale, started = self._stale(INDEX)
+            stale = stale and sync
+            shared = settings.is_reader or settings.remote_index  # always says how far behind
+            if stale or shared:
+                self._catch_up(settings, started, say)
+            try:
+                return self._search_kept(key, settings, queries, k, filters, sql,
+                                         keep=not shared)
+            except WrenmemError as e:
+                if stale or shared:
+                    raise
+                log.info("warm recall: %s; syncing first", e)  # e.g. another process reset it
+                self._catch_up(settings, time.monotonic(), say)
+                return self._search_kept(key, settings, queries, k, filters, sql, keep=True)
+        raise AssertionError("unreachable")
+
+    def _catch_up(self, settings: Settings, started: float, say: Notify) -> None:
+        """The catch-up sync (it re-enters the index lock the caller holds); kept backends
+        are dropped, as the sync may have made a new version."""
+        note = catch_up(settings, self.injected_embedder)
+        if note:
+            say(note)
+        self._synced(INDEX, started)
+        self._kept.clear()
+
+    def _search_kept(self, key: tuple[str, Settings], settings: Settings, queries: list[str],
+                     k: int, filters: Filters, sql: str | None, *, keep: bool
+                     ) -> tuple[str, list[list[Hit]]]:
+        backend: Any = self._kept.pop(key, None) or self.backend(key[0], settings)
+        version = backend.table().version
+        hits = backend.search(queries, k, filters, sql=sql)
+        self._complete[key] = version
+        if keep:
+            self._kept[key] = backend
+        return backend.name, hits
+
+    def warm_up(self) -> None:
+        """Load the default backend's model (and open its index) before a first request."""
+        name = choose_backend(self.settings)
+        if name == "grep" or name not in BACKENDS:
+            return
+        self.embedder.embed(["warm up"])  # the slow part, and needs no lock
+        try:
+            self.recall_warm(["warm up"], 1, Filters())
+        except Refused:
+            pass  # a sync is writing: the model is loaded, the table opens on first use
+
+
+def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Filters,
+                notify: Notify | None = None, *, sql: str | None = None, sync: bool = True,
+                min_score: float = 0.0) -> list[RecallResult]:
+    """One-shot recall over ``settings`` with a recaller of its own (tests, benchmarks)."""
+    return Recaller(settings).recall(queries, k, filters, sql=sql, min_score=min_score,
+                                     sync=sync, notify=notify)
+
+
+def _results(queries: Sequence[str], backend: str, hits: Sequence[Sequence[Hit]],
+             min_score: float) -> list[RecallResult]:
+    return above([RecallResult(q, backend, tuple(h))
+                  for q, h in zip(queries, hits, strict=True)], min_score)
+
+
+def _say_skipped(backend: Any, notify: Notify | None) -> None:
+    """The pair files a grep search could not read: it answered without them."""
+    if notify is None:
+        return
+    for error in getattr(backend, "skipped", ()):
+        notify(f"{error.location()}: {error.reason} (skipped)")
