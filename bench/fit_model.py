@@ -57,6 +57,7 @@ class Cand:
     structure: float | None = None
     dialect: str | None = None
     item: str = ""  # the suite's item id of this pair
+    excluded: bool = False  # stored, but not an answer to count (the case's ``exclude``)
 
 
 @dataclass
@@ -134,17 +135,18 @@ def gather_case(case: dict, items: dict[str, dict], workdir: Path) -> list[Asked
                            source.get("dialect") or db_dialect.get(a["db"]),
                            relevant=frozenset(a["relevant"])))
     captured: list[tuple[str, list]] = []
-    original = rank_model.score
+
 
     def recording(question, signals, *args, **kwargs):
         captured.append((question, list(signals)))
-        return original(question, signals, *args, **kwargs)
+        return [0.5] * len(signals)  # the evidence is what counts here, not the order
 
+    real_score = rank_model.score
     rank_model.score = recording
     try:
         memory.recall_many([a.question for a in asked], K_GATHER, sync=False)
     finally:
-        rank_model.score = original
+        rank_model.score = real_score
     by_question: dict[str, list] = {}
     for question, signals in captured:
         by_question[question] = signals
@@ -153,19 +155,24 @@ def gather_case(case: dict, items: dict[str, dict], workdir: Path) -> list[Asked
     for a, entry in zip(asked, case["asked"], strict=True):
         # an excluded item (the asked question itself, stored) is not a candidate
         exclude = set(entry.get("exclude", ()))
-        a.cands = [Cand(s.dense, s.lexical, s.coverage, s.sql, s.question, s.datasource,
-                        s.translated, s.translated_coverage, s.structure,
-                        s.dialect or dialects.get((s.datasource, s.sql.strip())),
-                        ids.get((s.datasource, s.question, s.sql.strip()), ""))
-                   for s in by_question.get(a.question, [])
-                   if ids.get((s.datasource, s.question, s.sql.strip())) not in exclude]
+        # an excluded item (the asked question's source) stays a candidate, as it is
+        # stored, but is neither right nor wrong: the runner drops it from the results
+        a.cands = []
+        for s in by_question.get(a.question, []):
+            item = ids.get((s.datasource, s.question, s.sql.strip()), "")
+            a.cands.append(Cand(s.dense, s.lexical, s.coverage, s.sql, s.question,
+                                s.datasource, s.translated, s.translated_coverage,
+                                s.structure,
+                                s.dialect or dialects.get((s.datasource, s.sql.strip())),
+                                item, item in exclude))
     # the grep backend's evidence, for its calibration
     grep_captured: list[tuple[list[float], float]] = []
     original_lex = bm25f.lexical_score  # imported there by name
 
     def recording_lex(scores, best_possible, *args, **kwargs):
         grep_captured.append((list(scores), best_possible))
-        return original_lex(scores, best_possible, *args, **kwargs)
+        top = max(scores, default=0.0)  # BM25F's own order, without the shipped weights
+        return [v / top if top > 0 else 0.0 for v in scores]
 
     bm25f.lexical_score = recording_lex
     try:
@@ -277,10 +284,12 @@ def fit_ranking(asked: list[Asked], keep: list[int], l2: float = 1e-2, iters: in
         per_case[a.case] += 1
     groups = []
     for a in asked:
-        lab = np.array(labels(a), dtype=float)
-        if not a.cands or lab.sum() == 0:
+        kept = [n for n, c in enumerate(a.cands) if not c.excluded]
+        lab = np.array([labels(a)[n] for n in kept], dtype=float)
+        if not kept or lab.sum() == 0:
             continue  # nothing right among the candidates: no ranking to learn from
-        x = np.array([[r[i] for i in keep] for r in feats(a)])
+        rows = feats(a)
+        x = np.array([[rows[n][i] for i in keep] for n in kept])
         groups.append((x, lab / lab.sum(), 100.0 / per_case[a.case]))
     d = len(keep)
 
@@ -359,6 +368,8 @@ def ranked_groups(a: Asked, scores: list[float]) -> list[tuple[float, int]]:
     groups = rank_model.twins(a.cands)
     best: dict[int, tuple[float, int, str]] = {}
     for s, y, g, c in zip(scores, lab, groups, a.cands, strict=True):
+        if c.excluded:
+            continue
         if g not in best or s > best[g][0]:
             best[g] = (s, y, c.sql)
     return [(s, y) for s, y, _sql in sorted(best.values(), key=lambda t: (-t[0], t[2]))]
@@ -480,6 +491,8 @@ def fit_side_models(tuning: list[Asked], ranking: rank_model.Model,
         best_dense = max((c.dense for c in a.cands if c.dense is not None), default=0.0)
         best_lex = max((c.lexical or 0.0 for c in a.cands), default=0.0)
         for c, yv, d, k in zip(a.cands, lab, dense_rank, lex_rank, strict=True):
+            if c.excluded:
+                continue
             cos = c.dense if c.dense is not None else -1.0
             lex = (c.lexical or 0.0) / best_lex if best_lex > 0 else 0.0
             rows["rrf"].append([(1 / (60 + d) if d else 0.0) + (1 / (60 + k) if k else 0.0)])
@@ -517,6 +530,8 @@ def fit_side_models(tuning: list[Asked], ranking: rank_model.Model,
         r = [ranking.logit(f) for f in feats(a)]
         best = max(r)
         for s, c, yv in zip(r, a.cands, labels(a), strict=True):
+            if c.excluded:
+                continue
             d_rows.append(list(rank_model.draft_features(
                 calib.logit((s, s - best)), draft, sqlshape.shape(c.sql, c.dialect))))
             d_y.append(yv)

@@ -305,6 +305,49 @@ class Memory:
         return self.recaller.recall(questions, k, filters, sql=sql, min_score=min_score,
                                     sync=sync, notify=self.notify)
 
+    def evaluate(self, *, backends: Sequence[str] = ("grep", "vector", "hybrid"),
+                 fusions: Sequence[str] = ("learned", "rrf", "linear"), k: int = 5,
+                 limit: int = 0) -> dict[str, Any]:
+        """The memory measured on its own pairs (``wrenmem eval``): leave-one-out over
+        phrasings that share a SQL (*answered before*) and over SQLs that share a skeleton
+        (*new question*), per backend and, for hybrid, per fusion. Returns
+        ``{"probes": {task: n}, "runs": {name: {task: {"R@1", "R@5", "MRR", "ECE", ...}}},
+        "default": name}``; ``limit`` caps the probes of each task (0: all). Writes nothing
+        but the index (brought up to date first)."""
+        from dataclasses import replace
+
+        from wrenmem.pairs.catalog import scan
+        from wrenmem.recall import evaluate
+        from wrenmem.recall.backends import choose_backend
+
+        found = scan(self.settings, use_cache=self.settings.state_dir.is_dir())
+        self._report(found.errors)
+        probes = evaluate.probes(found.pairs, limit=limit)
+        counts = {task: sum(1 for p in probes if p.task == task) for task in evaluate.TASKS}
+        default_backend = choose_backend(self.settings, self.notify)
+        runs: dict[str, Any] = {}
+        default = default_backend if default_backend != "hybrid" else \
+            f"hybrid:{self.settings.fusion}"
+        synced = False
+        for name in backends:
+            if name != "grep" and choose_backend(replace(self.settings, backend="auto")) == "grep":
+                continue  # no index backend in this install
+            for fusion in (fusions if name == "hybrid" else ("",)):
+                settings = replace(self.settings, backend=name,
+                                   fusion=fusion or self.settings.fusion)
+                if name != "grep" and not synced:
+                    self.sync()
+                    synced = True
+
+                def search(probe: Any, settings: Settings = settings) -> list[tuple[float, Hit]]:
+                    filters = Filters(exclude=probe.exclude)
+                    [result] = self.recaller.recall([probe.question], k, filters,
+                                                    settings=settings, sync=False)
+                    return [(h.score, h) for h in result.hits]
+
+                runs[f"{name}:{fusion}" if fusion else name] = evaluate.run(probes, search)
+        return {"probes": counts, "runs": runs, "default": default}
+
     # -- schema --------------------------------------------------------------------
     def manifest(self) -> Manifest:
         """The project's manifest, loaded and checked (warnings in ``.warnings``).

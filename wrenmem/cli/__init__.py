@@ -17,6 +17,7 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(["init", "store", "show", "list", "forget", "fmt"], "pair_cmds"),
     **dict.fromkeys(["import", "export", "load", "dump"], "exchange_cmds"),
     "recall": "recall_cmds",
+    "eval": "eval_cmds",
     **dict.fromkeys(["describe", "fetch", "seed"], "schema_cmds"),
     **dict.fromkeys(["sync", "index", "status", "check", "reset"], "index_cmds"),
     "watch": "watch_cmds",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from wrenmem import statedir
@@ -68,8 +69,19 @@ class GrepBackend:
         """The BM25F index over the pairs ``filters`` accepts (built: the part that costs)."""
         pairs, docs = self._load()
         keep = [i for i, p in enumerate(pairs) if filters.accepts(p)]
-        return GrepIndex([pairs[i] for i in keep], [docs[i] for i in keep],
-                         lazy=self.lazy_postings)
+        kept_pairs = [pairs[i] for i in keep]
+        kept_docs = [docs[i] for i in keep]
+        if filters.exclude:  # phrasings left out (``wrenmem eval``): the pair without them
+            for n, pair in enumerate(kept_pairs):
+                rest = [q for q in (pair.nl, *pair.also) if not filters.excludes(pair.path, q)]
+                if len(rest) == 1 + len(pair.also):
+                    continue
+                if not rest:
+                    kept_docs[n] = {}
+                    continue
+                kept_pairs[n] = replace(pair, nl=rest[0], also=tuple(rest[1:]))
+                kept_docs[n] = document_terms(search_fields(kept_pairs[n]))
+        return GrepIndex(kept_pairs, kept_docs, lazy=self.lazy_postings)
 
     def search(self, queries: Sequence[str], k: int, filters: Filters, *,
                sql: str | None = None) -> list[list[Hit]]:

@@ -21,6 +21,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.recall import sqlshape
@@ -41,11 +42,19 @@ class Probe:
     by_skeleton: bool = False
 
 
-def _key(pair: Pair) -> tuple[str | None, str]:
+class Answer(Protocol):
+    """A recalled pair (a :class:`~wrenmem.recall.hits.Hit`) or a stored one."""
+
+    sql: str
+    datasource: str | None
+    dialect: str | None
+
+
+def _key(pair: Answer) -> tuple[str | None, str]:
     return (pair.datasource, sqlshape.shape(pair.sql, pair.dialect).key)
 
 
-def _skeleton(pair: Pair) -> tuple[str | None, str]:
+def _skeleton(pair: Answer) -> tuple[str | None, str]:
     return (pair.datasource, sqlshape.shape(pair.sql, pair.dialect).skeleton)
 
 
@@ -141,12 +150,12 @@ def expected_calibration_error(scored: Sequence[tuple[float, int]], bins: int = 
     return total
 
 
-Search = Callable[[Probe], Sequence[tuple[float, Pair]]]
+Search = Callable[[Probe], Sequence[tuple[float, Answer]]]
 
 
 def run(probes_: Sequence[Probe], search: Search) -> dict[str, dict]:
-    """Each task's report for one backend: ``search(probe)`` returns the (score, pair)
-    answers, best first, the probe's left-out phrasings already excluded."""
+    """Each task's report for one backend: ``search(probe)`` returns the (score, answer)
+    pairs, best first, the probe's left-out phrasings already excluded."""
     tallies = {task: Tally() for task in TASKS}
     for probe in probes_:
         ranks = []

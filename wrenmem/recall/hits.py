@@ -20,6 +20,12 @@ class Filters:
     datasource: str | None = None
     tags: tuple[str, ...] = ()
     source: str | None = None
+    # phrasings left out, as (path, question): ``wrenmem eval`` asks a stored question
+    # with itself left out of the candidates
+    exclude: frozenset[tuple[str, str]] = frozenset()
+
+    def excludes(self, path: str, question: str) -> bool:
+        return bool(self.exclude) and (path, question) in self.exclude
 
     def accepts(self, pair: Pair) -> bool:
         return self.accepts_fields(pair.datasource, pair.source, pair.tags)

@@ -443,17 +443,12 @@ class Scorer:
         self.fusion = fusion
         self._weights = weights
 
-    @property
-    def weights(self) -> Weights:
-        if self._weights is None:
-            self._weights = load()
-        return self._weights
-
     def __call__(self, question: str, candidates: Sequence[Evidence], *,
                  draft_sql: str | None = None, draft_dialect: str | None = None
                  ) -> list[float]:
+        # the shipped weights are read once per process (load is cached)
         return score(question, candidates, fusion=self.fusion, draft_sql=draft_sql,
-                     draft_dialect=draft_dialect, weights=self.weights)
+                     draft_dialect=draft_dialect, weights=self._weights)
 
 
 def dense_score(cosines: Sequence[float], weights: Weights | None = None) -> list[float]:

@@ -61,6 +61,8 @@ def where_clause(filters: Filters) -> str | None:
     if filters.source is not None:
         parts.append(f"source = {lance.quote(filters.source)}")
     parts += [f"array_has(tags, {lance.quote(tag)})" for tag in filters.tags]
+    parts += [f"NOT (path = {lance.quote(path)} AND question = {lance.quote(question)})"
+              for path, question in sorted(filters.exclude)]
     return " AND ".join(parts) or None
 
 
@@ -396,9 +398,11 @@ class _CopyView:
         self.allowed: Any = None
         self.positions: Any = None  # the allowed rows' numbers (None: every row)
         if filters != Filters():
-            at = [recallcopy.POSITION[c] for c in ("datasource", "source", "tags")]
+            at = [recallcopy.POSITION[c] for c in ("datasource", "source", "tags", "path",
+                                                   "question")]
             self.allowed = np.fromiter(
-                (filters.accepts_fields(r[at[0]], r[at[1]], r[at[2]]) for r in copy.rows),
+                (filters.accepts_fields(r[at[0]], r[at[1]], r[at[2]])
+                 and not filters.excludes(r[at[3]], r[at[4]]) for r in copy.rows),
                 dtype=bool, count=len(copy))
             self.positions = np.flatnonzero(self.allowed)
         self.matrix = copy.matrix if self.positions is None else copy.matrix[self.positions]

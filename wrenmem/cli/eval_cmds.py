@@ -1,0 +1,84 @@
+"""eval: the memory measured on the team's own pairs."""
+
+from __future__ import annotations
+
+import click
+
+from wrenmem.cli.common import emit_json, get_settings, json_option, warn
+
+BACKEND_RUNS = ("grep", "vector", "hybrid")
+FUSION_RUNS = ("learned", "rrf", "linear")
+
+
+def _names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    wrong = [n for n in names if n not in allowed]
+    if wrong or not names:
+        raise click.BadParameter(f"expected {what} from {', '.join(allowed)}, got {text!r}")
+    return names
+
+
+@click.command("eval")
+@click.option("--backends", default=",".join(BACKEND_RUNS), show_default=True,
+              help="Comma-separated backends to measure.")
+@click.option("--fusions", default=",".join(FUSION_RUNS), show_default=True,
+              help="Comma-separated fusions of the hybrid backend to measure.")
+@click.option("--limit", type=click.IntRange(0), default=500, show_default=True,
+              help="At most this many questions per task (spread evenly; 0: all).")
+@click.option("--fail-under", type=click.FloatRange(0.0, 1.0),
+              help="Exit 1 when the default backend's R@1 on a task is below this.")
+@json_option
+@click.pass_context
+def eval_(ctx: click.Context, backends: str, fusions: str, limit: int,
+          fail_under: float | None, as_json: bool) -> None:
+    """Measure recall on this project's own pairs, leaving each question out in turn.
+
+    Answered before: a question whose SQL is stored under another phrasing (another file
+    with the same SQL, or the pair's own `also:` list) must find it. New question: a SQL
+    whose skeleton (values masked) other SQLs share is left out whole; a pair of the same
+    skeleton must come first. Reports R@1 (with a 95 % interval), R@5, MRR and the
+    calibration error of the scores, per backend and fusion.
+    """
+    from wrenmem.api import Memory
+
+    memory = Memory.from_settings(get_settings(ctx), notify=warn)
+    report = memory.evaluate(backends=_names(backends, BACKEND_RUNS, "backends"),
+                             fusions=_names(fusions, FUSION_RUNS, "fusions"), limit=limit)
+    failed = []
+    default = report["runs"].get(report["default"], {})
+    if fail_under is not None:
+        failed = [task for task, m in default.items() if m["R@1"] < fail_under]
+    report["fail_under"] = fail_under
+    report["failed"] = failed
+    if as_json:
+        emit_json(report)
+    else:
+        click.echo(render(report), nl=False)
+    if failed:
+        warn(f"eval: R@1 of {report['default']} below {fail_under} on: {', '.join(failed)}")
+        ctx.exit(1)
+
+
+def render(report: dict) -> str:
+    probes = report["probes"]
+    lines = [f"answered before: {probes.get('answered', 0)} questions, "
+             f"new question: {probes.get('new', 0)} questions"]
+    if not any(probes.values()):
+        lines.append("nothing to measure: no SQL is stored under two phrasings (add `also:` "
+                     "phrasings to a pair, or store the same SQL for another question), and "
+                     "no two SQLs share a skeleton")
+        return "\n".join(lines) + "\n"
+    lines.append(f"{'run':16s} {'task':9s} {'n':>5s} {'R@1':>6s} {'95% interval':>14s} "
+                 f"{'R@5':>6s} {'MRR':>6s} {'ECE':>6s}")
+    for name, tasks in report["runs"].items():
+        mark = " *" if name == report["default"] else ""
+        for task, m in tasks.items():
+            low, high = m["R@1_interval"]
+            lines.append(f"{name + mark:16s} {task:9s} {m['n']:5d} {m['R@1']:6.3f} "
+                         f"{f'{low:.3f}-{high:.3f}':>14s} {m['R@5']:6.3f} {m['MRR']:6.3f} "
+                         f"{m['ECE']:6.3f}")
+    lines.append("* the configured backend (what `recall` uses)")
+    return "\n".join(lines) + "\n"
+
+
+COMMANDS = [eval_]
