@@ -248,8 +248,9 @@ def _answered_all(own_group: bool) -> Builder:
     return lambda s, a: answered_all(s, a, own_group=own_group)
 
 
-_COMPARED = re.compile(r"([\w.]+)\s*(?:=|!=|<>|>=|<=|>|<|\blike\b)\s*(\"[^\"]*\"|'[^']*')",
-                       re.IGNORECASE)
+_COMPARED = re.compile(
+    r"(\"[^\"]+\"|[\w.]+)\s*(?:=|!=|<>|>=|<=|>|<|\blike\b)\s*(\"[^\"]*\"|'[^']*')",
+    re.IGNORECASE)
 
 
 def _column_values(store: list[Keyed]) -> dict[tuple[str, str], list[str]]:
@@ -257,7 +258,7 @@ def _column_values(store: list[Keyed]) -> dict[tuple[str, str], list[str]]:
     values: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
     for r in store:
         for column, quoted in _COMPARED.findall(r.item.sql):
-            key = (r.item.db, column.split(".")[-1].lower())
+            key = (r.item.db, column.split(".")[-1].strip('"').lower())
             value = quoted[1:-1]
             if value and "%" not in value and value not in values[key]:
                 values[key].append(value)
@@ -273,7 +274,8 @@ def _string_change(question: str, sql: str, db: str,
         at = question.lower().find(value.lower()) if value else -1
         if at < 0:
             continue
-        choices = [v for v in values.get((db, m.group(1).split(".")[-1].lower()), [])
+        column = m.group(1).split(".")[-1].strip('"').lower()
+        choices = [v for v in values.get((db, column), [])
                    if v.lower() != value.lower() and v.lower() not in question.lower()]
         if not choices:
             continue
@@ -404,6 +406,15 @@ SETS: dict[str, dict] = {
                      Variant("new", "new", "q", "e", new_questions),
                      Variant("new-tables", "new", "q", "e", _new_tables),
                      Variant("new-values", "new", "q", "q", _new_values_keep)]},
+    "ko-wikisql": {
+        "about": "Korean: WikiSQL train questions machine-translated into Korean "
+                 "(short questions over one table each; a hand-refined second translation "
+                 "of 1,004 of them asked of the first)",
+        "pools": {"g": "kow-g", "r": "kow-r"},
+        "variants": [Variant("answered-one", "answered", "g", "r", answered_one),
+                     Variant("new", "new", "g", "g", new_questions),
+                     Variant("new-tables", "new", "g", "g", _new_tables),
+                     Variant("new-values", "new", "g", "g", new_values)]},
     "kaggledbqa": {
         "about": "KaggleDBQA: 8 real Kaggle databases, questions written without seeing "
                  "the SQL (fetched extra)",
@@ -438,6 +449,9 @@ def load_items(data: Path) -> dict[str, list[Item]]:
     birds = sources.bird(data, dialect_of)
     if birds is not None:
         out["bird"] = birds
+    kow = sources.ko_wikisql(data)
+    if kow is not None:
+        out["ko-wikisql"] = kow
     kdb = sources.kaggledbqa(data)
     if kdb is not None:
         out["kaggledbqa"] = kdb
@@ -447,7 +461,7 @@ def load_items(data: Path) -> dict[str, list[Item]]:
 FAMILY = {"spider-en": "spider", "spider-syn": "spider", "spider-keyword": "spider",
           "mspider-en": "mspider", "mspider-zh": "mspider", "mspider-zh-en": "mspider",
           "mspider-vi": "mspider", "mspider-vi-en": "mspider", "bird": "bird",
-          "kaggledbqa": "kaggledbqa"}
+          "kaggledbqa": "kaggledbqa", "ko-wikisql": "ko-wikisql"}
 
 
 def sample(asked: list[dict], limit: int, name: str) -> list[dict]:

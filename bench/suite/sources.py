@@ -162,3 +162,84 @@ def keyword_items(items: list[Item]) -> list[Item]:
             out.append(Item(item.id.replace("spider-q", "spider-k"), item.db, kw, item.sql,
                             "en", item.dialect, "keyword", item.group, item.spider))
     return out
+
+
+# ------------------------------------------------------------- Korean WikiSQL ----
+
+_AGG = ("", "MAX", "MIN", "COUNT", "SUM", "AVG")
+_OPS = ("=", ">", "<")
+
+
+def _headers(path: Path) -> dict[str, list[str]]:
+    """table id -> column names, read leniently: only ``id`` and ``header`` are needed, and
+    some rows of the translated tables file are not valid JSON further on."""
+    decoder = json.JSONDecoder()
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        table = re.search(r'"id": "([^"]+)"', line)
+        at = line.find('"header": ')
+        if table and at >= 0:
+            header, _end = decoder.raw_decode(line, at + len('"header": '))
+            out[table.group(1)] = header
+    return out
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def wikisql_sql(table_id: str, header: list[str], sql: dict) -> str:
+    """WikiSQL's structured query as SQL text over ``table_<id>``."""
+    column = _quote(header[sql["sel"]])
+    select = f"{_AGG[sql['agg']]}({column})" if sql["agg"] else column
+    text = f"SELECT {select} FROM {_quote('table_' + table_id.replace('-', '_'))}"
+    conds = []
+    for col, op, value in sql["conds"]:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            literal = repr(value)
+        else:
+            literal = "'" + str(value).strip().replace("'", "''") + "'"
+        conds.append(f"{_quote(header[col])} {_OPS[op]} {literal}")
+    if conds:
+        text += " WHERE " + " AND ".join(conds)
+    return text
+
+
+def ko_wikisql(data: Path) -> list[Item] | None:
+    """Korean WikiSQL (dermond0917/Thesis): ``kow-g*`` WikiSQL train questions machine
+    translated into Korean with their translated tables; ``kow-r*`` a second, hand-refined
+    Korean translation of the first 1,004 of them, given the SQL of the question it
+    translates (matched by position, table, selected column, aggregate and conditions).
+    Each WikiSQL table is a database of its own."""
+    folder = data / "extra" / "ko-wikisql" / "outputs"
+    paths = [folder / "train" / "train_translated_mini.jsonl",
+             folder / "train" / "train_translated_mini.tables.jsonl",
+             folder / "refined" / "train" / "train.jsonl"]
+    if not all(p.exists() for p in paths):
+        _say(f"skipped: {folder} is absent (see bench/suite/SOURCES.md)")
+        return None
+    rows = [json.loads(line) for line in paths[0].read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    refined = [json.loads(line) for line in paths[2].read_text(encoding="utf-8").splitlines()
+               if line.strip()]
+    headers = _headers(paths[1])
+    items = []
+    sql_of: dict[int, str] = {}
+    for n, r in enumerate(rows):
+        header = headers.get(r["table_id"])
+        if header is None:
+            continue
+        db = "t" + r["table_id"].replace("-", "_")
+        sql_of[n] = wikisql_sql(r["table_id"], header, r["sql"])
+        items.append(Item(f"kow-g{n:05d}", db, _clean(r["question"]), sql_of[n], "ko",
+                          "sqlite", "short", f"kow-{n:05d}"))
+    for n, (r, g) in enumerate(zip(refined, rows, strict=False)):
+        same = (r["table_id"] == g["table_id"] and r["sql"]["sel"] == g["sql"]["sel"]
+                and r["sql"]["agg"] == g["sql"]["agg"]
+                and [c[:2] for c in r["sql"]["conds"]] == [c[:2] for c in g["sql"]["conds"]])
+        if not same or n not in sql_of or _clean(r["question"]) == _clean(g["question"]):
+            continue
+        db = "t" + r["table_id"].replace("-", "_")
+        items.append(Item(f"kow-r{n:05d}", db, _clean(r["question"]), sql_of[n], "ko",
+                          "sqlite", "short-refined", f"kow-{n:05d}"))
+    return items
