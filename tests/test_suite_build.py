@@ -146,6 +146,11 @@ def test_runner_scores_a_case_through_the_product(suite: Path, tmp_path: Path,
     assert 0.3 < metrics["R@1"] <= metrics["R@5"] <= 1.0  # grep finds most paraphrases
     assert "spider-en" in capsys.readouterr().out
     assert (REPO / "bench" / "suite" / "HELD-OUT-LOG.md").read_text() == log  # tuning: no line
+    capsys.readouterr()
+    assert run.main(["--report", str(out), "--markdown"]) == 0
+    report = capsys.readouterr().out
+    assert "| spider-en/answered-all/tuning |" in report
+    assert f"| spider-en | 1 | {metrics['R@1']:.3f} |" in report
 
 
 def test_held_out_needs_a_reason(suite: Path, tmp_path: Path) -> None:

@@ -318,6 +318,23 @@ def new_values(store: list[Keyed], ask: list[Keyed], *, keep_source: bool = Fals
     return list(store), asked
 
 
+def followups(store: list[Keyed], ask: list[Keyed]) -> tuple[list[Keyed], list[dict]]:
+    """As ``answered_all`` (own versions excluded), and ``traps`` = the stored items with
+    the SQL of the earlier question the follow-up quotes."""
+    stored, asked = answered_all(store, ask, own_group=True)
+    by_id = {r.item.id: r for r in ask}
+    same = _by(store, "same")
+    context = {r.item.id: r.item.context for r in ask}
+    ids = {r.item.id: r for r in store}
+    for entry in asked:
+        earlier = ids.get(context.get(entry["item"], ""))
+        if earlier is not None and earlier.same != by_id[entry["item"]].same:
+            entry["traps"] = sorted(r.item.id for r in same[earlier.same])
+        else:
+            entry["traps"] = []
+    return stored, asked
+
+
 def _new_values_keep(s: list[Keyed], a: list[Keyed]) -> tuple[list[Keyed], list[dict]]:
     return new_values(s, a, keep_source=True)
 
@@ -357,6 +374,12 @@ SETS: dict[str, dict] = {
                      Variant("new", "new", "q", "k", new_questions),
                      Variant("new-tables", "new", "q", "k", _new_tables),
                      Variant("new-values", "new", "q", "k", new_values)]},
+    "spider-followup": {
+        "about": "follow-up questions generated from Spider train: the database's previous "
+                 "question quoted before the question (sources.followup_items), asked of the "
+                 "stored questions; trap@1: the earlier question's SQL came first",
+        "pools": {"q": "spider-q", "f": "spider-f"},
+        "variants": [Variant("answered-all", "answered", "q", "f", followups)]},
     "mspider-en": {
         "about": "mSpider dev English (10 Spider dev databases)",
         "pools": {"e": "msp-en"},
@@ -438,7 +461,8 @@ def load_items(data: Path) -> dict[str, list[Item]]:
     out: dict[str, list[Item]] = {}
     spider = sources.spider_syn(data)
     if spider is not None:
-        out["spider"] = spider + sources.keyword_items(spider)
+        out["spider"] = (spider + sources.keyword_items(spider)
+                         + sources.followup_items(spider))
     msp = sources.mspider(data)
     if msp is not None:
         out["mspider"] = msp
@@ -459,6 +483,7 @@ def load_items(data: Path) -> dict[str, list[Item]]:
 
 
 FAMILY = {"spider-en": "spider", "spider-syn": "spider", "spider-keyword": "spider",
+          "spider-followup": "spider",
           "mspider-en": "mspider", "mspider-zh": "mspider", "mspider-zh-en": "mspider",
           "mspider-vi": "mspider", "mspider-vi-en": "mspider", "bird": "bird",
           "kaggledbqa": "kaggledbqa", "ko-wikisql": "ko-wikisql"}
@@ -521,6 +546,23 @@ def _write(path: Path, text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+INPUTS = ("spider-syn-train/questions.json", "mspider-dev/questions.json",
+          "bird-minidev/mini_dev_sqlite.json", "bird-minidev/mini_dev_postgresql.json",
+          "bird-minidev/mini_dev_mysql.json", "extra/kaggledbqa/examples/*.json",
+          "extra/ko-wikisql/outputs/train/train_translated_mini.jsonl",
+          "extra/ko-wikisql/outputs/train/train_translated_mini.tables.jsonl",
+          "extra/ko-wikisql/outputs/refined/train/train.jsonl")
+
+
+def input_fingerprints(data: Path) -> dict[str, str]:
+    """sha256 of every input file present, by its path under the data folder."""
+    out = {}
+    for pattern in INPUTS:
+        for path in sorted(data.glob(pattern)):
+            out[str(path.relative_to(data))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
 def build(data: Path, out: Path, *, sets: Iterable[str] | None = None,
           max_asked: int = MAX_ASKED) -> dict:
     """Write the suite to ``out``; returns the manifest."""
@@ -528,7 +570,7 @@ def build(data: Path, out: Path, *, sets: Iterable[str] | None = None,
     keyed_of = {f: keyed(items) for f, items in families.items()}
     manifest: dict = {"version": VERSION, "seed": SEED, "split_salt": SPLIT_SALT,
                       "tuning_percent": TUNING_PERCENT, "max_asked": max_asked,
-                      "sets": {}, "skipped": []}
+                      "inputs": input_fingerprints(data), "sets": {}, "skipped": []}
     for name in (sets or SETS):
         family = FAMILY[name]
         if family not in keyed_of:

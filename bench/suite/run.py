@@ -3,6 +3,7 @@
 Usage: python bench/suite/run.py --suite DIR --split tuning|held-out
        [--runs grep,vector,hybrid,minilm] [--sets a,b] [--cases SUBSTRING] [--workdir DIR]
        [--markdown] [--json OUT] [--why TEXT]
+       python bench/suite/run.py --report A.json[,B.json] [--markdown]  (print saved runs)
 
 For each case of the split, its stored items become pair files
 (``knowledge/sql/<db>/<item id>.md``, ``datasource: <db>``, the item's dialect) of a project
@@ -240,8 +241,12 @@ def _cell(m: dict) -> str:
     return f"{m['R@1']:.3f} / {m['R@5']:.3f} / {m['MRR']:.3f}"
 
 
+MIN_ASKED = 20  # cases with fewer questions are listed but left out of the summary
+
+
 def summary(rows: list[dict], runs: list[str]) -> list[str]:
-    out = []
+    out = [f"Per set: the mean over its cases of {MIN_ASKED} questions or more."]
+    rows = [r for r in rows if r["asked"] >= MIN_ASKED]
     sets: dict[str, list[dict]] = {}
     for row in rows:
         sets.setdefault(row["set"], []).append(row)
@@ -252,8 +257,7 @@ def summary(rows: list[dict], runs: list[str]) -> list[str]:
     if DEFAULT in runs and "minilm" in runs:
         head += " | default − minilm"
     head += " |"
-    out.append(head)
-    out.append("|" + "---|" * (head.count("|") - 1))
+    out += ["", head, "|" + "---|" * (head.count("|") - 1)]
     for name, group in sets.items():
         mean = {r: sum(g["runs"][r]["R@1"] for g in group) / len(group) for r in runs}
         line = f"| {name} | {len(group)} | " + " | ".join(f"{mean[r]:.3f}" for r in runs)
@@ -272,8 +276,9 @@ def summary(rows: list[dict], runs: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", required=True, type=Path)
-    parser.add_argument("--split", required=True, choices=("tuning", "held-out"))
+    parser.add_argument("--suite", type=Path)
+    parser.add_argument("--split", choices=("tuning", "held-out"))
+    parser.add_argument("--report", help="print the report of saved --json files instead")
     parser.add_argument("--runs", default=",".join(RUNS))
     parser.add_argument("--sets", help="comma-separated set names (default: all)")
     parser.add_argument("--cases", help="only cases whose name contains this")
@@ -282,6 +287,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write per-case metrics and ranks here")
     parser.add_argument("--why", default="", help="the reason, for a held-out run's log line")
     args = parser.parse_args(argv)
+    if args.report:
+        saved = [json.loads(Path(p).read_text(encoding="utf-8")) for p in args.report.split(",")]
+        runs = saved[0]["runs"]
+        if any(s["runs"] != runs or s["split"] != saved[0]["split"] for s in saved):
+            parser.error("--report: the files must have the same runs and split")
+        print_report([c for s in saved for c in s["cases"]], runs, saved[0]["split"],
+                     markdown=args.markdown)
+        return 0
+    if args.suite is None or args.split is None:
+        parser.error("--suite and --split are required (or --report)")
     runs = args.runs.split(",")
     for run in runs:
         if run not in RUNS:

@@ -33,6 +33,7 @@ class Item:
     style: str
     group: str = ""  # the source question this one rewrites (same id for its versions)
     spider: bool = field(default=False, repr=False)  # double-quoted values (Spider family)
+    context: str = ""  # for a follow-up question: the id of the earlier question it quotes
 
     def record(self) -> dict[str, str]:
         return {"id": self.id, "db": self.db, "question": self.question, "sql": self.sql,
@@ -161,6 +162,26 @@ def keyword_items(items: list[Item]) -> list[Item]:
         if kw and kw != item.question.lower():
             out.append(Item(item.id.replace("spider-q", "spider-k"), item.db, kw, item.sql,
                             "en", item.dialect, "keyword", item.group, item.spider))
+    return out
+
+
+def followup_items(items: list[Item]) -> list[Item]:
+    """``spider-f*``: a question asked after an earlier one, the way an agent passes the
+    conversation on: "Earlier I asked: <the database's previous question with another
+    SQL> Now: <question>" (style ``followup``; ``context`` names the earlier question)."""
+    out = []
+    last: dict[str, Item] = {}
+    for item in items:
+        if item.style != "analytics":
+            continue
+        prev = last.get(item.db)
+        if prev is not None and " ".join(prev.sql.lower().split()) != \
+                " ".join(item.sql.lower().split()):
+            out.append(Item(item.id.replace("spider-q", "spider-f"), item.db,
+                            f"Earlier I asked: {prev.question} Now: {item.question}",
+                            item.sql, "en", item.dialect, "followup", item.group,
+                            spider=item.spider, context=prev.id))
+        last[item.db] = item
     return out
 
 
