@@ -21,8 +21,8 @@ Scoring: a result's stored item is its file name; results of the asked entry's `
 items are dropped; results whose SQL (sqlglot-normalised) on the same database equals an
 earlier result's are one answer (so a rank counts distinct answers). The hit rank is that of
 the first answer whose item is in ``relevant``. Per case: R@1, R@5 (Wilson 95 % interval),
-MRR over the top 10 answers (bootstrap 95 % interval, 1,000 resamples), and for trap cases
-trap@1 (a near-duplicate first).
+MRR over the top 10 answers (bootstrap 95 % interval, 1,000 resamples), and where the asked
+entries list ``traps`` (trap and follow-up cases) trap@1: a listed item came first.
 
 ``--split held-out`` appends a line to ``bench/suite/HELD-OUT-LOG.md`` (date, commit,
 ``--why``) before it runs, so how often the HELD-OUT part was looked at is on record.
@@ -238,7 +238,8 @@ def log_held_out(why: str) -> int:
 # ------------------------------------------------------------------- report ----
 
 def _cell(m: dict) -> str:
-    return f"{m['R@1']:.3f} / {m['R@5']:.3f} / {m['MRR']:.3f}"
+    trap = f" (trap@1 {m['trap@1']:.3f})" if "trap@1" in m else ""
+    return f"{m['R@1']:.3f} / {m['R@5']:.3f} / {m['MRR']:.3f}{trap}"
 
 
 MIN_ASKED = 20  # cases with fewer questions are listed but left out of the summary
@@ -341,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
                 scored = [answer_ranks(ids, a, items)
                           for ids, a in zip(results, case["asked"], strict=True)]
                 ranks = [r for r, _t in scored]
-                m = metrics(ranks, [t for _r, t in scored] if case["task"] == "trap" else None)
+                has_traps = any("traps" in a for a in case["asked"])
+                m = metrics(ranks, [t for _r, t in scored] if has_traps else None)
                 m["seconds"] = round(time.perf_counter() - start, 1)
                 m["ranks"] = ranks
                 row["runs"][run] = m
