@@ -1,0 +1,159 @@
+"""The public recall suite (bench/suite): built from a fixture-sized copy of Spider-Syn train,
+its splits, tasks and relevance labels are checked against the SQL keys recomputed here, and
+the runner scores a case through the product's grep backend."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES, REPO
+
+sys.path.insert(0, str(REPO / "bench" / "suite"))
+sys.path.insert(0, str(REPO / "bench"))
+import build  # noqa: E402
+import run  # noqa: E402
+from sqlnorm import keys  # noqa: E402
+
+DATA = FIXTURES / "suite"
+SETS = ["spider-en", "spider-syn", "spider-keyword", "mspider-zh"]
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("suite")
+    build.build(DATA, out, sets=SETS)
+    return out
+
+
+def _load(suite: Path, name: str) -> tuple[dict[str, dict], list[dict]]:
+    items = {}
+    for line in (suite / name / "items.jsonl").read_text(encoding="utf-8").splitlines():
+        item = json.loads(line)
+        items[item["id"]] = item
+    return items, json.loads((suite / name / "cases.json").read_text(encoding="utf-8"))
+
+
+def _keys(item: dict) -> tuple[str, str, str]:
+    return keys(item["sql"], "sqlite", spider=True)
+
+
+def test_absent_data_is_skipped_and_the_rest_is_built(suite: Path) -> None:
+    manifest = json.loads((suite / "manifest.json").read_text())
+    assert manifest["skipped"] == ["mspider-zh"]
+    assert sorted(manifest["sets"]) == ["spider-en", "spider-keyword", "spider-syn"]
+    tasks = {c["name"].split("/")[1] for s in manifest["sets"].values() for c in s["cases"]}
+    assert {"answered-one", "answered-all", "new", "new-values", "trap"} <= tasks
+
+
+def test_splits_are_by_database(suite: Path) -> None:
+    split_of_db: dict[str, str] = {}
+    for name in ("spider-en", "spider-syn", "spider-keyword"):
+        items, cases = _load(suite, name)
+        assert {c["split"] for c in cases} == {"tuning", "held-out"}
+        for case in cases:
+            dbs = {items[i]["db"] for i in case["stored"]} | {a["db"] for a in case["asked"]}
+            for db in dbs:
+                assert build.split_of(db) == case["split"]
+                assert split_of_db.setdefault(db, case["split"]) == case["split"]
+    assert set(split_of_db.values()) == {"tuning", "held-out"}
+
+
+def test_relevance_labels(suite: Path) -> None:
+    checked = {"answered": 0, "new": 0, "trap": 0}
+    for name in ("spider-en", "spider-syn", "spider-keyword"):
+        items, cases = _load(suite, name)
+        for case in cases:
+            stored = [items[i] for i in case["stored"]]
+            assert len({i["id"] for i in stored}) == len(stored)
+            for a in case["asked"]:
+                sql = a.get("sql") or items[a["item"]]["sql"]
+                same, skel, _shape = keys(sql, "sqlite", spider=True)
+                excluded = set(a.get("exclude", ()))
+                on_db = [s for s in stored if s["db"] == a["db"] and s["id"] not in excluded]
+                if case["task"] == "new":
+                    # the asked SQL is stored nowhere (not even as an excluded item)
+                    assert all(_keys(s)[0] != same for s in stored if s["db"] == a["db"])
+                    level = 2 if case["variant"] == "new-tables" else 1
+                    want = {s["id"] for s in on_db if _keys(s)[level] == _keys_of(sql, level)}
+                else:
+                    want = {s["id"] for s in on_db if _keys(s)[0] == same}
+                assert set(a["relevant"]) == want and want, (case["name"], a)
+                assert a["item"] not in a["relevant"]
+                if case["task"] == "trap":
+                    assert a["traps"]
+                    for t in a["traps"]:
+                        trap = items[t]
+                        assert t in case["stored"] and _keys(trap)[0] != same
+                checked[case["task"]] += 1
+    assert all(checked.values()), checked
+
+
+def _keys_of(sql: str, level: int) -> str:
+    return keys(sql, "sqlite", spider=True)[level]
+
+
+def test_new_values_question_states_another_value(suite: Path) -> None:
+    items, cases = _load(suite, "spider-en")
+    case = next(c for c in cases if c["variant"] == "new-values")
+    for a in case["asked"]:
+        source = items[a["item"].removesuffix("-value")]
+        assert a["question"] != source["question"]
+        assert _keys(source)[1] == _keys_of(a["sql"], 1)  # same skeleton, other values
+        assert source["id"] in a["exclude"]
+
+
+def test_the_build_is_deterministic(suite: Path, tmp_path: Path) -> None:
+    again = tmp_path / "again"
+    build.build(DATA, again, sets=SETS)
+    for path in sorted(suite.rglob("*")):
+        if path.is_file():
+            assert (again / path.relative_to(suite)).read_bytes() == path.read_bytes(), path
+    manifest = json.loads((again / "manifest.json").read_text())
+    import hashlib
+
+    for name, info in manifest["sets"].items():
+        digest = hashlib.sha256((again / name / "cases.json").read_bytes()).hexdigest()
+        assert info["cases_sha256"] == digest
+
+
+def test_answer_ranks_collapse_equal_sql_and_drop_excluded() -> None:
+    items = {i: {"id": i, "db": "d", "same": s} for i, s in
+             [("a", "x"), ("b", "x"), ("c", "y"), ("own", "z"), ("t", "w")]}
+    asked = {"relevant": ["c"], "exclude": ["own"], "traps": ["t"]}
+    # own is dropped, a and b are one answer: c is the second distinct answer
+    assert run.answer_ranks(["own", "a", "b", "c"], asked, items) == (2, False)
+    assert run.answer_ranks(["t", "c"], asked, items) == (2, True)
+    assert run.answer_ranks(["a", "t"], asked, items) == (None, False)
+    low, high = run.wilson(8, 10)
+    assert low < 0.8 < high and 0 <= low and high <= 1
+
+
+def test_runner_scores_a_case_through_the_product(suite: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "result.json"
+    log = (REPO / "bench" / "suite" / "HELD-OUT-LOG.md").read_text()
+    assert run.main(["--suite", str(suite), "--split", "tuning", "--runs", "grep",
+                     "--sets", "spider-en", "--cases", "answered-all",
+                     "--workdir", str(tmp_path / "work"), "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    (case,) = result["cases"]
+    metrics = case["runs"]["grep"]
+    assert metrics["n"] == case["asked"] == len(metrics["ranks"]) > 0
+    assert 0.3 < metrics["R@1"] <= metrics["R@5"] <= 1.0  # grep finds most paraphrases
+    assert "spider-en" in capsys.readouterr().out
+    assert (REPO / "bench" / "suite" / "HELD-OUT-LOG.md").read_text() == log  # tuning: no line
+    capsys.readouterr()
+    assert run.main(["--report", str(out), "--markdown"]) == 0
+    report = capsys.readouterr().out
+    assert "| spider-en/answered-all/tuning |" in report
+    assert f"| spider-en | 1 | {metrics['R@1']:.3f} |" in report
+
+
+def test_held_out_needs_a_reason(suite: Path, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        run.main(["--suite", str(suite), "--split", "held-out", "--runs", "grep",
+                  "--workdir", str(tmp_path)])
