@@ -581,16 +581,11 @@ def scorers(weights: rank_model.Weights) -> dict:
     def keyword(a: Asked) -> list[float]:
         return [c.lexical or 0.0 for c in a.cands]
 
-    def shipped(a: Asked) -> list[float]:
-        from wrenmem.recall import fusion
-
-        return fusion.fuse(a.question, a.cands)
-
     def draft(a: Asked) -> list[float]:
         return rank_model.score(a.question, a.cands, weights=weights, draft_sql=a.sql,
                                 draft_dialect=a.dialect)
 
-    return {"vector": dense, "keyword": keyword, "previous": shipped, "rrf": fused("rrf"),
+    return {"vector": dense, "keyword": keyword, "rrf": fused("rrf"),
             "linear": fused("linear"), "learned": learned, "learned+draft": draft}
 
 
