@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.checks.duplicates import duplicate_problems
-from wrenmem.checks.references import Schema
-from wrenmem.checks.references import check_schema as check_references
-from wrenmem.checks.validate import Problem, validate_files
+from wrenmem.checks.review import Verified, reviewer_name, verify_pairs
+from wrenmem.checks.uses import UsesIndex, pairs_using
+from wrenmem.checks.validate import Problem, Validator, validate_files
 from wrenmem.embedders import Embedder, get_embedder, use_embedder
 from wrenmem.errors import SqlCheckError, WrenmemError
 from wrenmem.fsutil import atomic_write_text
@@ -26,9 +26,15 @@ from wrenmem.index.drift import Drift, check_drift, reset_index
 from wrenmem.index.sync import SyncReport, sync_pairs
 from wrenmem.lance import index_unavailable
 from wrenmem.pairs.catalog import read_pair_file, scan
-from wrenmem.pairs.exchange import ImportReport, export_document, import_pairs, read_queries_yml
+from wrenmem.pairs.exchange import (
+    ImportRefused,
+    ImportReport,
+    export_document,
+    import_pairs,
+    read_queries_yml,
+)
 from wrenmem.pairs.fmt import FmtReport, format_files
-from wrenmem.pairs.pairfile import Pair
+from wrenmem.pairs.pairfile import ALLOW_WRITES, REVIEWED, Pair
 from wrenmem.pairs.project import init_project
 from wrenmem.pairs.seeds import SeedWrite, build_records, extra_pairs, write_seeds
 from wrenmem.pairs.store import (
@@ -54,7 +60,6 @@ from wrenmem.schema.table import (
     sync_schema,
 )
 from wrenmem.settings import Settings, find_project_root, load_settings
-from wrenmem.sqlcheck import parse_checked
 from wrenmem.watch.client import remote_call, remote_fetch, remote_recall
 
 Notify = Callable[[str], None]
@@ -103,17 +108,22 @@ class Memory:
     def store(self, question: str, sql: str, *, datasource: str | None = None,
               dialect: str | None = None, tags: Iterable[str] = (), note: str = "",
               source: str | None = None, folder: str = "", force: bool = False,
-              check_schema: bool = False) -> StoreResult:
+              check_schema: bool = False, allow_writes: bool = False) -> StoreResult:
         """Store an NL→SQL pair as a Markdown file; the same question updates its file.
 
         The SQL must parse in its dialect (one statement) unless ``force``; with
         ``check_schema`` it must also name only tables and columns of the manifest (when
-        there is one). Otherwise :class:`SqlCheckError` lists each problem with its line
-        and column in ``sql`` as given. The dialect is ``dialect`` (or a ``dialect`` setting
-        given to this Memory as a flag), else the existing file's, else a ``dialect`` set in
-        the environment or ``wrenmem.toml``, else the manifest's data source, else the
-        default. Re-storing a question keeps its file's dialect, source and ``created_at``
-        unless given.
+        there is one) and bind in DuckDB over the manifest's tables (setting ``engine``).
+        Otherwise :class:`SqlCheckError` lists each problem with its line and column in
+        ``sql`` as given. SQL that writes (DML, DDL, DCL, ``SELECT … INTO``) is refused
+        even with ``force``, unless ``allow_writes`` (written to the file as
+        ``allow-writes: true``) or the ``allow_writes`` setting. A pair stored with
+        ``source="agent"`` is marked ``reviewed: false`` until ``verify``.
+
+        The dialect is ``dialect`` (or a ``dialect`` setting given to this Memory as a
+        flag), else the existing file's, else a ``dialect`` set in the environment or
+        ``wrenmem.toml``, else the manifest's data source, else the default. Re-storing a
+        question keeps its file's dialect, source and ``created_at`` unless given.
         """
         if not question.strip():
             raise WrenmemError("the question is empty")
@@ -125,16 +135,27 @@ class Memory:
             dialect = self.settings.dialect  # given for this call, like the argument
         dialect = (dialect or (existing.dialect if existing else None)
                    or default_dialect(self.settings, manifest.dialect if manifest else None))
-        tree, problems = parse_checked(sql, dialect)
-        if not problems and check_schema and manifest is not None:
-            problems = check_references(sql, dialect, self._schema(manifest), tree)
+        allow_writes = allow_writes or bool(existing and existing.allows_writes)
+        findings = self._validator(manifest, check_schema).sql_findings(
+            sql.strip(), dialect, allow_writes=allow_writes)
+        writes = [p for kind, p in findings if kind == "write"]
+        if writes:
+            raise SqlCheckError(writes, prefix="not stored (read-only)")
+        problems = [p for kind, p in findings if kind != "engine-note"]
         if problems and not force:
             raise SqlCheckError(problems, prefix=f"not stored ({dialect} SQL)")
+        for kind, p in findings:
+            if kind == "engine-note" and self.notify is not None:
+                self.notify(f"note: {p.line}:{p.col}: {p.message}")
         if source is None:
             source = existing.source if existing else "user"
+        extra: dict[str, Any] = {ALLOW_WRITES: True} if allow_writes and not (
+            existing and existing.allows_writes) else {}
+        if source == "agent":
+            extra[REVIEWED] = False
         pair = Pair(nl=question.strip(), sql=sql.strip(),
                     datasource=datasource or self.settings.datasource, dialect=dialect,
-                    tags=tuple(_split_tags(tags)), source=source, notes=note)
+                    tags=tuple(_split_tags(tags)), source=source, notes=note, extra=extra)
         result = store_pair(self.settings, pair, folder=folder)
         self._after_write([result.path])
         return result
@@ -155,13 +176,47 @@ class Memory:
         raise WrenmemError(f"no pair file or stored question matches {target!r}{hint}")
 
     def list(self, *, source: str | None = None, tags: Sequence[str] = (),
-             datasource: str | None = None, seeds: bool = True) -> builtins.list[Pair]:
-        """Stored pairs (and, with ``seeds``, the manifest's seed pairs) that match."""
+             datasource: str | None = None, seeds: bool = True, uses: Sequence[str] = (),
+             verified: bool = False) -> builtins.list[Pair]:
+        """Stored pairs (and, with ``seeds``, the manifest's seed pairs) that match; with
+        ``uses`` (``orders``, ``orders.amount``…), only those whose SQL uses one of them;
+        with ``verified``, only verified pairs."""
         found = scan(self.settings)
         self._report(found.errors)
-        filters = Filters(datasource=datasource, tags=tuple(tags), source=source)
+        filters = Filters(datasource=datasource, tags=tuple(tags), source=source,
+                          verified=verified)
         extra = extra_pairs(self.settings) if seeds else []
-        return [p for p in (*found.pairs, *extra) if filters.accepts(p)]
+        pairs = [p for p in (*found.pairs, *extra) if filters.accepts(p)]
+        if uses:
+            pairs = [p for p, _items in self.using(uses, pairs)]
+        return pairs
+
+    def using(self, items: Sequence[str], pairs: Sequence[Pair] | None = None
+              ) -> builtins.list[tuple[Pair, tuple[str, ...]]]:
+        """The pairs (default: every stored pair) whose SQL uses any of ``items``
+        (``orders`` or ``orders.amount``), each with the items it uses, resolved against
+        the manifest (aliases, CTEs and ``*`` included)."""
+        manifest = self.manifest()
+        validator = Validator(self.settings)
+        index = UsesIndex(self.settings, manifest)
+        chosen = builtins.list(pairs if pairs is not None else scan(self.settings).pairs)
+        return pairs_using(index, chosen, builtins.list(items), validator.dialect_of)
+
+    def verify(self, paths: Iterable[str | Path], *, by: str | None = None,
+               force: bool = False) -> builtins.list[Verified]:
+        """Mark pair files verified by ``by`` (default: git config user.name and email),
+        recording the SQL's and the used schema items' fingerprints. A pair that does not
+        validate is refused unless ``force``."""
+        targets = [Path(p) if Path(p).is_absolute() else self._pair_path(str(p))
+                   for p in paths]
+        results = verify_pairs(self.settings, targets, by or reviewer_name(self.root),
+                               force=force)
+        self._after_write([r.path for r in results if r.changed])
+        return results
+
+    def stale(self) -> builtins.list[Problem]:
+        """Verified pairs whose tables or columns changed in the manifest since (WM011)."""
+        return [p for p in self.validate() if p.kind == "stale"]
 
     def forget(self, targets: Sequence[str] = (), *, source: str | None = None
                ) -> builtins.list[str]:
@@ -188,6 +243,7 @@ class Memory:
         ``overwrite`` existing questions). SQL that does not parse refuses the import
         (:class:`ImportRefused`, nothing written) unless ``force``."""
         pairs = read_queries_yml(Path(path))
+        self._check_import(pairs, force)
         report = import_pairs(self.settings, pairs, mode, dry_run=dry_run, force=force)
         report.read = len(pairs)
         if not dry_run:
@@ -279,14 +335,47 @@ class Memory:
             return None
         return self.manifest()
 
-    def _schema(self, manifest: Manifest) -> Schema:
-        """Tables and columns of ``manifest`` prepared for reference checks, kept with it."""
+    def _validator(self, manifest: Manifest | None, check_schema: bool) -> Validator:
+        """A validator of SQL texts (parse, read-only and, with ``check_schema``, names and
+        the engine), kept with the manifest it checks against."""
+        if manifest is None or not check_schema:
+            return Validator(self.settings, check_schema=check_schema, tables={})
         cached = self._manifest_cache
         prepared: dict[str, Any] = cached[2] if cached and cached[1] is manifest else {}
-        if "schema" not in prepared:
-            prepared["schema"] = Schema(manifest.table_columns())
-        schema: Schema = prepared["schema"]
-        return schema
+        if "validator" not in prepared:
+            validator = Validator(self.settings, tables=manifest.table_columns(),
+                                  manifest_dialect=manifest.dialect, manifest=manifest)
+            validator._loaded = True
+            prepared["validator"] = validator
+        found: Validator = prepared["validator"]
+        return found
+
+    def _check_import(self, pairs: Sequence[Pair], force: bool) -> None:
+        """Refuse an import with SQL that writes (always), or that the manifest or the
+        engine rejects (unless ``force``); parse problems are ``import_pairs``' to report."""
+        manifest = self._manifest_if_any()
+        validator = self._validator(manifest, True)
+        writes, rejected = [], []
+        for n, pair in enumerate(pairs, 1):
+            dialect = pair.dialect or default_dialect(
+                self.settings, manifest.dialect if manifest else None)
+            for kind, p in validator.sql_findings(pair.sql, dialect):
+                line = f"pair #{n} ({pair.nl[:60]}): {p.line}:{p.col}: {p.message}"
+                if kind == "write":
+                    writes.append(line)
+                elif kind in ("schema", "engine"):
+                    rejected.append(line)
+        if writes:
+            raise ImportRefused(writes, "SQL that writes (the allow_writes setting accepts it)")
+        if rejected and not force:
+            raise ImportRefused(rejected)
+
+    def _pair_path(self, target: str) -> Path:
+        """A pair file given relative to the current folder or to the project."""
+        for candidate in (Path(target), self.root / target):
+            if candidate.exists():
+                return candidate.resolve()
+        return self.root / target
 
     def describe(self) -> str:
         """The whole schema as plain text (models, columns, relationships, views, cubes)."""

@@ -52,6 +52,7 @@ def read_questions(path: Path) -> list[str]:
 @click.option("--datasource", "-d", help="Only pairs of this datasource.")
 @click.option("--tag", "tags", multiple=True, help="Only pairs with this tag (repeatable).")
 @click.option("--source", help="Only pairs with this source (user, seed…).")
+@click.option("--verified", is_flag=True, help="Only pairs a person verified (wrenmem verify).")
 @click.option("--backend", "-b", type=click.Choice(BACKENDS),
               help="grep, vector, hybrid or auto (default: setting `backend`).")
 @click.option("--min-score", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
@@ -65,7 +66,7 @@ def read_questions(path: Path) -> list[str]:
 @click.pass_context
 def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | None, k: int,
            datasource: str | None, tags: tuple[str, ...], source: str | None,
-           backend: str | None, min_score: float, as_json: bool, output: str | None,
+           verified: bool, backend: str | None, min_score: float, as_json: bool, output: str | None,
            row_format: str) -> None:
     """Recall the stored NL→SQL pairs most similar to each question."""
 
@@ -74,7 +75,7 @@ def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | Non
         raise click.UsageError("give a question with -q, or a file with --queries")
     require_questions(questions)
     settings = get_settings(ctx, backend=backend)
-    filters = Filters(datasource=datasource, tags=tags, source=source)
+    filters = Filters(datasource=datasource, tags=tags, source=source, verified=verified)
     # What Memory.recall_many does, without loading the rest of the API: the running
     # watcher answers warm when it can; otherwise the same work in-process.
     results = remote_recall(settings, questions, k, filters, notify=warn)

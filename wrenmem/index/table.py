@@ -231,7 +231,9 @@ def query_terms(question: str) -> str:
 
 def pair_row(row_id: str, pair: Pair, text: str, vector: Sequence[float] | np.ndarray
              ) -> dict[str, Any]:
-    meta = {"created_at": pair.created_at, "sql_line": pair.sql_line}
+    meta: dict[str, Any] = {"created_at": pair.created_at, "sql_line": pair.sql_line}
+    if pair.verified:
+        meta["verified"] = True  # recall.hits.VERIFIED_META: what `recall --verified` keeps
     return {
         "id": row_id,
         "path": pair.path,
@@ -258,7 +260,15 @@ def row_pair(row: Mapping[str, Any]) -> Pair:
     return Pair(nl=row["question"], sql=row["sql"], path=row["path"],
                 datasource=row.get("datasource"), dialect=row.get("dialect"),
                 tags=tuple(row.get("tags") or ()), source=row.get("source") or "user",
-                created_at=meta.get("created_at"), sql_line=int(meta.get("sql_line") or 1))
+                created_at=meta.get("created_at"), sql_line=int(meta.get("sql_line") or 1),
+                extra=_verified_extra(row["sql"]) if meta.get("verified") else {})
+
+
+def _verified_extra(sql: str) -> dict[str, Any]:
+    """Front-matter keys that make a rebuilt Pair ``verified`` (the row says it was)."""
+    from wrenmem.pairs.pairfile import VERIFIED_BY, VERIFIED_SQL, sql_fingerprint
+
+    return {VERIFIED_BY: "index", VERIFIED_SQL: sql_fingerprint(sql)}
 
 
 def write(table: Any, rows: Sequence[dict[str, Any]], delete_ids: Sequence[str]) -> None:

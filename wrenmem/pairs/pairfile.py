@@ -20,6 +20,13 @@ from wrenmem.settings import MAX_PAIR_BYTES
 
 KNOWN_KEYS = ("nl", "datasource", "dialect", "tags", "source", "created_at", "verified_by",
               "verified_at")
+# Review status (see docs/file-format.md): who verified the pair and when, the fingerprint of
+# its SQL and of the schema items it uses at that moment; ``reviewed: false`` marks a pair an
+# agent wrote. ``allow-writes: true`` accepts a pair whose SQL writes.
+VERIFIED_BY, VERIFIED_AT, VERIFIED_SQL, VERIFIED_SCHEMA = (
+    "verified_by", "verified_at", "verified_sql", "verified_schema")
+REVIEWED, ALLOW_WRITES = "reviewed", "allow-writes"
+REVIEW_KEYS = (VERIFIED_BY, VERIFIED_AT, VERIFIED_SQL, VERIFIED_SCHEMA, REVIEWED)
 _DELIM = re.compile(r"^---[ \t]*$")
 _FENCE_OPEN = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
 _ISO_TIME = re.compile(
@@ -50,12 +57,37 @@ class Pair:
 
     @property
     def content_hash(self) -> str:
-        """Hash of everything the index stores about the pair (not notes, not timestamps)."""
-        payload = json.dumps(
-            [self.nl, self.sql, self.datasource, self.dialect, list(self.tags), self.source],
-            ensure_ascii=False,
-        )
+        """Hash of everything the index stores about the pair (not notes, not timestamps).
+
+        Being verified is part of it (a verified pair's row says so), added only then:
+        the hash of every other pair stays what earlier versions computed."""
+        fields: list[Any] = [self.nl, self.sql, self.datasource, self.dialect,
+                             list(self.tags), self.source]
+        if self.verified:
+            fields.append("verified")
+        payload = json.dumps(fields, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    @property
+    def verified(self) -> bool:
+        """A person verified this very SQL: ``verified_by`` is set and ``verified_sql`` is
+        the fingerprint of the SQL as it is now (editing the SQL un-verifies the pair)."""
+        return bool(self.extra.get(VERIFIED_BY)) and (
+            str(self.extra.get(VERIFIED_SQL) or "") == sql_fingerprint(self.sql))
+
+    @property
+    def unreviewed(self) -> bool:
+        """Waiting for a person: marked ``reviewed: false`` (an agent wrote it), written by
+        something other than a person, or verified once and edited since."""
+        if self.verified:
+            return False
+        return (self.extra.get(REVIEWED) is False or self.source != "user"
+                or bool(self.extra.get(VERIFIED_BY)))
+
+    @property
+    def allows_writes(self) -> bool:
+        """``allow-writes: true`` in the front matter: this pair's SQL may write."""
+        return self.extra.get(ALLOW_WRITES) is True
 
     def to_dict(self) -> dict[str, Any]:
         """Stable JSON shape used by ``--json`` outputs."""
@@ -68,10 +100,16 @@ class Pair:
             "tags": list(self.tags),
             "source": self.source,
             "created_at": self.created_at,
+            "verified": self.verified,
         }
 
     def with_changes(self, **changes: Any) -> Pair:
         return replace(self, **changes)
+
+
+def sql_fingerprint(sql: str) -> str:
+    """A short hash of a SQL text, blind to whitespace (re-indenting keeps a pair verified)."""
+    return hashlib.sha256(" ".join(sql.split()).encode("utf-8")).hexdigest()[:16]
 
 
 # YAML aliases may expand to at most this many nodes in one front matter: a few hundred

@@ -80,7 +80,8 @@ def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Fil
         for error in skipped:
             notify(f"{error.location()}: {error.reason} (skipped)")
     return above([RecallResult(q, backend.name, tuple(h))
-                  for q, h in zip(queries, hits, strict=True)], min_score)
+                  for q, h in zip(queries, hits, strict=True)], min_score,
+                 settings.prefer_verified)
 
 
 def catch_up(settings: Settings) -> str | None:

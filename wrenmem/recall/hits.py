@@ -17,17 +17,26 @@ class Filters:
     datasource: str | None = None
     tags: tuple[str, ...] = ()
     source: str | None = None
+    verified: bool = False  # only pairs a person verified
 
     def accepts(self, pair: Pair) -> bool:
+        if self.verified and not pair.verified:
+            return False
         return self.accepts_fields(pair.datasource, pair.source, pair.tags)
 
     def accepts_fields(self, datasource: str | None, source: str | None,
-                       tags: Sequence[str] | None) -> bool:
+                       tags: Sequence[str] | None, meta: str | None = None) -> bool:
+        if self.verified and VERIFIED_META not in (meta or ""):
+            return False
         if self.datasource is not None and datasource != self.datasource:
             return False
         if self.source is not None and source != self.source:
             return False
         return all(tag in (tags or ()) for tag in self.tags)
+
+
+# How an index row's ``meta`` JSON says the pair is verified (wrenmem.index.table.pair_row).
+VERIFIED_META = '"verified": true'
 
 
 @dataclass(frozen=True)
@@ -50,13 +59,14 @@ class Hit:
     tags: tuple[str, ...] = ()
     backend: str = ""
     raw_score: float | None = None
+    verified: bool = False  # a person verified this SQL (``wrenmem verify``)
 
     @classmethod
     def from_pair(cls, pair: Pair, score: float, backend: str,
                   raw_score: float | None = None) -> Hit:
         return cls(pair.nl, pair.sql, pair.path, round(score, 6), pair.source, pair.datasource,
                    pair.dialect, pair.tags, backend,
-                   None if raw_score is None else round(raw_score, 6))
+                   None if raw_score is None else round(raw_score, 6), pair.verified)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +80,7 @@ class Hit:
             "tags": list(self.tags),
             "backend": self.backend,
             "raw_score": self.raw_score,
+            "verified": self.verified,
         }
 
 
@@ -107,8 +118,26 @@ def rank(scored: Sequence[tuple[float, Pair, float | None]], k: int, backend: st
     return [Hit.from_pair(pair, score, backend, raw) for score, pair, raw in ordered[:k]]
 
 
-def above(results: Sequence[RecallResult], min_score: float) -> list[RecallResult]:
-    """The results without the hits that score below ``min_score``."""
+# With the ``prefer_verified`` setting, a verified hit goes ahead of unverified hits that
+# score at most this much more (scores are probabilities in [0, 1]); the scores shown stay.
+PREFER_MARGIN = 0.05
+
+
+def prefer_verified(results: Sequence[RecallResult], margin: float = PREFER_MARGIN
+                    ) -> list[RecallResult]:
+    """Each result's hits re-sorted (stably) so that a verified pair comes before an
+    unverified one unless that one scores more than ``margin`` higher."""
+    return [RecallResult(r.query, r.backend, tuple(sorted(
+        r.hits, key=lambda h: -(h.score + (margin if h.verified else 0.0)))))
+        for r in results]
+
+
+def above(results: Sequence[RecallResult], min_score: float, prefer: bool = False
+          ) -> list[RecallResult]:
+    """The results without the hits that score below ``min_score`` (with ``prefer``, the
+    ``prefer_verified`` setting, re-sorted by :func:`prefer_verified`)."""
+    if prefer:
+        results = prefer_verified(results)
     if min_score <= 0:
         return list(results)
     return [RecallResult(r.query, r.backend, tuple(h for h in r.hits if h.score >= min_score))

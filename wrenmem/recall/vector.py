@@ -25,7 +25,7 @@ from wrenmem.fusion import Signals, at_least_identical, dense_score, fuse, is_cj
 from wrenmem.index import recallcopy, replica
 from wrenmem.index import table as index
 from wrenmem.index.table import query_terms, row_pair
-from wrenmem.recall.hits import Filters, Hit, rank
+from wrenmem.recall.hits import VERIFIED_META, Filters, Hit, rank
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,8 @@ def where_clause(filters: Filters) -> str | None:
     if filters.source is not None:
         parts.append(f"source = {lance.quote(filters.source)}")
     parts += [f"array_has(tags, {lance.quote(tag)})" for tag in filters.tags]
+    if filters.verified:
+        parts.append(f"meta LIKE {lance.quote('%' + VERIFIED_META + '%')}")
     return " AND ".join(parts) or None
 
 
@@ -318,9 +320,10 @@ class _CopyView:
         self.allowed: Any = None
         self.positions: Any = None  # the allowed rows' numbers (None: every row)
         if filters != Filters():
-            at = [recallcopy.POSITION[c] for c in ("datasource", "source", "tags")]
+            at = [recallcopy.POSITION[c] for c in ("datasource", "source", "tags", "meta")]
             self.allowed = np.fromiter(
-                (filters.accepts_fields(r[at[0]], r[at[1]], r[at[2]]) for r in copy.rows),
+                (filters.accepts_fields(r[at[0]], r[at[1]], r[at[2]], r[at[3]])
+                 for r in copy.rows),
                 dtype=bool, count=len(copy))
             self.positions = np.flatnonzero(self.allowed)
         self.matrix = copy.matrix if self.positions is None else copy.matrix[self.positions]

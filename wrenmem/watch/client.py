@@ -118,7 +118,7 @@ def remote_recall(settings: Any, queries: Sequence[str], k: int, filters: Any,
     """``recall_many`` answered by the daemon, or None (then call ``recall_many``)."""
     args = {"queries": list(queries), "k": k,
             "filters": {"datasource": filters.datasource, "tags": list(filters.tags),
-                        "source": filters.source}}
+                        "source": filters.source, "verified": filters.verified}}
     reply = request(settings, "recall", args, timeout=REPLY_TIMEOUT + 0.05 * len(queries))
     if reply is None:
         return None
@@ -128,7 +128,7 @@ def remote_recall(settings: Any, queries: Sequence[str], k: int, filters: Any,
             RecallResult(r["query"], r["backend"], tuple(
                 Hit(h["question"], h["sql"], h["path"], h["score"], h["source"],
                     h["datasource"], h["dialect"], tuple(h["tags"]), h["backend"],
-                    h.get("raw_score"))
+                    h.get("raw_score"), bool(h.get("verified")))
                 for h in r["hits"]))
             for r in reply["result"]]
     except (KeyError, TypeError):

@@ -217,7 +217,7 @@ class DaemonServer:
         k = int(args.get("k", 3))
         f = args.get("filters") or {}
         filters = Filters(datasource=f.get("datasource"), tags=tuple(f.get("tags") or ()),
-                          source=f.get("source"))
+                          source=f.get("source"), verified=bool(f.get("verified")))
         results = self.recaller.recall(settings, queries, k, filters, notes.append)
         return [r.to_dict() for r in results]
 

@@ -68,7 +68,8 @@ class WarmRecall:
         else:
             backend, hits = self._index_search(name, settings, list(queries), k, filters, say)
         return above([RecallResult(q, backend, tuple(h))
-                      for q, h in zip(queries, hits, strict=True)], min_score)
+                      for q, h in zip(queries, hits, strict=True)], min_score,
+                     settings.prefer_verified)
 
     def _stale(self, key: str) -> tuple[bool, float]:
         """(may files have changed since ``key`` was last synced, when this check began)."""
