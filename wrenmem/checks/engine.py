@@ -38,6 +38,12 @@ _TYPES = re.compile(
     r"Conversion Error|cannot be cast|Type mismatch|No operator matches|Cannot deserialize|"
     r"type .* does not match|Cannot (?:add|subtract|multiply|divide)|implicit cast", re.I)
 _QUOTED = re.compile(r"\"([^\"]+)\"|'([^']+)'")
+_NO_FUNCTION = re.compile(r"Function with name \S+ does not exist|does not support|"
+                          r"not implemented", re.I)
+# Dialects whose engines refuse to compare a number column with a text column (DuckDB casts
+# the text at run time, so binding alone would not say so).
+STRICT_COMPARISONS = frozenset({"postgres", "redshift", "bigquery", "trino", "presto",
+                                "athena", "materialize", "risingwave"})
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,8 @@ class Engine:
         self._duckdb = duckdb
         self.con = duckdb.connect(":memory:")
         self.untyped: set[str] = set()  # lower-case table names with a column of no known type
+        self.types: dict[str, dict[str, str]] = {}  # table -> column -> DuckDB type
+        self._schema: Any = None
         self.names = {t.lower() for t in tables}
         self.keys: dict[str, set[str]] = {}
         dialect = manifest.dialect if manifest is not None else None
@@ -98,6 +106,8 @@ class Engine:
             if duck is None or not self._type_ok(duck):
                 self.untyped.add(name.lower())
                 duck = "VARCHAR"
+            else:
+                self.types.setdefault(name, {})[column] = duck
             parts.append(f"{_quote(column)} {duck}")
         if not parts:
             parts = ['"__no_columns" INTEGER']
@@ -129,14 +139,59 @@ class Engine:
             self.con.execute("EXPLAIN\n" + text)
         except self._duckdb.Error as e:
             return [self._problem(e, sql, text, dialect or "", tree)]
+        if tree is not None:
+            return self._type_clashes(sql, dialect or "", tree)
         return []
+
+    def _type_clashes(self, sql: str, dialect: str, tree: Any) -> list[EngineProblem]:
+        """A number column compared with (or joined on) a text column: PostgreSQL and the
+        like have no such operator, where DuckDB would cast the text when the query runs."""
+        from sqlglot import exp
+        from sqlglot.errors import SqlglotError
+        from sqlglot.optimizer.annotate_types import annotate_types
+        from sqlglot.optimizer.qualify import qualify
+
+        try:
+            typed = annotate_types(qualify(
+                tree.copy(), dialect=dialect, schema=self.schema(), validate_qualify_columns=False,
+                allow_partial_qualification=True, quote_identifiers=False, identify=False),
+                schema=self.schema(), dialect=dialect)
+        except (SqlglotError, ValueError, KeyError, TypeError, RecursionError):
+            return []
+        for node in typed.find_all(exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE):
+            left, right = node.this, node.expression
+            if not (isinstance(left, exp.Column) and isinstance(right, exp.Column)):
+                continue
+            kinds = {_kind(left.type), _kind(right.type)}
+            if kinds == {"number", "text"}:
+                spot = _find(sql, left.sql())
+                spot = _find(sql, left.name) if spot is None else spot
+                line, col = position(sql, spot) if spot is not None else (1, 1)
+                clash = (f"{left.sql()}, a {_kind(left.type)}, with {right.sql()}, a "
+                         f"{_kind(right.type)}")
+                if dialect in STRICT_COMPARISONS:
+                    return [EngineProblem(f"{dialect} cannot compare {clash} (cast one side)",
+                                          line, col)]
+                return [EngineProblem(f"{dialect or 'the database'} converts one side here, a "
+                                      f"strict engine would not compare {clash}", line, col,
+                                      note=True)]
+        return []
+
+    def schema(self) -> Any:
+        """The tables' column types, as sqlglot's schema (for its type annotation)."""
+        if self._schema is None:
+            from sqlglot.schema import MappingSchema
+
+            self._schema = MappingSchema(self.types, dialect="duckdb")
+        return self._schema
 
     def _problem(self, error: Exception, sql: str, text: str, dialect: str,
                  tree: Any) -> EngineProblem:
         message = _first_line(str(error))
         line, col = _locate(str(error), sql, text)
         kind = type(error).__name__
-        if kind not in ("BinderException", "CatalogException", "ConversionException"):
+        if kind not in ("BinderException", "CatalogException", "ConversionException") or (
+                dialect != "duckdb" and _NO_FUNCTION.search(message)):
             # DuckDB cannot parse or does not implement what sqlglot wrote: not the pair's fault
             return EngineProblem(f"not checked by the engine: DuckDB cannot bind the {dialect} "
                                  f"SQL as transpiled ({message})", line, col, note=True)
@@ -178,6 +233,19 @@ class Engine:
         self.con.close()
 
 
+def _kind(data_type: Any) -> str:
+    """number, text or other, for a sqlglot DataType."""
+    from sqlglot import exp
+
+    if data_type is None:
+        return "other"
+    if data_type.is_type(*exp.DataType.NUMERIC_TYPES):
+        return "number"
+    if data_type.is_type(*exp.DataType.TEXT_TYPES):
+        return "text"
+    return "other"
+
+
 def relationship_columns(manifest: Manifest | None, model: str) -> set[str]:
     """Columns of ``model`` that stand for a relationship (their type is a model name):
     Wren resolves them itself, no table has them."""
@@ -198,7 +266,7 @@ def duck_type(kind: str, dialect: str | None) -> str | None:
         data_type = exp.DataType.build(kind.strip(), dialect=dialect or None, udt=True)
     except (SqlglotError, ValueError, TypeError):
         return None
-    if data_type.is_type(exp.DataType.Type.USERDEFINED, exp.DataType.Type.UNKNOWN):
+    if data_type.this in (exp.DataType.Type.USERDEFINED, exp.DataType.Type.UNKNOWN):
         return None
     return data_type.sql("duckdb")
 
@@ -265,7 +333,7 @@ def _find(sql: str, marked: str) -> int | None:
     words = [re.escape(w) for w in re.split(r"\s+", marked) if w]
     pattern = r"\s*".join(words)
     if re.match(r"\w", marked):
-        pattern = r"(?<![\w.])" + pattern
+        pattern = r"(?<!\w)" + pattern
     found = re.search(pattern, sql, re.I)
     return found.start() if found else None
 

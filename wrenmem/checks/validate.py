@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wrenmem.checks.references import Schema, check_schema
+from wrenmem.checks.references import Schema, check_schema, sqlite_quoted_strings
 from wrenmem.checks.rules import (
     IGNORE_KEY,
     WARNING_CODES,
@@ -191,6 +191,8 @@ class Validator:
             return found
         if self._schema is None:
             self._schema = Schema(self.tables)
+        if dialect == "sqlite":
+            tree = sqlite_quoted_strings(tree, self._schema.known)
         found = [("schema", p) for p in check_schema(sql, dialect, self._schema, tree)]
         if not found and writes is None and self.engine() is not None:
             found = [("engine-note" if p.note else "engine", p)
