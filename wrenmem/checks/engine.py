@@ -192,6 +192,8 @@ class Engine:
 
     def _problem(self, error: Exception, sql: str, text: str, dialect: str,
                  tree: Any) -> EngineProblem:
+        from sqlglot import exp
+
         message = _first_line(str(error))
         line, col = _locate(str(error), sql, text)
         kind = type(error).__name__
@@ -200,6 +202,12 @@ class Engine:
             # DuckDB cannot parse or does not implement what sqlglot wrote: not the pair's fault
             return EngineProblem(f"not checked by the engine: DuckDB cannot bind the {dialect} "
                                  f"SQL as transpiled ({message})", line, col, note=True)
+        later = re.search(r'Referenced table "([^"]+)" not found', message)
+        if later and dialect == "sqlite" and tree is not None and later.group(1).lower() in {
+                (t.alias_or_name or "").lower() for t in tree.find_all(exp.Table)}:
+            return EngineProblem(f"sqlite resolves a join condition against a table joined "
+                                 f"later, a strict engine would not: {message}", line, col,
+                                 note=True)
         if _GROUP_BY.search(message):
             if dialect in BARE_COLUMNS:
                 return EngineProblem(f"{dialect} accepts this, a strict engine would not: "

@@ -170,7 +170,8 @@ class Validator:
         problems = [Problem(pair.path, *to_file(p.line, p.col), p.message, kind)
                     for kind, p in self.sql_findings(pair.sql, dialect,
                                                      allow_writes=pair.allows_writes)]
-        if not problems and self.check_schema and self.tables:
+        if self.check_schema and self.tables and not any(
+                p.kind in ("pair", "sql", "write") for p in problems):
             problems += self._stale(pair, lines)
         return problems
 

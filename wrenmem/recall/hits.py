@@ -20,13 +20,12 @@ class Filters:
     verified: bool = False  # only pairs a person verified
 
     def accepts(self, pair: Pair) -> bool:
-        if self.verified and not pair.verified:
-            return False
-        return self.accepts_fields(pair.datasource, pair.source, pair.tags)
+        return self.accepts_fields(pair.datasource, pair.source, pair.tags,
+                                   VERIFIED_META if self.verified and pair.verified else None)
 
     def accepts_fields(self, datasource: str | None, source: str | None,
                        tags: Sequence[str] | None, meta: str | None = None) -> bool:
-        if self.verified and VERIFIED_META not in (meta or ""):
+        if self.verified and VERIFIED_META not in (meta or ""):  # meta: the index row's
             return False
         if self.datasource is not None and datasource != self.datasource:
             return False
