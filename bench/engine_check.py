@@ -195,6 +195,16 @@ def faults(sql: str, dialect: str, manifest: Manifest) -> list[tuple[str, str]]:
     return out
 
 
+def _note_kind(message: str) -> str:
+    """A note's reason in a few words (what the dialect allows, or why not checked)."""
+    import re
+
+    if message.startswith("not checked by the engine"):
+        found = re.search(r"(sqlglot cannot \w+|DuckDB cannot bind|sqlglot failed)", message)
+        return "not checked: " + (found.group(1) if found else message[:40])
+    return re.split(r"[:,]", message, maxsplit=1)[0]
+
+
 def load_sets(limit: int | None) -> list[tuple[str, str, str, list[tuple[str, str]]]]:
     """(name, dialect, schema file, [(db_id, sql)])."""
     sets = []
@@ -218,6 +228,7 @@ def run(limit: int | None) -> dict[str, Any]:
         checker = Checker(schemas, SOURCES[dialect])
         started = time.perf_counter()
         codes: Counter[str] = Counter()
+        notes: Counter[str] = Counter()
         false_errors: list[dict[str, str]] = []
         caught: Counter[str] = Counter()
         noted: Counter[str] = Counter()
@@ -226,6 +237,7 @@ def run(limit: int | None) -> dict[str, Any]:
         for db_id, sql in sqls:
             found = checker.findings(db_id, sql, dialect)
             codes.update(c for c, _k, _m in found)
+            notes.update(_note_kind(m) for c, _k, m in found if c == "WM010")
             errors = [(c, m) for c, k, m in found if c != "WM010"]
             if errors:
                 false_errors.append({"db": db_id, "sql": sql, "code": errors[0][0],
@@ -245,6 +257,7 @@ def run(limit: int | None) -> dict[str, Any]:
         report[name] = {
             "dialect": dialect, "sqls": len(sqls), "false_errors": len(false_errors),
             "notes": codes.get("WM010", 0), "codes": dict(codes),
+            "note_kinds": dict(notes.most_common()),
             "seconds": round(seconds, 1),
             "faults": {k: {"made": made[k], "caught": caught[k], "noted": noted[k],
                            "missed": made[k] - caught[k] - noted[k]} for k in FAULTS},

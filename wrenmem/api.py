@@ -34,7 +34,7 @@ from wrenmem.pairs.exchange import (
     read_queries_yml,
 )
 from wrenmem.pairs.fmt import FmtReport, format_files
-from wrenmem.pairs.pairfile import ALLOW_WRITES, REVIEWED, Pair
+from wrenmem.pairs.pairfile import ALLOW_WRITES, REVIEWED, VERIFIED_SCHEMA, Pair
 from wrenmem.pairs.project import init_project
 from wrenmem.pairs.seeds import SeedWrite, build_records, extra_pairs, write_seeds
 from wrenmem.pairs.store import (
@@ -215,8 +215,15 @@ class Memory:
         return results
 
     def stale(self) -> builtins.list[Problem]:
-        """Verified pairs whose tables or columns changed in the manifest since (WM011)."""
-        return [p for p in self.validate() if p.kind == "stale"]
+        """Verified pairs whose tables or columns changed in the manifest since (WM011);
+        reads only the verified pairs' files, binds nothing."""
+        validator = Validator(self.settings)
+        found: builtins.list[Problem] = []
+        for pair in scan(self.settings).pairs:
+            if pair.verified and pair.extra.get(VERIFIED_SCHEMA):
+                text = (self.root / pair.path).read_text(encoding="utf-8-sig")
+                found += validator.stale_problems(pair, text.split("\n"))
+        return found
 
     def forget(self, targets: Sequence[str] = (), *, source: str | None = None
                ) -> builtins.list[str]:
@@ -289,22 +296,26 @@ class Memory:
     # -- recall --------------------------------------------------------------------
     def recall(self, question: str, k: int = 3, *, datasource: str | None = None,
                tags: Sequence[str] = (), source: str | None = None,
-               min_score: float = 0.0) -> builtins.list[Hit]:
+               min_score: float = 0.0, verified: bool = False) -> builtins.list[Hit]:
         """The ``k`` stored pairs most similar to ``question``, best first; only those
-        scoring at least ``min_score`` (scores are in [0, 1], the same for every backend)."""
+        scoring at least ``min_score`` (scores are in [0, 1], the same for every backend)
+        and, with ``verified``, only pairs a person verified (``Hit.verified``)."""
         return list(self.recall_many([question], k, datasource=datasource, tags=tags,
-                                     source=source, min_score=min_score)[0].hits)
+                                     source=source, min_score=min_score,
+                                     verified=verified)[0].hits)
 
     def recall_many(self, questions: Sequence[str], k: int = 3, *,
                     datasource: str | None = None, tags: Sequence[str] = (),
                     source: str | None = None, sync: bool = True,
-                    min_score: float = 0.0) -> builtins.list[RecallResult]:
+                    min_score: float = 0.0, verified: bool = False
+                    ) -> builtins.list[RecallResult]:
         """Recall for several questions in one batch (one model call). The index is first
         brought up to date with the files, unless ``sync`` is False (the caller knows that
         nothing changed since its last recall). Hits scoring below ``min_score`` (in
         [0, 1], one meaning for every backend) are left out."""
         require_questions(questions)
-        filters = Filters(datasource=datasource, tags=tuple(tags), source=source)
+        filters = Filters(datasource=datasource, tags=tuple(tags), source=source,
+                          verified=verified)
         if self.use_daemon:
             remote = remote_recall(self.settings, questions, k, filters, notify=self.notify)
             if remote is not None:

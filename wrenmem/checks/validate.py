@@ -172,7 +172,7 @@ class Validator:
                                                      allow_writes=pair.allows_writes)]
         if self.check_schema and self.tables and not any(
                 p.kind in ("pair", "sql", "write") for p in problems):
-            problems += self._stale(pair, lines)
+            problems += self.stale_problems(pair, lines)
         return problems
 
     def sql_findings(self, sql: str, dialect: str, *, allow_writes: bool = False
@@ -218,8 +218,9 @@ class Validator:
                         "engine-note")
         return self._engine or None
 
-    def _stale(self, pair: Pair, lines: list[str]) -> list[Problem]:
+    def stale_problems(self, pair: Pair, lines: list[str]) -> list[Problem]:
         """The items a verified pair used that changed or went away since (WM011)."""
+        self.load_manifest()
         recorded = pair.extra.get(VERIFIED_SCHEMA)
         if not isinstance(recorded, dict) or not pair.verified or self.manifest is None:
             return []
