@@ -57,7 +57,7 @@ class EngineProblem:
 
 
 class EngineUnavailable(Exception):
-    """DuckDB is not installed: the engine check is skipped, never a crash."""
+    """DuckDB is not installed or cannot start: the engine check is skipped, never a crash."""
 
 
 class Engine:
@@ -70,12 +70,26 @@ class Engine:
             raise EngineUnavailable("DuckDB is not installed (pip install 'wrenmem[engine]')"
                                     ) from e
         self._duckdb = duckdb
-        self.con = duckdb.connect(":memory:")
+        try:
+            # One thread and a small memory limit: it only plans queries over empty tables,
+            # and DuckDB's default (a thread per core) reserves more than a small process may
+            self.con = duckdb.connect(":memory:", config={"threads": 1,
+                                                          "memory_limit": "256MB"})
+        except duckdb.Error as e:
+            raise EngineUnavailable(f"DuckDB could not start ({_first_line(str(e))})") from e
         self.untyped: set[str] = set()  # lower-case table names with a column of no known type
         self.types: dict[str, object] = {}  # table -> column -> DuckDB type
         self._schema: Any = None
         self.names = {t.lower() for t in tables}
         self.keys: dict[str, set[str]] = {}
+        try:
+            self._build(manifest, tables)
+        except duckdb.Error as e:  # a name or type DuckDB will not take: no engine, no crash
+            self.con.close()
+            raise EngineUnavailable(f"DuckDB cannot build the manifest's tables "
+                                    f"({_first_line(str(e))})") from e
+
+    def _build(self, manifest: Manifest | None, tables: dict[str, dict[str, str]]) -> None:
         dialect = manifest.dialect if manifest is not None else None
         views = {v.name: v.statement for v in manifest.views} if manifest is not None else {}
         models = {m.name for m in manifest.models} if manifest is not None else set(tables)

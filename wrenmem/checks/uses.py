@@ -130,7 +130,7 @@ class UsesIndex:
         return tuple(found)
 
     def save(self) -> None:
-        if self.dirty and self.settings.state_dir.is_dir():
+        if self.dirty:  # a read-only checkout: not kept, only slower next time
             write_marshal(self.path, {"version": CACHE_VERSION,
                                       "manifest": self.manifest.fingerprint,
                                       "entries": self.entries})

@@ -167,8 +167,9 @@ def diff_pairs(settings: Settings, base: str | None = None, head: str | None = N
     if not check_schema:
         return result
     old = _manifest_at(settings, base_commit, top)
-    if old is None or (validator.manifest is not None
-                       and old.fingerprint == validator.manifest.fingerprint):
+    if old is None or validator.manifest_problem is not None or (
+            validator.manifest is not None
+            and old.fingerprint == validator.manifest.fingerprint):
         return result
     return replace(result, schema_affected=_affected(old, validator, head_side))
 

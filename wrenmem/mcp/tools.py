@@ -90,6 +90,7 @@ class ListedPair(TypedDict):
     dialect: str | None
     tags: list[str]
     created_at: str | None
+    verified: bool
 
 
 class ListOutput(TypedDict):
@@ -249,5 +250,5 @@ def _recalled(hit: Hit) -> RecalledPair:
 def _listed(pair: Pair) -> ListedPair:
     return {"question": pair.nl, "sql": pair.sql, "path": pair.path, "source": pair.source,
             "datasource": pair.datasource, "dialect": pair.dialect, "tags": list(pair.tags),
-            "created_at": pair.created_at}
+            "created_at": pair.created_at, "verified": pair.verified}
 
