@@ -136,8 +136,10 @@ class Memory:
         dialect = (dialect or (existing.dialect if existing else None)
                    or default_dialect(self.settings, manifest.dialect if manifest else None))
         allow_writes = allow_writes or bool(existing and existing.allows_writes)
-        findings = self._validator(manifest, check_schema).sql_findings(
-            sql.strip(), dialect, allow_writes=allow_writes)
+        validator = self._validator(manifest, check_schema)
+        findings = validator.sql_findings(sql.strip(), dialect, allow_writes=allow_writes)
+        if validator.engine_note is not None and self.notify is not None:
+            self.notify(f"note: {validator.engine_note.message}")
         writes = [p for kind, p in findings if kind == "write"]
         if writes:
             raise SqlCheckError(writes, prefix="not stored (read-only)")

@@ -18,7 +18,7 @@ from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.pairs.catalog import read_pair_file
 from wrenmem.pairs.pairfile import (
-    REVIEWED,
+    REVIEW_KEYS,
     VERIFIED_AT,
     VERIFIED_BY,
     VERIFIED_SCHEMA,
@@ -92,8 +92,7 @@ def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool 
             continue
         dialect = validator.dialect_of(pair)
         items = used_items(pair.sql, dialect, validator.tables or {}) if validator.tables else ()
-        extra = {k: v for k, v in pair.extra.items() if k not in (
-            REVIEWED, VERIFIED_BY, VERIFIED_AT, VERIFIED_SQL, VERIFIED_SCHEMA)}
+        extra = {k: v for k, v in pair.extra.items() if k not in REVIEW_KEYS}
         extra[VERIFIED_BY] = by.strip()
         extra[VERIFIED_AT] = stamp
         extra[VERIFIED_SQL] = sql_fingerprint(pair.sql)

@@ -72,10 +72,6 @@ class Problem:
                 "severity": "error" if self.is_error else "note"}
 
 
-def errors_of(problems: Iterable[Problem]) -> list[Problem]:
-    """The problems that fail a check (notes left out)."""
-    return [p for p in problems if p.is_error]
-
 
 def ignored_codes(settings: Settings) -> frozenset[str]:
     """Codes the ``ignore`` setting accepts project-wide."""

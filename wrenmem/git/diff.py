@@ -316,7 +316,8 @@ def _compare(base: Side, head: Side, validator: Validator) -> PairDiff:
         entries.append(Entry("removed", path, old))
     order = {"added": 0, "changed": 1, "moved": 2, "removed": 3}
     entries.sort(key=lambda e: (order[e.status], e.path))
-    warnings = (validator.manifest_problem.message,) if validator.manifest_problem else ()
+    warnings = tuple(p.message for p in (validator.manifest_problem, validator.engine_note)
+                     if p is not None)
     return PairDiff(base, head, tuple(entries), tuple(metadata_only), warnings)
 
 

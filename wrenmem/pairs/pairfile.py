@@ -70,10 +70,14 @@ class Pair:
 
     @property
     def verified(self) -> bool:
-        """A person verified this very SQL: ``verified_by`` is set and ``verified_sql`` is
-        the fingerprint of the SQL as it is now (editing the SQL un-verifies the pair)."""
-        return bool(self.extra.get(VERIFIED_BY)) and (
-            str(self.extra.get(VERIFIED_SQL) or "") == sql_fingerprint(self.sql))
+        """A person verified this very SQL: ``verified_by`` is set and ``verified_sql``, the
+        fingerprint ``wrenmem verify`` records, is that of the SQL as it is now (editing the
+        SQL un-verifies the pair). A ``verified_by`` written by hand, without a fingerprint,
+        is taken at its word: there is nothing to compare with."""
+        if not self.extra.get(VERIFIED_BY):
+            return False
+        recorded = self.extra.get(VERIFIED_SQL)
+        return recorded is None or str(recorded) == sql_fingerprint(self.sql)
 
     @property
     def unreviewed(self) -> bool:
