@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	@# torch first: pip takes the CPU build from local disk; otherwise a CUDA build is pulled.
 	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[index,st,minilm,dev,mcp]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[index,st,minilm,dev,mcp,engine]'
 	touch $@
 
 demo: $(VENV)/.installed

@@ -58,7 +58,7 @@ def test_json_lists_each_kind_of_change(branch: Path, wrenmem_proc) -> None:
     assert [e["valid"] for e in data["added"]] == [True, False]
     assert data["added"][1]["problems"] == [{
         "path": "knowledge/sql/typo.md", "line": 7, "col": 6, "kind": "schema", "code": "WM003",
-        "message": "unknown table 'orderz'; did you mean 'orders'?"}]
+        "message": "unknown table 'orderz'; did you mean 'orders'?", "severity": "error"}]
     [changed] = data["changed"]
     assert changed["path"] == EDITED and changed["valid"]
     assert (changed["old_nl"], changed["nl"]) == ("Total payment amount by payment method",

@@ -146,7 +146,7 @@ def test_cli_output_and_exit_status(project: Path, wrenmem_proc) -> None:
     assert data["ok"] is False and data["files"] == 2
     assert data["problems"][0] | {"message": ""} == {
         "path": "knowledge/sql/bad.md", "line": 6, "col": 23, "message": "", "kind": "sql",
-        "code": "WM002"}
+        "code": "WM002", "severity": "error"}
 
 
 def test_dialect_comes_from_the_pair_then_the_settings(project: Path, wrenmem_proc) -> None:

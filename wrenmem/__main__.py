@@ -28,12 +28,13 @@ _COMMON = {"-k": "k", "-l": "k", "--limit": "k", "-b": "backend", "--backend": "
            "--query": "queries"}
 _OPTIONS = {
     "recall": {**_COMMON, "-d": "datasource", "--datasource": "datasource", "--tag": "tags",
-               "--source": "source", "--min-score": "min_score", "--sql": "sql"},
+               "--source": "source", "--min-score": "min_score", "--sql": "sql",
+               "--verified": "verified"},
     "fetch": {**_COMMON, "-t": "types", "--type": "types", "--model": "model",
               "--threshold": "threshold"},
 }
 _REPEATABLE = {"queries", "tags", "types"}
-_FLAGS = {"json"}
+_FLAGS = {"json", "verified"}
 _DEFAULT_K = {"recall": 3, "fetch": 10}
 _BACKENDS = ("auto", "grep", "vector", "hybrid")
 FAST_PATH_OFF_ENV = "WRENMEM_NO_FAST_PATH"
@@ -139,7 +140,8 @@ def _recall(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | N
     results = memory.recall_many(options["queries"], options["k"],
                                  datasource=options.get("datasource"),
                                  tags=tuple(options["tags"]), source=options.get("source"),
-                                 min_score=options["min_score"], sql=options.get("sql"))
+                                 min_score=options["min_score"], sql=options.get("sql"),
+                                 verified=bool(options.get("verified")))
     if options["json"]:
         return _json([r.to_dict() for r in results]), notes
     return render_text(results), notes

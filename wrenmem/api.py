@@ -21,8 +21,8 @@ from wrenmem.watch.client import remote_call, remote_fetch, remote_recall
 # Memory (the CLI's fast path does) and must not pay for validation, git, the schema or
 # the index writer (bench/recall_latency.py; tests/test_api.py pins what recall imports).
 if TYPE_CHECKING:
-    from wrenmem.checks.references import Schema
-    from wrenmem.checks.validate import Problem
+    from wrenmem.checks.review import Verified
+    from wrenmem.checks.validate import Problem, Validator
     from wrenmem.embedders import Embedder
     from wrenmem.git.diff import PairDiff
     from wrenmem.index.drift import Drift
@@ -117,22 +117,25 @@ class Memory:
     def store(self, question: str, sql: str, *, datasource: str | None = None,
               dialect: str | None = None, tags: Iterable[str] = (), note: str = "",
               source: str | None = None, folder: str = "", force: bool = False,
-              check_schema: bool = False) -> StoreResult:
+              check_schema: bool = False, allow_writes: bool = False) -> StoreResult:
         """Store an NL→SQL pair as a Markdown file; the same question updates its file.
 
         The SQL must parse in its dialect (one statement) unless ``force``; with
         ``check_schema`` it must also name only tables and columns of the manifest (when
-        there is one). Otherwise :class:`SqlCheckError` lists each problem with its line
-        and column in ``sql`` as given. The dialect is ``dialect`` (or a ``dialect`` setting
-        given to this Memory as a flag), else the existing file's, else a ``dialect`` set in
-        the environment or ``wrenmem.toml``, else the manifest's data source, else the
-        default. Re-storing a question keeps its file's dialect, source and ``created_at``
-        unless given.
+        there is one) and bind in DuckDB over the manifest's tables (setting ``engine``).
+        Otherwise :class:`SqlCheckError` lists each problem with its line and column in
+        ``sql`` as given. SQL that writes (DML, DDL, DCL, ``SELECT … INTO``) is refused
+        even with ``force``, unless ``allow_writes`` (written to the file as
+        ``allow-writes: true``) or the ``allow_writes`` setting. A pair stored with
+        ``source="agent"`` is marked ``reviewed: false`` until ``verify``.
+
+        The dialect is ``dialect`` (or a ``dialect`` setting given to this Memory as a
+        flag), else the existing file's, else a ``dialect`` set in the environment or
+        ``wrenmem.toml``, else the manifest's data source, else the default. Re-storing a
+        question keeps its file's dialect, source and ``created_at`` unless given.
         """
-        from wrenmem.checks.references import check_schema as check_references
-        from wrenmem.pairs.pairfile import Pair
+        from wrenmem.pairs.pairfile import ALLOW_WRITES, REVIEWED, Pair
         from wrenmem.pairs.store import default_dialect, find_by_question, store_pair
-        from wrenmem.sqlcheck import parse_checked
 
         if not question.strip():
             raise WrenmemError("the question is empty")
@@ -144,16 +147,29 @@ class Memory:
             dialect = self.settings.dialect  # given for this call, like the argument
         dialect = (dialect or (existing.dialect if existing else None)
                    or default_dialect(self.settings, manifest.dialect if manifest else None))
-        tree, problems = parse_checked(sql, dialect)
-        if not problems and check_schema and manifest is not None:
-            problems = check_references(sql, dialect, self._schema(manifest), tree)
+        allow_writes = allow_writes or bool(existing and existing.allows_writes)
+        validator = self._validator(manifest, check_schema)
+        findings = validator.sql_findings(sql.strip(), dialect, allow_writes=allow_writes)
+        if validator.engine_note is not None and self.notify is not None:
+            self.notify(f"note: {validator.engine_note.message}")
+        writes = [p for kind, p in findings if kind == "write"]
+        if writes:
+            raise SqlCheckError(writes, prefix="not stored (read-only)")
+        problems = [p for kind, p in findings if kind != "engine-note"]
         if problems and not force:
             raise SqlCheckError(problems, prefix=f"not stored ({dialect} SQL)")
+        for kind, p in findings:
+            if kind == "engine-note" and self.notify is not None:
+                self.notify(f"note: {p.line}:{p.col}: {p.message}")
         if source is None:
             source = existing.source if existing else "user"
+        extra: dict[str, Any] = {ALLOW_WRITES: True} if allow_writes and not (
+            existing and existing.allows_writes) else {}
+        if source == "agent":
+            extra[REVIEWED] = False
         pair = Pair(nl=question.strip(), sql=sql.strip(),
                     datasource=datasource or self.settings.datasource, dialect=dialect,
-                    tags=tuple(_split_tags(tags)), source=source, notes=note)
+                    tags=tuple(_split_tags(tags)), source=source, notes=note, extra=extra)
         result = store_pair(self.settings, pair, folder=folder)
         self._after_write([result.path])
         return result
@@ -177,16 +193,67 @@ class Memory:
         raise WrenmemError(f"no pair file or stored question matches {target!r}{hint}")
 
     def list(self, *, source: str | None = None, tags: Sequence[str] = (),
-             datasource: str | None = None, seeds: bool = True) -> builtins.list[Pair]:
-        """Stored pairs (and, with ``seeds``, the manifest's seed pairs) that match."""
+             datasource: str | None = None, seeds: bool = True, uses: Sequence[str] = (),
+             verified: bool = False) -> builtins.list[Pair]:
+        """Stored pairs (and, with ``seeds``, the manifest's seed pairs) that match; with
+        ``uses`` (``orders``, ``orders.amount``…), only those whose SQL uses one of them;
+        with ``verified``, only verified pairs."""
         from wrenmem.pairs.catalog import scan
         from wrenmem.pairs.seeds import extra_pairs
 
         found = scan(self.settings)
         self._report(found.errors)
-        filters = Filters(datasource=datasource, tags=tuple(tags), source=source)
+        filters = Filters(datasource=datasource, tags=tuple(tags), source=source,
+                          verified=verified)
         extra = extra_pairs(self.settings) if seeds else []
-        return [p for p in (*found.pairs, *extra) if filters.accepts(p)]
+        pairs = [p for p in (*found.pairs, *extra) if filters.accepts(p)]
+        if uses:
+            pairs = [p for p, _items in self.using(uses, pairs)]
+        return pairs
+
+    def using(self, items: Sequence[str], pairs: Sequence[Pair] | None = None
+              ) -> builtins.list[tuple[Pair, tuple[str, ...]]]:
+        """The pairs (default: every stored pair) whose SQL uses any of ``items``
+        (``orders`` or ``orders.amount``), each with the items it uses, resolved against
+        the manifest (aliases, CTEs and ``*`` included)."""
+        from wrenmem.checks.uses import UsesIndex, pairs_using
+        from wrenmem.checks.validate import Validator
+        from wrenmem.pairs.catalog import scan
+
+        manifest = self.manifest()
+        validator = Validator(self.settings)
+        index = UsesIndex(self.settings, manifest)
+        chosen = builtins.list(pairs if pairs is not None else scan(self.settings).pairs)
+        return pairs_using(index, chosen, builtins.list(items), validator.dialect_of)
+
+    def verify(self, paths: Iterable[str | Path], *, by: str | None = None,
+               force: bool = False) -> builtins.list[Verified]:
+        """Mark pair files verified by ``by`` (default: git config user.name and email),
+        recording the SQL's and the used schema items' fingerprints. A pair that does not
+        validate is refused unless ``force``."""
+        from wrenmem.checks.review import reviewer_name, verify_pairs
+
+        targets = [Path(p) if Path(p).is_absolute() else self._pair_path(str(p))
+                   for p in paths]
+        results = verify_pairs(self.settings, targets, by or reviewer_name(self.root),
+                               force=force)
+        self._after_write([r.path for r in results if r.changed])
+        return results
+
+    def stale(self) -> builtins.list[Problem]:
+        """Verified pairs whose tables or columns changed in the manifest since (WM011);
+        reads only the verified pairs' files, binds nothing."""
+        from wrenmem.checks.validate import Validator
+        from wrenmem.pairs.catalog import scan
+        from wrenmem.pairs.pairfile import VERIFIED_SCHEMA
+
+        validator = Validator(self.settings)
+        found: builtins.list[Problem] = []
+        for pair in scan(self.settings).pairs:
+            if pair.verified and pair.extra.get(VERIFIED_SCHEMA):
+                text = (self.root / pair.path).read_text(encoding="utf-8-sig")
+                found += validator.stale_problems(pair, text.split("\n"))
+        return found
 
     def forget(self, targets: Sequence[str] = (), *, source: str | None = None
                ) -> builtins.list[str]:
@@ -220,6 +287,7 @@ class Memory:
         from wrenmem.pairs.exchange import import_pairs, read_queries_yml
 
         pairs = read_queries_yml(Path(path))
+        self._check_import(pairs, force)
         report = import_pairs(self.settings, pairs, mode, dry_run=dry_run, force=force)
         report.read = len(pairs)
         if not dry_run:
@@ -275,18 +343,21 @@ class Memory:
     # -- recall --------------------------------------------------------------------
     def recall(self, question: str, k: int = 3, *, datasource: str | None = None,
                tags: Sequence[str] = (), source: str | None = None,
-               min_score: float = 0.0, sql: str | None = None) -> builtins.list[Hit]:
+               min_score: float = 0.0, sql: str | None = None, verified: bool = False
+               ) -> builtins.list[Hit]:
         """The ``k`` stored pairs most similar to ``question``, best first; only those
-        scoring at least ``min_score`` (scores are in [0, 1], the same for every backend).
+        scoring at least ``min_score`` (scores are in [0, 1], the same for every backend)
+        and, with ``verified``, only pairs a person verified (``Hit.verified``).
         Pairs with the same SQL on the same datasource are one hit (the others' questions
         in its ``also``). ``sql``: a draft query for the question, read by the scorer."""
         return list(self.recall_many([question], k, datasource=datasource, tags=tags,
-                                     source=source, min_score=min_score, sql=sql)[0].hits)
+                                     source=source, min_score=min_score, sql=sql,
+                                     verified=verified)[0].hits)
 
     def recall_many(self, questions: Sequence[str], k: int = 3, *,
                     datasource: str | None = None, tags: Sequence[str] = (),
                     source: str | None = None, sync: bool = True,
-                    min_score: float = 0.0, sql: str | None = None
+                    min_score: float = 0.0, sql: str | None = None, verified: bool = False
                     ) -> builtins.list[RecallResult]:
         """Recall for several questions in one batch (one model call). The index is first
         brought up to date with the files, unless ``sync`` is False (the caller knows that
@@ -296,7 +367,8 @@ class Memory:
         from wrenmem.recall.hits import require_questions
 
         require_questions(questions)
-        filters = Filters(datasource=datasource, tags=tuple(tags), source=source)
+        filters = Filters(datasource=datasource, tags=tuple(tags), source=source,
+                          verified=verified)
         if self._daemon():
             remote = remote_recall(self.settings, questions, k, filters, notify=self.notify,
                                    sql=sql)
@@ -373,16 +445,52 @@ class Memory:
             return None
         return self.manifest()
 
-    def _schema(self, manifest: Manifest) -> Schema:
-        """Tables and columns of ``manifest`` prepared for reference checks, kept with it."""
-        from wrenmem.checks.references import Schema
+    def _validator(self, manifest: Manifest | None, check_schema: bool) -> Validator:
+        """A validator of SQL texts (parse, read-only and, with ``check_schema``, names and
+        the engine), kept with the manifest it checks against."""
+        from wrenmem.checks.validate import Validator
 
+        if manifest is None or not check_schema:
+            return Validator(self.settings, check_schema=check_schema, tables={})
         cached = self._manifest_cache
         prepared: dict[str, Any] = cached[2] if cached and cached[1] is manifest else {}
-        if "schema" not in prepared:
-            prepared["schema"] = Schema(manifest.table_columns())
-        schema: Schema = prepared["schema"]
-        return schema
+        if "validator" not in prepared:
+            validator = Validator(self.settings, tables=manifest.table_columns(),
+                                  manifest_dialect=manifest.dialect, manifest=manifest)
+            validator._loaded = True
+            prepared["validator"] = validator
+        found: Validator = prepared["validator"]
+        return found
+
+    def _check_import(self, pairs: Sequence[Pair], force: bool) -> None:
+        """Refuse an import with SQL that writes (always), or that the manifest or the
+        engine rejects (unless ``force``); parse problems are ``import_pairs``' to report."""
+        from wrenmem.pairs.exchange import ImportRefused
+        from wrenmem.pairs.store import default_dialect
+
+        manifest = self._manifest_if_any()
+        validator = self._validator(manifest, True)
+        writes, rejected = [], []
+        for n, pair in enumerate(pairs, 1):
+            dialect = pair.dialect or default_dialect(
+                self.settings, manifest.dialect if manifest else None)
+            for kind, p in validator.sql_findings(pair.sql, dialect):
+                line = f"pair #{n} ({pair.nl[:60]}): {p.line}:{p.col}: {p.message}"
+                if kind == "write":
+                    writes.append(line)
+                elif kind in ("schema", "engine"):
+                    rejected.append(line)
+        if writes:
+            raise ImportRefused(writes, "SQL that writes (the allow_writes setting accepts it)")
+        if rejected and not force:
+            raise ImportRefused(rejected)
+
+    def _pair_path(self, target: str) -> Path:
+        """A pair file given relative to the current folder or to the project."""
+        for candidate in (Path(target), self.root / target):
+            if candidate.exists():
+                return candidate.resolve()
+        return self.root / target
 
     def describe(self) -> str:
         """The whole schema as plain text (models, columns, relationships, views, cubes)."""

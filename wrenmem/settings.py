@@ -24,6 +24,7 @@ FIELDS = {"index_uri": "index"}
 MAX_PAIR_BYTES = 1_000_000
 MAX_EMBED_CHARS = 4000
 PAIR_FORMATS = ("fenced", "wren")
+ENGINES = ("duckdb", "none")
 
 
 def _positive_int(value: Any) -> int:
@@ -94,6 +95,13 @@ def _pair_format(value: Any) -> str:
     return text
 
 
+def _engine(value: Any) -> str:
+    text = _text(value).strip().lower()
+    if text not in ENGINES:
+        raise ValueError(f"expected one of {', '.join(ENGINES)}, got {value!r}")
+    return text
+
+
 def _bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -138,6 +146,13 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "format": ("fenced", _pair_format,
                "how store, fmt and import write pairs: fenced (SQL block) or wren (sql: key)"),
     "ignore": ((), _text_list, "validate rule codes accepted project-wide, e.g. [\"WM004\"]"),
+    "engine": ("duckdb", _engine,
+               "bind each pair's SQL in an embedded engine over empty tables: duckdb or none"),
+    "allow_writes": (False, _bool,
+                     "accept pairs whose SQL writes (DML, DDL, DCL, SELECT INTO): off"),
+    "prefer_verified": (False, _bool,
+                        "recall puts verified pairs ahead of unverified ones of about the "
+                        "same score"),
 }
 
 
@@ -162,6 +177,9 @@ class Settings:
     seeds: bool = True
     format: str = "fenced"
     ignore: tuple[str, ...] = ()
+    engine: str = "duckdb"
+    allow_writes: bool = False
+    prefer_verified: bool = False
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property

@@ -164,3 +164,70 @@ def _repaired_tree(sql: str, root: Any) -> list[SqlProblem]:
             return [SqlProblem(f"incomplete SQL: the keyword {node.this!r} is read as a name "
                                "(quote it if it really is one)", line, col)]
     return []
+
+
+def write_problem(tree: Any, sql: str = "") -> SqlProblem | None:
+    """Why the statement ``tree`` (parsed from ``sql``; None when it did not parse) is not a
+    read-only query, or None when it is one (or does not parse as a write either).
+
+    A pair is an example an agent copies: it must be one SELECT (``WITH … SELECT``, or a
+    set operation of SELECTs), never DML, DDL or DCL, and never ``SELECT … INTO`` (which
+    creates a table). A data-modifying CTE (``WITH d AS (DELETE …) SELECT …``) writes too.
+    SQL that does not parse is still refused when its first word starts a write
+    (``GRANT``, ``TRUNCATE``…), so that ``--force`` never lets one through.
+    """
+    from sqlglot import exp
+
+    first = _first_word(sql)
+    if tree is None or not isinstance(tree, exp.Query):
+        if tree is None and first not in WRITE_WORDS:
+            return None
+        return SqlProblem(f"not a read-only query: {_statement_name(first)} changes the "
+                          f"database; {_OPT_OUT}")
+    for node in tree.walk():
+        if isinstance(node, exp.Into):
+            line, col = _node_position(sql, node)
+            return SqlProblem(f"not a read-only query: SELECT … INTO creates a table; {_OPT_OUT}",
+                              line, col)
+        if node is not tree and isinstance(node, exp.DML | exp.DDL | exp.Create | exp.Drop
+                                           | exp.Alter | exp.Command):
+            line, col = _node_position(sql, node)
+            word = type(node).__name__.upper()
+            return SqlProblem(f"not a read-only query: it holds {_statement_name(word)} (a "
+                              f"data-modifying WITH); {_OPT_OUT}", line, col)
+    return None
+
+
+# First words of statements that change a database, its schema or its permissions.
+WRITE_WORDS = frozenset(
+    "INSERT UPDATE DELETE MERGE UPSERT REPLACE CREATE DROP ALTER TRUNCATE RENAME GRANT REVOKE "
+    "COPY LOAD VACUUM ANALYZE REINDEX CLUSTER COMMENT CALL EXEC EXECUTE DO SET RESET ATTACH "
+    "DETACH INSTALL USE BEGIN COMMIT ROLLBACK SAVEPOINT LOCK UNLOCK PRAGMA OPTIMIZE REFRESH "
+    "UNLOAD EXPORT IMPORT PUT REMOVE".split())
+_OPT_OUT = ("a pair holds one SELECT (`allow-writes: true` in the pair, or the `allow_writes` "
+            "setting, accepts it)")
+
+
+def _first_word(sql: str) -> str:
+    text = re.sub(r"^(\s+|--[^\n]*\n?|/\*.*?\*/)+", "", sql, flags=re.S)
+    found = re.match(r"[A-Za-z_]+", text)
+    return found.group(0).upper() if found else ""
+
+
+def _statement_name(word: str) -> str:
+    if not word:
+        return "a statement that is not a query"
+    return f"{'an' if word[0] in 'AEIOU' else 'a'} {word} statement"
+
+
+def _offset(node: Any) -> int | None:
+    for candidate in node.walk():
+        start = candidate.meta.get("start") if hasattr(candidate, "meta") else None
+        if isinstance(start, int):
+            return start
+    return None
+
+
+def _node_position(sql: str, node: Any) -> tuple[int, int]:
+    start = _offset(node)
+    return position(sql, start) if start is not None else (1, 1)

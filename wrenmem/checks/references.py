@@ -172,3 +172,24 @@ def _hint(name: str, choices: Mapping[str, Any]) -> str:
 
     close = difflib.get_close_matches(name.lower(), list(choices), n=1, cutoff=0.75)
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def sqlite_quoted_strings(tree: Any, known: Mapping[str, set[str]]) -> Any:
+    """``tree`` with each double-quoted name that is no column of any table read as the
+    string it is in SQLite (``WHERE city = "San Jose"``: SQLite's legacy rule), or ``tree``
+    itself when there is none. sqlglot reads such a name as a column."""
+    from sqlglot import exp
+
+    names = {c for cols in known.values() for c in cols}
+    names |= {s.lower() for s in getattr(tree, "named_selects", [])}
+
+    def is_string(column: Any) -> bool:
+        return (not column.table and isinstance(column.this, exp.Identifier)
+                and bool(column.this.quoted) and column.name.lower() not in names)
+
+    if not any(is_string(c) for c in tree.find_all(exp.Column)):
+        return tree
+    tree = tree.copy()
+    for column in [c for c in tree.find_all(exp.Column) if is_string(c)]:
+        column.replace(exp.Literal.string(column.name))
+    return tree

@@ -19,7 +19,13 @@ RULES: dict[str, tuple[str, str]] = {
     "WM005": ("pair", "`dialect` is not a sqlglot dialect name"),
     "WM006": ("manifest", "the manifest cannot be used, so tables and columns go unchecked"),
     "WM007": ("duplicate", "the same question twice, or one question with two different SQLs"),
+    "WM008": ("write", "the SQL writes (DML, DDL, DCL, `SELECT … INTO`): pairs are read-only"),
+    "WM009": ("engine", "DuckDB, binding the SQL over empty tables of the manifest, rejects it"),
+    "WM010": ("engine-note", "a note, not an error: the engine check could not decide "
+                             "(not transpilable, types unknown, the dialect is more lenient)"),
+    "WM011": ("stale", "a schema item the pair used when it was verified changed or is gone"),
 }
+WARNING_CODES = frozenset({"WM010"})  # reported, never a failure
 IGNORE_KEY = "wrenmem-ignore"  # front-matter key of a pair: codes accepted for that pair
 
 
@@ -33,6 +39,8 @@ def code_for(kind: str, message: str) -> str:
         return "WM006"
     if kind == "duplicate":
         return "WM007"
+    if kind in ("write", "engine", "engine-note", "stale"):
+        return next(code for code, (k, _text) in RULES.items() if k == kind)
     if kind == "pair" and message.startswith("unknown SQL dialect"):
         return "WM005"
     return "WM001"

@@ -15,14 +15,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wrenmem.checks.references import Schema, check_schema
-from wrenmem.checks.rules import IGNORE_KEY, code_for, github_annotation, parse_codes
+from wrenmem.checks.references import Schema, check_schema, sqlite_quoted_strings
+from wrenmem.checks.rules import (
+    IGNORE_KEY,
+    WARNING_CODES,
+    code_for,
+    github_annotation,
+    parse_codes,
+)
 from wrenmem.errors import PairError, SettingsError, WrenmemError
 from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files, require_knowledge_dir
-from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
-from wrenmem.schema.manifest import load_manifest
+from wrenmem.pairs.pairfile import (
+    VERIFIED_SCHEMA,
+    Pair,
+    decode_file,
+    parse_pair,
+    read_pair_bytes,
+)
+from wrenmem.schema.manifest import Manifest, load_manifest
 from wrenmem.settings import Settings
-from wrenmem.sqlcheck import known_dialect, parse_checked
+from wrenmem.sqlcheck import known_dialect, parse_checked, write_problem
 
 
 @dataclass(frozen=True)
@@ -33,23 +45,32 @@ class Problem:
     line: int
     col: int
     message: str
-    kind: str  # pair | sql | schema | manifest | duplicate
+    kind: str  # pair | sql | schema | manifest | duplicate | write | engine | engine-note | stale
 
     @property
     def code(self) -> str:
         """The rule code (``WM001``…), see :mod:`wrenmem.checks.rules`."""
         return code_for(self.kind, self.message)
 
+    @property
+    def is_error(self) -> bool:
+        """False for a note (WM010): reported, but no reason to fail."""
+        return self.code not in WARNING_CODES
+
     def render(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
+        note = "" if self.is_error else "note: "
+        return f"{self.path}:{self.line}:{self.col}: {self.code} {note}{self.message}"
 
     def github(self) -> str:
         """The finding as a GitHub Actions annotation on its file and line."""
-        return github_annotation(self.path, self.line, self.col, self.code, self.message)
+        return github_annotation(self.path, self.line, self.col, self.code, self.message,
+                                 "error" if self.is_error else "notice")
 
     def to_dict(self) -> dict[str, object]:
         return {"path": self.path, "line": self.line, "col": self.col, "code": self.code,
-                "message": self.message, "kind": self.kind}
+                "message": self.message, "kind": self.kind,
+                "severity": "error" if self.is_error else "note"}
+
 
 
 def ignored_codes(settings: Settings) -> frozenset[str]:
@@ -69,7 +90,11 @@ class Validator:
     tables: Mapping[str, Mapping[str, str]] | None = None
     manifest_dialect: str | None = None
     manifest_problem: Problem | None = None
+    manifest: Manifest | None = None
+    engine_note: Problem | None = None  # the engine check is off for a reason worth saying
     _loaded: bool = field(default=False, repr=False)
+    _engine: Any = field(default=None, repr=False)
+    _fingerprints: dict[str, str] | None = field(default=None, repr=False)
     _schema: Any = field(default=None, repr=False)
     ignored: frozenset[str] = field(default=frozenset(), repr=False)
 
@@ -88,6 +113,7 @@ class Validator:
             manifest = load_manifest(path)
             self.tables = manifest.table_columns()
             self.manifest_dialect = manifest.dialect
+            self.manifest = manifest
         except (WrenmemError, OSError, ValueError) as e:
             self.manifest_problem = Problem(
                 _display(path), 1, 1, f"manifest not usable, tables and columns not checked: {e}",
@@ -137,18 +163,74 @@ class Validator:
                             f"unknown SQL dialect {pair.dialect!r} (a sqlglot dialect name)",
                             "pair")]
         to_file = sql_locator(pair, lines)
-        tree, sql_problems = parse_checked(pair.sql, dialect)
-        problems = [Problem(pair.path, *to_file(p.line, p.col), p.message, "sql")
-                    for p in sql_problems]
-        if problems or not self.check_schema:
-            return problems
-        self.load_manifest()
-        if self.tables:
-            if self._schema is None:
-                self._schema = Schema(self.tables)
-            problems = [Problem(pair.path, *to_file(p.line, p.col), p.message, "schema")
-                        for p in check_schema(pair.sql, dialect, self._schema, tree)]
+        problems = [Problem(pair.path, *to_file(p.line, p.col), p.message, kind)
+                    for kind, p in self.sql_findings(pair.sql, dialect,
+                                                     allow_writes=pair.allows_writes)]
+        if self.check_schema and self.tables and not any(
+                p.kind in ("pair", "sql", "write") for p in problems):
+            problems += self.stale_problems(pair, lines)
         return problems
+
+    def sql_findings(self, sql: str, dialect: str, *, allow_writes: bool = False
+                     ) -> list[tuple[str, Any]]:
+        """(kind, finding) for a SQL text, positions within it: the parse, read-only, the
+        manifest's names and (with DuckDB) the engine's binding; what ``store``, ``import``
+        and MCP ``store_query`` check before writing, and ``validate`` after."""
+        tree, sql_problems = parse_checked(sql, dialect)
+        found: list[tuple[str, Any]] = [("sql", p) for p in sql_problems]
+        writes = write_problem(tree, sql)
+        if writes is not None and not (self.settings.allow_writes or allow_writes):
+            return [*found, ("write", writes)]
+        if found or not self.check_schema:
+            return found
+        self.load_manifest()
+        if not self.tables:
+            return found
+        if self._schema is None:
+            self._schema = Schema(self.tables)
+        if dialect == "sqlite":
+            tree = sqlite_quoted_strings(tree, self._schema.known)
+        found = [("schema", p) for p in check_schema(sql, dialect, self._schema, tree)]
+        if not found and writes is None and self.engine() is not None:
+            found = [("engine-note" if p.note else "engine", p)
+                     for p in self.engine().check(sql, dialect, tree)]
+        return found
+
+    def engine(self) -> Any:
+        """The DuckDB engine over the manifest's tables, or None (setting ``engine =
+        "none"``, no manifest, or DuckDB not installed: then ``engine_note`` says so)."""
+        if self._engine is None:
+            self._engine = False
+            if self.settings.engine == "duckdb" and self.tables:
+                from wrenmem.checks.engine import Engine, EngineUnavailable
+
+                try:
+                    tables = {t: dict(c) for t, c in self.tables.items()}
+                    self._engine = Engine(self.manifest, tables)
+                except EngineUnavailable as e:
+                    self.engine_note = Problem(
+                        self.settings.relpath(self.settings.manifest_path), 1, 1,
+                        f"engine checks skipped: {e}, or set engine = \"none\"",
+                        "engine-note")
+        return self._engine or None
+
+    def stale_problems(self, pair: Pair, lines: list[str]) -> list[Problem]:
+        """The items a verified pair used that changed or went away since (WM011)."""
+        self.load_manifest()
+        recorded = pair.extra.get(VERIFIED_SCHEMA)
+        if not isinstance(recorded, dict) or not pair.verified or self.manifest is None:
+            return []
+        from wrenmem.checks.uses import changed_items, item_fingerprints
+
+        if self._fingerprints is None:
+            self._fingerprints = item_fingerprints(self.manifest)
+        changed = changed_items(recorded, self._fingerprints)
+        if not changed:
+            return []
+        return [Problem(pair.path, key_line(lines, VERIFIED_SCHEMA), 1,
+                        "the schema changed since the pair was verified by "
+                        f"{pair.extra.get('verified_by')}: {'; '.join(changed)} (check the "
+                        "SQL, then `wrenmem verify` it again)", "stale")]
 
     def check_file(self, path: Path, display: str | None = None) -> list[Problem]:
         """Read and check one file. Unreadable files are a problem, never an exception."""
@@ -179,6 +261,8 @@ def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
         problems += validator.check_file(path)
     if validator.manifest_problem is not None:
         problems[:0] = validator.accepted([validator.manifest_problem])
+    if validator.engine_note is not None:
+        problems[:0] = validator.accepted([validator.engine_note])
     return len(files), problems
 
 

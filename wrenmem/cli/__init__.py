@@ -14,7 +14,7 @@ from wrenmem.errors import WrenmemError, log_to_stderr
 # imported only when one of their commands runs, so `recall` answered by the daemon does not
 # pay for importing every other command's libraries. A test keeps this table exact.
 COMMAND_MODULES: dict[str, str] = {
-    **dict.fromkeys(["init", "store", "show", "list", "forget", "fmt"], "pair_cmds"),
+    **dict.fromkeys(["init", "store", "show", "list", "forget", "fmt", "verify"], "pair_cmds"),
     **dict.fromkeys(["import", "export", "load", "dump"], "exchange_cmds"),
     "recall": "recall_cmds",
     "eval": "eval_cmds",

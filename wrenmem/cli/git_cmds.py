@@ -136,25 +136,30 @@ FORMAT_HELP = ("text: `path:line:col: CODE message`; github: GitHub Actions anno
 @click.pass_context
 def validate(ctx: click.Context, files: tuple[Path, ...], no_schema: bool, fmt: str,
              as_json: bool) -> None:
-    """Check pair files: each parses; its SQL is one well-formed statement in its dialect; and,
-    with a manifest, every table and column it names exists.
+    """Check pair files: each parses; its SQL is one read-only, well-formed statement in its
+    dialect; and, with a manifest, every table and column it names exists, DuckDB binds it
+    over empty tables of the manifest, and what it used when verified is unchanged.
 
     FILES default to every pair file of the project. One `path:line:col: CODE message` line
-    per problem, the line being the pair file's. Exit 1 if there is any. Needs no index.
+    per problem, the line being the pair file's. Exit 1 if there is any (a WM010 note is
+    shown but does not fail). Needs no index.
     A pair accepts a finding with `wrenmem-ignore: [WM004]` in its front matter; the
     `ignore` setting accepts codes project-wide.
     """
 
     count, problems = get_memory(ctx).validate_files(files or None, schema=not no_schema)
+    errors = [p for p in problems if p.is_error]
     if as_json:
-        emit_json({"files": count, "ok": not problems,
+        emit_json({"files": count, "ok": not errors,
                    "problems": [p.to_dict() for p in problems]})
     else:
         for problem in problems:
             click.echo(problem.github() if fmt == "github" else problem.render())
         if problems or not files:
-            warn(f"{count} file(s) checked, {len(problems)} problem(s)")
-    if problems:
+            notes = len(problems) - len(errors)
+            warn(f"{count} file(s) checked, {len(errors)} problem(s)"
+                 + (f", {notes} note(s)" if notes else ""))
+    if errors:
         ctx.exit(1)
 
 

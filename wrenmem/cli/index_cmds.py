@@ -136,21 +136,27 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @json_option
 @click.pass_context
 def check(ctx: click.Context, as_json: bool) -> None:
-    """Report drift between the files and the index by content hash; exit 1 on drift."""
+    """Report drift between the files and the index by content hash, and verified pairs
+    whose tables or columns changed in the manifest since (WM011); exit 1 on either."""
 
     memory = get_memory(ctx)
+    stale = memory.stale() if memory.settings.manifest_path.is_file() else []
+    for finding in stale if not as_json else ():
+        click.echo(f"schema changed: {finding.render()}")
     if memory.grep_only:
         if as_json:
-            emit_json({"fresh": True, "grep_only": True})
+            emit_json({"fresh": True, "grep_only": True,
+                       "stale": [p.to_dict() for p in stale]})
         else:
             click.echo("grep backend: the pair files are the index, always in sync")
-        return
+        ctx.exit(1 if stale else 0)
     drift = memory.check()
     schema = memory.check_schema()
     plan = drift.plan
     drifted = drift.drifted or not schema.fresh
     if as_json:
-        emit_json({**drift.to_dict(), "fresh": not drifted, "schema": schema.to_dict()})
+        emit_json({**drift.to_dict(), "fresh": not drifted, "schema": schema.to_dict(),
+                   "stale": [p.to_dict() for p in stale]})
     else:
         report_pair_errors(drift.errors)
         for label, items in (("added", plan.added), ("changed", plan.changed),
@@ -173,7 +179,7 @@ def check(ctx: click.Context, as_json: bool) -> None:
         else:
             click.echo(f"in sync: {len(plan.unchanged)} pairs"
                        + (f", {schema.items} schema items" if schema.manifest else ""))
-    ctx.exit(1 if drifted else 0)
+    ctx.exit(1 if drifted or stale else 0)
 
 
 @click.command()

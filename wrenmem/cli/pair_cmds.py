@@ -39,13 +39,24 @@ def init(ctx: click.Context) -> None:
 @click.option("--source", help="Where the pair came from (default: user; a re-stored "
                                "question keeps its file's).")
 @click.option("--folder", default="", help="Sub-folder of knowledge/sql/ for a new file.")
-@click.option("--force", is_flag=True, help="Store even if the SQL does not parse.")
+@click.option("--force", is_flag=True,
+              help="Store even if the SQL does not parse or the manifest or engine rejects "
+                   "it (never SQL that writes).")
+@click.option("--no-schema", is_flag=True,
+              help="Do not check the SQL against the manifest (names and the engine).")
+@click.option("--allow-writes", is_flag=True,
+              help="Accept SQL that writes (DML, DDL…): the file says `allow-writes: true`.")
 @json_option
 @click.pass_context
 def store(ctx: click.Context, nl: str, sql: str, datasource: str | None, dialect: str | None,
           tags: tuple[str, ...], note: str, source: str | None, folder: str, force: bool,
-          as_json: bool) -> None:
-    """Store an NL→SQL pair as a Markdown file (the same question updates its file)."""
+          no_schema: bool, allow_writes: bool, as_json: bool) -> None:
+    """Store an NL→SQL pair as a Markdown file (the same question updates its file).
+
+    The SQL must be one read-only query; with a manifest, its tables and columns must exist
+    and DuckDB must bind it over empty tables of the manifest (setting `engine`). With
+    `--source agent` the pair is marked `reviewed: false` until `wrenmem verify`.
+    """
     if sql == "-":
         sql = sys.stdin.read()
     if not nl.strip():
@@ -57,10 +68,14 @@ def store(ctx: click.Context, nl: str, sql: str, datasource: str | None, dialect
     memory.notify = notes.append
     try:
         result = memory.store(nl, sql, dialect=dialect, tags=tags, note=note, source=source,
-                              folder=folder, force=force)
+                              folder=folder, force=force, check_schema=not no_schema,
+                              allow_writes=allow_writes)
     except SqlCheckError as e:
         for p in e.problems:
             warn(f"--sql:{p.line}:{p.col}: {p.message}")
+        if "read-only" in e.prefix:
+            raise WrenmemError("not stored: the SQL writes; a pair holds one read-only query "
+                               "(--allow-writes accepts it)") from e
         raise WrenmemError("not stored: fix the SQL, or pass --force to store it anyway") from e
     sync_note = "; ".join(notes) or None
     if as_json:
@@ -94,23 +109,35 @@ def show(ctx: click.Context, target: str, as_json: bool) -> None:
 @click.option("--datasource", "-d", help="Only pairs of this datasource.")
 @click.option("--limit", "-n", type=click.IntRange(0, None), help="At most this many pairs.")
 @click.option("--offset", type=click.IntRange(0, None), default=0, help="Skip this many first.")
+@click.option("--uses", "uses", multiple=True, metavar="TABLE[.COLUMN]",
+              help="Only pairs whose SQL uses this table or column of the manifest "
+                   "(repeatable: any of them).")
+@click.option("--verified", is_flag=True, help="Only pairs a person verified.")
 @json_option
 @output_option
 @click.pass_context
 def list_pairs(ctx: click.Context, source: str | None, tags: tuple[str, ...],
-               datasource: str | None, limit: int | None, offset: int, as_json: bool,
-               output: str | None) -> None:
+               datasource: str | None, limit: int | None, offset: int, uses: tuple[str, ...],
+               verified: bool, as_json: bool, output: str | None) -> None:
     """List stored pairs (bad files are reported on stderr and skipped)."""
 
-    pairs = get_memory(ctx).list(source=source, tags=tags, datasource=datasource)
+    memory = get_memory(ctx)
+    pairs = memory.list(source=source, tags=tags, datasource=datasource, verified=verified)
+    used: dict[str, tuple[str, ...]] = {}
+    if uses:
+        found = memory.using(uses, pairs)
+        pairs = [p for p, _items in found]
+        used = {p.path: items for p, items in found}
     total = len(pairs)
     pairs = pairs[offset:] if limit is None else pairs[offset:offset + limit]
     if as_json or output == "json":
-        emit_json([p.to_dict() for p in pairs])
+        emit_json([{**p.to_dict(), **({"uses": list(used[p.path])} if uses else {})}
+                   for p in pairs])
         return
     for pair in pairs:
         tag_text = f"  [{', '.join(pair.tags)}]" if pair.tags else ""
-        click.echo(f"{_field(pair.path)}\t{_field(pair.nl)}{_field(tag_text)}")
+        uses_text = f"  uses {', '.join(used[pair.path])}" if uses else ""
+        click.echo(f"{_field(pair.path)}\t{_field(pair.nl)}{_field(tag_text)}{uses_text}")
     shown = f"{offset + 1}-{offset + len(pairs)} of {total}" if len(pairs) < total else total
     warn(f"{shown} pair(s)")
 
@@ -183,4 +210,40 @@ def fmt(ctx: click.Context, files: tuple[str, ...], check: bool, fail_on_change:
         ctx.exit(1)
 
 
-COMMANDS = [init, store, show, list_pairs, forget, fmt]
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--by", "by", help="Who verifies (default: git config user.name <user.email>).")
+@click.option("--force", is_flag=True, help="Verify even a pair that does not validate.")
+@json_option
+@click.pass_context
+def verify(ctx: click.Context, files: tuple[str, ...], by: str | None, force: bool,
+           as_json: bool) -> None:
+    """Mark pairs verified: who and when, and fingerprints of the SQL and of the tables and
+    columns it uses (editing the SQL, or a change of those in the manifest, shows again).
+
+    What a reviewer runs in a pull request. A pair that does not validate is refused (exit
+    1) unless --force.
+    """
+    memory = get_memory(ctx)
+    notes: list[str] = []
+    memory.notify = notes.append
+    results = memory.verify(files, by=by, force=force)
+    if as_json:
+        emit_json([r.to_dict() for r in results])
+    else:
+        for r in results:
+            if not r.ok and not force:
+                click.echo(f"not verified: {r.path}")
+                for p in r.problems:
+                    warn(f"  {p.render()}")
+                continue
+            who = r.pair.extra.get("verified_by") if r.pair else by
+            click.echo(f"{'verified' if r.changed else 'already verified'}: {r.path} "
+                       f"(by {who})")
+    if notes:
+        warn("; ".join(notes))
+    if any(not r.ok for r in results) and not force:
+        ctx.exit(1)
+
+
+COMMANDS = [init, store, show, list_pairs, forget, fmt, verify]

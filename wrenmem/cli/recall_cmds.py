@@ -50,6 +50,7 @@ def read_questions(path: Path) -> list[str]:
 @click.option("--datasource", "-d", help="Only pairs of this datasource.")
 @click.option("--tag", "tags", multiple=True, help="Only pairs with this tag (repeatable).")
 @click.option("--source", help="Only pairs with this source (user, seed…).")
+@click.option("--verified", is_flag=True, help="Only pairs a person verified (wrenmem verify).")
 @click.option("--backend", "-b", type=click.Choice(BACKENDS),
               help="grep, vector, hybrid or auto (default: setting `backend`).")
 @click.option("--min-score", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
@@ -66,8 +67,8 @@ def read_questions(path: Path) -> list[str]:
 @click.pass_context
 def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | None, k: int,
            datasource: str | None, tags: tuple[str, ...], source: str | None,
-           backend: str | None, min_score: float, draft_sql: str | None, as_json: bool,
-           output: str | None, row_format: str) -> None:
+           verified: bool, backend: str | None, min_score: float, draft_sql: str | None,
+           as_json: bool, output: str | None, row_format: str) -> None:
     """Recall the stored NL→SQL pairs most similar to each question."""
 
     questions = list(queries) + (read_questions(Path(queries_file)) if queries_file else [])
@@ -76,7 +77,7 @@ def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | Non
     require_questions(questions)
     memory = get_memory(ctx, backend=backend)  # the running watcher answers warm when it can
     results = memory.recall_many(questions, k, datasource=datasource, tags=tags, source=source,
-                                 min_score=min_score, sql=draft_sql)
+                                 min_score=min_score, sql=draft_sql, verified=verified)
     if row_format == "wren":
         created = {p.path: p.created_at for p in scan(memory.settings).pairs}
         emit_json(wren_rows(results, created))

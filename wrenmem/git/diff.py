@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import difflib
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from wrenmem.checks.uses import affected_by_change
 from wrenmem.checks.validate import Problem, Validator
 from wrenmem.errors import PairError, WrenmemError
 from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
 from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
-from wrenmem.schema.manifest import load_manifest
+from wrenmem.schema.manifest import Manifest, load_manifest
 from wrenmem.settings import Settings
 
 
@@ -49,7 +49,7 @@ class Entry:
 
     @property
     def valid(self) -> bool:
-        return not self.problems
+        return not any(p.is_error for p in self.problems)
 
     @property
     def edited(self) -> bool:
@@ -59,9 +59,9 @@ class Entry:
 
     @property
     def needs_review(self) -> bool:
-        """Added or edited by something other than a person (``source`` is not ``user``)."""
-        return (self.status != "removed" and self.pair is not None
-                and self.pair.source != "user")
+        """Not verified, and written by something other than a person (``source`` is not
+        ``user``, or ``reviewed: false``) or edited since it was verified."""
+        return self.status != "removed" and self.pair is not None and self.pair.unreviewed
 
     def sql_diff(self) -> list[str]:
         """Unified diff of the SQL, base → head (empty unless the SQL changed)."""
@@ -79,6 +79,7 @@ class Entry:
             "source": self.pair.source if self.pair else None,
             "tags": list(self.pair.tags) if self.pair else [],
             "needs_review": self.needs_review,
+            "verified": bool(self.pair and self.pair.verified),
             "valid": self.valid, "problems": [p.to_dict() for p in self.problems],
         }
         if self.status in ("changed", "moved"):
@@ -100,6 +101,9 @@ class PairDiff:
     entries: tuple[Entry, ...] = field(default_factory=tuple)
     metadata_only: tuple[str, ...] = ()  # edited files whose question and SQL did not change
     warnings: tuple[str, ...] = ()  # e.g. a manifest that could not be used
+    # Pairs (changed or not) using a table or column the manifest changed from base to
+    # head: (path, question, what happened to each item).
+    schema_affected: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
     def of(self, status: str) -> list[Entry]:
         return [e for e in self.entries if e.status == status]
@@ -115,6 +119,8 @@ class PairDiff:
             **{status: [e.to_dict() for e in self.of(status)]
                for status in ("added", "changed", "removed", "moved")},
             "metadata_only": list(self.metadata_only),
+            "schema_affected": [{"path": p, "nl": nl, "changes": list(c)}
+                                for p, nl, c in self.schema_affected],
             "invalid": len(self.invalid),
             "warnings": list(self.warnings),
         }
@@ -153,10 +159,28 @@ def diff_pairs(settings: Settings, base: str | None = None, head: str | None = N
                  for p in iter_pair_files(settings.knowledge_path)}
         head_side = Side("working tree", None, files)
         validator = Validator(settings, check_schema=check_schema)
+        validator.load_manifest()
     else:
         head_side = Side(head, head_commit.hexsha, _files_at(head_commit, knowledge, project))
         validator = _validator_at(settings, head_commit, top, check_schema)
-    return _compare(base_side, head_side, validator)
+    result = _compare(base_side, head_side, validator)
+    if not check_schema:
+        return result
+    old = _manifest_at(settings, base_commit, top)
+    if old is None or validator.manifest_problem is not None or (
+            validator.manifest is not None
+            and old.fingerprint == validator.manifest.fingerprint):
+        return result
+    return replace(result, schema_affected=_affected(old, validator, head_side))
+
+
+def _affected(old: Manifest, validator: Validator, head: Side
+              ) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """The head's pairs that use an item of ``old`` the head's manifest changed."""
+    pairs = [p for path, data in sorted(head.files.items())
+             if (p := _quiet_parse(path, data)) is not None]
+    found = affected_by_change(old, validator.manifest, pairs, validator.dialect_of)
+    return tuple((p.path, p.nl, tuple(changes)) for p, changes in found)
 
 
 def _commit(repo: Any, rev: str) -> Any:
@@ -195,23 +219,33 @@ def _validator_at(settings: Settings, commit: Any, top: Path, check_schema: bool
     validator = Validator(settings, check_schema=check_schema, tables={})
     validator._loaded = True
     try:
+        manifest = _load_at(settings, commit, top)
+    except WrenmemError as e:
+        validator.manifest_problem = Problem(
+            settings.manifest, 1, 1, f"manifest not usable at {commit.hexsha[:7]}: {e}",
+            "manifest")
+        return validator
+    if manifest is not None:
+        validator.tables = manifest.table_columns()
+        validator.manifest_dialect = manifest.dialect
+        validator.manifest = manifest
+    return validator
+
+
+def _manifest_at(settings: Settings, commit: Any, top: Path) -> Manifest | None:
+    """The manifest as it is at ``commit`` (None: not there, or not usable)."""
+    try:
+        return _load_at(settings, commit, top)
+    except WrenmemError:
+        return None
+
+
+def _load_at(settings: Settings, commit: Any, top: Path) -> Manifest | None:
+    try:
         blob = commit.tree / settings.manifest_path.relative_to(top).as_posix()
     except (KeyError, ValueError):
-        return validator
-
-    with tempfile.TemporaryDirectory(prefix="wrenmem-diff-") as tmp:
-        path = Path(tmp) / "mdl.json"
-        path.write_bytes(blob.data_stream.read())
-        try:
-            manifest = load_manifest(path)
-        except WrenmemError as e:
-            validator.manifest_problem = Problem(
-                settings.manifest, 1, 1, f"manifest not usable at {commit.hexsha[:7]}: {e}",
-                "manifest")
-            return validator
-    validator.tables = manifest.table_columns()
-    validator.manifest_dialect = manifest.dialect
-    return validator
+        return None
+    return load_manifest(settings.manifest, blob.data_stream.read())
 
 
 def _read_working(path: Path, settings: Settings) -> bytes | PairError:
@@ -282,7 +316,8 @@ def _compare(base: Side, head: Side, validator: Validator) -> PairDiff:
         entries.append(Entry("removed", path, old))
     order = {"added": 0, "changed": 1, "moved": 2, "removed": 3}
     entries.sort(key=lambda e: (order[e.status], e.path))
-    warnings = (validator.manifest_problem.message,) if validator.manifest_problem else ()
+    warnings = tuple(p.message for p in (validator.manifest_problem, validator.engine_note)
+                     if p is not None)
     return PairDiff(base, head, tuple(entries), tuple(metadata_only), warnings)
 
 
@@ -337,7 +372,8 @@ def render_text(d: PairDiff) -> str:
         question = e.pair.nl if e.pair else "(does not parse)"
         where = f"{e.old_path} → {e.path}" if e.old_path else e.path
         state = "" if e.status == "removed" else ("  ok" if e.valid else "  INVALID")
-        review = f"  [review: source {e.pair.source}]" if e.needs_review and e.pair else ""
+        review = f"  [review: {_review_reason(e.pair)}]" if e.needs_review and e.pair else (
+            "  [verified]" if e.pair and e.pair.verified and e.status != "removed" else "")
         out.append(f"{marks[e.status]} {where}  {question}{state}{review}")
         if e.status in ("changed", "moved") and e.old and e.pair and e.old.nl != e.pair.nl:
             out.append(f"    question was: {e.old.nl}")
@@ -345,6 +381,11 @@ def render_text(d: PairDiff) -> str:
         out += [f"    {p.render()}" for p in e.problems]
     if d.metadata_only:
         out.append(f"({len(d.metadata_only)} file(s) with only notes or metadata edited)")
+    if d.schema_affected:
+        out.append(f"schema: {len(d.schema_affected)} pair(s) use tables or columns the "
+                   "manifest changed:")
+        out += [f"S {path}  {nl}  ({'; '.join(changes)})"
+                for path, nl, changes in d.schema_affected]
     out += [f"warning: {w}" for w in d.warnings]
     return "\n".join(out)
 
@@ -400,6 +441,11 @@ def render_markdown(d: PairDiff) -> str:
         out += ["", f"### Removed ({len(removed)})", ""]
         out += [f"- `{e.path}` — {_inline(e.pair.nl) if e.pair else '(did not parse)'}"
                 for e in removed]
+    if d.schema_affected:
+        out += ["", f"### Affected by the schema change ({len(d.schema_affected)})", "",
+                "The manifest changed tables or columns these pairs use: check their SQL."]
+        out += [""] + [f"- 🔍 `{path}` — {_inline(nl)}: {_inline('; '.join(changes))}"
+                       for path, nl, changes in d.schema_affected]
     if d.metadata_only:
         out += ["", f"<sub>{len(d.metadata_only)} file(s) with only notes or metadata edited: "
                 + ", ".join(f"`{p}`" for p in d.metadata_only) + "</sub>"]
@@ -419,9 +465,13 @@ def _markdown_entry(e: Entry) -> list[str]:
         if e.pair.tags:
             facts.append("tags: " + ", ".join(f"`{t}`" for t in e.pair.tags))
     out = [f"#### {mark} {question}", "", " · ".join([where, *facts])]
-    if e.needs_review:
-        out += ["", f"> 🔍 **Review:** written by `{e.pair.source if e.pair else '?'}`, "
-                    "not by a person (`source: user`); check the question and the SQL."]
+    if e.needs_review and e.pair:
+        out += ["", f"> 🔍 **Review:** {_review_reason(e.pair)}; check the question and the "
+                    "SQL, then run `wrenmem verify " + e.path + "`."]
+    elif e.pair and e.pair.verified:
+        out += ["", f"> ✔️ Verified by {_inline(str(e.pair.extra.get('verified_by')))}"
+                    + (f" at {e.pair.extra.get('verified_at')}"
+                       if e.pair.extra.get("verified_at") else "")]
     if e.status in ("changed", "moved") and e.old and e.pair and e.old.nl != e.pair.nl:
         out += ["", f"Question was: ~~{_inline(e.old.nl)}~~"]
     if e.old and e.pair and (e.old.source != e.pair.source or e.old.tags != e.pair.tags):
@@ -438,6 +488,15 @@ def _markdown_entry(e: Entry) -> list[str]:
     elif e.pair:
         out += ["", _fence("sql", e.pair.sql)]
     return out
+
+
+def _review_reason(pair: Pair) -> str:
+    """Why a pair waits for a person, in a few words."""
+    if pair.extra.get("verified_by"):
+        return f"edited since {pair.extra.get('verified_by')} verified it"
+    if pair.source != "user":
+        return f"written by `{pair.source}`, not verified"
+    return "marked `reviewed: false`, not verified"
 
 
 def _fence(info: str, body: str) -> str:

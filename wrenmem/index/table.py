@@ -234,6 +234,8 @@ def pair_row(row_id: str, pair: Pair, text: str, vector: Sequence[float] | np.nd
     meta: dict[str, Any] = {"created_at": pair.created_at, "sql_line": pair.sql_line}
     if pair.also:
         meta["also"] = list(pair.also)
+    if pair.verified:
+        meta["verified"] = True  # recall.hits.VERIFIED_META: what `recall --verified` keeps
     return {
         "id": row_id,
         "path": pair.path,
@@ -261,7 +263,15 @@ def row_pair(row: Mapping[str, Any]) -> Pair:
                 datasource=row.get("datasource"), dialect=row.get("dialect"),
                 tags=tuple(row.get("tags") or ()), source=row.get("source") or "user",
                 created_at=meta.get("created_at"), sql_line=int(meta.get("sql_line") or 1),
-                also=tuple(str(a) for a in meta.get("also") or ()))
+                also=tuple(str(a) for a in meta.get("also") or ()),
+                extra=_verified_extra(row["sql"]) if meta.get("verified") else {})
+
+
+def _verified_extra(sql: str) -> dict[str, Any]:
+    """Front-matter keys that make a rebuilt Pair ``verified`` (the row says it was)."""
+    from wrenmem.pairs.pairfile import VERIFIED_BY, VERIFIED_SQL, sql_fingerprint
+
+    return {VERIFIED_BY: "index", VERIFIED_SQL: sql_fingerprint(sql)}
 
 
 def write(table: Any, rows: Sequence[dict[str, Any]], delete_ids: Sequence[str]) -> None:

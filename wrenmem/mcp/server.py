@@ -46,8 +46,10 @@ whole schema when it is small). Use only names that appear there.
 joins, filters and conventions; a high score means a very similar question.
 3. Write the SQL in the dialect the context names and run it with your database tool.
 4. Only after it ran and the user accepts the answer: store_query(question, sql). It checks \
-the SQL against the schema and refuses with the line, column and a "did you mean" when a \
-name is wrong; fix it and call again. Storing the same question again updates its pair.
+the SQL against the schema (names, and DuckDB binding it over empty tables) and refuses with \
+the line, column and a "did you mean" when a name is wrong; fix it and call again. Only \
+read-only queries are stored; the pair is marked unreviewed until a person verifies it. \
+Storing the same question again updates its pair.
 
 describe_schema gives the whole schema as text; list_queries pages through the stored \
 pairs; forget_query(path) deletes a wrong pair (a file under the knowledge folder)."""
@@ -118,10 +120,11 @@ def build_server(memory: Memory, *, freshness: Freshness | None = None,
         note: Annotated[str, Field(description="A note for reviewers.")] = "",
     ) -> StoreOutput:
         """Remember a question and the SQL that answered it, as a Markdown file in the
-        project (the same question updates its file). The SQL is checked first: it must
-        parse in the manifest's dialect and name only its tables and columns; otherwise
-        nothing is stored and the error gives each problem's line, column and a likely fix.
-        Returns the file's path."""
+        project (the same question updates its file). The SQL is checked first: it must be
+        one read-only query, parse in the manifest's dialect, name only its tables and
+        columns and bind in DuckDB over empty tables of the schema; otherwise nothing is
+        stored and the error gives each problem's line, column and a likely fix. The pair
+        is marked unreviewed (source agent) until a person verifies it. Returns the path."""
         return _answer(tools.store_query, question, sql, datasource, tags or (), note)
 
     @server.tool(annotations=ToolAnnotations(title="List stored pairs", **_read_only()))

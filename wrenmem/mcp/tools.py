@@ -33,6 +33,7 @@ class RecalledPair(TypedDict):
     dialect: str | None
     tags: list[str]
     also: list[str]
+    verified: bool
 
 
 class RecallOutput(TypedDict):
@@ -88,6 +89,7 @@ class ListedPair(TypedDict):
     dialect: str | None
     tags: list[str]
     created_at: str | None
+    verified: bool
 
 
 class ListOutput(TypedDict):
@@ -165,7 +167,7 @@ class Tools:
             try:
                 result = self.memory.store(question, sql, datasource=datasource,
                                            tags=tuple(tags or ()), note=note,
-                                           check_schema=True)
+                                           source="agent", check_schema=True)
             except SqlCheckError as e:
                 raise WrenmemError(_refusal(e, self.memory)) from e
             return {"path": result.path, "created": result.created,
@@ -227,18 +229,22 @@ def _refusal(error: SqlCheckError, memory: Memory) -> str:
     lines = [f"{error.prefix}: {len(error.problems)} problem(s) in the SQL "
              f"(checked against {where}):"]
     lines += [f"  line {p.line}, column {p.col}: {p.message}" for p in error.problems]
-    lines.append("Fix the SQL (run it first if you can) and call store_query again.")
+    if "read-only" in error.prefix:
+        lines.append("Only read-only queries (one SELECT) are stored as examples; nothing "
+                     "was written.")
+    else:
+        lines.append("Fix the SQL (run it first if you can) and call store_query again.")
     return "\n".join(lines)
 
 
 def _recalled(hit: Hit) -> RecalledPair:
     return {"question": hit.question, "sql": hit.sql, "path": hit.path, "score": hit.score,
             "source": hit.source, "datasource": hit.datasource, "dialect": hit.dialect,
-            "tags": list(hit.tags), "also": list(hit.also)}
+            "tags": list(hit.tags), "also": list(hit.also), "verified": hit.verified}
 
 
 def _listed(pair: Pair) -> ListedPair:
     return {"question": pair.nl, "sql": pair.sql, "path": pair.path, "source": pair.source,
             "datasource": pair.datasource, "dialect": pair.dialect, "tags": list(pair.tags),
-            "created_at": pair.created_at}
+            "created_at": pair.created_at, "verified": pair.verified}
 

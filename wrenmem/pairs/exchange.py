@@ -145,9 +145,11 @@ def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
 class ImportRefused(WrenmemError):
     """An import with SQL that does not parse: nothing was written."""
 
-    def __init__(self, problems: list[str]):
-        super().__init__(f"{len(problems)} SQL problem(s) in the input, nothing imported "
-                         "(--force imports anyway):\n  " + "\n  ".join(problems))
+    def __init__(self, problems: list[str], what: str = ""):
+        reason = what or "SQL problem(s)"
+        hint = "" if what else " (--force imports anyway)"
+        super().__init__(f"{len(problems)} {reason} in the input, nothing imported{hint}:"
+                         "\n  " + "\n  ".join(problems))
         self.problems = problems
 
 

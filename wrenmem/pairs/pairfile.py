@@ -20,6 +20,13 @@ from wrenmem.settings import MAX_PAIR_BYTES
 
 KNOWN_KEYS = ("nl", "also", "datasource", "dialect", "tags", "source", "created_at",
               "verified_by", "verified_at")
+# Review status (see docs/file-format.md): who verified the pair and when, the fingerprint of
+# its SQL and of the schema items it uses at that moment; ``reviewed: false`` marks a pair an
+# agent wrote. ``allow-writes: true`` accepts a pair whose SQL writes.
+VERIFIED_BY, VERIFIED_AT, VERIFIED_SQL, VERIFIED_SCHEMA = (
+    "verified_by", "verified_at", "verified_sql", "verified_schema")
+REVIEWED, ALLOW_WRITES = "reviewed", "allow-writes"
+REVIEW_KEYS = (VERIFIED_BY, VERIFIED_AT, VERIFIED_SQL, VERIFIED_SCHEMA, REVIEWED)
 _DELIM = re.compile(r"^---[ \t]*$")
 _FENCE_OPEN = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
 _ISO_TIME = re.compile(
@@ -52,13 +59,44 @@ class Pair:
 
     @property
     def content_hash(self) -> str:
-        """Hash of everything the index stores about the pair (not notes, not timestamps)."""
-        fields: list[Any] = [self.nl, self.sql, self.datasource, self.dialect, list(self.tags),
-                             self.source]
-        if self.also:  # appended only when present: every other pair keeps its hash
+        """Hash of everything the index stores about the pair (not notes, not timestamps).
+
+        The ``also`` phrasings and being verified (a verified pair's row says so) are part
+        of it, added only when present: the hash of every other pair stays what earlier
+        versions computed."""
+        fields: list[Any] = [self.nl, self.sql, self.datasource, self.dialect,
+                             list(self.tags), self.source]
+        if self.also:
             fields.append(list(self.also))
+        if self.verified:
+            fields.append("verified")
         payload = json.dumps(fields, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    @property
+    def verified(self) -> bool:
+        """A person verified this very SQL: ``verified_by`` is set and ``verified_sql``, the
+        fingerprint ``wrenmem verify`` records, is that of the SQL as it is now (editing the
+        SQL un-verifies the pair). A ``verified_by`` written by hand, without a fingerprint,
+        is taken at its word: there is nothing to compare with."""
+        if not self.extra.get(VERIFIED_BY):
+            return False
+        recorded = self.extra.get(VERIFIED_SQL)
+        return recorded is None or str(recorded) == sql_fingerprint(self.sql)
+
+    @property
+    def unreviewed(self) -> bool:
+        """Waiting for a person: marked ``reviewed: false`` (an agent wrote it), written by
+        something other than a person, or verified once and edited since."""
+        if self.verified:
+            return False
+        return (self.extra.get(REVIEWED) is False or self.source != "user"
+                or bool(self.extra.get(VERIFIED_BY)))
+
+    @property
+    def allows_writes(self) -> bool:
+        """``allow-writes: true`` in the front matter: this pair's SQL may write."""
+        return self.extra.get(ALLOW_WRITES) is True
 
     def to_dict(self) -> dict[str, Any]:
         """Stable JSON shape used by ``--json`` outputs."""
@@ -71,10 +109,16 @@ class Pair:
             "tags": list(self.tags),
             "source": self.source,
             "created_at": self.created_at,
+            "verified": self.verified,
         }
 
     def with_changes(self, **changes: Any) -> Pair:
         return replace(self, **changes)
+
+
+def sql_fingerprint(sql: str) -> str:
+    """A short hash of a SQL text, blind to whitespace (re-indenting keeps a pair verified)."""
+    return hashlib.sha256(" ".join(sql.split()).encode("utf-8")).hexdigest()[:16]
 
 
 # YAML aliases may expand to at most this many nodes in one front matter: a few hundred
@@ -209,7 +253,9 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
         source=values.get("source") or "user",
         created_at=values.get("created_at"),
         notes=notes,
-        extra={**extra, **{k: values[k] for k in ("verified_by", "verified_at") if k in values}},
+        extra={**{k: v for k, v in extra.items() if k not in (VERIFIED_SQL, VERIFIED_SCHEMA)},
+               **{k: values[k] for k in (VERIFIED_BY, VERIFIED_AT) if k in values},
+               **{k: extra[k] for k in (VERIFIED_SQL, VERIFIED_SCHEMA) if k in extra}},
         sql_line=sql_line,
         wren_format=wren,
         comments=comments,

@@ -10,7 +10,16 @@ from pathlib import PurePosixPath
 from wrenmem.errors import PairError, WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.pairs.catalog import read_pair_file, scan, skipped_name
-from wrenmem.pairs.pairfile import Pair, render_pair
+from wrenmem.pairs.pairfile import (
+    REVIEWED,
+    VERIFIED_AT,
+    VERIFIED_BY,
+    VERIFIED_SCHEMA,
+    VERIFIED_SQL,
+    Pair,
+    render_pair,
+    sql_fingerprint,
+)
 from wrenmem.pairs.slug import slugify
 from wrenmem.settings import Settings
 
@@ -118,8 +127,21 @@ def would_change(settings: Settings, old: Pair, text: str) -> bool:
 
 
 def merged_update(settings: Settings, old: Pair, new: Pair) -> tuple[Pair, str]:
-    """What storing ``new`` over the file of ``old`` writes: (the pair, the file text)."""
+    """What storing ``new`` over the file of ``old`` writes: (the pair, the file text).
+
+    New SQL over a verified pair drops the verification and marks the pair unreviewed;
+    ``reviewed: false`` given with ``new`` (an agent writing) is kept unless the pair stays
+    verified (the agent stored the very SQL a person verified)."""
+    extra = dict(old.extra)
+    if sql_fingerprint(old.sql) != sql_fingerprint(new.sql) and extra.get(VERIFIED_BY):
+        for key in (VERIFIED_BY, VERIFIED_AT, VERIFIED_SQL, VERIFIED_SCHEMA):
+            extra.pop(key, None)
+        extra[REVIEWED] = False
+    if new.extra.get(REVIEWED) is False and not old.with_changes(
+            sql=new.sql, extra=extra).verified:
+        extra[REVIEWED] = False
     merged = old.with_changes(
+        extra=extra,
         sql=new.sql,
         datasource=new.datasource if new.datasource is not None else old.datasource,
         dialect=new.dialect if new.dialect is not None else old.dialect,

@@ -20,6 +20,7 @@ class Filters:
     datasource: str | None = None
     tags: tuple[str, ...] = ()
     source: str | None = None
+    verified: bool = False  # only pairs a person verified
     # phrasings left out, as (path, question): ``wrenmem eval`` asks a stored question
     # with itself left out of the candidates
     exclude: frozenset[tuple[str, str]] = frozenset()
@@ -28,15 +29,22 @@ class Filters:
         return bool(self.exclude) and (path, question) in self.exclude
 
     def accepts(self, pair: Pair) -> bool:
-        return self.accepts_fields(pair.datasource, pair.source, pair.tags)
+        return self.accepts_fields(pair.datasource, pair.source, pair.tags,
+                                   VERIFIED_META if self.verified and pair.verified else None)
 
     def accepts_fields(self, datasource: str | None, source: str | None,
-                       tags: Sequence[str] | None) -> bool:
+                       tags: Sequence[str] | None, meta: str | None = None) -> bool:
+        if self.verified and VERIFIED_META not in (meta or ""):  # meta: the index row's
+            return False
         if self.datasource is not None and datasource != self.datasource:
             return False
         if self.source is not None and source != self.source:
             return False
         return all(tag in (tags or ()) for tag in self.tags)
+
+
+# How an index row's ``meta`` JSON says the pair is verified (wrenmem.index.table.pair_row).
+VERIFIED_META = '"verified": true'
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,7 @@ class Hit:
     raw_score: float | None = None
     also: tuple[str, ...] = ()
     also_paths: tuple[str, ...] = ()
+    verified: bool = False  # a person verified this SQL (``wrenmem verify``)
 
     @classmethod
     def from_pair(cls, pair: Pair, score: float, backend: str,
@@ -74,7 +83,7 @@ class Hit:
         return cls(pair.nl, pair.sql, pair.path, round(score, 6), pair.source, pair.datasource,
                    pair.dialect, pair.tags, backend,
                    None if raw_score is None else round(raw_score, 6), tuple(also),
-                   tuple(t.path for t in twins))
+                   tuple(t.path for t in twins), pair.verified)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,6 +99,7 @@ class Hit:
             "raw_score": self.raw_score,
             "also": list(self.also),
             "also_paths": list(self.also_paths),
+            "verified": self.verified,
         }
 
     @classmethod
@@ -98,7 +108,7 @@ class Hit:
         return cls(data["question"], data["sql"], data["path"], data["score"], data["source"],
                    data["datasource"], data["dialect"], tuple(data["tags"]), data["backend"],
                    data.get("raw_score"), tuple(data.get("also") or ()),
-                   tuple(data.get("also_paths") or ()))
+                   tuple(data.get("also_paths") or ()), bool(data.get("verified")))
 
 
 @dataclass(frozen=True)
@@ -166,8 +176,26 @@ def sql_key(sql: str) -> str:
     return "'".join(parts)
 
 
-def above(results: Sequence[RecallResult], min_score: float) -> list[RecallResult]:
-    """The results without the hits that score below ``min_score``."""
+# With the ``prefer_verified`` setting, a verified hit goes ahead of unverified hits that
+# score at most this much more (scores are probabilities in [0, 1]); the scores shown stay.
+PREFER_MARGIN = 0.05
+
+
+def prefer_verified(results: Sequence[RecallResult], margin: float = PREFER_MARGIN
+                    ) -> list[RecallResult]:
+    """Each result's hits re-sorted (stably) so that a verified pair comes before an
+    unverified one unless that one scores more than ``margin`` higher."""
+    return [RecallResult(r.query, r.backend, tuple(sorted(
+        r.hits, key=lambda h: -(h.score + (margin if h.verified else 0.0)))))
+        for r in results]
+
+
+def above(results: Sequence[RecallResult], min_score: float, prefer: bool = False
+          ) -> list[RecallResult]:
+    """The results without the hits that score below ``min_score`` (with ``prefer``, the
+    ``prefer_verified`` setting, re-sorted by :func:`prefer_verified`)."""
+    if prefer:
+        results = prefer_verified(results)
     if min_score <= 0:
         return list(results)
     return [RecallResult(r.query, r.backend, tuple(h for h in r.hits if h.score >= min_score))

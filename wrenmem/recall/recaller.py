@@ -168,7 +168,7 @@ class Recaller:
         else:
             used, hits = self._index_search(name, settings, list(queries), k, filters, sql,
                                             say, sync)
-        return _results(queries, used, hits, min_score)
+        return _results(queries, used, hits, min_score, settings.prefer_verified)
 
     def _recall_once(self, queries: Sequence[str], k: int, filters: Filters, *,
                      sql: str | None, min_score: float, sync: bool, notify: Notify | None,
@@ -182,7 +182,7 @@ class Recaller:
                 notify(note)
         hits = backend.search(list(queries), k, filters, sql=sql)
         _say_skipped(backend, notify)
-        return _results(queries, backend.name, hits, min_score)
+        return _results(queries, backend.name, hits, min_score, settings.prefer_verified)
 
     # -- warm ----------------------------------------------------------------------
     def _stale(self, key: str) -> tuple[bool, float]:
@@ -290,9 +290,9 @@ def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Fil
 
 
 def _results(queries: Sequence[str], backend: str, hits: Sequence[Sequence[Hit]],
-             min_score: float) -> list[RecallResult]:
+             min_score: float, prefer_verified: bool) -> list[RecallResult]:
     return above([RecallResult(q, backend, tuple(h))
-                  for q, h in zip(queries, hits, strict=True)], min_score)
+                  for q, h in zip(queries, hits, strict=True)], min_score, prefer_verified)
 
 
 def _say_skipped(backend: Any, notify: Notify | None) -> None:

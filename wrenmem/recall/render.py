@@ -23,7 +23,8 @@ def render_text(results: Sequence[RecallResult]) -> str:
             lines.append("  (no match)")
         for rank, hit in enumerate(result.hits, 1):
             lines.append(f"{rank}. {hit.question}")
-            lines.append(f"   {hit.path}  score={hit.score:g}  source={hit.source}")
+            lines.append(f"   {hit.path}  score={hit.score:g}  source={hit.source}"
+                         + ("  verified" if hit.verified else ""))
             lines.extend(f"   also: {phrasing}" for phrasing in hit.also)
             lines.extend(f"     {line}" for line in hit.sql.splitlines())
     return "\n".join(lines) + "\n"

@@ -27,7 +27,7 @@ from wrenmem.index.table import query_terms, row_pair
 from wrenmem.recall import glossary
 from wrenmem.recall import model as rank_model
 from wrenmem.recall.fusion import Signals, at_least_identical, is_cjk
-from wrenmem.recall.hits import Filters, Hit, rank
+from wrenmem.recall.hits import VERIFIED_META, Filters, Hit, rank
 from wrenmem.settings import Settings
 
 if TYPE_CHECKING:
@@ -63,6 +63,8 @@ def where_clause(filters: Filters) -> str | None:
     parts += [f"array_has(tags, {lance.quote(tag)})" for tag in filters.tags]
     parts += [f"NOT (path = {lance.quote(path)} AND question = {lance.quote(question)})"
               for path, question in sorted(filters.exclude)]
+    if filters.verified:
+        parts.append(f"meta LIKE {lance.quote('%' + VERIFIED_META + '%')}")
     return " AND ".join(parts) or None
 
 
@@ -398,11 +400,11 @@ class _CopyView:
         self.allowed: Any = None
         self.positions: Any = None  # the allowed rows' numbers (None: every row)
         if filters != Filters():
-            at = [recallcopy.POSITION[c] for c in ("datasource", "source", "tags", "path",
-                                                   "question")]
+            at = [recallcopy.POSITION[c] for c in ("datasource", "source", "tags", "meta",
+                                                   "path", "question")]
             self.allowed = np.fromiter(
-                (filters.accepts_fields(r[at[0]], r[at[1]], r[at[2]])
-                 and not filters.excludes(r[at[3]], r[at[4]]) for r in copy.rows),
+                (filters.accepts_fields(r[at[0]], r[at[1]], r[at[2]], r[at[3]])
+                 and not filters.excludes(r[at[4]], r[at[5]]) for r in copy.rows),
                 dtype=bool, count=len(copy))
             self.positions = np.flatnonzero(self.allowed)
         self.matrix = copy.matrix if self.positions is None else copy.matrix[self.positions]

@@ -119,7 +119,7 @@ def remote_recall(settings: Any, queries: Sequence[str], k: int, filters: Any,
     """``Recaller.recall`` answered by the daemon, or None (then recall in-process)."""
     args = {"queries": list(queries), "k": k, "sql": sql,
             "filters": {"datasource": filters.datasource, "tags": list(filters.tags),
-                        "source": filters.source}}
+                        "source": filters.source, "verified": filters.verified}}
     reply = request(settings, "recall", args, timeout=REPLY_TIMEOUT + 0.05 * len(queries))
     if reply is None:
         return None

@@ -217,7 +217,7 @@ class DaemonServer:
         k = int(args.get("k", 3))
         f = args.get("filters") or {}
         filters = Filters(datasource=f.get("datasource"), tags=tuple(f.get("tags") or ()),
-                          source=f.get("source"))
+                          source=f.get("source"), verified=bool(f.get("verified")))
         sql = args.get("sql")
         if sql is not None and not isinstance(sql, str):
             raise Refused("recall's draft sql must be text")

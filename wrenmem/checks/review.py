@@ -1,0 +1,108 @@
+"""Review status: ``wrenmem verify`` marks pairs verified, recording what it verified.
+
+A verification writes ``verified_by``, ``verified_at``, ``verified_sql`` (a fingerprint of
+the SQL: editing it un-verifies the pair) and ``verified_schema`` (the fingerprint of every
+table and column the SQL uses: a later change of one is rule WM011) into the front matter,
+and drops ``reviewed: false``. A pair that does not validate is not verified.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from wrenmem.checks.uses import item_fingerprints, used_items
+from wrenmem.checks.validate import Problem, Validator
+from wrenmem.errors import WrenmemError
+from wrenmem.fsutil import atomic_write_text
+from wrenmem.pairs.catalog import read_pair_file
+from wrenmem.pairs.pairfile import (
+    REVIEW_KEYS,
+    VERIFIED_AT,
+    VERIFIED_BY,
+    VERIFIED_SCHEMA,
+    VERIFIED_SQL,
+    Pair,
+    render_pair,
+    sql_fingerprint,
+)
+from wrenmem.pairs.store import utc_now
+from wrenmem.settings import Settings
+
+
+@dataclass(frozen=True)
+class Verified:
+    """One pair given to ``verify``: marked (``changed``), already so, or refused."""
+
+    path: str
+    pair: Pair | None
+    changed: bool = False
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.is_error for p in self.problems)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"path": self.path, "verified": self.ok, "changed": self.changed,
+                "verified_by": self.pair.extra.get(VERIFIED_BY) if self.pair else None,
+                "uses": sorted(self.pair.extra.get(VERIFIED_SCHEMA) or {}) if self.pair else [],
+                "problems": [p.to_dict() for p in self.problems]}
+
+
+def reviewer_name(root: Path) -> str:
+    """``user.name`` (with ``<user.email>`` when set) from git config, as a commit's author."""
+    def config(key: str) -> str:
+        try:
+            out = subprocess.run(["git", "config", key], cwd=root, capture_output=True,
+                                 text=True, timeout=10, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return out.stdout.strip()
+
+    name, email = config("user.name"), config("user.email")
+    if not name:
+        raise WrenmemError("who verifies? git config user.name is not set: pass --by NAME")
+    return f"{name} <{email}>" if email else name
+
+
+def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool = False,
+                 now: str | None = None) -> list[Verified]:
+    """Mark the pair files ``paths`` verified by ``by``. A pair with a validation error is
+    refused (and left as it is) unless ``force``; a file that cannot be read is reported."""
+    if not by.strip():
+        raise WrenmemError("the reviewer's name is empty")
+    validator = Validator(settings)
+    validator.load_manifest()
+    fingerprints = item_fingerprints(validator.manifest) if validator.manifest else {}
+    stamp = now or utc_now()
+    out: list[Verified] = []
+    for path in paths:
+        rel = settings.relpath(path)
+        absolute = (settings.root / rel).resolve()
+        if not absolute.is_relative_to(settings.knowledge_path):
+            raise WrenmemError(f"{rel} is not a pair file inside {settings.knowledge_dir}")
+        text = absolute.read_text(encoding="utf-8-sig") if absolute.is_file() else ""
+        pair, problems = validator.check_text(text, rel) if text else (None, [Problem(
+            rel, 1, 1, "no such pair file", "pair")])
+        problems = [p for p in problems if p.kind != "stale"]  # verifying is the answer
+        if pair is None or (not force and any(p.is_error for p in problems)):
+            out.append(Verified(rel, pair, False, tuple(problems)))
+            continue
+        dialect = validator.dialect_of(pair)
+        items = used_items(pair.sql, dialect, validator.tables or {}) if validator.tables else ()
+        extra = {k: v for k, v in pair.extra.items() if k not in REVIEW_KEYS}
+        extra[VERIFIED_BY] = by.strip()
+        extra[VERIFIED_AT] = stamp
+        extra[VERIFIED_SQL] = sql_fingerprint(pair.sql)
+        if items:
+            extra[VERIFIED_SCHEMA] = {i: fingerprints.get(i.lower(), "") for i in items}
+        marked = pair.with_changes(extra=extra)
+        already = pair.verified and pair.extra.get(VERIFIED_SCHEMA) == extra.get(
+            VERIFIED_SCHEMA) and pair.extra.get(VERIFIED_BY) == by.strip()
+        if not already:
+            atomic_write_text(absolute, render_pair(marked, settings.format))
+        reread = read_pair_file(absolute, rel, settings.max_pair_bytes)[0]
+        out.append(Verified(rel, reread, not already, tuple(problems)))
+    return out
