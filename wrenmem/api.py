@@ -24,6 +24,18 @@ from wrenmem.index import replica
 from wrenmem.index.autosync import after_write
 from wrenmem.index.drift import Drift, check_drift, reset_index
 from wrenmem.index.sync import SyncReport, sync_pairs
+from wrenmem.knowledge.entries import Entry
+from wrenmem.knowledge.files import Knowledge, load_knowledge
+from wrenmem.knowledge.scaffold import scaffold_knowledge
+from wrenmem.knowledge.select import RuleSelection, select_rules
+from wrenmem.knowledge.table import (
+    KnowledgeDrift,
+    KnowledgeSyncReport,
+    knowledge_drift,
+    reset_knowledge,
+    sync_knowledge,
+)
+from wrenmem.knowledge.terms import glossary_of
 from wrenmem.lance import index_unavailable
 from wrenmem.pairs.catalog import read_pair_file, scan
 from wrenmem.pairs.exchange import ImportReport, export_document, import_pairs, read_queries_yml
@@ -97,8 +109,10 @@ class Memory:
 
     # -- pairs ---------------------------------------------------------------------
     def init(self) -> list[str]:
-        """Create ``knowledge/sql/``, ignore ``.wrenmem/`` in git, write ``wrenmem.toml``."""
-        return init_project(self.settings)
+        """Create ``knowledge/sql/``, ignore ``.wrenmem/`` in git, write ``wrenmem.toml``,
+        and create the knowledge folders (rules, glossary, caveats, metrics) that are
+        missing, each with one commented example."""
+        return init_project(self.settings) + scaffold_knowledge(self.settings)
 
     def store(self, question: str, sql: str, *, datasource: str | None = None,
               dialect: str | None = None, tags: Iterable[str] = (), note: str = "",
@@ -255,6 +269,45 @@ class Memory:
                 return above(remote, min_score)
         return recall_many(self.settings, questions, k, filters, notify=self.notify, sync=sync,
                            min_score=min_score)
+
+    # -- knowledge -----------------------------------------------------------------
+    def knowledge(self) -> Knowledge:
+        """Every knowledge file (rules, glossary, caveats, metrics, ``instructions.md``),
+        parsed into entries; unreadable files are in ``.errors`` (and reported)."""
+        found = load_knowledge(self.settings)
+        self._report(found.errors)
+        return found
+
+    def rules(self, question: str | None = None, *, threshold: int | None = None
+              ) -> RuleSelection:
+        """The rules, caveats, metrics and instructions: all of them (``question`` None, or
+        their text at most ``threshold``, default the ``knowledge_threshold`` setting),
+        else those that bear on ``question`` within that many characters; with the
+        glossary terms the question uses (every term when ``question`` is None)."""
+        return select_rules(self.settings, question, threshold=threshold,
+                            knowledge=self.knowledge())
+
+    def glossary(self, term: str | None = None) -> builtins.list[Entry]:
+        """The glossary entries (term, synonyms, columns, definition), or those that
+        ``term`` names or uses (a word, a synonym, or a whole question)."""
+        found = glossary_of(self.settings, self.knowledge())
+        return list(found.entries if term is None else found.used_by(term))
+
+    def sync_knowledge(self) -> KnowledgeSyncReport | None:
+        """Bring the knowledge index to the knowledge files (only changed entries are
+        embedded); None in a grep-only project."""
+        if self.grep_only:
+            return None
+        return sync_knowledge(self.settings)
+
+    def check_knowledge(self) -> KnowledgeDrift:
+        """Whether the knowledge index holds the current entries (read-only, no model)."""
+        embedder = get_embedder(self.settings.embedder, root=self.settings.root)
+        return knowledge_drift(self.settings, embedder.model_id)
+
+    def reset_knowledge(self) -> bool:
+        """Drop the knowledge index; True when there was one."""
+        return reset_knowledge(self.settings)
 
     # -- schema --------------------------------------------------------------------
     def manifest(self) -> Manifest:

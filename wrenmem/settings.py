@@ -128,6 +128,13 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "format": ("fenced", _pair_format,
                "how store, fmt and import write pairs: fenced (SQL block) or wren (sql: key)"),
     "ignore": ((), _text_list, "validate rule codes accepted project-wide, e.g. [\"WM004\"]"),
+    "knowledge_root": ("knowledge", _text,
+                       "folder of rules/, glossary/, caveats/ and metrics/ (Wren's v5 layout)"),
+    "knowledge_threshold": (8000, _positive_int,
+                            "largest rules text `fetch` returns whole; past it, the rules "
+                            "that bear on the question, up to this many characters"),
+    "mcp_forget": (False, _bool, "offer the forget_query tool over MCP (off: agents cannot "
+                                 "delete pair files)"),
 }
 
 
@@ -151,6 +158,9 @@ class Settings:
     seeds: bool = True
     format: str = "fenced"
     ignore: tuple[str, ...] = ()
+    knowledge_root: str = "knowledge"
+    knowledge_threshold: int = 8000
+    mcp_forget: bool = False
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property

@@ -34,11 +34,12 @@ REPLICA_MAINT = "replica-maint.bin"  # commits to the copy since its last compac
 HOOKS_DEFERRED = "hooks-deferred.lock"  # held by the one sync waiting for a rebase to end
 EMBED_CACHE = "embed-cache.bin"  # vectors by (model id, content hash), kept across deletions
 RECALL_COPY = "recall-copy.bin"  # the pairs table as a one-shot recall reads it, without LanceDB
+KNOWLEDGE_STATE = "knowledge_index.json"  # what the knowledge table holds
 
 ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, SEEDS, SCHEMA_CACHE,
        SCHEMA_STATE, SCHEMA_MAINT, DAEMON_SOCKET, WATCH_LOCK, WATCH_PID, WATCH_STATE,
        WATCH_LOG, HOOKS_LOG, HOOKS_DEFERRED, EMBED_CACHE, REPLICA, REPLICA_STATE,
-       REPLICA_MAINT, RECALL_COPY)
+       REPLICA_MAINT, RECALL_COPY, KNOWLEDGE_STATE)
 
 
 def ensure_state_dir(folder: Path, mode: int = 0o777) -> Path:

@@ -17,6 +17,7 @@ from wrenmem import statedir
 from wrenmem.errors import PairError
 from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.fusion import at_least_identical, lexical_score
+from wrenmem.knowledge import expansions
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.pairs.seeds import extra_pairs
@@ -72,7 +73,8 @@ class GrepBackend:
 
     def search(self, queries: Sequence[str], k: int, filters: Filters) -> list[list[Hit]]:
         index = self.index(filters)
-        return [index.rank(query, k, self.name) for query in queries]
+        return [index.rank(query, k, self.name, expansions(self.settings, query))
+                for query in queries]
 
 
 class GrepIndex:
@@ -84,11 +86,13 @@ class GrepIndex:
         self.pairs = list(pairs)
         self.bm25 = Bm25Index(docs, lazy=lazy)
 
-    def rank(self, query: str, k: int, backend: str) -> list[Hit]:
+    def rank(self, query: str, k: int, backend: str, extra: Sequence[str] = ()) -> list[Hit]:
         """The best ``k`` pairs for ``query``, calibrated into [0, 1]
-        (:func:`wrenmem.fusion.lexical_score`), BM25F as the raw score."""
-        found = [(i, s) for i, s in self.bm25.scores(query).items() if s > 0]
-        calibrated = lexical_score([s for _i, s in found], self.bm25.best_possible(query))
+        (:func:`wrenmem.fusion.lexical_score`), BM25F as the raw score. ``extra``: more
+        search terms (the glossary's synonyms of words in ``query``)."""
+        text = " ".join([query, *extra])
+        found = [(i, s) for i, s in self.bm25.scores(text).items() if s > 0]
+        calibrated = lexical_score([s for _i, s in found], self.bm25.best_possible(text))
         return rank([(at_least_identical(p, query, self.pairs[i].nl), self.pairs[i], s)
                      for (i, s), p in zip(found, calibrated, strict=True)], k, backend)
 
