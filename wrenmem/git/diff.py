@@ -21,6 +21,14 @@ from typing import Any
 
 from wrenmem.checks.validate import Problem, Validator
 from wrenmem.errors import PairError, WrenmemError
+from wrenmem.git.knowledge_diff import (
+    KnowledgeChange,
+    compare_knowledge,
+    knowledge_files_at,
+    knowledge_files_here,
+    render_knowledge_markdown,
+    render_knowledge_text,
+)
 from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
 from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
 from wrenmem.schema.manifest import load_manifest
@@ -100,6 +108,7 @@ class PairDiff:
     entries: tuple[Entry, ...] = field(default_factory=tuple)
     metadata_only: tuple[str, ...] = ()  # edited files whose question and SQL did not change
     warnings: tuple[str, ...] = ()  # e.g. a manifest that could not be used
+    knowledge: tuple[KnowledgeChange, ...] = ()  # rules, glossary terms… added/changed/removed
 
     def of(self, status: str) -> list[Entry]:
         return [e for e in self.entries if e.status == status]
@@ -117,6 +126,7 @@ class PairDiff:
             "metadata_only": list(self.metadata_only),
             "invalid": len(self.invalid),
             "warnings": list(self.warnings),
+            "knowledge": [c.to_dict() for c in self.knowledge],
         }
 
 
@@ -153,10 +163,14 @@ def diff_pairs(settings: Settings, base: str | None = None, head: str | None = N
                  for p in iter_pair_files(settings.knowledge_path)}
         head_side = Side("working tree", None, files)
         validator = Validator(settings, check_schema=check_schema)
+        head_knowledge = knowledge_files_here(settings)
     else:
         head_side = Side(head, head_commit.hexsha, _files_at(head_commit, knowledge, project))
         validator = _validator_at(settings, head_commit, top, check_schema)
-    return _compare(base_side, head_side, validator)
+        head_knowledge = knowledge_files_at(head_commit, settings, project)
+    changes = compare_knowledge(knowledge_files_at(base_commit, settings, project),
+                                head_knowledge, settings)
+    return replace(_compare(base_side, head_side, validator), knowledge=changes)
 
 
 def _commit(repo: Any, rev: str) -> Any:
@@ -345,6 +359,7 @@ def render_text(d: PairDiff) -> str:
         out += [f"    {p.render()}" for p in e.problems]
     if d.metadata_only:
         out.append(f"({len(d.metadata_only)} file(s) with only notes or metadata edited)")
+    out += render_knowledge_text(d.knowledge)
     out += [f"warning: {w}" for w in d.warnings]
     return "\n".join(out)
 
@@ -403,6 +418,7 @@ def render_markdown(d: PairDiff) -> str:
     if d.metadata_only:
         out += ["", f"<sub>{len(d.metadata_only)} file(s) with only notes or metadata edited: "
                 + ", ".join(f"`{p}`" for p in d.metadata_only) + "</sub>"]
+    out += render_knowledge_markdown(d.knowledge)
     out += [f"\n> ⚠️ {w}" for w in d.warnings]
     return "\n".join(out) + "\n"
 

@@ -154,6 +154,10 @@ def _apply(settings: Settings, entries: list[Entry], embedder: Embedder) -> tupl
         if not rebuild and table is not None:
             lance.drop_table(db, TABLE, settings.index_uri)
         return 0, len(removed)
+    if not todo:
+        assert table is not None  # deletions only: the table holds them
+        lance.upsert(table, "id", None, removed)
+        return 0, len(removed)
     reuse_text = {t: i for i, (_h, _m, t) in existing.items()}
     reused = {e.id: reuse_text[e.search_text()] for e in todo
               if e.search_text() in reuse_text}
