@@ -95,9 +95,10 @@ def test_glossary_fields_and_comments() -> None:
     text = ("<!--\n## Not a term\nExample.\n-->\n## GMV\n- **Synonyms:** gross merchandise "
             "value; gross sales\n**Columns**: `orders.amount`\n\nAll order amounts.\n")
     [entry] = parse_knowledge(text, "knowledge/glossary/g.md", "glossary").entries
-    assert (entry.title, entry.synonyms, entry.columns, entry.body, entry.line) == (
+    assert (entry.title, entry.synonyms, entry.columns, entry.body, entry.line,
+            entry.columns_line) == (
         "GMV", ("gross merchandise value", "gross sales"), ("orders.amount",),
-        "All order amounts.", 5)
+        "All order amounts.", 5, 7)
 
 
 def test_bad_front_matter_is_reported_and_the_entries_still_read() -> None:
@@ -218,9 +219,9 @@ def test_validate_flags_missing_columns_duplicate_terms_and_empty_entries(shop: 
     assert result.exit_code == 1
     lines = [line for line in result.output.splitlines() if "glossary/more.md" in line]
     assert lines == [
-        "knowledge/glossary/more.md:1:1: WM011 unknown column 'amont' of orders in glossary "
+        "knowledge/glossary/more.md:2:1: WM011 unknown column 'amont' of orders in glossary "
         "Columns ('orders.amont'); did you mean 'amount'?",
-        "knowledge/glossary/more.md:1:1: WM011 unknown table 'refunds' in glossary Columns "
+        "knowledge/glossary/more.md:2:1: WM011 unknown table 'refunds' in glossary Columns "
         "('refunds')",
         "knowledge/glossary/more.md:6:1: WM010 glossary term 'Gross merchandise value' is "
         "already defined at knowledge/glossary/glossary.md:3 ('gross merchandise value')",
@@ -306,3 +307,60 @@ def test_hooks_and_diff_keep_rules_in_step(shop: Path, cli) -> None:
     assert run_hook(settings, "post-commit", ()) is None
     assert knowledge_drift(settings, model).fresh
     write_pair(shop, "x.md", "Orders today", "SELECT 1")  # pairs unaffected by the above
+
+
+def test_a_real_observer_sees_rule_edits_and_a_new_knowledge_folder(shop: Path) -> None:
+    import time
+
+    from wrenmem.watch.loop import KNOWLEDGE, WatchdogSource, classify_path
+
+    settings = load_settings(shop)
+    source = WatchdogSource(settings, recheck=0.2)
+    source.start()
+    try:
+        def seen(path: Path, timeout: float = 10.0) -> bool:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                for changed, is_dir in source.get(0.2) or ():
+                    if changed == str(path) and classify_path(settings, changed,
+                                                              is_dir) == KNOWLEDGE:
+                        return True
+            return False
+
+        rules = shop / "knowledge" / "rules" / "rules.md"
+        tmp = rules.with_name(".rules.md.tmp")  # an editor's atomic save
+        tmp.write_text(RULES + "\n## Units\nUSD.\n", encoding="utf-8")
+        tmp.replace(rules)
+        assert seen(rules)
+        (shop / "instructions.md").write_text("Use ISO dates.\n")
+        assert seen(shop / "instructions.md")
+        metrics = shop / "knowledge" / "metrics"
+        metrics.mkdir()
+        assert seen(metrics)
+        time.sleep(0.5)  # the next check of the folders watches the new one
+        source.get(0.3)
+        (metrics / "aov.md").write_text("## AOV\nAverage order value.\n")
+        assert seen(metrics / "aov.md")
+    finally:
+        source.close()
+
+
+def test_bad_knowledge_files_are_reported_and_never_stop_the_rest(shop: Path, cli) -> None:
+    import os
+
+    rules = shop / "knowledge" / "rules"
+    (rules / "latin1.md").write_bytes("## Caf\xe9\nbad bytes\n".encode("latin-1"))
+    os.mkfifo(rules / "pipe.md")
+    (shop / "wrenmem.toml").write_text("max_pair_bytes = 2000\n")
+    (rules / "huge.md").write_text("## Huge\n" + "x" * 3000 + "\n")
+    (shop / "instructions.md").write_text("Always name the currency of an amount.\n")
+    memory = Memory(shop, backend="grep")
+    knowledge = memory.knowledge()
+    assert sorted(e.path for e in knowledge.errors) == [
+        "knowledge/rules/huge.md", "knowledge/rules/latin1.md", "knowledge/rules/pipe.md"]
+    titles = [e.title for e in memory.rules().rules]
+    assert "Fiscal year" in titles and "instructions" in titles  # Wren's legacy file too
+    result = cli("validate", root=shop)
+    bad = sorted(line.split(":")[0] for line in result.output.splitlines() if "WM008" in line)
+    assert bad == ["knowledge/rules/huge.md", "knowledge/rules/latin1.md",
+                   "knowledge/rules/pipe.md"]

@@ -64,8 +64,8 @@ def knowledge_problems(settings: Settings, tables: Mapping[str, Mapping[str, str
                                          f"{first[0]}:{first[1]} ({first[2]!r})",
                                          "knowledge-duplicate"))
             if report and schema is not None:
-                problems += _reference_problems(entry.path, entry.line, entry.columns, schema,
-                                                make)
+                problems += _reference_problems(entry.path, entry.columns_line or entry.line,
+                                                entry.columns, schema, make)
     return checked, problems
 
 

@@ -40,12 +40,14 @@ GREP_ONLY = "grep backend: the pair files are the index; nothing to build"
 
 @click.command()
 @click.option("--full", is_flag=True, help="Drop the pairs table and rebuild it from scratch.")
-@click.option("--pairs-only", is_flag=True, help="Do not build or update the schema index.")
+@click.option("--pairs-only", is_flag=True,
+              help="Do not build or update the schema and knowledge indexes.")
 @json_option
 @click.pass_context
 def sync(ctx: click.Context, full: bool, pairs_only: bool, as_json: bool) -> None:
-    """Bring the index up to date with the pair files (embeds only new and changed pairs)
-    and the schema index with the manifest, when there is one (unless --pairs-only).
+    """Bring the index up to date with the pair files (embeds only new and changed pairs),
+    the schema index with the manifest, when there is one, and the knowledge index with
+    the rules, glossary, caveats and metrics files (neither with --pairs-only).
 
     In a grep-only project (backend = "grep", or no index extra) there is nothing to build.
     """

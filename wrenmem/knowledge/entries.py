@@ -56,6 +56,7 @@ class Entry:
     synonyms: tuple[str, ...] = ()  # glossary only
     columns: tuple[str, ...] = ()  # glossary only: ``table`` or ``table.column``
     ordinal: int = 0  # n-th entry of this title in its file (0: the first)
+    columns_line: int = 0  # glossary: the line of its first `Columns:` (0: none)
 
     @property
     def id(self) -> str:
@@ -151,28 +152,31 @@ def parse_knowledge(text: str, path: str, kind: str) -> ParsedFile:
     cuts = [h for h in headings if h[1] == split_level and h[0] >= start]
     stem = PurePosixPath(path).stem
     file_title = file_title or (top[0][2] if len(top) == 1 and not cuts[1:] else "") or stem
-    sections: list[tuple[int, str, list[str]]] = []
+    # (line of the heading or first text, title, body lines, line of the first body line)
+    sections: list[tuple[int, str, list[str], int]] = []
     first_cut = cuts[0][0] if cuts else len(lines)
     preamble = lines[start:first_cut]
     if "\n".join(preamble).strip():
-        sections.append((_first_text(lines, start) + 1, file_title, preamble))
+        sections.append((_first_text(lines, start) + 1, file_title, preamble, start + 1))
     for n, (at, _level, title) in enumerate(cuts):
         end = cuts[n + 1][0] if n + 1 < len(cuts) else len(lines)
-        sections.append((at + 1, title or stem, lines[at + 1:end]))
+        sections.append((at + 1, title or stem, lines[at + 1:end], at + 2))
     entries: list[Entry] = []
     seen: dict[str, int] = {}
-    for line_no, title, body_lines in sections:
+    for line_no, title, body_lines, body_at in sections:
         synonyms: tuple[str, ...] = ()
         columns: tuple[str, ...] = ()
+        columns_at = 0
         if kind == "glossary":
-            body_lines, synonyms, columns = _glossary_fields(body_lines)
+            body_lines, synonyms, columns, found_at = _glossary_fields(body_lines)
+            columns_at = body_at + found_at if found_at >= 0 else 0
         body = "\n".join(body_lines).strip("\n")
         body = "\n".join(line.rstrip() for line in body.split("\n")).strip()
         key = title.casefold()
         ordinal = seen.get(key, 0)
         seen[key] = ordinal + 1
         entries.append(Entry(path, kind, title, body, line_no, tags, synonyms, columns,
-                             ordinal))
+                             ordinal, columns_at))
     return ParsedFile(path, kind, file_title, tuple(entries), tuple(problems), meta)
 
 
@@ -261,12 +265,15 @@ def _first_text(lines: list[str], start: int) -> int:
     return next((i for i in range(start, len(lines)) if lines[i].strip()), len(lines))
 
 
-def _glossary_fields(lines: list[str]) -> tuple[list[str], tuple[str, ...], tuple[str, ...]]:
-    """(definition lines, synonyms, columns) of a glossary entry's body."""
+def _glossary_fields(lines: list[str]
+                     ) -> tuple[list[str], tuple[str, ...], tuple[str, ...], int]:
+    """(definition lines, synonyms, columns, index of the first columns line or -1) of a
+    glossary entry's body."""
     synonyms: list[str] = []
     columns: list[str] = []
     rest: list[str] = []
-    for line in lines:
+    first_columns = -1
+    for n, line in enumerate(lines):
         m = _FIELD.match(line)
         if m is None:
             rest.append(line)
@@ -277,7 +284,8 @@ def _glossary_fields(lines: list[str]) -> tuple[list[str], tuple[str, ...], tupl
             synonyms += items
         else:
             columns += items
-    return rest, tuple(dict.fromkeys(synonyms)), tuple(dict.fromkeys(columns))
+            first_columns = n if first_columns < 0 else first_columns
+    return rest, tuple(dict.fromkeys(synonyms)), tuple(dict.fromkeys(columns)), first_columns
 
 
 def _item(value: str) -> str:
