@@ -100,6 +100,7 @@ def test_read_only_serves_no_writing_tool(shop: Path, monkeypatch: pytest.Monkey
     assert out["tools"] == {"recall_queries", "get_schema_context", "describe_schema",
                             "list_queries", "get_instructions", "lookup_glossary"}
     assert "read-only" in out["instructions"] and "store_query" not in out["prompt"]
+    assert "store_query" not in out["instructions"] and "forget_query" not in out["instructions"]
 
 
 def test_forget_query_when_enabled(shop: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -108,8 +108,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"role:     reader (never writes; version {data.get('version')}{source})")
         if data.get("reader_note"):
             click.echo(f"          {data['reader_note']}")
+    known = data.get("knowledge") or {}
     if unavailable is not None:
         click.echo(f"          unavailable: {unavailable}")
+        if known.get("files"):
+            click.echo(f"knowledge: {known['files']} files, {known['rules']} rules, "
+                       f"{known['terms']} glossary terms (read from the files)")
         return
     click.echo(f"embedder: {data['embedder']} (setting: {settings.embedder})")
     click.echo(f"pairs:    {data['pairs']} files, {data['seeds']} seeds, "
@@ -118,7 +122,6 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if schema.get("manifest"):
         click.echo(f"schema:   {schema['items']} items in the index, "
                    + ("fresh" if schema["fresh"] else f"not fresh ({schema['reason']})"))
-    known = data.get("knowledge") or {}
     if known.get("files"):
         click.echo(f"knowledge: {known['files']} files, {known['rules']} rules, "
                    f"{known['terms']} glossary terms, "

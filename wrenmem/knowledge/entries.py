@@ -21,6 +21,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -63,7 +64,7 @@ class Entry:
         suffix = f"~{self.ordinal + 1}" if self.ordinal else ""
         return f"{self.path}#{self.title}{suffix}"
 
-    @property
+    @cached_property
     def entry_hash(self) -> str:
         payload = json.dumps([self.kind, self.title, self.body, list(self.tags),
                               list(self.synonyms), list(self.columns)], ensure_ascii=False)

@@ -61,18 +61,23 @@ def knowledge_paths(settings: Settings) -> list[tuple[Path, str, str]]:
     """(absolute path, project-relative path, kind) of every knowledge file, sorted."""
     out: list[tuple[Path, str, str]] = []
     base = knowledge_root(settings)
+    try:  # the folder's project-relative name, once (resolving each file costs more)
+        rel_base = base.relative_to(settings.root.resolve()).as_posix()
+    except ValueError:
+        rel_base = settings.relpath(base)
     for folder, kind in FOLDERS.items():
         top = base / folder
         if not top.is_dir():
             continue
         for dirpath, dirnames, filenames in os.walk(top):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            inner = os.path.relpath(dirpath, base).replace(os.sep, "/")
             for name in sorted(filenames):
                 if (not name.lower().endswith(".md") or name.startswith(".")
                         or name.lower() in SKIPPED):
                     continue
-                path = Path(dirpath) / name
-                out.append((path, settings.relpath(path), kind))
+                rel = f"{rel_base}/{inner}/{name}" if rel_base != "." else f"{inner}/{name}"
+                out.append((Path(dirpath) / name, rel, kind))
     legacy = settings.root / INSTRUCTIONS_FILE
     if legacy.is_file():
         out.append((legacy, INSTRUCTIONS_FILE, "instruction"))

@@ -69,24 +69,27 @@ def _contains(haystack: Sequence[str], needle: Sequence[str]) -> bool:
     return any(list(haystack[i:i + n]) == list(needle) for i in range(len(haystack) - n + 1))
 
 
-# (root, knowledge_root) -> (the glossary entries' hashes, Glossary)
-_glossaries: dict[tuple[str, str], tuple[tuple[str, ...], Glossary]] = {}
+# (root, knowledge_root) -> (the knowledge files' fingerprint, Glossary, its entries' hashes)
+_glossaries: dict[tuple[str, str], tuple[str, Glossary, tuple[str, ...]]] = {}
 _lock = threading.Lock()
 
 
 def glossary_of(settings: Settings, knowledge: Knowledge | None = None) -> Glossary:
     """The project's glossary, rebuilt only when a glossary entry changed."""
     knowledge = knowledge or load_knowledge(settings)
-    terms = tuple(e for e in knowledge.terms if not e.empty or e.synonyms or e.columns)
     key = (str(settings.root), settings.knowledge_root)
-    hashes = tuple(e.entry_hash for e in terms)
     with _lock:
         cached = _glossaries.get(key)
-        if cached is not None and cached[0] == hashes:
-            return cached[1]
-    glossary = Glossary.of(terms)
+    if cached is not None and cached[0] == knowledge.fingerprint:  # no file changed
+        return cached[1]
+    terms = tuple(e for e in knowledge.terms if not e.empty or e.synonyms or e.columns)
+    hashes = tuple(e.entry_hash for e in terms)
+    if cached is not None and cached[2] == hashes:  # files changed, not the glossary
+        glossary = cached[1]
+    else:
+        glossary = Glossary.of(terms)
     with _lock:
-        _glossaries[key] = (hashes, glossary)
+        _glossaries[key] = (knowledge.fingerprint, glossary, hashes)
     return glossary
 
 

@@ -96,6 +96,17 @@ class _Server(MCPServer[Any]):
             self.refresh_resources()
         return await super().list_resources()
 
+
+def _instructions(read_only: bool, forget: bool) -> str:
+    """The server's instructions; a read-only server's loop ends by showing the SQL."""
+    text = INSTRUCTIONS
+    if read_only:
+        start = text.index("4. Only after")
+        end = text.index("\n\n", start)
+        text = text[:start] + "4. " + NO_STORE_STEP + text[end:] + READ_ONLY_NOTE
+    return text + (FORGET_NOTE if forget else "")
+
+
 def build_server(memory: Memory, *, freshness: Freshness | None = None,
                  warm: bool = True, read_only: bool = False) -> MCPServer[Any]:
     """The server for ``memory``'s project, its tools, resources and prompt registered.
@@ -106,8 +117,7 @@ def build_server(memory: Memory, *, freshness: Freshness | None = None,
     forget = memory.settings.mcp_forget and not read_only
     server = _Server(
         name="wrenmem", title="wrenmem: SQL memory", version=__version__,
-        instructions=INSTRUCTIONS + (READ_ONLY_NOTE if read_only else "")
-        + (FORGET_NOTE if forget else ""), log_level="WARNING")
+        instructions=_instructions(read_only, forget), log_level="WARNING")
 
     @server.tool(annotations=ToolAnnotations(title="Recall similar NL→SQL pairs",
                                              **_read_only()))
