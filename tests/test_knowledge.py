@@ -364,3 +364,43 @@ def test_bad_knowledge_files_are_reported_and_never_stop_the_rest(shop: Path, cl
     bad = sorted(line.split(":")[0] for line in result.output.splitlines() if "WM008" in line)
     assert bad == ["knowledge/rules/huge.md", "knowledge/rules/latin1.md",
                    "knowledge/rules/pipe.md"]
+
+
+def test_a_running_watcher_keeps_the_knowledge_index_in_step(shop: Path) -> None:
+    """`wrenmem watch --detach` with the default backend (the real model): an edited rule
+    and a deleted caveat file reach the knowledge table; fetch through its daemon serves
+    the edit."""
+    import time
+
+    from tests.conftest import run_wrenmem
+    from wrenmem.watch.client import ping
+
+    def wait_until(predicate, what: str, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            time.sleep(0.1)
+
+    settings = load_settings(shop)
+    model = Memory(shop).check().model_id
+    started = run_wrenmem(["watch", "--detach"], shop)
+    assert started.returncode == 0, started.stderr
+    try:
+        wait_until(lambda: (ping(shop) or {}).get("syncs", 0) >= 1, "the first sync")
+        wait_until(lambda: knowledge_drift(settings, model).fresh, "the first knowledge sync")
+        rules = shop / "knowledge" / "rules" / "rules.md"
+        rules.write_text(RULES.replace("starts in April", "starts in July"), encoding="utf-8")
+        (shop / "knowledge" / "caveats" / "caveats.md").unlink()
+        wait_until(lambda: knowledge_drift(settings, model).fresh
+                   and knowledge_drift(settings, model).entries == 3, "the edit's sync")
+        import lancedb
+
+        table = lancedb.connect(settings.index_uri).open_table("knowledge")
+        texts = table.to_arrow()["text"].to_pylist()
+        assert len(texts) == 3 and any("starts in July" in t for t in texts)
+        fetched = run_wrenmem(["fetch", "-q", "revenue this fiscal year"], shop)
+        assert fetched.returncode == 0 and "starts in July" in fetched.stdout
+        assert "Guest checkouts" not in fetched.stdout
+    finally:
+        run_wrenmem(["watch", "--stop"], shop)
