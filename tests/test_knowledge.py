@@ -404,3 +404,27 @@ def test_a_running_watcher_keeps_the_knowledge_index_in_step(shop: Path) -> None
         assert "Guest checkouts" not in fetched.stdout
     finally:
         run_wrenmem(["watch", "--stop"], shop)
+
+
+def test_knowledge_folders_keep_the_fence_and_do_not_stale_recall(shop: Path) -> None:
+    """Rules are read on every call, so their folders need no fence and their edits do not
+    make a warm recall sync its pairs again; a pair edit still does."""
+    import time
+
+    from wrenmem.watch.freshness import Freshness
+
+    (shop / "knowledge" / "metrics").mkdir()  # an empty knowledge folder: nothing to fence
+    fresh = Freshness(load_settings(shop))
+    try:
+        assert fresh.source is not None and fresh.source.fence()
+        fresh.synced(time.monotonic())
+        assert not fresh.needs_sync()
+        (shop / "knowledge" / "rules" / "rules.md").write_text(RULES + "\n## X\nY.\n")
+        assert fresh.source.fence() and not fresh.needs_sync()
+        write_pair(shop, "new.md", "Orders today", "SELECT 1")
+        deadline = time.monotonic() + 10
+        while not fresh.needs_sync() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fresh.needs_sync()
+    finally:
+        fresh.close()

@@ -307,16 +307,22 @@ class WatchdogSource:
         or no event within ``timeout`` seconds. The project root is fenced only when it
         holds the manifest: a change of the settings file there does not change what a
         running process recalls (the daemon refuses other settings; the server keeps its
-        own)."""
+        own). The rules, glossary, caveats and metrics folders are not fenced: what reads
+        them (fetch, glossary expansions, the MCP tools) reads the files on every call."""
         if self.mode != "inotify" or self.observer is None or self._signature() != self._watched:
             return False
         waits: list[tuple[str, int]] = []
         s = self.settings
+        base = knowledge_root(s)
+        knowledge = {base, *(base / f for f in FOLDERS)} - {s.knowledge_path, s.root,
+                                                              s.manifest_path.parent}
         for folder, recursive in self._targets():
             if self._watched.get(str(folder)) == (0, 0):
                 continue  # did not exist at start and still does not: nothing to change
             if folder == s.root and s.manifest_path.parent != s.root:
                 continue  # only the settings file: a daemon or server keeps its settings
+            if folder in knowledge:
+                continue  # rules and glossary are read from the files on every call
             opened = self._open_fence(folder, recursive)
             if opened is None:
                 return False
