@@ -219,17 +219,17 @@ def test_validate_flags_missing_columns_duplicate_terms_and_empty_entries(shop: 
     assert result.exit_code == 1
     lines = [line for line in result.output.splitlines() if "glossary/more.md" in line]
     assert lines == [
-        "knowledge/glossary/more.md:2:1: WM011 unknown column 'amont' of orders in glossary "
+        "knowledge/glossary/more.md:2:1: WM015 unknown column 'amont' of orders in glossary "
         "Columns ('orders.amont'); did you mean 'amount'?",
-        "knowledge/glossary/more.md:2:1: WM011 unknown table 'refunds' in glossary Columns "
+        "knowledge/glossary/more.md:2:1: WM015 unknown table 'refunds' in glossary Columns "
         "('refunds')",
-        "knowledge/glossary/more.md:6:1: WM010 glossary term 'Gross merchandise value' is "
+        "knowledge/glossary/more.md:6:1: WM014 glossary term 'Gross merchandise value' is "
         "already defined at knowledge/glossary/glossary.md:3 ('gross merchandise value')",
-        "knowledge/glossary/more.md:9:1: WM009 empty glossary term 'Basket': write its text "
+        "knowledge/glossary/more.md:9:1: WM013 empty glossary term 'Basket': write its text "
         "or remove the heading"]
     # pre-commit passes the changed files: the knowledge file alone is checked
     one = cli("validate", str(glossary), root=shop)
-    assert one.exit_code == 1 and "WM011" in one.output
+    assert one.exit_code == 1 and "WM015" in one.output
     glossary.unlink()
     assert cli("validate", root=shop).exit_code == 0
 
@@ -361,7 +361,7 @@ def test_bad_knowledge_files_are_reported_and_never_stop_the_rest(shop: Path, cl
     titles = [e.title for e in memory.rules().rules]
     assert "Fiscal year" in titles and "instructions" in titles  # Wren's legacy file too
     result = cli("validate", root=shop)
-    bad = sorted(line.split(":")[0] for line in result.output.splitlines() if "WM008" in line)
+    bad = sorted(line.split(":")[0] for line in result.output.splitlines() if "WM012" in line)
     assert bad == ["knowledge/rules/huge.md", "knowledge/rules/latin1.md",
                    "knowledge/rules/pipe.md"]
 

@@ -128,9 +128,9 @@ def test_validate_hook_checks_knowledge_files(hook_repo: Path, pre_commit_home: 
     assert done.returncode == 1, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("knowledge/")]
     assert lines == [
-        "knowledge/glossary/terms.md:3:1: WM011 unknown column 'amont' of orders in glossary "
+        "knowledge/glossary/terms.md:3:1: WM015 unknown column 'amont' of orders in glossary "
         "Columns ('orders.amont'); did you mean 'amount'?",
-        "knowledge/glossary/terms.md:7:1: WM009 empty glossary term 'Basket': write its text "
+        "knowledge/glossary/terms.md:7:1: WM013 empty glossary term 'Basket': write its text "
         "or remove the heading"]
     terms.write_text("## GMV\nColumns: orders.amount\n\nAll order amounts.\n")
     done = run_hook(hook_repo, pre_commit_home, user_repo, "wrenmem-validate")

@@ -19,10 +19,10 @@ RULES: dict[str, tuple[str, str]] = {
     "WM005": ("pair", "`dialect` is not a sqlglot dialect name"),
     "WM006": ("manifest", "the manifest cannot be used, so tables and columns go unchecked"),
     "WM007": ("duplicate", "the same question twice, or one question with two different SQLs"),
-    "WM008": ("knowledge", "a knowledge file cannot be read (encoding, size, front matter)"),
-    "WM009": ("knowledge-empty", "a rule, caveat, metric or glossary term with no text"),
-    "WM010": ("knowledge-duplicate", "a glossary term (or synonym) defined twice"),
-    "WM011": ("knowledge-schema",
+    "WM012": ("knowledge", "a knowledge file cannot be read (encoding, size, front matter)"),
+    "WM013": ("knowledge-empty", "a rule, caveat, metric or glossary term with no text"),
+    "WM014": ("knowledge-duplicate", "a glossary term (or synonym) defined twice"),
+    "WM015": ("knowledge-schema",
               "a glossary term's `Columns:` names a table or column the manifest lacks"),
 }
 IGNORE_KEY = "wrenmem-ignore"  # front-matter key of a pair: codes accepted for that pair
