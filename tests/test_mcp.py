@@ -21,8 +21,9 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mysql-shop"
 TOOLS = {"recall_queries", "get_schema_context", "describe_schema", "store_query",
-         "list_queries", "forget_query"}
-READ_ONLY = {"recall_queries", "get_schema_context", "describe_schema", "list_queries"}
+         "list_queries", "forget_query", "get_instructions", "lookup_glossary"}
+READ_ONLY = {"recall_queries", "get_schema_context", "describe_schema", "list_queries",
+             "get_instructions", "lookup_glossary"}
 
 
 @pytest.fixture
@@ -76,7 +77,10 @@ async def error_text(session: ClientSession, tool: str, **args: Any) -> str:
     return " ".join(getattr(c, "text", "") for c in result.content)
 
 
-def test_handshake_lists_six_typed_tools_with_hints(shop: Path) -> None:
+def test_handshake_lists_typed_tools_with_hints(shop: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WRENMEM_MCP_FORGET", "true")  # forget_query is off by default
+
     async def body(session: ClientSession) -> Any:
         init = session.initialize_result
         listed = await session.list_tools()
@@ -219,7 +223,9 @@ def test_list_filters_and_describe(shop: Path) -> None:
     assert "orders_customer" in describe["text"]
 
 
-def test_forget_only_inside_the_knowledge_folder(shop: Path, tmp_path: Path) -> None:
+def test_forget_only_inside_the_knowledge_folder(shop: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WRENMEM_MCP_FORGET", "true")
     outside = tmp_path / "precious.md"
     outside.write_text("---\nnl: not yours\n---\n\n```sql\nSELECT 1\n```\n")
     (shop / "knowledge/sql/link.md").symlink_to(outside)

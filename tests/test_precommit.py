@@ -116,6 +116,27 @@ def test_validate_hook_with_try_repo(hook_repo: Path, pre_commit_home: dict[str,
     assert "Passed" in done.stdout
 
 
+def test_validate_hook_checks_knowledge_files(hook_repo: Path, pre_commit_home: dict[str, str],
+                                             user_repo: Path) -> None:
+    (user_repo / "target").mkdir()
+    shutil.copy(REPO / "target" / "mdl.json", user_repo / "target" / "mdl.json")
+    (user_repo / "knowledge" / "glossary").mkdir()
+    terms = user_repo / "knowledge" / "glossary" / "terms.md"
+    terms.write_text("## GMV\nSynonyms: gross merchandise value\nColumns: orders.amont\n\n"
+                     "All order amounts.\n\n## Basket\n")
+    done = run_hook(hook_repo, pre_commit_home, user_repo, "wrenmem-validate")
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("knowledge/")]
+    assert lines == [
+        "knowledge/glossary/terms.md:3:1: WM015 unknown column 'amont' of orders in glossary "
+        "Columns ('orders.amont'); did you mean 'amount'?",
+        "knowledge/glossary/terms.md:7:1: WM013 empty glossary term 'Basket': write its text "
+        "or remove the heading"]
+    terms.write_text("## GMV\nColumns: orders.amount\n\nAll order amounts.\n")
+    done = run_hook(hook_repo, pre_commit_home, user_repo, "wrenmem-validate")
+    assert done.returncode == 0, done.stdout
+
+
 def test_fmt_hook(hook_repo: Path, pre_commit_home: dict[str, str], user_repo: Path) -> None:
     wren = user_repo / "knowledge" / "sql" / "wren.md"
     wren.write_text("---\nnl: Wren style\nsql: SELECT 1 AS one\n---\n")

@@ -28,6 +28,8 @@ _EXPORTS = {
     "RecallResult": "wrenmem.recall.hits",
     "Filters": "wrenmem.recall.hits",
     "FetchResult": "wrenmem.schema.fetch",
+    "RuleSelection": "wrenmem.knowledge.select",
+    "Knowledge": "wrenmem.knowledge.files",
     "SyncReport": "wrenmem.index.sync",
     "Drift": "wrenmem.index.drift",
     "StoreResult": "wrenmem.pairs.store",
@@ -47,6 +49,7 @@ _EXPORTS = {
 
 __all__ = [
     "__version__", "Memory", "Pair", "Hit", "RecallResult", "Filters", "FetchResult",
+    "RuleSelection", "Knowledge",
     "SyncReport", "Drift", "StoreResult", "ImportReport", "FmtReport", "Problem", "Settings",
     "Embedder", "WrenmemError", "PairError", "SqlCheckError", "SettingsError", "ManifestError",
     "ExtraMissingError", "LockTimeoutError",
@@ -67,6 +70,8 @@ if TYPE_CHECKING:
     )
     from wrenmem.index.drift import Drift
     from wrenmem.index.sync import SyncReport
+    from wrenmem.knowledge.files import Knowledge
+    from wrenmem.knowledge.select import RuleSelection
     from wrenmem.pairs.exchange import ImportReport
     from wrenmem.pairs.fmt import FmtReport
     from wrenmem.pairs.pairfile import Pair

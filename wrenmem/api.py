@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from wrenmem.git.diff import PairDiff
     from wrenmem.index.drift import Drift
     from wrenmem.index.sync import SyncReport
+    from wrenmem.knowledge.entries import Entry
+    from wrenmem.knowledge.files import Knowledge
+    from wrenmem.knowledge.select import RuleSelection
+    from wrenmem.knowledge.table import KnowledgeDrift, KnowledgeSyncReport
     from wrenmem.pairs.exchange import ImportReport
     from wrenmem.pairs.fmt import FmtReport
     from wrenmem.pairs.pairfile import Pair
@@ -109,10 +113,13 @@ class Memory:
 
     # -- pairs ---------------------------------------------------------------------
     def init(self) -> list[str]:
-        """Create ``knowledge/sql/``, ignore ``.wrenmem/`` in git, write ``wrenmem.toml``."""
+        """Create ``knowledge/sql/``, ignore ``.wrenmem/`` in git, write ``wrenmem.toml``,
+        and create the knowledge folders (rules, glossary, caveats, metrics) that are
+        missing, each with one commented example."""
+        from wrenmem.knowledge.scaffold import scaffold_knowledge
         from wrenmem.pairs.project import init_project
 
-        return init_project(self.settings)
+        return init_project(self.settings) + scaffold_knowledge(self.settings)
 
     def store(self, question: str, sql: str, *, datasource: str | None = None,
               dialect: str | None = None, tags: Iterable[str] = (), note: str = "",
@@ -419,6 +426,58 @@ class Memory:
 
                 runs[f"{name}:{fusion}" if fusion else name] = evaluate.run(probes, search)
         return {"probes": counts, "runs": runs, "default": default}
+
+    # -- knowledge -----------------------------------------------------------------
+    def knowledge(self) -> Knowledge:
+        """Every knowledge file (rules, glossary, caveats, metrics, ``instructions.md``),
+        parsed into entries; unreadable files are in ``.errors`` (and reported)."""
+        from wrenmem.knowledge.files import load_knowledge
+
+        found = load_knowledge(self.settings)
+        self._report(found.errors)
+        return found
+
+    def rules(self, question: str | None = None, *, threshold: int | None = None
+              ) -> RuleSelection:
+        """The rules, caveats, metrics and instructions: all of them (``question`` None, or
+        their text at most ``threshold``, default the ``knowledge_threshold`` setting),
+        else those that bear on ``question`` within that many characters; with the
+        glossary terms the question uses (every term when ``question`` is None)."""
+        from wrenmem.knowledge.select import select_rules
+
+        return select_rules(self.settings, question, threshold=threshold,
+                            knowledge=self.knowledge(), embedder=self.embedder)
+
+    def glossary(self, term: str | None = None) -> builtins.list[Entry]:
+        """The glossary entries (term, synonyms, columns, definition), or those that
+        ``term`` names or uses (a word, a synonym, or a whole question)."""
+        from wrenmem.knowledge.terms import glossary_of
+
+        found = glossary_of(self.settings, self.knowledge())
+        return list(found.entries if term is None else found.used_by(term))
+
+    def sync_knowledge(self) -> KnowledgeSyncReport | None:
+        """Bring the knowledge index to the knowledge files (only changed entries are
+        embedded); None in a grep-only project."""
+        from wrenmem.knowledge.table import sync_knowledge
+
+        if self.grep_only:
+            return None
+        return sync_knowledge(self.settings, embedder=self.embedder)
+
+    def check_knowledge(self) -> KnowledgeDrift:
+        """Whether the knowledge index holds the current entries (read-only, no model)."""
+        from wrenmem.embedders import get_embedder
+        from wrenmem.knowledge.table import knowledge_drift
+
+        embedder = self.embedder or get_embedder(self.settings.embedder, root=self.settings.root)
+        return knowledge_drift(self.settings, embedder.model_id)
+
+    def reset_knowledge(self) -> bool:
+        """Drop the knowledge index; True when there was one."""
+        from wrenmem.knowledge.table import reset_knowledge
+
+        return reset_knowledge(self.settings)
 
     # -- schema --------------------------------------------------------------------
     def manifest(self) -> Manifest:

@@ -153,6 +153,13 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "prefer_verified": (False, _bool,
                         "recall puts verified pairs ahead of unverified ones of about the "
                         "same score"),
+    "knowledge_root": ("knowledge", _text,
+                       "folder of rules/, glossary/, caveats/ and metrics/ (Wren's v5 layout)"),
+    "knowledge_threshold": (8000, _positive_int,
+                            "largest rules text `fetch` returns whole; past it, the rules "
+                            "that bear on the question, up to this many characters"),
+    "mcp_forget": (False, _bool, "offer the forget_query tool over MCP (off: agents cannot "
+                                 "delete pair files)"),
 }
 
 
@@ -180,6 +187,9 @@ class Settings:
     engine: str = "duckdb"
     allow_writes: bool = False
     prefer_verified: bool = False
+    knowledge_root: str = "knowledge"
+    knowledge_threshold: int = 8000
+    mcp_forget: bool = False
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property

@@ -35,11 +35,12 @@ HOOKS_DEFERRED = "hooks-deferred.lock"  # held by the one sync waiting for a reb
 EMBED_CACHE = "embed-cache.bin"  # vectors by (model id, content hash), kept across deletions
 RECALL_COPY = "recall-copy.bin"  # the pairs table as a one-shot recall reads it, without LanceDB
 USES = "uses.bin"  # tables and columns each pair's SQL uses, by SQL, dialect and manifest
+KNOWLEDGE_STATE = "knowledge_index.json"  # what the knowledge table holds
 
 ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, SEEDS, SCHEMA_CACHE,
        SCHEMA_STATE, SCHEMA_MAINT, DAEMON_SOCKET, WATCH_LOCK, WATCH_PID, WATCH_STATE,
        WATCH_LOG, HOOKS_LOG, HOOKS_DEFERRED, EMBED_CACHE, REPLICA, REPLICA_STATE,
-       REPLICA_MAINT, RECALL_COPY, USES)
+       REPLICA_MAINT, RECALL_COPY, USES, KNOWLEDGE_STATE)
 
 
 def ensure_state_dir(folder: Path, mode: int = 0o777) -> Path:

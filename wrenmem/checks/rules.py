@@ -24,6 +24,11 @@ RULES: dict[str, tuple[str, str]] = {
     "WM010": ("engine-note", "a note, not an error: the engine check could not decide "
                              "(not transpilable, types unknown, the dialect is more lenient)"),
     "WM011": ("stale", "a schema item the pair used when it was verified changed or is gone"),
+    "WM012": ("knowledge", "a knowledge file cannot be read (encoding, size, front matter)"),
+    "WM013": ("knowledge-empty", "a rule, caveat, metric or glossary term with no text"),
+    "WM014": ("knowledge-duplicate", "a glossary term (or synonym) defined twice"),
+    "WM015": ("knowledge-schema",
+              "a glossary term's `Columns:` names a table or column the manifest lacks"),
 }
 WARNING_CODES = frozenset({"WM010"})  # reported, never a failure
 IGNORE_KEY = "wrenmem-ignore"  # front-matter key of a pair: codes accepted for that pair
@@ -39,8 +44,10 @@ def code_for(kind: str, message: str) -> str:
         return "WM006"
     if kind == "duplicate":
         return "WM007"
-    if kind in ("write", "engine", "engine-note", "stale"):
-        return next(code for code, (k, _text) in RULES.items() if k == kind)
+    if kind in ("write", "engine", "engine-note", "stale") or kind.startswith("knowledge"):
+        for code, (rule_kind, _text) in RULES.items():
+            if rule_kind == kind:
+                return code
     if kind == "pair" and message.startswith("unknown SQL dialect"):
         return "WM005"
     return "WM001"

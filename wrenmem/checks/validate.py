@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wrenmem.checks.knowledge import knowledge_problems, knowledge_targets
 from wrenmem.checks.references import Schema, check_schema, sqlite_quoted_strings
 from wrenmem.checks.rules import (
     IGNORE_KEY,
@@ -45,7 +46,9 @@ class Problem:
     line: int
     col: int
     message: str
-    kind: str  # pair | sql | schema | manifest | duplicate | write | engine | engine-note | stale
+    # pair | sql | schema | manifest | duplicate | write | engine | engine-note | stale |
+    # knowledge[-empty|-duplicate|-schema]
+    kind: str
 
     @property
     def code(self) -> str:
@@ -250,20 +253,27 @@ def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
     given = None if paths is None else list(paths)
     if given is not None and any(_same_file(p, settings.manifest_path) for p in given):
         given = None  # the manifest changed: every pair may now name a missing column
+    knowledge: list[str] | None = None  # knowledge files to check (None: all of them)
     if given is None:
         require_knowledge_dir(settings)
         files = sorted(iter_pair_files(settings.knowledge_path))
     else:  # pre-commit passes what matched its `files`: skip what is not a pair file
+        knowledge = knowledge_targets(settings, given)
         files = [p for p in given if p.name.lower() not in SKIPPED_NAMES
-                 and not p.name.startswith(".")]
+                 and not p.name.startswith(".") and settings.relpath(p) not in knowledge]
     problems: list[Problem] = []
     for path in files:
         problems += validator.check_file(path)
+    if check_schema:
+        validator.load_manifest()
+    counted, found = knowledge_problems(settings, validator.tables if check_schema else None,
+                                        Problem, knowledge)
+    problems += [p for p in found if isinstance(p, Problem) and p.code not in validator.ignored]
     if validator.manifest_problem is not None:
         problems[:0] = validator.accepted([validator.manifest_problem])
     if validator.engine_note is not None:
         problems[:0] = validator.accepted([validator.engine_note])
-    return len(files), problems
+    return len(files) + counted, problems
 
 
 def key_line(lines: list[str], key: str) -> int:

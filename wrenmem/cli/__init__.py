@@ -23,6 +23,7 @@ COMMAND_MODULES: dict[str, str] = {
     "watch": "watch_cmds",
     "mcp": "mcp_cmds",
     **dict.fromkeys(["hooks", "validate", "duplicates", "diff"], "git_cmds"),
+    **dict.fromkeys(["rules", "glossary"], "knowledge_cmds"),
 }
 
 

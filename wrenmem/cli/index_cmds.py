@@ -40,12 +40,14 @@ GREP_ONLY = "grep backend: the pair files are the index; nothing to build"
 
 @click.command()
 @click.option("--full", is_flag=True, help="Drop the pairs table and rebuild it from scratch.")
-@click.option("--pairs-only", is_flag=True, help="Do not build or update the schema index.")
+@click.option("--pairs-only", is_flag=True,
+              help="Do not build or update the schema and knowledge indexes.")
 @json_option
 @click.pass_context
 def sync(ctx: click.Context, full: bool, pairs_only: bool, as_json: bool) -> None:
-    """Bring the index up to date with the pair files (embeds only new and changed pairs)
-    and the schema index with the manifest, when there is one (unless --pairs-only).
+    """Bring the index up to date with the pair files (embeds only new and changed pairs),
+    the schema index with the manifest, when there is one, and the knowledge index with
+    the rules, glossary, caveats and metrics files (neither with --pairs-only).
 
     In a grep-only project (backend = "grep", or no index extra) there is nothing to build.
     """
@@ -53,7 +55,7 @@ def sync(ctx: click.Context, full: bool, pairs_only: bool, as_json: bool) -> Non
     memory = get_memory(ctx)
     if memory.grep_only:
         if as_json:
-            emit_json({"noop": True, "grep_only": True, "schema": None})
+            emit_json({"noop": True, "grep_only": True, "schema": None, "knowledge": None})
         else:
             click.echo(GREP_ONLY)
         return
@@ -61,13 +63,15 @@ def sync(ctx: click.Context, full: bool, pairs_only: bool, as_json: bool) -> Non
     try:
         report = memory.sync(full=full, progress=progress)
         schema = None if pairs_only else memory.sync_schema(progress=progress)
+        knowledge = None if pairs_only else memory.sync_knowledge()
     finally:
         progress.close()
     report_pair_errors(report.errors)
     for message in report.warnings:
         warn(f"warning: {message}")
     if as_json:
-        emit_json({**report.to_dict(), "schema": schema.to_dict() if schema else None})
+        emit_json({**report.to_dict(), "schema": schema.to_dict() if schema else None,
+                   "knowledge": knowledge.to_dict() if knowledge else None})
         return
     if report.rebuilt:
         warn(f"rebuilt the index: {report.rebuild_reason}")
@@ -75,6 +79,8 @@ def sync(ctx: click.Context, full: bool, pairs_only: bool, as_json: bool) -> Non
     if schema is not None:
         state = "schema index up to date" if schema.noop else "schema synced"
         click.echo(f"{state}: {schema.items} items, {schema.embedded} embedded")
+    if knowledge is not None and knowledge.entries:
+        click.echo(knowledge.summary())
 
 
 index = click.Command("index", callback=sync.callback, params=sync.params,
@@ -102,8 +108,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"role:     reader (never writes; version {data.get('version')}{source})")
         if data.get("reader_note"):
             click.echo(f"          {data['reader_note']}")
+    known = data.get("knowledge") or {}
     if unavailable is not None:
         click.echo(f"          unavailable: {unavailable}")
+        if known.get("files"):
+            click.echo(f"knowledge: {known['files']} files, {known['rules']} rules, "
+                       f"{known['terms']} glossary terms (read from the files)")
         return
     click.echo(f"embedder: {data['embedder']} (setting: {settings.embedder})")
     click.echo(f"pairs:    {data['pairs']} files, {data['seeds']} seeds, "
@@ -112,6 +122,10 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if schema.get("manifest"):
         click.echo(f"schema:   {schema['items']} items in the index, "
                    + ("fresh" if schema["fresh"] else f"not fresh ({schema['reason']})"))
+    if known.get("files"):
+        click.echo(f"knowledge: {known['files']} files, {known['rules']} rules, "
+                   f"{known['terms']} glossary terms, "
+                   + ("fresh" if known["fresh"] else f"not fresh ({known['reason']})"))
     for bad in data.get("unreadable") or ():
         click.echo(f"unreadable: {bad['path']}:{bad['line']}: {bad['reason']}")
     for problem in data.get("problems") or ():
@@ -152,11 +166,12 @@ def check(ctx: click.Context, as_json: bool) -> None:
         ctx.exit(1 if stale else 0)
     drift = memory.check()
     schema = memory.check_schema()
+    knowledge = memory.check_knowledge()
     plan = drift.plan
-    drifted = drift.drifted or not schema.fresh
+    drifted = drift.drifted or not schema.fresh or not knowledge.fresh
     if as_json:
         emit_json({**drift.to_dict(), "fresh": not drifted, "schema": schema.to_dict(),
-                   "stale": [p.to_dict() for p in stale]})
+                   "knowledge": knowledge.to_dict(), "stale": [p.to_dict() for p in stale]})
     else:
         report_pair_errors(drift.errors)
         for label, items in (("added", plan.added), ("changed", plan.changed),
@@ -174,11 +189,15 @@ def check(ctx: click.Context, as_json: bool) -> None:
             click.echo(f"embedder: index built by {drift.built_by}, setting is {drift.model_id}")
         if not schema.fresh:
             click.echo(f"schema: {schema.reason}")
+        if not knowledge.fresh:
+            click.echo(f"knowledge: {knowledge.reason}")
         if drifted:
             warn("the index is out of date: run `wrenmem sync`")
         else:
             click.echo(f"in sync: {len(plan.unchanged)} pairs"
-                       + (f", {schema.items} schema items" if schema.manifest else ""))
+                       + (f", {schema.items} schema items" if schema.manifest else "")
+                       + (f", {knowledge.entries} knowledge entries" if knowledge.entries
+                          else ""))
     ctx.exit(1 if drifted or stale else 0)
 
 
@@ -186,25 +205,29 @@ def check(ctx: click.Context, as_json: bool) -> None:
 @json_option
 @click.pass_context
 def reset(ctx: click.Context, as_json: bool) -> None:
-    """Delete the pairs and schema indexes and their state (the files are untouched;
-    `sync` rebuilds both)."""
+    """Delete the pairs, schema and knowledge indexes and their state (the files are
+    untouched; `sync` rebuilds them)."""
 
     memory = get_memory(ctx)
     settings = memory.settings
     if memory.grep_only:
         if as_json:
-            emit_json({"dropped": False, "schema_dropped": False, "index": settings.index_uri})
+            emit_json({"dropped": False, "schema_dropped": False, "knowledge_dropped": False,
+                       "index": settings.index_uri})
         else:
             click.echo("grep backend: no index to drop")
         return
     dropped = memory.reset()
     schema_dropped = memory.reset_schema()
+    knowledge_dropped = memory.reset_knowledge()
     if as_json:
         emit_json({"dropped": dropped, "schema_dropped": schema_dropped,
-                   "index": settings.index_uri})
+                   "knowledge_dropped": knowledge_dropped, "index": settings.index_uri})
         return
     click.echo("dropped the pairs index" if dropped else "no pairs index to drop")
     click.echo("dropped the schema index" if schema_dropped else "no schema index to drop")
+    if knowledge_dropped:
+        click.echo("dropped the knowledge index")
 
 
 COMMANDS = [sync, index, status, check, reset]

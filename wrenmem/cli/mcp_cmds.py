@@ -32,11 +32,15 @@ def parse_http(value: str) -> tuple[str, int]:
                    "default 127.0.0.1: only this machine).")
 @click.option("--backend", "-b", type=click.Choice(BACKENDS),
               help="Recall backend (default: setting `backend`).")
+@click.option("--read-only", is_flag=True,
+              help="Serve no tool that writes: no store_query, no forget_query.")
 @click.pass_context
-def mcp(ctx: click.Context, http: str | None, backend: str | None) -> None:
+def mcp(ctx: click.Context, http: str | None, backend: str | None, read_only: bool) -> None:
     """Serve the memory to agents over MCP (stdio, or HTTP with --http): tools
-    recall_queries, get_schema_context, describe_schema, store_query, list_queries and
-    forget_query. Needs the `mcp` extra."""
+    recall_queries, get_schema_context, describe_schema, get_instructions, lookup_glossary,
+    list_queries and store_query (not with --read-only), forget_query (only with the setting
+    mcp_forget = true); resources for the manifest and every knowledge file; the prompt
+    answer_with_sql. Needs the `mcp` extra."""
 
     address = parse_http(http) if http else None
     settings = get_settings(ctx, backend=backend)
@@ -45,7 +49,7 @@ def mcp(ctx: click.Context, http: str | None, backend: str | None) -> None:
     except ImportError as e:
         raise ExtraMissingError(
             f"the MCP server needs the mcp extra: pip install 'wrenmem[mcp]' ({e})") from e
-    serve(Memory.from_settings(settings), http=address)
+    serve(Memory.from_settings(settings), http=address, read_only=read_only)
 
 
 COMMANDS = [mcp]

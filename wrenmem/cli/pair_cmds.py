@@ -20,7 +20,9 @@ from wrenmem.errors import SqlCheckError, WrenmemError
 @click.command()
 @click.pass_context
 def init(ctx: click.Context) -> None:
-    """Create knowledge/sql/, ignore .wrenmem/ in git and write a commented wrenmem.toml."""
+    """Create knowledge/sql/ and the knowledge folders rules/, glossary/, caveats/ and
+    metrics/ (each with one commented example), ignore .wrenmem/ in git and write a
+    commented wrenmem.toml. What exists is left alone."""
     done = get_memory(ctx).init()
     click.echo("\n".join(done) if done else "already initialised: nothing to do")
 

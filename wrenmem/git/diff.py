@@ -21,6 +21,14 @@ from typing import Any
 from wrenmem.checks.uses import affected_by_change
 from wrenmem.checks.validate import Problem, Validator
 from wrenmem.errors import PairError, WrenmemError
+from wrenmem.git.knowledge_diff import (
+    KnowledgeChange,
+    compare_knowledge,
+    knowledge_files_at,
+    knowledge_files_here,
+    render_knowledge_markdown,
+    render_knowledge_text,
+)
 from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
 from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
 from wrenmem.schema.manifest import Manifest, load_manifest
@@ -104,6 +112,7 @@ class PairDiff:
     # Pairs (changed or not) using a table or column the manifest changed from base to
     # head: (path, question, what happened to each item).
     schema_affected: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    knowledge: tuple[KnowledgeChange, ...] = ()  # rules, glossary terms… added/changed/removed
 
     def of(self, status: str) -> list[Entry]:
         return [e for e in self.entries if e.status == status]
@@ -123,6 +132,7 @@ class PairDiff:
                                 for p, nl, c in self.schema_affected],
             "invalid": len(self.invalid),
             "warnings": list(self.warnings),
+            "knowledge": [c.to_dict() for c in self.knowledge],
         }
 
 
@@ -160,10 +170,14 @@ def diff_pairs(settings: Settings, base: str | None = None, head: str | None = N
         head_side = Side("working tree", None, files)
         validator = Validator(settings, check_schema=check_schema)
         validator.load_manifest()
+        head_knowledge = knowledge_files_here(settings)
     else:
         head_side = Side(head, head_commit.hexsha, _files_at(head_commit, knowledge, project))
         validator = _validator_at(settings, head_commit, top, check_schema)
-    result = _compare(base_side, head_side, validator)
+        head_knowledge = knowledge_files_at(head_commit, settings, project)
+    changes = compare_knowledge(knowledge_files_at(base_commit, settings, project),
+                                head_knowledge, settings)
+    result = replace(_compare(base_side, head_side, validator), knowledge=changes)
     if not check_schema:
         return result
     old = _manifest_at(settings, base_commit, top)
@@ -386,6 +400,7 @@ def render_text(d: PairDiff) -> str:
                    "manifest changed:")
         out += [f"S {path}  {nl}  ({'; '.join(changes)})"
                 for path, nl, changes in d.schema_affected]
+    out += render_knowledge_text(d.knowledge)
     out += [f"warning: {w}" for w in d.warnings]
     return "\n".join(out)
 
@@ -449,6 +464,7 @@ def render_markdown(d: PairDiff) -> str:
     if d.metadata_only:
         out += ["", f"<sub>{len(d.metadata_only)} file(s) with only notes or metadata edited: "
                 + ", ".join(f"`{p}`" for p in d.metadata_only) + "</sub>"]
+    out += render_knowledge_markdown(d.knowledge)
     out += [f"\n> ⚠️ {w}" for w in d.warnings]
     return "\n".join(out) + "\n"
 

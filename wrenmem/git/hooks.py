@@ -27,6 +27,9 @@ from wrenmem import statedir
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.index.sync import sync_pairs
+from wrenmem.knowledge.files import load_knowledge
+from wrenmem.knowledge.table import read_state as read_knowledge_state
+from wrenmem.knowledge.table import sync_knowledge
 from wrenmem.lance import index_unavailable
 from wrenmem.lock import is_locked
 from wrenmem.schema.table import read_state as read_schema_state
@@ -425,6 +428,12 @@ def _sync(settings: Settings) -> str:
         schema = sync_schema(settings)
         summary += "; schema " + ("up to date" if schema.noop else
                                   f"synced ({schema.embedded} embedded)")
+    knowledge = load_knowledge(settings)
+    if knowledge.files or read_knowledge_state(settings):
+        # Rules and glossary: in step too (a checkout that removed them empties the table).
+        report = sync_knowledge(settings, knowledge=knowledge)
+        summary += "; knowledge " + ("up to date" if report.noop else
+                                     f"synced ({report.embedded} embedded)")
     return summary
 
 

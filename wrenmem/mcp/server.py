@@ -16,15 +16,20 @@ from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resources import FunctionResource
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from wrenmem import __version__
 from wrenmem.api import Memory
 from wrenmem.errors import WrenmemError
+from wrenmem.fsutil import read_text_file
+from wrenmem.knowledge.files import knowledge_paths, read_knowledge_text
 from wrenmem.mcp.tools import (
     DescribeOutput,
     ForgetOutput,
+    GlossaryOutput,
+    InstructionsOutput,
     ListOutput,
     RecallOutput,
     SchemaContextOutput,
@@ -37,11 +42,14 @@ log = logging.getLogger(__name__)
 
 INSTRUCTIONS = """\
 wrenmem is this project's memory for writing SQL: the schema of the database (a Wren MDL \
-manifest) and NL→SQL pairs that answered earlier questions, kept as files in git.
+manifest), the team's business rules, caveats and glossary, and NL→SQL pairs that answered \
+earlier questions, kept as files in git.
 
 For each question you must answer with SQL:
 1. get_schema_context(question): the tables, columns and relationships that matter (the \
-whole schema when it is small). Use only names that appear there.
+whole schema when it is small), with the business rules and caveats that bear on the \
+question and the glossary's definitions of its terms. Use only names that appear there, and \
+follow the rules.
 2. recall_queries(question): similar questions answered before, with their SQL. Reuse their \
 joins, filters and conventions; a high score means a very similar question.
 3. Write the SQL in the dialect the context names and run it with your database tool.
@@ -51,17 +59,67 @@ the line, column and a "did you mean" when a name is wrong; fix it and call agai
 read-only queries are stored; the pair is marked unreviewed until a person verifies it. \
 Storing the same question again updates its pair.
 
-describe_schema gives the whole schema as text; list_queries pages through the stored \
-pairs; forget_query(path) deletes a wrong pair (a file under the knowledge folder)."""
+describe_schema gives the whole schema as text; get_instructions every rule (or those for \
+a question); lookup_glossary what a term means; list_queries pages through the stored pairs. \
+Resources: wrenmem://manifest (the MDL), wrenmem://instructions (every rule) and each \
+knowledge file as wrenmem://knowledge/<folder>/<file>.md."""
+
+FORGET_NOTE = " forget_query(path) deletes a wrong pair (a file under the knowledge folder)."
+READ_ONLY_NOTE = (" This server is read-only: it cannot store or forget pairs; tell the user "
+                  "the question and SQL worth keeping instead.")
+
+WORKFLOW = """\
+Answer this question with SQL, using the project's memory (wrenmem):
+
+{question}
+
+1. Call get_schema_context with the question: the tables and columns to use, the business \
+rules and caveats that apply, and what the glossary says its terms mean.
+2. Call recall_queries with the question: how similar questions were answered before. Reuse \
+their joins, filters and conventions.
+3. Write one SQL statement in the dialect the context names, using only tables and columns \
+from the context and following every rule; run it with your database tool and fix it until \
+it runs.
+4. {store}"""
+STORE_STEP = ("When the user accepts the answer, call store_query with the question and the "
+              "SQL, so the next question like it is answered from memory.")
+NO_STORE_STEP = ("Show the user the SQL and its result. This server is read-only: it cannot "
+                 "store the pair.")
+
+
+class _Server(MCPServer[Any]):
+    """``MCPServer`` whose resource list follows the knowledge files as they are now (a
+    file added, renamed or removed while the server runs is listed as it is)."""
+
+    refresh_resources: Callable[[], None] | None = None
+
+    async def list_resources(self) -> Any:
+        if self.refresh_resources is not None:
+            self.refresh_resources()
+        return await super().list_resources()
+
+
+def _instructions(read_only: bool, forget: bool) -> str:
+    """The server's instructions; a read-only server's loop ends by showing the SQL."""
+    text = INSTRUCTIONS
+    if read_only:
+        start = text.index("4. Only after")
+        end = text.index("\n\n", start)
+        text = text[:start] + "4. " + NO_STORE_STEP + text[end:] + READ_ONLY_NOTE
+    return text + (FORGET_NOTE if forget else "")
+
 
 def build_server(memory: Memory, *, freshness: Freshness | None = None,
-                 warm: bool = True) -> MCPServer[Any]:
-    """The server for ``memory``'s project, its six tools registered. ``freshness`` says
-    when a recall must sync first (without it, before every recall)."""
+                 warm: bool = True, read_only: bool = False) -> MCPServer[Any]:
+    """The server for ``memory``'s project, its tools, resources and prompt registered.
+    ``freshness`` says when a recall must sync first (without it, before every recall).
+    ``read_only``: no store_query and no forget_query; forget_query is there only when the
+    ``mcp_forget`` setting is on."""
     tools = Tools(memory, freshness)
-    server: MCPServer[Any] = MCPServer(
+    forget = memory.settings.mcp_forget and not read_only
+    server = _Server(
         name="wrenmem", title="wrenmem: SQL memory", version=__version__,
-        instructions=INSTRUCTIONS, log_level="WARNING")
+        instructions=_instructions(read_only, forget), log_level="WARNING")
 
     @server.tool(annotations=ToolAnnotations(title="Recall similar NL→SQL pairs",
                                              **_read_only()))
@@ -106,26 +164,27 @@ def build_server(memory: Memory, *, freshness: Freshness | None = None,
         relationships, views and cubes, with the data source and its SQL dialect."""
         return _answer(tools.describe_schema)
 
-    @server.tool(annotations=ToolAnnotations(
-        title="Store a verified NL→SQL pair", read_only_hint=False, destructive_hint=False,
-        idempotent_hint=True, open_world_hint=False))
-    def store_query(
-        question: Annotated[str, Field(min_length=1,
-                                       description="The question, as the user asked it.")],
-        sql: Annotated[str, Field(min_length=1,
-                                  description="SQL that ran and answered it correctly.")],
-        datasource: Annotated[str | None, Field(
-            description="Datasource name (default: the project's setting).")] = None,
-        tags: Annotated[list[str] | None, Field(description="Tags for the pair.")] = None,
-        note: Annotated[str, Field(description="A note for reviewers.")] = "",
-    ) -> StoreOutput:
-        """Remember a question and the SQL that answered it, as a Markdown file in the
-        project (the same question updates its file). The SQL is checked first: it must be
-        one read-only query, parse in the manifest's dialect, name only its tables and
-        columns and bind in DuckDB over empty tables of the schema; otherwise nothing is
-        stored and the error gives each problem's line, column and a likely fix. The pair
-        is marked unreviewed (source agent) until a person verifies it. Returns the path."""
-        return _answer(tools.store_query, question, sql, datasource, tags or (), note)
+    if not read_only:
+        @server.tool(annotations=ToolAnnotations(
+            title="Store a verified NL→SQL pair", read_only_hint=False, destructive_hint=False,
+            idempotent_hint=True, open_world_hint=False))
+        def store_query(
+            question: Annotated[str, Field(min_length=1,
+                                           description="The question, as the user asked it.")],
+            sql: Annotated[str, Field(min_length=1,
+                                      description="SQL that ran and answered it correctly.")],
+            datasource: Annotated[str | None, Field(
+                description="Datasource name (default: the project's setting).")] = None,
+            tags: Annotated[list[str] | None, Field(description="Tags for the pair.")] = None,
+            note: Annotated[str, Field(description="A note for reviewers.")] = "",
+        ) -> StoreOutput:
+            """Remember a question and the SQL that answered it, as a Markdown file in the
+            project (the same question updates its file). The SQL is checked first: it must
+            be one read-only query, parse in the manifest's dialect, name only its tables and
+            columns and bind in DuckDB over empty tables of the schema; otherwise nothing is
+            stored and the error gives each problem's line, column and a likely fix. The pair
+            is marked unreviewed (source agent) until a person verifies it. Returns the path."""
+            return _answer(tools.store_query, question, sql, datasource, tags or (), note)
 
     @server.tool(annotations=ToolAnnotations(title="List stored pairs", **_read_only()))
     def list_queries(
@@ -141,17 +200,51 @@ def build_server(memory: Memory, *, freshness: Freshness | None = None,
         with the total count."""
         return _answer(tools.list_queries, source, tag, datasource, limit, offset)
 
-    @server.tool(annotations=ToolAnnotations(
-        title="Forget a stored pair", read_only_hint=False, destructive_hint=True,
-        idempotent_hint=False, open_world_hint=False))
-    def forget_query(
-        path: Annotated[str, Field(min_length=1, description=(
-            "The pair file's path as recall_queries or list_queries give it, e.g. "
-            "knowledge/sql/total-revenue.md"))],
-    ) -> ForgetOutput:
-        """Delete a wrong or outdated pair: its file under the knowledge folder (the change
-        shows in git). Anything outside that folder is refused."""
-        return _answer(tools.forget_query, path)
+    if forget:
+        @server.tool(annotations=ToolAnnotations(
+            title="Forget a stored pair", read_only_hint=False, destructive_hint=True,
+            idempotent_hint=False, open_world_hint=False))
+        def forget_query(
+            path: Annotated[str, Field(min_length=1, description=(
+                "The pair file's path as recall_queries or list_queries give it, e.g. "
+                "knowledge/sql/total-revenue.md"))],
+        ) -> ForgetOutput:
+            """Delete a wrong or outdated pair: its file under the knowledge folder (the change
+            shows in git). Anything outside that folder is refused."""
+            return _answer(tools.forget_query, path)
+
+    @server.tool(annotations=ToolAnnotations(title="Business rules and caveats",
+                                             **_read_only()))
+    def get_instructions(
+        question: Annotated[str | None, Field(description=(
+            "Only the rules that bear on this question (all of them while they are "
+            "short). Leave out for every rule."))] = None,
+    ) -> InstructionsOutput:
+        """The team's business rules, caveats, metric definitions and instructions
+        (knowledge/rules/, caveats/, metrics/, instructions.md), with the glossary terms
+        the question uses. Follow them when writing SQL."""
+        return _answer(tools.get_instructions, question)
+
+    @server.tool(annotations=ToolAnnotations(title="Look up the glossary", **_read_only()))
+    def lookup_glossary(
+        term: Annotated[str | None, Field(description=(
+            "A term, a synonym or a whole question; leave out for the whole glossary."))
+        ] = None,
+    ) -> GlossaryOutput:
+        """What the team's words mean: each glossary term with its synonyms, the tables and
+        columns it refers to, and its definition."""
+        return _answer(tools.lookup_glossary, term)
+
+    _register_resources(server, memory)
+
+    @server.prompt(name="answer_with_sql", title="Answer a question with SQL")
+    def answer_with_sql(
+        question: Annotated[str, Field(description="The question to answer.")],
+    ) -> str:
+        """The loop for a question: schema context and rules, similar pairs, write and run
+        the SQL, then store the pair the user accepted."""
+        return WORKFLOW.format(question=question,
+                               store=NO_STORE_STEP if read_only else STORE_STEP)
 
     if warm:
         threading.Thread(target=_warm, args=(tools,), name="wrenmem-warm", daemon=True).start()
@@ -170,6 +263,66 @@ def _answer(tool: Callable[..., T], *args: Any) -> T:
         raise ToolError(str(e)) from e
 
 
+def _register_resources(server: _Server, memory: Memory) -> None:
+    """The manifest, every rule as one text, and each knowledge file, as resources; the
+    files are read when a client reads them, so an edit shows without a restart."""
+    settings = memory.settings
+
+    @server.resource("wrenmem://manifest", name="manifest", title="The Wren MDL manifest",
+                     mime_type="application/json")
+    def manifest() -> str:
+        """The project's MDL manifest (models, columns, relationships, views, cubes)."""
+        try:
+            return read_text_file(settings.manifest_path, MAX_MANIFEST_BYTES)
+        except WrenmemError as e:
+            raise ValueError(str(e)) from e
+
+    @server.resource("wrenmem://instructions", name="instructions",
+                     title="Business rules, caveats and metrics", mime_type="text/markdown")
+    def instructions() -> str:
+        """Every business rule, caveat, metric and instruction of the project, as Markdown."""
+        return memory.rules().render().strip() + "\n"
+
+    def reader(rel: str) -> Callable[[], str]:
+        def read() -> str:
+            try:
+                return read_knowledge_text(settings, rel)
+            except (OSError, UnicodeDecodeError, WrenmemError) as e:
+                raise ValueError(f"knowledge file {rel} cannot be read: {e}") from e
+        return read
+
+    def refresh() -> None:
+        current = {_uri(settings, rel): rel for _path, rel, _kind in knowledge_paths(settings)}
+        registered = server._resource_manager._resources  # the SDK has no remove
+        for uri in [u for u in registered if u.endswith(".md") and u not in current]:
+            registered.pop(uri, None)
+        for uri, rel in current.items():
+            if uri not in registered:
+                server.add_resource(FunctionResource.from_function(
+                    reader(rel), uri=uri, name=rel, title=rel, mime_type="text/markdown",
+                    description=f"The knowledge file {rel} as it is now."))
+
+    @server.resource(KNOWLEDGE_URI + "{folder}/{name}", name="knowledge-file",
+                     mime_type="text/markdown")
+    def knowledge_file(folder: str, name: str) -> str:
+        """A knowledge file: knowledge/<folder>/<name> (rules, glossary, caveats, metrics)."""
+        return reader(f"{settings.knowledge_root.strip('/')}/{folder}/{name}")()
+
+    server.refresh_resources = refresh
+    refresh()
+
+
+KNOWLEDGE_URI = "wrenmem://knowledge/"
+MAX_MANIFEST_BYTES = 200_000_000
+
+
+def _uri(settings: Any, rel: str) -> str:
+    """``knowledge/rules/x.md`` -> ``wrenmem://knowledge/rules/x.md`` (its path inside the
+    knowledge folder); ``instructions.md`` -> ``wrenmem://instructions.md``."""
+    root = settings.knowledge_root.strip("/") + "/"
+    return KNOWLEDGE_URI + rel[len(root):] if rel.startswith(root) else "wrenmem://" + rel
+
+
 def _read_only() -> dict[str, Any]:
     return {"read_only_hint": True, "destructive_hint": False, "idempotent_hint": True,
             "open_world_hint": False}
@@ -183,11 +336,12 @@ def _warm(tools: Tools) -> None:
         log.debug("warm-up recall failed: %s", e)
 
 
-def serve(memory: Memory, *, http: tuple[str, int] | None = None) -> None:
+def serve(memory: Memory, *, http: tuple[str, int] | None = None,
+          read_only: bool = False) -> None:
     """Serve on stdio, or on streamable HTTP at ``http`` (host, port); returns when the
-    client disconnects or the process is interrupted."""
+    client disconnects or the process is interrupted. ``read_only``: no tool writes."""
     freshness = Freshness(memory.settings)
-    server = build_server(memory, freshness=freshness)
+    server = build_server(memory, freshness=freshness, read_only=read_only)
     try:
         if http is None:
             server.run()

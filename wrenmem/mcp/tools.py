@@ -18,6 +18,7 @@ from typing_extensions import TypedDict
 
 from wrenmem.api import Memory
 from wrenmem.errors import SqlCheckError, WrenmemError
+from wrenmem.knowledge.entries import Entry
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.recall.hits import Hit
 from wrenmem.watch.freshness import Freshness
@@ -51,6 +52,24 @@ class SchemaItemOutput(TypedDict):
     score: float
 
 
+class KnowledgeEntryOutput(TypedDict):
+    kind: str
+    title: str
+    text: str
+    path: str
+    line: int
+    tags: list[str]
+
+
+class GlossaryTermOutput(TypedDict):
+    term: str
+    synonyms: list[str]
+    columns: list[str]
+    definition: str
+    path: str
+    line: int
+
+
 class SchemaContextOutput(TypedDict):
     question: str
     strategy: str
@@ -60,6 +79,24 @@ class SchemaContextOutput(TypedDict):
     characters: int
     threshold: int
     notes: list[str]
+    rules: list[KnowledgeEntryOutput]
+    glossary: list[GlossaryTermOutput]
+
+
+class InstructionsOutput(TypedDict):
+    question: str | None
+    strategy: str
+    text: str
+    rules: list[KnowledgeEntryOutput]
+    glossary: list[GlossaryTermOutput]
+    characters: int
+    threshold: int
+    notes: list[str]
+
+
+class GlossaryOutput(TypedDict):
+    term: str | None
+    terms: list[GlossaryTermOutput]
 
 
 class DescribeOutput(TypedDict):
@@ -145,10 +182,30 @@ class Tools:
                 {"type": r.item.type, "name": r.item.name, "model": r.item.model,
                  "detail": r.item.detail, "score": round(r.score, 6)}
                 for r in result.results]
+            knowledge = result.knowledge
             return {"question": question, "strategy": result.strategy,
                     "method": result.method, "text": result.render(), "items": items,
                     "characters": result.characters, "threshold": result.threshold,
-                    "notes": [*result.notes, *result.warnings]}
+                    "notes": [*result.notes, *result.warnings],
+                    "rules": [_rule(e) for e in knowledge.rules] if knowledge else [],
+                    "glossary": [_term(e) for e in knowledge.glossary] if knowledge else []}
+
+    def get_instructions(self, question: str | None = None) -> InstructionsOutput:
+        with self._lock:
+            notes = self._begin()
+            selection = self.memory.rules(question or None)
+            text = selection.render().strip()
+            return {"question": question, "strategy": selection.strategy,
+                    "text": text or "This project has no business rules, caveats or metrics.",
+                    "rules": [_rule(e) for e in selection.rules],
+                    "glossary": [_term(e) for e in selection.glossary],
+                    "characters": selection.characters, "threshold": selection.threshold,
+                    "notes": [*notes, *selection.notes]}
+
+    def lookup_glossary(self, term: str | None = None) -> GlossaryOutput:
+        with self._lock:
+            self._begin()
+            return {"term": term, "terms": [_term(e) for e in self.memory.glossary(term)]}
 
     def describe_schema(self) -> DescribeOutput:
         with self._lock:
@@ -235,6 +292,17 @@ def _refusal(error: SqlCheckError, memory: Memory) -> str:
     else:
         lines.append("Fix the SQL (run it first if you can) and call store_query again.")
     return "\n".join(lines)
+
+
+def _rule(entry: Entry) -> KnowledgeEntryOutput:
+    return {"kind": entry.kind, "title": entry.title, "text": entry.body, "path": entry.path,
+            "line": entry.line, "tags": list(entry.tags)}
+
+
+def _term(entry: Entry) -> GlossaryTermOutput:
+    return {"term": entry.title, "synonyms": list(entry.synonyms),
+            "columns": list(entry.columns), "definition": entry.body, "path": entry.path,
+            "line": entry.line}
 
 
 def _recalled(hit: Hit) -> RecalledPair:

@@ -17,12 +17,13 @@ from pathlib import Path
 from wrenmem import statedir
 from wrenmem.errors import PairError
 from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.knowledge import expansions
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.pairs.seeds import extra_pairs
 from wrenmem.recall.fusion import at_least_identical
-from wrenmem.recall.model import lexical_score
 from wrenmem.recall.hits import Filters, Hit, rank
+from wrenmem.recall.model import lexical_score
 from wrenmem.settings import Settings
 from wrenmem.textsearch import TOKENIZER_VERSION, Bm25Index, document_terms
 
@@ -87,7 +88,8 @@ class GrepBackend:
                sql: str | None = None) -> list[list[Hit]]:
         """``k`` hits per question; a draft ``sql`` is not read (keywords only)."""
         index = self.index(filters)
-        return [index.rank(query, k, self.name) for query in queries]
+        return [index.rank(query, k, self.name, expansions(self.settings, query))
+                for query in queries]
 
 
 class GrepIndex:
@@ -99,11 +101,13 @@ class GrepIndex:
         self.pairs = list(pairs)
         self.bm25 = Bm25Index(docs, lazy=lazy)
 
-    def rank(self, query: str, k: int, backend: str) -> list[Hit]:
+    def rank(self, query: str, k: int, backend: str, extra: Sequence[str] = ()) -> list[Hit]:
         """The best ``k`` pairs for ``query``, calibrated into [0, 1]
-        (:func:`wrenmem.recall.fusion.lexical_score`), BM25F as the raw score."""
-        found = [(i, s) for i, s in self.bm25.scores(query).items() if s > 0]
-        calibrated = lexical_score([s for _i, s in found], self.bm25.best_possible(query))
+        (:func:`wrenmem.recall.model.lexical_score`), BM25F as the raw score. ``extra``:
+        more search terms (the glossary's synonyms of words in ``query``)."""
+        text = " ".join([query, *extra])
+        found = [(i, s) for i, s in self.bm25.scores(text).items() if s > 0]
+        calibrated = lexical_score([s for _i, s in found], self.bm25.best_possible(text))
         return rank([(at_least_identical(p, query, self.pairs[i].nl), self.pairs[i], s)
                      for (i, s), p in zip(found, calibrated, strict=True)], k, backend)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from wrenmem.index.drift import check_drift
+from wrenmem.knowledge.files import load_knowledge
+from wrenmem.knowledge.table import knowledge_drift
 from wrenmem.lance import index_unavailable
 from wrenmem.recall.backends import choose_backend
 from wrenmem.schema.table import schema_drift
@@ -33,6 +35,10 @@ def status_data(settings: Settings, embedder: Embedder | None = None) -> dict[st
         "index_available": unavailable is None,
         "index_unavailable_reason": unavailable,
     }
+    known = load_knowledge(settings)
+    data["knowledge"] = {"files": len(known.files), "entries": len(known.entries),
+                         "rules": len(known.rules), "terms": len(known.terms),
+                         "unreadable": len(known.errors), "fresh": True, "reason": ""}
     if settings.backend == "grep" and unavailable is None:
         unavailable = "backend is grep: the pair files are the index"
         data["index_unavailable_reason"] = unavailable
@@ -47,6 +53,8 @@ def status_data(settings: Settings, embedder: Embedder | None = None) -> dict[st
     if unavailable is None:
         drift = check_drift(settings, embedder)
         schema = schema_drift(settings, drift.model_id)
+        knowledge = knowledge_drift(settings, drift.model_id)
+        data["knowledge"].update(fresh=knowledge.fresh, reason=knowledge.reason)
         data.update({
             "embedder": drift.model_id,
             "built_by": drift.built_by,
@@ -56,7 +64,7 @@ def status_data(settings: Settings, embedder: Embedder | None = None) -> dict[st
             "bad_files": len(drift.errors),
             "unreadable": [{"path": e.path, "line": e.line, "reason": e.reason}
                            for e in drift.errors],
-            "fresh": drift.fresh and schema.fresh,
+            "fresh": drift.fresh and schema.fresh and knowledge.fresh,
             "schema": schema.to_dict(),
             "index_missing": drift.index_missing,
             "rebuild_needed": drift.rebuild_needed,

@@ -24,6 +24,7 @@ from wrenmem.errors import WrenmemError
 from wrenmem.index import recallcopy, replica
 from wrenmem.index import table as index
 from wrenmem.index.table import query_terms, row_pair
+from wrenmem.knowledge import expansions
 from wrenmem.recall import glossary
 from wrenmem.recall import model as rank_model
 from wrenmem.recall.fusion import Signals, at_least_identical, is_cjk
@@ -277,7 +278,8 @@ class HybridBackend(VectorBackend):
         bm25: dict[str, float] = {}
         # with the table in memory, the keyword search returns ids only
         columns = ["id"] if held is not None else [*COLUMNS, "terms", "vector"]
-        found = self._text(table, query, depth, where, columns)
+        found = self._text(table, " ".join([query, *expansions(self.settings, query)]),
+                           depth, where, columns)
         if held is not None:
             found = held.rows_of(found, [*COLUMNS, "terms"], vector)
         for row in found:

@@ -17,6 +17,7 @@ from typing import Any
 
 from wrenmem.embedders import Embedder, get_embedder
 from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
+from wrenmem.knowledge.select import RuleSelection, select_rules
 from wrenmem.schema.cache import Prepared, prepare
 from wrenmem.schema.describe import describe
 from wrenmem.schema.items import SchemaItem, normalize_types
@@ -62,13 +63,16 @@ class FetchResult:
     notes: tuple[str, ...] = ()
     index: dict[str, Any] | None = None  # what the schema index sync did (search mode)
     warnings: tuple[str, ...] = field(default=(), compare=False)
+    # the rules, caveats and glossary terms for the question (wrenmem.knowledge)
+    knowledge: RuleSelection | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"question": self.question, "strategy": self.strategy, "method": self.method,
                 "manifest": self.manifest, "fingerprint": self.fingerprint,
                 "characters": self.characters, "threshold": self.threshold,
                 "schema": self.schema, "results": [r.to_dict() for r in self.results],
-                "notes": list(self.notes), "index": self.index}
+                "notes": list(self.notes), "index": self.index,
+                "knowledge": self.knowledge.to_dict() if self.knowledge else None}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], warnings: tuple[str, ...] = ()) -> FetchResult:
@@ -80,13 +84,15 @@ class FetchResult:
                    threshold=int(data["threshold"]), schema=data["schema"],
                    results=tuple(ScoredItem.from_dict(r) for r in data["results"]),
                    notes=tuple(str(n) for n in data["notes"]), index=data["index"],
-                   warnings=tuple(warnings))
+                   warnings=tuple(warnings),
+                   knowledge=RuleSelection.from_dict(data["knowledge"])
+                   if data.get("knowledge") else None)
 
     def render(self) -> str:
         """Plain text for a reader or a prompt."""
-        if self.schema is not None:
-            return self.schema
-        return render_results(self.question, self.results, self.method)
+        text = (self.schema if self.schema is not None
+                else render_results(self.question, self.results, self.method))
+        return text + (self.knowledge.render() if self.knowledge else "")
 
 
 def keyword_search(prepared: Prepared, question: str, k: int, types: tuple[str, ...],
@@ -129,14 +135,30 @@ def fetch(settings: Settings, question: str, *, types: tuple[str, ...] | list[st
                      "so --type and --model are not applied; use --threshold 0 to search",)
         # Small by definition, so reading it again is cheap.
         text = describe(load_manifest(path))
-        return FetchResult(strategy="full", method="full", schema=text, notes=notes,
-                           **base)  # type: ignore[arg-type]
+        knowledge, more = _knowledge(settings, question, embedder)
+        return FetchResult(strategy="full", method="full", schema=text, notes=notes + more,
+                           knowledge=knowledge, **base)  # type: ignore[arg-type]
     if model and not prepared.has_model(model):
         raise WrenmemError(f"no model, view or cube named {model!r} in {path}")
     results, method, notes_list, index = _search(settings, path, prepared, question, k,
                                                  wanted, model, progress, read_copy, embedder)
+    knowledge, more = _knowledge(settings, question, embedder)
     return FetchResult(strategy="search", method=method, results=tuple(results),
-                       notes=tuple(notes_list), index=index, **base)  # type: ignore[arg-type]
+                       notes=tuple(notes_list) + more, index=index, knowledge=knowledge,
+                       **base)  # type: ignore[arg-type]
+
+
+def _knowledge(settings: Settings, question: str, embedder: Embedder | None = None
+               ) -> tuple[RuleSelection | None, tuple[str, ...]]:
+    """The rules and glossary terms for the question; a problem with them is a note, never
+    a failed fetch (the schema is still the answer)."""
+    try:
+        selection = select_rules(settings, question, embedder=embedder)
+    except WrenmemError as e:
+        return None, (f"knowledge files not served: {e}",)
+    if selection.strategy == "none" and not selection.glossary:
+        return None, selection.notes
+    return selection, selection.notes
 
 
 def _search(settings: Settings, path: Path, prepared: Prepared, question: str, k: int,

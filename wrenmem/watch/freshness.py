@@ -26,7 +26,7 @@ import threading
 import time
 
 from wrenmem.settings import Settings
-from wrenmem.watch.loop import WatchdogSource, classify_path
+from wrenmem.watch.loop import KNOWLEDGE, WatchdogSource, classify_path
 
 log = logging.getLogger(__name__)
 MAX_AGE = 30.0
@@ -73,7 +73,8 @@ class Freshness:
         """Take the events that arrived; any relevant one makes every key stale."""
         assert self.source is not None
         changes = self.source.get(0) or []
-        if any(path and classify_path(self.settings, path, is_dir) for path, is_dir in changes):
+        if any(path and classify_path(self.settings, path, is_dir) not in (None, KNOWLEDGE)
+               for path, is_dir in changes):  # knowledge files are read on every call
             self._clean.clear()
             return True
         return False

@@ -23,20 +23,22 @@ from typing import Any, Protocol
 
 from wrenmem import statedir
 from wrenmem.errors import LockTimeoutError, PairError, WrenmemError
+from wrenmem.knowledge.entries import FOLDERS
+from wrenmem.knowledge.files import is_knowledge_path, knowledge_root
 from wrenmem.pairs.catalog import is_pair_name, skipped_name
 from wrenmem.settings import CONFIG_FILE, Settings
 
 log = logging.getLogger(__name__)
 
 # What changed, as far as the watcher cares.
-PAIRS, MANIFEST, SETTINGS = "pairs", "manifest", "settings"
+PAIRS, MANIFEST, SETTINGS, KNOWLEDGE = "pairs", "manifest", "settings", "knowledge"
 
 # A change as an event source reports it: the path and whether it is a folder.
 Change = tuple[str, bool]
 FENCE_TIMEOUT = 0.5  # seconds to wait for a fence's own event (see WatchdogSource.fence)
 
 def classify_path(settings: Settings, path: str, is_dir: bool) -> str | None:
-    """What a change at ``path`` means: PAIRS, MANIFEST, SETTINGS or None (ignore it)."""
+    """What a change at ``path`` means: PAIRS, MANIFEST, SETTINGS, KNOWLEDGE or None."""
     p = Path(path)
     if p == settings.manifest_path:
         return MANIFEST
@@ -45,7 +47,7 @@ def classify_path(settings: Settings, path: str, is_dir: bool) -> str | None:
     try:
         rel = p.relative_to(settings.knowledge_path)
     except ValueError:
-        return None
+        return KNOWLEDGE if is_knowledge_path(settings, p) else None
     parts = rel.parts
     if not parts:  # the knowledge folder itself (created, deleted or moved)
         return PAIRS
@@ -156,7 +158,8 @@ def run_loop(settings: Settings, source: EventSource, sync: Callable[[set[str]],
              stop: threading.Event, *, config: LoopConfig | None = None,
              clock: Callable[[], float] = time.monotonic,
              report: Callable[[str, str], None] | None = None,
-             stats: LoopStats | None = None, initial: Iterable[str] = (PAIRS, MANIFEST)
+             stats: LoopStats | None = None,
+             initial: Iterable[str] = (PAIRS, MANIFEST, KNOWLEDGE)
              ) -> LoopStats:
     """Sync once at start (``initial``), then after every burst of relevant changes.
 
@@ -304,16 +307,22 @@ class WatchdogSource:
         or no event within ``timeout`` seconds. The project root is fenced only when it
         holds the manifest: a change of the settings file there does not change what a
         running process recalls (the daemon refuses other settings; the server keeps its
-        own)."""
+        own). The rules, glossary, caveats and metrics folders are not fenced: what reads
+        them (fetch, glossary expansions, the MCP tools) reads the files on every call."""
         if self.mode != "inotify" or self.observer is None or self._signature() != self._watched:
             return False
         waits: list[tuple[str, int]] = []
         s = self.settings
+        base = knowledge_root(s)
+        knowledge = {base, *(base / f for f in FOLDERS)} - {s.knowledge_path, s.root,
+                                                              s.manifest_path.parent}
         for folder, recursive in self._targets():
             if self._watched.get(str(folder)) == (0, 0):
                 continue  # did not exist at start and still does not: nothing to change
             if folder == s.root and s.manifest_path.parent != s.root:
                 continue  # only the settings file: a daemon or server keeps its settings
+            if folder in knowledge:
+                continue  # rules and glossary are read from the files on every call
             opened = self._open_fence(folder, recursive)
             if opened is None:
                 return False
@@ -351,6 +360,13 @@ class WatchdogSource:
         targets = [(s.knowledge_path, True), (s.root, False)]
         if s.manifest_path.parent not in (s.root, s.knowledge_path):
             targets.append((s.manifest_path.parent, False))
+        # The rules, glossary, caveats and metrics folders (a new one shows as a change of
+        # the knowledge folder, and is watched from the next check of the targets on).
+        base = knowledge_root(s)
+        if base not in (s.root, s.knowledge_path) and base.is_dir():
+            targets.append((base, False))
+            targets += [(base / f, True) for f in FOLDERS if (base / f).is_dir()
+                        and base / f != s.knowledge_path]
         return targets
 
     def _signature(self) -> dict[str, tuple[int, int]]:

@@ -19,12 +19,15 @@ from typing import Any
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.index.sync import sync_pairs
+from wrenmem.knowledge.files import load_knowledge
+from wrenmem.knowledge.table import sync_knowledge
 from wrenmem.pairs.catalog import scan
 from wrenmem.recall.backends import catch_up, choose_backend
 from wrenmem.schema.table import sync_schema
 from wrenmem.settings import Settings
 from wrenmem.watch.daemon import DaemonServer
 from wrenmem.watch.loop import (
+    KNOWLEDGE,
     MANIFEST,
     PAIRS,
     SETTINGS,
@@ -50,7 +53,7 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
     When recall uses grep (set, or ``auto`` without the index extra) nothing reads an index,
     so only the scan runs.
     """
-    kinds = {PAIRS, MANIFEST} if kinds is None else kinds
+    kinds = {PAIRS, MANIFEST, KNOWLEDGE} if kinds is None else kinds
 
     indexed = choose_backend(settings) != "grep"  # auto without the index extra is grep
     summaries: list[str] = []
@@ -82,6 +85,20 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
             changed = changed or _report_changed(schema_report)
         except Exception as e:
             failures.append((MANIFEST, e))
+    if KNOWLEDGE in kinds:
+        try:
+            known = load_knowledge(settings)
+            if indexed and not settings.is_reader:
+                knowledge_report = sync_knowledge(settings, knowledge=known)
+                if known.files:
+                    summaries.append(f"knowledge: {_summary(knowledge_report)}")
+                changed = changed or _report_changed(knowledge_report)
+            elif known.files:
+                summaries.append(f"knowledge: {len(known.entries)} entries read")
+                changed = True
+            pair_errors += tuple(known.errors)
+        except Exception as e:
+            failures.append((KNOWLEDGE, e))
     return SyncResult(tuple(summaries), tuple(failures), pair_errors, changed)
 
 

@@ -1,0 +1,261 @@
+"""The knowledge index: entries of the knowledge files, embedded, in the table ``knowledge``.
+
+Like the schema index: rows are keyed by entry id and carry the entry's hash, its search
+terms and the embedder; a sync embeds only entries whose text is new and deletes the rows of
+entries that are gone, in one commit. A small state file (``.wrenmem/knowledge_index.json``)
+records the entries' fingerprint and the embedder: when they match, a sync opens nothing
+and loads no model. Everything here is derived from the files and may be deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wrenmem import lance, statedir
+from wrenmem.embedders import Embedder, get_embedder
+from wrenmem.errors import WrenmemError
+from wrenmem.fsutil import atomic_write_text
+from wrenmem.knowledge.entries import Entry
+from wrenmem.knowledge.files import Knowledge, load_knowledge
+from wrenmem.lock import index_lock
+from wrenmem.settings import Settings
+from wrenmem.textsearch import tokenize
+
+log = logging.getLogger(__name__)
+TABLE = "knowledge"
+STATE_FILE = statedir.KNOWLEDGE_STATE
+STATE_VERSION = 1
+EMBED_BATCH = 256
+
+
+@dataclass(frozen=True)
+class KnowledgeSyncReport:
+    """What a knowledge sync did; ``noop``: nothing was opened or loaded."""
+
+    entries: int
+    embedded: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    noop: bool = False
+    embedder: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entries": self.entries, "embedded": self.embedded, "deleted": self.deleted,
+                "unchanged": self.unchanged, "noop": self.noop, "embedder": self.embedder}
+
+    def summary(self) -> str:
+        if self.noop:
+            return f"knowledge index up to date: {self.entries} entries"
+        return (f"knowledge synced: {self.entries} entries, {self.embedded} embedded, "
+                f"{self.deleted} removed")
+
+
+def indexed_entries(knowledge: Knowledge) -> list[Entry]:
+    """The entries the index holds: every entry with something to say."""
+    return [e for e in knowledge.entries if not e.empty or e.synonyms or e.columns]
+
+
+def fingerprint(entries: list[Entry]) -> str:
+    digest = hashlib.sha256()
+    for e in entries:
+        digest.update(f"{e.id}\0{e.entry_hash}\0".encode())
+    return digest.hexdigest()
+
+
+def state_path(settings: Settings) -> Path:
+    return settings.state_dir / STATE_FILE
+
+
+def read_state(settings: Settings) -> dict[str, Any]:
+    try:
+        data = json.loads(state_path(settings).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("version") == STATE_VERSION else {}
+
+
+def _table_present(settings: Settings) -> bool:
+    uri = settings.index_uri
+    return "://" in uri or (Path(uri) / f"{TABLE}.lance").is_dir()
+
+
+def _fresh(settings: Settings, state: dict[str, Any], fp: str, embedder_id: str,
+           count: int) -> bool:
+    if state.get("fingerprint") != fp or state.get("index") != settings.index_uri:
+        return False
+    if count == 0:
+        return True  # nothing to hold: no table needed
+    return state.get("embedder") == embedder_id and _table_present(settings)
+
+
+def sync_knowledge(settings: Settings, *, knowledge: Knowledge | None = None,
+                   embedder: Embedder | None = None) -> KnowledgeSyncReport:
+    """Bring the ``knowledge`` table to the knowledge files, embedding only what changed."""
+    knowledge = knowledge or load_knowledge(settings)
+    entries = indexed_entries(knowledge)
+    fp = fingerprint(entries)
+    state = read_state(settings)
+    model_id = embedder.model_id if embedder is not None else get_embedder(
+        settings.embedder, root=settings.root).model_id
+    if _fresh(settings, state, fp, model_id, len(entries)) or settings.is_reader:
+        return KnowledgeSyncReport(len(entries), unchanged=len(entries), noop=True,
+                                   embedder=model_id)
+    embedder = embedder or get_embedder(settings.embedder, root=settings.root)
+    with index_lock(settings):
+        embedded, deleted = _apply(settings, entries, embedder)
+        _write_state(settings, fp, embedder.model_id, len(entries))
+    return KnowledgeSyncReport(len(entries), embedded, deleted, len(entries) - embedded,
+                               False, embedder.model_id)
+
+
+def _write_state(settings: Settings, fp: str, embedder_id: str, entries: int) -> None:
+    state = {"version": STATE_VERSION, "fingerprint": fp, "embedder": embedder_id,
+             "index": settings.index_uri, "entries": entries}
+    try:
+        statedir.ensure_parent(state_path(settings))
+        atomic_write_text(state_path(settings), json.dumps(state))
+    except OSError as e:
+        log.debug("cannot write %s: %s", state_path(settings), e)
+
+
+def _apply(settings: Settings, entries: list[Entry], embedder: Embedder) -> tuple[int, int]:
+    """Write what changed: returns (texts embedded, rows deleted)."""
+    db = lance.connect(settings.index_uri)
+    table, problems = lance.probe_table(db, TABLE)
+    existing: dict[str, tuple[str, str, str]] = {}
+    if table is not None and not problems:
+        try:
+            data = table.search().select(["id", "entry_hash", "embedder", "text"]).limit(
+                None).to_arrow()
+            existing = {i: (h, m, t) for i, h, m, t in zip(
+                data["id"].to_pylist(), data["entry_hash"].to_pylist(),
+                data["embedder"].to_pylist(), data["text"].to_pylist(), strict=True)}
+        except Exception as e:  # a missing or truncated data file
+            problems.append(f"its data cannot be read: {lance.short_error(e)}")
+    rebuild = table is None or bool(problems) or any(
+        row[1] != embedder.model_id for row in existing.values())
+    if rebuild:
+        if table is not None:
+            log.warning("rebuilding the knowledge index (%s)",
+                        "; ".join(problems) or "another embedder built it")
+            lance.drop_table(db, TABLE, settings.index_uri)
+        existing = {}
+    wanted = {e.id: e for e in entries}
+    removed = sorted(set(existing) - set(wanted))
+    todo = [e for e in entries if existing.get(e.id, ("",))[0] != e.entry_hash]
+    if not todo and not removed and not rebuild:
+        return 0, 0
+    if not entries:
+        if not rebuild and table is not None:
+            lance.drop_table(db, TABLE, settings.index_uri)
+        return 0, len(removed)
+    if not todo:
+        assert table is not None  # deletions only: the table holds them
+        lance.upsert(table, "id", None, removed)
+        return 0, len(removed)
+    reuse_text = {t: i for i, (_h, _m, t) in existing.items()}
+    reused = {e.id: reuse_text[e.search_text()] for e in todo
+              if e.search_text() in reuse_text}
+    stored: dict[str, Any] = {}
+    if reused and table is not None and not rebuild:
+        data = table.search().select(["id", "vector"]).limit(None).to_arrow()
+        stored = dict(zip(data["id"].to_pylist(),
+                          data["vector"].to_numpy(zero_copy_only=False), strict=True))
+    texts = list(dict.fromkeys(e.search_text() for e in todo if reused.get(e.id) not in stored))
+    vectors: dict[str, Any] = {}
+    for start in range(0, len(texts), EMBED_BATCH):
+        batch = texts[start:start + EMBED_BATCH]
+        vectors.update(zip(batch, embedder.embed(batch), strict=True))
+    rows = _arrow_rows(todo, [stored[reused[e.id]] if reused.get(e.id) in stored
+                              else vectors[e.search_text()] for e in todo], embedder.model_id)
+    if rebuild:
+        db.create_table(TABLE, rows, mode="overwrite")
+    else:
+        assert table is not None
+        lance.upsert(table, "id", rows, removed)
+    return len(texts), len(removed)
+
+
+def _arrow_rows(entries: list[Entry], vectors: list[Any], embedder_id: str) -> Any:
+    import numpy as np
+    import pyarrow as pa
+
+    matrix = np.asarray(np.stack(vectors), dtype=np.float32)
+    return pa.table({
+        "id": pa.array([e.id for e in entries], pa.string()),
+        "entry_hash": pa.array([e.entry_hash for e in entries], pa.string()),
+        "embedder": pa.array([embedder_id] * len(entries), pa.string()),
+        "kind": pa.array([e.kind for e in entries], pa.string()),
+        "path": pa.array([e.path for e in entries], pa.string()),
+        "title": pa.array([e.title for e in entries], pa.string()),
+        "terms": pa.array([" ".join(dict.fromkeys(tokenize(e.search_text())))
+                           for e in entries], pa.string()),
+        "text": pa.array([e.search_text() for e in entries], pa.string()),
+        "vector": pa.FixedSizeListArray.from_arrays(
+            pa.array(matrix.reshape(-1), pa.float32()), int(matrix.shape[1])),
+    })
+
+
+def vector_search(settings: Settings, question: str, embedder: Embedder, limit: int
+                  ) -> list[tuple[str, str, float]]:
+    """(entry id, entry hash, cosine) of the nearest entries, best first; [] without a table."""
+    table = lance.open_table(lance.connect(settings.index_uri), TABLE)
+    if table is None:
+        return []
+    vector = embedder.embed([question[:settings.max_embed_chars]])[0]
+    try:
+        rows = (table.search(vector.tolist()).distance_type("cosine")
+                .select(["id", "entry_hash", "_distance"]).limit(limit).to_list())
+    except Exception as e:
+        raise WrenmemError(f"the knowledge index cannot be read: {lance.short_error(e)}"
+                           ) from e
+    return [(r["id"], r["entry_hash"], 1.0 - float(r["_distance"])) for r in rows]
+
+
+@dataclass(frozen=True)
+class KnowledgeDrift:
+    """Whether the ``knowledge`` table holds the current entries (for check/status)."""
+
+    files: int
+    entries: int
+    fresh: bool
+    missing: bool
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"files": self.files, "entries": self.entries, "fresh": self.fresh,
+                "missing": self.missing, "reason": self.reason}
+
+
+def knowledge_drift(settings: Settings, embedder_id: str) -> KnowledgeDrift:
+    """Compare the index with the files without opening LanceDB or loading a model."""
+    knowledge = load_knowledge(settings)
+    entries = indexed_entries(knowledge)
+    state = read_state(settings)
+    files = len(knowledge.files)
+    if not entries:
+        fresh = not state or state.get("entries", 0) == 0 or not _table_present(settings)
+        return KnowledgeDrift(files, 0, fresh, False,
+                              "" if fresh else "the index holds entries that are gone")
+    if not state or not _table_present(settings):
+        return KnowledgeDrift(files, len(entries), False, True, "no knowledge index yet")
+    if state.get("embedder") != embedder_id:
+        return KnowledgeDrift(files, len(entries), False, False,
+                              f"built by {state.get('embedder')}, the setting is {embedder_id}")
+    if _fresh(settings, state, fingerprint(entries), embedder_id, len(entries)):
+        return KnowledgeDrift(files, len(entries), True, False)
+    return KnowledgeDrift(files, len(entries), False, False, "the knowledge files changed")
+
+
+def reset_knowledge(settings: Settings) -> bool:
+    """Drop the ``knowledge`` table and its state; True when there was a table."""
+    with index_lock(settings):
+        state_path(settings).unlink(missing_ok=True)
+        if not _table_present(settings):
+            return False
+        return bool(lance.drop_table(lance.connect(settings.index_uri), TABLE))
