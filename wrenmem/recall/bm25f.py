@@ -21,8 +21,8 @@ from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.pairs.seeds import extra_pairs
 from wrenmem.recall.fusion import at_least_identical
-from wrenmem.recall.model import lexical_score
 from wrenmem.recall.hits import Filters, Hit, rank
+from wrenmem.recall.model import lexical_score
 from wrenmem.settings import Settings
 from wrenmem.textsearch import TOKENIZER_VERSION, Bm25Index, document_terms
 
@@ -104,8 +104,16 @@ class GrepIndex:
         (:func:`wrenmem.recall.fusion.lexical_score`), BM25F as the raw score."""
         found = [(i, s) for i, s in self.bm25.scores(query).items() if s > 0]
         calibrated = lexical_score([s for _i, s in found], self.bm25.best_possible(query))
-        return rank([(at_least_identical(p, query, self.pairs[i].nl), self.pairs[i], s)
+        return rank([(_identical(p, query, self.pairs[i]), self.pairs[i], s)
                      for (i, s), p in zip(found, calibrated, strict=True)], k, backend)
+
+
+def _identical(score: float, query: str, pair: Pair) -> float:
+    """``score``, raised when the question is one of the pair's phrasings (``nl`` or
+    ``also``), as the index backends do for each phrasing's row."""
+    for phrasing in (pair.nl, *pair.also):
+        score = at_least_identical(score, query, phrasing)
+    return score
 
 
 class WarmGrep(GrepBackend):
