@@ -203,7 +203,7 @@ def gather(items: dict[str, dict], cases: list[dict], workdir: Path, split: str,
             with cache.open("rb") as f:
                 saved_digest, asked = pickle.load(f)
             if saved_digest == digest:
-                out += asked
+                out += _without_excluded(asked)
                 continue
         start = time.perf_counter()
         asked = gather_case(case, items, workdir)
@@ -212,8 +212,16 @@ def gather(items: dict[str, dict], cases: list[dict], workdir: Path, split: str,
             pickle.dump((digest, asked), f)
         print(f"  gathered {case['name']}: {len(asked)} asked, {len(case['stored'])} stored, "
               f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
-        out += asked
+        out += _without_excluded(asked)
     return out
+
+
+def _without_excluded(asked: list[Asked]) -> list[Asked]:
+    """The asked questions with their ``exclude`` items taken out of the candidates, as the
+    runner and ``wrenmem eval`` leave them out before scoring (``Filters.exclude``)."""
+    for a in asked:
+        a.cands = [c for c in a.cands if not c.excluded]
+    return asked
 
 
 # -- labels, features, fit ------------------------------------------------------------
@@ -285,7 +293,8 @@ def fit_ranking(asked: list[Asked], keep: list[int], l2: float = 1e-2, iters: in
     groups = []
     for a in asked:
         kept = [n for n, c in enumerate(a.cands) if not c.excluded]
-        lab = np.array([labels(a)[n] for n in kept], dtype=float)
+        every = labels(a)
+        lab = np.array([every[n] for n in kept], dtype=float)
         if not kept or lab.sum() == 0:
             continue  # nothing right among the candidates: no ranking to learn from
         rows = feats(a)
@@ -597,8 +606,6 @@ def evaluate(asked: list[Asked], weights: rank_model.Weights) -> dict:
     runs = scorers(weights)
     for case, sub in sorted(by_case.items()):
         out[case] = {name: metrics(sub, fn) for name, fn in runs.items()}
-        for task in TASKS:
-            pass
     learned = runs["learned"]
     out["_calibration"] = {}
     for task in TASKS:

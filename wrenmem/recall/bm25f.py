@@ -108,8 +108,16 @@ class GrepIndex:
         text = " ".join([query, *extra])
         found = [(i, s) for i, s in self.bm25.scores(text).items() if s > 0]
         calibrated = lexical_score([s for _i, s in found], self.bm25.best_possible(text))
-        return rank([(at_least_identical(p, query, self.pairs[i].nl), self.pairs[i], s)
+        return rank([(_identical(p, query, self.pairs[i]), self.pairs[i], s)
                      for (i, s), p in zip(found, calibrated, strict=True)], k, backend)
+
+
+def _identical(score: float, query: str, pair: Pair) -> float:
+    """``score``, raised when the question is one of the pair's phrasings (``nl`` or
+    ``also``), as the index backends do for each phrasing's row."""
+    for phrasing in (pair.nl, *pair.also):
+        score = at_least_identical(score, query, phrasing)
+    return score
 
 
 class WarmGrep(GrepBackend):

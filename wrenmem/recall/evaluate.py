@@ -21,7 +21,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.recall import sqlshape
@@ -45,9 +45,12 @@ class Probe:
 class Answer(Protocol):
     """A recalled pair (a :class:`~wrenmem.recall.hits.Hit`) or a stored one."""
 
-    sql: str
-    datasource: str | None
-    dialect: str | None
+    @property
+    def sql(self) -> str: ...
+    @property
+    def datasource(self) -> str | None: ...
+    @property
+    def dialect(self) -> str | None: ...
 
 
 def _key(pair: Answer) -> tuple[str | None, str]:
@@ -80,7 +83,7 @@ def probes(pairs: Sequence[Pair], *, limit: int = 0) -> list[Probe]:
     for key, group in by_sql.items():
         by_skeleton[_skeleton(group[0])].add(key)
     new = []
-    for key, group in sorted(by_sql.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+    for _sql, group in sorted(by_sql.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
         skeleton = _skeleton(group[0])
         if len(by_skeleton[skeleton]) < 2:
             continue
@@ -150,7 +153,7 @@ def expected_calibration_error(scored: Sequence[tuple[float, int]], bins: int = 
     return total
 
 
-Search = Callable[[Probe], Sequence[tuple[float, Answer]]]
+Search = Callable[[Probe], Sequence[tuple[float, Any]]]  # (score, an Answer)
 
 
 def run(probes_: Sequence[Probe], search: Search) -> dict[str, dict]:

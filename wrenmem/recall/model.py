@@ -79,17 +79,26 @@ DRAFT_FEATURES = ("base logit", "draft same skeleton", "draft similarity", "draf
 
 
 class Evidence(Protocol):
-    """What the backends know about one candidate (:class:`wrenmem.fusion.Signals`)."""
+    """What the backends know about one candidate (:class:`wrenmem.recall.fusion.Signals`)."""
 
-    dense: float | None
-    lexical: float | None
-    coverage: float
-    sql: str
-    question: str
-    datasource: str
-    translated: float | None
-    translated_coverage: float
-    structure: float | None
+    @property
+    def dense(self) -> float | None: ...
+    @property
+    def lexical(self) -> float | None: ...
+    @property
+    def coverage(self) -> float: ...
+    @property
+    def sql(self) -> str: ...
+    @property
+    def question(self) -> str: ...
+    @property
+    def datasource(self) -> str: ...
+    @property
+    def translated(self) -> float | None: ...
+    @property
+    def translated_coverage(self) -> float: ...
+    @property
+    def structure(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -355,7 +364,7 @@ def features(question: str, candidates: Sequence[Evidence]) -> list[tuple[float,
     for key, u in zip(skeletons, unasked, strict=True):
         least[key] = min(least.get(key, math.inf), u)
     best_overlap = max(overlap)
-    rows = []
+    rows: list[tuple[float, ...]] = []
     for n in range(len(candidates)):
         lex = relative[n]
         trans = translated[n] / best_translated if best_translated > 0 else 0.0

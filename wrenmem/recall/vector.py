@@ -2,8 +2,8 @@
 
 ``vector`` ranks by cosine similarity of the question's embedding. ``hybrid`` also runs
 LanceDB's full-text search over wrenmem's own terms (English and Chinese) and fuses both
-with the ranking model (:mod:`wrenmem.recall.model`). Every score is calibrated into [0, 1] with one meaning
-(:mod:`wrenmem.recall.fusion`); the backend's own number is the hit's ``raw_score``. Both return
+with the ranking model (:mod:`wrenmem.recall.model`). Every score is calibrated into
+[0, 1] with one meaning; the backend's own number is the hit's ``raw_score``. Both return
 the same :class:`~wrenmem.recall.hits.Hit`s as grep. A backend
 object keeps its embedder loaded and may serve many searches in a long-lived process; every
 search sees the latest committed table version. Bringing the index up to date with the
