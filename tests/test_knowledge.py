@@ -402,6 +402,13 @@ def test_a_running_watcher_keeps_the_knowledge_index_in_step(shop: Path) -> None
         fetched = run_wrenmem(["fetch", "-q", "revenue this fiscal year"], shop)
         assert fetched.returncode == 0 and "starts in July" in fetched.stdout
         assert "Guest checkouts" not in fetched.stdout
+        # the API's fetch through the daemon is a FetchResult with its knowledge, as in-process
+        requests = ping(shop)["requests"]
+        warm = Memory(shop, use_daemon=True).fetch("revenue this fiscal year")
+        assert ping(shop)["requests"] == requests + 2  # the fetch (and this ping) answered
+        assert warm.knowledge is not None
+        assert any("starts in July" in e.body for e in warm.knowledge.rules)
+        assert warm.knowledge == Memory(shop).fetch("revenue this fiscal year").knowledge
     finally:
         run_wrenmem(["watch", "--stop"], shop)
 

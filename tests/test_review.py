@@ -199,3 +199,10 @@ def test_pair_review_properties() -> None:
     assert by_hand.verified and not by_hand.unreviewed
     edited = Pair("q", "SELECT 2", extra={"verified_by": "bo", "verified_sql": "0" * 16})
     assert not edited.verified and edited.unreviewed
+
+
+def test_a_hit_keeps_verified_and_its_twins_through_the_daemons_json() -> None:
+    hit = Hit("q", "SELECT 1", "a.md", 0.9, "user", None, None, ("t",), "grep", 1.5,
+              ("other phrasing",), ("b.md",), True)
+    assert Hit.from_dict(hit.to_dict()) == hit
+    assert Hit.from_dict({**hit.to_dict(), "verified": False}).verified is False
