@@ -145,3 +145,13 @@ def test_nothing_to_measure_is_said(project: Path, cli):
     result = cli("eval", "--backends", "grep")
     assert result.exit_code == 0
     assert "nothing to measure" in result.output
+
+
+@pytest.mark.slow
+def test_each_fusion_scores_with_its_own_model(project: Path):
+    _shop(project)
+    scores = {}
+    for fusion in ("learned", "rrf", "linear"):
+        hits = Memory(project, backend="hybrid", fusion=fusion).recall("total sales amount", 3)
+        scores[fusion] = tuple(round(h.score, 6) for h in hits)
+    assert len(set(scores.values())) == 3, scores

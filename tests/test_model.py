@@ -165,3 +165,24 @@ def test_a_draft_brings_the_pair_of_its_structure_forward():
 def test_no_candidates_no_scores():
     assert model.score("q", []) == []
     assert model.features("q", []) == []
+
+
+def test_shape_cache_round_trip_and_damage(tmp_path):
+    path = tmp_path / ".wrenmem" / "recall-shapes.bin"
+    sql = "SELECT name FROM t WHERE id = 7 -- shape cache test"
+    cache = sqlshape.ShapeCache(path)
+    cache.save()
+    assert not path.exists()  # nothing computed since: nothing written
+    first = sqlshape.shape(sql)
+    cache.save()
+    assert path.exists()
+    sqlshape._KNOWN.clear()
+    sqlshape.ShapeCache(path).load()
+    assert sqlshape._KNOWN[(sql, "")] == first
+    assert sqlshape.shape(sql) == first
+    # a damaged file is ignored: the shapes are computed again, the same
+    path.write_bytes(b"not a cache")
+    sqlshape._KNOWN.clear()
+    sqlshape.ShapeCache(path).load()
+    assert (sql, "") not in sqlshape._KNOWN
+    assert sqlshape.shape(sql) == first

@@ -37,8 +37,7 @@ class Owner(Protocol):
 
     def glossary(self) -> Glossary | None: ...
 
-    @property
-    def scorer(self) -> Scorer: ...
+    def scorer(self, fusion: str | None = None) -> Scorer: ...
 
 
 def _grep(settings: Settings, owner: Owner) -> RecallBackend:
@@ -54,7 +53,8 @@ def _vector(settings: Settings, owner: Owner) -> RecallBackend:
 def _hybrid(settings: Settings, owner: Owner) -> RecallBackend:
     from wrenmem.recall.vector import HybridBackend
 
-    return HybridBackend(settings, owner.embedder, owner.glossary, owner.scorer)
+    return HybridBackend(settings, owner.embedder, owner.glossary,
+                         owner.scorer(settings.fusion))
 
 
 # Backend name -> factory(settings, the recaller that owns the backend).

@@ -76,7 +76,7 @@ class Recaller:
         self._embedder = embedder
         self._injected = embedder
         self._glossary: Glossary | None = _UNLOADED
-        self._scorer: Scorer | None = None
+        self._scorers: dict[str, Scorer] = {}  # by fusion
         self._lock = threading.Lock()  # the lazily built parts
         self._grep: WarmGrep | None = None
         self._grep_lock = threading.Lock()
@@ -108,17 +108,18 @@ class Recaller:
                 self._glossary = load()
             return self._glossary
 
-    @property
-    def scorer(self) -> Scorer:
-        """The hybrid backend's fusion: ``scorer(question, signals, draft_sql=None)`` gives
-        each candidate's calibrated score (:class:`wrenmem.recall.model.Scorer`, the
-        ``fusion`` setting's model with the shipped weights, read once)."""
+    def scorer(self, fusion: str | None = None) -> Scorer:
+        """The hybrid backend's scorer under ``fusion`` (default: the setting):
+        ``scorer(question, signals, draft_sql=None)`` gives each candidate's calibrated
+        score (:class:`wrenmem.recall.model.Scorer`, the shipped weights read once)."""
+        name = fusion or self.settings.fusion
         with self._lock:
-            if self._scorer is None:
-                from wrenmem.recall.model import Scorer
+            found = self._scorers.get(name)
+            if found is None:
+                from wrenmem.recall.model import Scorer as ModelScorer
 
-                self._scorer = Scorer(self.settings.fusion)
-            return self._scorer
+                found = self._scorers[name] = ModelScorer(name)
+            return found
 
     def backend(self, name: str, settings: Settings | None = None) -> RecallBackend:
         """A new backend ``name`` over ``settings`` (default: this project's), with this

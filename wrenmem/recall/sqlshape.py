@@ -8,14 +8,16 @@ that is an argument of a function (``DATE_TRUNC('month', ...)``, ``ROUND(x, 2)``
 the structure, not a value. SQL that sqlglot cannot parse falls back to its tokens (the
 same masking by token type), so every pair has a shape.
 
-Everything here is a pure function of the SQL text and its dialect, cached per process.
+Everything here is a pure function of the SQL text and its dialect, cached per process;
+:class:`ShapeCache` keeps the shapes a project's recall has read in ``.wrenmem/`` (parsing
+costs about a millisecond a query, and a recall scores about a hundred candidates), so a
+one-shot process or a restarted daemon parses only the SQL it has never met.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 VALUE = "?"  # what a masked value reads as in a skeleton
 NAME = "_"  # what a masked identifier reads as in an identifier-free skeleton
@@ -104,9 +106,25 @@ def _fallback(sql: str) -> Shape:
                  tuple(frame), False)
 
 
-@lru_cache(maxsize=65536)
+VERSION = 1  # of the shapes computed here; a saved cache of another version is not read
+MEMO_MAX = 200_000  # shapes a process keeps (loaded or computed); past it the memo restarts
+_KNOWN: dict[tuple[str, str], Shape] = {}
+_COMPUTED = [0]  # shapes computed (not loaded) by this process: a ShapeCache saves them
+
+
 def shape(sql: str, dialect: str | None = None) -> Shape:
     """The :class:`Shape` of ``sql`` read in ``dialect`` (sqlglot's name; None: generic)."""
+    key = (sql, dialect or "")
+    known = _KNOWN.get(key)
+    if known is None:
+        if len(_KNOWN) >= MEMO_MAX:
+            _KNOWN.clear()
+        known = _KNOWN[key] = _shape(sql, dialect or None)
+        _COMPUTED[0] += 1
+    return known
+
+
+def _shape(sql: str, dialect: str | None) -> Shape:
     import sqlglot
     from sqlglot import exp
 
@@ -171,3 +189,52 @@ def _bigrams(tokens: tuple[str, ...]) -> dict[tuple[str, str], int]:
     for g in zip(tokens, tokens[1:], strict=False):
         out[g] = out.get(g, 0) + 1
     return out
+
+
+class ShapeCache:
+    """The shapes recall has computed for one project, saved in ``path`` (a checksummed
+    marshal file, like every cache under ``.wrenmem/``; a damaged one is ignored and
+    rebuilt). :meth:`load` makes them known to :func:`shape`; :meth:`save` writes them
+    when this process computed any since the last load or save."""
+
+    def __init__(self, path: object):
+        from pathlib import Path
+
+        self.path = Path(str(path))
+        self._computed = _COMPUTED[0]
+        self._written: float | None = None
+
+    def load(self) -> None:
+        from wrenmem.fsutil import read_marshal
+
+        data = read_marshal(self.path)
+        if not isinstance(data, dict) or data.get("version") != VERSION:
+            return
+        try:
+            for sql, dialect, key, skeleton, values, tokens, parsed in data["shapes"]:
+                _KNOWN.setdefault((sql, dialect), Shape(
+                    key, skeleton, " ".join(tokens), tuple(values), tuple(tokens),
+                    bool(parsed)))
+        except (KeyError, TypeError, ValueError):  # another layout: ignored, rebuilt
+            return
+        self._computed = _COMPUTED[0]
+
+    def save(self, *, every: float = 0.0) -> None:
+        """Write the shapes if any were computed since; ``every``: not again within that
+        many seconds of the last write (a long-lived process saves now and then)."""
+        import time
+
+        from wrenmem.fsutil import write_marshal
+
+        if _COMPUTED[0] == self._computed:
+            return
+        now = time.monotonic()
+        if self._written is not None and now - self._written < every:
+            return
+        self._written = now
+        items = list(_KNOWN.items())
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_marshal(self.path, {"version": VERSION, "shapes": [
+            (sql, dialect, s.key, s.skeleton, s.values, s.tokens, s.parsed)
+            for (sql, dialect), s in items]})
+        self._computed = _COMPUTED[0]

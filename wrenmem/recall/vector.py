@@ -25,7 +25,7 @@ from wrenmem.index import recallcopy, replica
 from wrenmem.index import table as index
 from wrenmem.index.table import query_terms, row_pair
 from wrenmem.knowledge import expansions
-from wrenmem.recall import glossary
+from wrenmem.recall import glossary, sqlshape
 from wrenmem.recall import model as rank_model
 from wrenmem.recall.fusion import Signals, at_least_identical, is_cjk
 from wrenmem.recall.hits import VERIFIED_META, Filters, Hit, rank
@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 # Candidates per ranking before fusion, whatever k is up to this: a bigger k only reads
 # further down the same ranking, so the top k is a prefix of the top k + n.
 DEPTH = 50
+SHAPES_FILE = "recall-shapes.bin"  # the candidates' SQL shapes (sqlshape.ShapeCache)
+SHAPES_SAVE_SECONDS = 10.0  # a long-lived backend saves new shapes at most this often
 # A long-lived backend holds the vectors of a table up to this size in memory and scans
 # them with numpy (exact, as LanceDB's flat scan below its ANN threshold, for a fraction
 # of its CPU time); a bigger table is searched through its ANN index.
@@ -263,6 +265,19 @@ class HybridBackend(VectorBackend):
         super().__init__(settings, embedder)
         self._glossary = load_glossary or _glossary_once()
         self._scorer = scorer or rank_model.Scorer(settings.fusion)
+        self._shapes: sqlshape.ShapeCache | None = None
+
+    def search(self, queries: Sequence[str], k: int, filters: Filters, *,
+               sql: str | None = None) -> list[list[Hit]]:
+        """:meth:`VectorBackend.search`, with the shapes of the candidates' SQL read from
+        and saved to ``.wrenmem/`` (:class:`~wrenmem.recall.sqlshape.ShapeCache`)."""
+        if self._shapes is None:
+            self._shapes = sqlshape.ShapeCache(self.settings.state_dir / SHAPES_FILE)
+            self._shapes.load()
+        found = super().search(queries, k, filters, sql=sql)
+        if self.settings.state_dir.is_dir():
+            self._shapes.save(every=SHAPES_SAVE_SECONDS)
+        return found
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None,
              sql: str | None) -> list[Hit]:
@@ -331,8 +346,6 @@ class HybridBackend(VectorBackend):
 def value_terms(question: str, sqls: Sequence[tuple[str, str | None]]) -> set[str]:
     """The search terms of the values that the candidates' SQL compares with and that the
     question states (:mod:`wrenmem.recall.sqlshape`)."""
-    from wrenmem.recall import sqlshape
-
     found: set[str] = set()
     seen: set[str] = set()
     for sql, dialect in sqls:
