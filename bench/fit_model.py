@@ -7,10 +7,12 @@ the hybrid backend while this script records what the backends handed to the sco
 (the same candidates and evidence a user's recall scores). Gathered evidence is cached in
 ``--workdir``; the fit itself takes seconds.
 
-A candidate is labelled right when its SQL is the asked item's (same datasource, the same
-up to formatting), or, for a *new question* (no stored pair has its SQL), when its SQL has
-the asked item's skeleton. Features are chosen and checked by cross-validation over
-databases within TUNING (``--cv``): no HELD-OUT number is looked at here unless
+A candidate is labelled right when the suite lists it as relevant for the asked question
+(the asked SQL when a stored pair has it, else, for a *new question*, a pair of its skeleton
+or shape); an asked entry's ``exclude`` items are taken out of the candidates before the
+features are computed, as ``Filters.exclude`` does in the product. The ranking weights are a
+conditional logit over each question's candidates, then a calibration; ``--cv N`` adds an
+out-of-fold R@1 over databases within TUNING. No HELD-OUT number is looked at here unless
 ``--held-out`` is given, and that look is logged in ``bench/suite/HELD-OUT-LOG.md``.
 
 Usage: python bench/fit_model.py --suite DIR [--workdir W] [--write] [--cv 5]
