@@ -260,7 +260,9 @@ def test_server_killed_mid_sync_then_restarted(tmp_path: Path, s3_server: S3Serv
     for i in range(40, 3000):
         write_pair(writer, f"p{i:04d}.md", f"Orders shipped to depot {i}?",
                    f"SELECT COUNT(*) FROM shipments WHERE depot = {i}")
-    sync = start(writer, "sync", env=s3_env, extra={"WRENMEM_TEST_EMBED_DELAY": "0.1",
+    # 2,960 new pairs embed in 12 calls of 256: 0.5 s each keeps the sync going past the
+    # kill at 4 s on a fast machine (at 0.1 s it sometimes finished first)
+    sync = start(writer, "sync", env=s3_env, extra={"WRENMEM_TEST_EMBED_DELAY": "0.5",
                                                     "WRENMEM_STORAGE_CLIENT_MAX_RETRIES": "1"})
     time.sleep(4)
     s3_server.stop()
