@@ -25,7 +25,6 @@ import argparse
 import datetime
 import hashlib
 import json
-import math
 import pickle
 import subprocess
 import sys
@@ -39,6 +38,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from wrenmem.recall import evaluate as leave_one_out  # noqa: E402
 from wrenmem.recall import model as rank_model  # noqa: E402
 from wrenmem.recall import sqlshape  # noqa: E402
 
@@ -400,34 +400,14 @@ def metrics(asked: list[Asked], scorer) -> dict[str, float]:
     return {"R@1": r1 / n, "R@5": r5 / n, "MRR": mrr / n, "n": len(asked)}
 
 
-def wilson(p: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return (0.0, 0.0)
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (max(0.0, c - h), min(1.0, c + h))
-
-
 def calibration(asked: list[Asked], scorer, bins: int = 10) -> tuple[float, list[tuple]]:
     """Expected calibration error of the top-5 answers' scores, and the curve."""
     pairs = []
     for a in asked:
         if a.cands:
             pairs += ranked_groups(a, scorer(a))[:5]
-    if not pairs:
-        return 0.0, []
-    curve = []
-    ece = 0.0
-    for b in range(bins):
-        lo, hi = b / bins, (b + 1) / bins
-        inside = [(s, y) for s, y in pairs if lo <= s < hi or (b == bins - 1 and s == 1.0)]
-        if inside:
-            mean_s = sum(s for s, _ in inside) / len(inside)
-            mean_y = sum(y for _, y in inside) / len(inside)
-            ece += len(inside) / len(pairs) * abs(mean_s - mean_y)
-            curve.append((lo, hi, len(inside), mean_s, mean_y))
-    return ece, curve
+    return (leave_one_out.expected_calibration_error(pairs, bins),
+            leave_one_out.reliability(pairs, bins))
 
 
 def main(argv: list[str] | None = None) -> int:

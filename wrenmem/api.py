@@ -407,16 +407,15 @@ class Memory:
         runs: dict[str, Any] = {}
         default = default_backend if default_backend != "hybrid" else \
             f"hybrid:{self.settings.fusion}"
-        synced = False
-        for name in backends:
-            if name != "grep" and choose_backend(replace(self.settings, backend="auto")) == "grep":
-                continue  # no index backend in this install
+        # the index backends, when this install has them, measured over a fresh index
+        indexed = choose_backend(replace(self.settings, backend="auto")) != "grep"
+        names = [n for n in backends if n == "grep" or indexed]
+        if any(n != "grep" for n in names):
+            self.sync()
+        for name in names:
             for fusion in (fusions if name == "hybrid" else ("",)):
                 settings = replace(self.settings, backend=name,
                                    fusion=fusion or self.settings.fusion)
-                if name != "grep" and not synced:
-                    self.sync()
-                    synced = True
 
                 def search(probe: Any, settings: Settings = settings) -> list[tuple[float, Hit]]:
                     filters = Filters(exclude=probe.exclude)

@@ -36,7 +36,6 @@ import datetime
 import getpass
 import hashlib
 import json
-import math
 import os
 import random
 import subprocess
@@ -59,13 +58,11 @@ _DIALECT = {"sqlite": "sqlite", "postgresql": "postgres", "mysql": "mysql"}
 
 # ------------------------------------------------------------------- scoring ----
 
-def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return (0.0, 0.0)
-    p = hits / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
+def wilson(hits: int, n: int) -> tuple[float, float]:
+    """The 95 % Wilson interval of ``hits`` of ``n`` (:func:`wrenmem.recall.evaluate.wilson`)."""
+    from wrenmem.recall import evaluate
+
+    return evaluate.wilson(hits / n, n) if n else (0.0, 0.0)
 
 
 def bootstrap(values: list[float], seed: int = 20261201, rounds: int = 1000

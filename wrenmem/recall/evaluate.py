@@ -138,19 +138,28 @@ def wilson(p: float, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def reliability(scored: Sequence[tuple[float, int]], bins: int = 10
+                ) -> list[tuple[float, float, int, float, float]]:
+    """The reliability curve of (score, right) pairs: per non-empty score bin of width
+    1 / ``bins``, (low, high, answers, mean score, share right)."""
+    curve = []
+    for b in range(bins):
+        inside = [(s, y) for s, y in scored
+                  if b / bins <= s < (b + 1) / bins or (b == bins - 1 and s >= 1.0)]
+        if inside:
+            curve.append((b / bins, (b + 1) / bins, len(inside),
+                          sum(s for s, _ in inside) / len(inside),
+                          sum(y for _, y in inside) / len(inside)))
+    return curve
+
+
 def expected_calibration_error(scored: Sequence[tuple[float, int]], bins: int = 10) -> float:
     """The mean gap between score and accuracy over ten equal-width score bins, weighted
     by the bins' sizes."""
     if not scored:
         return 0.0
-    total = 0.0
-    for b in range(bins):
-        inside = [(s, y) for s, y in scored
-                  if b / bins <= s < (b + 1) / bins or (b == bins - 1 and s >= 1.0)]
-        if inside:
-            gap = abs(sum(s for s, _ in inside) - sum(y for _, y in inside)) / len(inside)
-            total += len(inside) / len(scored) * gap
-    return total
+    return sum(n / len(scored) * abs(mean_s - mean_y)
+               for _lo, _hi, n, mean_s, mean_y in reliability(scored, bins))
 
 
 Search = Callable[[Probe], Sequence[tuple[float, Any]]]  # (score, an Answer)

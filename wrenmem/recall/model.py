@@ -182,13 +182,16 @@ def logit(p: float) -> float:
 
 # -- evidence per answer --------------------------------------------------------------
 
-def twins(candidates: Sequence[Evidence]) -> list[int]:
+def twins(candidates: Sequence[Evidence], shapes: Sequence[sqlshape.Shape] | None = None
+          ) -> list[int]:
     """Per candidate, a group number shared with its twins (the same SQL up to formatting
-    on the same datasource); a candidate without SQL is its own group."""
+    on the same datasource); a candidate without SQL is its own group. ``shapes``: the
+    candidates' shapes, when the caller has them."""
     groups: dict[tuple[str, str], int] = {}
     out = []
     for n, c in enumerate(candidates):
-        key = ((c.datasource, _shape(c).key) if c.sql.strip() else ("", f"\0{n}"))
+        key = ((c.datasource, (shapes[n] if shapes is not None else _shape(c)).key)
+               if c.sql.strip() else ("", f"\0{n}"))
         out.append(groups.setdefault(key, len(groups)))
     return out
 
@@ -325,8 +328,8 @@ def features(question: str, candidates: Sequence[Evidence]) -> list[tuple[float,
     """The :data:`FEATURES` of each candidate for ``question``."""
     if not candidates:
         return []
-    group = twins(candidates)
     shapes = [_shape(c) for c in candidates]
+    group = twins(candidates, shapes)
     dense = _group_max([c.dense if c.dense is not None else -1.0 for c in candidates], group)
     lexical = _group_max([c.lexical or 0.0 for c in candidates], group)
     coverage = _group_max([c.coverage for c in candidates], group)
