@@ -264,24 +264,12 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = 1e-2
     return beta
 
 
-def design(asked: list[Asked], keep: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                          list[int]]:
-    """Rows, labels, weights (every case weighs the same, and within it every asked
-    question), and each row's asked question."""
-    rows, ys, ws, owner = [], [], [], []
+def _per_case(asked: list[Asked]) -> dict[str, int]:
+    """How many questions each case asks (every case weighs the same in a fit)."""
     per_case: dict[str, int] = defaultdict(int)
     for a in asked:
         per_case[a.case] += 1
-    for n, a in enumerate(asked):
-        if not a.cands:
-            continue
-        lab = labels(a)
-        for f, y in zip(feats(a), lab, strict=True):
-            rows.append([f[i] for i in keep])
-            ys.append(y)
-            ws.append(1.0 / len(a.cands) / per_case[a.case] * 100)
-            owner.append(n)
-    return np.array(rows), np.array(ys, dtype=float), np.array(ws), owner
+    return per_case
 
 
 def fit_ranking(asked: list[Asked], keep: list[int], l2: float = 1e-2, iters: int = 40
@@ -289,9 +277,7 @@ def fit_ranking(asked: list[Asked], keep: list[int], l2: float = 1e-2, iters: in
     """A conditional logit (softmax over each question's candidates, the right ones the
     target) by Newton's method with a backtracking line search: the ranking weights.
     Every case weighs the same, and within it every asked question."""
-    per_case: dict[str, int] = defaultdict(int)
-    for a in asked:
-        per_case[a.case] += 1
+    per_case = _per_case(asked)
     groups = []
     for a in asked:
         kept = [n for n, c in enumerate(a.cands) if not c.excluded]
@@ -345,9 +331,7 @@ def fit_calibration(asked: list[Asked], ranking: rank_model.Model, top: int = 10
     """The logistic from (rank score, its gap to the best) to "right", over each asked
     question's best ``top`` distinct answers (where a score is read)."""
     rows, ys, ws = [], [], []
-    per_case: dict[str, int] = defaultdict(int)
-    for a in asked:
-        per_case[a.case] += 1
+    per_case = _per_case(asked)
     for a in asked:
         if not a.cands:
             continue
