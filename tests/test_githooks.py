@@ -229,6 +229,88 @@ def test_status_reports_missing_and_foreign_hooks(repo: Path, cli) -> None:
                       "reference-transaction": "ours"}
 
 
+def _bare_python(tmp_path: Path) -> Path:
+    """A Python that has wrenmem's dependencies but not wrenmem: a venv whose one ``.pth``
+    names this interpreter's site-packages (an editable install's finder is a ``.pth`` of
+    its own there, which a plain path entry does not run), as on a machine where wrenmem
+    was never installed, only checked out."""
+    import sysconfig
+
+    venv = tmp_path / "bare-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                           "['purelib'])"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    (Path(site) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    """What a git GUI or a fresh shell gives a hook: no PYTHONPATH, no venv on PATH."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                                  if not (Path(p) / "wrenmem").exists())
+    return {**env, **extra}
+
+
+def test_the_hook_imports_the_installing_wrenmem_and_shadows_nothing(repo: Path,
+                                                                     tmp_path: Path) -> None:
+    """The recorded import path is the folder holding the package: the hook's Python finds
+    this wrenmem with nothing else on PYTHONPATH, and wrenmem's subpackages (``git``,
+    ``mcp``) never stand in for the top-level modules of those names."""
+    python = _bare_python(tmp_path)
+    done = subprocess.run([str(python), "-m", "wrenmem", "--project", str(repo), "hooks",
+                           "install"], env=_clean_env(PYTHONPATH=str(REPO)), cwd=repo,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    text = (repo / ".git" / "hooks" / "post-checkout").read_text()
+    recorded = [line.partition("=")[2].strip("'") for line in text.splitlines()
+                if line.startswith("WRENMEM_IMPORT_PATH=")]
+    assert recorded == [str(REPO)]
+    probe = subprocess.run(
+        [str(python), "-c", "import wrenmem, git, mcp; print(wrenmem.__file__); "
+                            "print(git.__file__); print(mcp.__file__)"],
+        env=_clean_env(PYTHONPATH=recorded[0]), cwd=repo, capture_output=True, text=True)
+    assert probe.returncode == 0, probe.stderr
+    found = [Path(line) for line in probe.stdout.split()]
+    assert found[0] == REPO / "wrenmem" / "__init__.py"
+    assert not any(p.is_relative_to(REPO / "wrenmem") for p in found[1:]), found
+
+    mark = len(hook_log(repo))
+    fired = git_clean(repo, "checkout", "-q", "-b", "feature")
+    assert "not installed" not in fired.stderr, fired.stderr
+    assert [line for line in hook_log(repo)[mark:] if " post-checkout " in line
+            and "FAILED" not in line], (fired.stderr, hook_log(repo))
+
+
+def git_clean(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                          check=True, env=_clean_env())
+
+
+def test_status_runs_the_hooks_python(repo: Path, tmp_path: Path) -> None:
+    """``hooks status`` runs the recorded Python the way the hook does: a Python that can no
+    longer run wrenmem (its packages gone) is reported, and status exits 1."""
+    python = _bare_python(tmp_path)
+    env = _clean_env(PYTHONPATH=str(REPO))
+    install = subprocess.run([str(python), "-m", "wrenmem", "--project", str(repo), "hooks",
+                              "install"], env=env, cwd=repo, capture_output=True, text=True)
+    assert install.returncode == 0, install.stderr
+
+    def status() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "wrenmem", "--project", str(repo),
+                               "hooks", "status"], env=env, cwd=repo, capture_output=True,
+                              text=True)
+
+    assert status().returncode == 0, status().stdout
+    for pth in python.parent.parent.glob("lib/python*/site-packages/deps.pth"):
+        pth.unlink()  # the hook's Python still exists, but cannot run wrenmem any more
+    broken = status()
+    assert broken.returncode == 1, broken.stdout
+    assert "cannot run wrenmem" in broken.stdout, broken.stdout
+
+
 def test_install_never_loses_a_foreign_hook(repo: Path, cli) -> None:
     install(cli, repo)
     hooks_dir = repo / ".git" / "hooks"
@@ -470,3 +552,4 @@ def test_reference_transaction_acts_only_when_head_moves(repo: Path, cli) -> Non
     assert (repo / "legacy.out").read_text().splitlines()[:2] == ["prepared 1", "committed 1"]
     git(repo, "reset", "-q", "--hard")
     assert len(ref_lines()) == 1 and " reference-transaction committed: " in ref_lines()[0]
+

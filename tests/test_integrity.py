@@ -128,11 +128,11 @@ def test_two_projects_cannot_share_one_index(tmp_path: Path,
     for name in ("one", "two"):
         root = tmp_path / name
         (root / "knowledge" / "sql").mkdir(parents=True)
-        (root / "wrenmem.toml").write_text(f'embedder = "fake"\nindex = "{shared}"\n',
-                                           encoding="utf-8")
+        (root / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
         write_pair(root, f"{name}.md", f"Question of project {name}?", "SELECT 1")
         roots.append(root)
-    one, two = (_runner(r) for r in roots)
+    # A place outside the project: named in the environment (a project's wrenmem.toml may not)
+    one, two = (_runner(r, {"WRENMEM_INDEX": str(shared)}) for r in roots)
     assert one("sync").exit_code == 0
     refused = two("sync")
     assert refused.exit_code == 1 and "another project" in refused.output

@@ -266,13 +266,15 @@ class Memory:
                ) -> builtins.list[str]:
         """Delete pair files (by path or exact question, or every file of ``source``);
         returns the deleted paths."""
-        from wrenmem.pairs.catalog import scan
+        from wrenmem.pairs.catalog import require_listed_pair, scan
         from wrenmem.pairs.store import delete_pair_file
 
         pairs = [self.get(t) for t in targets]
         if source:
             pairs += [p for p in scan(self.settings).pairs if p.source == source]
         paths = sorted({p.path for p in pairs})
+        for rel in paths:  # every target is a listed pair, or nothing is deleted
+            require_listed_pair(self.settings, rel)
         for rel in paths:
             delete_pair_file(self.settings, rel)
         self._after_write(paths)

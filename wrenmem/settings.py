@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import SettingsError
-from wrenmem.statedir import INDEX, STATE_DIR
+from wrenmem.statedir import INDEX, STATE_DIR, check_state_dir
 
 CONFIG_FILE = "wrenmem.toml"
 BACKENDS = ("auto", "grep", "vector", "hybrid")
@@ -25,6 +25,9 @@ MAX_PAIR_BYTES = 1_000_000
 MAX_EMBED_CHARS = 4000
 PAIR_FORMATS = ("fenced", "wren")
 ENGINES = ("duckdb", "none")
+# Settings naming a place on disk: from the project's own wrenmem.toml (or as the default)
+# they must stay inside the project; a flag, a keyword or WRENMEM_* may name any place.
+PROJECT_PATHS = ("knowledge_dir", "manifest", "index_uri", "knowledge_root")
 
 
 def _positive_int(value: Any) -> int:
@@ -202,8 +205,9 @@ class Settings:
 
     @property
     def state_dir(self) -> Path:
-        """``.wrenmem/``: derived state, safe to delete."""
-        return self.root / STATE_DIR
+        """``.wrenmem/``: derived state, safe to delete. Refused (:class:`SettingsError`)
+        when it is a symbolic link or not a folder."""
+        return check_state_dir(self.root)
 
     @property
     def index_uri(self) -> str:
@@ -303,7 +307,32 @@ def load_settings(
         except ValueError as e:
             raise SettingsError(f"setting {name!r} from {origin}: {e}") from e
         origins[name] = origin
+    for name in PROJECT_PATHS:
+        _require_inside(root, name, values[FIELDS.get(name, name)], origins[name])
+    check_state_dir(root)
     return Settings(root=root, origins=origins, **values)
+
+
+def _require_inside(root: Path, name: str, value: str, origin: str) -> None:
+    """Refuse a path setting that the project itself sets (its ``wrenmem.toml``, or the
+    default through a committed symbolic link) and that resolves outside the project: a
+    cloned repository must not make ``forget`` delete, or a sync walk, the rest of the disk."""
+    if origin == "flag" or origin.startswith("WRENMEM_"):
+        return
+    if "://" in value:
+        if not value.startswith("file://"):
+            return  # object storage: no path on this disk
+        value = value[len("file://"):]
+    resolved = (root / value).resolve()
+    if resolved == root or resolved.is_relative_to(root):
+        return
+    env = "WRENMEM_" + name.upper()
+    where = (f"from {root / CONFIG_FILE}" if origin == CONFIG_FILE
+             else "(its default, through a symbolic link)")
+    raise SettingsError(
+        f"setting {name!r} = {value!r} {where} resolves to {resolved}, outside the project "
+        f"{root}: a project may only name places inside it. To use that place, give it on "
+        f"the command line or in the environment ({env}=...)")
 
 
 def settings_help() -> list[tuple[str, str, Any, str]]:

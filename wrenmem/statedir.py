@@ -7,7 +7,10 @@ the manifest. Modules ask for ``settings.state_dir / NAME`` with a name from thi
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+
+from wrenmem.errors import SettingsError
 
 STATE_DIR = ".wrenmem"
 GITIGNORE = ".gitignore"  # `*`: the folder ignores itself, whether or not `init` ever ran
@@ -43,6 +46,34 @@ ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, SEEDS, 
        REPLICA_MAINT, RECALL_COPY, USES, KNOWLEDGE_STATE)
 
 
+def check_state_dir(root: Path) -> Path:
+    """``root/.wrenmem``, refused unless it is absent or a real folder.
+
+    A repository can commit a ``.wrenmem`` symbolic link: every command would then write its
+    state (and ``reset`` delete files, the watcher chmod a folder) wherever the link points.
+    wrenmem never follows it, and never replaces it either: the user removes it.
+    """
+    folder = root / STATE_DIR
+    try:
+        st = os.lstat(folder)
+    except OSError:  # absent (created as a real folder when needed) or unreadable
+        return folder
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(folder)
+        except OSError:
+            target = "?"
+        raise SettingsError(
+            f"{folder} is a symbolic link (to {target}): wrenmem keeps its derived state only "
+            f"in a real folder inside the project and never writes or deletes through a link; "
+            f"remove the link (rm {folder}) and run the command again (to keep the index "
+            "elsewhere, set index_uri on the command line or as WRENMEM_INDEX_URI)")
+    if not stat.S_ISDIR(st.st_mode):
+        raise SettingsError(f"{folder} is not a folder: wrenmem keeps its derived state there; "
+                            "move the file away and run the command again")
+    return folder
+
+
 def ensure_state_dir(folder: Path, mode: int = 0o777) -> Path:
     """Create ``folder`` (a ``.wrenmem/``) if needed, with a ``.gitignore`` holding ``*``.
 
@@ -50,6 +81,8 @@ def ensure_state_dir(folder: Path, mode: int = 0o777) -> Path:
     ``wrenmem init`` (which adds ``.wrenmem/`` to the project's ``.gitignore``) still never
     commits the index. An existing ``.gitignore`` is left as the user made it.
     """
+    if folder.name == STATE_DIR:
+        check_state_dir(folder.parent)
     folder.mkdir(mode=mode, parents=True, exist_ok=True)
     ignore = folder / GITIGNORE
     if not ignore.exists():

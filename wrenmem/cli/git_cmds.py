@@ -16,6 +16,7 @@ from wrenmem.git.hooks import (
     find_hook_repo,
     hook_state,
     install_hooks,
+    python_problem,
     run_hook,
     uninstall_hooks,
 )
@@ -69,15 +70,27 @@ def hooks_uninstall(ctx: click.Context, as_json: bool) -> None:
 def hooks_status(ctx: click.Context, as_json: bool) -> None:
     """Show which hooks are installed, what they chain, and whether they are current.
 
-    Exits 1 when any of wrenmem's hooks is missing or out of date.
+    Runs each hook's recorded Python as the hook does (`python -m wrenmem --version`).
+    Exits 1 when any of wrenmem's hooks is missing, out of date, or its Python cannot run
+    wrenmem.
     """
 
     settings = get_settings(ctx)
     target = find_hook_repo(settings.root)
     states = [hook_state(target, name) for name in HOOK_NAMES]
+    checked: dict[tuple[str | None, str | None], str | None] = {}
+    problems: dict[str, str | None] = {}
+    for s in states:
+        if s.state in ("ours", "chained"):
+            key = (s.python, s.import_path)
+            if key not in checked:
+                checked[key] = python_problem(s, target.worktree)
+            problems[s.name] = checked[key]
     if as_json:
         emit_json({"hooks_dir": str(target.hooks_dir), "hooks_path": target.hooks_path,
-                   "hooks": [s.to_dict() for s in states]})
+                   "hooks": [{**s.to_dict(), "runs": s.name in problems
+                              and problems[s.name] is None,
+                              "problem": problems.get(s.name)} for s in states]})
     else:
         click.echo(f"hooks directory: {target.hooks_dir}")
         for s in states:
@@ -85,13 +98,14 @@ def hooks_status(ctx: click.Context, as_json: bool) -> None:
                 detail = "installed" if s.current else "installed, out of date (install again)"
                 if s.state == "chained":
                     detail += " (run by another tool's hook)"
-                if not s.python_ok:
-                    detail += f"; its python {s.python} is gone (install again)"
+                if problems.get(s.name):
+                    detail += f"; {problems[s.name]} (install again)"
             else:
                 detail = "not wrenmem's hook" if s.state == "foreign" else "not installed"
             chained = " (chains the previous hook)" if s.legacy and s.state == "ours" else ""
             click.echo(f"  {s.name:<14} {detail}{chained}")
-    if not all(s.state in ("ours", "chained") and s.current and s.python_ok for s in states):
+    if not all(s.state in ("ours", "chained") and s.current and problems.get(s.name) is None
+               for s in states):
         ctx.exit(1)
 
 

@@ -68,12 +68,13 @@ class HookState:
     current: bool = False  # our script matches what install would write now
     action: str = ""  # what install/uninstall did: installed, updated, unchanged, ...
     background: bool = False  # the script syncs in the background
+    import_path: str | None = None  # WRENMEM_IMPORT_PATH recorded in our script
 
     def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "path": self.path, "state": self.state,
                 "legacy": self.legacy, "python": self.python, "python_ok": self.python_ok,
-                "current": self.current, "background": self.background,
-                "action": self.action}
+                "import_path": self.import_path, "current": self.current,
+                "background": self.background, "action": self.action}
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,10 @@ def template(name: str) -> str:
 
 
 def import_path() -> str:
-    """The folder from which this ``wrenmem`` package is imported (site-packages or a checkout)."""
-    return str(Path(__file__).resolve().parent.parent)
+    """The folder holding this ``wrenmem`` package (site-packages or a checkout): what goes
+    on a hook's ``PYTHONPATH``. Never the package folder itself, whose subpackages ``git``
+    and ``mcp`` would stand in for the top-level modules of those names."""
+    return str(Path(__file__).resolve().parents[2])
 
 
 def render_hook(name: str, python: str, project_dir: str = ".",
@@ -176,7 +179,35 @@ def hook_state(target: HookRepo, name: str, python: str | None = None,
                            background=background)
     return HookState(name, str(path), state, legacy, recorded,
                      recorded is not None and os.access(recorded, os.X_OK),
-                     text == expected and os.access(path, os.X_OK), action, background)
+                     text == expected and os.access(path, os.X_OK), action, background,
+                     _recorded(text, "WRENMEM_IMPORT_PATH"))
+
+
+def python_problem(state: HookState, worktree: Path) -> str | None:
+    """Why the Python ``state``'s script records cannot run wrenmem (None when it can).
+
+    Runs ``python -m wrenmem --version`` as the hook runs wrenmem: from the top of the
+    working tree, with the recorded import path as the only ``PYTHONPATH``. A hook whose
+    Python exists but lost its packages (or imports another wrenmem's shadow) shows here.
+    """
+    import subprocess
+
+    if not state.python or not state.python_ok:
+        return f"its python {state.python or '(none)'} is gone"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if state.import_path:
+        env["PYTHONPATH"] = state.import_path
+    try:
+        done = subprocess.run([state.python, "-m", "wrenmem", "--version"], cwd=worktree,
+                              env=env, capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"its python {state.python} does not run: {e}"
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        return (f"its python {state.python} cannot run wrenmem"
+                + (f" ({lines[-1].strip()})" if lines else ""))
+    return None
 
 
 def install_hooks(target: HookRepo, python: str | None = None,

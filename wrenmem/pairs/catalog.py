@@ -56,6 +56,22 @@ def is_pair_name(name: str) -> bool:
             and name.lower() not in SKIPPED_NAMES)
 
 
+def require_listed_pair(settings: Settings, rel: str) -> None:
+    """Refuse ``rel`` unless the catalog lists it as a pair: a ``*.md`` under the knowledge
+    folder with no hidden or backup folder or name on the way (``forget`` deletes only
+    pairs, never a draft, a README or a dotfile that happens to parse)."""
+    given = settings.root / rel
+    try:
+        inner = (given.parent.resolve() / given.name).relative_to(settings.knowledge_path)
+    except ValueError:
+        raise WrenmemError(f"{rel} is not inside {settings.knowledge_dir}") from None
+    if (not inner.parts or not is_pair_name(inner.name)
+            or any(skipped_name(part) for part in inner.parts[:-1])):
+        raise WrenmemError(
+            f"refused: {rel} is not a pair the catalog lists (a hidden or backup name, a "
+            "README, or not *.md): wrenmem never reads it as a pair, so it never deletes it")
+
+
 def iter_pair_files(folder: Path) -> Iterator[Path]:
     """Every ``*.md`` under ``folder``, recursively, skipping hidden files and folders."""
     if not folder.is_dir():

@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 
 from wrenmem.errors import PairError, WrenmemError
 from wrenmem.fsutil import atomic_write_text
-from wrenmem.pairs.catalog import read_pair_file, scan, skipped_name
+from wrenmem.pairs.catalog import read_pair_file, require_listed_pair, scan, skipped_name
 from wrenmem.pairs.pairfile import (
     REVIEWED,
     VERIFIED_AT,
@@ -158,6 +158,7 @@ def merged_update(settings: Settings, old: Pair, new: Pair) -> tuple[Pair, str]:
 def delete_pair_file(settings: Settings, rel: str) -> None:
     """Delete a pair file; refuses anything outside the knowledge folder. A symbolic link
     is deleted as a link: the file it points to is never touched."""
+    require_listed_pair(settings, rel)
     given = settings.root / rel
     path = given.parent.resolve() / given.name
     if not path.is_relative_to(settings.knowledge_path) or path == settings.knowledge_path:
