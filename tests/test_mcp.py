@@ -308,15 +308,17 @@ def test_http_transport_on_localhost(shop: Path) -> None:
     import time
 
     from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
+    token = "a-token-long-enough-for-the-server"
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     proc = subprocess.Popen(
         [sys.executable, "-m", "wrenmem", "--project", str(shop), "mcp", "--http", str(port),
          "--backend", "grep"],
-        env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True)
+        env={**os.environ, "PYTHONPATH": str(REPO), "WRENMEM_MCP_TOKEN": token},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -330,7 +332,10 @@ def test_http_transport_on_localhost(shop: Path) -> None:
                                    text=True).stdout if shutil.which("ss") else ""
 
         async def main() -> dict[str, Any]:
-            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as streams:
+            headers = {"Authorization": f"Bearer {token}"}  # tests/test_mcp_http.py: without
+            async with create_mcp_http_client(headers=headers) as client, \
+                    streamable_http_client(f"http://127.0.0.1:{port}/mcp",
+                                           http_client=client) as streams:
                 read, write = streams[0], streams[1]
                 async with ClientSession(read, write) as session:
                     await session.initialize()
@@ -355,6 +360,7 @@ def test_http_address_defaults_to_localhost() -> None:
     assert parse_http(":8000") == ("127.0.0.1", 8000)
     assert parse_http("0.0.0.0:9000") == ("0.0.0.0", 9000)
     assert parse_http("[::1]:9000") == ("::1", 9000)
-    for bad in ("host:", "x:99999", "nope"):
+    assert parse_http("127.0.0.1:0") == ("127.0.0.1", 0)  # any free port
+    for bad in ("host:", "x:99999", "nope", "-1"):
         with pytest.raises(click.BadParameter):
             parse_http(bad)

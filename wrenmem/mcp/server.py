@@ -337,16 +337,60 @@ def _warm(tools: Tools) -> None:
 
 
 def serve(memory: Memory, *, http: tuple[str, int] | None = None,
-          read_only: bool = False) -> None:
-    """Serve on stdio, or on streamable HTTP at ``http`` (host, port); returns when the
-    client disconnects or the process is interrupted. ``read_only``: no tool writes."""
+          read_only: bool = False, token: bool = True, allow_hosts: tuple[str, ...] = (),
+          announce: Callable[[str], None] | None = None) -> None:
+    """Serve on stdio, or on streamable HTTP at ``http`` (host, port; port 0 picks a free
+    one); returns when the client disconnects or the process is interrupted. ``read_only``:
+    no tool writes. Over HTTP every request needs the bearer token unless ``token`` is off
+    (refused on an address other machines reach), and a Host of the bound address, this
+    machine or ``allow_hosts``; ``announce`` gets the lines to show (where it listens)."""
+    if http is None:
+        freshness = Freshness(memory.settings)
+        try:
+            build_server(memory, freshness=freshness, read_only=read_only).run()
+        finally:
+            freshness.close()
+        return
+    _serve_http(memory, http, read_only, token, allow_hosts, announce or log.warning)
+
+
+def _serve_http(memory: Memory, address: tuple[str, int], read_only: bool, token_on: bool,
+                allow_hosts: tuple[str, ...], announce: Callable[[str], None]) -> None:
+    import os
+
+    import anyio
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from wrenmem.mcp import http
+
+    host, port = address
+    token, generated = http.resolve_token(os.environ, token_on)
+    warning = http.check_bind(host, token)
+    sock = http.bind(host, port)
+    port = sock.getsockname()[1]
+    access = http.Access(token, http.allowed_hosts(host, port, allow_hosts))
     freshness = Freshness(memory.settings)
-    server = build_server(memory, freshness=freshness, read_only=read_only)
     try:
-        if http is None:
-            server.run()
+        server = build_server(memory, freshness=freshness, read_only=read_only)
+        app = server.streamable_http_app(
+            streamable_http_path=http.PATH, host=host,
+            transport_security=TransportSecuritySettings(
+                enable_dns_rebinding_protection=True, allowed_hosts=sorted(access.hosts),
+                allowed_origins=sorted(access.origins)))
+        if warning:
+            announce(f"wrenmem mcp: {warning}")
+        if token is None:
+            announce("wrenmem mcp: no token (--no-token): any process on this machine can "
+                     "call the tools")
+        elif generated:
+            announce(f"wrenmem mcp: token: {token}")
         else:
-            host, port = http
-            server.run("streamable-http", host=host, port=port)
+            announce(f"wrenmem mcp: token from {http.TOKEN_ENV}")
+        how = "" if token is None else " (send Authorization: Bearer <token>)"
+        announce(f"wrenmem mcp: listening on {http.url(host, port)}{how}")
+        config = uvicorn.Config(http.Guard(app, access), log_level="warning")
+        anyio.run(uvicorn.Server(config).serve, [sock])
     finally:
+        sock.close()
         freshness.close()
