@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_pair
+from tests.conftest import run_wrenmem, write_pair
 from wrenmem import Memory
 from wrenmem.errors import WrenmemError
 from wrenmem.settings import load_settings
@@ -113,6 +113,17 @@ def test_a_state_dir_symlink_is_refused_and_nothing_is_written_through_it(
     assert (project / ".wrenmem").is_symlink()  # refused, not replaced: the user decides
     with pytest.raises(WrenmemError, match="symbolic link"):
         Memory(project)
+
+
+def test_the_watcher_refuses_a_state_dir_symlink(project: Path, tmp_path: Path) -> None:
+    """The watcher made its socket folder private: through a link, someone else's folder."""
+    victim = _victim(tmp_path)
+    victim.chmod(0o755)
+    (project / ".wrenmem").symlink_to(victim)
+    done = run_wrenmem(["--project", str(project), "watch"], project, timeout=120)
+    assert done.returncode == 1 and "symbolic link" in done.stderr, done.stderr
+    assert victim.stat().st_mode & 0o777 == 0o755
+    assert sorted(p.name for p in victim.iterdir()) == ["keep.txt", "knowledge"]
 
 
 def test_a_state_dir_that_is_a_file_is_refused(project: Path, cli) -> None:

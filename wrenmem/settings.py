@@ -307,9 +307,9 @@ def load_settings(
         except ValueError as e:
             raise SettingsError(f"setting {name!r} from {origin}: {e}") from e
         origins[name] = origin
+    check_state_dir(root)  # first: a .wrenmem link is the reason the index path leads out
     for name in PROJECT_PATHS:
         _require_inside(root, name, values[FIELDS.get(name, name)], origins[name])
-    check_state_dir(root)
     return Settings(root=root, origins=origins, **values)
 
 
