@@ -194,3 +194,26 @@ def test_no_token_only_on_loopback(shop: Path, servers: list[Server]) -> None:
     assert any("no token" in line for line in server.lines), server.lines
     assert recall(server.url, None)["pairs"]
     assert post(server.url, Host="evil.example").status_code == 421
+
+
+def test_the_host_values_a_request_may_carry() -> None:
+    from wrenmem.mcp.http import allowed_hosts, is_loopback
+
+    assert allowed_hosts("127.0.0.2", 8765) == {
+        "127.0.0.2:8765", "127.0.0.1:8765", "localhost:8765", "[::1]:8765"}
+    assert allowed_hosts("::1", 9000, ["proxy.internal", "wren.example:443", "fd00::5"]) == {
+        "[::1]:9000", "127.0.0.1:9000", "localhost:9000", "proxy.internal:9000",
+        "wren.example:443", "[fd00::5]:9000"}
+    assert "localhost" in allowed_hosts("127.0.0.1", 80)  # port 80 goes unsaid
+    wildcard = allowed_hosts("0.0.0.0", 8765)
+    assert "localhost:8765" in wildcard and "0.0.0.0:8765" not in wildcard
+    assert all(h.endswith(":8765") for h in wildcard)
+    assert [is_loopback(h) for h in ("127.0.0.2", "::1", "localhost", "0.0.0.0", "::",
+                                     "10.0.0.1", "example.com")] == [
+        True, True, True, False, False, False, False]
+
+
+def test_http_options_need_http(cli) -> None:
+    for args in (["--no-token"], ["--allow-host", "example.com"]):
+        result = cli("mcp", *args)
+        assert result.exit_code == 2 and "--http" in result.output

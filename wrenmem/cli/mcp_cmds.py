@@ -49,7 +49,8 @@ def mcp(ctx: click.Context, http: str | None, no_token: bool, allow_hosts: tuple
     recall_queries, get_schema_context, describe_schema, get_instructions, lookup_glossary,
     list_queries and store_query (not with --read-only), forget_query (only with the setting
     mcp_forget = true); resources for the manifest and every knowledge file; the prompt
-    answer_with_sql. Needs the `mcp` extra."""
+    answer_with_sql. Over HTTP every request needs the bearer token and a Host naming this
+    server (see docs/mcp.md). Needs the `mcp` extra."""
 
     address = parse_http(http) if http else None
     if address is None and (no_token or allow_hosts):

@@ -91,6 +91,8 @@ def allowed_hosts(host: str, port: int, extra: Iterable[str] = ()) -> frozenset[
         names.add(_bracketed(host))
     found = {f"{n}:{port}" for n in names}
     found |= {e if _has_port(e) else f"{_bracketed(e)}:{port}" for e in extra}
+    if port == 80:  # a client leaves the default port out of Host
+        found |= {h.rsplit(":", 1)[0] for h in found if h.endswith(":80")}
     return frozenset(found)
 
 
