@@ -63,6 +63,13 @@ def test_a_symlink_leading_out_is_outside_too(project: Path, tmp_path: Path) -> 
         load_settings(project, environ={})
 
 
+def test_a_link_loop_is_an_error_not_a_traceback(project: Path) -> None:
+    (project / "loop").symlink_to(project / "loop")
+    (project / "wrenmem.toml").write_text('knowledge_dir = "loop/sql"\n')
+    with pytest.raises(WrenmemError, match="knowledge_dir"):
+        load_settings(project, environ={})
+
+
 def test_the_command_line_and_the_environment_may_name_any_folder(
         project: Path, tmp_path: Path) -> None:
     victim = _victim(tmp_path)

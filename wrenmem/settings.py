@@ -323,12 +323,16 @@ def _require_inside(root: Path, name: str, value: str, origin: str) -> None:
         if not value.startswith("file://"):
             return  # object storage: no path on this disk
         value = value[len("file://"):]
-    resolved = (root / value).resolve()
-    if resolved == root or resolved.is_relative_to(root):
-        return
     env = "WRENMEM_" + name.upper()
     where = (f"from {root / CONFIG_FILE}" if origin == CONFIG_FILE
              else "(its default, through a symbolic link)")
+    try:
+        resolved = (root / value).resolve()
+    except (OSError, RuntimeError) as e:  # a link loop
+        raise SettingsError(f"setting {name!r} = {value!r} {where} cannot be resolved: "
+                            f"{e}") from e
+    if resolved == root or resolved.is_relative_to(root):
+        return
     raise SettingsError(
         f"setting {name!r} = {value!r} {where} resolves to {resolved}, outside the project "
         f"{root}: a project may only name places inside it. To use that place, give it on "
