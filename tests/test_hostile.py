@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
@@ -540,7 +541,7 @@ SECONDS = 10.0
 INDEX_SECONDS = 30.0
 
 HOSTILE_FILES = ["pipe.md", "zero.md", "bomb.md", "huge.md", "latin1.md", "dangling.md",
-                 "loop.md"]
+                 "loop.md", "nul.md"]
 
 
 def _hostile_project(root: Path) -> Path:
@@ -555,6 +556,12 @@ def _hostile_project(root: Path) -> Path:
                                     .encode("latin-1"))
     (sql / "dangling.md").symlink_to("nowhere.md")
     (sql / "loop.md").symlink_to("loop.md")
+    (sql / "nul.md").write_bytes(b"---\nnl: Nul\n---\n```sql\nSELECT 1\x00\n```\n")
+    # Readable, if odd: CRLF line ends and a lone CR, a control character in the notes, the
+    # NFD spelling of good.md's question (a second file of one question, written by hand).
+    (sql / "crlf.md").write_bytes(b"---\r\nnl: Orders\r\n---\r\n```sql\rSELECT 1\r```\r\n")
+    (sql / "vt.md").write_bytes(b"---\nnl: Vertical tab\n---\n```sql\nSELECT 1\n```\n\x0b\n")
+    write_pair(root, "nfd.md", unicodedata.normalize("NFD", "Qué pasó"), "SELECT 2")
     _bad_manifest(root)
     (root / "wrenmem.toml").write_text('embedder = "fake"\nfetch_threshold = 100\n',
                                        encoding="utf-8")
@@ -655,8 +662,6 @@ HOSTILE_STORES: list[tuple[list[str], bytes | None, int, str]] = [
                          ids=["nul", "escape", "bell", "oversize", "crlf", "nfd"])
 def test_hostile_store_inputs(tmp_path: Path, args: list[str], stdin: bytes | None,
                               code: int, says: str) -> None:
-    import unicodedata
-
     root = _hostile_project(tmp_path / "hostile")
     write_pair(root, "nfc.md", unicodedata.normalize("NFC", NFD_QUESTION), "SELECT 1")
     sql = root / "knowledge" / "sql"
@@ -666,7 +671,7 @@ def test_hostile_store_inputs(tmp_path: Path, args: list[str], stdin: bytes | No
     assert says in output, output[-3000:]
     assert peak < MEMORY_LIMIT
     assert sorted(p.name for p in sql.iterdir()) == sorted(
-        [*HOSTILE_FILES, "good.md", "nfc.md"])  # no new file, no temporary file
+        [*HOSTILE_FILES, "good.md", "nfc.md", "crlf.md", "vt.md", "nfd.md"])  # nothing new
     if code:
         assert {n: (sql / n).read_bytes() for n in readable} == readable
     else:
