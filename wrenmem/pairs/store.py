@@ -95,6 +95,7 @@ def write_pair_bytes(settings: Settings, path: Path, data: bytes, *,
                      exclusive: bool = False) -> None:
     """Write a pair file atomically, its temporary file where git ignores it
     (``.wrenmem/tmp``); temporary files a killed writer left there are removed first."""
+    path.parent.mkdir(parents=True, exist_ok=True)  # first: the temporary folder is chosen by it
     tmp_dir = pair_temp_folder(settings, path.parent)
     remove_stale_temps(tmp_dir)
     atomic_write_bytes(path, data, exclusive=exclusive, tmp_dir=tmp_dir)
@@ -131,7 +132,6 @@ def store_pair(settings: Settings, pair: Pair, *, folder: str = "") -> StoreResu
         text = render_pair(new.with_changes(path=rel), settings.format)
         data = checked_file_bytes(text, rel, new, settings.max_pair_bytes)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
             write_pair_bytes(settings, target, data, exclusive=True)
             return StoreResult(rel, True, new.with_changes(path=rel))
         except FileExistsError:

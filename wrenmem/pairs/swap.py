@@ -10,7 +10,6 @@ pairs (any command that reads them) finishes. A full disk while writing leaves t
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -162,6 +161,8 @@ def _journal_path(settings: Settings) -> Path:
 def _swap_lock(settings: Settings) -> Iterator[None]:
     """Held while moves are made: a scan that finds the journal waits for a live import
     to finish its moves instead of making them twice."""
+    import fcntl  # here, as wrenmem.lock does: the module imports everywhere
+
     path = settings.state_dir / statedir.IMPORT_SWAP_LOCK
     statedir.ensure_parent(path)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
