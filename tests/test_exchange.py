@@ -253,3 +253,40 @@ def test_import_normalises_like_store(project: Path, cli, tmp_path: Path) -> Non
     out = json.loads(cli("import", str(queries), "--upsert", "--json").stdout)
     assert out["unchanged"] == ["knowledge/sql/café-orders.md"] and out["created"] == []
     assert cli("fmt", "--check").exit_code == 0
+
+
+def test_import_overwrite_killed_from_outside_keeps_a_whole_set(project: Path, cli,
+                                                                 tmp_path: Path) -> None:
+    """A real ``kill -9`` from another process, at the moment the import has written a
+    quarter of its files (wherever it writes them): one whole set is left, never a mix."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    n = 400
+    assert cli("import", str(_queries(tmp_path, "old.yml", n, "1"))).exit_code == 0
+    new = _queries(tmp_path, "new.yml", n, "2")
+    sql = project / "knowledge" / "sql"
+    proc = subprocess.Popen([sys.executable, "-m", "wrenmem", "--project", str(project),
+                             "import", "--overwrite", "--yes", str(new)],
+                            env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def written() -> int:
+        staged = project / ".wrenmem" / "tmp"
+        found = len(list(staged.glob(".wrenmem-*"))) if staged.is_dir() else 0
+        return found + sum(1 for p in sql.glob("*.md") if b"SELECT 2" in p.read_bytes())
+
+    deadline = time.monotonic() + 120
+    while written() < n // 4 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    assert cli("list").exit_code == 0
+    versions = _sql_versions(project)
+    assert len(versions) == n and all(len(v) == 1 for v in versions.values())
+    assert len({v for vs in versions.values() for v in vs}) == 1, "a mix of old and new"
+    assert not [p for p in _git_untracked(project) if not p.endswith(".md")]

@@ -63,10 +63,13 @@ def replace_set(settings: Settings, writes: Sequence[Planned], deletes: Sequence
                                   item.mode)
             staged.append((tmp, str(item.path), item.create))
         with _swap_lock(settings):
-            journal: dict[str, list[Any]] = {"moves": [list(m) for m in staged],
-                                             "deletes": [str(p) for p in deletes]}
+            root = str(settings.root)  # paths relative to it: a moved project still replays
+            journal: dict[str, list[Any]] = {
+                "moves": [[os.path.relpath(t, root), os.path.relpath(p, root), c]
+                          for t, p, c in staged],
+                "deletes": [os.path.relpath(p, root) for p in deletes]}
             atomic_write_text(_journal_path(settings), json.dumps(journal))
-            renamed = _apply(journal)
+            renamed = _apply(settings.root, journal)
             os.unlink(_journal_path(settings))
     except OSError as e:
         if _journal_path(settings).exists():
@@ -96,7 +99,7 @@ def finish_interrupted(settings: Settings) -> None:
                 journal = json.loads(path.read_text(encoding="utf-8"))
             except FileNotFoundError:
                 return  # finished by the process that held the lock
-            _apply(journal)
+            _apply(settings.root, journal)
             os.unlink(path)
             log.warning("finished an import that was interrupted (%d files moved into place)",
                         len(journal.get("moves", [])))
@@ -104,26 +107,27 @@ def finish_interrupted(settings: Settings) -> None:
         log.warning("cannot finish an interrupted import (%s): %s", path, e)
 
 
-def _apply(journal: dict[str, list[Any]]) -> dict[Path, Path]:
-    """Make the journal's moves, then its deletions; each step may have been made already
-    (the journal is replayed after a kill)."""
+def _apply(root: Path, journal: dict[str, list[Any]]) -> dict[Path, Path]:
+    """Make the journal's moves, then its deletions (paths relative to ``root``); each step
+    may have been made already (the journal is replayed after a kill)."""
     renamed: dict[Path, Path] = {}
-    for tmp, target, create in journal["moves"]:
+    for tmp_rel, target_rel, create in journal["moves"]:
+        tmp, target = root / tmp_rel, root / target_rel
         if not os.path.lexists(tmp):
             continue  # moved before the kill
         if create:
-            final = _claim(tmp, Path(target))
-            if final != Path(target):
-                renamed[Path(target)] = final
+            final = _claim(tmp, target)
+            if final != target:
+                renamed[target] = final
         else:
             os.replace(tmp, target)
-    for path in journal["deletes"]:
-        remove_quietly(path)
-    _sync_folders([m[1] for m in journal["moves"]])
+    for rel in journal["deletes"]:
+        remove_quietly(root / rel)
+    _sync_folders([root / m[1] for m in journal["moves"]])
     return renamed
 
 
-def _claim(tmp: str, target: Path) -> Path:
+def _claim(tmp: Path, target: Path) -> Path:
     """Link ``tmp`` to ``target``, or to the next free ``-N`` name if another writer took
     it since the plan; the temporary name is then removed."""
     stem, suffix = target.stem, target.suffix
@@ -142,9 +146,9 @@ def _claim(tmp: str, target: Path) -> Path:
     return candidate
 
 
-def _sync_folders(paths: Sequence[str]) -> None:
+def _sync_folders(paths: Sequence[Path]) -> None:
     """fsync the folders that received files, so the moves survive a power cut."""
-    for folder in {os.path.dirname(p) for p in paths}:
+    for folder in {p.parent for p in paths}:
         with contextlib.suppress(OSError):
             fd = os.open(folder, os.O_RDONLY)
             try:
