@@ -120,9 +120,14 @@ def atomic_write_text(path: Path, text: str, *, exclusive: bool = False,
     when ``path`` already exists, so two writers can never claim the same file. The
     temporary file is made in ``tmp_dir`` (see :func:`temp_folder`) when given.
     """
-    if not exclusive and path.is_symlink():  # write the file the link names, keep the link
-        path = Path(os.path.realpath(path))
-    atomic_write_bytes(path, text.encode("utf-8"), exclusive=exclusive, tmp_dir=tmp_dir)
+    atomic_write_bytes(link_target(path) if not exclusive else path, text.encode("utf-8"),
+                       exclusive=exclusive, tmp_dir=tmp_dir)
+
+
+def link_target(path: Path) -> Path:
+    """The file a rewrite of ``path`` writes: the one a symbolic link names (the link is
+    kept), else ``path``."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, exclusive: bool = False,

@@ -8,7 +8,6 @@ and drops ``reviewed: false``. A pair that does not validate is not verified.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,7 +103,7 @@ def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool 
             VERIFIED_SCHEMA) and pair.extra.get(VERIFIED_BY) == by.strip()
         if not already:
             text = render_pair(marked, settings.format)
-            write_pair_bytes(settings, Path(os.path.realpath(absolute)),
+            write_pair_bytes(settings, absolute,
                              checked_file_bytes(text, rel, marked, settings.max_pair_bytes))
         reread = read_pair_file(absolute, rel, settings.max_pair_bytes)[0]
         out.append(Verified(rel, reread, not already, tuple(problems)))

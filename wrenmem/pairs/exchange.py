@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import file_mode_for, read_text_file
+from wrenmem.fsutil import file_mode_for, link_target, read_text_file
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import (
     Pair,
@@ -166,8 +166,7 @@ def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
         if not would_change(settings, old, text):
             report.unchanged.append(old.path)
             continue
-        path = settings.root / old.path
-        path = Path(os.path.realpath(path)) if path.is_symlink() else path
+        path = link_target(settings.root / old.path)
         writes.append(Planned(path, checked_file_bytes(text, old.path, merged,
                                                        settings.max_pair_bytes),
                               create=False, mode=file_mode_for(path)))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +62,6 @@ def format_files(settings: Settings, paths: Iterable[Path] | None = None, *,
                 continue
             changed.append(rel)
             if not check:
-                target = Path(os.path.realpath(path)) if path.is_symlink() else path
-                write_pair_bytes(settings, target, data)
+                write_pair_bytes(settings, path, data)
     return FmtReport(tuple(changed), len(targets) - len(changed) - len(broken), tuple(broken),
                      check)

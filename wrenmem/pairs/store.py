@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from wrenmem.errors import PairError, WrenmemError
-from wrenmem.fsutil import atomic_write_bytes, remove_stale_temps
+from wrenmem.fsutil import atomic_write_bytes, link_target, remove_stale_temps
 from wrenmem.pairs.catalog import read_pair_file, scan, skipped_name
 from wrenmem.pairs.pairfile import (
     REVIEWED,
@@ -94,7 +94,10 @@ def refuse_oversize(settings: Settings, *texts: str) -> None:
 def write_pair_bytes(settings: Settings, path: Path, data: bytes, *,
                      exclusive: bool = False) -> None:
     """Write a pair file atomically, its temporary file where git ignores it
-    (``.wrenmem/tmp``); temporary files a killed writer left there are removed first."""
+    (``.wrenmem/tmp``); temporary files a killed writer left there are removed first. A
+    rewrite through a symbolic link writes the file it names and keeps the link."""
+    if not exclusive:
+        path = link_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)  # first: the temporary folder is chosen by it
     tmp_dir = pair_temp_folder(settings, path.parent)
     remove_stale_temps(tmp_dir)
@@ -167,10 +170,7 @@ def _update(settings: Settings, old: Pair, new: Pair) -> StoreResult:
     if not would_change(settings, old, text):
         return StoreResult(old.path, False, merged, changed=False)
     data = checked_file_bytes(text, old.path, merged, settings.max_pair_bytes)
-    path = settings.root / old.path
-    if path.is_symlink():  # write the file the link names, keep the link
-        path = Path(os.path.realpath(path))
-    write_pair_bytes(settings, path, data)
+    write_pair_bytes(settings, settings.root / old.path, data)
     return StoreResult(old.path, False, merged)
 
 
