@@ -184,6 +184,8 @@ def test_api_and_mcp_refuse_control_characters(project: Path) -> None:
         Tools(memory).store_query("Total sales", "SELECT 2", note="a\x01b")
     with pytest.raises(WrenmemError, match="tag"):
         memory.store("Total sales", "SELECT 2", tags=["k\x02"])
+    with pytest.raises(WrenmemError, match="the folder contains a control character U\\+0000"):
+        memory.store("Other question", "SELECT 2", folder="a\x00b")
     assert _files(project) == before
 
 

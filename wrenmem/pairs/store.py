@@ -152,6 +152,7 @@ def store_pair(settings: Settings, pair: Pair, *, folder: str = "") -> StoreResu
 def check_folder(folder: str) -> None:
     """Refuse a ``store --folder`` whose files the catalog would never read (a hidden or
     backup folder), or that no file system accepts."""
+    clean_text(folder, "the folder")
     for part in PurePosixPath(folder.replace("\\", "/")).parts:
         if part == "/":
             raise WrenmemError(f"folder {folder!r} must be relative to the knowledge folder")
