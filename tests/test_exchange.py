@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import write_pair
@@ -101,3 +103,190 @@ def test_export_is_what_wren_loads_and_imports_back(project: Path, cli, tmp_path
     result = cli("import", str(exported), "--json", root=other)
     assert len(json.loads(result.stdout)["created"]) == 2
     assert cli("export", root=other).stdout.split("pairs:")[1] == text.split("pairs:")[1]
+
+
+# -- issue 22: an import replaces a set of files whole, in linear time ---------------------
+
+KILLER = r"""
+import os, signal, sys
+from pathlib import Path
+
+phase, after, root = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+knowledge = str(root / "knowledge" / "sql")
+calls = {"n": 0}
+
+
+def count() -> None:
+    calls["n"] += 1
+    if calls["n"] >= after:
+        os.kill(os.getpid(), signal.SIGKILL)  # kill -9: no handler, no clean-up runs
+
+
+if phase == "write":  # while the new files are being written
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        real_fsync(fd)
+        count()
+    os.fsync = fsync
+else:  # while they are being moved into place
+    real_replace, real_link = os.replace, os.link
+
+    def replace(src, dst, **kw):
+        real_replace(src, dst, **kw)
+        if str(dst).startswith(knowledge):
+            count()
+
+    def link(src, dst, **kw):
+        real_link(src, dst, **kw)
+        if str(dst).startswith(knowledge):
+            count()
+    os.replace, os.link = replace, link
+
+from wrenmem.cli import main
+main(["--project", str(root), "import", "--overwrite", "--yes", sys.argv[4]])
+"""
+
+
+def _queries(tmp_path: Path, name: str, n: int, version: str) -> Path:
+    doc = {"version": 1, "pairs": [
+        {"nl": f"Orders of store {i}", "sql": f"SELECT {version} AS v, {i} AS store",
+         "source": "wren"} for i in range(n)]}
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _sql_versions(project: Path) -> dict[str, set[str]]:
+    """Question -> the versions of SQL its files hold (one file per question expected)."""
+    from wrenmem.pairs.catalog import scan
+    from wrenmem.settings import load_settings
+
+    found = scan(load_settings(project), use_cache=False)
+    assert found.errors == ()
+    out: dict[str, set[str]] = {}
+    for pair in found.pairs:
+        out.setdefault(pair.nl, set()).add(pair.sql.split()[1])
+    return out
+
+
+def _git_untracked(project: Path) -> list[str]:
+    import subprocess
+
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                         cwd=project, check=True, capture_output=True, text=True).stdout
+    return [line[3:] for line in out.splitlines()]
+
+
+@pytest.mark.parametrize("phase,after", [("write", 60), ("move", 60)])
+def test_import_overwrite_killed_midway_keeps_a_whole_set(
+        project: Path, cli, tmp_path: Path, phase: str, after: int) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    n = 150
+    assert cli("import", str(_queries(tmp_path, "old.yml", n, "1"))).exit_code == 0
+    new = _queries(tmp_path, "new.yml", n, "2")
+    proc = subprocess.run([sys.executable, "-c", KILLER, phase, str(after), str(project),
+                           str(new)], env={**os.environ, "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    # Any command that reads the pairs finishes a move the kill interrupted.
+    listed = cli("list")
+    assert listed.exit_code == 0, listed.output
+    versions = _sql_versions(project)
+    assert len(versions) == n and all(len(v) == 1 for v in versions.values())
+    expected = "1" if phase == "write" else "2"  # before the move: old set; during: new set
+    assert {v for vs in versions.values() for v in vs} == {expected}
+    assert not [p for p in _git_untracked(project) if not p.endswith(".md")]
+
+
+def test_import_on_a_full_disk_changes_nothing(project: Path, cli, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    n = 100
+    assert cli("import", str(_queries(tmp_path, "old.yml", n, "1"))).exit_code == 0
+    before = {p.name: p.read_bytes() for p in (project / "knowledge/sql").iterdir()}
+    real_fsync, calls = os.fsync, {"n": 0}
+
+    def fsync(fd: int) -> None:
+        calls["n"] += 1
+        if calls["n"] > 25:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    result = cli("import", "--overwrite", "--yes", str(_queries(tmp_path, "new.yml", n, "2")))
+    monkeypatch.undo()
+    assert result.exit_code == 1, result.output
+    assert "No space left on device" in result.output and "nothing changed" in result.output
+    after = {p.name: p.read_bytes() for p in (project / "knowledge/sql").iterdir()}
+    assert after == before
+    tmp = project / ".wrenmem" / "tmp"
+    assert not tmp.exists() or not [p for p in tmp.rglob("*") if p.is_file()]
+
+
+def test_control_characters_in_an_import_are_refused(project: Path, cli,
+                                                      tmp_path: Path) -> None:
+    doc = {"version": 1, "pairs": [{"nl": "Good", "sql": "SELECT 1"},
+                                   {"nl": "Bad", "sql": "SELECT 1\x00"}]}
+    queries = tmp_path / "queries.yml"
+    queries.write_text(yaml.safe_dump(doc))
+    result = cli("import", str(queries), "--force")
+    assert result.exit_code == 1
+    assert "pair #2" in result.output and "control character U+0000" in result.output
+    assert list((project / "knowledge" / "sql").glob("*.md")) == []
+
+
+def test_import_normalises_like_store(project: Path, cli, tmp_path: Path) -> None:
+    import unicodedata
+
+    doc = {"version": 1, "pairs": [
+        {"nl": unicodedata.normalize("NFD", "Café orders"), "sql": "SELECT 1\r\nFROM t"}]}
+    queries = tmp_path / "queries.yml"
+    queries.write_text(yaml.safe_dump(doc))
+    assert cli("store", "--nl", "Café orders", "--sql", "SELECT 1\nFROM t").exit_code == 0
+    out = json.loads(cli("import", str(queries), "--upsert", "--json").stdout)
+    assert out["unchanged"] == ["knowledge/sql/café-orders.md"] and out["created"] == []
+    assert cli("fmt", "--check").exit_code == 0
+
+
+def test_import_overwrite_killed_from_outside_keeps_a_whole_set(project: Path, cli,
+                                                                 tmp_path: Path) -> None:
+    """A real ``kill -9`` from another process, at the moment the import has written a
+    quarter of its files (wherever it writes them): one whole set is left, never a mix."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    n = 400
+    assert cli("import", str(_queries(tmp_path, "old.yml", n, "1"))).exit_code == 0
+    new = _queries(tmp_path, "new.yml", n, "2")
+    sql = project / "knowledge" / "sql"
+    proc = subprocess.Popen([sys.executable, "-m", "wrenmem", "--project", str(project),
+                             "import", "--overwrite", "--yes", str(new)],
+                            env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def written() -> int:
+        staged = project / ".wrenmem" / "tmp"
+        found = len(list(staged.glob(".wrenmem-*"))) if staged.is_dir() else 0
+        return found + sum(1 for p in sql.glob("*.md") if b"SELECT 2" in p.read_bytes())
+
+    deadline = time.monotonic() + 120
+    while written() < n // 4 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    assert cli("list").exit_code == 0
+    versions = _sql_versions(project)
+    assert len(versions) == n and all(len(v) == 1 for v in versions.values())
+    assert len({v for vs in versions.values() for v in vs}) == 1, "a mix of old and new"
+    assert not [p for p in _git_untracked(project) if not p.endswith(".md")]

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
@@ -540,7 +541,7 @@ SECONDS = 10.0
 INDEX_SECONDS = 30.0
 
 HOSTILE_FILES = ["pipe.md", "zero.md", "bomb.md", "huge.md", "latin1.md", "dangling.md",
-                 "loop.md"]
+                 "loop.md", "nul.md"]
 
 
 def _hostile_project(root: Path) -> Path:
@@ -555,13 +556,20 @@ def _hostile_project(root: Path) -> Path:
                                     .encode("latin-1"))
     (sql / "dangling.md").symlink_to("nowhere.md")
     (sql / "loop.md").symlink_to("loop.md")
+    (sql / "nul.md").write_bytes(b"---\nnl: Nul\n---\n```sql\nSELECT 1\x00\n```\n")
+    # Readable, if odd: CRLF line ends and a lone CR, a control character in the notes, the
+    # NFD spelling of good.md's question (a second file of one question, written by hand).
+    (sql / "crlf.md").write_bytes(b"---\r\nnl: Orders\r\n---\r\n```sql\rSELECT 1\r```\r\n")
+    (sql / "vt.md").write_bytes(b"---\nnl: Vertical tab\n---\n```sql\nSELECT 1\n```\n\x0b\n")
+    write_pair(root, "nfd.md", unicodedata.normalize("NFD", "Qué pasó"), "SELECT 2")
     _bad_manifest(root)
     (root / "wrenmem.toml").write_text('embedder = "fake"\nfetch_threshold = 100\n',
                                        encoding="utf-8")
     return root
 
 
-def _run_bounded(root: Path, args: list[str], *, index: bool) -> tuple[int, str, float, int]:
+def _run_bounded(root: Path, args: list[str], *, index: bool, stdin: bytes | None = None
+                 ) -> tuple[int, str, float, int]:
     """(exit code, stdout + stderr, seconds, peak resident bytes) of one command."""
     import resource
     import subprocess
@@ -580,9 +588,10 @@ def _run_bounded(root: Path, args: list[str], *, index: bool) -> tuple[int, str,
     started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-c", FAKE_CLI, "--project", str(root), *args],
                             cwd=root, env=env, stdout=subprocess.PIPE,
+                            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                             stderr=subprocess.STDOUT, preexec_fn=limit)
     try:
-        out, _ = proc.communicate(timeout=(INDEX_SECONDS if index else SECONDS) * slack)
+        out, _ = proc.communicate(stdin, timeout=(INDEX_SECONDS if index else SECONDS) * slack)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, _ = proc.communicate()
@@ -590,7 +599,8 @@ def _run_bounded(root: Path, args: list[str], *, index: bool) -> tuple[int, str,
                              ) from None
     seconds = time.monotonic() - started
     text, _, peak_kb = out.decode("utf-8", "replace").rpartition("\nPEAK_RSS_KB ")
-    return proc.returncode, text, seconds, int(peak_kb.split()[0]) * 1024
+    kb, _, after = peak_kb.partition("\n")  # a message printed after the atexit hook ran
+    return proc.returncode, text + "\n" + after, seconds, int(kb.strip()) * 1024
 
 
 CORPUS_COMMANDS: list[tuple[list[str], bool, bool]] = [
@@ -627,6 +637,50 @@ def test_hostile_corpus(tmp_path: Path, args: list[str], index: bool,
         assert not missing, (missing, output[-3000:])
     if args[0] in ("list", "export", "recall"):
         assert "total revenue" in output.lower()
+
+
+NFD_QUESTION = "Cafe\u0301 revenue by month"  # "Café", its accent a combining character
+# (arguments, stdin, exit code, what the output must say): hostile text at the door of
+# `store`, against the hostile corpus; a refusal changes no file.
+HOSTILE_STORES: list[tuple[list[str], bytes | None, int, str]] = [
+    (["store", "--nl", "What is the total revenue?", "--sql", "-"], b"SELECT 1\x00", 1,
+     "the SQL contains a control character U+0000 (NUL) at line 1, column 9"),
+    (["store", "--nl", "What is the total revenue?", "--sql", "SELECT 1", "--note",
+      "a\x1b[31m"], None, 1, "the notes contain a control character U+001B"),
+    (["store", "--nl", "Bell \x07", "--sql", "SELECT 1"], None, 1,
+     "the question contains a control character U+0007"),
+    (["store", "--nl", "What is the total revenue?", "--sql", "-"], b"SELECT " + b"1+" * 600_000
+     + b"1", 1, "max_pair_bytes"),
+    (["store", "--nl", "What is the total revenue?", "--sql", "-"],
+     b"SELECT SUM(amount)\r\nFROM orders", 0, "Updated: knowledge/sql/good.md"),
+    (["store", "--nl", NFD_QUESTION, "--sql", "SELECT 1"], None, 0,
+     "Updated: knowledge/sql/nfc.md"),  # the same file, not a second one
+]
+
+
+@pytest.mark.parametrize("args,stdin,code,says", HOSTILE_STORES,
+                         ids=["nul", "escape", "bell", "oversize", "crlf", "nfd"])
+def test_hostile_store_inputs(tmp_path: Path, args: list[str], stdin: bytes | None,
+                              code: int, says: str) -> None:
+    root = _hostile_project(tmp_path / "hostile")
+    write_pair(root, "nfc.md", unicodedata.normalize("NFC", NFD_QUESTION), "SELECT 1")
+    sql = root / "knowledge" / "sql"
+    readable = {p.name: p.read_bytes() for p in sql.iterdir() if p.name in ("good.md", "nfc.md")}
+    status, output, _seconds, peak = _run_bounded(root, args, index=False, stdin=stdin)
+    assert (status, "Traceback" in output) == (code, False), output[-3000:]
+    assert says in output, output[-3000:]
+    assert peak < MEMORY_LIMIT
+    assert sorted(p.name for p in sql.iterdir()) == sorted(
+        [*HOSTILE_FILES, "good.md", "nfc.md", "crlf.md", "vt.md", "nfd.md"])  # nothing new
+    if code:
+        assert {n: (sql / n).read_bytes() for n in readable} == readable
+    else:
+        from wrenmem.pairs.pairfile import decode_file, parse_pair
+
+        for name in readable:
+            data = (sql / name).read_bytes()
+            assert b"\r" not in data
+            parse_pair(decode_file(data, name), name)
 
 
 def test_show_names_a_file_it_will_not_read(project: Path) -> None:

@@ -364,3 +364,21 @@ def test_http_address_defaults_to_localhost() -> None:
     for bad in ("host:", "x:99999", "nope", "-1"):
         with pytest.raises(click.BadParameter):
             parse_http(bad)
+
+
+def test_store_query_refuses_control_characters_and_keeps_the_pair(shop: Path) -> None:
+    """Issue 22: a NUL in an agent's SQL or note wrote a file that no longer parsed, over a
+    good pair. Now the tool error names the field and the place, and no file changes."""
+    before = {p.name: p.read_bytes() for p in (shop / "knowledge/sql").iterdir()}
+    question = "How many orders were shipped?"
+
+    async def body(session: ClientSession) -> list[str]:
+        return [await error_text(session, "store_query", question=question,
+                                 sql="SELECT COUNT(*) FROM orders\x00"),
+                await error_text(session, "store_query", question=question,
+                                 sql="SELECT COUNT(*) FROM orders", note="ok\x1b[2J")]
+
+    sql_error, note_error = in_session(shop, body, "--backend", "grep")
+    assert "the SQL contains a control character U+0000 (NUL) at line 1" in sql_error
+    assert "the notes contain a control character U+001B (ESC)" in note_error
+    assert {p.name: p.read_bytes() for p in (shop / "knowledge/sql").iterdir()} == before

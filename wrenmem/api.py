@@ -142,12 +142,22 @@ class Memory:
         question keeps its file's dialect, source and ``created_at`` unless given.
         """
         from wrenmem.pairs.pairfile import ALLOW_WRITES, REVIEWED, Pair
-        from wrenmem.pairs.store import default_dialect, find_by_question, store_pair
+        from wrenmem.pairs.store import (
+            clean_pair,
+            default_dialect,
+            find_by_question,
+            refuse_oversize,
+            store_pair,
+        )
 
         if not question.strip():
             raise WrenmemError("the question is empty")
         if not sql.strip():
             raise WrenmemError("the SQL is empty")
+        refuse_oversize(self.settings, question, sql, note)  # before the SQL is parsed
+        given = clean_pair(Pair(nl=question, sql=sql, notes=note, tags=tuple(_split_tags(tags)),
+                                datasource=datasource, dialect=dialect, source=source or ""))
+        question, sql, note = given.nl, given.sql, given.notes
         existing = find_by_question(self.settings, question)
         manifest = self._manifest_if_any()
         if dialect is None and self.settings.origins.get("dialect") == "flag":
@@ -182,18 +192,27 @@ class Memory:
         return result
 
     def get(self, target: str) -> Pair:
-        """One pair, by file path (relative to the cwd or the project) or exact question."""
+        """One pair, by file path (relative to the cwd or the project) or question.
+
+        A question names the pair whose question is exactly it (after NFC and white-space
+        normalisation); failing that, the one pair equal to it ignoring case. Several
+        candidates are a :class:`WrenmemError` that lists their paths."""
         from wrenmem.pairs.catalog import read_pair_file, scan
+        from wrenmem.pairs.store import matching_pairs
         from wrenmem.recall.bm25f import GrepBackend
 
         for candidate in (Path(target), self.root / target):
             if os.path.lexists(candidate) and not candidate.is_dir():  # a FIFO: say so
                 return read_pair_file(candidate, self.settings.relpath(candidate),
                                       self.settings.max_pair_bytes)[0]
-        wanted = target.strip().casefold()
-        for pair in scan(self.settings).pairs:
-            if pair.nl.casefold() == wanted:
-                return pair
+        found, by_case = matching_pairs(scan(self.settings).pairs, target)
+        if len(found) == 1:
+            return found[0]
+        if found:
+            how = " (they differ only in case)" if by_case else ""
+            listing = "".join(f"\n  {p.path}  ({p.nl})" for p in found)
+            raise WrenmemError(f"{target!r} matches {len(found)} stored questions{how}: "
+                               f"nothing done; name one by its file path:{listing}")
         close = GrepBackend(self.settings).search([target], 3, Filters())[0]
         hint = ("; closest: " + "; ".join(f"{h.path} ({h.question})" for h in close)
                 if close else "")
@@ -264,8 +283,9 @@ class Memory:
 
     def forget(self, targets: Sequence[str] = (), *, source: str | None = None
                ) -> builtins.list[str]:
-        """Delete pair files (by path or exact question, or every file of ``source``);
-        returns the deleted paths."""
+        """Delete pair files (by path or question, as :meth:`get` finds them, or every
+        file of ``source``); returns the deleted paths. A question that names several pairs
+        refuses the whole call before anything is deleted."""
         from wrenmem.pairs.catalog import require_listed_pair, scan
         from wrenmem.pairs.store import delete_pair_file
 

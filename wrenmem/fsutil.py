@@ -111,40 +111,126 @@ def walk_files(folder: str, skip: Callable[[str], bool] | None = None,
                 yield entry
 
 
-def atomic_write_text(path: Path, text: str, *, exclusive: bool = False) -> None:
+def atomic_write_text(path: Path, text: str, *, exclusive: bool = False,
+                      tmp_dir: Path | None = None) -> None:
     """Write ``text`` (UTF-8, newlines as given) to ``path`` through a temporary file and a
     rename.
 
     With ``exclusive`` the final step is a hard link, which fails with FileExistsError
-    when ``path`` already exists, so two writers can never claim the same file.
+    when ``path`` already exists, so two writers can never claim the same file. The
+    temporary file is made in ``tmp_dir`` (see :func:`temp_folder`) when given.
     """
-    if not exclusive and path.is_symlink():  # write the file the link names, keep the link
-        path = Path(os.path.realpath(path))
-    atomic_write_bytes(path, text.encode("utf-8"), exclusive=exclusive)
+    atomic_write_bytes(link_target(path) if not exclusive else path, text.encode("utf-8"),
+                       exclusive=exclusive, tmp_dir=tmp_dir)
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, exclusive: bool = False) -> None:
+def link_target(path: Path) -> Path:
+    """The file a rewrite of ``path`` writes: the one a symbolic link names (the link is
+    kept), else ``path``."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, exclusive: bool = False,
+                       tmp_dir: Path | None = None) -> None:
     """Write ``data`` to ``path`` through a fsynced temporary file and a rename (a hard link
     with ``exclusive``: see :func:`atomic_write_text`)."""
     ensure_parent(path)
-    fd, tmp = tempfile.mkstemp(prefix=".wrenmem-", suffix=".tmp", dir=path.parent)
+    tmp = write_temp_file(temp_folder(path.parent, tmp_dir), data, file_mode_for(path))
     try:
-        os.fchmod(fd, _mode_for(path))
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
         if exclusive:
             os.link(tmp, path)
             os.unlink(tmp)
         else:
             os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        remove_quietly(tmp)
         raise
+
+
+TEMP_PREFIX = ".wrenmem-"
+TEMP_SUFFIX = ".tmp"
+STALE_TEMP_SECONDS = 24 * 3600  # a temporary file this old is stale whoever made it
+
+
+def temp_folder(target_folder: Path, preferred: Path | None) -> Path:
+    """Where the temporary file of a write into ``target_folder`` goes: ``preferred`` (a
+    folder git ignores, such as ``.wrenmem/tmp``) when it is on the same file system, so the
+    final rename stays atomic; else ``target_folder`` itself."""
+    if preferred is None:
+        return target_folder
+    try:
+        ensure_parent(preferred / "x")
+        if os.stat(preferred).st_dev == os.stat(target_folder).st_dev:
+            return preferred
+    except OSError:
+        pass
+    return target_folder
+
+
+def write_temp_file(folder: Path, data: bytes, mode: int = 0o600) -> str:
+    """A new fsynced file in ``folder`` holding ``data``; its name carries this process's
+    id, so :func:`remove_stale_temps` can tell a dead writer's leftovers from live work."""
+    fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", suffix=TEMP_SUFFIX,
+                               dir=folder)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+    return tmp
+
+
+def remove_quietly(path: str | Path) -> None:
+    """Delete a file that may already be gone."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def remove_stale_temps(folder: Path, now: float | None = None) -> int:
+    """Delete the temporary files in ``folder`` that a killed writer left: those whose
+    process is gone (and a minute old, for a writer on another machine), or a day old.
+    Returns how many were deleted; a folder that cannot be listed is left alone."""
+    now = time.time() if now is None else now
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)):
+            continue
+        try:
+            age = now - entry.stat(follow_symlinks=False).st_mtime
+            if age > STALE_TEMP_SECONDS or (age > 60 and not _alive(_writer_pid(name))):
+                os.unlink(entry.path)
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def _writer_pid(name: str) -> int | None:
+    head = name[len(TEMP_PREFIX):].split("-", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False  # an older version's name: no process to ask, age decides
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process: alive
+    return True
 
 
 # Derived-state files start with this and a CRC-32 of the payload: one flipped byte makes a
@@ -152,7 +238,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, exclusive: bool = False) -> N
 _MARSHAL_MAGIC = b"wrenmem1"
 
 
-def _mode_for(path: Path) -> int:
+def file_mode_for(path: Path) -> int:
     """The permissions a rewritten file keeps (mkstemp makes 0600): the old file's, or
     what the umask gives a new file."""
     try:

@@ -39,11 +39,14 @@ EMBED_CACHE = "embed-cache.bin"  # vectors by (model id, content hash), kept acr
 RECALL_COPY = "recall-copy.bin"  # the pairs table as a one-shot recall reads it, without LanceDB
 USES = "uses.bin"  # tables and columns each pair's SQL uses, by SQL, dialect and manifest
 KNOWLEDGE_STATE = "knowledge_index.json"  # what the knowledge table holds
+TMP = "tmp"  # temporary files of pair writes, renamed into knowledge/sql (git ignores them here)
+IMPORT_SWAP = "import-swap.json"  # an import's staged files, until all are moved into place
+IMPORT_SWAP_LOCK = "import-swap.lock"  # held while they are moved
 
 ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, SEEDS, SCHEMA_CACHE,
        SCHEMA_STATE, SCHEMA_MAINT, DAEMON_SOCKET, WATCH_LOCK, WATCH_PID, WATCH_STATE,
        WATCH_LOG, HOOKS_LOG, HOOKS_DEFERRED, EMBED_CACHE, REPLICA, REPLICA_STATE,
-       REPLICA_MAINT, RECALL_COPY, USES, KNOWLEDGE_STATE)
+       REPLICA_MAINT, RECALL_COPY, USES, KNOWLEDGE_STATE, TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK)
 
 
 def check_state_dir(root: Path) -> Path:

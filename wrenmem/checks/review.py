@@ -15,7 +15,6 @@ from pathlib import Path
 from wrenmem.checks.uses import item_fingerprints, used_items
 from wrenmem.checks.validate import Problem, Validator
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import atomic_write_text
 from wrenmem.pairs.catalog import read_pair_file
 from wrenmem.pairs.pairfile import (
     REVIEW_KEYS,
@@ -24,10 +23,11 @@ from wrenmem.pairs.pairfile import (
     VERIFIED_SCHEMA,
     VERIFIED_SQL,
     Pair,
+    checked_file_bytes,
     render_pair,
     sql_fingerprint,
 )
-from wrenmem.pairs.store import utc_now
+from wrenmem.pairs.store import utc_now, write_pair_bytes
 from wrenmem.settings import Settings
 
 
@@ -102,7 +102,9 @@ def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool 
         already = pair.verified and pair.extra.get(VERIFIED_SCHEMA) == extra.get(
             VERIFIED_SCHEMA) and pair.extra.get(VERIFIED_BY) == by.strip()
         if not already:
-            atomic_write_text(absolute, render_pair(marked, settings.format))
+            text = render_pair(marked, settings.format)
+            write_pair_bytes(settings, absolute,
+                             checked_file_bytes(text, rel, marked, settings.max_pair_bytes))
         reread = read_pair_file(absolute, rel, settings.max_pair_bytes)[0]
         out.append(Verified(rel, reread, not already, tuple(problems)))
     return out

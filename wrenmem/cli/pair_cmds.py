@@ -84,7 +84,8 @@ def store(ctx: click.Context, nl: str, sql: str, datasource: str | None, dialect
         emit_json({"path": result.path, "created": result.created,
                    "pair": result.pair.to_dict(), "index": sync_note})
         return
-    click.echo(f"{'Stored' if result.created else 'Updated'}: {result.path}")
+    verb = "Stored" if result.created else "Updated" if result.changed else "Unchanged"
+    click.echo(f"{verb}: {result.path}")
     if sync_note:
         warn(sync_note)
 
@@ -94,7 +95,8 @@ def store(ctx: click.Context, nl: str, sql: str, datasource: str | None, dialect
 @json_option
 @click.pass_context
 def show(ctx: click.Context, target: str, as_json: bool) -> None:
-    """Show one pair, given its file path or its exact question."""
+    """Show one pair, given its file path or its question (exact; else the one pair equal
+    to it ignoring case; several candidates are listed, exit 1)."""
     memory = get_memory(ctx)
     pair = memory.get(target)
     if as_json:
@@ -157,11 +159,20 @@ def _field(text: str) -> str:
 @click.argument("targets", nargs=-1)
 @click.option("--source", help="Forget every pair file with this source.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--id", "pair_id", hidden=True, help="Wren's spelling: refused with a hint.")
 @json_option
 @click.pass_context
 def forget(ctx: click.Context, targets: tuple[str, ...], source: str | None, yes: bool,
-           as_json: bool) -> None:
-    """Delete pair files, given paths or exact questions (or --source)."""
+           pair_id: str | None, as_json: bool) -> None:
+    """Delete pair files, given paths or questions (or --source).
+
+    A question names the pair of exactly that question; else the one pair equal to it
+    ignoring case. Several candidates: nothing is deleted, they are listed."""
+    if pair_id is not None:
+        raise click.UsageError(
+            f"--id {pair_id}: wrenmem has no numeric ids (Wren's `forget --id`); a pair is "
+            "named by its file path or its question: `wrenmem list` shows both, e.g. "
+            "`wrenmem forget knowledge/sql/<name>.md`")
     if not targets and not source:
         raise click.UsageError("name at least one pair (path or question) or --source")
     memory = get_memory(ctx)

@@ -29,6 +29,7 @@ from wrenmem.fsutil import (
     write_marshal,
 )
 from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
+from wrenmem.pairs.swap import finish_interrupted
 from wrenmem.settings import MAX_PAIR_BYTES, Settings
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,7 @@ def scan(settings: Settings, *, use_cache: bool = True, refresh: bool = False) -
     derived); without ``use_cache`` the cache is neither read nor written.
     """
     require_knowledge_dir(settings)
+    finish_interrupted(settings)  # an import killed while moving its files into place
     cache_path = settings.state_dir / statedir.CATALOG
     cache = _load_cache(cache_path) if use_cache and not refresh else {}
     fresh: dict[str, Any] = {}

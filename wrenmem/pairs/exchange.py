@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -10,10 +11,25 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import read_text_file
+from wrenmem.fsutil import file_mode_for, link_target, read_text_file
 from wrenmem.pairs.catalog import scan
-from wrenmem.pairs.pairfile import Pair, canonical_time, load_yaml
-from wrenmem.pairs.store import delete_pair_file, merged_update, store_pair, would_change
+from wrenmem.pairs.pairfile import (
+    Pair,
+    canonical_time,
+    checked_file_bytes,
+    load_yaml,
+    render_pair,
+)
+from wrenmem.pairs.slug import slugify
+from wrenmem.pairs.store import (
+    MAX_SUFFIX,
+    clean_pair,
+    merged_update,
+    utc_now,
+    would_change,
+)
+from wrenmem.pairs.swap import Planned, replace_set
+from wrenmem.pairs.text import question_key
 from wrenmem.settings import Settings
 from wrenmem.sqlcheck import check_sql
 
@@ -73,12 +89,16 @@ def read_queries_yml(path: Path) -> list[Pair]:
         if isinstance(created, dt.datetime | dt.date):
             created = created.isoformat()
         created = canonical_time(str(created)) if created else None
-        pairs.append(Pair(
+        pair = Pair(
             nl=item["nl"].strip(), sql=item["sql"].strip(), datasource=item.get("datasource")
             or None, dialect=item.get("dialect") or None,
             tags=tuple(str(t) for t in tags), source=item.get("source") or "user",
             created_at=str(created) if created else None,
-        ))
+        )
+        try:
+            pairs.append(clean_pair(pair))
+        except WrenmemError as e:
+            raise WrenmemError(f"{path}: pair #{n}: {e}") from e
     return pairs
 
 
@@ -95,9 +115,11 @@ def check_import(settings: Settings, pairs: Sequence[Pair]) -> list[str]:
 def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
                  dry_run: bool = False, force: bool = False) -> ImportReport:
     """Write imported pairs as files. ``skip`` keeps existing questions, ``upsert`` updates
-    them, ``overwrite`` first deletes every file whose source appears in the input.
+    them, ``overwrite`` replaces every file whose source appears in the input.
 
     SQL that does not parse refuses the whole import (nothing written) unless ``force``.
+    The files are written as one change (:func:`wrenmem.pairs.swap.replace_set`): a kill
+    or a full disk leaves the old set or the new one. One scan, one pass: linear time.
     """
     if mode not in MODES:
         raise WrenmemError(f"unknown import mode {mode!r}")
@@ -107,39 +129,67 @@ def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
     report = ImportReport(mode, sources=dict(Counter(p.source for p in pairs)))
     latest: dict[str, Pair] = {}
     for pair in pairs:
-        if mode == "skip" and pair.nl in latest:
+        key = question_key(pair.nl)
+        if mode == "skip" and key in latest:
             report.skipped.append(pair.nl)
             continue
-        latest[pair.nl] = pair  # upsert/overwrite: the last occurrence wins
-    existing = {p.nl: p for p in scan(settings).pairs}
+        latest[key] = pair  # upsert/overwrite: the last occurrence wins
+    found = scan(settings)
+    existing: dict[str, Pair] = {}
+    for stored in found.pairs:
+        existing.setdefault(question_key(stored.nl), stored)
+    doomed: set[str] = set()
     if mode == "overwrite":
         sources = {p.source for p in latest.values()}
-        doomed = [p.path for p in existing.values() if p.source in sources]
-        report.deleted = doomed
-        if not dry_run:
-            for rel in doomed:
-                delete_pair_file(settings, rel)
-        existing = {nl: p for nl, p in existing.items() if p.path not in doomed}
-    for pair in latest.values():
-        old = existing.get(pair.nl)
+        report.deleted = [p.path for p in found.pairs if p.source in sources]
+        doomed = set(report.deleted)
+        existing = {k: p for k, p in existing.items() if p.path not in doomed}
+    taken = set(found.file_hashes) - doomed
+    writes: list[Planned] = []
+    for key, pair in latest.items():
+        old = existing.get(key)
         if old is not None and mode == "skip":
             report.skipped.append(old.path)
             continue
-        incoming = pair.with_changes(source=pair.source or "import")
-        if dry_run:
-            if old is None:
-                report.created.append(pair.nl)
-            else:
-                text = merged_update(settings, old, incoming)[1]
-                (report.updated if would_change(settings, old, text)
-                 else report.unchanged).append(old.path)
+        incoming = clean_pair(pair.with_changes(source=pair.source or "import"))
+        if old is None:
+            rel = _free_name(settings, slugify(incoming.nl), taken)
+            taken.add(rel)
+            new = incoming.with_changes(created_at=incoming.created_at or utc_now(), path=rel)
+            text = render_pair(new, settings.format)
+            writes.append(Planned(settings.root / rel, checked_file_bytes(
+                text, rel, new, settings.max_pair_bytes), create=rel not in doomed,
+                mode=file_mode_for(settings.root / rel)))
+            report.created.append(rel)
             continue
-        result = store_pair(settings, incoming)
-        if result.created:
-            report.created.append(result.path)
-        else:
-            (report.updated if result.changed else report.unchanged).append(result.path)
+        merged, text = merged_update(settings, old, incoming)
+        if not would_change(settings, old, text):
+            report.unchanged.append(old.path)
+            continue
+        path = link_target(settings.root / old.path)
+        writes.append(Planned(path, checked_file_bytes(text, old.path, merged,
+                                                       settings.max_pair_bytes),
+                              create=False, mode=file_mode_for(path)))
+        report.updated.append(old.path)
+    if not dry_run:
+        planned = {settings.relpath(w.path) for w in writes}
+        renamed = replace_set(settings, writes, [settings.root / rel for rel in report.deleted
+                                                 if rel not in planned])
+        moved = {settings.relpath(a): settings.relpath(b) for a, b in renamed.items()}
+        report.created = [moved.get(rel, rel) for rel in report.created]
     return report
+
+
+def _free_name(settings: Settings, stem: str, taken: set[str]) -> str:
+    """The first ``stem.md``, ``stem-2.md``… in the knowledge folder that no file holds
+    (as scanned, or on disk: a broken file or a link is never overwritten) and no earlier
+    pair of this import was given."""
+    for n in range(1, MAX_SUFFIX):
+        path = settings.knowledge_path / (f"{stem}.md" if n == 1 else f"{stem}-{n}.md")
+        rel = settings.relpath(path)
+        if rel not in taken and not os.path.lexists(path):
+            return rel
+    raise WrenmemError(f"no free file name for {stem!r} after {MAX_SUFFIX} tries")
 
 
 class ImportRefused(WrenmemError):

@@ -7,10 +7,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wrenmem.errors import PairError
-from wrenmem.fsutil import atomic_write_text
+from wrenmem.errors import PairError, WrenmemError
 from wrenmem.pairs.catalog import iter_pair_files, require_knowledge_dir
-from wrenmem.pairs.pairfile import decode_file, parse_pair, read_pair_bytes, render_pair
+from wrenmem.pairs.pairfile import (
+    checked_file_bytes,
+    decode_file,
+    parse_pair,
+    read_pair_bytes,
+    render_pair,
+)
+from wrenmem.pairs.store import write_pair_bytes
 from wrenmem.settings import Settings
 
 
@@ -49,8 +55,13 @@ def format_files(settings: Settings, paths: Iterable[Path] | None = None, *,
             continue
         text = render_pair(pair, settings.format)
         if raw != text.encode("utf-8"):
+            try:  # a rendering that would not read back is reported, never written
+                data = checked_file_bytes(text, rel, pair, settings.max_pair_bytes)
+            except WrenmemError as e:
+                broken.append(PairError(rel, str(e).removeprefix(f"{rel}: ")))
+                continue
             changed.append(rel)
             if not check:
-                atomic_write_text(path, text)
+                write_pair_bytes(settings, path, data)
     return FmtReport(tuple(changed), len(targets) - len(changed) - len(broken), tuple(broken),
                      check)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from wrenmem.errors import PairError, UnreadableFileError
+from wrenmem.errors import PairError, UnreadableFileError, WrenmemError
 from wrenmem.fsutil import os_error_reason, read_regular_file
 from wrenmem.settings import MAX_PAIR_BYTES
 
@@ -498,6 +498,26 @@ def render_pair(pair: Pair, style: str = "fenced") -> str:
     if pair.notes.strip():
         out += ["", pair.notes.strip()]
     return "\n".join(out) + "\n"
+
+
+def checked_file_bytes(text: str, rel: str, pair: Pair, max_bytes: int) -> bytes:
+    """The bytes of ``text``, a rendering of ``pair`` about to be written to ``rel``, once
+    they are known to read back: no larger than ``max_bytes`` (every read skips a larger
+    file) and parsing to the same question and SQL. Otherwise a :class:`WrenmemError`, and
+    the caller writes nothing: a readable file is never replaced by an unreadable one."""
+    data = text.encode("utf-8")
+    if len(data) > max_bytes:
+        raise WrenmemError(f"{rel}: not written: the file would be {len(data):,} bytes; the "
+                           f"limit is the max_pair_bytes setting, {max_bytes:,}")
+    try:
+        back = parse_pair(decode_file(data, rel), rel)
+    except PairError as e:
+        raise WrenmemError(f"{rel}: not written: the new text would not read back as a pair "
+                           f"(line {e.line}: {e.reason}); the file is left as it was") from e
+    if back.nl != pair.nl.strip() or sql_fingerprint(back.sql) != sql_fingerprint(pair.sql):
+        raise WrenmemError(f"{rel}: not written: the new text would not read back as the "
+                           "same question and SQL; the file is left as it was")
+    return data
 
 
 def _wren_sql(sql: str) -> str:

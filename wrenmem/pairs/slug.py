@@ -27,7 +27,9 @@ def slugify(question: str, max_bytes: int = MAX_SLUG_BYTES) -> str:
     slug = _NOT_WORD.sub("-", text).strip("-")
     slug = _truncate_utf8(slug, max_bytes).strip("-")
     if not slug:
-        digest = hashlib.sha1(question.encode("utf-8")).hexdigest()[:8]
+        # Of the NFC spelling: an NFD one ("≠" as "=" and a combining stroke) is the same name.
+        nfc = unicodedata.normalize("NFC", question)
+        digest = hashlib.sha1(nfc.encode("utf-8", "surrogatepass")).hexdigest()[:8]
         return f"query-{digest}"
     if slug in _WINDOWS_RESERVED:
         slug = f"{slug}-query"

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from wrenmem.errors import PairError, WrenmemError
-from wrenmem.fsutil import atomic_write_text
+from wrenmem.fsutil import atomic_write_bytes, link_target, remove_stale_temps
 from wrenmem.pairs.catalog import read_pair_file, require_listed_pair, scan, skipped_name
 from wrenmem.pairs.pairfile import (
     REVIEWED,
@@ -17,10 +18,13 @@ from wrenmem.pairs.pairfile import (
     VERIFIED_SCHEMA,
     VERIFIED_SQL,
     Pair,
+    checked_file_bytes,
     render_pair,
     sql_fingerprint,
 )
 from wrenmem.pairs.slug import slugify
+from wrenmem.pairs.swap import pair_temp_folder
+from wrenmem.pairs.text import clean_question, clean_text, question_key
 from wrenmem.settings import Settings
 
 MAX_SUFFIX = 1000
@@ -43,12 +47,61 @@ def utc_now() -> str:
 
 
 def find_by_question(settings: Settings, nl: str) -> Pair | None:
-    """The stored pair whose question is exactly ``nl`` (after stripping), if any."""
-    nl = nl.strip()
+    """The stored pair whose question is ``nl`` (compared by :func:`question_key`: NFC and
+    white space), if any."""
+    key = question_key(nl)
     for pair in scan(settings).pairs:
-        if pair.nl == nl:
+        if question_key(pair.nl) == key:
             return pair
     return None
+
+
+def matching_pairs(pairs: Sequence[Pair], question: str) -> tuple[list[Pair], bool]:
+    """The pairs a question names, and whether they matched only ignoring case: the pairs
+    whose question is exactly ``question`` (after :func:`question_key`), else those equal to
+    it ignoring case. The caller acts on one, and refuses (listing them) several."""
+    key = question_key(question)
+    exact = [p for p in pairs if question_key(p.nl) == key]
+    if exact:
+        return exact, False
+    folded = key.casefold()
+    return [p for p in pairs if question_key(p.nl).casefold() == folded], True
+
+
+def clean_pair(pair: Pair) -> Pair:
+    """``pair`` as a file holds it: the question in NFC, line breaks as LF; a control
+    character (other than tab and newline) in any of its text is a WrenmemError naming the
+    field and where (see :func:`wrenmem.pairs.text.clean_text`)."""
+    for value, what in ((pair.datasource, "the datasource"), (pair.dialect, "the dialect"),
+                        (pair.source, "the source"), *((t, f"tag {t!r}") for t in pair.tags),
+                        *((a, f"the phrasing {a!r}") for a in pair.also)):
+        if value:
+            clean_text(value, what)
+    return pair.with_changes(nl=clean_question(pair.nl), sql=clean_text(pair.sql, "the SQL"),
+                             notes=clean_text(pair.notes, "the notes"))
+
+
+def refuse_oversize(settings: Settings, *texts: str) -> None:
+    """Refuse, before any work, text that cannot fit in one pair file: the file holds all
+    of it, and a file over ``max_pair_bytes`` is skipped by every read (an update would lose
+    the pair). The exact size of the file is checked again before it is written."""
+    size = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+    if size > settings.max_pair_bytes:
+        raise WrenmemError(f"not stored: the pair file would be over {size:,} bytes; the "
+                           f"limit is the max_pair_bytes setting, {settings.max_pair_bytes:,}")
+
+
+def write_pair_bytes(settings: Settings, path: Path, data: bytes, *,
+                     exclusive: bool = False) -> None:
+    """Write a pair file atomically, its temporary file where git ignores it
+    (``.wrenmem/tmp``); temporary files a killed writer left there are removed first. A
+    rewrite through a symbolic link writes the file it names and keeps the link."""
+    if not exclusive:
+        path = link_target(path)
+    path.parent.mkdir(parents=True, exist_ok=True)  # first: the temporary folder is chosen by it
+    tmp_dir = pair_temp_folder(settings, path.parent)
+    remove_stale_temps(tmp_dir)
+    atomic_write_bytes(path, data, exclusive=exclusive, tmp_dir=tmp_dir)
 
 
 def default_dialect(settings: Settings, manifest_dialect: str | None) -> str:
@@ -66,6 +119,7 @@ def store_pair(settings: Settings, pair: Pair, *, folder: str = "") -> StoreResu
     file is claimed atomically (hard link of a finished temporary file), so two processes
     storing questions with the same slug both keep their pair.
     """
+    pair = clean_pair(pair)
     existing = find_by_question(settings, pair.nl)
     if existing is not None:
         return _update(settings, existing, pair)
@@ -78,9 +132,10 @@ def store_pair(settings: Settings, pair: Pair, *, folder: str = "") -> StoreResu
     for n in range(1, MAX_SUFFIX):
         target = base / (f"{stem}.md" if n == 1 else f"{stem}-{n}.md")
         rel = settings.relpath(target)
+        text = render_pair(new.with_changes(path=rel), settings.format)
+        data = checked_file_bytes(text, rel, new, settings.max_pair_bytes)
         try:
-            atomic_write_text(target, render_pair(new.with_changes(path=rel), settings.format),
-                              exclusive=True)
+            write_pair_bytes(settings, target, data, exclusive=True)
             return StoreResult(rel, True, new.with_changes(path=rel))
         except FileExistsError:
             # Somebody owns that name: if it holds our question (a concurrent store of the
@@ -89,7 +144,7 @@ def store_pair(settings: Settings, pair: Pair, *, folder: str = "") -> StoreResu
                 other, _digest = read_pair_file(target, rel)
             except PairError:
                 continue
-            if other.nl == pair.nl.strip():
+            if question_key(other.nl) == question_key(pair.nl):
                 return _update(settings, other, pair)
     raise WrenmemError(f"no free file name for {stem!r} after {MAX_SUFFIX} tries")
 
@@ -97,6 +152,7 @@ def store_pair(settings: Settings, pair: Pair, *, folder: str = "") -> StoreResu
 def check_folder(folder: str) -> None:
     """Refuse a ``store --folder`` whose files the catalog would never read (a hidden or
     backup folder), or that no file system accepts."""
+    clean_text(folder, "the folder")
     for part in PurePosixPath(folder.replace("\\", "/")).parts:
         if part == "/":
             raise WrenmemError(f"folder {folder!r} must be relative to the knowledge folder")
@@ -114,7 +170,8 @@ def _update(settings: Settings, old: Pair, new: Pair) -> StoreResult:
     merged, text = merged_update(settings, old, new)
     if not would_change(settings, old, text):
         return StoreResult(old.path, False, merged, changed=False)
-    atomic_write_text(settings.root / old.path, text)
+    data = checked_file_bytes(text, old.path, merged, settings.max_pair_bytes)
+    write_pair_bytes(settings, settings.root / old.path, data)
     return StoreResult(old.path, False, merged)
 
 

@@ -1,0 +1,177 @@
+"""Replace a set of pair files as one change: the old set or the new one, never half of each.
+
+Every new file is first written in full (fsynced) under a temporary name; only then is a
+journal of the moves and deletions written to ``.wrenmem/import-swap.json``, and the moves
+made. A process killed before the journal exists leaves the old set (and temporary files
+that the next write removes); one killed after it leaves a journal that the next scan of the
+pairs (any command that reads them) finishes. A full disk while writing leaves the old set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wrenmem import statedir
+from wrenmem.errors import WrenmemError
+from wrenmem.fsutil import (
+    atomic_write_text,
+    remove_quietly,
+    remove_stale_temps,
+    temp_folder,
+    write_temp_file,
+)
+from wrenmem.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One file of the new set: where it goes, its bytes, and whether it is a new file
+    (claimed exclusively: a file that appeared meanwhile is never overwritten)."""
+
+    path: Path
+    data: bytes
+    create: bool
+    mode: int = 0o644
+
+
+def pair_temp_folder(settings: Settings, target_folder: Path) -> Path:
+    """Where a pair file's temporary file goes: ``.wrenmem/tmp`` (git ignores it) when it is
+    on the file system of ``target_folder``, else that folder (the name is hidden)."""
+    return temp_folder(target_folder, settings.state_dir / statedir.TMP)
+
+
+def replace_set(settings: Settings, writes: Sequence[Planned], deletes: Sequence[Path]
+                ) -> dict[Path, Path]:
+    """Write ``writes`` and delete ``deletes`` as one change; returns the final path of
+    each created file whose name another writer took meanwhile (planned -> written). An
+    OSError while writing (a full disk) is a :class:`WrenmemError` and changes nothing."""
+    remove_stale_temps(settings.state_dir / statedir.TMP)
+    staged: list[tuple[str, str, bool]] = []
+    try:
+        for item in writes:
+            item.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = write_temp_file(pair_temp_folder(settings, item.path.parent), item.data,
+                                  item.mode)
+            staged.append((tmp, str(item.path), item.create))
+        with _swap_lock(settings):
+            root = str(settings.root)  # paths relative to it: a moved project still replays
+            journal: dict[str, list[Any]] = {
+                "moves": [[os.path.relpath(t, root), os.path.relpath(p, root), c]
+                          for t, p, c in staged],
+                "deletes": [os.path.relpath(p, root) for p in deletes]}
+            atomic_write_text(_journal_path(settings), json.dumps(journal))
+            renamed = _apply(settings.root, journal)
+            os.unlink(_journal_path(settings))
+    except OSError as e:
+        if _journal_path(settings).exists():
+            raise  # the moves began: the next scan finishes them
+        for tmp, _rel, _create in staged:
+            remove_quietly(tmp)
+        where = getattr(e, "filename", None) or "the knowledge folder"
+        raise WrenmemError(f"cannot write {where}: {e.strerror or e}; nothing changed") from e
+    except BaseException:
+        if not _journal_path(settings).exists():
+            for tmp, _rel, _create in staged:
+                remove_quietly(tmp)
+        raise
+    return renamed
+
+
+def finish_interrupted(settings: Settings) -> None:
+    """Finish the moves of a replacement a killed process began (a journal is left).
+    Cheap when there is none: one stat. A journal that cannot be finished (a read-only
+    checkout) is logged and left for a later command."""
+    path = _journal_path(settings)
+    if not path.exists():
+        return
+    try:
+        with _swap_lock(settings):
+            try:
+                journal = json.loads(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                return  # finished by the process that held the lock
+            _apply(settings.root, journal)
+            os.unlink(path)
+            log.warning("finished an import that was interrupted (%d files moved into place)",
+                        len(journal.get("moves", [])))
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        log.warning("cannot finish an interrupted import (%s): %s", path, e)
+
+
+def _apply(root: Path, journal: dict[str, list[Any]]) -> dict[Path, Path]:
+    """Make the journal's moves, then its deletions (paths relative to ``root``); each step
+    may have been made already (the journal is replayed after a kill)."""
+    renamed: dict[Path, Path] = {}
+    for tmp_rel, target_rel, create in journal["moves"]:
+        tmp, target = root / tmp_rel, root / target_rel
+        if not os.path.lexists(tmp):
+            continue  # moved before the kill
+        if create:
+            final = _claim(tmp, target)
+            if final != target:
+                renamed[target] = final
+        else:
+            os.replace(tmp, target)
+    for rel in journal["deletes"]:
+        remove_quietly(root / rel)
+    _sync_folders([root / m[1] for m in journal["moves"]])
+    return renamed
+
+
+def _claim(tmp: Path, target: Path) -> Path:
+    """Link ``tmp`` to ``target``, or to the next free ``-N`` name if another writer took
+    it since the plan; the temporary name is then removed."""
+    stem, suffix = target.stem, target.suffix
+    for n in range(1, 1000):
+        candidate = target if n == 1 else target.with_name(f"{stem}-{n}{suffix}")
+        try:
+            os.link(tmp, candidate)
+        except FileExistsError:
+            if os.path.samefile(tmp, candidate):  # linked before a kill
+                break
+            continue
+        break
+    else:
+        raise WrenmemError(f"no free file name for {target}")
+    os.unlink(tmp)
+    return candidate
+
+
+def _sync_folders(paths: Sequence[Path]) -> None:
+    """fsync the folders that received files, so the moves survive a power cut."""
+    for folder in {p.parent for p in paths}:
+        with contextlib.suppress(OSError):
+            fd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def _journal_path(settings: Settings) -> Path:
+    return settings.state_dir / statedir.IMPORT_SWAP
+
+
+@contextlib.contextmanager
+def _swap_lock(settings: Settings) -> Iterator[None]:
+    """Held while moves are made: a scan that finds the journal waits for a live import
+    to finish its moves instead of making them twice."""
+    import fcntl  # here, as wrenmem.lock does: the module imports everywhere
+
+    path = settings.state_dir / statedir.IMPORT_SWAP_LOCK
+    statedir.ensure_parent(path)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
