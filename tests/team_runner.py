@@ -3,7 +3,9 @@
 For the team-index tests, which run several wrenmem processes at once (machines sharing one
 object-storage index). ``WRENMEM_TEST_START_AT`` (a Unix time) makes racing processes start
 together; ``WRENMEM_TEST_EMBED_DELAY`` (seconds per batch) makes a sync last long enough
-to be interrupted.
+to be interrupted. ``WRENMEM_TEST_PAUSE_AT=N`` with ``WRENMEM_TEST_PAUSE_DIR=D`` stops the
+process at its Nth embedding call: it creates ``D/paused`` and waits for ``D/go``, so a test
+can act (stop the S3 server) at a known point of a sync instead of after a timer.
 """
 
 from __future__ import annotations
@@ -22,7 +24,17 @@ from index_helpers import RecordingEmbedder  # noqa: E402
 class SlowEmbedder(RecordingEmbedder):
     def embed(self, texts):  # type: ignore[no-untyped-def]
         time.sleep(float(os.environ.get("WRENMEM_TEST_EMBED_DELAY", "0")))
+        if len(self.calls) + 1 == int(os.environ.get("WRENMEM_TEST_PAUSE_AT", "0")):
+            pause(Path(os.environ["WRENMEM_TEST_PAUSE_DIR"]))
         return super().embed(texts)
+
+
+def pause(folder: Path, timeout: float = 120.0) -> None:
+    """Say "paused" and wait for the test's "go" (or give up after ``timeout``)."""
+    (folder / "paused").touch()
+    deadline = time.monotonic() + timeout
+    while not (folder / "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def main() -> None:

@@ -260,12 +260,22 @@ def test_server_killed_mid_sync_then_restarted(tmp_path: Path, s3_server: S3Serv
     for i in range(40, 3000):
         write_pair(writer, f"p{i:04d}.md", f"Orders shipped to depot {i}?",
                    f"SELECT COUNT(*) FROM shipments WHERE depot = {i}")
-    # 2,960 new pairs embed in 12 calls of 256: 0.5 s each keeps the sync going past the
-    # kill at 4 s on a fast machine (at 0.1 s it sometimes finished first)
-    sync = start(writer, "sync", env=s3_env, extra={"WRENMEM_TEST_EMBED_DELAY": "0.5",
+    # 2,960 new pairs embed in 12 calls of 256, written after the 8th and the 12th: the
+    # sync stops itself at its 10th call (one chunk committed, one not), the server is
+    # killed then, and the sync goes on into a dead server. No timer decides the order.
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    sync = start(writer, "sync", env=s3_env, extra={"WRENMEM_TEST_PAUSE_AT": "10",
+                                                    "WRENMEM_TEST_PAUSE_DIR": str(gate),
                                                     "WRENMEM_STORAGE_CLIENT_MAX_RETRIES": "1"})
-    time.sleep(4)
+    deadline = time.monotonic() + 240
+    while not (gate / "paused").exists():
+        assert sync.poll() is None, sync.communicate()
+        assert time.monotonic() < deadline, "the sync never reached its 10th embedding call"
+        time.sleep(0.05)
+    assert 40 < len(remote_rows(uri)) < 3000  # the first chunk is in, the rest is not
     s3_server.stop()
+    (gate / "go").touch()
     try:
         _out, err = sync.communicate(timeout=240)
         assert sync.returncode != 0, "the sync should have failed with the server gone"
@@ -480,3 +490,30 @@ def test_an_older_commit_does_not_overwrite_a_newer_index(
     sync_pairs(settings(late), full=True)
     assert remote_rows(uri) == file_hashes(late)  # --full overwrites on purpose
     assert sync_pairs(settings(ci)).added == ("knowledge/sql/new.md",)  # and CI catches up
+
+
+def test_a_detached_head_at_an_older_commit_does_not_overwrite_a_newer_index(
+        tmp_path: Path, s3_env: dict[str, str], fake: RecordingEmbedder,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No CI variable names a branch: the detached checkout is still older than the index."""
+    from wrenmem.index.origin import BRANCH_ENV
+
+    for name in BRANCH_ENV:
+        monkeypatch.delenv(name, raising=False)
+    uri = new_uri()
+    ci = machine(tmp_path, "ci", uri, pairs=3)
+    git_remote(ci, "https://git.example.com/team/sales-kb.git")
+    old = subprocess.run(["git", "-C", str(ci), "rev-parse", "HEAD"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    write_pair(ci, "new.md", "Revenue per store this week?", "SELECT 1")
+    for args in (["add", "-A"], ["commit", "-q", "-m", "a pair"]):
+        subprocess.run(["git", "-C", str(ci), *args], check=True, capture_output=True)
+    sync_pairs(settings(ci))
+    newer = remote_rows(uri)
+    subprocess.run(["git", "-C", str(ci), "checkout", "-q", "--detach", old], check=True)
+    with pytest.raises(WrenmemError, match="newer commit of main.*sync --full"):
+        sync_pairs(settings(ci))
+    assert remote_rows(uri) == newer
+    # Detached at the newest commit (what CI checks out) it is not older: it writes.
+    subprocess.run(["git", "-C", str(ci), "checkout", "-q", "--detach", "main"], check=True)
+    assert sync_pairs(settings(ci)).noop or remote_rows(uri) == newer
