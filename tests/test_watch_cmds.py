@@ -310,3 +310,58 @@ def test_deleting_wrenmem_folder_while_watching(watched: Path) -> None:
     assert again.returncode == 1 and "already running" in again.stderr
     write_pair(root, "after.md", "Pangolin counts after the cleanup", "SELECT 1")
     wait_until(lambda: recall_paths(root, "pangolin", 1) == ["knowledge/sql/after.md"])
+
+
+RUNNER = Path(__file__).resolve().parent / "team_runner.py"
+
+
+def test_recall_through_the_daemon_sees_every_saved_edit_or_says_stale(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real watcher (the tests' embedder, so no model load): each edit is followed by a
+    recall through the daemon at a moment when the watcher's own sync of that edit may hold
+    the index lock. Every answer has the edit, or says that it is stale (or the daemon
+    declines, and the CLI answers in-process after the writer)."""
+    from wrenmem.recall.hits import Filters
+    from wrenmem.settings import load_settings
+    from wrenmem.watch.client import remote_recall
+
+    monkeypatch.setenv("WRENMEM_BACKEND", "hybrid")
+    root = tmp_path / "p"
+    (root / "knowledge" / "sql").mkdir(parents=True)
+    (root / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
+    for i in range(20):
+        write_pair(root, f"q{i:02}.md", f"Orders shipped to depot {i}", f"SELECT {i}")
+    watcher = subprocess.Popen(
+        [sys.executable, str(RUNNER), "--project", str(root), "watch"], cwd=root,
+        env={**os.environ, "PYTHONPATH": str(REPO), "WRENMEM_BACKEND": "hybrid",
+             "WRENMEM_TEST_MAIN_WRITE_DELAY": "0.4"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: (ping(root) or {}).get("syncs", 0) >= 1, timeout=60,
+                   what="the watcher's first sync")
+        settings = load_settings(root)
+        wait_until(lambda: remote_recall(settings, ["warm up"], 1, Filters()) is not None,
+                   timeout=30, what="a warm answer")
+        outcomes: list[str] = []
+        for i in range(20):
+            rel = f"knowledge/sql/q{i:02}.md"
+            write_pair(root, f"q{i:02}.md", f"How many zebras live in paddock {i}?",
+                       f"SELECT {i}")
+            time.sleep(0.2 + 0.05 * (i % 6))  # after the debounce: the watcher syncs
+            notes: list[str] = []
+            got = remote_recall(settings, [f"zebras in paddock {i}"], 1, Filters(),
+                                notify=notes.append)
+            if got is None:
+                outcomes.append("declined")
+            elif got[0].hits and got[0].hits[0].path == rel and "zebras" in got[0].hits[0].question:
+                outcomes.append("seen")
+            elif any("stale" in note for note in notes):
+                outcomes.append("flagged")
+            else:
+                outcomes.append(f"old version: try {i}, {got[0].hits[:1]}, notes {notes}")
+        old = [o for o in outcomes if o not in ("seen", "flagged", "declined")]
+        assert not old, f"{len(old)} of 20 answers missed the edit: {old}"
+        assert outcomes.count("seen") >= 10, outcomes  # waiting for the writer is the rule
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=30)
