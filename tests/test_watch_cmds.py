@@ -365,3 +365,48 @@ def test_recall_through_the_daemon_sees_every_saved_edit_or_says_stale(
     finally:
         watcher.terminate()
         watcher.wait(timeout=30)
+
+
+def test_a_manifest_added_while_watching_gets_its_schema_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No target/ when the watcher starts; the manifest arrives later (a checkout, a dbt
+    build): the watcher builds its schema index. Before it does, `status` names the schema
+    as what is stale."""
+    import shutil
+
+    from conftest import EXAMPLE_MANIFEST
+
+    monkeypatch.setenv("WRENMEM_BACKEND", "hybrid")
+    root = tmp_path / "p"
+    (root / "knowledge" / "sql").mkdir(parents=True)
+    (root / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
+    write_pair(root, "a.md", "Orders per store", "SELECT 1")
+    runner = [sys.executable, str(RUNNER), "--project", str(root)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WRENMEM_BACKEND": "hybrid",
+           **NO_DAEMON}
+    assert subprocess.run([*runner, "sync"], env=env, capture_output=True).returncode == 0
+    (root / "target").mkdir()
+    shutil.copy(EXAMPLE_MANIFEST, root / "target" / "mdl.json")
+    status = subprocess.run([*runner, "status"], env=env, capture_output=True, text=True)
+    [fresh] = [line for line in status.stdout.splitlines() if line.startswith("fresh:")]
+    assert "; the schema index: no schema index yet: run `wrenmem sync`)" in fresh, fresh
+    shutil.rmtree(root / "target")
+
+    watcher = subprocess.Popen([*runner, "watch"], cwd=root, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: (ping(root) or {}).get("syncs", 0) >= 1, timeout=60,
+                   what="the watcher's first sync")
+        staging = tmp_path / "mdl.json"
+        shutil.copy(EXAMPLE_MANIFEST, staging)
+        (root / "target").mkdir()
+        os.replace(staging, root / "target" / "mdl.json")  # as a checkout or a build writes it
+        wait_until(lambda: "schema:" in (ping(root) or {}).get("last_summary", ""), timeout=30,
+                   what="the schema index")
+        check = subprocess.run([*runner, "check", "--json"], env=env, capture_output=True,
+                               text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert json.loads(check.stdout)["schema"]["fresh"]
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=30)
