@@ -63,6 +63,28 @@ STORAGE_ENV["s3+ddb"] = STORAGE_ENV["s3"]
 STORAGE_ENV["gcs"] = STORAGE_ENV["gs"]
 STORAGE_ENV["abfs"] = STORAGE_ENV["az"]
 STORAGE_PREFIX = "WRENMEM_STORAGE_"  # WRENMEM_STORAGE_TIMEOUT=30s -> {"timeout": "30s"}
+# A reader with a local copy checks the remote version with these (unless the environment
+# sets them): a server that is down costs about a second, not the default retries' 5-12 s,
+# and the copy answers meanwhile.
+QUICK_OPTIONS = {"connect_timeout": "2s", "timeout": "10s", "client_max_retries": "1",
+                 "client_retry_timeout": "5"}
+# Per scheme: the variables that hold the credentials and the endpoint (for the hints).
+STORAGE_HINTS: dict[str, tuple[str, str]] = {
+    "s3": ("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN)",
+           "AWS_ENDPOINT_URL"),
+    "gs": ("GOOGLE_SERVICE_ACCOUNT or GOOGLE_APPLICATION_CREDENTIALS", "the gs:// URI"),
+    "az": ("AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY (or a SAS token)",
+           "AZURE_STORAGE_ENDPOINT"),
+}
+STORAGE_HINTS["s3+ddb"] = STORAGE_HINTS["s3"]
+STORAGE_HINTS["gcs"] = STORAGE_HINTS["gs"]
+STORAGE_HINTS["abfs"] = STORAGE_HINTS["az"]
+_CREDENTIAL_CODES = ("SignatureDoesNotMatch", "InvalidAccessKeyId", "ExpiredToken",
+                     "InvalidToken", "InvalidClientTokenId", "AuthorizationHeaderMalformed",
+                     "AuthenticationFailed")
+_PERMISSION_CODES = ("AccessDenied", "AllAccessDisabled", "AuthorizationFailure",
+                     "AuthorizationPermissionMismatch")
+_BUCKET_CODES = ("NoSuchBucket", "ContainerNotFound")
 
 
 def is_remote(uri: str) -> bool:
@@ -91,20 +113,43 @@ def storage_options(uri: str, environ: Mapping[str, str] | None = None) -> dict[
     return options
 
 
-def storage_reason(error: BaseException) -> str:
-    """One line for a failed object-store request (LanceDB's message is a Rust debug dump)."""
+def storage_reason(error: BaseException, uri: str = "") -> str:
+    """One line for a failed object-store request (LanceDB's message is a Rust debug dump):
+    what failed (credentials, permission, bucket, endpoint, region) and what to check."""
     text = str(error)
-    code = re.search(r"<Code>(.*?)</Code>", text)
-    message = re.search(r"<Message>(.*?)</Message>", text)
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else "s3"
+    keys, endpoint_var = STORAGE_HINTS.get(scheme, ("the credentials", "the endpoint"))
+    endpoint = storage_options(uri).get("endpoint", "") if uri else ""
+    where = f" {endpoint}" if endpoint else ""
+    found = re.search(r"<Code>(.*?)</Code>", text)
+    code = found.group(1) if found else ""
+    if code in _CREDENTIAL_CODES:
+        return f"the credentials were refused ({code}): check {keys}"
+    if not code and ("Failed to get AWS credentials" in text
+                     or "no credentials" in text.lower()):
+        return f"no credentials were found: set {keys}"
+    if code in _PERMISSION_CODES or (not code and re.search(r"status: 403\b", text)):
+        return (f"permission denied ({code or 'HTTP 403'}): these credentials may not read "
+                "or write this bucket and prefix; check the bucket's policy and the key's "
+                "rights")
+    if code in _BUCKET_CODES:
+        bucket = uri.split("://", 1)[1].split("/", 1)[0] if "://" in uri else "?"
+        return (f"the bucket {bucket!r} does not exist ({code}): check the bucket in "
+                f"index_uri, and {endpoint_var} for the server that should hold it")
     if code:
-        reason = code.group(1) + (f": {message.group(1)}" if message else "")
-        return reason.replace("\\", "")
+        message = re.search(r"<Message>(.*?)</Message>", text)
+        return (code + (f": {message.group(1)}" if message else "")).replace("\\", "")
+    if "resolve region" in text:
+        return f"the bucket's region is not known: set AWS_REGION (or {endpoint_var})"
     if "ConnectionRefused" in text or "Connection refused" in text:
-        return "connection refused (is the endpoint right, and the server up?)"
+        return (f"the endpoint{where} cannot be reached (connection refused): check "
+                f"{endpoint_var} and that the server is up")
     if "dns error" in text.lower():
-        return "the endpoint's host name does not resolve"
+        return (f"the endpoint{where} cannot be reached (its host name does not resolve): "
+                f"check {endpoint_var}")
     if "timed out" in text.lower() or "Timeout" in text:
-        return "the object store did not answer in time"
+        return (f"the endpoint{where} did not answer in time: check {endpoint_var}, the "
+                "network, and that the server is up (or raise WRENMEM_STORAGE_TIMEOUT)")
     status = re.search(r"status: (\d{3})", text)
     first = text.splitlines()[0] if text else type(error).__name__
     return (f"HTTP {status.group(1)}: " if status else "") + first[:240]
@@ -120,7 +165,7 @@ def storage_errors(uri: str, doing: str) -> Iterator[None]:
     except Exception as e:  # lancedb raises ValueError/OSError/RuntimeError for I/O failures
         if not is_remote(uri):
             raise
-        raise IndexStorageError(f"{doing} {uri} failed: {storage_reason(e)}") from e
+        raise IndexStorageError(f"{doing} {uri} failed: {storage_reason(e, uri)}") from e
 
 
 def import_lancedb() -> Any:
@@ -135,12 +180,15 @@ def import_lancedb() -> Any:
     return lancedb
 
 
-def connect(uri: str, consistency: timedelta = timedelta(0)) -> Any:
+def connect(uri: str, consistency: timedelta = timedelta(0), *, quick: bool = False) -> Any:
     """A connection that sees the latest committed version (re-checked at most every
     ``consistency``; zero: on every read). Object storage gets its options from the
-    environment (:func:`storage_options`)."""
+    environment (:func:`storage_options`); ``quick`` adds :data:`QUICK_OPTIONS` where the
+    environment sets none (a reader checking for a new version while its copy can answer)."""
     lancedb = import_lancedb()
     options = storage_options(uri)
+    if quick and options:
+        options = {**QUICK_OPTIONS, **options}
     try:
         if "://" not in uri:
             ensure_parent(Path(uri))  # a new .wrenmem/ gets its .gitignore
@@ -150,10 +198,10 @@ def connect(uri: str, consistency: timedelta = timedelta(0)) -> Any:
                                    storage_options=options)
         return lancedb.connect(uri, read_consistency_interval=consistency)
     except Exception as e:  # lancedb raises bare ValueError/OSError for bad URIs
-        reason = storage_reason(e) if is_remote(uri) else str(e)
+        reason = storage_reason(e, uri) if is_remote(uri) else str(e)
         hint = ""
         if is_remote(uri):
-            given = ", ".join(sorted(k for k in options if "secret" not in k
+            given = ", ".join(sorted(k for k in storage_options(uri) if "secret" not in k
                                      and "key" not in k and "token" not in k))
             hint = f" (storage options from the environment: {given or 'none'})"
         raise IndexStorageError(f"cannot open the index at {uri}: {reason}{hint}") from e
