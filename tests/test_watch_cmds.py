@@ -317,10 +317,11 @@ RUNNER = Path(__file__).resolve().parent / "team_runner.py"
 
 def test_recall_through_the_daemon_sees_every_saved_edit_or_says_stale(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A real watcher (the tests' embedder, so no model load): each edit is followed by a
-    recall through the daemon at a moment when the watcher's own sync of that edit may hold
-    the index lock. Every answer has the edit, or says that it is stale (or the daemon
-    declines, and the CLI answers in-process after the writer)."""
+    """A real watcher (the tests' embedder, so no model load): each edit, then each
+    `git checkout`, is followed by a recall through the daemon at a moment when the
+    watcher's own sync of it may hold the index lock. Every answer has the change, or says
+    that it is stale (or the daemon declines, and the CLI answers in-process after the
+    writer)."""
     from wrenmem.recall.hits import Filters
     from wrenmem.settings import load_settings
     from wrenmem.watch.client import remote_recall
@@ -331,6 +332,10 @@ def test_recall_through_the_daemon_sees_every_saved_edit_or_says_stale(
     (root / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
     for i in range(20):
         write_pair(root, f"q{i:02}.md", f"Orders shipped to depot {i}", f"SELECT {i}")
+    (root / ".gitignore").write_text(".wrenmem/\n", encoding="utf-8")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "depots")
     watcher = subprocess.Popen(
         [sys.executable, str(RUNNER), "--project", str(root), "watch"], cwd=root,
         env={**os.environ, "PYTHONPATH": str(REPO), "WRENMEM_BACKEND": "hybrid",
@@ -362,6 +367,29 @@ def test_recall_through_the_daemon_sees_every_saved_edit_or_says_stale(
         old = [o for o in outcomes if o not in ("seen", "flagged", "declined")]
         assert not old, f"{len(old)} of 20 answers missed the edit: {old}"
         assert outcomes.count("seen") >= 10, outcomes  # waiting for the writer is the rule
+
+        # The same after a checkout that changes all 20 files, back and forth, 20 times.
+        git(root, "checkout", "-q", "-b", "zebras")
+        git(root, "commit", "-qam", "zebras")
+        after: list[str] = []
+        for n in range(20):
+            branch, words = ("main", "Orders shipped to depot") if n % 2 == 0 else (
+                "zebras", "How many zebras live in paddock")
+            git(root, "checkout", "-q", branch)
+            time.sleep(0.2 + 0.05 * (n % 6))
+            notes = []
+            got = remote_recall(settings, [f"{words} {n}"], 1, Filters(), notify=notes.append)
+            if got is None:
+                after.append("declined")
+            elif got[0].hits and got[0].hits[0].question == f"{words} {n}" + (
+                    "?" if branch == "zebras" else ""):
+                after.append("seen")
+            elif any("stale" in note for note in notes):
+                after.append("flagged")
+            else:
+                after.append(f"old version: checkout {n} of {branch}, {got[0].hits[:1]}")
+        old = [o for o in after if o not in ("seen", "flagged", "declined")]
+        assert not old, f"{len(old)} of 20 answers missed the checkout: {old}"
     finally:
         watcher.terminate()
         watcher.wait(timeout=30)
