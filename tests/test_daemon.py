@@ -239,13 +239,16 @@ def test_fetch_errors_fall_back(server, settings) -> None:
 
 
 @pytest.mark.slow
-def test_index_backends_through_the_daemon(server, settings) -> None:
+def test_index_backends_through_the_daemon(server, settings, monkeypatch) -> None:
     """Real LanceDB and the real default model: same answers, and never a version that a
     writer is still in the middle of."""
     from conftest import write_pair
 
     from wrenmem.index.sync import sync_pairs
     from wrenmem.lock import index_lock
+    from wrenmem.recall import recaller
+
+    monkeypatch.setattr(recaller, "WRITER_WAIT", 0.5)
 
     for backend in ("hybrid", "vector"):
         s = dataclasses.replace(settings, backend=backend)
@@ -260,8 +263,14 @@ def test_index_backends_through_the_daemon(server, settings) -> None:
     with index_lock(settings):  # a writer between commits, as far as anyone can tell
         write_pair(settings.root, "capy.md", "How many capybaras did we adopt?", "SELECT 1")
         sync_pairs(settings)
-        during = remote_recall(hybrid, question, 1, Filters())
+        notes: list[str] = []
+        started = time.monotonic()
+        during = remote_recall(hybrid, question, 1, Filters(), notify=notes.append)
+        waited = time.monotonic() - started
     assert "capybara" not in during[0].hits[0].question  # the last whole version
+    # ... said to be stale, after waiting for the writer: a file was saved since that version
+    assert any(n.startswith("stale: the index is being written") for n in notes), notes
+    assert waited >= 0.5
     after = remote_recall(hybrid, question, 1, Filters())
     assert after[0].hits[0].path == "knowledge/sql/capy.md"
     assert_same_answers(after, recall_many(hybrid, question, 1, Filters()))

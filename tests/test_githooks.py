@@ -389,6 +389,22 @@ def test_switching_branches_keeps_the_index_in_step(example_project: Path) -> No
     assert all("FAILED" not in line for line in hook_log(root))
 
 
+def test_a_hook_builds_a_missing_schema_index(example_project: Path) -> None:
+    """No `wrenmem sync` ever ran: the first checkout's hook builds the pairs' index and the
+    manifest's schema index, so `check` is clean without a manual sync."""
+    root = example_project
+    git(root, "init", "-q", "-b", "main")
+    (root / ".gitignore").write_text(".wrenmem/\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "example")
+    assert run_wrenmem(["hooks", "install"], root).returncode == 0
+    git(root, "checkout", "-q", "-b", "feature")  # post-checkout
+    assert "schema synced" in hook_log(root)[-1], hook_log(root)
+    done = run_wrenmem(["check", "--json"], root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["schema"]["fresh"]
+
+
 PRE_COMMIT_CONFIG = """\
 repos:
   - repo: local

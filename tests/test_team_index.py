@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import REPO, write_pair
 from index_helpers import RecordingEmbedder
-from s3_helpers import S3Server, weed_binary
+from s3_helpers import READ_KEY, READ_SECRET, S3Server, weed_binary
 
 from wrenmem import lance
 from wrenmem.embedders import _CACHE, EMBEDDERS
@@ -260,12 +260,22 @@ def test_server_killed_mid_sync_then_restarted(tmp_path: Path, s3_server: S3Serv
     for i in range(40, 3000):
         write_pair(writer, f"p{i:04d}.md", f"Orders shipped to depot {i}?",
                    f"SELECT COUNT(*) FROM shipments WHERE depot = {i}")
-    # 2,960 new pairs embed in 12 calls of 256: 0.5 s each keeps the sync going past the
-    # kill at 4 s on a fast machine (at 0.1 s it sometimes finished first)
-    sync = start(writer, "sync", env=s3_env, extra={"WRENMEM_TEST_EMBED_DELAY": "0.5",
+    # 2,960 new pairs embed in 12 calls of 256, written after the 8th and the 12th: the
+    # sync stops itself at its 10th call (one chunk committed, one not), the server is
+    # killed then, and the sync goes on into a dead server. No timer decides the order.
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    sync = start(writer, "sync", env=s3_env, extra={"WRENMEM_TEST_PAUSE_AT": "10",
+                                                    "WRENMEM_TEST_PAUSE_DIR": str(gate),
                                                     "WRENMEM_STORAGE_CLIENT_MAX_RETRIES": "1"})
-    time.sleep(4)
+    deadline = time.monotonic() + 240
+    while not (gate / "paused").exists():
+        assert sync.poll() is None, sync.communicate()
+        assert time.monotonic() < deadline, "the sync never reached its 10th embedding call"
+        time.sleep(0.05)
+    assert 40 < len(remote_rows(uri)) < 3000  # the first chunk is in, the rest is not
     s3_server.stop()
+    (gate / "go").touch()
     try:
         _out, err = sync.communicate(timeout=240)
         assert sync.returncode != 0, "the sync should have failed with the server gone"
@@ -288,14 +298,45 @@ def test_wrong_credentials_or_missing_bucket_are_one_clear_error(
     assert wrong.stderr.count("\n") == 1 and "SignatureDoesNotMatch" in wrong.stderr
     assert wrong.stderr.startswith("error: cannot open the index at s3://")
     assert "not-the-secret" not in wrong.stderr
+    assert ("the credentials were refused (SignatureDoesNotMatch): check AWS_ACCESS_KEY_ID "
+            "and AWS_SECRET_ACCESS_KEY") in wrong.stderr
     nobucket = machine(tmp_path, "nb", "s3://no-such-bucket-here/x", pairs=3)
     missing = cli(nobucket, "sync")
     assert missing.exit_code == 1
     assert "NoSuchBucket" in missing.stderr and missing.stderr.count("\n") == 1
+    assert ("the bucket 'no-such-bucket-here' does not exist (NoSuchBucket): check the bucket "
+            "in index_uri") in missing.stderr
+    # Keys that may read but not write: the first write is refused, and says so.
+    readonly = cli(writer, "sync", env={"AWS_ACCESS_KEY_ID": READ_KEY,
+                                        "AWS_SECRET_ACCESS_KEY": READ_SECRET})
+    assert readonly.exit_code == 1 and readonly.stderr.count("\n") == 1, readonly.stderr
+    assert "permission denied (AccessDenied)" in readonly.stderr, readonly.stderr
     # The real command, as a user runs it: the same one line, no traceback.
     proc = run(writer, "sync", env={**s3_env, "AWS_ACCESS_KEY_ID": "nobody"})
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "InvalidAccessKeyId" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(("raw", "reason"), [
+    # what LanceDB raised here with no AWS keys in the environment (its credential chain
+    # then asks the instance metadata service), and with no region and no endpoint
+    ('Invalid input, Failed to connect to namespace: IO { source: Generic { store: "N/A", '
+     'source: IO { source: "Failed to get AWS credentials: ProviderError(ProviderError { '
+     'source: FailedToLoadToken(FailedToLoadToken { source: ServiceError(ServiceError { '
+     'source: TokenError { kind: Forbidden }, raw: Response { status: StatusCode(403)',
+     "no credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+    ("lance error: LanceError(IO): Generic S3 error: Failed to resolve region for bucket "
+     "'b', /root/.cargo/registry/src/lance-io-13.0.0/src/object_store/providers/aws.rs:319",
+     "the bucket's region is not known: set AWS_REGION"),
+    ('Invalid input, Failed to connect to namespace: IO { source: Generic { store: "S3", '
+     'source: ListRequest { source: RetryError(RetryErrorImpl { method: GET, inner: Http('
+     'HttpError { kind: Connect, source: reqwest::Error { kind: Request, source: '
+     'ConnectError("dns error", Custom { kind: Uncategorized }',
+     "cannot be reached (its host name does not resolve): check AWS_ENDPOINT_URL"),
+])
+def test_object_store_errors_say_what_failed_and_what_to_check(raw: str, reason: str) -> None:
+    said = lance.storage_reason(ValueError(raw), "s3://b/prefix")
+    assert reason in said and "\n" not in said and "Generic" not in said, said
 
 
 def git_checkout(root: Path, branch: str) -> None:
@@ -480,3 +521,64 @@ def test_an_older_commit_does_not_overwrite_a_newer_index(
     sync_pairs(settings(late), full=True)
     assert remote_rows(uri) == file_hashes(late)  # --full overwrites on purpose
     assert sync_pairs(settings(ci)).added == ("knowledge/sql/new.md",)  # and CI catches up
+
+
+def test_a_detached_head_at_an_older_commit_does_not_overwrite_a_newer_index(
+        tmp_path: Path, s3_env: dict[str, str], fake: RecordingEmbedder,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No CI variable names a branch: the detached checkout is still older than the index."""
+    from wrenmem.index.origin import BRANCH_ENV
+
+    for name in BRANCH_ENV:
+        monkeypatch.delenv(name, raising=False)
+    uri = new_uri()
+    ci = machine(tmp_path, "ci", uri, pairs=3)
+    git_remote(ci, "https://git.example.com/team/sales-kb.git")
+    old = subprocess.run(["git", "-C", str(ci), "rev-parse", "HEAD"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    write_pair(ci, "new.md", "Revenue per store this week?", "SELECT 1")
+    for args in (["add", "-A"], ["commit", "-q", "-m", "a pair"]):
+        subprocess.run(["git", "-C", str(ci), *args], check=True, capture_output=True)
+    sync_pairs(settings(ci))
+    newer = remote_rows(uri)
+    subprocess.run(["git", "-C", str(ci), "checkout", "-q", "--detach", old], check=True)
+    with pytest.raises(WrenmemError, match="newer commit of main.*sync --full"):
+        sync_pairs(settings(ci))
+    assert remote_rows(uri) == newer
+    # Detached at the newest commit (what CI checks out) it is not older: it writes.
+    subprocess.run(["git", "-C", str(ci), "checkout", "-q", "--detach", "main"], check=True)
+    assert sync_pairs(settings(ci)).noop or remote_rows(uri) == newer
+
+
+def test_a_reader_answers_from_its_copy_when_the_server_is_down(
+        tmp_path: Path, s3_server: S3Server, s3_env: dict[str, str],
+        fake: RecordingEmbedder) -> None:
+    """The refresh interval has passed and the object store does not answer: a reader with a
+    local copy answers from it at once, saying since when it is stale; without a copy, and
+    for a writer, the error is one line saying what failed and what to check."""
+    uri = new_uri()
+    writer = machine(tmp_path, "ci", uri, pairs=6)
+    sync_pairs(settings(writer))
+    reader = machine(tmp_path, "laptop", uri, role="reader", pairs=6)  # refresh_seconds = 0
+    question = ["recall", "--backend", "vector", "--json", "-k", "1", "-q",
+                "How many orders in region 4?"]
+    assert cli(reader, *question).exit_code == 0  # the local copy is made
+    empty = machine(tmp_path, "new-laptop", uri, role="reader", pairs=6)
+    s3_server.stop()
+    try:
+        started = time.monotonic()
+        got = cli(reader, *question)
+        took = time.monotonic() - started
+        assert got.exit_code == 0, got.output
+        assert "p0004.md" in got.stdout
+        assert "stale since 20" in got.stderr and "copy" in got.stderr, got.stderr
+        assert took < 6, took
+        none = cli(empty, *question)
+        assert none.exit_code == 1
+        assert none.stderr.count("\n") == 1, none.stderr
+        assert "endpoint" in none.stderr and "AWS_ENDPOINT_URL" in none.stderr, none.stderr
+        down = cli(writer, "sync")
+        assert down.exit_code == 1 and down.stderr.count("\n") == 1, down.stderr
+        assert "endpoint" in down.stderr and "AWS_ENDPOINT_URL" in down.stderr, down.stderr
+    finally:
+        s3_server.start()

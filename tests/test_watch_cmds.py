@@ -310,3 +310,128 @@ def test_deleting_wrenmem_folder_while_watching(watched: Path) -> None:
     assert again.returncode == 1 and "already running" in again.stderr
     write_pair(root, "after.md", "Pangolin counts after the cleanup", "SELECT 1")
     wait_until(lambda: recall_paths(root, "pangolin", 1) == ["knowledge/sql/after.md"])
+
+
+RUNNER = Path(__file__).resolve().parent / "team_runner.py"
+
+
+def recall_outcome(settings: object, question: str) -> str:
+    """Recall ``question`` through the daemon: "seen" (its pair is the first hit),
+    "flagged" (an older answer said to be stale), "declined" (the CLI would answer
+    in-process), or what came back instead."""
+    from wrenmem.recall.hits import Filters
+    from wrenmem.watch.client import remote_recall
+
+    notes: list[str] = []
+    got = remote_recall(settings, [question], 1, Filters(), notify=notes.append)
+    if got is None:
+        return "declined"
+    if got[0].hits and got[0].hits[0].question == question:
+        return "seen"
+    if any(note.startswith("stale:") for note in notes):
+        return "flagged"
+    return f"old version for {question!r}: {got[0].hits[:1]}, notes {notes}"
+
+
+def test_recall_through_the_daemon_sees_every_saved_edit_or_says_stale(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real watcher (the tests' embedder, so no model load): each edit, then each
+    `git checkout`, is followed by a recall through the daemon at a moment when the
+    watcher's own sync of it may hold the index lock. Every answer has the change, or says
+    that it is stale (or the daemon declines, and the CLI answers in-process after the
+    writer)."""
+    from wrenmem.recall.hits import Filters
+    from wrenmem.settings import load_settings
+    from wrenmem.watch.client import remote_recall
+
+    monkeypatch.setenv("WRENMEM_BACKEND", "hybrid")
+    root = tmp_path / "p"
+    (root / "knowledge" / "sql").mkdir(parents=True)
+    (root / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
+    for i in range(20):
+        write_pair(root, f"q{i:02}.md", f"Orders shipped to depot {i}", f"SELECT {i}")
+    (root / ".gitignore").write_text(".wrenmem/\n", encoding="utf-8")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "depots")
+    watcher = subprocess.Popen(
+        [sys.executable, str(RUNNER), "--project", str(root), "watch"], cwd=root,
+        env={**os.environ, "PYTHONPATH": str(REPO), "WRENMEM_BACKEND": "hybrid",
+             "WRENMEM_TEST_MAIN_WRITE_DELAY": "0.4"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: (ping(root) or {}).get("syncs", 0) >= 1, timeout=60,
+                   what="the watcher's first sync")
+        settings = load_settings(root)
+        wait_until(lambda: remote_recall(settings, ["warm up"], 1, Filters()) is not None,
+                   timeout=30, what="a warm answer")
+        edits = []
+        for i in range(20):
+            write_pair(root, f"q{i:02}.md", f"How many zebras live in paddock {i}?",
+                       f"SELECT {i}")
+            time.sleep(0.2 + 0.05 * (i % 6))  # after the debounce: the watcher syncs
+            edits.append(recall_outcome(settings, f"How many zebras live in paddock {i}?"))
+        old = [o for o in edits if o not in ("seen", "flagged", "declined")]
+        assert not old, f"{len(old)} of 20 answers missed the edit: {old}"
+        assert edits.count("seen") >= 10, edits  # waiting for the writer is the rule
+
+        # The same after a checkout that changes all 20 files, back and forth, 20 times.
+        git(root, "checkout", "-q", "-b", "zebras")
+        git(root, "commit", "-qam", "zebras")
+        checkouts = []
+        for n in range(20):
+            branch, question = (("main", f"Orders shipped to depot {n}") if n % 2 == 0
+                                else ("zebras", f"How many zebras live in paddock {n}?"))
+            git(root, "checkout", "-q", branch)
+            time.sleep(0.2 + 0.05 * (n % 6))
+            checkouts.append(recall_outcome(settings, question))
+        old = [o for o in checkouts if o not in ("seen", "flagged", "declined")]
+        assert not old, f"{len(old)} of 20 answers missed the checkout: {old}"
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=30)
+
+
+def test_a_manifest_added_while_watching_gets_its_schema_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No target/ when the watcher starts; the manifest arrives later (a checkout, a dbt
+    build): the watcher builds its schema index. Before it does, `status` names the schema
+    as what is stale."""
+    import shutil
+
+    from conftest import EXAMPLE_MANIFEST
+
+    monkeypatch.setenv("WRENMEM_BACKEND", "hybrid")
+    root = tmp_path / "p"
+    (root / "knowledge" / "sql").mkdir(parents=True)
+    (root / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
+    write_pair(root, "a.md", "Orders per store", "SELECT 1")
+    runner = [sys.executable, str(RUNNER), "--project", str(root)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WRENMEM_BACKEND": "hybrid",
+           **NO_DAEMON}
+    assert subprocess.run([*runner, "sync"], env=env, capture_output=True).returncode == 0
+    (root / "target").mkdir()
+    shutil.copy(EXAMPLE_MANIFEST, root / "target" / "mdl.json")
+    status = subprocess.run([*runner, "status"], env=env, capture_output=True, text=True)
+    [fresh] = [line for line in status.stdout.splitlines() if line.startswith("fresh:")]
+    assert "; the schema index: no schema index yet: run `wrenmem sync`)" in fresh, fresh
+    shutil.rmtree(root / "target")
+
+    watcher = subprocess.Popen([*runner, "watch"], cwd=root, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: (ping(root) or {}).get("syncs", 0) >= 1, timeout=60,
+                   what="the watcher's first sync")
+        staging = tmp_path / "mdl.json"
+        shutil.copy(EXAMPLE_MANIFEST, staging)
+        (root / "target").mkdir()
+        os.replace(staging, root / "target" / "mdl.json")  # as a checkout or a build writes it
+        wait_until(lambda: "schema:" in (ping(root) or {}).get("last_summary", ""), timeout=30,
+                   what="the schema index")
+        check = subprocess.run([*runner, "check", "--json"], env=env, capture_output=True,
+                               text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert json.loads(check.stdout)["schema"]["fresh"]
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=30)

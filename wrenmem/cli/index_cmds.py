@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import click
 
@@ -141,9 +142,23 @@ def status(ctx: click.Context, as_json: bool) -> None:
     elif data["rebuild_needed"]:
         click.echo(f"fresh:    no (built by {data['built_by']}: `wrenmem sync` rebuilds)")
     else:
-        d = data["drift"]
-        click.echo(f"fresh:    no ({d['added']} added, {d['changed']} changed, "
-                   f"{d['removed']} removed, {d['renamed']} renamed: run `wrenmem sync`)")
+        click.echo(f"fresh:    no ({'; '.join(_stale_parts(data))}: run `wrenmem sync`)")
+
+
+def _stale_parts(data: dict[str, Any]) -> list[str]:
+    """What is out of date, by part: the pairs' drift, the schema index, the knowledge
+    table (a manifest added after the last sync leaves only the schema stale)."""
+    d = data["drift"]
+    pairs = (f"pairs: {d['added']} added, {d['changed']} changed, {d['removed']} removed, "
+             f"{d['renamed']} renamed")
+    parts = [pairs] if any(d.values()) else []
+    schema = data.get("schema") or {}
+    if schema.get("manifest") and not schema.get("fresh", True):
+        parts.append(f"the schema index: {schema.get('reason') or 'stale'}")
+    known = data.get("knowledge") or {}
+    if not known.get("fresh", True):
+        parts.append(f"the knowledge table: {known.get('reason') or 'stale'}")
+    return parts or [pairs]
 
 
 @click.command()

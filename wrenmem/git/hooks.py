@@ -32,7 +32,6 @@ from wrenmem.knowledge.table import read_state as read_knowledge_state
 from wrenmem.knowledge.table import sync_knowledge
 from wrenmem.lance import index_unavailable
 from wrenmem.lock import is_locked
-from wrenmem.schema.table import read_state as read_schema_state
 from wrenmem.schema.table import sync_schema
 from wrenmem.settings import Settings
 
@@ -454,8 +453,10 @@ def _sync(settings: Settings) -> str:
         return f"no index to sync: {reason}"
 
     summary = sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT).summary()
-    if settings.manifest_path.is_file() and read_schema_state(settings):
-        # A schema index was built (`wrenmem sync`): keep it in step with the manifest too.
+    if settings.manifest_path.is_file() and not settings.is_reader:
+        # The schema index too, built when missing (a fresh clone, a checkout that brought
+        # the manifest, a deleted .wrenmem/) or stale: else `check` fails until a manual
+        # `wrenmem sync`. A no-op when it is fresh (the manifest's stat and hash).
         schema = sync_schema(settings)
         summary += "; schema " + ("up to date" if schema.noop else
                                   f"synced ({schema.embedded} embedded)")

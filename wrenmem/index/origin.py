@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # CI systems check out a detached HEAD; they name the branch in one of these.
+DETACHED = "(detached)"  # the branch of a detached HEAD that no CI variable names
 BRANCH_ENV = ("WRENMEM_BRANCH", "GITHUB_HEAD_REF", "GITHUB_REF_NAME", "CI_COMMIT_REF_NAME",
               "BUILDKITE_BRANCH", "CIRCLE_BRANCH", "GIT_BRANCH")
 
@@ -78,10 +79,15 @@ def other_project(recorded: Origin | None, here: Origin) -> str | None:
 def is_older_checkout(root: Path, recorded: Origin | None, here: Origin) -> bool:
     """True when this checkout's commit is a strict ancestor of the commit the index was
     built from, on the same branch of the same project: an older CI job that finishes
-    last must not overwrite a newer index. False whenever git cannot tell (a shallow clone
-    that lacks the recorded commit, no git at all)."""
+    last must not overwrite a newer index. A detached HEAD (no branch, no CI variable
+    naming one) is on whichever branch the index was built from: it has none of its own,
+    and an old commit checked out to look at it must not put the index back either.
+    False whenever git cannot tell (a shallow clone that lacks the recorded commit, no git
+    at all)."""
+    same_branch = recorded is not None and (recorded.branch == here.branch
+                                            or here.branch == DETACHED)
     if (recorded is None or not recorded.commit or not here.commit
-            or recorded.commit == here.commit or recorded.branch != here.branch
+            or recorded.commit == here.commit or not same_branch
             or project_key(recorded.project) != project_key(here.project)):
         return False
     try:
@@ -98,5 +104,5 @@ def local_origin(root: Path) -> Origin:
     branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD")
     if branch in ("", "HEAD"):
         branch = next((os.environ[v] for v in BRANCH_ENV if os.environ.get(v)),
-                      "(detached)" if branch else "(no git)")
+                      DETACHED if branch else "(no git)")
     return Origin(project, branch, _git(root, "rev-parse", "HEAD"))

@@ -8,6 +8,7 @@ ahead of CI, knows what the answers are missing.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from wrenmem import lance
@@ -28,6 +29,8 @@ class ReaderView:
     built_from: Origin | None
     here: Origin
     plan: SyncPlan
+    stale_since: float | None = None  # the remote could not be reached: the local copy's age
+    error: str = ""
 
     @property
     def other_branch(self) -> bool:
@@ -39,6 +42,8 @@ class ReaderView:
 
     def note(self) -> str | None:
         """One line for people, or None when the index holds exactly these files."""
+        if self.stale_since is not None:
+            return self._stale_note()
         if self.version is None:
             return (f"reader: the shared index {self.uri} has no pairs yet (its writer has "
                     "not synced): recall finds nothing")
@@ -51,14 +56,25 @@ class ReaderView:
         return (f"reader: answering from {self.uri} version {self.version}{source}, behind "
                 f"the files here by {counts}{branch}")
 
+    def _stale_note(self) -> str:
+        assert self.stale_since is not None
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.stale_since))
+        counts = ", ".join(f"{n} {label}" for label, n in self.counts().items()
+                           if n or label != "renamed")
+        behind = "" if self.plan.in_sync else f"; behind the files here by {counts}"
+        return (f"reader: {self.error}; answering from the local copy of version "
+                f"{self.version}, stale since {since}{behind}")
+
 
 def reader_view(settings: Settings) -> ReaderView:
     """Compare the last committed index (its local copy when remote) with the files."""
     origin: Origin | None = None
     version: int | None = None
+    stale: replica.ReplicaInfo | None = None
     if settings.remote_index:
         info = replica.refresh(settings)
         version, origin = info.version, info.built_from
+        stale = info if info.stale_since is not None else None
     table = lance.open_table(lance.connect(replica.reading_uri(settings)), index.TABLE)
     indexed: dict[str, list[str]] = {}
     if table is not None:
@@ -70,7 +86,8 @@ def reader_view(settings: Settings) -> ReaderView:
         version = None
     plan = plan_sync(take_snapshot(settings).desired(), indexed)
     return ReaderView(settings.index_uri, version if table is not None else None, origin,
-                      local_origin(settings.root), plan)
+                      local_origin(settings.root), plan,
+                      stale.stale_since if stale else None, stale.error if stale else "")
 
 
 def behind_note(settings: Settings) -> str | None:

@@ -10,6 +10,7 @@ remote version and records which one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem import lance, statedir
+from wrenmem.errors import IndexStorageError
 from wrenmem.fsutil import atomic_write_text
 from wrenmem.index import table as index
 from wrenmem.index.origin import Origin
@@ -32,6 +34,9 @@ log = logging.getLogger(__name__)
 TABLES: dict[str, str] = {index.TABLE: "content_hash", "schema_items": "item_hash"}
 WHOLE_COPY_SHARE = 0.2  # past this share of rows to copy, read the table once, not by id
 LOCK_TIMEOUT = 60.0
+RETRY_AFTER = 5.0  # seconds before an unreachable remote is tried again (by this process)
+# (index uri, table) -> (when it last failed, monotonic; the stale info answered then)
+_unreachable: dict[tuple[str, str], tuple[float, ReplicaInfo]] = {}
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,9 @@ class ReplicaInfo:
     copied: int = 0  # rows downloaded by this refresh
     deleted: int = 0
     origin: dict[str, str] = field(default_factory=dict)
+    # The remote could not be reached: the copy answers, as of this Unix time, and why.
+    stale_since: float | None = None
+    error: str = ""
 
     @property
     def built_from(self) -> Origin | None:
@@ -94,28 +102,48 @@ def refresh(settings: Settings, name: str = index.TABLE, *, max_age: float | Non
     """Bring the local copy of table ``name`` to the remote's latest committed version.
 
     Within ``max_age`` seconds (default: the ``refresh_seconds`` setting) of the last check,
-    answers from the state file without touching the network.
+    answers from the state file without touching the network. Past it, with a copy on disk,
+    the check is quick (:data:`wrenmem.lance.QUICK_OPTIONS`), and when the remote cannot be
+    reached the copy answers: its info then has ``stale_since`` (the last good check) and
+    ``error``. Without a copy the error is raised.
     """
     max_age = settings.refresh_seconds if max_age is None else max_age
     cached = cached_info(settings, name)
-    if (cached is not None and time.time() - cached.checked_at < max_age
-            and _local_present(settings, name, cached)):
+    have_copy = cached is not None and _local_present(settings, name, cached)
+    if cached is not None and have_copy and time.time() - cached.checked_at < max_age:
         return cached
-    with lance.storage_errors(settings.index_uri, "reading"):
-        remote = lance.open_table(lance.connect(settings.index_uri), name)
-        version = None if remote is None else int(remote.version)
-        if (cached is not None and cached.version == version
-                and _local_present(settings, name, cached)):
-            info = ReplicaInfo(name, version, time.time(), origin=cached.origin)
-        else:
-            with index_lock(settings, timeout=LOCK_TIMEOUT):
-                info = _copy(settings, name, remote, version)
+    failed = _unreachable.get((settings.index_uri, name))
+    if (failed is not None and have_copy
+            and time.monotonic() - failed[0] < max(max_age, RETRY_AFTER)):
+        return failed[1]  # it failed a moment ago: do not wait for it again at every call
+    try:
+        info = _check_remote(settings, name, cached if have_copy else None)
+    except IndexStorageError as e:
+        if cached is None or not have_copy:
+            raise
+        log.info("%s; answering from the local copy (version %s)", e, cached.version)
+        stale = dataclasses.replace(cached, stale_since=cached.checked_at, error=str(e))
+        _unreachable[(settings.index_uri, name)] = (time.monotonic(), stale)
+        return stale
+    _unreachable.pop((settings.index_uri, name), None)
     state = _read_state(settings) or {"uri": settings.index_uri, "tables": {}}
     state.setdefault("tables", {})[name] = {"version": info.version,
                                             "checked_at": info.checked_at,
                                             "origin": info.origin}
     _write_state(settings, state)
     return info
+
+
+def _check_remote(settings: Settings, name: str, cached: ReplicaInfo | None) -> ReplicaInfo:
+    """The remote's latest version of ``name``, copied here unless ``cached`` holds it."""
+    with lance.storage_errors(settings.index_uri, "reading"):
+        db = lance.connect(settings.index_uri, quick=cached is not None)
+        remote = lance.open_table(db, name)
+        version = None if remote is None else int(remote.version)
+        if cached is not None and cached.version == version:
+            return ReplicaInfo(name, version, time.time(), origin=cached.origin)
+        with index_lock(settings, timeout=LOCK_TIMEOUT):
+            return _copy(settings, name, remote, version)
 
 
 def _local_present(settings: Settings, name: str, info: ReplicaInfo) -> bool:

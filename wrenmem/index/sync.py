@@ -381,7 +381,7 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
             assert built_from is not None
             raise IndexStorageError(
                 f"the index at {settings.index_uri} was built from a newer commit of "
-                f"{here.branch} ({built_from.commit[:10]}) than this checkout's "
+                f"{built_from.branch} ({built_from.commit[:10]}) than this checkout's "
                 f"({here.commit[:10]}): an older job must not overwrite it; "
                 "`wrenmem sync --full` overwrites it anyway")
     reason = None

@@ -16,8 +16,11 @@ Two ways to answer, one result:
   kept, and the catch-up sync runs only when a file may have changed (file-system events
   and a fence, :class:`wrenmem.watch.freshness.Freshness`). Index searches run under the
   index lock, so no answer comes from a half-applied sync: with a writer holding it, the
-  search uses the last version seen whole, and with none known yet the call is
-  :class:`Refused` (``recall`` then answers the one-shot way, which waits for the writer).
+  search uses the last version seen whole when no file was saved since; when one was (the
+  writer is most likely the watcher syncing it), it waits for the writer up to
+  ``WRITER_WAIT`` seconds, then answers from that version with a "stale" note. With no
+  whole version known yet the call is :class:`Refused` (``recall`` then answers the
+  one-shot way, which waits for the writer).
 
 What stays process-wide, on purpose: models built from an ``embedder`` setting
 (:func:`wrenmem.embedders.get_embedder`: a process loads a model once, whichever project
@@ -47,6 +50,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 BUSY_WAIT = 0.05  # seconds a warm search waits for a writer before using the last whole version
+# ... and how long it waits when a file was saved since that version: the writer is most
+# likely syncing that very change (the watcher), so its answer is worth the wait
+WRITER_WAIT = 5.0
 INDEX, GREP = "index", "grep"  # what the freshness tracks for a recaller
 Notify = Callable[[str], None]
 _UNLOADED: Any = object()
@@ -231,9 +237,20 @@ class Recaller:
                 if version is None:
                     raise Refused("the index is being written and no whole version is known "
                                   "yet") from None
-                backend: Any = self.backend(name, settings)  # its own: the pin is its handle's
-                backend.pin(version)
-                return backend.name, backend.search(queries, k, filters, sql=sql)
+                if not (sync and self._stale(INDEX)[0]):  # nothing saved since: it is whole
+                    return self._search_pinned(name, settings, version, queries, k, filters,
+                                               sql)
+                # A file was saved after the last version this recaller saw whole: the
+                # writer holding the lock is (most likely) syncing it. Wait for it rather
+                # than answer without the edit; if it takes too long, answer from the last
+                # whole version and say that the answer is stale.
+                try:
+                    stack.enter_context(index_lock(settings, timeout=WRITER_WAIT))
+                except LockTimeoutError:
+                    say(f"stale: the index is being written (waited {WRITER_WAIT:g} s); this "
+                        f"answer is from version {version}, before changes saved since")
+                    return self._search_pinned(name, settings, version, queries, k, filters,
+                                               sql)
             stale, started = self._stale(INDEX)
             stale = stale and sync
             shared = settings.is_reader or settings.remote_index  # always says how far behind
@@ -249,6 +266,14 @@ class Recaller:
                 self._catch_up(settings, time.monotonic(), say)
                 return self._search_kept(key, settings, queries, k, filters, sql, keep=True)
         raise AssertionError("unreachable")
+
+    def _search_pinned(self, name: str, settings: Settings, version: int,
+                       queries: list[str], k: int, filters: Filters, sql: str | None
+                       ) -> tuple[str, list[list[Hit]]]:
+        """A search of the last version seen whole, while a writer holds the lock."""
+        backend: Any = self.backend(name, settings)  # its own: the pin is its handle's
+        backend.pin(version)
+        return backend.name, backend.search(queries, k, filters, sql=sql)
 
     def _catch_up(self, settings: Settings, started: float, say: Notify) -> None:
         """The catch-up sync (it re-enters the index lock the caller holds); kept backends

@@ -433,17 +433,20 @@ class WatchdogSource:
 
     def _rewatch_if_needed(self) -> list[Change]:
         """A watched folder deleted and created again (a checkout can do that) loses its
-        inotify watch: notice it and watch the new one."""
+        inotify watch, and one created after the start (the manifest's ``target/``) has
+        none: notice it and watch the new one. What it holds may have changed unseen
+        meanwhile, so the pairs and the manifest both count as changed."""
         self._next_check = time.monotonic() + self._recheck
         sig = self._signature()
         if sig == self._watched:
             return []
         self._watched = sig
-        log.info("watch: a watched folder was replaced; watching it again")
+        log.info("watch: a watched folder was created or replaced; watching it again")
         observer = self.observer
         observer.unschedule_all()
         self._schedule_all(observer)
-        return [(str(self.settings.knowledge_path), True)]
+        return [(str(self.settings.knowledge_path), True),
+                (str(self.settings.manifest_path), False)]
 
     def close(self) -> None:
         if self.observer is not None:
