@@ -142,3 +142,41 @@ def test_mcp_page_quotes_the_real_store_refusal(example_project: Path) -> None:
     with pytest.raises(WrenmemError) as refused:
         tools.store_query("Revenue per status", " ".join(quoted.group(1).split()))
     assert f"  {' '.join(quoted.group(2).split())}\n" in str(refused.value)
+
+
+def table_rows(text: str) -> list[tuple[int, int, int]]:
+    """(line, cells, header cells) for each row of each Markdown table in ``text``."""
+    rows, header, fenced = [], 0, False
+    for number, line in enumerate(text.split("\n"), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced or not line.startswith("|"):
+            header = 0
+            continue
+        cells = len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
+        if header == 0:
+            header = cells
+        elif not re.fullmatch(r"\|[\s:|-]+\|", line.strip()):
+            rows.append((number, cells, header))
+    return rows
+
+
+@pytest.mark.parametrize("page", ["README.md", *sorted(
+    p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md"))])
+def test_every_table_row_has_its_header_cells(page: str) -> None:
+    bad = [f"{page}:{line}: {cells} cells, the header has {header}"
+           for line, cells, header in table_rows((REPO / page).read_text(encoding="utf-8"))
+           if cells != header]
+    assert not bad, "\n".join(bad)
+
+
+MACHINE_PATH = re.compile(r"(?<![\w.~-])/(?:work|tmp|home|root|Users)/[^\s`)]*")
+
+
+def test_no_page_names_a_machine_specific_path() -> None:
+    found = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for number, line in enumerate(page.read_text(encoding="utf-8").split("\n"), 1):
+            found += [f"{page.relative_to(REPO)}:{number}: {m.group(0)}"
+                      for m in MACHINE_PATH.finditer(line)]
+    assert not found, "\n".join(found)
