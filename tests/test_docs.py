@@ -2,8 +2,9 @@
 
 - The README's Python API examples (every ```python block of its "## Python API" section)
   are executed as they are.
-- Runnable shell examples: a fenced ```console block in README.md or docs/*.md whose
-  previous non-blank line is ``<!-- runnable -->`` runs, one fresh copy of the example
+- Runnable shell examples: a fenced ```console block (or ````console, when its output
+  holds a fence) in README.md or docs/*.md whose previous non-blank line is
+  ``<!-- runnable -->`` runs, one fresh copy of the example
   project per block. Each line starting with ``$ `` is a command, run by ``bash`` in the
   project folder with ``wrenmem`` on ``PATH`` (this checkout's, without the daemon and
   offline); the lines after it, up to the next ``$ `` line, are what it prints (stdout and
@@ -26,7 +27,7 @@ from conftest import EXAMPLE_KNOWLEDGE, EXAMPLE_MANIFEST, REPO
 
 SECTION = re.compile(r"^## Python API\n(.*?)^## ", re.S | re.M)
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
-RUNNABLE = re.compile(r"^<!-- runnable -->\n(?:[ \t]*\n)*```console\n(.*?)^```", re.S | re.M)
+RUNNABLE = re.compile(r"^<!-- runnable -->\n(?:[ \t]*\n)*(`{3,})console\n(.*?)^\1$", re.S | re.M)
 EXIT = re.compile(r"^\[exit (\d+)\]$")
 
 
@@ -55,8 +56,8 @@ def shell_examples() -> list[tuple[str, str]]:
     for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
         text = page.read_text(encoding="utf-8")
         for match in RUNNABLE.finditer(text):
-            line = text.count("\n", 0, match.start(1)) + 1
-            found.append((f"{page.relative_to(REPO).as_posix()}:{line}", match.group(1)))
+            line = text.count("\n", 0, match.start(2)) + 1
+            found.append((f"{page.relative_to(REPO).as_posix()}:{line}", match.group(2)))
     return found
 
 
