@@ -65,3 +65,17 @@ def test_store_json_index_is_a_structured_value(cli, example_project: Path) -> N
                                            "removed": 0, "rebuilt": None, "error": None}
     memory.store("How many stores are there?", "SELECT COUNT(*) FROM stores")
     assert memory.last_index.status == "unchanged"
+
+
+def test_mcp_store_query_returns_the_near_duplicate_warning(example_project: Path) -> None:
+    from wrenmem.mcp.tools import Tools
+
+    tools = Tools(Memory(example_project, backend="grep"))
+    first = tools.store_query("Revenue by store", "SELECT store_id, SUM(amount) FROM orders "
+                              "GROUP BY store_id")
+    assert first["notes"] == []
+    second = tools.store_query("revenue by store?", "SELECT store_id, SUM(amount) FROM orders "
+                               "GROUP BY store_id")
+    assert second["notes"] == [
+        f"warning: {second['path']}: duplicate pair: same question and SQL as "
+        f"{first['path']} (`wrenmem duplicates` reports it)"]
