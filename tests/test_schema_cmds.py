@@ -132,3 +132,15 @@ def test_fuzzed_manifests_through_the_cli(tmp_path: Path) -> None:
                 args, repr(result.exception))
 
     check()
+
+
+def test_missing_manifest_says_how_to_point_at_one(cli, project: Path) -> None:
+    """Issue 22: "manifest not found" named neither --manifest nor the setting."""
+    for args in (["describe"], ["fetch", "-q", "revenue"]):
+        out = cli(*args)
+        assert out.exit_code == 1, (args, out.output)
+        message = out.stderr.strip()
+        assert message.count("\n") == 0, message
+        assert "target/mdl.json: manifest not found" in message
+        assert "--manifest PATH" in message and "`manifest` setting" in message
+        assert "WRENMEM_MANIFEST" in message and "wren" in message

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from wrenmem.checks.validate import Problem, Validator
     from wrenmem.embedders import Embedder
     from wrenmem.git.diff import PairDiff
+    from wrenmem.index.autosync import IndexUpdate
     from wrenmem.index.drift import Drift
     from wrenmem.index.sync import SyncReport
     from wrenmem.knowledge.entries import Entry
@@ -75,6 +76,7 @@ class Memory:
         self.notify = notify
         self._freshness = freshness
         self._recaller: Recaller | None = None
+        self.last_index: IndexUpdate | None = None  # what the last write did to the index
 
     @classmethod
     def from_settings(cls, settings: Settings, *, embedder: Embedder | None = None,
@@ -188,8 +190,25 @@ class Memory:
                     datasource=datasource or self.settings.datasource, dialect=dialect,
                     tags=tuple(_split_tags(tags)), source=source, notes=note, extra=extra)
         result = store_pair(self.settings, pair, folder=folder)
+        self._warn_duplicates(result.pair)
         self._after_write([result.path])
         return result
+
+    def _warn_duplicates(self, pair: Pair) -> None:
+        """Say at once when ``pair`` asks a question another file asks too: what
+        ``duplicates`` (and its pre-commit hook) will reject."""
+        if self.notify is None:
+            return
+        from wrenmem.checks.duplicates import find_duplicates, question_key
+        from wrenmem.pairs.catalog import scan
+
+        key = question_key(pair)
+        same = [p for p in scan(self.settings).pairs
+                if p.path != pair.path and question_key(p) == key]
+        for dup in find_duplicates([pair, *same], self.settings.dialect):
+            if dup.pair.path == pair.path:
+                self.notify(f"warning: {pair.path}: {dup.message} (`wrenmem duplicates` "
+                            "reports it)")
 
     def get(self, target: str) -> Pair:
         """One pair, by file path (relative to the cwd or the project) or question.
@@ -678,9 +697,10 @@ class Memory:
 
     # -- helpers -------------------------------------------------------------------
     def _after_write(self, paths: Sequence[str]) -> None:
-        from wrenmem.index.autosync import after_write
+        from wrenmem.index.autosync import update_after_write
 
-        note = after_write(self.settings, paths, self.embedder)
+        self.last_index = update_after_write(self.settings, paths, self.embedder)
+        note = self.last_index.note()
         if note and self.notify is not None:
             self.notify(note)
 

@@ -81,8 +81,10 @@ def store(ctx: click.Context, nl: str, sql: str, datasource: str | None, dialect
         raise WrenmemError("not stored: fix the SQL, or pass --force to store it anyway") from e
     sync_note = "; ".join(notes) or None
     if as_json:
+        index = memory.last_index.to_dict() if memory.last_index else None
         emit_json({"path": result.path, "created": result.created,
-                   "pair": result.pair.to_dict(), "index": sync_note})
+                   "pair": result.pair.to_dict(), "index": index,
+                   "notes": [n for n in notes if not n.startswith("index")]})
         return
     verb = "Stored" if result.created else "Updated" if result.changed else "Unchanged"
     click.echo(f"{verb}: {result.path}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from wrenmem.index.sync import sync_pairs
@@ -25,36 +26,76 @@ log = logging.getLogger(__name__)
 LOCK_TIMEOUT = 30.0
 
 
+@dataclass(frozen=True)
+class IndexUpdate:
+    """What a write did to the derived index (``store --json`` prints it as ``index``).
+
+    ``status`` is ``"updated"`` (pairs indexed or removed), ``"unchanged"`` (the index
+    already held them), ``"none"`` (no index yet: the first vector recall or ``sync``
+    builds it), ``"reader"`` (this checkout only reads a shared index) or ``"failed"``
+    (``error`` says why; the files are written and a later ``sync`` repairs the index).
+    """
+
+    status: str
+    indexed: int = 0
+    embedded: int = 0
+    removed: int = 0
+    rebuilt: str | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    def note(self) -> str | None:
+        """The one line a person reads, or None when there is nothing to say."""
+        if self.status == "reader":
+            return ("index: not updated (this checkout only reads the shared index; its "
+                    "writer syncs)")
+        if self.status == "failed":
+            return f"index not updated ({self.error}); run `wrenmem sync`"
+        parts = []
+        if self.indexed:
+            parts.append(f"{self.indexed} pair(s) indexed ({self.embedded} embedded)")
+        if self.removed:
+            parts.append(f"{self.removed} removed")
+        if self.rebuilt:
+            parts.append(f"index rebuilt: {self.rebuilt}")
+        return "index: " + ", ".join(parts) if parts else None
+
+
 def after_write(settings: Settings, paths: Sequence[str], embedder: Embedder | None = None
                 ) -> str | None:
+    """Bring the index up to date for ``paths`` (relative pair paths) if an index exists;
+    returns a short note for the user, or None (see :func:`update_after_write`)."""
+    return update_after_write(settings, paths, embedder).note() if paths else None
+
+
+def update_after_write(settings: Settings, paths: Sequence[str],
+                       embedder: Embedder | None = None) -> IndexUpdate:
     """Bring the index up to date for ``paths`` (relative pair paths) if an index exists
-    (with ``embedder`` instead of the setting's when given).
+    (with ``embedder`` instead of the setting's when given), and say what happened.
 
-    Returns a short note for the user, or None. Never raises for index trouble: the files
-    are already written and are the truth; a later ``sync`` repairs the index.
+    Never raises for index trouble: the files are already written and are the truth; a
+    later ``sync`` repairs the index.
     """
-    if not paths:
-        return None
-
     if settings.is_reader:
-        return "index: not updated (this checkout only reads the shared index; its writer syncs)"
+        return IndexUpdate("reader")
+    if not paths:
+        return IndexUpdate("unchanged")
     try:
         if index_unavailable(settings) is not None or not index_exists(settings):
-            return None
+            return IndexUpdate("none")
 
         report = sync_pairs(settings, paths=list(paths), lock_timeout=LOCK_TIMEOUT,
                             embedder=embedder)
     except Exception as e:  # never fail the write because of the derived index
         log.debug("after_write sync failed", exc_info=True)
-        return f"index not updated ({e}); run `wrenmem sync`"
+        return IndexUpdate("failed", error=str(e))
     if report.noop:
-        return None
+        return IndexUpdate("unchanged")
     touched = len(report.added) + len(report.changed) + len(report.renamed)
-    parts = []
-    if touched:
-        parts.append(f"{touched} pair(s) indexed ({report.embedded} embedded)")
-    if report.removed:
-        parts.append(f"{len(report.removed)} removed")
-    if report.rebuilt:
-        parts.append(f"index rebuilt: {report.rebuild_reason}")
-    return "index: " + ", ".join(parts) if parts else None
+    rebuilt = (report.rebuild_reason or "full rebuild") if report.rebuilt else None
+    if not (touched or report.removed or rebuilt):
+        return IndexUpdate("unchanged")
+    return IndexUpdate("updated", indexed=touched, embedded=report.embedded if touched else 0,
+                       removed=len(report.removed), rebuilt=rebuilt)

@@ -18,7 +18,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resources import FunctionResource
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from wrenmem import __version__
 from wrenmem.api import Memory
@@ -89,7 +89,9 @@ NO_STORE_STEP = ("Show the user the SQL and its result. This server is read-only
 
 class _Server(MCPServer[Any]):
     """``MCPServer`` whose resource list follows the knowledge files as they are now (a
-    file added, renamed or removed while the server runs is listed as it is)."""
+    file added, renamed or removed while the server runs is listed as it is), whose tool and
+    prompt descriptions are their docstrings as one paragraph (no source indentation), and
+    whose argument errors are one line naming each argument and what it expects."""
 
     refresh_resources: Callable[[], None] | None = None
 
@@ -97,6 +99,76 @@ class _Server(MCPServer[Any]):
         if self.refresh_resources is not None:
             self.refresh_resources()
         return await super().list_resources()
+
+    def tool(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
+        def register(fn: F) -> F:
+            kwargs.setdefault("description", paragraph(fn.__doc__))
+            return MCPServer.tool(self, *args, **kwargs)(fn)
+        return register
+
+    def prompt(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
+        def register(fn: F) -> F:
+            kwargs.setdefault("description", paragraph(fn.__doc__))
+            return MCPServer.prompt(self, *args, **kwargs)(fn)
+        return register
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            if not isinstance(e.__cause__, ValidationError):
+                raise
+            tool = self._tool_manager.get_tool(name)
+            fields = tool.fn_metadata.arg_model.model_fields if tool else {}
+            raise ToolError(argument_errors(name, e.__cause__, fields)) from e.__cause__
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def paragraph(doc: str | None) -> str | None:
+    """A docstring as one line of text: what an agent reads as the tool's description."""
+    return " ".join(doc.split()) if doc else None
+
+
+def argument_errors(tool: str, error: ValidationError, fields: dict[str, Any]) -> str:
+    """pydantic's report on a tool's arguments as one line: ``tool: argument 'k' must be at
+    least 1 (got 0); ...``, each argument with what it expects."""
+    parts = []
+    for item in error.errors():
+        name = ".".join(str(x) for x in item["loc"]) or "arguments"
+        kind, ctx = item["type"], item.get("ctx") or {}
+        if kind == "missing":
+            description = getattr(fields.get(name), "description", None)
+            parts.append(f"argument '{name}' is missing"
+                         + (f" ({description})" if description else ""))
+            continue
+        parts.append(f"argument '{name}' {_expected(kind, ctx, item['msg'])} "
+                     f"(got {_shown(item.get('input'))})")
+    return f"{tool}: " + "; ".join(parts)
+
+
+def _expected(kind: str, ctx: dict[str, Any], message: str) -> str:
+    bounds = {"greater_than_equal": ("at least", "ge"), "less_than_equal": ("at most", "le"),
+              "greater_than": ("greater than", "gt"), "less_than": ("less than", "lt")}
+    if kind in bounds:
+        words, key = bounds[kind]
+        return f"must be {words} {ctx.get(key)}"
+    if kind == "string_too_short":
+        least = ctx.get("min_length", 1)
+        return "must not be empty" if least == 1 else f"must have at least {least} characters"
+    types = {"int": "an integer", "float": "a number", "string": "a string", "list": "a list",
+             "bool": "true or false", "dict": "an object"}
+    for prefix, expected in types.items():
+        if kind.startswith(prefix + "_") or kind == prefix:
+            return f"must be {expected}"
+    return message[:1].lower() + message[1:]
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _instructions(read_only: bool, forget: bool) -> str:

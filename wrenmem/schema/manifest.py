@@ -150,12 +150,18 @@ class Manifest:
         return out
 
 
+# Where a manifest comes from and how to name another, for "not found" (CLI, API and MCP).
+MANIFEST_HINT = ("a Wren MDL manifest, as Wren's `wren` CLI builds it into target/mdl.json; "
+                 "name another with --manifest PATH or the `manifest` setting "
+                 "(WRENMEM_MANIFEST, or manifest = \"...\" in wrenmem.toml)")
+
+
 def read_manifest_bytes(path: Path) -> bytes:
     """The manifest file's bytes; raises :class:`ManifestError` naming the file."""
     try:
         return path.read_bytes()
     except FileNotFoundError as e:
-        raise ManifestError(f"{path}: manifest not found") from e
+        raise ManifestError(f"{path}: manifest not found ({MANIFEST_HINT})") from e
     except OSError as e:
         raise ManifestError(f"{path}: cannot read manifest: {e.strerror or e}") from e
 
