@@ -555,6 +555,8 @@ def _hostile_project(root: Path) -> Path:
                                     .encode("latin-1"))
     (sql / "dangling.md").symlink_to("nowhere.md")
     (sql / "loop.md").symlink_to("loop.md")
+    write_pair(root, "deep.md", "How deep is it?", _deep_sql())
+    write_pair(root, "long.md", "How long is it?", _long_sql())
     _bad_manifest(root)
     (root / "wrenmem.toml").write_text('embedder = "fake"\nfetch_threshold = 100\n',
                                        encoding="utf-8")
@@ -627,6 +629,8 @@ def test_hostile_corpus(tmp_path: Path, args: list[str], index: bool,
         assert not missing, (missing, output[-3000:])
     if args[0] in ("list", "export", "recall"):
         assert "total revenue" in output.lower()
+    if args[0] == "validate":  # readable pairs whose SQL is out of sqlglot's bounds
+        assert "deep.md:6:" in output and "long.md:6:" in output, output[-3000:]
 
 
 def test_show_names_a_file_it_will_not_read(project: Path) -> None:
@@ -685,3 +689,156 @@ def test_diff_names_links_it_cannot_read(project: Path) -> None:
     assert result.exit_code in (0, 1), result.output
     for name in ("dangling.md", "loop.md", "pipe.md"):
         assert name in result.output
+
+
+# --- issue 22: SQL nested too deep or too long never reaches sqlglot -------------------------
+
+def _deep_sql(levels: int = 3000) -> str:
+    return "SELECT a FROM " + "(SELECT a FROM " * levels + "t" + ") s" * levels
+
+
+def _long_sql() -> str:
+    return "SELECT " + ", ".join(f"col{i} + 1 AS x{i}" for i in range(12_000)) + " FROM t"
+
+
+def _git_commit_all(root: Path, message: str) -> None:
+    import subprocess
+
+    if not (root / ".git").exists():
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(root), "commit", "-qm", message], check=True)
+
+
+@pytest.mark.parametrize("sql,reason", [
+    (_deep_sql(), "nested too deep to parse"),
+    ("SELECT " + "(" * 200 + "1" + ")" * 200, "nested too deep to parse"),
+    ("SELECT " + "abs(" * 101 + "1" + ")" * 101, "nested too deep to parse"),
+    ("SELECT " + "CASE WHEN a THEN " * 120 + "1" + " END" * 120 + " FROM t",
+     "nested too deep to parse"),
+    ("SELECT a FROM t WHERE " + "NOT " * 3000 + "a", "nested too deep to parse"),
+    (_long_sql(), "longer than 100,000 characters"),
+])
+def test_sql_out_of_bounds_is_a_problem_not_a_crash(sql: str, reason: str) -> None:
+    from wrenmem.recall.sqlshape import shape
+    from wrenmem.sqlcheck import check_sql
+
+    problems = check_sql(sql, None)
+    assert len(problems) == 1 and reason in problems[0].message, problems
+    assert shape(sql).key  # recall still has a shape for it (its tokens)
+
+
+def test_sql_bounds_point_at_the_spot_and_spare_real_queries() -> None:
+    from wrenmem.sqlcheck import check_sql
+
+    sql = "SELECT a\nFROM t\nWHERE b = ')' -- (((\n  AND c IN " + "(" * 101 + "1" + ")" * 101
+    problem = check_sql(sql, None)[0]
+    assert (problem.line, problem.col) == (4, 12 + 100), problem
+    # 100 levels of anything, quoted parentheses and comments are fine
+    assert check_sql("SELECT " + "abs(" * 99 + "1" + ")" * 99 + " FROM t", None) == []
+    assert check_sql("SELECT '((((((' AS x /* ((((( */ FROM t", None) == []
+
+
+def test_store_refuses_deep_and_long_sql_with_a_message(project: Path) -> None:
+    run = _runner(project)
+    for sql, reason in ((_deep_sql(), "nested too deep to parse"),
+                        (_long_sql(), "longer than 100,000")):
+        result = run("store", "-q", "What is deep?", "--sql", sql)
+        assert result.exit_code == 1, result.output
+        assert reason in result.output and "Traceback" not in result.output
+        assert len(result.output) < 2000, result.output[:3000]
+    assert not list((project / "knowledge" / "sql").glob("*.md"))
+
+
+def test_deep_pairs_are_findings_and_the_rest_goes_on(project: Path) -> None:
+    write_pair(project, "deep.md", "What is deep?", _deep_sql())
+    write_pair(project, "deep2.md", "What is deep?", _deep_sql())
+    write_pair(project, "long.md", "What is long?", _long_sql())
+    write_pair(project, "good.md", "What is the total revenue?", "SELECT SUM(amount) FROM t")
+    write_pair(project, "bad.md", "What is broken?", "SELEC 1")
+    run = _runner(project)
+    result = run("validate")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output[-3000:]
+    lines = result.output.splitlines()
+    assert any("knowledge/sql/deep.md:6:" in line and "nested too deep to parse"
+               in line for line in lines), result.output
+    assert any("knowledge/sql/long.md:6:" in line and "longer than 100,000" in line
+               for line in lines), result.output
+    assert any("knowledge/sql/bad.md" in line for line in lines)  # and it went on
+    assert not any("good.md" in line for line in lines)
+    for args in (["duplicates"], ["recall", "-q", "what is deep", "-b", "grep"],
+                 ["list"], ["fmt", "--check"]):
+        result = run(*args)
+        assert result.exit_code in (0, 1), (args, result.output[-3000:])
+        assert "Traceback" not in result.output, args
+    assert "deep.md" in run("duplicates").output
+    assert "deep.md" in run("recall", "-q", "what is deep", "-b", "grep").output
+
+
+def test_diff_of_a_deep_pair_is_a_finding(project: Path) -> None:
+    write_pair(project, "good.md", "What is the total revenue?", "SELECT SUM(amount) FROM t")
+    _git_commit_all(project, "first")
+    write_pair(project, "deep.md", "What is deep?", _deep_sql())
+    _git_commit_all(project, "deep")
+    run = _runner(project)
+    for args in (["diff", "HEAD~1", "HEAD", "--format", "text"], ["diff", "HEAD~1"]):
+        result = run(*args)
+        assert "Traceback" not in result.output, result.output[-3000:]
+        assert "deep.md" in result.output and "nested too deep to parse" in result.output
+
+
+def test_sql_bounds_hold_in_threads_and_restore_the_limit() -> None:
+    """The MCP server and the daemon check SQL in worker threads: a chain the scan does not
+    count (NOT NOT … NOT) is a problem there too, and the recursion limit comes back."""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    from wrenmem.sqlcheck import check_sql
+
+    before = sys.getrecursionlimit()
+    sqls = ["SELECT a FROM t WHERE " + "NOT " * 3000 + "a", _deep_sql(),
+            "SELECT " + "abs(" * 100 + "1" + ")" * 100 + " FROM t"] * 3
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda sql: check_sql(sql, "postgres"), sqls))
+    assert all("nested too deep to parse" in r[0].message for r in results[0::3]), results
+    assert all("nested too deep to parse" in r[0].message for r in results[1::3]), results
+    assert all(r == [] for r in results[2::3]), results
+    assert sys.getrecursionlimit() == before
+
+
+# --- issue 22: diff holds committed blobs to the size cap the working tree has ----------------
+
+def test_diff_refuses_a_committed_pair_over_the_size_cap(project: Path) -> None:
+    import time
+
+    write_pair(project, "good.md", "What is the total revenue?", "SELECT SUM(amount) FROM t")
+    (project / "knowledge" / "rules").mkdir(parents=True)
+    (project / "knowledge" / "rules" / "big.md").write_text(
+        "# Big rule\n\n" + "word " * 260_000, encoding="utf-8")
+    _git_commit_all(project, "first")
+    huge = "SELECT " + " + ".join(["amount"] * 150_000) + " FROM t"  # 1.4 MB of SQL
+    write_pair(project, "huge.md", "What is huge?", huge)
+    write_pair(project, "good.md", "What is the total revenue?", "SELECT SUM(amount) FROM u")
+    _git_commit_all(project, "huge")
+    (project / "wrenmem.toml").write_text("max_pair_bytes = 1000000\n", encoding="utf-8")
+    run = _runner(project, seconds=30)
+    for args in (["diff", "HEAD~1", "HEAD", "--format", "text"],  # both sides committed
+                 ["diff", "HEAD~1", "--format", "text"],  # the working tree
+                 ["diff", "HEAD~1", "HEAD", "--json"],
+                 ["diff", "HEAD", "HEAD~1", "--direct", "--format", "text"]):  # removed
+        started = time.monotonic()
+        result = run(*args)
+        assert time.monotonic() - started < 10, args
+        assert "Traceback" not in result.output, result.output[-2000:]
+        assert "huge.md" in result.output, (args, result.output[-2000:])
+        assert len(result.output) < 20_000, (args, len(result.output))
+        if args[1:3] != ["HEAD", "HEAD~1"]:
+            assert "file too large" in result.output, (args, result.output[-2000:])
+            assert result.exit_code == 0, (args, result.output[-2000:])
+    assert run("diff", "HEAD~1", "HEAD", "--fail-on-invalid").exit_code == 1
+    # the unchanged big blob is no change; the edited good pair still is
+    result = run("diff", "HEAD~1", "HEAD", "--json")
+    data = json.loads(result.output)
+    assert [e["path"] for e in data["added"]] == ["knowledge/sql/huge.md"]
+    assert [e["path"] for e in data["changed"]] == ["knowledge/sql/good.md"]
+    assert data["knowledge"] == [] and data["removed"] == [] and data["moved"] == []

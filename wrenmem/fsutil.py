@@ -78,6 +78,13 @@ def os_error_reason(path: str | Path, error: OSError) -> str:
     return f"cannot read: {error.strerror or error}"
 
 
+def check_size(size: int, limit: int) -> None:
+    """Raise :class:`UnreadableFileError` when ``size`` bytes (a file's, a git blob's,
+    known before any is read) is over ``limit``."""
+    if size > limit:
+        raise _too_large(f"{size:,}", limit)
+
+
 def _too_large(size: str, limit: int) -> UnreadableFileError:
     return UnreadableFileError(f"file too large ({size} bytes; the limit is the "
                                f"max_pair_bytes setting, {limit:,})")

@@ -464,13 +464,14 @@ def _view_columns(statement: str, dialect: str | None,
     """Output column names of a view's SELECT (types unknown: empty strings)."""
     if not statement.strip():
         return {}
-    import sqlglot
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
 
+    from wrenmem.sqlbounds import parse_one
+
     try:
-        tree = sqlglot.parse_one(statement, read=dialect)
-    except (SqlglotError, ValueError, RecursionError):
+        tree = parse_one(statement, dialect)
+    except (SqlglotError, ValueError, RecursionError):  # out of bounds: a ValueError
         return {}
     if not isinstance(tree, exp.Query):
         return {}

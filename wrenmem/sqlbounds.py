@@ -1,0 +1,122 @@
+"""The one way into sqlglot's parser: SQL past a length or nesting bound is refused first.
+
+sqlglot's parser and generator recurse once or more per nesting level (about twenty Python
+frames for each level of parentheses, subquery or CASE), so SQL nested a few thousand deep
+ends in a ``RecursionError`` after seconds of work, and a long SQL takes seconds to parse
+(about 10 s a megabyte). Every sqlglot caller in wrenmem parses through :func:`parse` or
+:func:`parse_one`, which first scan the text (one regular-expression pass, no parse) and
+raise :class:`SqlOutOfBounds` with the reason and the spot. The bounds are far above any
+query a person or a BI tool writes: :data:`MAX_SQL_DEPTH` levels of nesting and
+:data:`MAX_SQL_CHARS` characters.
+
+A tree within the bounds still needs more stack than Python's default 1,000 frames allows
+at 100 levels, so parsing, and the work callers do on a parsed tree (rendering, qualifying,
+copying), run inside :func:`headroom`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+# Levels of parentheses (subqueries, function calls, IN lists) and CASE … END, counted
+# together. Hand-written queries stay below 15, generated ones below 40.
+MAX_SQL_DEPTH = 100
+# Characters of SQL: the longest real examples are a few thousand characters; at this
+# bound sqlglot takes about a second.
+MAX_SQL_CHARS = 100_000
+# The recursion limit while sqlglot works: 100 levels need about 2,500 frames, and the
+# limit (not the C stack, which pure-Python recursion does not use) is what stops them.
+RECURSION_LIMIT = 8_000
+
+_SCAN = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|`[^`]*`|--[^\n]*|/\*.*?\*/|[()]
+                       |\b(?:CASE|END)\b""", re.S | re.I | re.X)
+
+
+class SqlOutOfBounds(ValueError):
+    """SQL wrenmem does not give to sqlglot: ``reason``, at 1-based ``line``/``col``."""
+
+    def __init__(self, reason: str, line: int = 1, col: int = 1):
+        super().__init__(reason)
+        self.reason = reason
+        self.line = line
+        self.col = col
+
+
+def _position(sql: str, offset: int) -> tuple[int, int]:
+    line = sql.count("\n", 0, offset) + 1
+    return line, offset - (sql.rfind("\n", 0, offset) + 1) + 1
+
+
+def check_bounds(sql: str) -> None:
+    """Raise :class:`SqlOutOfBounds` when ``sql`` is too long or nested too deep."""
+    if len(sql) > MAX_SQL_CHARS:
+        line, col = _position(sql, MAX_SQL_CHARS)
+        raise SqlOutOfBounds(
+            f"the SQL is longer than {MAX_SQL_CHARS:,} characters ({len(sql):,}): too long "
+            "to parse; a pair is one query an agent can copy", line, col)
+    depth = 0
+    for found in _SCAN.finditer(sql):
+        token = found.group(0)
+        if token == "(" or token.upper() == "CASE":
+            depth += 1
+            if depth > MAX_SQL_DEPTH:
+                line, col = _position(sql, found.start())
+                raise SqlOutOfBounds(_too_deep(f"more than {MAX_SQL_DEPTH} levels of "
+                                               "parentheses, subqueries or CASE"), line, col)
+        elif token == ")" or token.upper() == "END":
+            depth = max(0, depth - 1)
+
+
+def _too_deep(detail: str) -> str:
+    return f"the SQL is nested too deep to parse ({detail}); flatten it, e.g. with WITH"
+
+
+_lock = threading.Lock()
+_users = [0, 0]  # (callers inside headroom(), the limit before the first of them)
+
+
+@contextmanager
+def headroom() -> Iterator[None]:
+    """Run sqlglot with :data:`RECURSION_LIMIT` frames; a ``RecursionError`` left over
+    (a chain the scan does not count, such as ``NOT NOT … NOT``) becomes
+    :class:`SqlOutOfBounds`."""
+    with _lock:
+        if _users[0] == 0:
+            _users[1] = sys.getrecursionlimit()
+            sys.setrecursionlimit(max(_users[1], RECURSION_LIMIT))
+        _users[0] += 1
+    try:
+        yield
+    except RecursionError as e:
+        raise SqlOutOfBounds(_too_deep("the parser ran out of stack")) from e
+    finally:
+        with _lock:
+            _users[0] -= 1
+            if _users[0] == 0:
+                try:
+                    sys.setrecursionlimit(_users[1])
+                except RecursionError:  # another thread is deeper still: keep the limit
+                    pass
+
+
+def parse(sql: str, dialect: str | None = None) -> list[Any]:
+    """``sqlglot.parse`` of ``sql`` within the bounds (the statements; None for empty ones)."""
+    import sqlglot
+
+    check_bounds(sql)
+    with headroom():
+        return list(sqlglot.parse(sql, read=dialect or None))
+
+
+def parse_one(sql: str, dialect: str | None = None) -> Any:
+    """``sqlglot.parse_one`` of ``sql`` within the bounds."""
+    import sqlglot
+
+    check_bounds(sql)
+    with headroom():
+        return sqlglot.parse_one(sql, read=dialect or None)
