@@ -40,12 +40,16 @@ def _runner(root: Path, seconds: int = 60) -> Callable[..., Result]:
     return run
 
 
-def _bad_manifest(root: Path) -> Path:
+def _bad_manifest(root: Path, *, huge: bool = False) -> Path:
     """The example manifest with a lone surrogate in a model name and in a description,
-    and an integer literal too long for int()."""
+    and an integer literal too long for int(); ``huge``: and a 20 MB description and a
+    1 MB column expression."""
     doc = json.loads(EXAMPLE_MANIFEST.read_text(encoding="utf-8"))
     doc["models"][0]["name"] = "t\ud800x"
     doc["models"][1]["properties"] = {"description": "bad \udc80 text"}
+    if huge:
+        doc["models"][2]["properties"] = {"description": "Order lines. " * 1_600_000}
+        doc["models"][3]["columns"][0]["expression"] = "a + " * 250_000 + "1"
     text = json.dumps(doc)  # ensure_ascii: surrogates spelled \\ud800
     text = text.replace('"catalog"', '"bignum": ' + "9" * 5000 + ', "catalog"', 1)
     path = root / "target" / "mdl.json"
@@ -557,7 +561,7 @@ def _hostile_project(root: Path) -> Path:
     (sql / "loop.md").symlink_to("loop.md")
     write_pair(root, "deep.md", "How deep is it?", _deep_sql())
     write_pair(root, "long.md", "How long is it?", _long_sql())
-    _bad_manifest(root)
+    _bad_manifest(root, huge=True)
     (root / "wrenmem.toml").write_text('embedder = "fake"\nfetch_threshold = 100\n',
                                        encoding="utf-8")
     return root
@@ -629,6 +633,8 @@ def test_hostile_corpus(tmp_path: Path, args: list[str], index: bool,
         assert not missing, (missing, output[-3000:])
     if args[0] in ("list", "export", "recall"):
         assert "total revenue" in output.lower()
+    if args[0] in ("describe", "fetch"):  # the huge texts are cut, and said to be
+        assert output.count("cut to 10,000") == 2, output[-3000:]
     if args[0] == "validate":  # readable pairs whose SQL is out of sqlglot's bounds
         assert "deep.md:6:" in output and "long.md:6:" in output, output[-3000:]
 
@@ -842,3 +848,69 @@ def test_diff_refuses_a_committed_pair_over_the_size_cap(project: Path) -> None:
     assert [e["path"] for e in data["added"]] == ["knowledge/sql/huge.md"]
     assert [e["path"] for e in data["changed"]] == ["knowledge/sql/good.md"]
     assert data["knowledge"] == [] and data["removed"] == [] and data["moved"] == []
+
+
+# --- issue 22: a huge manifest, or one huge text in it -------------------------------------
+
+def _manifest_with_huge_texts(root: Path, description_chars: int = 8_000_000) -> Path:
+    """The example manifest, with a description of ``description_chars`` on its first model
+    and a 300,000-character expression on a column of its second."""
+    doc = json.loads(EXAMPLE_MANIFEST.read_text(encoding="utf-8"))
+    doc["models"][0]["properties"] = {"description": "Every order ever. " * (
+        description_chars // 18)}
+    doc["models"][1]["columns"][0]["expression"] = "x + " * 75_000 + "1"
+    path = root / "target" / "mdl.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def test_each_schema_text_is_cut_with_a_marker_and_a_warning(tmp_path: Path) -> None:
+    from wrenmem.schema.describe import describe
+    from wrenmem.schema.manifest import MAX_ITEM_CHARS, load_manifest
+
+    doc = json.loads(EXAMPLE_MANIFEST.read_text(encoding="utf-8"))
+    first, second = doc["models"][0]["name"], doc["models"][1]
+    manifest = load_manifest(_manifest_with_huge_texts(tmp_path))
+    model = manifest.models[0]
+    assert len(model.description) < MAX_ITEM_CHARS + 100
+    assert model.description.endswith("[cut: 7,999,991 characters, 10,000 kept]")
+    column = manifest.models[1].columns[0]
+    assert len(column.expression) < MAX_ITEM_CHARS + 100 and "[cut: 300,001" in column.expression
+    cut = [w for w in manifest.warnings if "cut to 10,000" in w]
+    assert len(cut) == 2, manifest.warnings
+    assert f"'{first}'" in cut[0] and "description" in cut[0]
+    assert f"'{second['name']}'" in cut[1] and f"'{second['columns'][0]['name']}'" in cut[1]
+    assert len(describe(manifest)) < 100_000
+
+
+def test_huge_schema_text_is_described_fetched_and_embedded_capped(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.index_helpers import install_fake, settings_for
+    from wrenmem.schema.table import sync_schema
+
+    _manifest_with_huge_texts(project)
+    (project / "wrenmem.toml").write_text("max_embed_chars = 500\nfetch_threshold = 100\n",
+                                          encoding="utf-8")
+    run = _runner(project, 60)
+    for args in (["describe"], ["fetch", "-q", "orders", "-b", "grep"]):
+        result = run(*args)
+        assert result.exit_code == 0, result.output[-2000:]
+        assert "cut to 10,000" in result.output and len(result.output) < 200_000, args
+    fake = install_fake(monkeypatch)
+    sync_schema(settings_for(project))
+    assert fake.texts and max(len(t) for t in fake.texts) <= 500
+
+
+def test_a_manifest_over_its_size_cap_is_refused_by_name(project: Path) -> None:
+    path = _manifest_with_huge_texts(project, 2_000_000)
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    (project / "wrenmem.toml").write_text("max_manifest_bytes = 1000000\n", encoding="utf-8")
+    run = _runner(project, 30)
+    for args in (["describe"], ["fetch", "-q", "orders"], ["validate"], ["seed"]):
+        result = run(*args)
+        assert "Traceback" not in result.output, (args, result.output[-2000:])
+        assert "manifest too large" in result.output, (args, result.output[-2000:])
+        assert "max_manifest_bytes" in result.output, args
+    assert run("describe").exit_code == 1
+    assert f"{path.stat().st_size:,} bytes" in run("describe").output

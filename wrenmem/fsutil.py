@@ -31,7 +31,8 @@ def file_kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def read_regular_file(path: str | Path, max_bytes: int) -> bytes:
+def read_regular_file(path: str | Path, max_bytes: int,
+                      setting: str = "max_pair_bytes") -> bytes:
     """The bytes of a regular file of at most ``max_bytes``.
 
     A FIFO, a device (a link to /dev/zero) or a folder is refused before a byte is read,
@@ -46,7 +47,7 @@ def read_regular_file(path: str | Path, max_bytes: int) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise UnreadableFileError(f"not a regular file: {file_kind(st.st_mode)}")
         if st.st_size > max_bytes:
-            raise _too_large(f"{st.st_size:,}", max_bytes)
+            raise _too_large(f"{st.st_size:,}", max_bytes, setting)
         chunks, total = [], 0
         while True:  # the file may grow after fstat: read no more than the limit
             chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
@@ -55,7 +56,7 @@ def read_regular_file(path: str | Path, max_bytes: int) -> bytes:
             chunks.append(chunk)
             total += len(chunk)
             if total > max_bytes:
-                raise _too_large(f"over {max_bytes:,}", max_bytes)
+                raise _too_large(f"over {max_bytes:,}", max_bytes, setting)
         return b"".join(chunks)
     finally:
         os.close(fd)
@@ -85,9 +86,9 @@ def check_size(size: int, limit: int) -> None:
         raise _too_large(f"{size:,}", limit)
 
 
-def _too_large(size: str, limit: int) -> UnreadableFileError:
+def _too_large(size: str, limit: int, setting: str = "max_pair_bytes") -> UnreadableFileError:
     return UnreadableFileError(f"file too large ({size} bytes; the limit is the "
-                               f"max_pair_bytes setting, {limit:,})")
+                               f"{setting} setting, {limit:,})")
 
 
 def walk_files(folder: str, skip: Callable[[str], bool] | None = None,

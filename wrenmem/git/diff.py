@@ -20,7 +20,7 @@ from typing import Any
 
 from wrenmem.checks.uses import affected_by_change
 from wrenmem.checks.validate import Problem, Validator
-from wrenmem.errors import PairError, UnreadableFileError, WrenmemError
+from wrenmem.errors import ManifestError, PairError, UnreadableFileError, WrenmemError
 from wrenmem.fsutil import check_size
 from wrenmem.git.knowledge_diff import (
     KnowledgeChange,
@@ -32,7 +32,7 @@ from wrenmem.git.knowledge_diff import (
 )
 from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
 from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
-from wrenmem.schema.manifest import Manifest, load_manifest
+from wrenmem.schema.manifest import Manifest, load_manifest, manifest_too_large
 from wrenmem.settings import Settings
 
 
@@ -285,7 +285,11 @@ def _load_at(settings: Settings, commit: Any, top: Path) -> Manifest | None:
         blob = commit.tree / settings.manifest_path.relative_to(top).as_posix()
     except (KeyError, ValueError):
         return None
-    return load_manifest(settings.manifest, blob.data_stream.read())
+    if blob.size > settings.max_manifest_bytes:  # refused before a byte of it is read
+        raise ManifestError(manifest_too_large(settings.manifest, blob.size,
+                                               settings.max_manifest_bytes))
+    return load_manifest(settings.manifest, blob.data_stream.read(),
+                         max_bytes=settings.max_manifest_bytes)
 
 
 def _read_working(path: Path, settings: Settings) -> bytes | PairError:

@@ -270,8 +270,9 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
         texts = list(dict.fromkeys(i.text for i in chunk if reuse.get(i.id) not in stored
                                    and i.text not in vectors_by_text))
         if texts:
-            vectors_by_text.update(zip(texts, _embed(embedder, texts, progress, embedded,
-                                                     pending), strict=True))
+            vectors_by_text.update(zip(texts, _embed(
+                embedder, [t[:settings.max_embed_chars] for t in texts], progress, embedded,
+                pending), strict=True))
         embedded += len(texts)
         vectors = [stored[reuse[i.id]] if reuse.get(i.id) in stored else vectors_by_text[i.text]
                    for i in chunk]
