@@ -914,3 +914,99 @@ def test_a_manifest_over_its_size_cap_is_refused_by_name(project: Path) -> None:
         assert "max_manifest_bytes" in result.output, args
     assert run("describe").exit_code == 1
     assert f"{path.stat().st_size:,} bytes" in run("describe").output
+
+
+# --- issue 22: a full disk is one line, and the index stays usable --------------------------
+
+def _numbered_pairs(root: Path, numbers: range) -> None:
+    for i in numbers:
+        write_pair(root, f"q{i}.md", f"What is metric {i} of the orders?",
+                   f"SELECT SUM(amount{i}) FROM orders")
+
+
+def _disk_full_then_space(root: Path, fill: Callable[[], None], free: Callable[[], None]
+                          ) -> None:
+    """A good index of 30 pairs; the disk fills; 10 more pairs: sync fails in one line,
+    recall answers from the last good version; space comes back: sync and recall work."""
+    _numbered_pairs(root, range(1, 31))
+    (root / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
+    run = _runner(root, 60)
+    assert run("sync").exit_code == 0
+    fill()
+    _numbered_pairs(root, range(31, 41))
+    result = run("sync")
+    assert result.exit_code == 1, result.output[-3000:]
+    assert "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output[-3000:]
+    assert "no space left on device" in lines[0] and "free" in lines[0], lines[0]
+    result = run("recall", "-q", "metric 7 of the orders", "-b", "hybrid", "--json")
+    assert result.exit_code == 0, result.output[-3000:]
+    assert "no space left on device" in result.output, result.output[-3000:]
+    assert "What is metric 7 of the orders?" in result.output
+    free()
+    assert run("sync").exit_code == 0
+    assert run("check").exit_code == 0
+    found = run("recall", "-q", "metric 37 of the orders", "-b", "hybrid", "--json")
+    assert "What is metric 37 of the orders?" in found.output, found.output[-3000:]
+    assert "no space left" not in found.output
+
+
+def test_a_full_disk_is_a_message_on_a_real_filesystem(project: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state folder on a 8 MB tmpfs (needs root), filled to the last byte."""
+    import subprocess
+
+    from tests.index_helpers import install_fake
+
+    state = project / ".wrenmem"
+    state.mkdir()
+    if os.geteuid() != 0 or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(state)],
+            capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    install_fake(monkeypatch)
+    filler = state / "filler"
+
+    def fill() -> None:
+        with filler.open("wb") as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * 65536)
+            except OSError:
+                pass
+
+    try:
+        _disk_full_then_space(project, fill, filler.unlink)
+    finally:
+        subprocess.run(["umount", "-l", str(state)], check=False)
+
+
+@pytest.mark.parametrize("error", [
+    RuntimeError("lance error: LanceError(IO): No space left on device (os error 28), "
+                 "/root/.cargo/registry/src/lance-file-13.0.0/src/writer/structural.rs:258:9"),
+    OSError(28, "No space left on device"),
+])
+def test_a_full_disk_from_the_lancedb_write_is_a_message(
+        project: Path, monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
+    """The same, with LanceDB's write failing as it does on a full disk (any machine)."""
+    from tests.index_helpers import install_fake
+    from wrenmem import lance
+
+    install_fake(monkeypatch)
+    real = lance.upsert
+    full = [False]
+
+    def upsert(*args: object, **kw: object) -> None:
+        if full[0]:
+            raise error
+        real(*args, **kw)  # type: ignore[arg-type]
+
+    def fill() -> None:
+        full[0] = True
+
+    def free() -> None:
+        full[0] = False
+
+    monkeypatch.setattr(lance, "upsert", upsert)
+    _disk_full_then_space(project, fill, free)

@@ -79,6 +79,51 @@ def os_error_reason(path: str | Path, error: OSError) -> str:
     return f"cannot read: {error.strerror or error}"
 
 
+def is_disk_full(error: BaseException | None) -> bool:
+    """Whether ``error`` (or what caused it) is a full disk or quota: ``OSError`` ENOSPC or
+    EDQUOT, or LanceDB's ``RuntimeError`` that quotes the OS error in its text."""
+    import errno
+
+    for _ in range(8):
+        if error is None:
+            return False
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(error)
+        if "No space left on device" in text or "os error 28" in text or (
+                "Disk quota exceeded" in text):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def disk_full_message(doing: str, where: str | Path, *, advice: bool = True) -> str:
+    """One line for a write that ran out of space: what failed, the free space left (and
+    with ``advice``, what to do)."""
+    import shutil
+
+    place = Path(where)
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    try:
+        free = f"{_bytes(shutil.disk_usage(place).free)} free on {place}"
+    except OSError:
+        free = f"free space on {place} unknown"
+    short = f"{doing} failed: no space left on device ({free})"
+    if not advice:
+        return short
+    return (f"{short}; free some space and run `wrenmem sync` again (the index keeps its "
+            "last complete version)")
+
+
+def _bytes(n: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
 def check_size(size: int, limit: int) -> None:
     """Raise :class:`UnreadableFileError` when ``size`` bytes (a file's, a git blob's,
     known before any is read) is over ``limit``."""

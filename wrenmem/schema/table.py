@@ -165,7 +165,8 @@ def sync_items(settings: Settings, path: Path, fingerprint: str,
                                 seconds=time.perf_counter() - started,
                                 embedder=embedder.model_id)
     listed = items() if callable(items) else items
-    with index_lock(settings):
+    with lance.disk_full_errors(settings.index_uri, "syncing the schema index"), \
+            index_lock(settings):
         embedded, deleted, unchanged, rebuilt = _apply(settings, listed, embedder, progress)
         _write_state(settings, path, fingerprint, embedder.model_id, len(listed), stat_key)
     return SchemaSyncReport(str(path), fingerprint, len(listed), embedded, deleted, unchanged,
