@@ -1010,3 +1010,28 @@ def test_a_full_disk_from_the_lancedb_write_is_a_message(
 
     monkeypatch.setattr(lance, "upsert", upsert)
     _disk_full_then_space(project, fill, free)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT " + "DATE(" * 18 + "1" + ")" * 18,
+    "SELECT CAST(1 AS " + "DECIMAL(" * 18 + "1" + ")" * 18 + ")",
+    "SELECT " + "TIMESTAMP(abs(" * 12 + "1" + "))" * 12,
+])
+def test_calls_named_like_types_are_bounded_before_they_hang_the_parser(sql: str) -> None:
+    """sqlglot backtracks on each call named like a data type: 18 levels took minutes."""
+    from wrenmem.checks.engine import duck_type
+    from wrenmem.sqlcheck import check_sql
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise Hang("still parsing after 10 s")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(10)
+    try:
+        problems = check_sql(sql, "postgres")
+        assert duck_type("DECIMAL(" * 30 + "1" + ")" * 30, "postgres") is None
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert problems and "levels of calls named like a data type" in problems[0].message
+    assert check_sql("SELECT DATE(DATE(DATE(CAST(x AS DECIMAL(10, 2))))) FROM t", None) == []

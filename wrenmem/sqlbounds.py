@@ -26,6 +26,10 @@ from typing import Any
 # Levels of parentheses (subqueries, function calls, IN lists) and CASE … END, counted
 # together. Hand-written queries stay below 15, generated ones below 40.
 MAX_SQL_DEPTH = 100
+# Of those, calls named like a data type (``DATE(``, ``DECIMAL(``, ``INT(``): sqlglot tries
+# each as a type first and backtracks, so the time doubles with every such level (14: 2 s,
+# 18: over a minute). Real SQL nests them two or three deep.
+MAX_TYPE_CALL_DEPTH = 8
 # Characters of SQL: the longest real examples are a few thousand characters; at this
 # bound sqlglot takes about a second.
 MAX_SQL_CHARS = 100_000
@@ -33,8 +37,10 @@ MAX_SQL_CHARS = 100_000
 # limit (not the C stack, which pure-Python recursion does not use) is what stops them.
 RECURSION_LIMIT = 8_000
 
-_SCAN = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|`[^`]*`|--[^\n]*|/\*.*?\*/|[()]
-                       |\b(?:CASE|END)\b""", re.S | re.I | re.X)
+_SCAN = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|`[^`]*`|--[^\n]*|/\*.*?\*/
+                       |\b(?:CASE|END)\b|(?P<call>\b[A-Za-z_]\w*)\s*\(|[()]""",
+                   re.S | re.I | re.X)
+_TYPE_WORDS: set[str] = set()
 
 
 class SqlOutOfBounds(ValueError):
@@ -59,17 +65,42 @@ def check_bounds(sql: str) -> None:
         raise SqlOutOfBounds(
             f"the SQL is longer than {MAX_SQL_CHARS:,} characters ({len(sql):,}): too long "
             "to parse; a pair is one query an agent can copy", line, col)
-    depth = 0
+    open_: list[str] = []  # what is open: "(", "type(" (a call named like a type), "case"
     for found in _SCAN.finditer(sql):
-        token = found.group(0)
-        if token == "(" or token.upper() == "CASE":
-            depth += 1
-            if depth > MAX_SQL_DEPTH:
+        token, call = found.group(0), found.group("call")
+        word = token.upper()
+        if call is not None or token == "(" or word == "CASE":
+            kind = "case" if word == "CASE" else "type(" if call is not None and (
+                call.upper() in _type_words()) else "("
+            open_.append(kind)
+            too_many = (len(open_) > MAX_SQL_DEPTH and f"more than {MAX_SQL_DEPTH} levels of "
+                        "parentheses, subqueries or CASE") or (
+                kind == "type(" and open_.count("type(") > MAX_TYPE_CALL_DEPTH
+                and f"more than {MAX_TYPE_CALL_DEPTH} levels of calls named like a data "
+                "type, such as DATE( or DECIMAL(")
+            if too_many:
                 line, col = _position(sql, found.start())
-                raise SqlOutOfBounds(_too_deep(f"more than {MAX_SQL_DEPTH} levels of "
-                                               "parentheses, subqueries or CASE"), line, col)
-        elif token == ")" or token.upper() == "END":
-            depth = max(0, depth - 1)
+                raise SqlOutOfBounds(_too_deep(too_many), line, col)
+        elif token == ")" or word == "END":
+            _close(open_, ("case",) if word == "END" else ("(", "type("))
+
+
+def _close(open_: list[str], kinds: tuple[str, ...]) -> None:
+    for i in range(len(open_) - 1, -1, -1):
+        if open_[i] in kinds:
+            del open_[i]
+            return
+
+
+def _type_words() -> set[str]:
+    """The words sqlglot reads as a data type (its own table, loaded once)."""
+    if not _TYPE_WORDS:
+        from sqlglot.parser import Parser
+        from sqlglot.tokens import Tokenizer
+
+        _TYPE_WORDS.update(word for word, kind in Tokenizer.KEYWORDS.items()
+                           if kind in Parser.TYPE_TOKENS and " " not in word)
+    return _TYPE_WORDS
 
 
 def _too_deep(detail: str) -> str:

@@ -293,8 +293,12 @@ def duck_type(kind: str, dialect: str | None) -> str | None:
 
     if not kind or not kind.strip():
         return None
+    from wrenmem.sqlbounds import check_bounds, headroom
+
     try:
-        data_type = exp.DataType.build(kind.strip(), dialect=dialect or None, udt=True)
+        check_bounds(kind)  # out of bounds: a ValueError
+        with headroom():
+            data_type = exp.DataType.build(kind.strip(), dialect=dialect or None, udt=True)
     except (SqlglotError, ValueError, TypeError):
         return None
     if data_type.this in (exp.DataType.Type.USERDEFINED, exp.DataType.Type.UNKNOWN):
