@@ -24,14 +24,15 @@ from contextlib import contextmanager
 from typing import Any
 
 # Levels of parentheses (subqueries, function calls, IN lists) and CASE … END, counted
-# together. Hand-written queries stay below 15, generated ones below 40.
+# together: a query a person reads nests a handful of levels, and 100 is where sqlglot
+# still parses within the stack below (3,000 ended in a RecursionError).
 MAX_SQL_DEPTH = 100
 # Of those, calls named like a data type (``DATE(``, ``DECIMAL(``, ``INT(``): sqlglot tries
 # each as a type first and backtracks, so the time doubles with every such level (14: 2 s,
 # 18: over a minute). Real SQL nests them two or three deep.
 MAX_TYPE_CALL_DEPTH = 8
-# Characters of SQL: the longest real examples are a few thousand characters; at this
-# bound sqlglot takes about a second.
+# Characters of SQL: a pair is one query an agent copies (the bundled examples are under
+# 1,000 characters); at this bound sqlglot takes about a second to parse.
 MAX_SQL_CHARS = 100_000
 # The recursion limit while sqlglot works: 100 levels need about 2,500 frames, and the
 # limit (not the C stack, which pure-Python recursion does not use) is what stops them.
