@@ -41,12 +41,16 @@ def _runner(root: Path, seconds: int = 60) -> Callable[..., Result]:
     return run
 
 
-def _bad_manifest(root: Path) -> Path:
+def _bad_manifest(root: Path, *, huge: bool = False) -> Path:
     """The example manifest with a lone surrogate in a model name and in a description,
-    and an integer literal too long for int()."""
+    and an integer literal too long for int(); ``huge``: and a 20 MB description and a
+    1 MB column expression."""
     doc = json.loads(EXAMPLE_MANIFEST.read_text(encoding="utf-8"))
     doc["models"][0]["name"] = "t\ud800x"
     doc["models"][1]["properties"] = {"description": "bad \udc80 text"}
+    if huge:
+        doc["models"][2]["properties"] = {"description": "Order lines. " * 1_600_000}
+        doc["models"][3]["columns"][0]["expression"] = "a + " * 250_000 + "1"
     text = json.dumps(doc)  # ensure_ascii: surrogates spelled \\ud800
     text = text.replace('"catalog"', '"bignum": ' + "9" * 5000 + ', "catalog"', 1)
     path = root / "target" / "mdl.json"
@@ -562,7 +566,9 @@ def _hostile_project(root: Path) -> Path:
     (sql / "crlf.md").write_bytes(b"---\r\nnl: Orders\r\n---\r\n```sql\rSELECT 1\r```\r\n")
     (sql / "vt.md").write_bytes(b"---\nnl: Vertical tab\n---\n```sql\nSELECT 1\n```\n\x0b\n")
     write_pair(root, "nfd.md", unicodedata.normalize("NFD", "Qué pasó"), "SELECT 2")
-    _bad_manifest(root)
+    write_pair(root, "deep.md", "How deep is it?", _deep_sql())
+    write_pair(root, "long.md", "How long is it?", _long_sql())
+    _bad_manifest(root, huge=True)
     (root / "wrenmem.toml").write_text('embedder = "fake"\nfetch_threshold = 100\n',
                                        encoding="utf-8")
     return root
@@ -637,6 +643,10 @@ def test_hostile_corpus(tmp_path: Path, args: list[str], index: bool,
         assert not missing, (missing, output[-3000:])
     if args[0] in ("list", "export", "recall"):
         assert "total revenue" in output.lower()
+    if args[0] in ("describe", "fetch"):  # the huge texts are cut, and said to be
+        assert output.count("cut to 10,000") == 2, output[-3000:]
+    if args[0] == "validate":  # readable pairs whose SQL is out of sqlglot's bounds
+        assert "deep.md:6:" in output and "long.md:6:" in output, output[-3000:]
 
 
 NFD_QUESTION = "Cafe\u0301 revenue by month"  # "Café", its accent a combining character
@@ -671,7 +681,8 @@ def test_hostile_store_inputs(tmp_path: Path, args: list[str], stdin: bytes | No
     assert says in output, output[-3000:]
     assert peak < MEMORY_LIMIT
     assert sorted(p.name for p in sql.iterdir()) == sorted(
-        [*HOSTILE_FILES, "good.md", "nfc.md", "crlf.md", "vt.md", "nfd.md"])  # nothing new
+        [*HOSTILE_FILES, "good.md", "nfc.md", "crlf.md", "vt.md", "nfd.md", "deep.md",
+         "long.md"])  # nothing new
     if code:
         assert {n: (sql / n).read_bytes() for n in readable} == readable
     else:
@@ -739,3 +750,343 @@ def test_diff_names_links_it_cannot_read(project: Path) -> None:
     assert result.exit_code in (0, 1), result.output
     for name in ("dangling.md", "loop.md", "pipe.md"):
         assert name in result.output
+
+
+# --- issue 22: SQL nested too deep or too long never reaches sqlglot -------------------------
+
+def _deep_sql(levels: int = 3000) -> str:
+    return "SELECT a FROM " + "(SELECT a FROM " * levels + "t" + ") s" * levels
+
+
+def _long_sql() -> str:
+    return "SELECT " + ", ".join(f"col{i} + 1 AS x{i}" for i in range(12_000)) + " FROM t"
+
+
+def _git_commit_all(root: Path, message: str) -> None:
+    import subprocess
+
+    if not (root / ".git").exists():
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(root), "commit", "-qm", message], check=True)
+
+
+@pytest.mark.parametrize("sql,reason", [
+    (_deep_sql(), "nested too deep to parse"),
+    ("SELECT " + "(" * 200 + "1" + ")" * 200, "nested too deep to parse"),
+    ("SELECT " + "abs(" * 101 + "1" + ")" * 101, "nested too deep to parse"),
+    ("SELECT " + "CASE WHEN a THEN " * 120 + "1" + " END" * 120 + " FROM t",
+     "nested too deep to parse"),
+    ("SELECT a FROM t WHERE " + "NOT " * 3000 + "a", "nested too deep to parse"),
+    (_long_sql(), "longer than 100,000 characters"),
+])
+def test_sql_out_of_bounds_is_a_problem_not_a_crash(sql: str, reason: str) -> None:
+    from wrenmem.recall.sqlshape import shape
+    from wrenmem.sqlcheck import check_sql
+
+    problems = check_sql(sql, None)
+    assert len(problems) == 1 and reason in problems[0].message, problems
+    assert shape(sql).key  # recall still has a shape for it (its tokens)
+
+
+def test_sql_bounds_point_at_the_spot_and_spare_real_queries() -> None:
+    from wrenmem.sqlcheck import check_sql
+
+    sql = "SELECT a\nFROM t\nWHERE b = ')' -- (((\n  AND c IN " + "(" * 101 + "1" + ")" * 101
+    problem = check_sql(sql, None)[0]
+    assert (problem.line, problem.col) == (4, 12 + 100), problem
+    # 100 levels of anything, quoted parentheses and comments are fine
+    assert check_sql("SELECT " + "abs(" * 99 + "1" + ")" * 99 + " FROM t", None) == []
+    assert check_sql("SELECT '((((((' AS x /* ((((( */ FROM t", None) == []
+
+
+def test_store_refuses_deep_and_long_sql_with_a_message(project: Path) -> None:
+    run = _runner(project)
+    for sql, reason in ((_deep_sql(), "nested too deep to parse"),
+                        (_long_sql(), "longer than 100,000")):
+        result = run("store", "-q", "What is deep?", "--sql", sql)
+        assert result.exit_code == 1, result.output
+        assert reason in result.output and "Traceback" not in result.output
+        assert len(result.output) < 2000, result.output[:3000]
+    assert not list((project / "knowledge" / "sql").glob("*.md"))
+
+
+def test_deep_pairs_are_findings_and_the_rest_goes_on(project: Path) -> None:
+    write_pair(project, "deep.md", "What is deep?", _deep_sql())
+    write_pair(project, "deep2.md", "What is deep?", _deep_sql())
+    write_pair(project, "long.md", "What is long?", _long_sql())
+    write_pair(project, "good.md", "What is the total revenue?", "SELECT SUM(amount) FROM t")
+    write_pair(project, "bad.md", "What is broken?", "SELEC 1")
+    run = _runner(project)
+    result = run("validate")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output[-3000:]
+    lines = result.output.splitlines()
+    assert any("knowledge/sql/deep.md:6:" in line and "nested too deep to parse"
+               in line for line in lines), result.output
+    assert any("knowledge/sql/long.md:6:" in line and "longer than 100,000" in line
+               for line in lines), result.output
+    assert any("knowledge/sql/bad.md" in line for line in lines)  # and it went on
+    assert not any("good.md" in line for line in lines)
+    for args in (["duplicates"], ["recall", "-q", "what is deep", "-b", "grep"],
+                 ["list"], ["fmt", "--check"]):
+        result = run(*args)
+        assert result.exit_code in (0, 1), (args, result.output[-3000:])
+        assert "Traceback" not in result.output, args
+    assert "deep.md" in run("duplicates").output
+    assert "deep.md" in run("recall", "-q", "what is deep", "-b", "grep").output
+
+
+def test_diff_of_a_deep_pair_is_a_finding(project: Path) -> None:
+    write_pair(project, "good.md", "What is the total revenue?", "SELECT SUM(amount) FROM t")
+    _git_commit_all(project, "first")
+    write_pair(project, "deep.md", "What is deep?", _deep_sql())
+    _git_commit_all(project, "deep")
+    run = _runner(project)
+    for args in (["diff", "HEAD~1", "HEAD", "--format", "text"], ["diff", "HEAD~1"]):
+        result = run(*args)
+        assert "Traceback" not in result.output, result.output[-3000:]
+        assert "deep.md" in result.output and "nested too deep to parse" in result.output
+
+
+def test_sql_bounds_hold_in_threads_and_restore_the_limit() -> None:
+    """The MCP server and the daemon check SQL in worker threads: a chain the scan does not
+    count (NOT NOT … NOT) is a problem there too, and the recursion limit comes back."""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    from wrenmem.sqlcheck import check_sql
+
+    before = sys.getrecursionlimit()
+    sqls = ["SELECT a FROM t WHERE " + "NOT " * 3000 + "a", _deep_sql(),
+            "SELECT " + "abs(" * 100 + "1" + ")" * 100 + " FROM t"] * 3
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda sql: check_sql(sql, "postgres"), sqls))
+    assert all("nested too deep to parse" in r[0].message for r in results[0::3]), results
+    assert all("nested too deep to parse" in r[0].message for r in results[1::3]), results
+    assert all(r == [] for r in results[2::3]), results
+    assert sys.getrecursionlimit() == before
+
+
+# --- issue 22: diff holds committed blobs to the size cap the working tree has ----------------
+
+def test_diff_refuses_a_committed_pair_over_the_size_cap(project: Path) -> None:
+    import time
+
+    write_pair(project, "good.md", "What is the total revenue?", "SELECT SUM(amount) FROM t")
+    (project / "knowledge" / "rules").mkdir(parents=True)
+    (project / "knowledge" / "rules" / "big.md").write_text(
+        "# Big rule\n\n" + "word " * 260_000, encoding="utf-8")
+    _git_commit_all(project, "first")
+    huge = "SELECT " + " + ".join(["amount"] * 150_000) + " FROM t"  # 1.4 MB of SQL
+    write_pair(project, "huge.md", "What is huge?", huge)
+    write_pair(project, "good.md", "What is the total revenue?", "SELECT SUM(amount) FROM u")
+    _git_commit_all(project, "huge")
+    (project / "wrenmem.toml").write_text("max_pair_bytes = 1000000\n", encoding="utf-8")
+    run = _runner(project, seconds=30)
+    for args in (["diff", "HEAD~1", "HEAD", "--format", "text"],  # both sides committed
+                 ["diff", "HEAD~1", "--format", "text"],  # the working tree
+                 ["diff", "HEAD~1", "HEAD", "--json"],
+                 ["diff", "HEAD", "HEAD~1", "--direct", "--format", "text"]):  # removed
+        started = time.monotonic()
+        result = run(*args)
+        assert time.monotonic() - started < 10, args
+        assert "Traceback" not in result.output, result.output[-2000:]
+        assert "huge.md" in result.output, (args, result.output[-2000:])
+        assert len(result.output) < 20_000, (args, len(result.output))
+        if args[1:3] != ["HEAD", "HEAD~1"]:
+            assert "file too large" in result.output, (args, result.output[-2000:])
+            assert result.exit_code == 0, (args, result.output[-2000:])
+    assert run("diff", "HEAD~1", "HEAD", "--fail-on-invalid").exit_code == 1
+    # the unchanged big blob is no change; the edited good pair still is
+    result = run("diff", "HEAD~1", "HEAD", "--json")
+    data = json.loads(result.output)
+    assert [e["path"] for e in data["added"]] == ["knowledge/sql/huge.md"]
+    assert [e["path"] for e in data["changed"]] == ["knowledge/sql/good.md"]
+    assert data["knowledge"] == [] and data["removed"] == [] and data["moved"] == []
+
+
+# --- issue 22: a huge manifest, or one huge text in it -------------------------------------
+
+def _manifest_with_huge_texts(root: Path, description_chars: int = 8_000_000) -> Path:
+    """The example manifest, with a description of ``description_chars`` on its first model
+    and a 300,000-character expression on a column of its second."""
+    doc = json.loads(EXAMPLE_MANIFEST.read_text(encoding="utf-8"))
+    doc["models"][0]["properties"] = {"description": "Every order ever. " * (
+        description_chars // 18)}
+    doc["models"][1]["columns"][0]["expression"] = "x + " * 75_000 + "1"
+    path = root / "target" / "mdl.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def test_each_schema_text_is_cut_with_a_marker_and_a_warning(tmp_path: Path) -> None:
+    from wrenmem.schema.describe import describe
+    from wrenmem.schema.manifest import MAX_ITEM_CHARS, load_manifest
+
+    doc = json.loads(EXAMPLE_MANIFEST.read_text(encoding="utf-8"))
+    first, second = doc["models"][0]["name"], doc["models"][1]
+    manifest = load_manifest(_manifest_with_huge_texts(tmp_path))
+    model = manifest.models[0]
+    assert len(model.description) < MAX_ITEM_CHARS + 100
+    assert model.description.endswith("[cut: 7,999,991 characters, 10,000 kept]")
+    column = manifest.models[1].columns[0]
+    assert len(column.expression) < MAX_ITEM_CHARS + 100 and "[cut: 300,001" in column.expression
+    cut = [w for w in manifest.warnings if "cut to 10,000" in w]
+    assert len(cut) == 2, manifest.warnings
+    assert f"'{first}'" in cut[0] and "description" in cut[0]
+    assert f"'{second['name']}'" in cut[1] and f"'{second['columns'][0]['name']}'" in cut[1]
+    assert len(describe(manifest)) < 100_000
+
+
+def test_huge_schema_text_is_described_fetched_and_embedded_capped(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.index_helpers import install_fake, settings_for
+    from wrenmem.schema.table import sync_schema
+
+    _manifest_with_huge_texts(project)
+    (project / "wrenmem.toml").write_text("max_embed_chars = 500\nfetch_threshold = 100\n",
+                                          encoding="utf-8")
+    run = _runner(project, 60)
+    for args in (["describe"], ["fetch", "-q", "orders", "-b", "grep"]):
+        result = run(*args)
+        assert result.exit_code == 0, result.output[-2000:]
+        assert "cut to 10,000" in result.output and len(result.output) < 200_000, args
+    fake = install_fake(monkeypatch)
+    sync_schema(settings_for(project))
+    assert fake.texts and max(len(t) for t in fake.texts) <= 500
+
+
+def test_a_manifest_over_its_size_cap_is_refused_by_name(project: Path) -> None:
+    path = _manifest_with_huge_texts(project, 2_000_000)
+    write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
+    (project / "wrenmem.toml").write_text("max_manifest_bytes = 1000000\n", encoding="utf-8")
+    run = _runner(project, 30)
+    for args in (["describe"], ["fetch", "-q", "orders"], ["validate"], ["seed"]):
+        result = run(*args)
+        assert "Traceback" not in result.output, (args, result.output[-2000:])
+        assert "manifest too large" in result.output, (args, result.output[-2000:])
+        assert "max_manifest_bytes" in result.output, args
+    assert run("describe").exit_code == 1
+    assert f"{path.stat().st_size:,} bytes" in run("describe").output
+
+
+# --- issue 22: a full disk is one line, and the index stays usable --------------------------
+
+def _numbered_pairs(root: Path, numbers: range) -> None:
+    for i in numbers:
+        write_pair(root, f"q{i}.md", f"What is metric {i} of the orders?",
+                   f"SELECT SUM(amount{i}) FROM orders")
+
+
+def _disk_full_then_space(root: Path, fill: Callable[[], None], free: Callable[[], None]
+                          ) -> None:
+    """A good index of 30 pairs; the disk fills; 10 more pairs: sync fails in one line,
+    recall answers from the last good version; space comes back: sync and recall work."""
+    _numbered_pairs(root, range(1, 31))
+    (root / "wrenmem.toml").write_text('embedder = "fake"\n', encoding="utf-8")
+    run = _runner(root, 60)
+    assert run("sync").exit_code == 0
+    fill()
+    _numbered_pairs(root, range(31, 41))
+    result = run("sync")
+    assert result.exit_code == 1, result.output[-3000:]
+    assert "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output[-3000:]
+    assert "no space left on device" in lines[0] and "free" in lines[0], lines[0]
+    result = run("recall", "-q", "metric 7 of the orders", "-b", "hybrid", "--json")
+    assert result.exit_code == 0, result.output[-3000:]
+    assert "no space left on device" in result.output, result.output[-3000:]
+    assert "What is metric 7 of the orders?" in result.output
+    free()
+    assert run("sync").exit_code == 0
+    assert run("check").exit_code == 0
+    found = run("recall", "-q", "metric 37 of the orders", "-b", "hybrid", "--json")
+    assert "What is metric 37 of the orders?" in found.output, found.output[-3000:]
+    assert "no space left" not in found.output
+
+
+def test_a_full_disk_is_a_message_on_a_real_filesystem(project: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state folder on a 8 MB tmpfs (needs root), filled to the last byte."""
+    import subprocess
+
+    from tests.index_helpers import install_fake
+
+    state = project / ".wrenmem"
+    state.mkdir()
+    if os.geteuid() != 0 or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(state)],
+            capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    install_fake(monkeypatch)
+    filler = state / "filler"
+
+    def fill() -> None:
+        with filler.open("wb") as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * 65536)
+            except OSError:
+                pass
+
+    try:
+        _disk_full_then_space(project, fill, filler.unlink)
+    finally:
+        subprocess.run(["umount", "-l", str(state)], check=False)
+
+
+@pytest.mark.parametrize("error", [
+    RuntimeError("lance error: LanceError(IO): No space left on device (os error 28), "
+                 "/root/.cargo/registry/src/lance-file-13.0.0/src/writer/structural.rs:258:9"),
+    OSError(28, "No space left on device"),
+])
+def test_a_full_disk_from_the_lancedb_write_is_a_message(
+        project: Path, monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
+    """The same, with LanceDB's write failing as it does on a full disk (any machine)."""
+    from tests.index_helpers import install_fake
+    from wrenmem import lance
+
+    install_fake(monkeypatch)
+    real = lance.upsert
+    full = [False]
+
+    def upsert(*args: object, **kw: object) -> None:
+        if full[0]:
+            raise error
+        real(*args, **kw)  # type: ignore[arg-type]
+
+    def fill() -> None:
+        full[0] = True
+
+    def free() -> None:
+        full[0] = False
+
+    monkeypatch.setattr(lance, "upsert", upsert)
+    _disk_full_then_space(project, fill, free)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT " + "DATE(" * 18 + "1" + ")" * 18,
+    "SELECT CAST(1 AS " + "DECIMAL(" * 18 + "1" + ")" * 18 + ")",
+    "SELECT " + "TIMESTAMP(abs(" * 12 + "1" + "))" * 12,
+])
+def test_calls_named_like_types_are_bounded_before_they_hang_the_parser(sql: str) -> None:
+    """sqlglot backtracks on each call named like a data type: 18 levels took minutes."""
+    from wrenmem.checks.engine import duck_type
+    from wrenmem.sqlcheck import check_sql
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise Hang("still parsing after 10 s")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(10)
+    try:
+        problems = check_sql(sql, "postgres")
+        assert duck_type("DECIMAL(" * 30 + "1" + ")" * 30, "postgres") is None
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert problems and "levels of calls named like a data type" in problems[0].message
+    assert check_sql("SELECT DATE(DATE(DATE(CAST(x AS DECIMAL(10, 2))))) FROM t", None) == []

@@ -382,3 +382,28 @@ def test_store_query_refuses_control_characters_and_keeps_the_pair(shop: Path) -
     assert "the SQL contains a control character U+0000 (NUL) at line 1" in sql_error
     assert "the notes contain a control character U+001B (ESC)" in note_error
     assert {p.name: p.read_bytes() for p in (shop / "knowledge/sql").iterdir()} == before
+
+
+def test_store_query_refuses_sql_nested_too_deep_in_a_line(shop: Path, tmp_path: Path) -> None:
+    """Issue 22: 3,000 levels of subqueries were a generic error and 2,800 lines of log."""
+    deep = "SELECT a FROM " + "(SELECT a FROM " * 3000 + "t" + ") s" * 3000
+    log = tmp_path / "server.log"
+
+    async def main() -> tuple[str, dict[str, Any]]:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "wrenmem", "--project", str(shop), "mcp", "--backend", "grep"],
+            env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=str(shop))
+        with log.open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    refused = await error_text(session, "store_query", question="How deep?",
+                                               sql=deep)
+                    return refused, await call(session, "list_queries", limit=1)
+
+    refused, alive = asyncio.run(asyncio.wait_for(main(), timeout=300))
+    assert "nested too deep to parse" in refused and "line 1, column" in refused, refused
+    assert len(refused) < 1000
+    assert alive["total"] > 0
+    assert len(log.read_text().splitlines()) < 20, log.read_text()[-3000:]

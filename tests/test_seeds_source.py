@@ -41,7 +41,7 @@ def test_cached_by_stat_then_regenerated_on_change(example_project: Path,
     calls = []
     real = wrenmem.schema.manifest.load_manifest
     monkeypatch.setattr(wrenmem.schema.manifest, "load_manifest",
-                        lambda p: calls.append(p) or real(p))
+                        lambda p, **kw: calls.append(p) or real(p, **kw))
     assert extra_pairs(settings, exclude_questions=[]) == first
     assert calls == []  # unchanged file: not even parsed
     doc = json.loads(manifest.read_text())

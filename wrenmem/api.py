@@ -531,10 +531,11 @@ class Memory:
             st = path.stat()
             key: tuple[Any, ...] = (str(path), st.st_size, st.st_mtime_ns)
         except OSError:
-            return load_manifest(path)  # raises ManifestError naming the problem
+            return load_manifest(path, max_bytes=self.settings.max_manifest_bytes)
         cached = self._manifest_cache
         if cached is None or cached[0] != key:
-            cached = (key, load_manifest(path), {})
+            cached = (key, load_manifest(
+                path, max_bytes=self.settings.max_manifest_bytes), {})
             self._manifest_cache = cached
         return cached[1]
 

@@ -63,6 +63,15 @@ class IndexStorageError(WrenmemError):
     """The index's storage (object store or folder) refused or failed an operation."""
 
 
+class DiskFullError(IndexStorageError):
+    """A write failed for want of space (ENOSPC, or LanceDB's "No space left on device");
+    ``short``: what failed and the free space, without the advice."""
+
+    def __init__(self, message: str, short: str = ""):
+        super().__init__(message)
+        self.short = short or message
+
+
 class ReaderRoleError(WrenmemError):
     """A write of the shared index was asked of a reader (``role = "reader"``)."""
 

@@ -31,7 +31,8 @@ def file_kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def read_regular_file(path: str | Path, max_bytes: int) -> bytes:
+def read_regular_file(path: str | Path, max_bytes: int,
+                      setting: str = "max_pair_bytes") -> bytes:
     """The bytes of a regular file of at most ``max_bytes``.
 
     A FIFO, a device (a link to /dev/zero) or a folder is refused before a byte is read,
@@ -46,7 +47,7 @@ def read_regular_file(path: str | Path, max_bytes: int) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise UnreadableFileError(f"not a regular file: {file_kind(st.st_mode)}")
         if st.st_size > max_bytes:
-            raise _too_large(f"{st.st_size:,}", max_bytes)
+            raise _too_large(f"{st.st_size:,}", max_bytes, setting)
         chunks, total = [], 0
         while True:  # the file may grow after fstat: read no more than the limit
             chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
@@ -55,7 +56,7 @@ def read_regular_file(path: str | Path, max_bytes: int) -> bytes:
             chunks.append(chunk)
             total += len(chunk)
             if total > max_bytes:
-                raise _too_large(f"over {max_bytes:,}", max_bytes)
+                raise _too_large(f"over {max_bytes:,}", max_bytes, setting)
         return b"".join(chunks)
     finally:
         os.close(fd)
@@ -78,9 +79,61 @@ def os_error_reason(path: str | Path, error: OSError) -> str:
     return f"cannot read: {error.strerror or error}"
 
 
-def _too_large(size: str, limit: int) -> UnreadableFileError:
+def is_disk_full(error: BaseException | None) -> bool:
+    """Whether ``error`` (or what caused it) is a full disk or quota: ``OSError`` ENOSPC or
+    EDQUOT, or LanceDB's ``RuntimeError`` that quotes the OS error in its text."""
+    import errno
+
+    for _ in range(8):
+        if error is None:
+            return False
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(error)
+        if "No space left on device" in text or "os error 28" in text or (
+                "Disk quota exceeded" in text):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def disk_full_message(doing: str, where: str | Path, *, advice: bool = True) -> str:
+    """One line for a write that ran out of space: what failed, the free space left (and
+    with ``advice``, what to do)."""
+    import shutil
+
+    place = Path(where)
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    try:
+        free = f"{_bytes(shutil.disk_usage(place).free)} free on {place}"
+    except OSError:
+        free = f"free space on {place} unknown"
+    short = f"{doing} failed: no space left on device ({free})"
+    if not advice:
+        return short
+    return (f"{short}; free some space and run `wrenmem sync` again (the index keeps its "
+            "last complete version)")
+
+
+def _bytes(n: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
+def check_size(size: int, limit: int) -> None:
+    """Raise :class:`UnreadableFileError` when ``size`` bytes (a file's, a git blob's,
+    known before any is read) is over ``limit``."""
+    if size > limit:
+        raise _too_large(f"{size:,}", limit)
+
+
+def _too_large(size: str, limit: int, setting: str = "max_pair_bytes") -> UnreadableFileError:
     return UnreadableFileError(f"file too large ({size} bytes; the limit is the "
-                               f"max_pair_bytes setting, {limit:,})")
+                               f"{setting} setting, {limit:,})")
 
 
 def walk_files(folder: str, skip: Callable[[str], bool] | None = None,

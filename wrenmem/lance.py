@@ -18,8 +18,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from wrenmem.errors import ExtraMissingError, IndexStorageError, WrenmemError
-from wrenmem.fsutil import read_marshal, walk_files, write_marshal
+from wrenmem.errors import DiskFullError, ExtraMissingError, IndexStorageError, WrenmemError
+from wrenmem.fsutil import (
+    disk_full_message,
+    is_disk_full,
+    read_marshal,
+    walk_files,
+    write_marshal,
+)
 from wrenmem.objectstore_errors import explain
 from wrenmem.settings import Settings
 from wrenmem.statedir import ensure_parent
@@ -113,6 +119,24 @@ def storage_errors(uri: str, doing: str) -> Iterator[None]:
         if not is_remote(uri):
             raise
         raise IndexStorageError(f"{doing} {uri} failed: {storage_reason(e, uri)}") from e
+
+
+@contextmanager
+def disk_full_errors(uri: str, doing: str) -> Iterator[None]:
+    """Turn a write that ran out of space (LanceDB's ``RuntimeError … No space left on
+    device``, an ``OSError`` ENOSPC from wrenmem's own state files) into one
+    :class:`DiskFullError`. LanceDB commits a version only when all of it is written, so
+    the index keeps its last complete version and the next sync with space repairs it."""
+    try:
+        yield
+    except DiskFullError:
+        raise
+    except Exception as e:
+        if not is_disk_full(e):
+            raise
+        where = uri if not is_remote(uri) else "the object store"
+        raise DiskFullError(disk_full_message(f"{doing} {uri}", where),
+                            disk_full_message(f"{doing} {uri}", where, advice=False)) from e
 
 
 def import_lancedb() -> Any:

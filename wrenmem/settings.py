@@ -23,6 +23,7 @@ FIELDS = {"index_uri": "index"}
 # Limits that keep one hostile file from exhausting a command (defaults of settings below).
 MAX_PAIR_BYTES = 1_000_000
 MAX_EMBED_CHARS = 4000
+MAX_MANIFEST_BYTES = 50_000_000
 PAIR_FORMATS = ("fenced", "wren")
 ENGINES = ("duckdb", "none")
 # Settings naming a place on disk: from the project's own wrenmem.toml (or as the default)
@@ -145,6 +146,8 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
                        "largest pair file read; a bigger one is reported and skipped"),
     "max_embed_chars": (MAX_EMBED_CHARS, _positive_int,
                         "longest text embedded; a longer question is cut to this length"),
+    "max_manifest_bytes": (MAX_MANIFEST_BYTES, _positive_int,
+                           "largest manifest read; a bigger one is an error naming it"),
     "seeds": (True, _bool, "recall and index the manifest's seed queries (false: off)"),
     "format": ("fenced", _pair_format,
                "how store, fmt and import write pairs: fenced (SQL block) or wren (sql: key)"),
@@ -184,6 +187,7 @@ class Settings:
     fetch_threshold: int = 30000
     max_pair_bytes: int = MAX_PAIR_BYTES
     max_embed_chars: int = MAX_EMBED_CHARS
+    max_manifest_bytes: int = MAX_MANIFEST_BYTES
     seeds: bool = True
     format: str = "fenced"
     ignore: tuple[str, ...] = ()

@@ -59,16 +59,19 @@ def parse_checked(sql: str, dialect: str | None) -> tuple[Any, list[SqlProblem]]
 
 
 def _check(sql: str, dialect: str | None) -> list[SqlProblem] | tuple[Any]:
-    import sqlglot
     from sqlglot import exp
     from sqlglot.errors import ParseError, TokenError
+
+    from wrenmem.sqlbounds import SqlOutOfBounds, headroom, parse
 
     dialect = dialect or ""
     label = dialect or "generic"
     if dialect and not known_dialect(dialect):
         return [SqlProblem(f"unknown SQL dialect {dialect!r}")]
     try:
-        statements = [s for s in sqlglot.parse(sql, read=dialect or None) if s is not None]
+        statements = [s for s in parse(sql, dialect) if s is not None]
+    except SqlOutOfBounds as e:
+        return [SqlProblem(e.reason, e.line, e.col)]
     except ParseError as e:
         return [_parse_problem(e, label)]
     except TokenError as e:
@@ -79,13 +82,17 @@ def _check(sql: str, dialect: str | None) -> list[SqlProblem] | tuple[Any]:
         return [SqlProblem(f"expected one SQL statement, found {len(statements)}")]
     root = statements[0]
     if isinstance(root, exp.Command):
-        return [SqlProblem(f"not a statement sqlglot understands: {root.sql()[:60]!r}")]
+        return [SqlProblem(f"not a statement sqlglot understands: {sql.strip()[:60]!r}")]
     statement_types = (exp.Query, exp.DML, exp.DDL, exp.With, exp.Describe, exp.Pragma,
                        exp.Set, exp.Use, exp.Transaction, exp.Commit, exp.Rollback,
                        exp.Create, exp.Drop, exp.Alter)
     if not isinstance(root, statement_types):
         return [SqlProblem(f"not a SQL statement: parses as a bare {root.key} expression")]
-    return _dangling_tokens(sql, dialect) or _repaired_tree(sql, root) or (root,)
+    try:
+        with headroom():
+            return _dangling_tokens(sql, dialect) or _repaired_tree(sql, root) or (root,)
+    except SqlOutOfBounds as e:
+        return [SqlProblem(e.reason, e.line, e.col)]
 
 
 def _parse_problem(e: Any, label: str) -> SqlProblem:

@@ -50,12 +50,14 @@ def sql_key(pair: Pair, dialect: str | None) -> str:
     """The SQL as sqlglot renders it (layout-free); the trimmed text if it does not parse."""
     text = " ".join(pair.sql.split()).rstrip(";").strip()
     try:
-        import sqlglot
         from sqlglot.errors import SqlglotError
 
-        tree = sqlglot.parse_one(pair.sql, read=pair.dialect or dialect or None)
-        return tree.sql(dialect=pair.dialect or dialect or None, normalize=True)
-    except (SqlglotError, ValueError, ImportError):
+        from wrenmem.sqlbounds import headroom, parse_one
+
+        tree = parse_one(pair.sql, pair.dialect or dialect or None)
+        with headroom():
+            return str(tree.sql(dialect=pair.dialect or dialect or None, normalize=True))
+    except (SqlglotError, ValueError, ImportError):  # out of bounds: a ValueError
         return text
 
 

@@ -170,11 +170,15 @@ class Engine:
         from sqlglot.optimizer.annotate_types import annotate_types
         from sqlglot.optimizer.qualify import qualify
 
+        from wrenmem.sqlbounds import headroom
+
         try:
-            typed = annotate_types(qualify(
-                tree.copy(), dialect=dialect, schema=self.schema(), validate_qualify_columns=False,
-                allow_partial_qualification=True, quote_identifiers=False, identify=False),
-                schema=self.schema(), dialect=dialect)
+            with headroom():
+                typed = annotate_types(qualify(
+                    tree.copy(), dialect=dialect, schema=self.schema(),
+                    validate_qualify_columns=False, allow_partial_qualification=True,
+                    quote_identifiers=False, identify=False),
+                    schema=self.schema(), dialect=dialect)
         except (SqlglotError, ValueError, KeyError, TypeError, RecursionError):
             return []
         for node in typed.find_all(exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE):
@@ -289,8 +293,12 @@ def duck_type(kind: str, dialect: str | None) -> str | None:
 
     if not kind or not kind.strip():
         return None
+    from wrenmem.sqlbounds import check_bounds, headroom
+
     try:
-        data_type = exp.DataType.build(kind.strip(), dialect=dialect or None, udt=True)
+        check_bounds(kind)  # out of bounds: a ValueError
+        with headroom():
+            data_type = exp.DataType.build(kind.strip(), dialect=dialect or None, udt=True)
     except (SqlglotError, ValueError, TypeError):
         return None
     if data_type.this in (exp.DataType.Type.USERDEFINED, exp.DataType.Type.UNKNOWN):
@@ -306,12 +314,24 @@ def transpile(sql: str, dialect: str | None, tree: Any = None,
     with a catalog or schema lose the qualification when the table is a model (the empty
     tables live in DuckDB's main schema).
     """
-    import sqlglot
+    from wrenmem.sqlbounds import SqlOutOfBounds, headroom
+
+    try:
+        with headroom():
+            return _transpile(sql, dialect, tree, known)
+    except SqlOutOfBounds as e:
+        return None, e.reason
+
+
+def _transpile(sql: str, dialect: str | None, tree: Any,
+               known: set[str] | None) -> tuple[str | None, str]:
     from sqlglot import exp
     from sqlglot.errors import ErrorLevel, SqlglotError
 
+    from wrenmem.sqlbounds import parse_one
+
     try:
-        parsed = tree.copy() if tree is not None else sqlglot.parse_one(sql, read=dialect or None)
+        parsed = tree.copy() if tree is not None else parse_one(sql, dialect)
     except SqlglotError as e:
         return None, f"sqlglot cannot read it: {_first_line(str(e))}"
     qualified = [t for t in parsed.find_all(exp.Table)
@@ -327,6 +347,8 @@ def transpile(sql: str, dialect: str | None, tree: Any = None,
     except SqlglotError as e:
         return None, (f"sqlglot cannot transpile this {dialect or 'generic'} SQL to DuckDB "
                       f"faithfully: {_first_line(str(e))}")
+    except RecursionError:
+        raise
     except Exception as e:  # a generator bug in sqlglot: say so, never a false error
         log.debug("transpile failed", exc_info=True)
         return None, f"sqlglot failed to transpile it: {_first_line(str(e))}"

@@ -43,21 +43,23 @@ def check_schema(sql: str, dialect: str | None,
     SQL that does not parse yields no problems here (``check_sql`` reports it). ``tree`` is
     the statement already parsed from ``sql``, if the caller has it (it is not modified).
     """
-    import sqlglot
     from sqlglot.errors import SqlglotError
     from sqlglot.optimizer.qualify import qualify
     from sqlglot.optimizer.scope import traverse_scope
+
+    from wrenmem.sqlbounds import headroom, parse_one
 
     prepared = tables if isinstance(tables, Schema) else Schema(tables)
     known = prepared.known
     try:
         if tree is None:
-            tree = sqlglot.parse_one(sql, read=dialect or None)
-        tree = qualify(tree, dialect=dialect or None, schema=prepared.mapping(dialect),
-                       allow_partial_qualification=True, validate_qualify_columns=False,
-                       quote_identifiers=False, identify=False)
-        scopes = list(traverse_scope(tree))
-    except (SqlglotError, ValueError, KeyError, TypeError):
+            tree = parse_one(sql, dialect)
+        with headroom():
+            tree = qualify(tree, dialect=dialect or None, schema=prepared.mapping(dialect),
+                           allow_partial_qualification=True, validate_qualify_columns=False,
+                           quote_identifiers=False, identify=False)
+            scopes = list(traverse_scope(tree))
+    except (SqlglotError, ValueError, KeyError, TypeError):  # out of bounds: a ValueError
         return []
     problems: list[tuple[int, SqlProblem]] = []
     seen: set[tuple[str, int]] = set()

@@ -29,20 +29,23 @@ def used_items(sql: str, dialect: str | None, tables: Mapping[str, Mapping[str, 
                schema: Schema | None = None, tree: Any = None) -> tuple[str, ...]:
     """``table`` and ``table.column`` names (as the manifest spells them) that ``sql`` reads,
     sorted; empty when the SQL does not parse. ``tree`` is the parsed SQL (not modified)."""
-    import sqlglot
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
     from sqlglot.optimizer.qualify import qualify
     from sqlglot.optimizer.scope import traverse_scope
 
+    from wrenmem.sqlbounds import headroom, parse_one
+
     prepared = schema or Schema(tables)
     names = {t.lower(): (t, {c.lower(): c for c in cols}) for t, cols in tables.items()}
     try:
-        parsed = tree.copy() if tree is not None else sqlglot.parse_one(sql, read=dialect or None)
-        qualified = qualify(parsed, dialect=dialect or None, schema=prepared.mapping(dialect),
-                            allow_partial_qualification=True, validate_qualify_columns=False,
-                            quote_identifiers=False, identify=False)
-        scopes = list(traverse_scope(qualified))
+        with headroom():
+            parsed = tree.copy() if tree is not None else parse_one(sql, dialect)
+            qualified = qualify(parsed, dialect=dialect or None,
+                                schema=prepared.mapping(dialect),
+                                allow_partial_qualification=True, validate_qualify_columns=False,
+                                quote_identifiers=False, identify=False)
+            scopes = list(traverse_scope(qualified))
     except (SqlglotError, ValueError, KeyError, TypeError, RecursionError):
         return ()
     found: set[str] = set()

@@ -113,7 +113,7 @@ class Validator:
         if self.tables is not None or not path.is_file():
             return
         try:
-            manifest = load_manifest(path)
+            manifest = load_manifest(path, max_bytes=self.settings.max_manifest_bytes)
             self.tables = manifest.table_columns()
             self.manifest_dialect = manifest.dialect
             self.manifest = manifest

@@ -48,7 +48,17 @@ class WrenmemGroup(click.Group):
             raise WrenmemClickError(str(e)) from e
         except BrokenPipeError:
             raise
-        except OSError as e:  # the environment, not wrenmem: a message, never a traceback
+        except (OSError, RuntimeError) as e:  # the environment: a message, never a traceback
+            from pathlib import Path
+
+            from wrenmem.fsutil import disk_full_message, is_disk_full
+
+            if is_disk_full(e):  # whatever was writing (the index's own writes say more)
+                where = getattr(e, "filename", None) or Path.cwd()
+                raise WrenmemClickError(disk_full_message(
+                    f"{ctx.invoked_subcommand or 'the command'}", where)) from e
+            if not isinstance(e, OSError):
+                raise
             where = f": {e.filename}" if e.filename else ""
             raise WrenmemClickError(f"{e.strerror or e}{where}") from e
 

@@ -20,7 +20,8 @@ from typing import Any
 
 from wrenmem.checks.uses import affected_by_change
 from wrenmem.checks.validate import Problem, Validator
-from wrenmem.errors import PairError, WrenmemError
+from wrenmem.errors import ManifestError, PairError, UnreadableFileError, WrenmemError
+from wrenmem.fsutil import check_size
 from wrenmem.git.knowledge_diff import (
     KnowledgeChange,
     compare_knowledge,
@@ -31,7 +32,7 @@ from wrenmem.git.knowledge_diff import (
 )
 from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
 from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
-from wrenmem.schema.manifest import Manifest, load_manifest
+from wrenmem.schema.manifest import Manifest, load_manifest, manifest_too_large
 from wrenmem.settings import Settings
 
 
@@ -42,6 +43,21 @@ class Side:
     label: str
     commit: str | None
     files: Mapping[str, bytes | PairError]  # project-relative path -> raw bytes (or why not)
+
+
+class BlobTooLarge(PairError):
+    """A committed pair file over ``max_pair_bytes``, refused from its size before a byte
+    of it is read; the same blob on both sides is no change."""
+
+    def __init__(self, path: str, reason: str, blob: str):
+        super().__init__(path, reason)
+        self.blob = blob
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BlobTooLarge) and other.blob == self.blob
+
+    def __hash__(self) -> int:
+        return hash(self.blob)
 
 
 @dataclass(frozen=True)
@@ -162,8 +178,9 @@ def diff_pairs(settings: Settings, base: str | None = None, head: str | None = N
         if common and common[0].hexsha != base_commit.hexsha:
             base_commit = common[0]
             base_label = f"{base}...{head or 'HEAD'} (merge base {base_commit.hexsha[:7]})"
+    limit = settings.max_pair_bytes
     base_side = Side(base_label, base_commit.hexsha,
-                     _files_at(base_commit, knowledge, project))
+                     _files_at(base_commit, knowledge, project, limit))
     if head is None:
         files = {settings.relpath(p): _read_working(p, settings)
                  for p in iter_pair_files(settings.knowledge_path)}
@@ -172,7 +189,8 @@ def diff_pairs(settings: Settings, base: str | None = None, head: str | None = N
         validator.load_manifest()
         head_knowledge = knowledge_files_here(settings)
     else:
-        head_side = Side(head, head_commit.hexsha, _files_at(head_commit, knowledge, project))
+        head_side = Side(head, head_commit.hexsha,
+                         _files_at(head_commit, knowledge, project, limit))
         validator = _validator_at(settings, head_commit, top, check_schema)
         head_knowledge = knowledge_files_at(head_commit, settings, project)
     changes = compare_knowledge(knowledge_files_at(base_commit, settings, project),
@@ -207,14 +225,17 @@ def _commit(repo: Any, rev: str) -> Any:
         raise WrenmemError(f"unknown revision {rev!r}") from e
 
 
-def _files_at(commit: Any, knowledge: str, project: str) -> dict[str, bytes]:
-    """Pair files of the knowledge folder at ``commit``, keyed by project-relative path."""
+def _files_at(commit: Any, knowledge: str, project: str, limit: int
+              ) -> dict[str, bytes | PairError]:
+    """Pair files of the knowledge folder at ``commit``, keyed by project-relative path; one
+    over ``limit`` bytes is a :class:`BlobTooLarge` (as a working-tree file over it is
+    refused), decided from the blob's size in the tree."""
 
     try:
         tree = commit.tree / knowledge
     except KeyError:
         return {}
-    files: dict[str, bytes] = {}
+    files: dict[str, bytes | PairError] = {}
     for item in tree.traverse():
         if item.type != "blob" or not item.path.endswith(".md"):
             continue
@@ -224,6 +245,11 @@ def _files_at(commit: Any, knowledge: str, project: str) -> dict[str, bytes]:
             continue
         path = PurePosixPath(item.path)
         key = path.relative_to(project).as_posix() if project != "." else path.as_posix()
+        try:
+            check_size(item.size, limit)
+        except UnreadableFileError as e:
+            files[key] = BlobTooLarge(key, e.reason, item.hexsha)
+            continue
         files[key] = item.data_stream.read()
     return files
 
@@ -259,7 +285,11 @@ def _load_at(settings: Settings, commit: Any, top: Path) -> Manifest | None:
         blob = commit.tree / settings.manifest_path.relative_to(top).as_posix()
     except (KeyError, ValueError):
         return None
-    return load_manifest(settings.manifest, blob.data_stream.read())
+    if blob.size > settings.max_manifest_bytes:  # refused before a byte of it is read
+        raise ManifestError(manifest_too_large(settings.manifest, blob.size,
+                                               settings.max_manifest_bytes))
+    return load_manifest(settings.manifest, blob.data_stream.read(),
+                         max_bytes=settings.max_manifest_bytes)
 
 
 def _read_working(path: Path, settings: Settings) -> bytes | PairError:

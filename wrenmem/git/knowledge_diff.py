@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from wrenmem.errors import UnreadableFileError
+from wrenmem.fsutil import read_regular_file
 from wrenmem.knowledge.entries import FOLDERS, INSTRUCTIONS_FILE, Entry, parse_knowledge
 from wrenmem.knowledge.files import knowledge_paths
 from wrenmem.settings import Settings
@@ -42,7 +44,9 @@ class KnowledgeChange:
 
 
 def knowledge_files_at(commit: Any, settings: Settings, project: str) -> dict[str, bytes]:
-    """The knowledge files at ``commit``, keyed by project-relative path."""
+    """The knowledge files at ``commit``, keyed by project-relative path; one over
+    ``max_pair_bytes`` is left out unread (its size is in the tree), as the working tree's."""
+    limit = settings.max_pair_bytes
     out: dict[str, bytes] = {}
     prefix = "" if project == "." else project + "/"
     base = settings.knowledge_root.strip("/")
@@ -53,22 +57,26 @@ def knowledge_files_at(commit: Any, settings: Settings, project: str) -> dict[st
             continue
         for item in tree.traverse():
             name = PurePosixPath(item.path).name
-            if item.type == "blob" and name.lower().endswith(".md") and not name.startswith("."):
+            if (item.type == "blob" and name.lower().endswith(".md")
+                    and not name.startswith(".") and item.size <= limit):
                 out[item.path[len(prefix):]] = item.data_stream.read()
     try:
-        out[INSTRUCTIONS_FILE] = (commit.tree / f"{prefix}{INSTRUCTIONS_FILE}").data_stream.read()
+        blob = commit.tree / f"{prefix}{INSTRUCTIONS_FILE}"
     except KeyError:
-        pass
+        return out
+    if blob.size <= limit:
+        out[INSTRUCTIONS_FILE] = blob.data_stream.read()
     return out
 
 
 def knowledge_files_here(settings: Settings) -> dict[str, bytes]:
-    """The knowledge files of the working tree (unreadable ones left out)."""
+    """The knowledge files of the working tree (unreadable ones, and ones over
+    ``max_pair_bytes``, left out)."""
     out: dict[str, bytes] = {}
     for path, rel, _kind in knowledge_paths(settings):
         try:
-            out[rel] = path.read_bytes()
-        except OSError:
+            out[rel] = read_regular_file(path, settings.max_pair_bytes)
+        except (OSError, UnreadableFileError):
             continue
     return out
 

@@ -144,7 +144,8 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
         raise ReaderRoleError(reader_refusal(settings))
     require_knowledge_dir(settings)
     embedder = embedder or get_embedder(settings.embedder, root=settings.root)
-    with lance.storage_errors(settings.index_uri, "syncing"):
+    with lance.disk_full_errors(settings.index_uri, "syncing the index"), \
+            lance.storage_errors(settings.index_uri, "syncing"):
         return _sync(settings, embedder, full, progress, paths, lock_timeout)
 
 

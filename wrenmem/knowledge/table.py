@@ -106,7 +106,8 @@ def sync_knowledge(settings: Settings, *, knowledge: Knowledge | None = None,
         return KnowledgeSyncReport(len(entries), unchanged=len(entries), noop=True,
                                    embedder=model_id)
     embedder = embedder or get_embedder(settings.embedder, root=settings.root)
-    with index_lock(settings):
+    with lance.disk_full_errors(settings.index_uri, "syncing the knowledge index"), \
+            index_lock(settings):
         embedded, deleted = _apply(settings, entries, embedder)
         _write_state(settings, fp, embedder.model_id, len(entries))
     return KnowledgeSyncReport(len(entries), embedded, deleted, len(entries) - embedded,

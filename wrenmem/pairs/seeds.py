@@ -67,7 +67,7 @@ def seed_pairs(settings: Settings) -> list[Pair]:
     from wrenmem.schema.manifest import load_manifest
 
     try:
-        manifest = load_manifest(path)
+        manifest = load_manifest(path, max_bytes=settings.max_manifest_bytes)
     except WrenmemError as e:
         log.warning("no seed queries: %s", e)
         return []

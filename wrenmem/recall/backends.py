@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from wrenmem.errors import LockTimeoutError
+from wrenmem.errors import DiskFullError, LockTimeoutError
 from wrenmem.lance import index_unavailable
 from wrenmem.recall.bm25f import GrepBackend
 from wrenmem.recall.hits import RecallBackend, require_questions
@@ -94,6 +94,9 @@ def catch_up(settings: Settings, embedder: Embedder | None = None) -> str | None
         log.warning("recall: another process is updating the index; answering from the "
                     "last committed version")
         return None
+    except DiskFullError as e:  # the files are the truth; the last version still answers
+        return (f"recall: {e.short}; answering from the index's last complete version, "
+                "which may miss recent edits (free some space and run `wrenmem sync`)")
     if report.embedded:
         log.info("recall: indexed %d new or changed pair(s) first", report.embedded)
     if settings.remote_index and not report.noop:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 VALUE = "?"  # what a masked value reads as in a skeleton
 NAME = "_"  # what a masked identifier reads as in an identifier-free skeleton
@@ -85,9 +86,7 @@ def _fallback(sql: str) -> Shape:
     try:
         tokens = Tokenizer().tokenize(text)
     except Exception:  # untokenizable text: its words are its shape
-        words = tuple(_SPACE.split(text.lower())) if text else ()
-        joined = " ".join(words)
-        return Shape(joined, joined, joined, (), words, False)
+        return _words(text)
     key, skel, frame, values = [], [], [], []
     for t in tokens:
         word = t.text.lower()
@@ -104,6 +103,12 @@ def _fallback(sql: str) -> Shape:
             frame.append(word)
     return Shape(" ".join(key), " ".join(skel), " ".join(frame), tuple(sorted(values)),
                  tuple(frame), False)
+
+
+def _words(text: str) -> Shape:
+    words = tuple(_SPACE.split(text.lower())) if text else ()
+    joined = " ".join(words)
+    return Shape(joined, joined, joined, (), words, False)
 
 
 VERSION = 1  # of the shapes computed here; a saved cache of another version is not read
@@ -125,33 +130,42 @@ def shape(sql: str, dialect: str | None = None) -> Shape:
 
 
 def _shape(sql: str, dialect: str | None) -> Shape:
-    import sqlglot
-    from sqlglot import exp
+    from wrenmem.sqlbounds import MAX_SQL_CHARS, headroom, parse
 
+    if len(sql) > MAX_SQL_CHARS:  # even its tokens would cost seconds: its words
+        return _words(sql.strip().rstrip(";").strip())
     try:
-        trees = [t for t in sqlglot.parse(sql, read=dialect or None) if t is not None]
+        trees = [t for t in parse(sql, dialect) if t is not None]
     except Exception:  # sqlglot raises several error types, and some plain ones
         return _fallback(sql)
     if len(trees) != 1:
         return _fallback(sql)
     tree = trees[0]
     try:
-        key = tree.sql(normalize=True, comments=False)
-        values: list[str] = []
-        # the tree is this function's own: mask its values in place
-        for node in list(tree.find_all(exp.Literal, exp.Column)):
-            if isinstance(node, exp.Column):
-                if not _quoted_value(node):
-                    continue
-                values.append(node.name.lower())
-            elif _is_value(node):
-                values.append(str(node.this).lower())
-            else:
-                continue
-            node.replace(exp.Placeholder())
-        skeleton = tree.sql(normalize=True, comments=False).lower()
+        with headroom():
+            return _tree_shape(tree)
     except Exception:  # a tree sqlglot cannot render back
         return _fallback(sql)
+
+
+def _tree_shape(tree: Any) -> Shape:
+    """The shape of one parsed statement (masked in place: the tree is the caller's own)."""
+    from sqlglot import exp
+
+    key = tree.sql(normalize=True, comments=False)
+    values: list[str] = []
+    # the tree is this function's own: mask its values in place
+    for node in list(tree.find_all(exp.Literal, exp.Column)):
+        if isinstance(node, exp.Column):
+            if not _quoted_value(node):
+                continue
+            values.append(node.name.lower())
+        elif _is_value(node):
+            values.append(str(node.this).lower())
+        else:
+            continue
+        node.replace(exp.Placeholder())
+    skeleton = tree.sql(normalize=True, comments=False).lower()
     frame = _frame(skeleton)
     return Shape(key.lower(), skeleton, " ".join(frame), tuple(sorted(values)), frame, True)
 

@@ -158,7 +158,8 @@ def prepare(settings: Settings, path: Path) -> Prepared:
         if is_racy(st.st_mtime_ns):
             key = None  # a same-size edit within the clock tick would look unchanged
     except OSError:
-        return _build(load_manifest(path))  # raises the proper ManifestError
+        # raises the proper ManifestError
+        return _build(load_manifest(path, max_bytes=settings.max_manifest_bytes))
     name = str(path)
     if key is not None:
         hit = _in_memory(name)
@@ -170,14 +171,14 @@ def prepare(settings: Settings, path: Path) -> Prepared:
         if cached is not None:
             _remember(name, key, cached)
             return cached
-    data = read_manifest_bytes(path)
+    data = read_manifest_bytes(path, settings.max_manifest_bytes)
     digest = content_digest(data)
     hit = _in_memory(name)
     if hit is not None and hit[1].digest == digest:
         prepared = hit[1]
     else:
         prepared = _from_cache(stored, name, digest=digest) or _build(
-            load_manifest(path, data), digest,
+            load_manifest(path, data, max_bytes=settings.max_manifest_bytes), digest,
             previous=hit[1] if hit is not None else _from_cache(stored, name))
     _remember(name, key, prepared)
     old = _cache_key(stored)

@@ -134,7 +134,7 @@ def fetch(settings: Settings, question: str, *, types: tuple[str, ...] | list[st
             notes = (f"the whole schema fits ({prepared.characters} <= {limit} characters), "
                      "so --type and --model are not applied; use --threshold 0 to search",)
         # Small by definition, so reading it again is cheap.
-        text = describe(load_manifest(path))
+        text = describe(load_manifest(path, max_bytes=settings.max_manifest_bytes))
         knowledge, more = _knowledge(settings, question, embedder)
         return FetchResult(strategy="full", method="full", schema=text, notes=notes + more,
                            knowledge=knowledge, **base)  # type: ignore[arg-type]

@@ -18,7 +18,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from wrenmem.errors import ManifestError
+from wrenmem.errors import ManifestError, UnreadableFileError
+from wrenmem.fsutil import read_regular_file
+from wrenmem.settings import MAX_MANIFEST_BYTES
 
 # Wren ``dataSource`` → sqlglot dialect. File sources are queried through DuckDB.
 DATASOURCE_DIALECTS = {
@@ -31,6 +33,11 @@ DATASOURCE_DIALECTS = {
     "canner": "trino", "datafusion": "postgres",
 }
 SECTIONS = ("models", "relationships", "views", "cubes")
+# Characters kept of one text of the manifest (a description, an expression, a view's
+# statement, a condition): ten times any useful description, a third of what `fetch` returns
+# whole. A longer one is cut, marked and warned about (a 48 MB description once took 300 s
+# and 4.9 GB on its way to the embedder).
+MAX_ITEM_CHARS = 10_000
 JOIN_TYPES = ("ONE_TO_ONE", "ONE_TO_MANY", "MANY_TO_ONE", "MANY_TO_MANY")
 
 
@@ -156,22 +163,30 @@ MANIFEST_HINT = ("a Wren MDL manifest, as Wren's `wren` CLI builds it into targe
                  "(WRENMEM_MANIFEST, or manifest = \"...\" in wrenmem.toml)")
 
 
-def read_manifest_bytes(path: Path) -> bytes:
-    """The manifest file's bytes; raises :class:`ManifestError` naming the file."""
+def read_manifest_bytes(path: Path, max_bytes: int = MAX_MANIFEST_BYTES) -> bytes:
+    """The manifest file's bytes; raises :class:`ManifestError` naming the file when it is
+    missing, not a regular file, or larger than ``max_bytes`` (checked before reading)."""
     try:
-        return path.read_bytes()
+        return read_regular_file(path, max_bytes, "max_manifest_bytes")
+    except UnreadableFileError as e:
+        raise ManifestError(f"{path}: manifest {e.reason.replace('file too large', 'too large')}"
+                            ) from e
     except FileNotFoundError as e:
         raise ManifestError(f"{path}: manifest not found ({MANIFEST_HINT})") from e
     except OSError as e:
         raise ManifestError(f"{path}: cannot read manifest: {e.strerror or e}") from e
 
 
-def load_manifest(path: str | Path, data: bytes | None = None) -> Manifest:
-    """Read a manifest file (or its ``data``, already read). Raises :class:`ManifestError`
-    naming the file and the problem."""
+def load_manifest(path: str | Path, data: bytes | None = None, *,
+                  max_bytes: int = MAX_MANIFEST_BYTES) -> Manifest:
+    """Read a manifest file (or its ``data``, already read), of at most ``max_bytes`` (the
+    ``max_manifest_bytes`` setting). Raises :class:`ManifestError` naming the file and the
+    problem."""
     path = Path(path)
     if data is None:
-        data = read_manifest_bytes(path)
+        data = read_manifest_bytes(path, max_bytes)
+    elif len(data) > max_bytes:
+        raise ManifestError(manifest_too_large(path, len(data), max_bytes))
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -192,6 +207,12 @@ def load_manifest(path: str | Path, data: bytes | None = None) -> Manifest:
     if isinstance(document, list):  # the hook cleaned every object, not a top-level list
         document = _clean_value(document)
     return parse_manifest(document, str(path), _public=True)
+
+
+def manifest_too_large(path: str | Path, size: int, limit: int) -> str:
+    """The message for a manifest of ``size`` bytes, over ``limit``."""
+    return (f"{path}: manifest too large ({size:,} bytes; the limit is the "
+            f"max_manifest_bytes setting, {limit:,})")
 
 
 def _public_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -315,11 +336,20 @@ def _text(obj: Mapping[str, Any], key: str, where: str, warnings: list[str]) -> 
     if value is None:
         return ""
     if isinstance(value, str):
-        return value.strip()
+        return _cut(value.strip(), where, key, warnings)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
+        return _cut(str(value), where, key, warnings)
     warnings.append(f"{where}: '{key}' ignored, expected a string, got {_kind(value)}")
     return ""
+
+
+def _cut(text: str, where: str, key: str, warnings: list[str]) -> str:
+    """``text`` held to :data:`MAX_ITEM_CHARS`, the cut marked in it and warned about."""
+    if len(text) <= MAX_ITEM_CHARS:
+        return text
+    warnings.append(f"{where}: '{key}' cut to {MAX_ITEM_CHARS:,} of its {len(text):,} "
+                    "characters")
+    return f"{text[:MAX_ITEM_CHARS]} … [cut: {len(text):,} characters, {MAX_ITEM_CHARS:,} kept]"
 
 
 def _flag(obj: Mapping[str, Any], key: str, where: str, warnings: list[str]) -> bool:
@@ -470,13 +500,14 @@ def _view_columns(statement: str, dialect: str | None,
     """Output column names of a view's SELECT (types unknown: empty strings)."""
     if not statement.strip():
         return {}
-    import sqlglot
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
 
+    from wrenmem.sqlbounds import parse_one
+
     try:
-        tree = sqlglot.parse_one(statement, read=dialect)
-    except (SqlglotError, ValueError, RecursionError):
+        tree = parse_one(statement, dialect)
+    except (SqlglotError, ValueError, RecursionError):  # out of bounds: a ValueError
         return {}
     if not isinstance(tree, exp.Query):
         return {}

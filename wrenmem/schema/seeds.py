@@ -98,9 +98,10 @@ def generate_seeds(manifest: Manifest) -> list[Seed]:
 
 def parse_conditions(manifest: Manifest) -> dict[str, Any]:
     """Relationship name → parsed join condition (sqlglot tree), for those that parse."""
-    import sqlglot
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
+
+    from wrenmem.sqlbounds import parse_one
 
     out: dict[str, Any] = {}
     for rel in manifest.relationships:
@@ -114,7 +115,7 @@ def parse_conditions(manifest: Manifest) -> dict[str, Any]:
         error: Exception | None = None
         for read in dict.fromkeys((None, manifest.dialect)):
             try:
-                readings.append(sqlglot.parse_one(rel.condition, read=read))
+                readings.append(parse_one(rel.condition, read))
             except (SqlglotError, ValueError, RecursionError) as e:
                 error = e
         if readings:

@@ -165,7 +165,8 @@ def sync_items(settings: Settings, path: Path, fingerprint: str,
                                 seconds=time.perf_counter() - started,
                                 embedder=embedder.model_id)
     listed = items() if callable(items) else items
-    with index_lock(settings):
+    with lance.disk_full_errors(settings.index_uri, "syncing the schema index"), \
+            index_lock(settings):
         embedded, deleted, unchanged, rebuilt = _apply(settings, listed, embedder, progress)
         _write_state(settings, path, fingerprint, embedder.model_id, len(listed), stat_key)
     return SchemaSyncReport(str(path), fingerprint, len(listed), embedded, deleted, unchanged,
@@ -270,8 +271,9 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
         texts = list(dict.fromkeys(i.text for i in chunk if reuse.get(i.id) not in stored
                                    and i.text not in vectors_by_text))
         if texts:
-            vectors_by_text.update(zip(texts, _embed(embedder, texts, progress, embedded,
-                                                     pending), strict=True))
+            vectors_by_text.update(zip(texts, _embed(
+                embedder, [t[:settings.max_embed_chars] for t in texts], progress, embedded,
+                pending), strict=True))
         embedded += len(texts)
         vectors = [stored[reuse[i.id]] if reuse.get(i.id) in stored else vectors_by_text[i.text]
                    for i in chunk]
