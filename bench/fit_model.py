@@ -328,18 +328,18 @@ def fit_ranking(asked: list[Asked], keep: list[int], l2: float = 1e-2, iters: in
 
 def fit_calibration(asked: list[Asked], ranking: rank_model.Model, top: int = 10
                     ) -> np.ndarray:
-    """The logistic from (rank score, its gap to the best) to "right", over each asked
-    question's best ``top`` distinct answers (where a score is read)."""
+    """The logistic from (rank score, its gap to the best, the best one's lead) to "right",
+    over each asked question's best ``top`` distinct answers (where a score is read)."""
     rows, ys, ws = [], [], []
     per_case = _per_case(asked)
     for a in asked:
         if not a.cands:
             continue
         r = [ranking.logit(f) for f in feats(a)]
-        best = max(r)
+        row_of = dict(zip(r, rank_model.calibration_rows(r), strict=True))
         groups = ranked_groups(a, r)[:top]
         for s, y in groups:
-            rows.append([s, s - best])
+            rows.append(list(row_of[s]))
             ys.append(float(y))
             ws.append(100.0 / per_case[a.case] / len(groups))
     return fit_logistic(np.array(rows), np.array(ys), np.array(ws))
@@ -503,12 +503,11 @@ def fit_side_models(tuning: list[Asked], ranking: rank_model.Model,
             continue
         draft = sqlshape.shape(a.sql, a.dialect)
         r = [ranking.logit(f) for f in feats(a)]
-        best = max(r)
-        for s, c, yv in zip(r, a.cands, labels(a), strict=True):
+        for row, c, yv in zip(rank_model.calibration_rows(r), a.cands, labels(a), strict=True):
             if c.excluded:
                 continue
             d_rows.append(list(rank_model.draft_features(
-                calib.logit((s, s - best)), draft, sqlshape.shape(c.sql, c.dialect))))
+                calib.logit(row), draft, sqlshape.shape(c.sql, c.dialect))))
             d_y.append(yv)
             d_w.append(1.0 / len(a.cands))
     out["draft"] = fit_logistic(np.array(d_rows), np.array(d_y), np.array(d_w))

@@ -82,7 +82,7 @@ def test_twins_share_their_best_evidence():
     assert model.twins([a, b, c]) == [0, 0, 1]
     rows = model.features("q", [a, b, c])
     assert rows[0] == rows[1]
-    assert _row("q", [a, b, c], "cosine")[0] == 0.9
+    assert _row("q", [a, b, c], "(cosine - best) x uncovered")[1] == 0.0  # b has a's 0.9
 
 
 def test_values_cost_nothing_when_no_pair_states_them():
@@ -110,6 +110,21 @@ def test_skeleton_support_counts_other_answers_of_the_same_structure():
              Cand(dense=0.78, sql="SELECT count(*) FROM u")]
     support = _row("q", cands, "skeleton support")
     assert support[0] > 0 and support[1] > 0 and support[2] == 0
+
+
+def test_a_quoted_earlier_question_weighs_less_than_the_asked_one():
+    """An agent passing a conversation on quotes the earlier question first: the overlap
+    with the last sentence is evidence of its own (zero for a one-sentence question)."""
+    earlier = Cand(dense=0.8, sql="SELECT count(*) FROM singer", question="How many singers?")
+    asked = Cand(dense=0.8, sql="SELECT avg(age) FROM singer",
+                 question="What is the average age of the singers?")
+    q = "Earlier I asked: How many singers? Now: what is the average age of the singers?"
+    gain = _row(q, [earlier, asked], "last sentence overlap - overlap")
+    assert gain[1] > gain[0]
+    assert _row("What is the average age of the singers?", [earlier, asked],
+                "last sentence overlap - overlap") == [0.0, 0.0]
+    assert model.last_sentence("Prices above 3.5?") == "Prices above 3.5?"
+    assert model.last_sentence("先问了：有多少歌手？现在：平均年龄是多少？") == "现在：平均年龄是多少"
 
 
 # -- weights ----------------------------------------------------------------------------

@@ -349,6 +349,29 @@ def summary(rows: list[dict], runs: list[str]) -> list[str]:
     return out
 
 
+def merge_saved(saved: list[dict]) -> tuple[list[dict], list[str]]:
+    """(cases, runs) of several saved runs: files of other cases are appended (one set per
+    file); a file of the same cases with other runs adds those runs to each case, and a
+    later file's run replaces an earlier one of the same name (a re-run of ``hybrid``
+    beside an earlier file's ``grep``, ``vector`` and ``minilm``)."""
+    cases: dict[str, dict] = {}
+    runs: list[str] = []
+    for s in saved:
+        for run in s["runs"]:
+            if run not in runs:
+                runs.append(run)
+        for case in s["cases"]:
+            if case["name"] in cases:
+                cases[case["name"]] = {**cases[case["name"]],
+                                       "runs": {**cases[case["name"]]["runs"], **case["runs"]}}
+            else:
+                cases[case["name"]] = case
+    missing = [c["name"] for c in cases.values() if set(c["runs"]) != set(runs)]
+    if missing:
+        raise SystemExit(f"--report: {missing[0]} lacks some of the runs {', '.join(runs)}")
+    return list(cases.values()), [r for r in RUNS if r in runs]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", type=Path)
@@ -364,11 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.report:
         saved = [json.loads(Path(p).read_text(encoding="utf-8")) for p in args.report.split(",")]
-        runs = saved[0]["runs"]
-        if any(s["runs"] != runs or s["split"] != saved[0]["split"] for s in saved):
-            parser.error("--report: the files must have the same runs and split")
-        print_report([c for s in saved for c in s["cases"]], runs, saved[0]["split"],
-                     markdown=args.markdown)
+        if any(s["split"] != saved[0]["split"] for s in saved):
+            parser.error("--report: the files must be of one split")
+        print_report(*merge_saved(saved), saved[0]["split"], markdown=args.markdown)
         return 0
     if args.suite is None or args.split is None:
         parser.error("--suite and --split are required (or --report)")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,42 +39,29 @@ from typing import Any, Protocol
 from wrenmem.recall import sqlshape
 
 WEIGHTS_FILE = "weights.json"
-VERSION = 1
+VERSION = 2
 FUSIONS = ("learned", "rrf", "linear")
 RRF_K = 60
 SUPPORT_TOP = 10  # the closest distinct answers whose skeletons vote
 SUPPORT_SCALE = 0.05  # cosine units: a vote weighs exp((cosine - best) / SUPPORT_SCALE)
-SHARE_TOP = 10  # candidates whose datasources tell which one the question is about
+# where a sentence ends: a run of terminal punctuation followed by a space or the end (so
+# 3.5 is not cut), a full-width terminator (no space follows in CJK text), or a line break
+_SENTENCE_END = re.compile(r"[.?!;\u061f\u0964]+(?=\s|$)|[\u3002\uff1f\uff01\uff1b]+|\n+")
 
 FEATURES = (
-    "cosine",
-    "cosine - best",
-    "bm25 / best",
-    "coverage",
-    "bm25 / best x coverage",
     "translated bm25 / best",
-    "translated coverage",
-    "values stated",
     "values stated - best of its skeleton",
     "skeleton support",
-    "datasource share",
-    "1 / dense rank",
-    "1 / keyword rank",
-    "dense lead",
-    "keyword lead",
     "(cosine - best) x uncovered",
     "bm25 / best x best coverage",
-    "bm25 / best x values stated",
     "structure bm25 / best",
     "masked question overlap",
-    "own values not asked - least of its skeleton",
     "bm25 / best x (1 - best cosine)",
     "skeleton support x (1 - best overlap)",
     "(cosine - best) x best coverage",
     "dense lead x best coverage",
-    "keyword lead x best coverage",
     "structure bm25 / best x best coverage",
-    "1 / keyword rank x best coverage",
+    "last sentence overlap - overlap",
 )
 DRAFT_FEATURES = ("base logit", "draft same skeleton", "draft similarity", "draft same sql")
 
@@ -128,7 +116,8 @@ class Weights:
     meta: dict[str, Any]
 
 
-CALIBRATION_FEATURES = ("rank score", "rank score - best")
+CALIBRATION_FEATURES = ("rank score", "rank score - best", "lead of the best")
+LEAD_CAP = 5.0  # log-odds: a best answer this far ahead of the next (or alone) is far ahead
 EXPECTED = {
     "learned": FEATURES,
     "learned-calibration": CALIBRATION_FEATURES,
@@ -254,13 +243,6 @@ def _masked_terms(text: str, values: tuple[str, ...]) -> frozenset[str]:
     return terms - drop
 
 
-def _unasked(asked: str, stored: str, values: Sequence[str]) -> float:
-    """The number of the SQL's values its stored question states and the asked one does
-    not."""
-    own = [v for v in values if _states(stored.lower(), v)]
-    return float(sum(1 for v in own if not _states(asked.lower(), v)))
-
-
 def masked_overlap(asked: frozenset[str], stored: frozenset[str]) -> float:
     """Jaccard overlap of two questions' terms, their values masked."""
     union = asked | stored
@@ -316,12 +298,11 @@ def _support(dense: Sequence[float], group: Sequence[int], keys: Sequence[str]) 
             for g, k in zip(group, keys, strict=True)]
 
 
-def _share(values: Sequence[float], candidates: Sequence[Evidence]) -> list[float]:
-    top = sorted(range(len(values)), key=lambda n: (-values[n], n))[:SHARE_TOP]
-    count: dict[str, int] = {}
-    for n in top:
-        count[candidates[n].datasource] = count.get(candidates[n].datasource, 0) + 1
-    return [count.get(c.datasource, 0) / max(len(top), 1) for c in candidates]
+def last_sentence(question: str) -> str:
+    """The question's last sentence (the whole question when it has one): an agent that
+    passes a conversation on quotes the earlier questions first."""
+    parts = [p for p in _SENTENCE_END.split(question) if p.strip()]
+    return parts[-1] if len(parts) > 1 else question
 
 
 def features(question: str, candidates: Sequence[Evidence]) -> list[tuple[float, ...]]:
@@ -334,7 +315,6 @@ def features(question: str, candidates: Sequence[Evidence]) -> list[tuple[float,
     lexical = _group_max([c.lexical or 0.0 for c in candidates], group)
     coverage = _group_max([c.coverage for c in candidates], group)
     translated = _group_max([c.translated or 0.0 for c in candidates], group)
-    translated_cov = _group_max([c.translated_coverage for c in candidates], group)
     structure = _group_max([c.structure or 0.0 for c in candidates], group)
     best_structure = max(structure)
     values = [stated(question, s.values) for s in shapes]
@@ -348,42 +328,33 @@ def features(question: str, candidates: Sequence[Evidence]) -> list[tuple[float,
     for key, v in zip(skeletons, values, strict=True):
         best_values[key] = max(best_values.get(key, 0.0), v)
     support = _support(dense, group, skeletons)
-    share = _share(dense, candidates)
-    dense_rank = _ranks([c.dense for c in candidates], group)
-    lex_rank = _ranks([c.lexical for c in candidates], group)
     best_cov = max(coverage)
     relative = [v / best_lex if best_lex > 0 else 0.0 for v in lexical]
     dense_lead = _lead(dense, group)
-    lex_lead = _lead(relative, group)
     all_values = tuple(sorted({v for sh in shapes for v in sh.values}))
     asked_masked = _masked_terms(question, all_values)
-    overlap = _group_max([masked_overlap(asked_masked, _masked_terms(c.question, sh.values))
-                          for c, sh in zip(candidates, shapes, strict=True)], group)
-    # the values a pair's own question states that the question asked does not: a sign of
-    # another question, but only against pairs of the same structure
-    unasked = [_unasked(question, c.question, sh.values) for c, sh in zip(candidates, shapes,
-                                                                         strict=True)]
-    least: dict[str, float] = {}
-    for key, u in zip(skeletons, unasked, strict=True):
-        least[key] = min(least.get(key, math.inf), u)
+    stored_masked = [_masked_terms(c.question, sh.values)
+                     for c, sh in zip(candidates, shapes, strict=True)]
+    overlap = _group_max([masked_overlap(asked_masked, t) for t in stored_masked], group)
+    last = last_sentence(question)
+    if last is question:
+        last_overlap = overlap
+    else:
+        last_masked = _masked_terms(last, all_values)
+        last_overlap = _group_max([masked_overlap(last_masked, t) for t in stored_masked],
+                                  group)
     best_overlap = max(overlap)
     rows: list[tuple[float, ...]] = []
     for n in range(len(candidates)):
         lex = relative[n]
-        trans = translated[n] / best_translated if best_translated > 0 else 0.0
+        gap = dense[n] - best_dense
+        shaped = structure[n] / best_structure if best_structure > 0 else 0.0
         rows.append((
-            dense[n], dense[n] - best_dense, lex, coverage[n], lex * coverage[n],
-            trans, translated_cov[n], values[n], values[n] - best_values[skeletons[n]], support[n],
-            share[n], 1.0 / dense_rank[n] if dense_rank[n] else 0.0,
-            1.0 / lex_rank[n] if lex_rank[n] else 0.0, dense_lead[n], lex_lead[n],
-            (dense[n] - best_dense) * (1.0 - best_cov), lex * best_cov, lex * values[n],
-            structure[n] / best_structure if best_structure > 0 else 0.0, overlap[n],
-            unasked[n] - least[skeletons[n]], lex * (1.0 - best_dense),
-            support[n] * (1.0 - best_overlap),
-            (dense[n] - best_dense) * best_cov, dense_lead[n] * best_cov,
-            lex_lead[n] * best_cov,
-            (structure[n] / best_structure if best_structure > 0 else 0.0) * best_cov,
-            (1.0 / lex_rank[n] if lex_rank[n] else 0.0) * best_cov))
+            translated[n] / best_translated if best_translated > 0 else 0.0,
+            values[n] - best_values[skeletons[n]], support[n], gap * (1.0 - best_cov),
+            lex * best_cov, shaped, overlap[n], lex * (1.0 - best_dense),
+            support[n] * (1.0 - best_overlap), gap * best_cov, dense_lead[n] * best_cov,
+            shaped * best_cov, last_overlap[n] - overlap[n]))
     return rows
 
 
@@ -419,13 +390,23 @@ def raw_scores(fusion: str, question: str, candidates: Sequence[Evidence],
     raise ValueError(f"unknown fusion {fusion!r}: one of {', '.join(FUSIONS)}")
 
 
+def calibration_rows(ranking: Sequence[float]) -> list[tuple[float, float, float]]:
+    """The :data:`CALIBRATION_FEATURES` of each ranking score: the score, its gap to the
+    best, and for the best answer (its twins share its score) how far it leads the next
+    distinct one, capped at :data:`LEAD_CAP`; 0 for the others."""
+    best = max(ranking, default=0.0)
+    below = [r for r in ranking if r < best]
+    lead = min(best - max(below), LEAD_CAP) if below else LEAD_CAP
+    return [(r, r - best, lead if r == best else 0.0) for r in ranking]
+
+
 def calibrated(weights: Weights, ranking: Sequence[float]) -> list[float]:
     """Log-odds of being right from the ranking model's scores: the ranking (a conditional
     logit, fitted to put the right answer first) says which candidate leads, the
-    calibration (a logistic over the score and its gap to the best) how likely it is."""
+    calibration (a logistic over the score, its gap to the best and the best one's lead)
+    how likely it is."""
     model = weights.models["learned-calibration"]
-    best = max(ranking, default=0.0)
-    return [model.logit((r, r - best)) for r in ranking]
+    return [model.logit(row) for row in calibration_rows(ranking)]
 
 
 def score(question: str, candidates: Sequence[Evidence], *, fusion: str = "learned",
