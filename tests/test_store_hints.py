@@ -54,6 +54,14 @@ def test_store_json_index_is_a_structured_value(cli, example_project: Path) -> N
     assert data["index"] == {"status": "none", "indexed": 0, "embedded": 0, "removed": 0,
                              "rebuilt": None, "error": None}
     assert data["notes"] == []
+    assert data["created"] is True and data["changed"] is True
+    again = json.loads(cli("store", "--json", "--nl", "How many customers are there in all?",
+                           "--sql", "SELECT COUNT(*) FROM customers", root=example_project).stdout)
+    assert (again["created"], again["changed"]) == (False, False)  # "Unchanged" in text
+    gone = json.loads(cli("forget", "--json", "--yes", again["path"],
+                          root=example_project).stdout)
+    assert gone["deleted"] == [again["path"]]
+    assert gone["index"]["status"] == "none" and gone["notes"] == []
 
     from fakes import RecordingEmbedder
 

@@ -83,7 +83,7 @@ def store(ctx: click.Context, nl: str, sql: str, datasource: str | None, dialect
     if as_json:
         index = memory.last_index.to_dict() if memory.last_index else None
         emit_json({"path": result.path, "created": result.created,
-                   "pair": result.pair.to_dict(), "index": index,
+                   "changed": result.changed, "pair": result.pair.to_dict(), "index": index,
                    "notes": [n for n in notes if not n.startswith("index")]})
         return
     verb = "Stored" if result.created else "Updated" if result.changed else "Unchanged"
@@ -193,7 +193,9 @@ def forget(ctx: click.Context, targets: tuple[str, ...], source: str | None, yes
     deleted = memory.forget(paths)
     sync_note = "; ".join(notes) or None
     if as_json:
-        emit_json({"deleted": deleted, "index": sync_note})
+        index = memory.last_index.to_dict() if memory.last_index else None
+        emit_json({"deleted": deleted, "index": index,
+                   "notes": [n for n in notes if not n.startswith("index")]})
         return
     for rel in deleted:
         click.echo(f"Deleted: {rel}")
