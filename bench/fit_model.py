@@ -55,7 +55,6 @@ class Cand:
     question: str
     datasource: str
     translated: float | None
-    translated_coverage: float
     structure: float | None = None
     dialect: str | None = None
     item: str = ""  # the suite's item id of this pair
@@ -163,8 +162,7 @@ def gather_case(case: dict, items: dict[str, dict], workdir: Path) -> list[Asked
         for s in by_question.get(a.question, []):
             item = ids.get((s.datasource, s.question, s.sql.strip()), "")
             a.cands.append(Cand(s.dense, s.lexical, s.coverage, s.sql, s.question,
-                                s.datasource, s.translated, s.translated_coverage,
-                                s.structure,
+                                s.datasource, s.translated, s.structure,
                                 s.dialect or dialects.get((s.datasource, s.sql.strip())),
                                 item, item in exclude))
     # the grep backend's evidence, for its calibration

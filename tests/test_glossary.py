@@ -82,10 +82,8 @@ def test_translated_evidence_decides_between_english_pairs_of_equal_meaning() ->
     # Two English pairs, equally close to the Chinese question by the embedding: the one
     # holding the question's words in English wins, and only because of them.
     question = "歌手的平均年龄是多少？"
-    age = Signals(0.7, None, 0.0, "SELECT avg(age) FROM singer", translated=9.0,
-                  translated_coverage=1.0)
-    salary = Signals(0.7, None, 0.0, "SELECT avg(salary) FROM singer", translated=6.0,
-                     translated_coverage=0.67)
+    age = Signals(0.7, None, 0.0, "SELECT avg(age) FROM singer", translated=9.0)
+    salary = Signals(0.7, None, 0.0, "SELECT avg(salary) FROM singer", translated=6.0)
     scores = model.score(question, [salary, age])
     assert scores[1] > scores[0]
     # with the translated features' weights zeroed the two are equal: they decided

@@ -20,7 +20,6 @@ class Cand:
     question: str = ""
     datasource: str = "shop"
     translated: float | None = None
-    translated_coverage: float = 0.0
     structure: float | None = None
     dialect: str | None = None
 

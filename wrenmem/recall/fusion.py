@@ -31,7 +31,6 @@ class Signals:
     datasource: str = ""  # pairs with the same SQL on the same datasource are twins
     # A Chinese (Japanese, Korean) question's words in English (wrenmem.recall.glossary):
     translated: float | None = None  # raw BM25 score of the English words; None: no hit
-    translated_coverage: float = 0.0  # share of the question's words with an English term
     # raw BM25 of the question without the values the candidates' SQL compares with
     structure: float | None = None
     dialect: str | None = None  # the pair's SQL dialect (how its SQL is parsed)

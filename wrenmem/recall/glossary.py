@@ -26,7 +26,6 @@ import importlib.util
 import logging
 import re
 from collections.abc import Iterator, Sequence
-from collections.abc import Set as AbstractSet
 from importlib import metadata
 from pathlib import Path
 
@@ -85,12 +84,6 @@ class Glossary:
 def search_terms(words: Sequence[tuple[str, ...]]) -> list[str]:
     """The English terms of translated words (:meth:`Glossary.translate`), each once."""
     return list(dict.fromkeys(t for w in words for t in w))
-
-
-def coverage(words: Sequence[tuple[str, ...]], terms: AbstractSet[str]) -> float:
-    """The share of translated words with at least one English term among ``terms`` (a
-    pair's search terms); 0 without words."""
-    return sum(1 for w in words if not terms.isdisjoint(w)) / len(words) if words else 0.0
 
 
 def parse(lines: Iterator[str]) -> dict[str, str]:

@@ -333,8 +333,7 @@ class HybridBackend(VectorBackend):
             signals.append(Signals(
                 cosine[i], bm25.get(i), len(asked & terms) / max(len(asked), 1),
                 rows[i].get("sql") or "", rows[i].get("question") or "",
-                rows[i].get("datasource") or "", translated.get(i),
-                glossary.coverage(words, terms), structure.get(i),
+                rows[i].get("datasource") or "", translated.get(i), structure.get(i),
                 rows[i].get("dialect") or None))
         fused = self._scorer(query, signals, draft_sql=sql)  # the one call of the scorer
         scored = [(at_least_identical(p, query, rows[i].get("question") or ""),
