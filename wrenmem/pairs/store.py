@@ -213,11 +213,9 @@ def merged_update(settings: Settings, old: Pair, new: Pair) -> tuple[Pair, str]:
 
 
 def delete_pair_file(settings: Settings, rel: str) -> None:
-    """Delete a pair file; refuses anything outside the knowledge folder. A symbolic link
-    is deleted as a link: the file it points to is never touched."""
+    """Delete a pair file; refuses anything but a pair the catalog lists inside the
+    knowledge folder (:func:`require_listed_pair`). A symbolic link is deleted as a link:
+    the file it points to is never touched."""
     require_listed_pair(settings, rel)
     given = settings.root / rel
-    path = given.parent.resolve() / given.name
-    if not path.is_relative_to(settings.knowledge_path) or path == settings.knowledge_path:
-        raise WrenmemError(f"{rel} is not inside {settings.knowledge_dir}")
-    os.unlink(path)
+    os.unlink(given.parent.resolve() / given.name)
