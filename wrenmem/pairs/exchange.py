@@ -20,9 +20,8 @@ from wrenmem.pairs.pairfile import (
     load_yaml,
     render_pair,
 )
-from wrenmem.pairs.slug import slugify
+from wrenmem.pairs.slug import MAX_SUFFIX, numbered_names, slugify
 from wrenmem.pairs.store import (
-    MAX_SUFFIX,
     clean_pair,
     merged_update,
     utc_now,
@@ -184,8 +183,7 @@ def _free_name(settings: Settings, stem: str, taken: set[str]) -> str:
     """The first ``stem.md``, ``stem-2.md``… in the knowledge folder that no file holds
     (as scanned, or on disk: a broken file or a link is never overwritten) and no earlier
     pair of this import was given."""
-    for n in range(1, MAX_SUFFIX):
-        path = settings.knowledge_path / (f"{stem}.md" if n == 1 else f"{stem}-{n}.md")
+    for path in numbered_names(settings.knowledge_path, stem):
         rel = settings.relpath(path)
         if rel not in taken and not os.path.lexists(path):
             return rel

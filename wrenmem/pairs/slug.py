@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterator
+from pathlib import Path
 
 MAX_SLUG_BYTES = 80
 _WINDOWS_RESERVED = {
@@ -45,3 +47,13 @@ def _truncate_utf8(text: str, max_bytes: int) -> str:
     if "-" in cut and len(cut) - cut.rfind("-") < 16:
         cut = cut[: cut.rfind("-")]
     return cut
+
+
+MAX_SUFFIX = 1000  # numbered names tried for one slug
+
+
+def numbered_names(folder: Path, stem: str, suffix: str = ".md") -> Iterator[Path]:
+    """The names a new file of ``stem`` tries in turn: ``stem.md``, ``stem-2.md``, … up to
+    ``stem-999.md``, in ``folder``."""
+    for n in range(1, MAX_SUFFIX):
+        yield folder / (f"{stem}{suffix}" if n == 1 else f"{stem}-{n}{suffix}")

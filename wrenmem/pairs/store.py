@@ -22,12 +22,11 @@ from wrenmem.pairs.pairfile import (
     render_pair,
     sql_fingerprint,
 )
-from wrenmem.pairs.slug import slugify
+from wrenmem.pairs.slug import MAX_SUFFIX, numbered_names, slugify
 from wrenmem.pairs.swap import pair_temp_folder
 from wrenmem.pairs.text import clean_question, clean_text, question_key
 from wrenmem.settings import Settings
 
-MAX_SUFFIX = 1000
 MAX_NAME_BYTES = 255  # of one file or folder name, on every common file system
 
 
@@ -129,8 +128,7 @@ def store_pair(settings: Settings, pair: Pair, *, folder: str = "") -> StoreResu
         raise WrenmemError(f"folder {folder!r} is outside {settings.knowledge_dir}")
     stem = slugify(pair.nl)
     new = pair.with_changes(created_at=pair.created_at or utc_now())
-    for n in range(1, MAX_SUFFIX):
-        target = base / (f"{stem}.md" if n == 1 else f"{stem}-{n}.md")
+    for target in numbered_names(base, stem):
         rel = settings.relpath(target)
         text = render_pair(new.with_changes(path=rel), settings.format)
         data = checked_file_bytes(text, rel, new, settings.max_pair_bytes)

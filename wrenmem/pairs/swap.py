@@ -27,6 +27,7 @@ from wrenmem.fsutil import (
     temp_folder,
     write_temp_file,
 )
+from wrenmem.pairs.slug import numbered_names
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -130,9 +131,7 @@ def _apply(root: Path, journal: dict[str, list[Any]]) -> dict[Path, Path]:
 def _claim(tmp: Path, target: Path) -> Path:
     """Link ``tmp`` to ``target``, or to the next free ``-N`` name if another writer took
     it since the plan; the temporary name is then removed."""
-    stem, suffix = target.stem, target.suffix
-    for n in range(1, 1000):
-        candidate = target if n == 1 else target.with_name(f"{stem}-{n}{suffix}")
+    for candidate in numbered_names(target.parent, target.stem, target.suffix):
         try:
             os.link(tmp, candidate)
         except FileExistsError:
