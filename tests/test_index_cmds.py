@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, write_pair
 
-from wrenmem.index.autosync import after_write
+from wrenmem.index.autosync import update_after_write
 from wrenmem.settings import load_settings
 
 pytestmark = pytest.mark.slow
@@ -107,14 +107,15 @@ def test_status_reset_and_full(project: Path, wrenmem_proc: Run) -> None:
 def test_after_write_only_when_an_index_exists(project: Path) -> None:
     settings = load_settings(project)
     write_pair(project, "a.md", "Total revenue by region", "SELECT 1")
-    assert after_write(settings, ["knowledge/sql/a.md"]) is None
+    assert update_after_write(settings, ["knowledge/sql/a.md"]).note() is None
     assert not (project / ".wrenmem" / "index").exists()
     from wrenmem.index.drift import check_drift
     from wrenmem.index.sync import sync_pairs
 
     sync_pairs(settings)
     write_pair(project, "b.md", "Number of customers", "SELECT COUNT(*) FROM customers")
-    assert after_write(settings, ["knowledge/sql/b.md"]) == "index: 1 pair(s) indexed (1 embedded)"
+    assert update_after_write(settings, ["knowledge/sql/b.md"]).note() == \
+        "index: 1 pair(s) indexed (1 embedded)"
     drift = check_drift(settings)
     assert drift.fresh and drift.from_state and drift.rows == 2
 

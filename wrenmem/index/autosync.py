@@ -1,6 +1,7 @@
 """Keep the derived index in step after the CLI writes or deletes pair files.
 
-``store``, ``forget`` and ``import`` call :func:`after_write` with the paths they touched.
+``store``, ``forget`` and ``import`` call :func:`update_after_write` with the paths they
+touched.
 When the project already has an index, those pairs are synced at once (a scoped sync:
 only they are planned, embedded and written). When it has none, nothing is built here: a
 grep-only user never pays for a model, and the first vector/hybrid recall or
@@ -61,13 +62,6 @@ class IndexUpdate:
         if self.rebuilt:
             parts.append(f"index rebuilt: {self.rebuilt}")
         return "index: " + ", ".join(parts) if parts else None
-
-
-def after_write(settings: Settings, paths: Sequence[str], embedder: Embedder | None = None
-                ) -> str | None:
-    """Bring the index up to date for ``paths`` (relative pair paths) if an index exists;
-    returns a short note for the user, or None (see :func:`update_after_write`)."""
-    return update_after_write(settings, paths, embedder).note() if paths else None
 
 
 def update_after_write(settings: Settings, paths: Sequence[str],
