@@ -7,7 +7,10 @@ regional copies, so each Spider table becomes ``--copies`` models (``<db>__<tabl
 natural-language column names), rolling-window variants of its numeric measures, and the
 audit columns every warehouse table carries. Foreign keys become relationships.
 
-    python bench/gen_manifest.py OUT.json [--copies 3] [--tables PATH]
+    python bench/gen_manifest.py OUT.json [--copies 3] [--tables PATH] [--databases N]
+
+``--databases N`` keeps the first N Spider databases (a smaller manifest: 80 databases and
+one copy make 9,929 items).
 """
 
 from __future__ import annotations
@@ -47,14 +50,15 @@ def snake(name: str) -> str:
     return re.sub(r"[^0-9a-zA-Z]+", "_", name).strip("_").lower() or "x"
 
 
-def build(tables_path: Path, copies: int) -> dict[str, Any]:
-    databases = json.loads(tables_path.read_text(encoding="utf-8"))
+def build(tables_path: Path, copies: int, databases: int | None = None) -> dict[str, Any]:
+    """The manifest of ``copies`` regional copies of the first ``databases`` (all: None)."""
+    spider = json.loads(tables_path.read_text(encoding="utf-8"))[:databases]
     models: list[dict[str, Any]] = []
     relationships: list[dict[str, Any]] = []
     for region in REGIONS[:copies]:
         prefix = f"{region}__" if region else ""
         where = f" ({region.upper()} region copy)" if region else ""
-        for db in databases:
+        for db in spider:
             tables = db["table_names_original"]
             names = [f"{prefix}{snake(db['db_id'])}__{snake(t)}" for t in tables]
             pks = set(db["primary_keys"])
@@ -114,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--copies", type=int, default=3, choices=range(1, len(REGIONS) + 1))
     parser.add_argument("--tables", type=Path, default=DEFAULT_TABLES)
+    parser.add_argument("--databases", type=int, help="keep the first N Spider databases")
     args = parser.parse_args(argv)
-    manifest = build(args.tables, args.copies)
+    manifest = build(args.tables, args.copies, args.databases)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     n_columns = sum(len(m["columns"]) for m in manifest["models"])

@@ -296,9 +296,10 @@ def bench_schema(root: Path, steps: list[Step]) -> None:
     fetch = ("fetch", "--threshold", "0", "--json", "-q", q)
     out = step(steps, "fetch: first schema index", run.wrenmem(*fetch))
     info = json.loads(out).get("index") or {}
-    if info.get("embedded") != info.get("items"):  # --keep: the index was there already
+    if info.get("written", info.get("embedded")) != info.get("items"):  # --keep: reused
         steps[-1].name = "fetch: first call (--keep: index reused)"
-    steps[-1].note = (f"{info.get('items')} items, {info.get('embedded')} embedded, "
+    steps[-1].note = (f"{info.get('items')} items, {info.get('embedded')} distinct texts "
+                      "embedded, "
                       f"sync {info.get('seconds')} s")
     noops = [run.wrenmem(*fetch) for _ in range(3)]
     infos = [json.loads(r[3]).get("index") or {} for r in noops]

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     question = "How many heads of the departments are older than 56?"
     rows = []
     seconds, first = cli(root, "fetch", "-q", question, "--threshold", "0")
-    built = first["index"]["embedded"] == first["index"]["items"]
+    built = first["index"].get("written", first["index"]["embedded"]) == first["index"]["items"]
     rows.append(("first schema index (fetch, cold)" if built else
                  "first fetch (--keep: index reused)", seconds, first["index"]))
     seconds, again = cli(root, "fetch", "-q", question, "--threshold", "0")
@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
 
     for label, secs, index in rows:
         print(f"{label:45s} {secs:7.2f} s  (sync {index['seconds']:.2f} s) "
-              f"items={index['items']} embedded={index['embedded']} "
+              f"items={index['items']} written={index.get('written')} "
+              f"embedded={index['embedded']} "
               f"deleted={index['deleted']} noop={index['noop']}")
 
     grep = [cli(root, "fetch", "-q", question, "--threshold", "0", "-b", "grep")[0]

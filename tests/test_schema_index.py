@@ -237,11 +237,14 @@ def test_one_column_change_in_a_2000_model_manifest(project: Path) -> None:
     settle(path)
     settings = load_settings(project)
     first = RecordingEmbedder()
-    assert sync_schema(settings, embedder=first).embedded == 6000
+    built = sync_schema(settings, embedder=first)
+    # 2,000 "id" columns share one sentence (the model's name is not embedded): 4,001 texts
+    assert (built.written, built.embedded) == (6000, 4001)
+    assert len(first.texts) == 4001 and "Column id (INTEGER, primary key)." in first.texts
     edit_manifest(path, lambda d: d["models"][1234]["columns"][1]["properties"].update(
         description="Metric 1234, now in euros."))
     fake = RecordingEmbedder()
     report = sync_schema(settings, embedder=fake)
     assert (report.items, report.embedded, report.deleted) == (6000, 1, 0)
-    assert fake.texts == ["Column metric_1234 (DECIMAL) in model table_1234: Metric 1234, "
-                             "now in euros."]
+    assert fake.texts == ["Column metric_1234 (DECIMAL): Metric 1234, now in euros."]
+    assert report.written == 1 and report.unchanged == 5999

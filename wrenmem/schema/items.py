@@ -3,7 +3,9 @@
 Each item has a stable id (``column:orders.amount``), a sentence for search (``text``),
 structured fields for filtering, and ``detail``: the describe-style lines a reader sees when
 the item is fetched. ``item_hash`` covers every field, so an index re-embeds an item only
-when something about it changed.
+when something about it changed. What is embedded is ``vector_text``: a column's sentence
+without "in model M", so every regional copy of a column and every shared audit column has
+the same one, embedded once (the keyword index still sees the model's name).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ MODEL_SUMMARY_COLUMNS = 40
 # Bump when item texts or hashes are computed differently: a schema index state or a cache
 # of another version is not trusted, so the next sync compares the table (re-embedding
 # only changed texts) and the cache hashes every item again.
-ITEMS_VERSION = 2
+ITEMS_VERSION = 3
 VIEW_SQL_CHARS = 300
 
 
@@ -62,6 +64,13 @@ class SchemaItem:
         # Fields joined by a separator no name or description contains (unit separator).
         payload = "\x1f".join([str(getattr(self, name)) for name in _FIELD_NAMES])
         return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+    @property
+    def vector_text(self) -> str:
+        """The sentence that is embedded: ``text``, for a column without its model's name."""
+        if self.type == "column":
+            return self.text.replace(f" in model {self.model}", "", 1)
+        return self.text
 
     def matches(self, types: tuple[str, ...] = (), model: str | None = None) -> bool:
         """True if the item passes the ``--type`` and ``--model`` filters."""

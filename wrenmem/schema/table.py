@@ -50,19 +50,21 @@ class SchemaSyncReport:
     manifest: str
     fingerprint: str
     items: int
-    embedded: int = 0
+    embedded: int = 0  # distinct texts embedded
     deleted: int = 0
-    unchanged: int = 0
+    unchanged: int = 0  # rows kept as they were
     rebuilt: bool = False
     noop: bool = False
     seconds: float = 0.0
     embedder: str = ""
+    written: int = 0  # rows written (items with a new hash or text; equal texts share a vector)
 
     def to_dict(self) -> dict[str, Any]:
         return {"manifest": self.manifest, "fingerprint": self.fingerprint,
                 "items": self.items, "embedded": self.embedded, "deleted": self.deleted,
                 "unchanged": self.unchanged, "rebuilt": self.rebuilt, "noop": self.noop,
-                "seconds": round(self.seconds, 3), "embedder": self.embedder}
+                "seconds": round(self.seconds, 3), "embedder": self.embedder,
+                "written": self.written}
 
 
 def state_path(settings: Settings) -> Path:
@@ -167,10 +169,11 @@ def sync_items(settings: Settings, path: Path, fingerprint: str,
     listed = items() if callable(items) else items
     with lance.disk_full_errors(settings.index_uri, "syncing the schema index"), \
             index_lock(settings):
-        embedded, deleted, unchanged, rebuilt = _apply(settings, listed, embedder, progress)
+        embedded, deleted, written, rebuilt = _apply(settings, listed, embedder, progress)
         _write_state(settings, path, fingerprint, embedder.model_id, len(listed), stat_key)
-    return SchemaSyncReport(str(path), fingerprint, len(listed), embedded, deleted, unchanged,
-                            rebuilt, False, time.perf_counter() - started, embedder.model_id)
+    return SchemaSyncReport(str(path), fingerprint, len(listed), embedded, deleted,
+                            len(listed) - written, rebuilt, False,
+                            time.perf_counter() - started, embedder.model_id, written)
 
 
 def _write_state(settings: Settings, path: Path, fingerprint: str, embedder_id: str,
@@ -226,7 +229,7 @@ def _stored_vectors(table: Any, ids: Sequence[str]) -> dict[str, Any]:
 
 def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
            progress: Callable[[int, int], None] | None) -> tuple[int, int, int, bool]:
-    """Embed and write what changed: returns (embedded, deleted, unchanged, rebuilt)."""
+    """Embed and write what changed: returns (embedded, deleted, written, rebuilt)."""
     db = connect(settings)
     table, problems = lance.probe_table(db, TABLE)
     existing: dict[str, tuple[str, str, str]] = {}
@@ -245,10 +248,13 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
         log.warning("schema index was built with another embedder; rebuilding it")
         existing = {}
     current = {item.id: item for item in items}
-    todo = [item for item in items if existing.get(item.id, ("",))[0] != item.item_hash]
+    # A row is current when its hash and its embedded text are this item's (an index made
+    # when columns embedded their model's name has other texts under the same hashes).
+    todo = [item for item in items
+            if existing.get(item.id, ("", "", ""))[::2] != (item.item_hash, item.vector_text)]
     removed = sorted(set(existing) - set(current))
     if not todo and not removed and not rebuild:
-        return 0, 0, len(items), False
+        return 0, 0, 0, False
     if rebuild and not todo:  # a manifest without items: no table
         if table is not None:
             lance.drop_table(db, TABLE, settings.index_uri)
@@ -258,25 +264,28 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
     # (the next one skips those rows by hash) and memory stays bounded. A normal
     # incremental sync is one chunk: one commit with its deletions. A table this sync
     # creates gets its later chunks appended (no id can be there yet: no merge join).
-    # The vector depends on the text only: an item whose other fields changed (or whose id
-    # changed, text equal) keeps the stored vector, and equal texts are embedded once.
+    # The vector depends on the embedded text only: an item whose other fields changed (or
+    # whose id changed, text equal) keeps the stored vector, and equal texts are embedded
+    # once (every regional copy of a column, every shared audit column).
     by_text = {row[2]: row_id for row_id, row in existing.items()}
-    reuse = {item.id: by_text[item.text] for item in todo if item.text in by_text}
+    reuse = {item.id: by_text[item.vector_text] for item in todo
+             if item.vector_text in by_text}
     stored = _stored_vectors(table, sorted(set(reuse.values()))) if reuse else {}
     vectors_by_text: dict[str, Any] = {}
-    pending = len({i.text for i in todo if reuse.get(i.id) not in stored})
+    pending = len({i.vector_text for i in todo if reuse.get(i.id) not in stored})
     embedded = 0
     chunks = [todo[i:i + WRITE_CHUNK] for i in range(0, len(todo), WRITE_CHUNK)]
     for n, chunk in enumerate(chunks):
-        texts = list(dict.fromkeys(i.text for i in chunk if reuse.get(i.id) not in stored
-                                   and i.text not in vectors_by_text))
+        texts = list(dict.fromkeys(i.vector_text for i in chunk
+                                   if reuse.get(i.id) not in stored
+                                   and i.vector_text not in vectors_by_text))
         if texts:
             vectors_by_text.update(zip(texts, _embed(
                 embedder, [t[:settings.max_embed_chars] for t in texts], progress, embedded,
                 pending), strict=True))
         embedded += len(texts)
-        vectors = [stored[reuse[i.id]] if reuse.get(i.id) in stored else vectors_by_text[i.text]
-                   for i in chunk]
+        vectors = [stored[reuse[i.id]] if reuse.get(i.id) in stored
+                   else vectors_by_text[i.vector_text] for i in chunk]
         rows = _arrow_rows(chunk, vectors, embedder.model_id)
         if rebuild and n == 0:
             table = db.create_table(TABLE, rows, mode="overwrite")
@@ -294,7 +303,7 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
     if not rebuild and table is not None:
         lance.maintain(table, settings.state_dir / statedir.SCHEMA_MAINT, max(len(chunks), 1),
                        embedded)
-    return embedded, len(removed), len(items) - embedded, rebuild
+    return embedded, len(removed), len(todo), rebuild
 
 
 def _embed(embedder: Embedder, texts: list[str], progress: Callable[[int, int], None] | None,
@@ -323,7 +332,7 @@ def _arrow_rows(items: Sequence[SchemaItem], vectors: Any, embedder_id: str) -> 
         "name": pa.array([i.name for i in items], pa.string()),
         "model": pa.array([i.model for i in items], pa.string()),
         "related": pa.array([i.related for i in items], pa.string()),
-        "text": pa.array([i.text for i in items], pa.string()),
+        "text": pa.array([i.vector_text for i in items], pa.string()),  # what was embedded
         "vector": pa.FixedSizeListArray.from_arrays(
             pa.array(vectors.reshape(-1), pa.float32()), dim),
     })
