@@ -9,6 +9,7 @@ import pytest
 import wrenmem.schema.table as schema_index
 from tests.fakes import RecordingEmbedder
 from tests.schema_helpers import edit_manifest, settle
+from wrenmem.schema import searchcopy
 from wrenmem.schema.items import schema_items
 from wrenmem.schema.manifest import load_manifest
 from wrenmem.schema.table import sync_schema, vector_search
@@ -168,7 +169,8 @@ def test_a_warm_process_keeps_its_table_open(settings: Settings,
         return real_open(db)
 
     monkeypatch.setattr(schema_index, "open_table", counting)
-    for _ in range(3):  # the vector index stays loaded between questions
+    searchcopy.discard(settings)  # the first search reads the table, then its copy answers
+    for _ in range(3):  # the vectors stay loaded between questions
         hits = vector_search(settings, "payment method chosen at checkout", embedder=fake,
                              limit=1)
         assert hits[0][0] == "column:payments.method"

@@ -25,6 +25,7 @@ SEEDS = "seeds.json"  # seed pairs of the manifest by stat key and fingerprint
 SCHEMA_CACHE = "schema_cache.bin"  # schema items and their keyword index
 SCHEMA_STATE = "schema_index.json"  # what the schema table holds
 SCHEMA_MAINT = "schema-maint.bin"  # commits to the schema table since its last compaction
+SCHEMA_COPY = "schema-copy.bin"  # the schema table's vectors, searched without LanceDB
 DAEMON_SOCKET = "daemon.sock"  # the watcher's warm daemon (mode 0600)
 WATCH_LOCK = "watch.lock"  # held by the running watcher for its whole life
 WATCH_PID = "watch.pid"
@@ -44,7 +45,7 @@ IMPORT_SWAP = "import-swap.json"  # an import's staged files, until all are move
 IMPORT_SWAP_LOCK = "import-swap.lock"  # held while they are moved
 
 ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, SEEDS, SCHEMA_CACHE,
-       SCHEMA_STATE, SCHEMA_MAINT, DAEMON_SOCKET, WATCH_LOCK, WATCH_PID, WATCH_STATE,
+       SCHEMA_STATE, SCHEMA_MAINT, SCHEMA_COPY, DAEMON_SOCKET, WATCH_LOCK, WATCH_PID, WATCH_STATE,
        WATCH_LOG, HOOKS_LOG, HOOKS_DEFERRED, EMBED_CACHE, REPLICA, REPLICA_STATE,
        REPLICA_MAINT, RECALL_COPY, USES, KNOWLEDGE_STATE, TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK)
 

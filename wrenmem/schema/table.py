@@ -26,6 +26,7 @@ from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text, is_racy
 from wrenmem.lock import index_lock
 from wrenmem.schema import items as item_format
+from wrenmem.schema import searchcopy
 from wrenmem.schema.cache import prepare
 from wrenmem.schema.items import SchemaItem, schema_items
 from wrenmem.schema.manifest import Manifest
@@ -230,6 +231,7 @@ def _stored_vectors(table: Any, ids: Sequence[str]) -> dict[str, Any]:
 def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
            progress: Callable[[int, int], None] | None) -> tuple[int, int, int, bool]:
     """Embed and write what changed: returns (embedded, deleted, written, rebuilt)."""
+    before = searchcopy.listing(settings)  # under the index lock: no write since
     db = connect(settings)
     table, problems = lance.probe_table(db, TABLE)
     existing: dict[str, tuple[str, str, str]] = {}
@@ -272,6 +274,8 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
              if item.vector_text in by_text}
     stored = _stored_vectors(table, sorted(set(reuse.values()))) if reuse else {}
     vectors_by_text: dict[str, Any] = {}
+    written: list[tuple[str, str, str, str, str]] = []  # for the search copy
+    written_vectors: list[Any] = []
     pending = len({i.vector_text for i in todo if reuse.get(i.id) not in stored})
     embedded = 0
     chunks = [todo[i:i + WRITE_CHUNK] for i in range(0, len(todo), WRITE_CHUNK)]
@@ -287,6 +291,8 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
         vectors = [stored[reuse[i.id]] if reuse.get(i.id) in stored
                    else vectors_by_text[i.vector_text] for i in chunk]
         rows = _arrow_rows(chunk, vectors, embedder.model_id)
+        written += [(i.id, i.item_hash, i.type, i.model, i.related) for i in chunk]
+        written_vectors += vectors
         if rebuild and n == 0:
             table = db.create_table(TABLE, rows, mode="overwrite")
             forget_handles()
@@ -303,7 +309,31 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
     if not rebuild and table is not None:
         lance.maintain(table, settings.state_dir / statedir.SCHEMA_MAINT, max(len(chunks), 1),
                        embedded)
+    if table is not None:
+        _save_copy(settings, table, embedder.model_id, None if rebuild else before,
+                   written, written_vectors, removed)
     return embedded, len(removed), len(todo), rebuild
+
+
+def _save_copy(settings: Settings, table: Any, model_id: str,
+               before: lance.Listing | None, written: list[tuple[str, str, str, str, str]],
+               vectors: list[Any], removed: Sequence[str]) -> None:
+    """Save the search copy of the table just written: the copy of its files ``before``
+    the write (None: a new table) with the rows written and removed, else read whole."""
+    if settings.remote_index:
+        return
+    try:
+        previous = searchcopy.load(settings, model_id, before) if before else None
+        if before is None:  # a new table holds exactly the rows written
+            copy = searchcopy.SchemaCopy.build(model_id, written, vectors)
+        elif previous is not None:
+            copy = previous.updated(written, vectors, removed)
+        else:
+            copy = searchcopy.SchemaCopy.from_table(table, model_id)
+        searchcopy.save(settings, copy, searchcopy.listing(settings))
+    except Exception as e:  # the copy is an optimisation: search works without it
+        log.debug("schema search copy not written: %s", e)
+        searchcopy.discard(settings)
 
 
 def _embed(embedder: Embedder, texts: list[str], progress: Callable[[int, int], None] | None,
@@ -371,10 +401,22 @@ def vector_search(settings: Settings, question: str, *, embedder: Embedder, limi
     """(item id, item hash, cosine similarity) of the nearest rows, best first; ``uri``
     names another copy of the index to search (a remote index's local read copy)."""
     key = uri or settings.index_uri
-    table = _search_table(settings, key)
-    if table is None:
-        raise SchemaIndexMissing("the schema index has no table; a sync builds it")
+    local = key == settings.index_uri and not settings.remote_index
+    # The table's files, listed before it is opened: while they are those the search copy
+    # was made from, the copy answers (no LanceDB import); else it is made from the table.
+    files = searchcopy.listing(settings) if local else None
+    copy = searchcopy.load(settings, embedder.model_id, files)
+    table = None
+    if copy is None:
+        table = _search_table(settings, key)
+        if table is None:
+            raise SchemaIndexMissing("the schema index has no table; a sync builds it")
+        if files:
+            copy = _copy_of(settings, table, embedder.model_id, files)
     vector = embedder.embed([question[:settings.max_embed_chars]])[0]
+    if copy is not None:
+        return copy.search(vector, limit, types, model)
+    assert table is not None
     where = []
     if types:
         where.append(lance.in_filter("type", list(types)))
@@ -390,7 +432,20 @@ def vector_search(settings: Settings, question: str, *, embedder: Embedder, limi
             _handles.pop(key, None)  # dropped or rebuilt meanwhile: open it again next time
         raise SchemaIndexMissing(f"the schema index cannot be read: {lance.short_error(e)}"
                                  ) from e
-    return [(r["id"], r["item_hash"], 1.0 - float(r["_distance"])) for r in rows]
+    found = [(r["id"], r["item_hash"], 1.0 - float(r["_distance"])) for r in rows]
+    return sorted(found, key=lambda r: (-r[2], r[0]))  # equal scores by id, as the copy
+
+
+def _copy_of(settings: Settings, table: Any, model_id: str, files: lance.Listing
+             ) -> searchcopy.SchemaCopy | None:
+    """The search copy read from ``table``, whose files were ``files`` before it was
+    opened, saved for the next process; None when it cannot be made."""
+    try:
+        copy = searchcopy.SchemaCopy.from_table(table, model_id)
+    except Exception as e:  # damaged: the search itself says so
+        log.debug("schema search copy not made: %s", e)
+        return None
+    return copy if searchcopy.save(settings, copy, files) else None
 
 
 @dataclass(frozen=True)
@@ -437,6 +492,7 @@ def reset_schema(settings: Settings) -> bool:
     with index_lock(settings):
         state_path(settings).unlink(missing_ok=True)
         (settings.state_dir / statedir.SCHEMA_MAINT).unlink(missing_ok=True)
+        searchcopy.discard(settings)
         forget_handles()
         if not _table_present(settings):
             return False
