@@ -227,7 +227,10 @@ embedder = get_embedder(s.embedder, root=s.root)
 from wrenmem import lance
 lance.import_lancedb()  # a warm process: LanceDB imported, model loaded, manifest prepared
 embedder.load()
-prepare(s, path)
+from wrenmem.schema.cache import hold
+hold(s, path)  # what the watcher keeps after its first schema sync
+from wrenmem.schema.table import vector_search
+vector_search(s, "warm up", embedder=embedder, limit=1)  # as the daemon answered a question
 doc = json.loads(path.read_text())
 column = doc["models"][len(doc["models"]) // 3]["columns"][1]
 column.setdefault("properties", {})["description"] = f"Changed in a warm process {time.time()}."

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+import wrenmem.errors
 import wrenmem.schema.cache as schema_cache
+import wrenmem.schema.describe
 import wrenmem.schema.manifest
 from tests.schema_helpers import edit_manifest, settle
 from wrenmem.schema.items import schema_items
@@ -136,3 +138,77 @@ def test_added_column_builds_the_keyword_index_in_full(settings: Settings) -> No
     full = schema_cache._build(load_manifest(path))
     assert prepared.postings == full.postings and prepared.lengths == full.lengths
     assert prepared.keyword_scores("quokka")
+
+
+def _generated(models: int = 30) -> dict:
+    return {"catalog": "wh", "dataSource": "postgres", "cubes": [{"name": "c", "models": []}],
+            "_note": "private", "models": [
+                {"name": f"{region}m{n}", "primaryKey": "id", "_private": {"x": 1},
+                 "properties": {"description": f"Model {n} ünïcode “quoted” {region}"},
+                 "columns": [{"name": "id", "type": "INTEGER"},
+                             {"name": f"v{n}", "type": "DECIMAL",
+                              "properties": {"description": f"Value {n}."}},
+                             {"name": "created_at", "type": "TIMESTAMP"}]}
+                for region in ("", "eu__") for n in range(models // 2)],
+            "relationships": [{"name": "r1", "models": ["m0", "m1"], "joinType": "MANY_TO_ONE",
+                               "condition": "m0.id = m1.id"}]}
+
+
+@pytest.mark.parametrize("document", [
+    _generated(), {}, {"models": "not a list"}, {"models": [1, {"name": " padded "}, {}]},
+    {"models": [{"name": "a", "models": []}], "cubes": [{"name": "x", "models": [1]}]}])
+def test_the_fingerprint_from_model_pieces_is_the_plain_one(document: dict) -> None:
+    if not isinstance(document.get("models", []), list):
+        with pytest.raises(wrenmem.errors.ManifestError):
+            wrenmem.schema.manifest.parse_manifest(document)
+        return
+    parsed = wrenmem.schema.manifest.parse_manifest(document)
+    assert parsed.fingerprint == wrenmem.schema.manifest.fingerprint(document)
+    assert len(parsed.model_keys) == len(parsed.models)
+
+
+EDITS = {
+    "one column's description": lambda d: d["models"][5]["columns"][1]["properties"].update(
+        description="Now in euros."),
+    "a model added in the middle": lambda d: d["models"].insert(3, {
+        "name": "newcomer", "columns": [{"name": "id", "type": "INTEGER"}]}),
+    "a model removed": lambda d: d["models"].pop(7),
+    "models reordered": lambda d: d["models"].reverse(),
+    "a model renamed": lambda d: d["models"][2].update(name="renamed"),
+    "a model with a warning": lambda d: d["models"][4].update(columns="not a list"),
+    "a duplicate name": lambda d: d["models"].append(dict(d["models"][0])),
+    "a relationship changed": lambda d: d["relationships"][0].update(joinType="ONE_TO_ONE"),
+}
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_warm_re_read_reuses_unchanged_models_and_equals_a_fresh_parse(
+        settings: Settings, edit: str) -> None:
+    import json
+
+    path = settings.manifest_path
+    path.write_text(json.dumps(_generated()), encoding="utf-8")
+    settle(path)
+    before = schema_cache.prepare(settings, path)
+    old_models = before._memo.models if before._memo else {}
+    edit_manifest(path, EDITS[edit])
+    if edit == "a model with a warning":
+        edit_manifest(path, lambda d: d["models"][5]["columns"][1]["properties"].update(
+            description="Changed again, next to the model with a warning."))
+    warm = schema_cache.prepare(settings, path)  # this process held the previous version
+    schema_cache._memory.clear()
+    (settings.state_dir / schema_cache.CACHE_FILE).unlink()
+    fresh = schema_cache.prepare(settings, path)  # a new process, no cache
+    assert warm is not fresh
+    assert [i.to_dict() for i in warm.items] == [i.to_dict() for i in fresh.items]
+    assert warm.hashes == fresh.hashes == [i.item_hash for i in fresh.items]
+    assert warm.records == fresh.records
+    assert (warm.fingerprint, warm.characters, warm.warnings) == (
+        fresh.fingerprint, fresh.characters, fresh.warnings)
+    assert warm.postings == fresh.postings and warm.lengths == fresh.lengths
+    reread = load_manifest(path)
+    assert fresh.characters == len(wrenmem.schema.describe.describe(reread))
+    # The unchanged models were not parsed again: the warm read holds the same objects.
+    assert warm._memo is not None
+    kept = [k for k in warm._memo.models if k in old_models]
+    assert len(kept) >= 20 and all(warm._memo.models[k] is old_models[k] for k in kept)

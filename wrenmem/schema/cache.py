@@ -12,11 +12,14 @@ content is parsed again.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import threading
 from array import array
 from bisect import bisect_left
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from pathlib import Path
@@ -27,7 +30,7 @@ from wrenmem.fsutil import is_racy, read_marshal, write_marshal
 from wrenmem.schema import items as item_format
 from wrenmem.schema.describe import describe
 from wrenmem.schema.items import SchemaItem, schema_items
-from wrenmem.schema.manifest import load_manifest, read_manifest_bytes
+from wrenmem.schema.manifest import Manifest, Model, load_manifest, read_manifest_bytes
 from wrenmem.settings import Settings
 from wrenmem.textsearch import TOKENIZER_VERSION, add_term_scores, tokenize
 
@@ -38,6 +41,17 @@ PATCH_LIMIT = 2000  # changed items past which the keyword index is built again 
 NAME_WEIGHT = 3.0  # an item's own name and model count more than its sentence
 FIELD = {f.name: n for n, f in enumerate(fields(SchemaItem))}
 _FIELDS_OF = attrgetter(*FIELD)  # an item's fields as a tuple, in field order
+
+
+@dataclass
+class ModelMemo:
+    """What one read made of each model, by the model's key (``Manifest.model_keys``): a
+    warm process (the watcher) re-reading a changed manifest parses again, turns into
+    items and describes only the models whose JSON changed."""
+
+    models: dict[str, Model] = field(default_factory=dict)
+    items: dict[str, list[SchemaItem]] = field(default_factory=dict)
+    lines: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -56,6 +70,7 @@ class Prepared:
     version: tuple[int, int, int] = field(default_factory=lambda: _version())
     _items: list[SchemaItem] | None = field(default=None, repr=False)
     _index: dict[str, int] | None = field(default=None, repr=False)
+    _memo: ModelMemo | None = field(default=None, repr=False)  # in memory only
 
     def __len__(self) -> int:
         return len(self.records)
@@ -161,25 +176,32 @@ def prepare(settings: Settings, path: Path) -> Prepared:
         # raises the proper ManifestError
         return _build(load_manifest(path, max_bytes=settings.max_manifest_bytes))
     name = str(path)
-    if key is not None:
-        hit = _in_memory(name)
-        if hit is not None and hit[0] == key:
-            return hit[1]
-    stored = read_marshal(settings.state_dir / CACHE_FILE)
-    if key is not None:
+    hit = _in_memory(name)
+    if key is not None and hit is not None and hit[0] == key:
+        return hit[1]
+    # A warm process (the watcher) holding this manifest compares the content with what it
+    # holds and does not read the cache file: a changed manifest is rebuilt from its memo
+    # at once; an unchanged one keeps the file as it is (the next process that reads the
+    # file hashes the manifest once and records the new stat).
+    stored = read_marshal(settings.state_dir / CACHE_FILE) if hit is None else None
+    if key is not None and hit is None:
         cached = _from_cache(stored, name, stat=key)
         if cached is not None:
             _remember(name, key, cached)
             return cached
     data = read_manifest_bytes(path, settings.max_manifest_bytes)
     digest = content_digest(data)
-    hit = _in_memory(name)
     if hit is not None and hit[1].digest == digest:
-        prepared = hit[1]
-    else:
-        prepared = _from_cache(stored, name, digest=digest) or _build(
-            load_manifest(path, data, max_bytes=settings.max_manifest_bytes), digest,
-            previous=hit[1] if hit is not None else _from_cache(stored, name))
+        _remember(name, key, hit[1])
+        return hit[1]
+    memo = hit[1]._memo if hit is not None else None
+    prepared = _from_cache(stored, name, digest=digest)
+    if prepared is None:
+        with no_cyclic_gc():
+            prepared = _build(
+                load_manifest(path, data, max_bytes=settings.max_manifest_bytes,
+                              reuse=memo.models if memo is not None else None), digest,
+                previous=hit[1] if hit is not None else _from_cache(stored, name), memo=memo)
     _remember(name, key, prepared)
     old = _cache_key(stored)
     if old is None or old[0] != name or old[2] != digest or (key is not None and old[1] != key):
@@ -187,15 +209,32 @@ def prepare(settings: Settings, path: Path) -> Prepared:
     return prepared
 
 
+@contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """Decoding 10 MB of JSON makes millions of objects and no reference cycles: the cyclic
+    collector would scan everything a warm process holds several times over (a third of a
+    warm re-read), to free nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def content_digest(data: bytes) -> str:
     """Hash of a manifest file's bytes: what decides that the file changed."""
     return hashlib.sha256(data).hexdigest()[:32]
 
 
-def _build(manifest: Any, digest: str = "", previous: Prepared | None = None) -> Prepared:
+def _build(manifest: Any, digest: str = "", previous: Prepared | None = None,
+           memo: ModelMemo | None = None) -> Prepared:
     """Prepare ``manifest``; with the ``previous`` version of the same file, only the items
-    that changed are tokenized again when the others kept their places."""
-    items = schema_items(manifest)
+    that changed are tokenized again when the others kept their places; with the ``memo``
+    of an earlier read, only the models whose JSON changed are made into items again."""
+    memo = ModelMemo(items=dict(memo.items), lines=dict(memo.lines)) if memo else ModelMemo()
+    items = schema_items(manifest, memo.items)
     records = [_record(i) for i in items]
     changed = _changed(previous, records) if previous is not None else None
     if previous is not None and changed is not None:
@@ -210,9 +249,30 @@ def _build(manifest: Any, digest: str = "", previous: Prepared | None = None) ->
     else:
         postings, lengths = _postings(items)
         hashes = [i.item_hash for i in items]
-    return Prepared(str(manifest.path), manifest.fingerprint, len(describe(manifest)),
-                    manifest.warnings, records, postings, lengths, digest, hashes,
-                    _items=items)
+    memo.models = _models_by_key(manifest)
+    return Prepared(str(manifest.path), manifest.fingerprint,
+                    len(describe(manifest, memo.lines)), manifest.warnings, records, postings,
+                    lengths, digest, hashes, _items=items, _memo=memo)
+
+
+def _models_by_key(manifest: Manifest) -> dict[str, Model]:
+    return {k: m for m, k in zip(manifest.models, manifest.model_keys, strict=False) if k}
+
+
+def hold(settings: Settings, path: Path) -> Prepared:
+    """For a long-lived process (the watcher): :func:`prepare`, and keep with it what each
+    model was made into, so that the next change of the manifest is read again model by
+    model (a prepared manifest from the cache file has none: it is parsed once here)."""
+    prepared = prepare(settings, path)
+    if prepared._memo is None:
+        memo = ModelMemo()
+        with no_cyclic_gc():
+            manifest = load_manifest(path, max_bytes=settings.max_manifest_bytes)
+            schema_items(manifest, memo.items)
+            describe(manifest, memo.lines)
+            memo.models = _models_by_key(manifest)
+        prepared._memo = memo  # keyed by each model's JSON: right for any later version
+    return prepared
 
 
 def _changed(previous: Prepared, records: list[tuple[Any, ...]]) -> set[int] | None:
@@ -289,7 +349,11 @@ def _patch(previous: Prepared, items: list[SchemaItem], changed: set[int]
 
 def _record(item: SchemaItem) -> tuple[Any, ...]:
     # Not dataclasses.astuple: it deep-copies every field, a quarter of the build time.
-    return _FIELDS_OF(item)
+    # Kept on the item: a warm re-read reuses the items of unchanged models (ModelMemo).
+    record = item.__dict__.get("_record")
+    if record is None:
+        record = item.__dict__["_record"] = _FIELDS_OF(item)
+    return record
 
 
 def _version() -> tuple[int, int, int]:

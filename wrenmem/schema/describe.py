@@ -7,7 +7,16 @@ short enough.
 
 from __future__ import annotations
 
-from wrenmem.schema.manifest import Column, Cube, CubeField, Manifest, Model, Relationship, View
+from wrenmem.schema.manifest import (
+    Column,
+    Cube,
+    CubeField,
+    Manifest,
+    Model,
+    Relationship,
+    View,
+    per_model,
+)
 
 JOIN_WORDS = {
     "ONE_TO_ONE": "one to one",
@@ -30,13 +39,17 @@ def literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def describe(manifest: Manifest) -> str:
-    """The schema of ``manifest`` as structured plain text (ends with a newline)."""
+def describe(manifest: Manifest, memo: dict[str, list[str]] | None = None) -> str:
+    """The schema of ``manifest`` as structured plain text (ends with a newline).
+
+    ``memo``: each model's lines by its key (``Manifest.model_keys``) from an earlier call,
+    reused where the key is the same; afterwards it holds exactly this manifest's models.
+    """
     lines: list[str] = header(manifest)
     if manifest.description:
         lines.append(sentence(manifest.description))
     sections: list[tuple[str, list[list[str]]]] = [
-        ("Models", [model_lines(m, manifest) for m in manifest.models]),
+        ("Models", per_model(manifest, model_lines, memo)),
         ("Relationships", [relationship_lines(r) for r in manifest.relationships]),
         ("Views", [view_lines(v) for v in manifest.views]),
         ("Cubes", [cube_lines(c) for c in manifest.cubes]),

@@ -24,7 +24,7 @@ from wrenmem.schema.describe import (
     sentence,
     view_lines,
 )
-from wrenmem.schema.manifest import Cube, CubeField, Manifest, Model
+from wrenmem.schema.manifest import Cube, CubeField, Manifest, Model, per_model
 
 ITEM_TYPES = ("model", "column", "relationship", "view", "cube", "measure", "dimension",
               "time_dimension")
@@ -65,7 +65,7 @@ class SchemaItem:
         payload = "\x1f".join([str(getattr(self, name)) for name in _FIELD_NAMES])
         return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
-    @property
+    @cached_property
     def vector_text(self) -> str:
         """The sentence that is embedded: ``text``, for a column without its model's name."""
         if self.type == "column":
@@ -105,28 +105,44 @@ def normalize_types(types: tuple[str, ...] | list[str] | None) -> tuple[str, ...
     return tuple(out)
 
 
-def schema_items(manifest: Manifest) -> list[SchemaItem]:
-    """Every item of ``manifest``, in manifest order; hidden columns are left out."""
+def schema_items(manifest: Manifest, memo: dict[str, list[SchemaItem]] | None = None
+                 ) -> list[SchemaItem]:
+    """Every item of ``manifest``, in manifest order; hidden columns are left out.
+
+    ``memo``: the items of each model by its key (``Manifest.model_keys``) from an earlier
+    call; a model found there is not turned into items again (the same JSON makes the same
+    items), and afterwards the memo holds exactly this manifest's models.
+    """
+    items = [item for made in per_model(manifest, model_items, memo) for item in made]
+    return _unique_ids(items + _other_items(manifest))
+
+
+def model_items(model: Model) -> list[SchemaItem]:
+    """The model's own item, then one per visible column."""
+    items = [_model_item(model)]
+    for column in model.visible_columns():
+        facts = column_traits(column)
+        text = f"Column {column.name} ({', '.join(facts)}) in model {model.name}"
+        extra = []
+        if column.description:
+            extra.append(sentence(column.description))
+        if column.accepted_values:
+            extra.append("Accepted values: " + ", ".join(column.accepted_values) + ".")
+        if column.dbt_tests:
+            extra.append(dbt_tests_text(column))
+        text = text + (": " + " ".join(extra) if extra else ".")
+        items.append(SchemaItem(
+            f"column:{model.name}.{column.name}", "column", column.name, model.name, text,
+            f"Column {model.name}.{column_text(column)}", related=column.type
+            if column.relationship else "", data_type=column.type,
+            expression=column.expression, description=column.description,
+            is_calculated=column.is_calculated))
+    return items
+
+
+def _other_items(manifest: Manifest) -> list[SchemaItem]:
+    """The relationships', views' and cubes' items."""
     items: list[SchemaItem] = []
-    for model in manifest.models:
-        items.append(_model_item(model))
-        for column in model.visible_columns():
-            facts = column_traits(column)
-            text = f"Column {column.name} ({', '.join(facts)}) in model {model.name}"
-            extra = []
-            if column.description:
-                extra.append(sentence(column.description))
-            if column.accepted_values:
-                extra.append("Accepted values: " + ", ".join(column.accepted_values) + ".")
-            if column.dbt_tests:
-                extra.append(dbt_tests_text(column))
-            text = text + (": " + " ".join(extra) if extra else ".")
-            items.append(SchemaItem(
-                f"column:{model.name}.{column.name}", "column", column.name, model.name, text,
-                f"Column {model.name}.{column_text(column)}", related=column.type
-                if column.relationship else "", data_type=column.type,
-                expression=column.expression, description=column.description,
-                is_calculated=column.is_calculated))
     for rel in manifest.relationships:
         kind = JOIN_WORDS.get(rel.join_type, rel.join_type.lower().replace("_", " "))
         text = (f"Relationship {rel.name} joins model {rel.left} to model {rel.right}"
@@ -137,7 +153,7 @@ def schema_items(manifest: Manifest) -> list[SchemaItem]:
                                 text, "Relationship " + rel.name + ": "
                                 + " ".join(relationship_lines(rel)[1:]), related=rel.right,
                                 expression=rel.condition, description=rel.description))
-    columns_by_view = manifest.table_columns(hidden=False)
+    columns_by_view = manifest.table_columns(hidden=False) if manifest.views else {}
     for view in manifest.views:
         names = [c for c in columns_by_view.get(view.name, {}) if c]
         statement = " ".join(view.statement.split())
@@ -159,12 +175,14 @@ def schema_items(manifest: Manifest) -> list[SchemaItem]:
                                 expression=view.statement, description=view.description))
     for cube in manifest.cubes:
         items += _cube_items(cube)
-    return _unique_ids(items)
+    return items
 
 
 def _unique_ids(items: list[SchemaItem]) -> list[SchemaItem]:
     """Names may contain dots (model ``a.b`` column ``c`` vs model ``a`` column ``b.c``):
     a repeated id gets a ``#2`` suffix, in manifest order, so ids stay unique and stable."""
+    if len({item.id for item in items}) == len(items):
+        return items
     seen: dict[str, int] = {}
     out = []
     for item in items:
