@@ -204,6 +204,26 @@ def test_a_one_shot_fetch_answers_from_the_copy_without_lancedb(project_copy: Pa
     fast = run_wrenmem(args, project_copy, env=env)
     assert fast.returncode == 0, fast.stderr
     imported = imported_modules(fast.stderr)
-    assert "wrenmem.schema.searchcopy" in imported and "lancedb" not in imported
+    assert "wrenmem.schema.searchcopy" in imported
+    assert not {"lancedb", "click", "wrenmem.cli"} & imported  # the fast path, in process
     assert json.loads(fast.stdout)["results"] == json.loads(slow.stdout)["results"]
     assert json.loads(fast.stdout)["results"]
+    for options in ([], ["-t", "column", "--model", "eu__orders", "-k", "3"]):
+        plain = [*args[:-1], *options]  # text output
+        via_click = run_wrenmem(plain, project_copy, env={"WRENMEM_NO_DAEMON": "1",
+                                                          "WRENMEM_NO_FAST_PATH": "1"})
+        direct = run_wrenmem(plain, project_copy, env={"WRENMEM_NO_DAEMON": "1"})
+        assert direct.returncode == via_click.returncode == 0, via_click.stderr
+        assert direct.stdout == via_click.stdout and "# Schema items for:" in direct.stdout
+        assert direct.stderr == via_click.stderr
+
+
+def test_a_one_shot_fetch_with_a_stale_index_goes_to_click(project_copy: Path) -> None:
+    settings = load_settings(project_copy)
+    edit_manifest(settings.manifest_path, lambda d: d["models"].pop())
+    out = run_wrenmem(["--project", str(project_copy), "fetch", "-q", QUESTIONS[0],
+                       "--threshold", "0", "--json"], project_copy,
+                      env={"WRENMEM_NO_DAEMON": "1", "PYTHONPROFILEIMPORTTIME": "1"})
+    assert out.returncode == 0, out.stderr
+    assert "wrenmem.cli" in imported_modules(out.stderr)  # it builds: click shows progress
+    assert json.loads(out.stdout)["index"]["deleted"] == 7  # the model and its 6 columns

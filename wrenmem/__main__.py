@@ -2,8 +2,9 @@
 
 ``recall`` and ``fetch`` with simple arguments are sent straight to a running watcher's
 socket, and without a daemon ``recall`` is answered in this process (``Memory.recall_many``,
-as click's command does), both without importing click or the command tree (about 60-100 ms
-of start-up saved per call). Anything else, or
+as click's command does), and so is ``fetch`` while the schema index is up to date
+(``Memory.fetch``), all without importing click or the command tree (about 60-100 ms of
+start-up saved per call). Anything else, or
 any failure at all (other settings, an option this parser does not know, an error), goes
 to the click CLI, which prints exactly the same thing. The parser below accepts only what
 it fully understands; it never guesses. ``WRENMEM_NO_FAST_PATH=1`` sends every call to click.
@@ -148,15 +149,37 @@ def _recall(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | N
 
 
 def _fetch(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | None:
-    result = remote_fetch(settings, options["queries"][0], types=tuple(options["types"]),
-                          model=options.get("model"), k=options["k"],
-                          threshold=options["threshold"])
+    result: Any = remote_fetch(settings, options["queries"][0], types=tuple(options["types"]),
+                               model=options.get("model"), k=options["k"],
+                               threshold=options["threshold"])
+    notes: list[str] = []
+    if result is None:
+        result = _fetch_here(settings, options, notes)
     if result is None:
         return None
     where = settings.relpath(settings.manifest_path)
-    err = ([f"warning: {where}: {w}" for w in result.warnings]
-           + [f"note: {n}" for n in result.notes])
+    err = notes + ([f"warning: {where}: {w}" for w in result.warnings]
+                   + [f"note: {n}" for n in result.notes])
     return (_json(result.to_dict()) if options["json"] else result.render()), err
+
+
+def _fetch_here(settings: Any, options: dict[str, Any], notes: list[str]) -> Any:
+    """``Memory.fetch`` in this process, as click's command calls it, while the schema index
+    holds this manifest (nothing to build: no progress to show); else None (click)."""
+    from wrenmem.api import Memory
+    from wrenmem.embedders import get_embedder
+    from wrenmem.schema.table import is_fresh
+
+    embedder = get_embedder(settings.embedder, root=settings.root)  # loaded on first use
+    if settings.backend != "grep" and not is_fresh(
+            settings, settings.manifest_path.resolve(), embedder.model_id):
+        return None
+    log_to_stderr()
+    memory = Memory.from_settings(settings, embedder=embedder, use_daemon=False,
+                                  notify=notes.append)
+    return memory.fetch(options["queries"][0], types=tuple(options["types"]),
+                        model=options.get("model"), k=options["k"],
+                        threshold=options["threshold"])
 
 
 def _json(data: Any) -> str:
