@@ -227,13 +227,29 @@ def _without_excluded(asked: list[Asked]) -> list[Asked]:
 # -- labels, features, fit ------------------------------------------------------------
 
 _FEATURES: dict[int, list[tuple[float, ...]]] = {}
+_UNKNOWN: dict[str, float] = {}
+_EMBEDDER: list = []  # the suite's embedder (the product's default), loaded on first use
+
+
+def unknown(question: str) -> float:
+    """The share of the question's pieces the default embedder does not know, as the
+    product computes it at recall (:func:`wrenmem.embedders.unknown_share`)."""
+    got = _UNKNOWN.get(question)
+    if got is None:
+        from wrenmem.embedders import DEFAULT_EMBEDDER, get_embedder, unknown_share
+
+        if not _EMBEDDER:
+            _EMBEDDER.append(get_embedder(DEFAULT_EMBEDDER))
+        got = _UNKNOWN[question] = unknown_share(_EMBEDDER[0], question)
+    return got
 
 
 def feats(a: Asked) -> list[tuple[float, ...]]:
     """The model's features of an asked question's candidates, computed once."""
     got = _FEATURES.get(id(a))
     if got is None:
-        got = _FEATURES[id(a)] = rank_model.features(a.question, a.cands)
+        got = _FEATURES[id(a)] = rank_model.features(a.question, a.cands,
+                                                     unknown(a.question))
     return got
 
 
@@ -421,7 +437,9 @@ def main(argv: list[str] | None = None) -> int:
                             capture_output=True, text=True).stdout.strip()
     meta = {"fingerprint": fingerprint, "split": "tuning", "suite": str(args.suite.name),
             "asked": len(tuning), "candidates": len(y), "commit": commit,
-            "dropped": args.drop, "fitted": datetime.date.today().isoformat()}
+            "dropped": args.drop, "fitted": datetime.date.today().isoformat(),
+            # the model is not read beyond the unknown shares it was fitted on
+            "unknown_max": max((unknown(a.question) for a in tuning), default=0.0)}
     weights = rank_model.parse_weights(make_weights(beta, meta))
     report = {"tuning": evaluate(tuning, weights)}
     report["tuning-cv"] = cross_validate(tuning, keep, args.cv)
@@ -539,7 +557,8 @@ def cross_validate(tuning: list[Asked], keep: list[int], folds: int) -> dict:
 
 def scorers(weights: rank_model.Weights) -> dict:
     def fused(name: str):
-        return lambda a: rank_model.score(a.question, a.cands, fusion=name, weights=weights)
+        return lambda a: rank_model.score(a.question, a.cands, fusion=name, weights=weights,
+                                          unknown=unknown(a.question))
 
     learned_model = weights.models["learned"]
 
@@ -555,7 +574,7 @@ def scorers(weights: rank_model.Weights) -> dict:
 
     def draft(a: Asked) -> list[float]:
         return rank_model.score(a.question, a.cands, weights=weights, draft_sql=a.sql,
-                                draft_dialect=a.dialect)
+                                draft_dialect=a.dialect, unknown=unknown(a.question))
 
     return {"vector": dense, "keyword": keyword, "rrf": fused("rrf"),
             "linear": fused("linear"), "learned": learned, "learned+draft": draft}

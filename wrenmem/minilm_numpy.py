@@ -178,3 +178,10 @@ class NumpyMiniLMEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return self.load().encode(texts)
+
+    def unknown_share(self, text: str) -> float:
+        """The share of ``text``'s word pieces the vocabulary does not know (``[UNK]``)."""
+        tokenizer = self.load().tokenizer
+        unknown = tokenizer.token_to_id("[UNK]")
+        ids = tokenizer.encode(str(text), add_special_tokens=False).ids
+        return ids.count(unknown) / len(ids) if ids and unknown is not None else 0.0

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from wrenmem.embedders import Embedder
     from wrenmem.recall.glossary import Glossary
 
-# The hybrid fusion: (question, the candidates' signals, draft_sql=None) -> their scores.
+# The hybrid fusion: (question, the candidates' signals, draft_sql=None, unknown=0.0) -> their
+# scores (unknown: the share of the question's pieces the embedder does not know).
 Scorer = Callable[..., list[float]]
 
 log = logging.getLogger(__name__)

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 from wrenmem.recall import sqlshape
 
 WEIGHTS_FILE = "weights.json"
-VERSION = 2
+VERSION = 3
 FUSIONS = ("learned", "rrf", "linear")
 RRF_K = 60
 SUPPORT_TOP = 10  # the closest distinct answers whose skeletons vote
@@ -62,6 +62,8 @@ FEATURES = (
     "dense lead x best coverage",
     "structure bm25 / best x best coverage",
     "last sentence overlap - overlap",
+    "(cosine - best) x unknown pieces",
+    "bm25 / best x unknown pieces",
 )
 DRAFT_FEATURES = ("base logit", "draft same skeleton", "draft similarity", "draft same sql")
 
@@ -303,8 +305,11 @@ def last_sentence(question: str) -> str:
     return parts[-1] if len(parts) > 1 else question
 
 
-def features(question: str, candidates: Sequence[Evidence]) -> list[tuple[float, ...]]:
-    """The :data:`FEATURES` of each candidate for ``question``."""
+def features(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
+             ) -> list[tuple[float, ...]]:
+    """The :data:`FEATURES` of each candidate for ``question``; ``unknown``: the share of
+    the question's pieces the embedder does not know
+    (:func:`wrenmem.embedders.unknown_share`), how far its cosines are to be trusted."""
     if not candidates:
         return []
     shapes = [_shape(c) for c in candidates]
@@ -352,7 +357,7 @@ def features(question: str, candidates: Sequence[Evidence]) -> list[tuple[float,
             values[n] - best_values[skeletons[n]], support[n], gap * (1.0 - best_cov),
             lex * best_cov, shaped, overlap[n], lex * (1.0 - best_dense),
             support[n] * (1.0 - best_overlap), gap * best_cov, dense_lead[n] * best_cov,
-            shaped * best_cov, last_overlap[n] - overlap[n]))
+            shaped * best_cov, last_overlap[n] - overlap[n], gap * unknown, lex * unknown))
     return rows
 
 
@@ -363,12 +368,14 @@ def draft_features(base: float, draft: sqlshape.Shape, candidate: sqlshape.Shape
 
 
 def raw_scores(fusion: str, question: str, candidates: Sequence[Evidence],
-               weights: Weights | None = None) -> list[float]:
+               weights: Weights | None = None, unknown: float = 0.0) -> list[float]:
     """Each candidate's log-odds under ``fusion`` (before any draft)."""
     w = weights or load()
     if fusion == "learned":
+        # beyond the largest share of the fitting data the weights would extrapolate
+        unknown = min(unknown, float(w.meta.get("unknown_max", 0.0)))
         return calibrated(w, [w.models["learned"].logit(row)
-                              for row in features(question, candidates)])
+                              for row in features(question, candidates, unknown)])
     group = twins(candidates)
     if fusion == "rrf":
         dense_rank = _ranks([c.dense for c in candidates], group)
@@ -409,13 +416,14 @@ def calibrated(weights: Weights, ranking: Sequence[float]) -> list[float]:
 
 def score(question: str, candidates: Sequence[Evidence], *, fusion: str = "learned",
           draft_sql: str | None = None, draft_dialect: str | None = None,
-          weights: Weights | None = None) -> list[float]:
+          weights: Weights | None = None, unknown: float = 0.0) -> list[float]:
     """The score of each candidate in [0, 1]. With ``draft_sql`` (an agent's draft query)
-    the pairs whose SQL is closest to it in structure gain (:data:`DRAFT_FEATURES`)."""
+    the pairs whose SQL is closest to it in structure gain (:data:`DRAFT_FEATURES`);
+    ``unknown``: the share of the question's pieces the embedder does not know."""
     if not candidates:
         return []
     w = weights or load()
-    raw = raw_scores(fusion, question, candidates, w)
+    raw = raw_scores(fusion, question, candidates, w, unknown)
     if draft_sql and draft_sql.strip():
         draft = sqlshape.shape(draft_sql, draft_dialect)
         model = w.models["draft"]
@@ -435,11 +443,11 @@ class Scorer:
         self._weights = weights
 
     def __call__(self, question: str, candidates: Sequence[Evidence], *,
-                 draft_sql: str | None = None, draft_dialect: str | None = None
-                 ) -> list[float]:
+                 draft_sql: str | None = None, draft_dialect: str | None = None,
+                 unknown: float = 0.0) -> list[float]:
         # the shipped weights are read once per process (load is cached)
         return score(question, candidates, fusion=self.fusion, draft_sql=draft_sql,
-                     draft_dialect=draft_dialect, weights=self._weights)
+                     draft_dialect=draft_dialect, weights=self._weights, unknown=unknown)
 
 
 def dense_score(cosines: Sequence[float], weights: Weights | None = None) -> list[float]:

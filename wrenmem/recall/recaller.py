@@ -116,8 +116,9 @@ class Recaller:
 
     def scorer(self, fusion: str | None = None) -> Scorer:
         """The hybrid backend's scorer under ``fusion`` (default: the setting):
-        ``scorer(question, signals, draft_sql=None)`` gives each candidate's calibrated
-        score (:class:`wrenmem.recall.model.Scorer`, the shipped weights read once)."""
+        ``scorer(question, signals, draft_sql=None, unknown=0.0)`` gives each candidate's
+        calibrated score (:class:`wrenmem.recall.model.Scorer`, the shipped weights read
+        once)."""
         name = fusion or self.settings.fusion
         with self._lock:
             found = self._scorers.get(name)

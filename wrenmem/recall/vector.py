@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from wrenmem import lance
-from wrenmem.embedders import Embedder, get_embedder
+from wrenmem.embedders import Embedder, get_embedder, unknown_share
 from wrenmem.errors import WrenmemError
 from wrenmem.index import recallcopy, replica
 from wrenmem.index import table as index
@@ -335,7 +335,8 @@ class HybridBackend(VectorBackend):
                 rows[i].get("sql") or "", rows[i].get("question") or "",
                 rows[i].get("datasource") or "", translated.get(i), structure.get(i),
                 rows[i].get("dialect") or None))
-        fused = self._scorer(query, signals, draft_sql=sql)  # the one call of the scorer
+        fused = self._scorer(query, signals, draft_sql=sql,  # the one call of the scorer
+                             unknown=unknown_share(self.embedder, query))
         scored = [(at_least_identical(p, query, rows[i].get("question") or ""),
                    row_pair(rows[i]), rank_model.logit(p))
                   for i, p in zip(ids, fused, strict=True)]
