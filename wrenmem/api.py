@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from wrenmem.errors import SqlCheckError, WrenmemError
 from wrenmem.recall.hits import Filters, Hit, RecallResult, above
 from wrenmem.settings import Settings, find_project_root, load_settings
-from wrenmem.watch.client import remote_call, remote_fetch, remote_recall
+from wrenmem.watch.client import remote_call, remote_fetch, remote_recall, remote_sync
 
 # The rest is imported by the methods that use it: an agent's one-shot recall builds a
 # Memory (the CLI's fast path does) and must not pay for validation, git, the schema or
@@ -648,6 +648,10 @@ class Memory:
         """Bring the index to the files' state, embedding only what changed."""
         from wrenmem.index.sync import sync_pairs
 
+        if not full:
+            handed = self._sync_in_watcher(None)
+            if handed is not None:
+                return handed
         return sync_pairs(self.settings, full=full, progress=progress, embedder=self.embedder)
 
     def sync_schema(self, progress: Callable[[int, int], None] | None = None
@@ -700,10 +704,27 @@ class Memory:
     def _after_write(self, paths: Sequence[str]) -> None:
         from wrenmem.index.autosync import update_after_write
 
-        self.last_index = update_after_write(self.settings, paths, self.embedder)
+        self.last_index = update_after_write(self.settings, paths, self.embedder,
+                                             handoff=self._sync_in_watcher)
         note = self.last_index.note()
         if note and self.notify is not None:
             self.notify(note)
+
+    def _sync_in_watcher(self, paths: Sequence[str] | None) -> SyncReport | None:
+        """The sync of the pairs (all, or ``paths``) run by the running watcher, which has
+        LanceDB and the model loaded (a small change only: the daemon refuses a big one);
+        None: this process syncs itself."""
+        if not self._daemon():
+            return None
+        from wrenmem.index.sync import SyncReport
+
+        wire = remote_sync(self.settings, paths)
+        if wire is None:
+            return None
+        try:
+            return SyncReport.from_wire(wire)
+        except (KeyError, TypeError, ValueError):  # another version's reply
+            return None
 
     def _report(self, errors: Iterable[Any]) -> None:
         if self.notify is None:

@@ -175,6 +175,14 @@ def remote_call(settings: Any, op: str, args: dict[str, Any],
     return reply["result"]
 
 
+def remote_sync(settings: Any, paths: Sequence[str] | None = None) -> dict[str, Any] | None:
+    """A sync of the pairs (all, or just ``paths``) run by the watcher with its model and
+    LanceDB loaded: ``SyncReport.to_wire()``, or None (a big change, a first index, no
+    watcher...: then sync in-process)."""
+    result = remote_call(settings, "sync", {"paths": None if paths is None else list(paths)})
+    return result if isinstance(result, dict) else None
+
+
 def _replay_notes(reply: dict[str, Any], notify: Callable[[str], None] | None) -> None:
     """Messages the in-process call would have given (e.g. which backend answered)."""
     if notify is not None:
