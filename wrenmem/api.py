@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from wrenmem.errors import SqlCheckError, WrenmemError
 from wrenmem.recall.hits import Filters, Hit, RecallResult, above
 from wrenmem.settings import Settings, find_project_root, load_settings
-from wrenmem.watch.client import remote_call, remote_fetch, remote_recall, remote_sync
+from wrenmem.watch.client import remote_call, remote_fetch, remote_recall, watcher_sync
 
 # The rest is imported by the methods that use it: an agent's one-shot recall builds a
 # Memory (the CLI's fast path does) and must not pay for validation, git, the schema or
@@ -716,15 +716,8 @@ class Memory:
         None: this process syncs itself."""
         if not self._daemon():
             return None
-        from wrenmem.index.sync import SyncReport
-
-        wire = remote_sync(self.settings, paths)
-        if wire is None:
-            return None
-        try:
-            return SyncReport.from_wire(wire)
-        except (KeyError, TypeError, ValueError):  # another version's reply
-            return None
+        report: SyncReport | None = watcher_sync(self.settings, paths)
+        return report
 
     def _report(self, errors: Iterable[Any]) -> None:
         if self.notify is None:

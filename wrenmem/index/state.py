@@ -31,7 +31,7 @@ from wrenmem import statedir
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import RACY_SECONDS, read_marshal, walk_files, write_marshal
 from wrenmem.index import table as index
-from wrenmem.pairs.catalog import is_pair_name, skipped_name
+from wrenmem.pairs.catalog import SKIPPED_NAMES, is_pair_name, skipped_name
 from wrenmem.pairs.seeds import seed_pairs
 from wrenmem.settings import Settings
 
@@ -56,6 +56,8 @@ def walk_stats(settings: Settings) -> Stats:
     if not os.path.isdir(folder):
         return out
     prefix = str(settings.root) + os.sep
+    if os.sep == "/" and folder.startswith(prefix):
+        return _scan_stats(folder, len(prefix))
     for entry in walk_files(folder, skipped_name):
         if not is_pair_name(entry.name):
             continue
@@ -68,6 +70,35 @@ def walk_stats(settings: Settings) -> Stats:
         except OSError:
             continue
         out[rel] = (st.st_mtime_ns, st.st_size, st.st_ino)
+    return out
+
+
+def _scan_stats(folder: str, cut: int) -> Stats:
+    """:func:`walk_stats`'s loop in one function (no generator, no helper calls per file):
+    at 100,000 files the Python around each ``stat`` is most of a no-op's time."""
+    out: Stats = {}
+    stack = [folder]
+    skipped = SKIPPED_NAMES
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
+            if name[0] == "." or name[-1] == "~":  # catalog.skipped_name
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                    continue
+                if not name.endswith(".md") or name.lower() in skipped:
+                    continue
+                st = entry.stat()  # follows a symlinked file, as the catalog reads it
+            except OSError:
+                continue
+            out[entry.path[cut:]] = (st.st_mtime_ns, st.st_size, st.st_ino)
     return out
 
 

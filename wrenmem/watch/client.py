@@ -183,6 +183,19 @@ def remote_sync(settings: Any, paths: Sequence[str] | None = None) -> dict[str, 
     return result if isinstance(result, dict) else None
 
 
+def watcher_sync(settings: Any, paths: Sequence[str] | None = None) -> Any | None:
+    """:func:`remote_sync` as the ``SyncReport`` an in-process sync returns, or None."""
+    wire = remote_sync(settings, paths)
+    if wire is None:
+        return None
+    from wrenmem.index.sync import SyncReport
+
+    try:
+        return SyncReport.from_wire(wire)
+    except (KeyError, TypeError, ValueError):  # another version's reply
+        return None
+
+
 def _replay_notes(reply: dict[str, Any], notify: Callable[[str], None] | None) -> None:
     """Messages the in-process call would have given (e.g. which backend answered)."""
     if notify is not None:
