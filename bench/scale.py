@@ -288,6 +288,16 @@ def bench_pairs(root: Path, n: int, steps: list[Step], reuse: bool = False) -> N
         run.wrenmem("watch", "--stop")
 
 
+def watcher_cpu(root: Path) -> float:
+    """CPU seconds (user + sys) the running watcher has used so far (Linux /proc)."""
+    try:
+        pid = int((root / ".wrenmem" / "watch.pid").read_text("ascii").strip())
+        fields = Path(f"/proc/{pid}/stat").read_text("ascii").rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def bench_writes(root: Path, steps: list[Step]) -> None:
     """Small writes on a project indexed before: ``store`` and ``forget`` of one pair in
     their own process, then with a watcher running (``watch --detach``: its daemon does the
@@ -296,15 +306,22 @@ def bench_writes(root: Path, steps: list[Step]) -> None:
     run = Runner(root)
     stamp = int(time.time())
 
+    def watched(name: str, *args: str, env: dict[str, str] | None = None) -> str:
+        """One step; through a watcher, its process's CPU in the note (it did the sync)."""
+        before = watcher_cpu(root)
+        out = step(steps, name, run.wrenmem(*args, env=env))
+        if env is not None:
+            steps[-1].note = f"watcher CPU {watcher_cpu(root) - before:.2f} s"
+        return out
+
     def one_pair(label: str, env: dict[str, str] | None = None) -> None:
         question = f"How many benchmark widgets were sold in week {stamp % 1000} ({label})?"
-        out = step(steps, f"store one pair, {label}", run.wrenmem(
-            "store", "--json", "--force", "-q", question, "-s", "SELECT 1", env=env))
-        stored = json.loads(out)
-        steps[-1].note = json.dumps(stored.get("index"))
-        out = step(steps, f"forget one pair, {label}", run.wrenmem(
-            "forget", "--yes", "--json", stored["path"], env=env))
-        steps[-1].note = json.dumps(json.loads(out).get("index"))
+        stored = json.loads(watched(f"store one pair, {label}", "store", "--json", "--force",
+                                    "-q", question, "-s", "SELECT 1", env=env))
+        steps[-1].note += f" index {json.dumps(stored.get('index'))}"
+        out = watched(f"forget one pair, {label}", "forget", "--yes", "--json",
+                      stored["path"], env=env)
+        steps[-1].note += f" index {json.dumps(json.loads(out).get('index'))}"
 
     run.wrenmem("sync", "--json")
     time.sleep(3)  # past the racy window of the settling sync's stats
@@ -316,15 +333,19 @@ def bench_writes(root: Path, steps: list[Step]) -> None:
         run.python(wait_for_daemon, str(root), env=daemon)
         one_pair("through the watcher", daemon)
         time.sleep(3)
+        before = watcher_cpu(root)
         noops = [run.wrenmem("sync", "--json", "--pairs-only", env=daemon) for _ in range(3)]
         assert all(json.loads(r[3])["noop"] for r in noops)
         step(steps, "no-op sync through the watcher (median of 3)",
-             sorted(noops, key=lambda r: r[0])[1])
+             sorted(noops, key=lambda r: r[0])[1],
+             f"watcher CPU {(watcher_cpu(root) - before) / 3:.2f} s each")
         target = sorted((root / "knowledge" / "sql").rglob("*.md"))[7]
         target.write_text(target.read_text().replace('nl: "', 'nl: "Edited again: ', 1))
-        out = step(steps, "one file edited, sync through the watcher",
-                   run.wrenmem("sync", "--json", "--pairs-only", env=daemon))
-        steps[-1].note = f"{json.loads(out)['embedded']} text embedded"
+        out = watched("one file edited, sync through the watcher", "sync", "--json",
+                      "--pairs-only", env=daemon)
+        embedded = json.loads(out)["embedded"]
+        steps[-1].note += f", {embedded} text embedded by this sync" + (
+            " (the watcher's own loop had synced the edit first)" if not embedded else "")
     finally:
         run.wrenmem("watch", "--stop", env=daemon)
 

@@ -81,7 +81,12 @@ def test_a_first_build_leaves_one_copy_of_each_index(project: Path,
     assert report.rows == lance.COMPACT_AFTER_ROWS + 10 and not report.optimized
     table = index.open_table(index.connect(settings))
     assert len(_index_folders(settings)) == len(table.list_indices()) == 1
+    counter = settings.state_dir / MAINT_NAME
+    assert lance._maint_record(counter) == (0, None)  # nothing superseded: no prune later
     assert sync_pairs(settings).noop
+    rebuilt = sync_pairs(settings, full=True)  # replaces the table: its old files go later
+    assert rebuilt.rebuilt and not rebuilt.optimized
+    assert lance._maint_record(counter)[1] is not None
 
 
 def test_what_a_compaction_superseded_is_pruned_after_the_grace(

@@ -143,6 +143,7 @@ class Memory:
         ``wrenmem.toml``, else the manifest's data source, else the default. Re-storing a
         question keeps its file's dialect, source and ``created_at`` unless given.
         """
+        from wrenmem.pairs.catalog import scan
         from wrenmem.pairs.pairfile import ALLOW_WRITES, REVIEWED, Pair
         from wrenmem.pairs.store import (
             clean_pair,
@@ -160,7 +161,8 @@ class Memory:
         given = clean_pair(Pair(nl=question, sql=sql, notes=note, tags=tuple(_split_tags(tags)),
                                 datasource=datasource, dialect=dialect, source=source or ""))
         question, sql, note = given.nl, given.sql, given.notes
-        existing = find_by_question(self.settings, question)
+        known = scan(self.settings).pairs  # one scan for the whole call, not three
+        existing = find_by_question(self.settings, question, known)
         manifest = self._manifest_if_any()
         if dialect is None and self.settings.origins.get("dialect") == "flag":
             dialect = self.settings.dialect  # given for this call, like the argument
@@ -189,22 +191,21 @@ class Memory:
         pair = Pair(nl=question.strip(), sql=sql.strip(),
                     datasource=datasource or self.settings.datasource, dialect=dialect,
                     tags=tuple(_split_tags(tags)), source=source, notes=note, extra=extra)
-        result = store_pair(self.settings, pair, folder=folder)
-        self._warn_duplicates(result.pair)
+        result = store_pair(self.settings, pair, folder=folder, known=known)
+        self._warn_duplicates(result.pair, known)
         self._after_write([result.path])
         return result
 
-    def _warn_duplicates(self, pair: Pair) -> None:
+    def _warn_duplicates(self, pair: Pair, known: Sequence[Pair]) -> None:
         """Say at once when ``pair`` asks a question another file asks too: what
-        ``duplicates`` (and its pre-commit hook) will reject."""
+        ``duplicates`` (and its pre-commit hook) will reject. ``known``: the other files'
+        pairs, as scanned before ``pair`` was written (only its own file changed since)."""
         if self.notify is None:
             return
         from wrenmem.checks.duplicates import find_duplicates, question_key
-        from wrenmem.pairs.catalog import scan
 
         key = question_key(pair)
-        same = [p for p in scan(self.settings).pairs
-                if p.path != pair.path and question_key(p) == key]
+        same = [p for p in known if p.path != pair.path and question_key(p) == key]
         for dup in find_duplicates([pair, *same], self.settings.dialect):
             if dup.pair.path == pair.path:
                 self.notify(f"warning: {pair.path}: {dup.message} (`wrenmem duplicates` "

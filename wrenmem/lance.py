@@ -424,12 +424,13 @@ def ensure_vector_index(table: Any, column: str = "vector", min_rows: int = ANN_
 
 
 def maintain(table: Any, counter: Path, commits: int, rows_written: int, *,
-             fresh: bool = False) -> bool:
+             fresh: bool = False, replaced: bool = False) -> bool:
     """Compact every COMPACT_EVERY write commits (counted in ``counter``), and after any big
     write: merge small fragments, fold new rows into the indexes, prune old versions.
     ``fresh``: the table was created by this write and its indexes were just built over
     every row, so a compaction would only rewrite them and leave the first copies on disk
-    (about 400 MB at 100,000 pairs): it is not compacted now.
+    (about 400 MB at 100,000 pairs): it is not compacted now. ``replaced``: it replaced
+    a table (a rebuild), whose versions' files are pruned after the grace.
 
     A compaction supersedes the files of the versions before it but prunes only versions
     older than CLEANUP_AFTER (a reader may still be reading one, and LanceDB's cleanup
@@ -442,8 +443,9 @@ def maintain(table: Any, counter: Path, commits: int, rows_written: int, *,
     count, prune_at = _maint_record(counter)
     count += commits
     done = False
-    if fresh and commits:  # (a rebuild leaves the replaced table's versions: prune later)
-        count, prune_at = 0, time.time() + CLEANUP_AFTER.total_seconds()
+    if fresh and commits:
+        count = 0
+        prune_at = time.time() + CLEANUP_AFTER.total_seconds() if replaced else None
     elif commits and (count >= COMPACT_EVERY or rows_written >= COMPACT_AFTER_ROWS):
         if _optimize(table):
             done, count = True, 0

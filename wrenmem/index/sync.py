@@ -374,9 +374,10 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
         paths = None  # a new table needs every pair, whatever the caller asked for
         rows_read: tuple[index.IndexedRow, ...] = ()
         fresh = True
+        replaced = check.table is not None  # its old versions' files stay until pruned
     else:
         rows_read = check.rows
-        fresh = False
+        fresh = replaced = False
 
     desired = snap.desired()
     scope = None if paths is None else set(paths)
@@ -411,7 +412,10 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     lance.ensure_vector_index(table)
     if here is not None:
         index.record_origin(table, here)
-    optimized = _maintain(settings, table, commits, embedded, fresh=fresh)
+    # A new local table keeps its fragments; on object storage, where every fragment is a
+    # request for a reader, a big build is still compacted at once.
+    optimized = _maintain(settings, table, commits, embedded,
+                          fresh=fresh and not settings.remote_index, replaced=replaced)
     rows = table.count_rows()
     recallcopy.save(settings, table)
     # A scoped sync vouches for its paths only: never for a remote table's other rows.
@@ -552,8 +556,8 @@ def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: Mapping
 
 
 def _maintain(settings: Settings, table: Any, commits: int, embedded: int,
-              fresh: bool = False) -> bool:
+              fresh: bool = False, replaced: bool = False) -> bool:
     """Compaction now and then, and the prune of what the last one superseded (before the
     mirror and the recall copy record the table's files)."""
     return lance.maintain(table, settings.state_dir / MAINT_NAME, commits, embedded,
-                          fresh=fresh)
+                          fresh=fresh, replaced=replaced)
