@@ -646,7 +646,9 @@ class Memory:
 
     def sync(self, *, full: bool = False,
              progress: Callable[[int, int], None] | None = None) -> SyncReport:
-        """Bring the index to the files' state, embedding only what changed."""
+        """Bring the index to the files' state, embedding only what changed. With
+        ``use_daemon``, a small change is synced by the running watcher (LanceDB and the
+        model loaded there); ``progress`` is then not called."""
         from wrenmem.index.sync import sync_pairs
 
         if not full:
