@@ -1,5 +1,5 @@
-"""The LanceDB adapter's housekeeping: ``import lancedb`` without the REST client, a first
-build that leaves one copy of each index, and the prune of what a compaction superseded."""
+"""The LanceDB adapter's housekeeping: ``import lancedb`` without the REST client, and a first
+build that leaves one copy of each index."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -18,9 +16,8 @@ from conftest import REPO, write_pair
 from tests.fakes import RecordingEmbedder
 from tests.index_helpers import install_fake, settings_for
 from wrenmem import lance
-from wrenmem.index import state
 from wrenmem.index import table as index
-from wrenmem.index.sync import MAINT_NAME, sync_pairs
+from wrenmem.index.sync import sync_pairs
 
 LAZY = textwrap.dedent("""
     import json, sys
@@ -81,48 +78,12 @@ def test_a_first_build_leaves_one_copy_of_each_index(project: Path,
     assert report.rows == lance.COMPACT_AFTER_ROWS + 10 and not report.optimized
     table = index.open_table(index.connect(settings))
     assert len(_index_folders(settings)) == len(table.list_indices()) == 1
-    counter = settings.state_dir / MAINT_NAME
-    assert lance._maint_record(counter) == (0, None)  # nothing superseded: no prune later
     assert sync_pairs(settings).noop
-    rebuilt = sync_pairs(settings, full=True)  # replaces the table: its old files go later
+    rebuilt = sync_pairs(settings, full=True)  # a rebuild is a new table too
     assert rebuilt.rebuilt and not rebuilt.optimized
-    assert lance._maint_record(counter)[1] is not None
-
-
-def test_what_a_compaction_superseded_is_pruned_after_the_grace(
-        project: Path, fake: RecordingEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = settings_for(project)
-    monkeypatch.setattr(lance, "CLEANUP_AFTER", timedelta(seconds=1))
-    for i in range(40):
-        write_pair(project, f"q{i}.md", f"How many orders in region {i}?", f"SELECT {i}")
-    sync_pairs(settings)
-    for n in range(lance.COMPACT_EVERY):  # small syncs until one compacts
-        write_pair(project, f"q{n}.md", f"Edited question number {n}?", f"SELECT {n}")
-        report = sync_pairs(settings)
-    assert report.optimized
-    folder = Path(settings.index_uri) / "pairs.lance"
-    table = index.open_table(index.connect(settings))
-    versions_before, size_before = len(table.list_versions()), _bytes(folder)
-    counter = settings.state_dir / MAINT_NAME
-    assert not lance.prune_due(counter)  # within the grace: a reader may read them
-    time.sleep(1.2)
-    assert lance.prune_due(counter)
-    write_pair(project, "late.md", "How many returns last week?", "SELECT 1")
-    report = sync_pairs(settings)  # the next write prunes, before it records the files
-    assert report.optimized and not lance.prune_due(counter)
-    table = index.open_table(index.connect(settings))
-    assert len(table.list_versions()) < versions_before
-    assert _bytes(folder) < size_before
-    assert table.count_rows() == 41
-
-    assert state.same_target(settings, state.load_state(settings), fake.model_id)
-    assert sync_pairs(settings).noop
-
-
-def test_the_maintenance_record_of_an_older_wrenmem_is_read(tmp_path: Path) -> None:
-    from wrenmem.fsutil import write_marshal
-
-    counter = tmp_path / "maint.bin"
-    write_marshal(counter, 7)  # a bare count of commits
-    assert lance._maint_record(counter) == (7, None)
-    assert not lance.prune_due(counter)
+    # ... and small syncs after it are counted from zero towards the next compaction.
+    for n in range(lance.COMPACT_EVERY - 1):
+        write_pair(project, f"g0/q{n}.md", f"Edited question {n}?", f"SELECT {n}")
+        assert not sync_pairs(settings).optimized
+    write_pair(project, "g0/last.md", "The tenth small sync compacts", "SELECT 0")
+    assert sync_pairs(settings).optimized

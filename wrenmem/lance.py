@@ -424,64 +424,27 @@ def ensure_vector_index(table: Any, column: str = "vector", min_rows: int = ANN_
 
 
 def maintain(table: Any, counter: Path, commits: int, rows_written: int, *,
-             fresh: bool = False, replaced: bool = False) -> bool:
+             fresh: bool = False) -> bool:
     """Compact every COMPACT_EVERY write commits (counted in ``counter``), and after any big
     write: merge small fragments, fold new rows into the indexes, prune old versions.
     ``fresh``: the table was created by this write and its indexes were just built over
-    every row, so a compaction would only rewrite them and leave the first copies on disk
-    (about 400 MB at 100,000 pairs): it is not compacted now. ``replaced``: it replaced
-    a table (a rebuild), whose versions' files are pruned after the grace.
-
-    A compaction supersedes the files of the versions before it but prunes only versions
-    older than CLEANUP_AFTER (a reader may still be reading one, and LanceDB's cleanup
-    deletes files under a reader; see the module docs), and the write just before it is
-    younger. So the first write after that grace optimizes once more, which prunes them
-    (:func:`prune_due`): ``.wrenmem/`` does not keep a second copy of the table and its
-    indexes until the next compaction. Call it before recording the table's files (the
-    state mirror, the recall copy). Housekeeping only: never fails the write it follows.
-    True when it optimized."""
-    count, prune_at = _maint_record(counter)
-    count += commits
-    done = False
-    if fresh and commits:
-        count = 0
-        prune_at = time.time() + CLEANUP_AFTER.total_seconds() if replaced else None
-    elif commits and (count >= COMPACT_EVERY or rows_written >= COMPACT_AFTER_ROWS):
-        if _optimize(table):
-            done, count = True, 0
-            prune_at = time.time() + CLEANUP_AFTER.total_seconds()
-    elif prune_at is not None and time.time() >= prune_at:
-        done = _optimize(table)  # little left to compact: the prune is what it is for
-        prune_at = None if done else prune_at
-    write_marshal(counter, {"commits": count, "prune_at": prune_at})
-    return done
-
-
-def _optimize(table: Any) -> bool:
-    try:
-        table.optimize(cleanup_older_than=CLEANUP_AFTER)
-        return True
-    except Exception as e:  # a concurrent writer preempted us: try next time
-        log.debug("compaction skipped: %s", e)
+    every row, so a compaction would only rewrite the table and its indexes and leave the
+    first copies on disk (its versions are younger than CLEANUP_AFTER: about 400 MB at
+    100,000 pairs): it is not compacted now, and its commits are not counted.
+    Housekeeping only: never fails the write it follows."""
+    if not commits:
         return False
-
-
-def _maint_record(counter: Path) -> tuple[int, float | None]:
-    """(write commits since the last compaction, when its superseded files may go)."""
     stored = read_marshal(counter)
-    if isinstance(stored, int):  # the record of an older wrenmem: a bare count
-        return stored, None
-    if not isinstance(stored, dict):
-        return 0, None
-    count, prune_at = stored.get("commits"), stored.get("prune_at")
-    return (count if isinstance(count, int) else 0,
-            float(prune_at) if isinstance(prune_at, int | float) else None)
-
-
-def prune_due(counter: Path) -> bool:
-    """Whether a compaction's superseded files are past their grace (no LanceDB needed)."""
-    _count, prune_at = _maint_record(counter)
-    return prune_at is not None and time.time() >= prune_at
+    count = 0 if fresh else (stored if isinstance(stored, int) else 0) + commits
+    done = False
+    if not fresh and (count >= COMPACT_EVERY or rows_written >= COMPACT_AFTER_ROWS):
+        try:
+            table.optimize(cleanup_older_than=CLEANUP_AFTER)
+            done, count = True, 0
+        except Exception as e:  # a concurrent writer preempted us: try next time
+            log.debug("compaction skipped: %s", e)
+    write_marshal(counter, count)
+    return done
 
 
 def index_unavailable(settings: Settings) -> str | None:

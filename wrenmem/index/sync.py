@@ -374,10 +374,9 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
         paths = None  # a new table needs every pair, whatever the caller asked for
         rows_read: tuple[index.IndexedRow, ...] = ()
         fresh = True
-        replaced = check.table is not None  # its old versions' files stay until pruned
     else:
         rows_read = check.rows
-        fresh = replaced = False
+        fresh = False
 
     desired = snap.desired()
     scope = None if paths is None else set(paths)
@@ -415,7 +414,7 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     # A new local table keeps its fragments; on object storage, where every fragment is a
     # request for a reader, a big build is still compacted at once.
     optimized = _maintain(settings, table, commits, embedded,
-                          fresh=fresh and not settings.remote_index, replaced=replaced)
+                          fresh=fresh and not settings.remote_index)
     rows = table.count_rows()
     recallcopy.save(settings, table)
     # A scoped sync vouches for its paths only: never for a remote table's other rows.
@@ -556,8 +555,7 @@ def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: Mapping
 
 
 def _maintain(settings: Settings, table: Any, commits: int, embedded: int,
-              fresh: bool = False, replaced: bool = False) -> bool:
-    """Compaction now and then, and the prune of what the last one superseded (before the
-    mirror and the recall copy record the table's files)."""
+              fresh: bool = False) -> bool:
+    """Compaction now and then (not of a table this sync created: ``fresh``)."""
     return lance.maintain(table, settings.state_dir / MAINT_NAME, commits, embedded,
-                          fresh=fresh, replaced=replaced)
+                          fresh=fresh)
