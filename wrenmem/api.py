@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from wrenmem.errors import SqlCheckError, WrenmemError
 from wrenmem.recall.hits import Filters, Hit, RecallResult, above
 from wrenmem.settings import Settings, find_project_root, load_settings
-from wrenmem.watch.client import remote_call, remote_fetch, remote_recall
+from wrenmem.watch.client import remote_call, remote_fetch, remote_recall, watcher_sync
 
 # The rest is imported by the methods that use it: an agent's one-shot recall builds a
 # Memory (the CLI's fast path does) and must not pay for validation, git, the schema or
@@ -143,6 +143,7 @@ class Memory:
         ``wrenmem.toml``, else the manifest's data source, else the default. Re-storing a
         question keeps its file's dialect, source and ``created_at`` unless given.
         """
+        from wrenmem.pairs.catalog import scan
         from wrenmem.pairs.pairfile import ALLOW_WRITES, REVIEWED, Pair
         from wrenmem.pairs.store import (
             clean_pair,
@@ -160,7 +161,8 @@ class Memory:
         given = clean_pair(Pair(nl=question, sql=sql, notes=note, tags=tuple(_split_tags(tags)),
                                 datasource=datasource, dialect=dialect, source=source or ""))
         question, sql, note = given.nl, given.sql, given.notes
-        existing = find_by_question(self.settings, question)
+        known = scan(self.settings).pairs  # one scan for the whole call, not three
+        existing = find_by_question(self.settings, question, known)
         manifest = self._manifest_if_any()
         if dialect is None and self.settings.origins.get("dialect") == "flag":
             dialect = self.settings.dialect  # given for this call, like the argument
@@ -189,22 +191,21 @@ class Memory:
         pair = Pair(nl=question.strip(), sql=sql.strip(),
                     datasource=datasource or self.settings.datasource, dialect=dialect,
                     tags=tuple(_split_tags(tags)), source=source, notes=note, extra=extra)
-        result = store_pair(self.settings, pair, folder=folder)
-        self._warn_duplicates(result.pair)
+        result = store_pair(self.settings, pair, folder=folder, known=known)
+        self._warn_duplicates(result.pair, known)
         self._after_write([result.path])
         return result
 
-    def _warn_duplicates(self, pair: Pair) -> None:
+    def _warn_duplicates(self, pair: Pair, known: Sequence[Pair]) -> None:
         """Say at once when ``pair`` asks a question another file asks too: what
-        ``duplicates`` (and its pre-commit hook) will reject."""
+        ``duplicates`` (and its pre-commit hook) will reject. ``known``: the other files'
+        pairs, as scanned before ``pair`` was written (only its own file changed since)."""
         if self.notify is None:
             return
         from wrenmem.checks.duplicates import find_duplicates, question_key
-        from wrenmem.pairs.catalog import scan
 
         key = question_key(pair)
-        same = [p for p in scan(self.settings).pairs
-                if p.path != pair.path and question_key(p) == key]
+        same = [p for p in known if p.path != pair.path and question_key(p) == key]
         for dup in find_duplicates([pair, *same], self.settings.dialect):
             if dup.pair.path == pair.path:
                 self.notify(f"warning: {pair.path}: {dup.message} (`wrenmem duplicates` "
@@ -645,9 +646,15 @@ class Memory:
 
     def sync(self, *, full: bool = False,
              progress: Callable[[int, int], None] | None = None) -> SyncReport:
-        """Bring the index to the files' state, embedding only what changed."""
+        """Bring the index to the files' state, embedding only what changed. With
+        ``use_daemon``, a small change is synced by the running watcher (LanceDB and the
+        model loaded there); ``progress`` is then not called."""
         from wrenmem.index.sync import sync_pairs
 
+        if not full:
+            handed = self._sync_in_watcher(None)
+            if handed is not None:
+                return handed
         return sync_pairs(self.settings, full=full, progress=progress, embedder=self.embedder)
 
     def sync_schema(self, progress: Callable[[int, int], None] | None = None
@@ -700,10 +707,20 @@ class Memory:
     def _after_write(self, paths: Sequence[str]) -> None:
         from wrenmem.index.autosync import update_after_write
 
-        self.last_index = update_after_write(self.settings, paths, self.embedder)
+        self.last_index = update_after_write(self.settings, paths, self.embedder,
+                                             handoff=self._sync_in_watcher)
         note = self.last_index.note()
         if note and self.notify is not None:
             self.notify(note)
+
+    def _sync_in_watcher(self, paths: Sequence[str] | None) -> SyncReport | None:
+        """The sync of the pairs (all, or ``paths``) run by the running watcher, which has
+        LanceDB and the model loaded (a small change only: the daemon refuses a big one);
+        None: this process syncs itself."""
+        if not self._daemon():
+            return None
+        report: SyncReport | None = watcher_sync(self.settings, paths)
+        return report
 
     def _report(self, errors: Iterable[Any]) -> None:
         if self.notify is None:

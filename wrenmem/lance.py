@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -144,11 +145,54 @@ def import_lancedb() -> Any:
     os.environ.setdefault("LANCE_LOG", "error")
     os.environ.setdefault("LANCEDB_LOG", "error")  # the variable lancedb 0.40 reads
     try:
+        defer_rest_client()
         import lancedb
     except ImportError as e:
         raise ExtraMissingError(
             "the index needs lancedb and pyarrow (pip install 'wrenmem[index]')") from e
     return lancedb
+
+
+# The REST namespace client that ``lancedb`` imports through ``lance_namespace``: its package
+# ``__init__`` imports nine generated API modules whose pydantic-validated methods cost about
+# 0.8 s of CPU, half of ``import lancedb``, and only a REST namespace (LanceDB Cloud, a
+# namespace server) ever calls them. ``lance_namespace`` and ``lancedb`` need only its
+# ``models`` subpackage at import.
+REST_CLIENT = "lance_namespace_urllib3_client"
+_DEFER_LOCK = threading.Lock()
+
+
+def defer_rest_client(name: str = REST_CLIENT) -> bool:
+    """Register the package ``name`` without running its ``__init__``, so importing one of
+    its submodules (``name.models``) loads just that; the first access to anything else of
+    the package (``name.TableApi``...) runs the real ``__init__`` then, into the same module.
+    True when deferred now; False when already imported or not installed."""
+    import importlib
+    import importlib.util
+    import sys
+
+    with _DEFER_LOCK:
+        if name in sys.modules:
+            return False
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+            return False
+        module = importlib.util.module_from_spec(spec)
+        loader = spec.loader
+
+        def __getattr__(attr: str) -> Any:  # noqa: N807 (a module's own __getattr__)
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            if importlib.util.find_spec(f"{name}.{attr}") is not None:
+                return importlib.import_module(f"{name}.{attr}")
+            with _DEFER_LOCK:
+                if module.__dict__.pop("__getattr__", None) is not None:
+                    loader.exec_module(module)  # the real __init__, once
+            return getattr(module, attr)
+
+        module.__getattr__ = __getattr__  # type: ignore[method-assign]
+        sys.modules[name] = module
+        return True
 
 
 def connect(uri: str, consistency: timedelta = timedelta(0), *, quick: bool = False) -> Any:
@@ -379,16 +423,21 @@ def ensure_vector_index(table: Any, column: str = "vector", min_rows: int = ANN_
     return True
 
 
-def maintain(table: Any, counter: Path, commits: int, rows_written: int) -> bool:
+def maintain(table: Any, counter: Path, commits: int, rows_written: int, *,
+             fresh: bool = False) -> bool:
     """Compact every COMPACT_EVERY write commits (counted in ``counter``), and after any big
     write: merge small fragments, fold new rows into the indexes, prune old versions.
+    ``fresh``: the table was created by this write and its indexes were just built over
+    every row, so a compaction would only rewrite the table and its indexes and leave the
+    first copies on disk (its versions are younger than CLEANUP_AFTER: about 400 MB at
+    100,000 pairs): it is not compacted now, and its commits are not counted.
     Housekeeping only: never fails the write it follows."""
     if not commits:
         return False
     stored = read_marshal(counter)
-    count = (stored if isinstance(stored, int) else 0) + commits
+    count = 0 if fresh else (stored if isinstance(stored, int) else 0) + commits
     done = False
-    if count >= COMPACT_EVERY or rows_written >= COMPACT_AFTER_ROWS:
+    if not fresh and (count >= COMPACT_EVERY or rows_written >= COMPACT_AFTER_ROWS):
         try:
             table.optimize(cleanup_older_than=CLEANUP_AFTER)
             done, count = True, 0
@@ -396,6 +445,7 @@ def maintain(table: Any, counter: Path, commits: int, rows_written: int) -> bool
             log.debug("compaction skipped: %s", e)
     write_marshal(counter, count)
     return done
+
 
 def index_unavailable(settings: Settings) -> str | None:
     """Why the vector/hybrid backends cannot run here, or None when they can."""

@@ -7,6 +7,7 @@ import sys
 import click
 
 from wrenmem.cli.common import alias, emit_json, get_memory, json_option, warn
+from wrenmem.cli.progress import Progress
 
 
 @click.command(name="import")
@@ -46,7 +47,8 @@ def import_cmd(ctx: click.Context, file: str, upsert: bool, overwrite: bool, dry
                                        "--yes to confirm (or --dry-run to look first)")
             click.confirm(f"Delete {len(doomed)} pair file(s) and import?", abort=True,
                           err=True)
-    report = memory.import_(file, mode=mode, dry_run=dry_run, force=force)
+    with Progress("import"):
+        report = memory.import_(file, mode=mode, dry_run=dry_run, force=force)
     note = "; ".join(notes) or None
     if as_json:
         emit_json({**report.to_dict(), "dry_run": dry_run, "index": note})

@@ -20,6 +20,7 @@ from wrenmem.git.hooks import (
     run_hook,
     uninstall_hooks,
 )
+from wrenmem.watch.client import watcher_sync
 
 
 @click.group()
@@ -121,7 +122,7 @@ def hooks_run(ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
     except Exception as e:  # bad settings must not fail a checkout either
         warn(f"wrenmem: {name} hook: index not synced: {e}")
         return
-    problem = run_hook(settings, name, args)
+    problem = run_hook(settings, name, args, handoff=watcher_sync)
     if problem:
         warn(f"wrenmem: {name} hook: index not synced: {problem[:160]} "
              f"(see {settings.relpath(settings.state_dir / LOG_NAME)})")

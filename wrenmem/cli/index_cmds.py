@@ -2,39 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-import time
 from typing import Any
 
 import click
 
 from wrenmem.cli.common import emit_json, get_memory, json_option, report_pair_errors, warn
-
-
-class _TerminalProgress:
-    """``indexing: 1200/10000 texts`` redrawn in place on a terminal's stderr."""
-
-    def __init__(self) -> None:
-        self.enabled = sys.stderr.isatty()
-        self.shown = False
-        self.last = 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or total < 50:
-            return
-        now = time.monotonic()
-        if done < total and now - self.last < 0.1:
-            return
-        self.last = now
-        self.shown = True
-        sys.stderr.write(f"\rindexing: {done}/{total} texts embedded ({100 * done // total}%)")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
+from wrenmem.cli.progress import Progress
 
 GREP_ONLY = "grep backend: the pair files are the index; nothing to build"
 
@@ -60,13 +33,10 @@ def sync(ctx: click.Context, full: bool, pairs_only: bool, as_json: bool) -> Non
         else:
             click.echo(GREP_ONLY)
         return
-    progress = _TerminalProgress()
-    try:
+    with Progress("sync") as progress:
         report = memory.sync(full=full, progress=progress)
         schema = None if pairs_only else memory.sync_schema(progress=progress)
         knowledge = None if pairs_only else memory.sync_knowledge()
-    finally:
-        progress.close()
     report_pair_errors(report.errors)
     for message in report.warnings:
         warn(f"warning: {message}")

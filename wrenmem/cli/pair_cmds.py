@@ -14,6 +14,7 @@ from wrenmem.cli.common import (
     report_pair_errors,
     warn,
 )
+from wrenmem.cli.progress import Progress
 from wrenmem.errors import SqlCheckError, WrenmemError
 
 
@@ -69,9 +70,10 @@ def store(ctx: click.Context, nl: str, sql: str, datasource: str | None, dialect
     memory = get_memory(ctx, datasource=datasource, dialect=dialect)
     memory.notify = notes.append
     try:
-        result = memory.store(nl, sql, dialect=dialect, tags=tags, note=note, source=source,
-                              folder=folder, force=force, check_schema=not no_schema,
-                              allow_writes=allow_writes)
+        with Progress("store"):
+            result = memory.store(nl, sql, dialect=dialect, tags=tags, note=note,
+                                  source=source, folder=folder, force=force,
+                                  check_schema=not no_schema, allow_writes=allow_writes)
     except SqlCheckError as e:
         for p in e.problems:
             warn(f"--sql:{p.line}:{p.col}: {p.message}")
@@ -190,7 +192,8 @@ def forget(ctx: click.Context, targets: tuple[str, ...], source: str | None, yes
         click.confirm(f"Delete {len(paths)} pair file(s)?\n{listing}\n", abort=True, err=True)
     notes: list[str] = []
     memory.notify = notes.append
-    deleted = memory.forget(paths)
+    with Progress("forget"):
+        deleted = memory.forget(paths)
     sync_note = "; ".join(notes) or None
     if as_json:
         index = memory.last_index.to_dict() if memory.last_index else None

@@ -19,14 +19,14 @@ import shlex
 import sys
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from wrenmem import statedir
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
-from wrenmem.index.sync import sync_pairs
+from wrenmem.index.sync import SyncReport, sync_pairs
 from wrenmem.knowledge.files import load_knowledge
 from wrenmem.knowledge.table import read_state as read_knowledge_state
 from wrenmem.knowledge.table import sync_knowledge
@@ -36,6 +36,8 @@ from wrenmem.schema.table import sync_schema
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
+# Runs a hook's sync of the pairs elsewhere (the watcher) or returns None: sync here.
+Handoff = Callable[[Settings], SyncReport | None]
 
 HOOK_NAMES = ("post-checkout", "post-merge", "post-rewrite", "post-commit",
               "reference-transaction")
@@ -313,7 +315,8 @@ def pre_commit_stage(environ: Mapping[str, str]) -> str:
     return "post-commit"
 
 
-def run_hook(settings: Settings, name: str, args: tuple[str, ...]) -> str | None:
+def run_hook(settings: Settings, name: str, args: tuple[str, ...], *,
+             handoff: Handoff | None = None) -> str | None:
     """Sync the index after git hook ``name``; never raises.
 
     ``name`` "pre-commit" means the pre-commit framework runs us (the ``wrenmem-sync`` hook):
@@ -336,7 +339,7 @@ def run_hook(settings: Settings, name: str, args: tuple[str, ...]) -> str | None
                      f"{name} {' '.join(args)}: no {settings.knowledge_dir}/, nothing to do")
             return None
         if name == DEFERRED:
-            return _run_deferred(settings, log_path, started)
+            return _run_deferred(settings, log_path, started, handoff)
         operation = in_progress(settings.root)
         if name.split()[0] in DEFERRING_HOOKS and operation:
             # A rebase or a cherry-pick of several commits runs post-commit for every commit
@@ -348,7 +351,7 @@ def run_hook(settings: Settings, name: str, args: tuple[str, ...]) -> str | None
                            + ("a deferred sync waits for its end" if started_waiter
                               else "the deferred sync already waiting will sync"))
             return None
-        summary = _sync(settings)
+        summary = _sync(settings, handoff)
     except BaseException as e:  # a hook must never fail the git operation, whatever happened
         if isinstance(e, KeyboardInterrupt):
             return "interrupted"
@@ -406,7 +409,8 @@ def _defer_lock_held(settings: Settings) -> bool:
     return is_locked(settings.state_dir / DEFER_LOCK, exclusive=False)
 
 
-def _run_deferred(settings: Settings, log_path: Path, started: float) -> str | None:
+def _run_deferred(settings: Settings, log_path: Path, started: float,
+                  handoff: Handoff | None = None) -> str | None:
     """The waiter: hold the deferred lock, wait for the operation to end, then sync."""
     import fcntl
 
@@ -427,7 +431,7 @@ def _run_deferred(settings: Settings, log_path: Path, started: float) -> str | N
                 _log(log_path, f"{DEFERRED}: {operation} still in progress after "
                                f"{DEFER_TIMEOUT / 3600:.0f} h; its next hook syncs")
                 return None
-            summary = _sync(settings)
+            summary = _sync(settings, handoff)
             # Another rebase may have started while this one synced: its hooks saw this
             # waiter holding the lock and left the sync to it.
             if in_progress(settings.root) is None:
@@ -438,12 +442,13 @@ def _run_deferred(settings: Settings, log_path: Path, started: float) -> str | N
     return None
 
 
-def _sync(settings: Settings) -> str:
+def _sync(settings: Settings, handoff: Handoff | None = None) -> str:
     """Run the one incremental sync of the project and describe what it did.
 
     A no-op sync opens neither the index nor a model, so most hooks cost a file scan. Nothing
     is synced for a grep-only project (setting ``backend = "grep"``) or without the index
-    extra: there is no index to keep in step, and recall reads the files.
+    extra: there is no index to keep in step, and recall reads the files. ``handoff``: asked
+    first to sync the pairs elsewhere (the running watcher); None from it: synced here.
     """
     if settings.backend == "grep":
         return "backend is grep: no index to sync"
@@ -452,7 +457,8 @@ def _sync(settings: Settings) -> str:
     if reason is not None:
         return f"no index to sync: {reason}"
 
-    summary = sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT).summary()
+    handed = handoff(settings) if handoff is not None else None
+    summary = (handed or sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT)).summary()
     if settings.manifest_path.is_file() and not settings.is_reader:
         # The schema index too, built when missing (a fresh clone, a checkout that brought
         # the manifest, a deleted .wrenmem/) or stale: else `check` fails until a manual

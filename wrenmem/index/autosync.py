@@ -11,11 +11,11 @@ grep-only user never pays for a model, and the first vector/hybrid recall or
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from wrenmem.index.sync import sync_pairs
+from wrenmem.index.report import SyncReport
 from wrenmem.index.table import index_exists
 from wrenmem.lance import index_unavailable
 from wrenmem.settings import Settings
@@ -65,9 +65,13 @@ class IndexUpdate:
 
 
 def update_after_write(settings: Settings, paths: Sequence[str],
-                       embedder: Embedder | None = None) -> IndexUpdate:
+                       embedder: Embedder | None = None, *,
+                       handoff: Callable[[Sequence[str]], SyncReport | None] | None = None
+                       ) -> IndexUpdate:
     """Bring the index up to date for ``paths`` (relative pair paths) if an index exists
     (with ``embedder`` instead of the setting's when given), and say what happened.
+    ``handoff``: asked first to run that sync elsewhere (the running watcher, whose model
+    and LanceDB are loaded); None from it means this process syncs itself.
 
     Never raises for index trouble: the files are already written and are the truth; a
     later ``sync`` repairs the index.
@@ -80,11 +84,20 @@ def update_after_write(settings: Settings, paths: Sequence[str],
         if index_unavailable(settings) is not None or not index_exists(settings):
             return IndexUpdate("none")
 
-        report = sync_pairs(settings, paths=list(paths), lock_timeout=LOCK_TIMEOUT,
-                            embedder=embedder)
+        report = handoff(paths) if handoff is not None else None
+        if report is None:
+            from wrenmem.index.sync import sync_pairs
+
+            report = sync_pairs(settings, paths=list(paths), lock_timeout=LOCK_TIMEOUT,
+                                embedder=embedder)
     except Exception as e:  # never fail the write because of the derived index
         log.debug("after_write sync failed", exc_info=True)
         return IndexUpdate("failed", error=str(e))
+    return index_update(report)
+
+
+def index_update(report: SyncReport) -> IndexUpdate:
+    """What a sync limited to the written paths did, as :class:`IndexUpdate` says it."""
     if report.noop:
         return IndexUpdate("unchanged")
     touched = len(report.added) + len(report.changed) + len(report.renamed)

@@ -19,7 +19,6 @@ import random
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from wrenmem import lance, statedir
@@ -36,6 +35,7 @@ from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache, cache_path
 from wrenmem.index.origin import is_older_checkout, local_origin
 from wrenmem.index.plan import SyncPlan, plan_sync
+from wrenmem.index.report import SyncReport
 from wrenmem.index.snapshot import SEED_PREFIX, Snapshot, mirror_matches, save_mirror, take_snapshot
 from wrenmem.index.state import (
     IndexState,
@@ -44,6 +44,7 @@ from wrenmem.index.state import (
     load_state,
     save_state,
     stat_delta,
+    usable_state,
 )
 from wrenmem.lock import index_lock
 from wrenmem.pairs.catalog import read_paths, require_knowledge_dir
@@ -67,53 +68,6 @@ DELTA_MAX = 2000
 Progress = Callable[[int, int], None]
 
 
-# ---------------------------------------------------------------------- report ----
-
-@dataclass(frozen=True)
-class SyncReport:
-    """What a sync did. Paths are relative to the project; seeds appear as ``seed:...``."""
-
-    added: tuple[str, ...] = ()
-    changed: tuple[str, ...] = ()
-    removed: tuple[str, ...] = ()
-    renamed: tuple[tuple[str, str], ...] = ()
-    unchanged: tuple[str, ...] = ()
-    embedded: int = 0
-    errors: tuple[PairError, ...] = ()
-    warnings: tuple[str, ...] = ()
-    rebuilt: bool = False
-    rebuild_reason: str | None = None
-    noop: bool = False
-    model_id: str = ""
-    rows: int = 0
-    optimized: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "noop": self.noop, "rebuilt": self.rebuilt, "rebuild_reason": self.rebuild_reason,
-            "added": list(self.added), "changed": list(self.changed),
-            "removed": list(self.removed),
-            "renamed": [{"from": a, "to": b} for a, b in self.renamed],
-            "unchanged": len(self.unchanged),
-            "embedded": self.embedded, "rows": self.rows, "embedder": self.model_id,
-            "optimized": self.optimized,
-            "errors": [{"path": e.path, "line": e.line, "reason": e.reason}
-                       for e in self.errors],
-            "warnings": list(self.warnings),
-        }
-
-    def summary(self) -> str:
-        """One line for people: counts, never the lists of paths."""
-        if self.noop:
-            return f"index up to date: {self.rows} pairs ({self.model_id})"
-        counts = [f"{len(self.added)} added", f"{len(self.changed)} changed",
-                  f"{len(self.removed)} removed", f"{len(self.renamed)} renamed",
-                  f"{len(self.unchanged)} unchanged"]
-        texts = "text" if self.embedded == 1 else "texts"
-        return (f"{'rebuilt' if self.rebuilt else 'synced'}: {', '.join(counts)}; "
-                f"{self.embedded} {texts} embedded; {self.rows} rows ({self.model_id})")
-
-
 # ------------------------------------------------------------------------ sync ----
 
 def embed_text(pair: Pair, max_chars: int = MAX_EMBED_CHARS) -> str:
@@ -131,13 +85,16 @@ def embed_text(pair: Pair, max_chars: int = MAX_EMBED_CHARS) -> str:
 def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | None = None,
                paths: Collection[str] | None = None,
                lock_timeout: float = LOCK_TIMEOUT,
-               embedder: Embedder | None = None) -> SyncReport:
+               embedder: Embedder | None = None,
+               delta: StatDelta | None = None) -> SyncReport:
     """Bring the index to the pairs' state; embed only added and changed pairs.
 
     ``full`` rebuilds from scratch. ``paths`` (relative pair paths) limits the work to
     those pairs, for ``store`` and friends. Safe from many processes and threads at once:
     writers take :func:`wrenmem.lock.index_lock`; the no-op check needs no lock.
     ``embedder``: instead of the ``embedder`` setting's (``Memory(embedder=...)``).
+    ``delta``: the :func:`~wrenmem.index.state.stat_delta` the caller just took for these
+    ``paths`` (the daemon, which looked at the size of the change first): not taken again.
     """
 
     if settings.is_reader:
@@ -146,7 +103,7 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
     embedder = embedder or get_embedder(settings.embedder, root=settings.root)
     with lance.disk_full_errors(settings.index_uri, "syncing the index"), \
             lance.storage_errors(settings.index_uri, "syncing"):
-        return _sync(settings, embedder, full, progress, paths, lock_timeout)
+        return _sync(settings, embedder, full, progress, paths, lock_timeout, delta)
 
 
 def reader_refusal(settings: Settings) -> str:
@@ -157,10 +114,14 @@ def reader_refusal(settings: Settings) -> str:
 
 
 def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress | None,
-          paths: Collection[str] | None, lock_timeout: float) -> SyncReport:
+          paths: Collection[str] | None, lock_timeout: float,
+          delta: StatDelta | None = None) -> SyncReport:
     if not full:
-        delta = stat_delta(settings, embedder.model_id)
+        # A sync limited to some paths (store, forget) looks at just them, not every file.
+        delta = delta or stat_delta(settings, embedder.model_id, only=paths)
         if delta is not None and delta.empty:
+            if delta.partial:
+                return SyncReport(model_id=embedder.model_id, rows=delta.state.rows)
             return _report_from_state(delta.state, embedder.model_id)
         if (delta is not None and not settings.remote_index
                 and len(delta.touched) + len(delta.gone) <= DELTA_MAX):
@@ -279,8 +240,8 @@ def _save_delta(settings: Settings, model_id: str, delta: StatDelta, read: Any,
     errors = sorted([e for e in prior.errors if e[0] not in scope]
                     + [(e.path, e.reason, e.line) for e in read.errors])
     # Files touched but left out of scope were not read: keep the older clock for them.
-    stats_at = delta.stats_at if scope == set(delta.touched) | set(delta.gone) else min(
-        prior.stats_at, delta.stats_at)
+    stats_at = (delta.stats_at if scope == set(delta.touched) | set(delta.gone)
+                and not delta.partial else min(prior.stats_at, delta.stats_at))
 
     def save() -> IndexState:
         return save_state(settings, model_id=model_id, files=files,
@@ -311,6 +272,14 @@ def _refresh_stats(settings: Settings, model_id: str) -> None:
                 save_mirror(settings, model_id, snap, state.rows, state.version)
     except LockTimeoutError:
         pass
+
+
+def report_if_unchanged(settings: Settings, model_id: str) -> SyncReport | None:
+    """The no-op report, from the state mirror alone, for a caller that knows no pair
+    file changed since the last whole sync (the watcher's events): None unless the mirror
+    still describes this index (its target, the table's own files, the seeds)."""
+    state = usable_state(settings, model_id)
+    return None if state is None else _report_from_state(state, model_id)
 
 
 def _report_from_state(state: IndexState, model_id: str) -> SyncReport:
@@ -404,8 +373,10 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
         table = index.create_table(db, embedder.model_id, embedder.dim, str(settings.root))
         paths = None  # a new table needs every pair, whatever the caller asked for
         rows_read: tuple[index.IndexedRow, ...] = ()
+        fresh = True
     else:
         rows_read = check.rows
+        fresh = False
 
     desired = snap.desired()
     scope = None if paths is None else set(paths)
@@ -440,7 +411,10 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     lance.ensure_vector_index(table)
     if here is not None:
         index.record_origin(table, here)
-    optimized = _maintain(settings, table, commits, embedded)
+    # A new local table keeps its fragments; on object storage, where every fragment is a
+    # request for a reader, a big build is still compacted at once.
+    optimized = _maintain(settings, table, commits, embedded,
+                          fresh=fresh and not settings.remote_index)
     rows = table.count_rows()
     recallcopy.save(settings, table)
     # A scoped sync vouches for its paths only: never for a remote table's other rows.
@@ -580,5 +554,8 @@ def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: Mapping
     return 1
 
 
-def _maintain(settings: Settings, table: Any, commits: int, embedded: int) -> bool:
-    return lance.maintain(table, settings.state_dir / MAINT_NAME, commits, embedded)
+def _maintain(settings: Settings, table: Any, commits: int, embedded: int,
+              fresh: bool = False) -> bool:
+    """Compaction now and then (not of a table this sync created: ``fresh``)."""
+    return lance.maintain(table, settings.state_dir / MAINT_NAME, commits, embedded,
+                          fresh=fresh)

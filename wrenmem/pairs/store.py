@@ -45,11 +45,12 @@ def utc_now() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def find_by_question(settings: Settings, nl: str) -> Pair | None:
+def find_by_question(settings: Settings, nl: str, known: Sequence[Pair] | None = None
+                     ) -> Pair | None:
     """The stored pair whose question is ``nl`` (compared by :func:`question_key`: NFC and
-    white space), if any."""
+    white space), if any; among ``known`` (the caller's scan of the catalog) when given."""
     key = question_key(nl)
-    for pair in scan(settings).pairs:
+    for pair in scan(settings).pairs if known is None else known:
         if question_key(pair.nl) == key:
             return pair
     return None
@@ -111,15 +112,17 @@ def default_dialect(settings: Settings, manifest_dialect: str | None) -> str:
     return manifest_dialect or settings.dialect
 
 
-def store_pair(settings: Settings, pair: Pair, *, folder: str = "") -> StoreResult:
+def store_pair(settings: Settings, pair: Pair, *, folder: str = "",
+               known: Sequence[Pair] | None = None) -> StoreResult:
     """Write ``pair`` to its file: the file of the same question if there is one, else a new one.
 
     Updating keeps the notes, ``created_at`` and unknown keys of the existing file. A new
     file is claimed atomically (hard link of a finished temporary file), so two processes
-    storing questions with the same slug both keep their pair.
+    storing questions with the same slug both keep their pair. ``known``: the pairs of a
+    scan the caller just made (one scan of 100,000 files costs seconds), else scanned here.
     """
     pair = clean_pair(pair)
-    existing = find_by_question(settings, pair.nl)
+    existing = find_by_question(settings, pair.nl, known)
     if existing is not None:
         return _update(settings, existing, pair)
     check_folder(folder)

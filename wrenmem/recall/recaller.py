@@ -285,6 +285,14 @@ class Recaller:
         self._synced(INDEX, started)
         self._kept.clear()
 
+    def index_written(self, started: float | None = None) -> None:
+        """A sync in this process wrote the index (the daemon's ``sync`` request; call it
+        holding the index lock): kept handles read an older version, so they go.
+        ``started`` (monotonic): the sync covered every file as of then."""
+        self._kept.clear()
+        if started is not None:
+            self._synced(INDEX, started)
+
     def _search_kept(self, key: tuple[str, Settings], settings: Settings, queries: list[str],
                      k: int, filters: Filters, sql: str | None, *, keep: bool
                      ) -> tuple[str, list[list[Hit]]]:

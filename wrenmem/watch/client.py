@@ -175,6 +175,27 @@ def remote_call(settings: Any, op: str, args: dict[str, Any],
     return reply["result"]
 
 
+def remote_sync(settings: Any, paths: Sequence[str] | None = None) -> dict[str, Any] | None:
+    """A sync of the pairs (all, or just ``paths``) run by the watcher with its model and
+    LanceDB loaded: ``SyncReport.to_wire()``, or None (a big change, a first index, no
+    watcher...: then sync in-process)."""
+    result = remote_call(settings, "sync", {"paths": None if paths is None else list(paths)})
+    return result if isinstance(result, dict) else None
+
+
+def watcher_sync(settings: Any, paths: Sequence[str] | None = None) -> Any | None:
+    """:func:`remote_sync` as the ``SyncReport`` an in-process sync returns, or None."""
+    wire = remote_sync(settings, paths)
+    if wire is None:
+        return None
+    from wrenmem.index.report import SyncReport
+
+    try:
+        return SyncReport.from_wire(wire)
+    except (KeyError, TypeError, ValueError):  # another version's reply
+        return None
+
+
 def _replay_notes(reply: dict[str, Any], notify: Callable[[str], None] | None) -> None:
     """Messages the in-process call would have given (e.g. which backend answered)."""
     if notify is not None:

@@ -1,4 +1,5 @@
-"""The warm daemon: the running watcher answers ``recall``, ``fetch`` and ``status``.
+"""The warm daemon: the running watcher answers ``recall``, ``fetch``, ``status`` and small
+``sync`` requests.
 
 One JSON line in, one JSON line out, over a Unix socket that only its owner can use (the
 socket is 0600 in a 0700 folder, and the peer's uid is checked with SO_PEERCRED). Each
@@ -38,6 +39,10 @@ log = logging.getLogger(__name__)
 # Settings a request may choose for itself: they pick a backend or a size, not the data.
 PER_REQUEST = ("backend", "fetch_threshold")
 MAX_REQUEST = 16 << 20
+# A ``sync`` request is served when at most this many files changed (by their stats):
+# seconds of work at most; a bigger one runs in the client, which shows its progress.
+HANDOFF_MAX = 200
+SYNC_LOCK_WAIT = 10.0  # the client's wait for a reply is REPLY_TIMEOUT (20 s)
 __all__ = ["DaemonServer", "Refused"]
 
 
@@ -177,6 +182,8 @@ class DaemonServer:
                     result = self.fetch(settings, args)
                 elif op == "status":
                     result = self.status(settings, args)
+                elif op == "sync":
+                    result = self.sync(settings, args)
                 else:
                     raise Refused(f"unknown request {op!r}")
         except Refused as e:
@@ -248,6 +255,44 @@ class DaemonServer:
                 return status_data(settings)
         except LockTimeoutError as e:
             raise Refused(f"the index is being written: {e}") from e
+
+    def sync(self, settings: Settings, args: dict[str, Any]) -> dict[str, Any]:
+        """A small sync of the pairs for a CLI process (``sync``, ``store``, ``forget``),
+        which then never imports LanceDB nor loads the model: ``SyncReport.to_wire()``.
+
+        Nothing changed since the last whole sync (the watcher's events say so): the
+        report comes from the state mirror, no file is looked at. Otherwise the stat
+        delta decides: more than ``HANDOFF_MAX`` files touched, no mirror (a first index,
+        another embedder), a reader or a remote index is Refused, and the client syncs
+        itself, with its progress shown. The index lock is held throughout, so the delta
+        cannot go stale before the sync uses it."""
+        from wrenmem.embedders import get_embedder
+        from wrenmem.index.state import stat_delta
+        from wrenmem.index.sync import report_if_unchanged, sync_pairs
+
+        paths = args.get("paths")
+        if paths is not None and not (isinstance(paths, list)
+                                      and all(isinstance(p, str) for p in paths)):
+            raise Refused("sync's paths must be a list of relative paths")
+        if settings.is_reader or settings.remote_index:
+            raise Refused("a shared index: the client syncs (or refuses) itself")
+        embedder = get_embedder(settings.embedder, root=settings.root)
+        started = time.monotonic()
+        with index_lock(settings, timeout=SYNC_LOCK_WAIT):
+            if paths is None and self.freshness is not None and not self.freshness.needs_sync():
+                known = report_if_unchanged(settings, embedder.model_id)
+                if known is not None:
+                    return known.to_wire()
+            delta = stat_delta(settings, embedder.model_id, only=paths)
+            if delta is None:
+                raise Refused("no state mirror to sync against (a first index?)")
+            if len(delta.touched) + len(delta.gone) > HANDOFF_MAX:
+                raise Refused(f"{len(delta.touched) + len(delta.gone)} files touched: a big "
+                              "sync runs in the client, with progress")
+            report = sync_pairs(settings, paths=paths, embedder=embedder, delta=delta,
+                                lock_timeout=SYNC_LOCK_WAIT)
+            self.recaller.index_written(started if paths is None else None)
+        return report.to_wire()
 
     def warm(self) -> None:
         """Load the default backend (and its model) before the first request needs it."""
