@@ -10,6 +10,7 @@ import pytest
 from conftest import imported_modules, run_wrenmem, write_pair
 from test_daemon import assert_same_answers
 
+from wrenmem import lance
 from wrenmem.index import recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.sync import sync_pairs
@@ -236,3 +237,80 @@ def test_a_one_shot_cli_recall_needs_neither_lancedb_nor_click(project_copy: Pat
     slow = run_wrenmem(args, project_copy, env={**env, "WRENMEM_NO_FAST_PATH": "1"})
     assert slow.returncode == 0, slow.stderr
     assert fast.stdout == slow.stdout
+
+
+def test_a_held_copy_follows_writes_by_reading_only_the_new_rows(
+        project_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-lived backend holding the table sees an edit, an added and a removed pair
+    by reading those rows alone; its answers (cosines, BM25 statistics without the
+    removed rows) are those of a copy read whole, and of LanceDB's own searches."""
+    settings = load_settings(project_copy)
+    monkeypatch.setattr(recallcopy, "load", lambda *a: None)  # no saved or handed copy
+    monkeypatch.setattr(recallcopy, "_RECENT", {})
+    backend = HybridBackend(settings)
+    for _ in range(2):
+        backend.search(QUESTIONS, 5, Filters())
+    assert backend._memory is not None
+    whole: list[int] = []
+    real = recallcopy.RecallCopy.from_table.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type, table: object) -> recallcopy.RecallCopy:
+        whole.append(1)
+        return real(cls, table)
+
+    monkeypatch.setattr(recallcopy.RecallCopy, "from_table", classmethod(counted))
+    questions = [*QUESTIONS, "How many capybaras were adopted?", "Average weight of orders"]
+    filters = [Filters(), Filters(datasource="shop"), Filters(tags=("kpi",))]
+    for step in range(3):
+        if step == 0:  # an edit (a new content hash for an id) and a new pair
+            write_pair(project_copy, "orders/avg_weight.md", "Average weight of orders",
+                       "SELECT AVG(weight_kg) FROM orders", datasource="crm")
+            write_pair(project_copy, "new/capybara.md", "How many capybaras were adopted?",
+                       "SELECT COUNT(*) FROM adoption WHERE animal = 'capybara'")
+        elif step == 1:  # two pairs removed
+            (project_copy / "knowledge/sql/orders/count.md").unlink()
+            (project_copy / "knowledge/sql/stores/max_price.md").unlink()
+        else:  # one removed, one back with another question
+            (project_copy / "knowledge/sql/new/capybara.md").unlink()
+            write_pair(project_copy, "orders/count.md", "How many orders were refunded?",
+                       "SELECT COUNT(*) FROM orders WHERE refunded")
+        sync_pairs(settings)  # (which saves a copy of its own, read whole)
+        recallcopy._RECENT.clear()  # as if another process wrote
+        whole.clear()
+        got = {f: backend.search(questions, 5, f) for f in filters}
+        held = backend._memory[2] if backend._memory else None
+        assert whole == [] and held is not None and held.live is not None
+        assert len(held) == index.open_table(index.connect(settings)).count_rows()
+        fresh = HybridBackend(settings)  # a copy read whole: the same answers
+        for f in filters:
+            fresh.search(questions, 5, f)
+            assert_same_answers(recall_results(questions, "hybrid", got[f]),
+                                recall_results(questions, "hybrid", fresh.search(
+                                    questions, 5, f)))
+        whole.clear()
+        table = index.open_table(index.connect(settings))
+        # LanceDB's full-text index keeps the statistics of the rows it indexed, removed
+        # ones included, and scores rows added since with them; a new index has those of
+        # the rows the table holds, as the copy does
+        for found in table.list_indices():
+            if "terms" in found.columns:
+                table.drop_index(found.name)
+        lance.ensure_fts(table, "terms")
+        ids = [row[0] for row in held.rows]
+        for question in questions:  # BM25 as LanceDB's full-text index, removed rows out
+            terms = index.query_terms(question)
+            theirs = {r["id"]: r["_score"] for r in
+                      table.search(terms, query_type="fts", fts_columns="terms").limit(200)
+                      .select(["id", "_score"]).to_list()}
+            ours = {ids[n]: s for n, s in held.bm25(terms.split()).items()}
+            assert ours.keys() == theirs.keys()
+            for key, score in theirs.items():
+                assert ours[key] == pytest.approx(score, rel=1e-5)
+    with monkeypatch.context() as patched:  # LanceDB's own searches answer the same
+        patched.setattr(vector, "IN_MEMORY_MAX_ROWS", 0)
+        patched.setattr(recallcopy, "MAX_ROWS", 0)
+        for f in filters:
+            assert_same_answers(
+                recall_results(questions, "hybrid", HybridBackend(settings).search(
+                    questions, 5, f)),
+                recall_results(questions, "hybrid", backend.search(questions, 5, f)))

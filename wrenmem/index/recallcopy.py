@@ -21,13 +21,14 @@ import logging
 import math
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from wrenmem import lance, statedir
 from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.index import table as index
+from wrenmem.index import vectorscan
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ COLUMNS = ("id", "path", "question", "sql", "datasource", "dialect", "tags", "so
            "terms")
 POSITION = {c: n for n, c in enumerate(COLUMNS)}
 BM25_K1, BM25_B = 1.2, 0.75  # LanceDB's full-text index uses these
+KEPT_FILTERS = 16  # per copy: the rows each filter in use accepts
+UPDATE_MAX_ROWS = 2_000  # a held copy follows a write that changed at most this many rows
 
 
 def copy_path(settings: Settings) -> Path:
@@ -72,7 +75,8 @@ def save(settings: Settings, table: Any) -> bool:
 def write(settings: Settings, copy: RecallCopy, listing: lance.Listing | None) -> bool:
     """Save ``copy``, keyed by ``listing``: the table's files as they were before the
     table it was read from was opened (or, under the index lock, after the last write)."""
-    if settings.remote_index or not listing or not 0 < len(copy) <= MAX_ROWS:
+    if (settings.remote_index or not listing or not 0 < len(copy) <= MAX_ROWS
+            or copy.live is not None):
         return False
     record = {
         "v": VERSION, "root": str(settings.root), "uri": settings.index_uri,
@@ -83,11 +87,12 @@ def write(settings: Settings, copy: RecallCopy, listing: lance.Listing | None) -
     return write_marshal(copy_path(settings), record)
 
 
-def _postings(terms: Sequence[str | None]) -> tuple[array, dict[str, bytes]]:
-    """Each row's token count, and per term the (row, count) pairs holding it, as int32s."""
+def _postings(terms: Sequence[str | None], first: int = 0) -> tuple[array, dict[str, bytes]]:
+    """Each row's token count, and per term the (row, count) pairs holding it, as int32s
+    (rows numbered from ``first``)."""
     lengths = array("i")
     lists: dict[str, array] = {}
-    for n, text in enumerate(terms):
+    for n, text in enumerate(terms, first):
         tokens = (text or "").split()
         lengths.append(len(tokens))
         for term, count in Counter(tokens).items():
@@ -104,28 +109,102 @@ class RecallCopy:
 
     def __init__(self, model_id: str, rows: list[tuple[Any, ...]], matrix: Any,
                  lengths: array, postings: dict[str, bytes],
-                 listing: lance.Listing | None = None):
+                 listing: lance.Listing | None = None, hashes: list[str] | None = None,
+                 live: Any = None):
+        import numpy as np
+
         self.model_id = model_id
         self.listing = listing  # the table's files it was read from, when saved
         self.rows = rows  # tuples of the COLUMNS
         self.matrix = matrix  # unit rows, float32
         self.lengths = lengths
         self.postings = postings
-        total = sum(lengths)
-        self.average_length = total / len(lengths) if lengths else 0.0
+        # each row's content hash, when read from the table (what :meth:`updated` needs)
+        self.hashes = hashes
+        # which rows the table still holds (None: all): an update leaves the rows a
+        # write removed in place, out of every search and statistic, until it reads anew
+        self.live = live
+        self._length_array: Any = np.frombuffer(lengths, dtype=np.int32)
+        self.live_count = len(rows) if live is None else int(np.count_nonzero(live))
+        kept = self._length_array if live is None else self._length_array[live]
+        self.average_length = float(kept.sum()) / self.live_count if self.live_count else 0.0
+        self._scan: vectorscan.VectorScan | None = None
+        self._allowed: dict[Any, Any] = {}
 
     @classmethod
     def from_table(cls, table: Any) -> RecallCopy:
         """The copy of the table's current version (read whole: for small tables)."""
-        data = table.to_arrow().select([*COLUMNS, "vector"])
+        data = table.to_arrow().select([*COLUMNS, "content_hash", "vector"])
         values = [data.column(c).to_pylist() for c in COLUMNS]
         lengths, postings = _postings(values[COLUMNS.index("terms")])
         return cls(index.table_model_id(table) or "",
                    [tuple(r) for r in zip(*values, strict=True)], lance.unit_vectors(data),
-                   lengths, postings)
+                   lengths, postings,
+                   hashes=[h or "" for h in data.column("content_hash").to_pylist()])
+
+    def updated(self, table: Any) -> RecallCopy | None:
+        """The copy of ``table``'s current version made from this one (of an earlier
+        version of the same table) by reading only the rows that are new since: the rows
+        of every (id, content hash) are compared, the new ones read, and the ones gone
+        left in place as not live. None when this copy cannot say (read from a file) or
+        when reading whole is the better deal (many rows changed, many left behind)."""
+        import numpy as np
+
+        if self.hashes is None or index.table_model_id(table) != self.model_id:
+            return None
+        data = table.search().select(["id", "content_hash"]).limit(None).to_arrow()
+        wanted = Counter(zip(data.column("id").to_pylist(),
+                             [h or "" for h in data.column("content_hash").to_pylist()],
+                             strict=True))
+        at_id = POSITION["id"]
+        live = (np.ones(len(self.rows), dtype=bool) if self.live is None
+                else self.live.copy())
+        for n in np.flatnonzero(live).tolist():
+            key = (self.rows[n][at_id], self.hashes[n])
+            if wanted.get(key, 0) > 0:
+                wanted[key] -= 1  # this row is still there, as it was
+            else:
+                live[n] = False
+        missing = +wanted  # (id, hash) -> how many rows of it to read
+        if sum(missing.values()) > UPDATE_MAX_ROWS or (
+                len(self.rows) - int(np.count_nonzero(live)) > len(self.rows) // 4):
+            return None
+        rows: list[tuple[Any, ...]] = []
+        hashes: list[str] = []
+        vectors = []
+        for chunk in lance.chunked(sorted({i for i, _h in missing})):
+            found = (table.search().where(lance.in_filter("id", chunk))
+                     .select([*COLUMNS, "content_hash", "vector"]).limit(None).to_arrow())
+            values = [found.column(c).to_pylist() for c in COLUMNS]
+            found_hashes = [h or "" for h in found.column("content_hash").to_pylist()]
+            matrix = lance.unit_vectors(found)
+            for n, row in enumerate(zip(*values, strict=True)):
+                key = (row[at_id], found_hashes[n])
+                if missing.get(key, 0) > 0:
+                    missing[key] -= 1
+                    rows.append(tuple(row))
+                    hashes.append(found_hashes[n])
+                    vectors.append(matrix[n])
+        if +missing:  # written again between our two reads: read it all, consistently
+            return None
+        first = len(self.rows)
+        lengths = array("i", self.lengths)
+        postings = dict(self.postings)
+        new_lengths, new_postings = _postings([r[POSITION["terms"]] for r in rows], first)
+        lengths.extend(new_lengths)
+        for term, raw in new_postings.items():
+            postings[term] = postings.get(term, b"") + raw
+        added = (np.vstack(vectors).astype(np.float32) if vectors
+                 else np.zeros((0, self.matrix.shape[1]), dtype=np.float32))
+        live = np.concatenate([live, np.ones(len(rows), dtype=bool)])
+        copy = RecallCopy(self.model_id, self.rows + rows,
+                          np.concatenate([self.matrix, added]), lengths, postings,
+                          hashes=self.hashes + hashes, live=None if live.all() else live)
+        copy._scan = self.scan().extended(copy.matrix)
+        return copy
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return self.live_count
 
     def row(self, n: int, columns: Sequence[str]) -> dict[str, Any]:
         values = self.rows[n]
@@ -134,24 +213,62 @@ class RecallCopy:
     def bm25(self, terms: Sequence[str], allowed: Any = None) -> dict[int, float]:
         """Row -> BM25 score of the rows holding any of ``terms`` (distinct), among the
         ``allowed`` rows (a boolean array; None: all), with every row's statistics."""
-        count = len(self.rows)
-        scores: dict[int, float] = {}
+        rows, scores = self.bm25_arrays(terms, allowed)
+        return dict(zip(rows.tolist(), scores.tolist(), strict=True))
+
+    def bm25_arrays(self, terms: Sequence[str], allowed: Any = None) -> tuple[Any, Any]:
+        """:meth:`bm25` as two arrays, (rows in order, their scores), computed with numpy:
+        each term's contribution with the same float64 operations in the same order as
+        LanceDB's formula written out, so the scores are the same bit for bit whatever
+        the table's size."""
+        import numpy as np
+
+        count = self.live_count
         average = self.average_length or 1.0
-        lengths = self.lengths
+        lengths = self._length_array
+        total = np.zeros(len(self.rows), dtype=np.float64)
+        touched = np.zeros(len(self.rows), dtype=bool)
         for term in dict.fromkeys(terms):
             raw = self.postings.get(term)
             if raw is None:
                 continue
-            pairs = array("i")
-            pairs.frombytes(raw)
-            found = len(pairs) // 2
+            pairs = np.frombuffer(raw, dtype=np.int32).reshape(-1, 2)
+            rows, tf = pairs[:, 0], pairs[:, 1].astype(np.float64)
+            if self.live is not None:  # rows a write removed count nowhere
+                kept = self.live[rows]
+                rows, tf = rows[kept], tf[kept]
+            found = len(rows)
             idf = math.log(1.0 + (count - found + 0.5) / (found + 0.5))
-            for row, tf in zip(pairs[0::2], pairs[1::2], strict=True):
-                if allowed is not None and not allowed[row]:
-                    continue
-                norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[row] / average)
-                scores[row] = scores.get(row, 0.0) + idf * tf * (BM25_K1 + 1.0) / (tf + norm)
-        return scores
+            if allowed is not None:
+                keep = allowed[rows]
+                rows, tf = rows[keep], tf[keep]
+            norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[rows] / average)
+            total[rows] += idf * tf * (BM25_K1 + 1.0) / (tf + norm)
+            touched[rows] = True
+        hit = np.flatnonzero(touched)
+        return hit, total[hit]
+
+    def scan(self) -> vectorscan.VectorScan:
+        """The exact nearest-row search over :attr:`matrix` (made once per copy)."""
+        if self._scan is None:
+            self._scan = vectorscan.VectorScan(self.matrix)
+        return self._scan
+
+    def allowed_by(self, key: Any, accepts: Callable[[tuple[Any, ...]], bool]) -> Any:
+        """The boolean array of the live rows ``accepts`` takes, made once per ``key`` (a
+        filter; the last KEPT_FILTERS are kept)."""
+        import numpy as np
+
+        found = self._allowed.get(key)
+        if found is None:
+            if len(self._allowed) >= KEPT_FILTERS:
+                self._allowed.pop(next(iter(self._allowed)))
+            found = np.fromiter((accepts(r) for r in self.rows), dtype=bool,
+                                count=len(self.rows))
+            if self.live is not None:
+                found &= self.live
+            self._allowed[key] = found
+        return found
 
 
 # The last copy this process read or built, per project, index and model: a long-lived
