@@ -18,12 +18,19 @@ not used (the search then opens LanceDB and writes a new copy). Local indexes of
 from __future__ import annotations
 
 import logging
+import marshal
 import math
+import mmap
+import os
+import re
+import secrets
+import threading
+import time
 from array import array
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from wrenmem import lance, statedir
 from wrenmem.fsutil import read_marshal, write_marshal
@@ -34,8 +41,12 @@ from wrenmem.settings import Settings
 log = logging.getLogger(__name__)
 
 FILE_NAME = statedir.RECALL_COPY
-VERSION = 1
-MAX_ROWS = 20_000  # about 45 MB of copy at 512 dimensions
+VERSION = 2  # 2: the vectors and rows in a mapped file beside it
+MAX_ROWS = 20_000  # a writer saves the copy of a table up to this size (45 MB at 512 dims)
+FILE_MAX_ROWS = 200_000  # a long-lived reader saves the copy it holds up to this size
+DATA_NAME = re.compile(r"recall-copy\.[0-9a-f]{16}\.data")
+LEFT_NAME = re.compile(r"recall-copy\.[0-9a-f]{16}\.data(\.tmp)?")  # to clean up
+KEEP_OTHER_SECONDS = 60.0  # another writer's data file this recent may be in use
 # The columns a hit shows, and ``terms`` (wrenmem's own full-text terms).
 COLUMNS = ("id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta",
            "terms")
@@ -49,14 +60,24 @@ def copy_path(settings: Settings) -> Path:
     return settings.state_dir / FILE_NAME
 
 
+def _data_files(settings: Settings) -> list[Path]:
+    try:
+        return [p for p in settings.state_dir.iterdir() if LEFT_NAME.fullmatch(p.name)]
+    except OSError:
+        return []
+
+
 def discard(settings: Settings) -> None:
     copy_path(settings).unlink(missing_ok=True)
+    for path in _data_files(settings):
+        path.unlink(missing_ok=True)
 
 
 def save(settings: Settings, table: Any) -> bool:
     """After a write, under the index lock: save the copy of ``table`` (this project's
     local pairs table), or remove an old copy when there is none to save (a remote index,
-    more than ``MAX_ROWS`` rows)."""
+    more than ``MAX_ROWS`` rows: reading a big table whole would make every small write
+    slow; a long-lived reader saves its copy instead, :func:`write`)."""
     try:
         rows = table.count_rows()
         if settings.remote_index or not 0 < rows <= MAX_ROWS:
@@ -74,17 +95,125 @@ def save(settings: Settings, table: Any) -> bool:
 
 def write(settings: Settings, copy: RecallCopy, listing: lance.Listing | None) -> bool:
     """Save ``copy``, keyed by ``listing``: the table's files as they were before the
-    table it was read from was opened (or, under the index lock, after the last write)."""
-    if (settings.remote_index or not listing or not 0 < len(copy) <= MAX_ROWS
-            or copy.live is not None):
+    table it was read from was opened (or, under the index lock, after the last write).
+
+    Two files: ``recall-copy.bin`` (what is small: the listing, the BM25 postings, where
+    each part of the other file is) and ``recall-copy.<token>.data`` (the vectors as
+    float32 and int8, the rows one by one), which a reader maps into memory and reads
+    only in part: the int8 vectors whole, the rows and float32 vectors it shows."""
+    if (settings.remote_index or not listing or not 0 < len(copy.rows) <= FILE_MAX_ROWS):
         return False
-    record = {
-        "v": VERSION, "root": str(settings.root), "uri": settings.index_uri,
-        "model_id": copy.model_id, "listing": listing, "columns": list(COLUMNS),
-        "rows": copy.rows, "dim": int(copy.matrix.shape[1]), "matrix": copy.matrix.tobytes(),
-        "lengths": copy.lengths.tobytes(), "postings": copy.postings,
-    }
-    return write_marshal(copy_path(settings), record)
+    with _WRITING:  # one at a time (a long-lived reader writes from a thread)
+        return _write(settings, copy, listing)
+
+
+_WRITING = threading.Lock()
+
+
+def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> bool:
+    import numpy as np
+
+    try:
+        encoded = [marshal.dumps(tuple(r)) for r in copy.rows]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(b) for b in encoded])
+        blob = b"".join(encoded)
+        del encoded
+        parts: list[tuple[str, Any]] = [
+            ("matrix", np.ascontiguousarray(copy.matrix, dtype=np.float32)),
+            ("offsets", offsets)]
+        quantized = copy.scan().int8()
+        if quantized is not None:
+            parts += list(zip(("ints", "scale", "error"), quantized, strict=True))
+        sections: dict[str, tuple[int, int]] = {}
+        at = 0
+        for name, part in parts:
+            sections[name] = (at, part.nbytes)
+            at += part.nbytes
+        sections["rows"] = (at, len(blob))
+        name = f"recall-copy.{secrets.token_hex(8)}.data"
+        path = settings.state_dir / name
+        tmp = path.with_name(name + ".tmp")
+        with open(tmp, "wb") as out:
+            for _name, part in parts:
+                out.write(memoryview(part).cast("B"))
+            out.write(blob)
+        os.replace(tmp, path)
+        record = {
+            "v": VERSION, "root": str(settings.root), "uri": settings.index_uri,
+            "model_id": copy.model_id, "listing": listing, "columns": list(COLUMNS),
+            "count": len(copy.rows), "dim": int(copy.matrix.shape[1]),
+            "lengths": copy.lengths.tobytes(), "postings": copy.postings,
+            "live": None if copy.live is None else copy.live.tobytes(),
+            "data": name, "size": at + len(blob), "sections": sections,
+        }
+        if not write_marshal(copy_path(settings), record):
+            path.unlink(missing_ok=True)
+            return False
+    except (OSError, ValueError) as e:
+        log.debug("recall copy not written: %s", e)
+        return False
+    now = time.time()
+    for old in _data_files(settings):  # a writer's file of moments ago may be in use yet
+        try:
+            if old.name != name and now - old.stat().st_mtime > KEEP_OTHER_SECONDS:
+                old.unlink()
+        except OSError:
+            pass
+    return True
+
+
+class DamagedCopy(ValueError):
+    """A saved copy's row that cannot be read: the search forgets the copy and asks
+    LanceDB (the file's size and layout are checked when it is opened; reading every row
+    then would cost a one-shot recall more than its search)."""
+
+
+class LazyRows(Sequence[tuple[Any, ...]]):
+    """The rows of a saved copy, each decoded when first asked for (a one-shot recall
+    shows a few of 100,000)."""
+
+    def __init__(self, data: Any, start: int, offsets: Any):
+        self.data = data  # the mapped file
+        self.start = start
+        self.offsets = offsets
+        self._decoded: dict[int, tuple[Any, ...]] = {}
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def _decode(self, n: int) -> tuple[Any, ...]:
+        a, b = int(self.offsets[n]), int(self.offsets[n + 1])
+        try:
+            row = marshal.loads(self.data[self.start + a:self.start + b])
+        except (EOFError, ValueError, TypeError) as e:
+            raise DamagedCopy(f"row {n} of the recall copy cannot be read: {e}") from e
+        if not isinstance(row, tuple) or len(row) != len(COLUMNS):
+            raise DamagedCopy(f"row {n} of the recall copy is not a row")
+        return row
+
+    @overload
+    def __getitem__(self, n: int) -> tuple[Any, ...]: ...
+
+    @overload
+    def __getitem__(self, n: slice) -> list[tuple[Any, ...]]: ...
+
+    def __getitem__(self, n: int | slice) -> tuple[Any, ...] | list[tuple[Any, ...]]:
+        if isinstance(n, slice):
+            return [self[i] for i in range(*n.indices(len(self)))]
+        if n < 0:
+            n += len(self)
+        if not 0 <= n < len(self):
+            raise IndexError(n)
+        row = self._decoded.get(n)
+        if row is None:
+            row = self._decoded[n] = self._decode(n)
+        return row
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        for n in range(len(self)):
+            row = self._decoded.get(n)
+            yield row if row is not None else self._decode(n)
 
 
 def _postings(terms: Sequence[str | None], first: int = 0) -> tuple[array, dict[str, bytes]]:
@@ -107,7 +236,7 @@ def _postings(terms: Sequence[str | None], first: int = 0) -> tuple[array, dict[
 class RecallCopy:
     """One saved version of the pairs table (see the module docstring)."""
 
-    def __init__(self, model_id: str, rows: list[tuple[Any, ...]], matrix: Any,
+    def __init__(self, model_id: str, rows: Sequence[tuple[Any, ...]], matrix: Any,
                  lengths: array, postings: dict[str, bytes],
                  listing: lance.Listing | None = None, hashes: list[str] | None = None,
                  live: Any = None):
@@ -197,7 +326,7 @@ class RecallCopy:
         added = (np.vstack(vectors).astype(np.float32) if vectors
                  else np.zeros((0, self.matrix.shape[1]), dtype=np.float32))
         live = np.concatenate([live, np.ones(len(rows), dtype=bool)])
-        copy = RecallCopy(self.model_id, self.rows + rows,
+        copy = RecallCopy(self.model_id, [*self.rows, *rows],
                           np.concatenate([self.matrix, added]), lengths, postings,
                           hashes=self.hashes + hashes, live=None if live.all() else live)
         copy._scan = self.scan().extended(copy.matrix)
@@ -288,6 +417,11 @@ def remember(settings: Settings, copy: RecallCopy, listing: lance.Listing | None
         _RECENT[_key(settings, copy.model_id)] = copy
 
 
+def forget(settings: Settings, model_id: str) -> None:
+    """Stop handing out this process's copy of the table (it turned out damaged)."""
+    _RECENT.pop(_key(settings, model_id), None)
+
+
 def recent(settings: Settings, model_id: str, listing: lance.Listing | None
            ) -> RecallCopy | None:
     """The copy this process last read or built of this table, if ``listing`` (the table's
@@ -327,17 +461,42 @@ def _read(settings: Settings, model_id: str, listing: lance.Listing | None
         if (not isinstance(data, dict) or data.get("v") != VERSION
                 or data["root"] != str(settings.root) or data["uri"] != settings.index_uri
                 or data["model_id"] != model_id or tuple(data["columns"]) != COLUMNS
-                or data["listing"] != listing):
+                or data["listing"] != listing or not DATA_NAME.fullmatch(data["data"])):
             return None
-        rows, dim = data["rows"], int(data["dim"])
-        matrix = np.frombuffer(data["matrix"], dtype=np.float32)
+        count, dim, sections = int(data["count"]), int(data["dim"]), data["sections"]
+        with open(settings.state_dir / data["data"], "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        if len(mapped) != data["size"] or dim <= 0 or count <= 0:
+            return None
+
+        def part(name: str, dtype: Any, size: int) -> Any:
+            at, nbytes = sections[name]
+            if nbytes != size * np.dtype(dtype).itemsize or at + nbytes > len(mapped):
+                raise ValueError(f"the recall copy's {name} is not of its size")
+            return np.frombuffer(mapped, dtype=dtype, count=size, offset=at)
+
+        matrix = part("matrix", np.float32, count * dim).reshape(count, dim)
+        offsets = part("offsets", np.int64, count + 1)
+        start, nbytes = sections["rows"]
+        if (offsets[0] != 0 or offsets[-1] != nbytes or start + nbytes != len(mapped)
+                or bool((np.diff(offsets) <= 0).any())):
+            return None
+        quantized = None
+        if "ints" in sections:
+            quantized = (part("ints", np.int8, count * dim).reshape(count, dim),
+                         part("scale", np.float32, count), part("error", np.float32, count))
         lengths = array("i")
         lengths.frombytes(data["lengths"])
-        if (not isinstance(rows, list) or dim <= 0 or matrix.size != len(rows) * dim
-                or len(lengths) != len(rows) or not isinstance(data["postings"], dict)
-                or any(not isinstance(r, tuple) or len(r) != len(COLUMNS) for r in rows)):
+        live = None
+        if data["live"] is not None:
+            live = np.frombuffer(data["live"], dtype=bool)
+            if len(live) != count:
+                return None
+        if len(lengths) != count or not isinstance(data["postings"], dict):
             return None
-        return RecallCopy(model_id, rows, matrix.reshape(len(rows), dim), lengths,
-                          data["postings"], listing)
-    except (KeyError, TypeError, ValueError):
+        copy = RecallCopy(model_id, LazyRows(mapped, start, offsets), matrix, lengths,
+                          data["postings"], listing, live=live)
+        copy._scan = vectorscan.VectorScan(matrix, quantized)
+        return copy
+    except (KeyError, TypeError, ValueError, OSError):
         return None

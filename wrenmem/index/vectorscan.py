@@ -62,9 +62,9 @@ class VectorScan:
     """The nearest rows of ``matrix`` (unit float32 rows) to a question, as the float32
     scan finds them; ``proved`` and ``rescanned`` count how each search was answered."""
 
-    def __init__(self, matrix: Any):
+    def __init__(self, matrix: Any, quantized: tuple[Any, Any, Any] | None = None):
         self.matrix = matrix
-        self._quantized: tuple[Any, Any, Any] | None = None
+        self._quantized = quantized  # (int8 rows, scales, errors): made when first needed
         self.proved = 0  # searches answered from the int8 candidates
         self.rescanned = 0  # searches whose bound did not hold: the float32 scan answered
 
@@ -82,7 +82,8 @@ class VectorScan:
                                np.concatenate([old_error, error]))
         return scan
 
-    def _int8(self) -> tuple[Any, Any, Any] | None:
+    def int8(self) -> tuple[Any, Any, Any] | None:
+        """The int8 copy (:func:`quantize`), made now if the scan would use it; or None."""
         if self._quantized is None:
             if len(self.matrix) < MIN_ROWS or _simsimd() is None:
                 return None
@@ -104,7 +105,7 @@ class VectorScan:
         depth = min(depth, count)
         if depth <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        quantized = self._int8()
+        quantized = self.int8()
         if quantized is not None and depth * 4 <= CANDIDATES < count:
             found = self._through_int8(quantized, query, depth, allowed, key)
             if found is not None:

@@ -180,7 +180,22 @@ class VectorBackend:
         self._memory = (table, version, copy)
         if not self._pinned:
             recallcopy.remember(self.settings, copy, listing)
+            if listing and len(copy.rows) > recallcopy.MAX_ROWS:
+                # too big for a writer to save after each write: saved from here, for the
+                # one-shot processes to come, while this one answers
+                threading.Thread(target=recallcopy.write, args=(self.settings, copy, listing),
+                                 daemon=True, name="wrenmem-recall-copy").start()
         return copy
+
+    def _still_held(self) -> recallcopy.RecallCopy | None:
+        """The copy this backend holds, while its table's latest version is the one held."""
+        held, table = self._memory, self._table
+        if held is None or table is None or held[0] is not table:
+            return None
+        try:
+            return held[2] if table.version == held[1] else None
+        except Exception:  # the search opens the table again and meets it, or not
+            return None
 
     def _dense(self, table: Any, vector: Any, depth: int, where: str | None,
                extra: Sequence[str] = (), held: _CopyView | None = None
@@ -233,9 +248,13 @@ class VectorBackend:
         # (a one-shot CLI call, an agent's Memory) searches the saved copy while they are
         # the same (no LanceDB import at all); else they key the copy read from the table,
         # kept for the next search and saved for the next process.
-        listing = index.disk_listing(self.settings) if local else None
-        copy = (recallcopy.load(self.settings, self.embedder.model_id, listing)
-                if local else None)
+        # A backend holding the table's latest version needs neither (its version is the
+        # table's own word: a write, a compaction, anything that changes files, commits).
+        copy = self._still_held() if local else None
+        listing = None
+        if copy is None and local:
+            listing = index.disk_listing(self.settings)
+            copy = recallcopy.load(self.settings, self.embedder.model_id, listing)
         vectors = self.embedder.embed([q[:cap] for q in queries])
         if copy is None:
             saved = self._table is None
@@ -243,9 +262,14 @@ class VectorBackend:
             if copy is not None and listing and saved:
                 recallcopy.write(self.settings, copy, listing)
         if copy is not None:  # a small table: exact search in memory, filters applied first
-            view = _CopyView(copy, filters)
-            return [self._one(view, q, v, k, None, sql)
-                    for q, v in zip(queries, vectors, strict=True)]
+            try:
+                view = _CopyView(copy, filters)
+                return [self._one(view, q, v, k, None, sql)
+                        for q, v in zip(queries, vectors, strict=True)]
+            except recallcopy.DamagedCopy as e:  # a saved file's row: LanceDB answers
+                log.warning("recall: %s; searching the index itself", e)
+                recallcopy.forget(self.settings, self.embedder.model_id)
+                recallcopy.discard(self.settings)
         where = where_clause(filters)
         return [self._retrying(lambda t, q=q, v=v: self._one(t, q, v, k, where, sql))
                 for q, v in zip(queries, vectors, strict=True)]
