@@ -60,6 +60,7 @@ def _fill(root: Path) -> None:
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(grepsnap, "MIN_PAIRS", 100)  # 837 pairs: a snapshot is saved
+    monkeypatch.setattr(grepsnap, "SAVE_EVERY_SECONDS", 0.0)  # after every build
     root = tmp_path / "proj"
     (root / "knowledge" / "sql").mkdir(parents=True)
     _fill(root)
@@ -94,7 +95,8 @@ def test_the_snapshot_answers_what_the_files_answer(project: Path, k: int,
     assert [e[0] for e in got[-1]] == ["knowledge/sql/broken.md"]
 
 
-def test_a_changed_file_or_manifest_makes_the_snapshot_stale(project: Path) -> None:
+def test_a_changed_file_or_manifest_makes_the_snapshot_stale(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings(project)
     _answers(settings, True, 3)
     key = grepsnap.listing_key(settings)
@@ -111,6 +113,14 @@ def test_a_changed_file_or_manifest_makes_the_snapshot_stale(project: Path) -> N
     assert hits[0].path == "knowledge/sql/orders/count.md"
     fresh = grepsnap.listing_key(settings)
     assert grepsnap.load(settings, fresh) is not None  # that search saved a new one
+    monkeypatch.setattr(grepsnap, "SAVE_EVERY_SECONDS", 3600.0)  # one saved moments ago
+    (project / "knowledge" / "sql" / "orders" / "price-0.md").unlink()
+    GrepBackend(settings).search(["orders"], 1, Filters())
+    assert grepsnap.load(settings, grepsnap.listing_key(settings)) is None  # not saved again
+    monkeypatch.setattr(grepsnap, "SAVE_EVERY_SECONDS", 0.0)
+    GrepBackend(settings).search(["orders"], 1, Filters())
+    fresh = grepsnap.listing_key(settings)
+    assert grepsnap.load(settings, fresh) is not None
     (project / "target").mkdir()
     manifest = project / "target" / "mdl.json"
     manifest.write_text('{"catalog": "c", "schema": "s", "models": []}')
@@ -145,6 +155,7 @@ def test_seeds_rank_from_the_snapshot_as_from_the_files(example_project: Path,
                                                         monkeypatch: pytest.MonkeyPatch
                                                         ) -> None:
     monkeypatch.setattr(grepsnap, "MIN_PAIRS", 1)
+    monkeypatch.setattr(grepsnap, "SAVE_EVERY_SECONDS", 0.0)
     past = time.time() - 60
     for path in [*example_project.rglob("*.md"), *example_project.rglob("*.json")]:
         os.utime(path, (past, past))

@@ -100,7 +100,8 @@ class GrepBackend:
                 return [snapshot.rank(query, k, self.name, expansions(self.settings, query))
                         for query in queries]
         index = self.index(filters)
-        if key is not None and len(index.pairs) >= grepsnap.MIN_PAIRS:
+        if key is not None and len(index.pairs) >= grepsnap.MIN_PAIRS and grepsnap.due(
+                self.settings):
             grepsnap.save(self.settings, key, index.pairs, index.bm25.docs, self.skipped)
         return [index.rank(query, k, self.name, expansions(self.settings, query))
                 for query in queries]

@@ -47,6 +47,10 @@ log = logging.getLogger(__name__)
 FILE_NAME = statedir.GREP_SNAPSHOT
 VERSION = 1
 MIN_PAIRS = 2_000  # below this the ordinary build takes a few hundred milliseconds
+# Saving costs about as much as the build it follows (at 100,000 pairs 4.4 s of CPU at load
+# 10): after a change, a snapshot is saved again only once this long has passed since the
+# last save, so a run of edits and searches pays it at most once a minute.
+SAVE_EVERY_SECONDS = 60.0
 
 
 def snapshot_path(settings: Settings) -> Path:
@@ -94,6 +98,14 @@ def listing_key(settings: Settings) -> str | None:
     entries.sort()
     parts += entries
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def due(settings: Settings) -> bool:
+    """Whether a search that built the index should save it (see SAVE_EVERY_SECONDS)."""
+    try:
+        return time.time() - snapshot_path(settings).stat().st_mtime >= SAVE_EVERY_SECONDS
+    except OSError:
+        return True
 
 
 def save(settings: Settings, key: str, pairs: Sequence[Pair],
