@@ -263,13 +263,20 @@ class RecallCopy:
     @classmethod
     def from_table(cls, table: Any) -> RecallCopy:
         """The copy of the table's current version (read whole: for small tables)."""
-        data = table.to_arrow().select([*COLUMNS, "content_hash", "vector"])
+        # only these columns: not the embedded text, read and dropped at once otherwise
+        data = (table.search().select([*COLUMNS, "content_hash", "vector"]).limit(None)
+                .to_arrow())
         values = [data.column(c).to_pylist() for c in COLUMNS]
         lengths, postings = _postings(values[COLUMNS.index("terms")])
-        return cls(index.table_model_id(table) or "",
+        copy = cls(index.table_model_id(table) or "",
                    [tuple(r) for r in zip(*values, strict=True)], lance.unit_vectors(data),
                    lengths, postings,
                    hashes=[h or "" for h in data.column("content_hash").to_pylist()])
+        del data, values
+        import pyarrow as pa
+
+        pa.default_memory_pool().release_unused()  # 200 MB at 100,000 rows, else kept
+        return copy
 
     def updated(self, table: Any) -> RecallCopy | None:
         """The copy of ``table``'s current version made from this one (of an earlier
