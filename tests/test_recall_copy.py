@@ -335,6 +335,7 @@ def test_a_long_lived_reader_saves_a_copy_too_big_for_a_writer_and_a_new_process
     write); a backend that holds the table saves it, removed rows and int8 vectors
     included, and a new process answers from the mapped file exactly as LanceDB does."""
     monkeypatch.setattr(recallcopy, "MAX_ROWS", 50)  # 110 pairs: too big for the writer
+    monkeypatch.setattr(recallcopy, "KEEP_OTHER_SECONDS", 3600.0)
     monkeypatch.setattr(vector.vectorscan, "MIN_ROWS", 0)  # and the int8 scan saved too
     settings = load_settings(project_copy)
     (project_copy / "knowledge/sql/orders/count.md").unlink()

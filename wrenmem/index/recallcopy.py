@@ -46,7 +46,7 @@ MAX_ROWS = 20_000  # a writer saves the copy of a table up to this size (45 MB a
 FILE_MAX_ROWS = 200_000  # a long-lived reader saves the copy it holds up to this size
 DATA_NAME = re.compile(r"recall-copy\.[0-9a-f]{16}\.data")
 LEFT_NAME = re.compile(r"recall-copy\.[0-9a-f]{16}\.data(\.tmp)?")  # to clean up
-KEEP_OTHER_SECONDS = 60.0  # another writer's data file this recent may be in use
+KEEP_OTHER_SECONDS = 5.0  # another writer's data file this recent may be in use
 # The columns a hit shows, and ``terms`` (wrenmem's own full-text terms).
 COLUMNS = ("id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta",
            "terms")
@@ -108,6 +108,28 @@ def write(settings: Settings, copy: RecallCopy, listing: lance.Listing | None) -
 
 
 _WRITING = threading.Lock()
+_PENDING: dict[str, tuple[Settings, RecallCopy, lance.Listing]] = {}  # by project
+_PENDING_LOCK = threading.Lock()
+
+
+def write_later(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> None:
+    """:func:`write` in a background thread, for a long-lived reader: only the latest copy
+    asked for meanwhile is written (a run of writes saves one file, not one per version)."""
+    with _PENDING_LOCK:
+        start = not _PENDING
+        _PENDING[str(settings.root)] = (settings, copy, listing)
+    if start:
+        threading.Thread(target=_write_pending, daemon=True,
+                         name="wrenmem-recall-copy").start()
+
+
+def _write_pending() -> None:
+    while True:
+        with _PENDING_LOCK:
+            if not _PENDING:
+                return
+            _root, job = _PENDING.popitem()
+        write(*job)
 
 
 def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> bool:

@@ -183,8 +183,7 @@ class VectorBackend:
             if listing and len(copy.rows) > recallcopy.MAX_ROWS:
                 # too big for a writer to save after each write: saved from here, for the
                 # one-shot processes to come, while this one answers
-                threading.Thread(target=recallcopy.write, args=(self.settings, copy, listing),
-                                 daemon=True, name="wrenmem-recall-copy").start()
+                recallcopy.write_later(self.settings, copy, listing)
         return copy
 
     def _still_held(self) -> recallcopy.RecallCopy | None:
