@@ -404,3 +404,12 @@ def test_a_damaged_data_file_is_not_used(project_copy: Path) -> None:
     asked = ["How many suppliers are there?", *QUESTIONS]
     assert_same_answers(recall_results(asked, "hybrid", found), recall_results(
         asked, "hybrid", HybridBackend(settings).search(asked, 3, Filters(datasource="crm"))))
+
+
+def test_reset_removes_the_copy_with_the_table(project_copy: Path) -> None:
+    from wrenmem.index.drift import reset_index
+
+    settings = load_settings(project_copy)
+    assert recallcopy.copy_path(settings).exists() and recallcopy._data_files(settings)
+    assert reset_index(settings)
+    assert not recallcopy.copy_path(settings).exists() and not recallcopy._data_files(settings)
