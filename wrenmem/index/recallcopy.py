@@ -18,42 +18,66 @@ not used (the search then opens LanceDB and writes a new copy). Local indexes of
 from __future__ import annotations
 
 import logging
+import marshal
 import math
+import mmap
+import os
+import re
+import secrets
+import threading
+import time
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from wrenmem import lance, statedir
 from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.index import table as index
+from wrenmem.index import vectorscan
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = statedir.RECALL_COPY
-VERSION = 1
-MAX_ROWS = 20_000  # about 45 MB of copy at 512 dimensions
+VERSION = 2  # 2: the vectors and rows in a mapped file beside it
+MAX_ROWS = 20_000  # a writer saves the copy of a table up to this size (45 MB at 512 dims)
+FILE_MAX_ROWS = 200_000  # a long-lived reader saves the copy it holds up to this size
+DATA_NAME = re.compile(r"recall-copy\.[0-9a-f]{16}\.data")
+LEFT_NAME = re.compile(r"recall-copy\.[0-9a-f]{16}\.data(\.tmp)?")  # to clean up
+KEEP_OTHER_SECONDS = 5.0  # another writer's data file this recent may be in use
 # The columns a hit shows, and ``terms`` (wrenmem's own full-text terms).
 COLUMNS = ("id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta",
            "terms")
 POSITION = {c: n for n, c in enumerate(COLUMNS)}
 BM25_K1, BM25_B = 1.2, 0.75  # LanceDB's full-text index uses these
+KEPT_FILTERS = 16  # per copy: the rows each filter in use accepts
+UPDATE_MAX_ROWS = 2_000  # a held copy follows a write that changed at most this many rows
 
 
 def copy_path(settings: Settings) -> Path:
     return settings.state_dir / FILE_NAME
 
 
+def _data_files(settings: Settings) -> list[Path]:
+    try:
+        return [p for p in settings.state_dir.iterdir() if LEFT_NAME.fullmatch(p.name)]
+    except OSError:
+        return []
+
+
 def discard(settings: Settings) -> None:
     copy_path(settings).unlink(missing_ok=True)
+    for path in _data_files(settings):
+        path.unlink(missing_ok=True)
 
 
 def save(settings: Settings, table: Any) -> bool:
     """After a write, under the index lock: save the copy of ``table`` (this project's
     local pairs table), or remove an old copy when there is none to save (a remote index,
-    more than ``MAX_ROWS`` rows)."""
+    more than ``MAX_ROWS`` rows: reading a big table whole would make every small write
+    slow; a long-lived reader saves its copy instead, :func:`write`)."""
     try:
         rows = table.count_rows()
         if settings.remote_index or not 0 < rows <= MAX_ROWS:
@@ -71,23 +95,155 @@ def save(settings: Settings, table: Any) -> bool:
 
 def write(settings: Settings, copy: RecallCopy, listing: lance.Listing | None) -> bool:
     """Save ``copy``, keyed by ``listing``: the table's files as they were before the
-    table it was read from was opened (or, under the index lock, after the last write)."""
-    if settings.remote_index or not listing or not 0 < len(copy) <= MAX_ROWS:
+    table it was read from was opened (or, under the index lock, after the last write).
+
+    Two files: ``recall-copy.bin`` (what is small: the listing, the BM25 postings, where
+    each part of the other file is) and ``recall-copy.<token>.data`` (the vectors as
+    float32 and int8, the rows one by one), which a reader maps into memory and reads
+    only in part: the int8 vectors whole, the rows and float32 vectors it shows."""
+    if (settings.remote_index or not listing or not 0 < len(copy.rows) <= FILE_MAX_ROWS):
         return False
-    record = {
-        "v": VERSION, "root": str(settings.root), "uri": settings.index_uri,
-        "model_id": copy.model_id, "listing": listing, "columns": list(COLUMNS),
-        "rows": copy.rows, "dim": int(copy.matrix.shape[1]), "matrix": copy.matrix.tobytes(),
-        "lengths": copy.lengths.tobytes(), "postings": copy.postings,
-    }
-    return write_marshal(copy_path(settings), record)
+    with _WRITING:  # one at a time (a long-lived reader writes from a thread)
+        return _write(settings, copy, listing)
 
 
-def _postings(terms: Sequence[str | None]) -> tuple[array, dict[str, bytes]]:
-    """Each row's token count, and per term the (row, count) pairs holding it, as int32s."""
+_WRITING = threading.Lock()
+_PENDING: dict[str, tuple[Settings, RecallCopy, lance.Listing]] = {}  # by project
+_PENDING_LOCK = threading.Lock()
+
+
+def write_later(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> None:
+    """:func:`write` in a background thread, for a long-lived reader: only the latest copy
+    asked for meanwhile is written (a run of writes saves one file, not one per version)."""
+    with _PENDING_LOCK:
+        start = not _PENDING
+        _PENDING[str(settings.root)] = (settings, copy, listing)
+    if start:
+        threading.Thread(target=_write_pending, daemon=True,
+                         name="wrenmem-recall-copy").start()
+
+
+def _write_pending() -> None:
+    while True:
+        with _PENDING_LOCK:
+            if not _PENDING:
+                return
+            _root, job = _PENDING.popitem()
+        write(*job)
+
+
+def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> bool:
+    import numpy as np
+
+    try:
+        encoded = [marshal.dumps(tuple(r)) for r in copy.rows]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(b) for b in encoded])
+        blob = b"".join(encoded)
+        del encoded
+        parts: list[tuple[str, Any]] = [
+            ("matrix", np.ascontiguousarray(copy.matrix, dtype=np.float32)),
+            ("offsets", offsets)]
+        quantized = copy.scan().int8()
+        if quantized is not None:
+            parts += list(zip(("ints", "scale", "error"), quantized, strict=True))
+        sections: dict[str, tuple[int, int]] = {}
+        at = 0
+        for name, part in parts:
+            sections[name] = (at, part.nbytes)
+            at += part.nbytes
+        sections["rows"] = (at, len(blob))
+        name = f"recall-copy.{secrets.token_hex(8)}.data"
+        path = settings.state_dir / name
+        tmp = path.with_name(name + ".tmp")
+        with open(tmp, "wb") as out:
+            for _name, part in parts:
+                out.write(memoryview(part).cast("B"))
+            out.write(blob)
+        os.replace(tmp, path)
+        record = {
+            "v": VERSION, "root": str(settings.root), "uri": settings.index_uri,
+            "model_id": copy.model_id, "listing": listing, "columns": list(COLUMNS),
+            "count": len(copy.rows), "dim": int(copy.matrix.shape[1]),
+            "lengths": copy.lengths.tobytes(), "postings": copy.postings,
+            "live": None if copy.live is None else copy.live.tobytes(),
+            "data": name, "size": at + len(blob), "sections": sections,
+        }
+        if not write_marshal(copy_path(settings), record):
+            path.unlink(missing_ok=True)
+            return False
+    except (OSError, ValueError) as e:
+        log.debug("recall copy not written: %s", e)
+        return False
+    now = time.time()
+    for old in _data_files(settings):  # a writer's file of moments ago may be in use yet
+        try:
+            if old.name != name and now - old.stat().st_mtime > KEEP_OTHER_SECONDS:
+                old.unlink()
+        except OSError:
+            pass
+    return True
+
+
+class DamagedCopy(ValueError):
+    """A saved copy's row that cannot be read: the search forgets the copy and asks
+    LanceDB (the file's size and layout are checked when it is opened; reading every row
+    then would cost a one-shot recall more than its search)."""
+
+
+class LazyRows(Sequence[tuple[Any, ...]]):
+    """The rows of a saved copy, each decoded when first asked for (a one-shot recall
+    shows a few of 100,000)."""
+
+    def __init__(self, data: Any, start: int, offsets: Any):
+        self.data = data  # the mapped file
+        self.start = start
+        self.offsets = offsets
+        self._decoded: dict[int, tuple[Any, ...]] = {}
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def _decode(self, n: int) -> tuple[Any, ...]:
+        a, b = int(self.offsets[n]), int(self.offsets[n + 1])
+        try:
+            row = marshal.loads(self.data[self.start + a:self.start + b])
+        except (EOFError, ValueError, TypeError) as e:
+            raise DamagedCopy(f"row {n} of the recall copy cannot be read: {e}") from e
+        if not isinstance(row, tuple) or len(row) != len(COLUMNS):
+            raise DamagedCopy(f"row {n} of the recall copy is not a row")
+        return row
+
+    @overload
+    def __getitem__(self, n: int) -> tuple[Any, ...]: ...
+
+    @overload
+    def __getitem__(self, n: slice) -> list[tuple[Any, ...]]: ...
+
+    def __getitem__(self, n: int | slice) -> tuple[Any, ...] | list[tuple[Any, ...]]:
+        if isinstance(n, slice):
+            return [self[i] for i in range(*n.indices(len(self)))]
+        if n < 0:
+            n += len(self)
+        if not 0 <= n < len(self):
+            raise IndexError(n)
+        row = self._decoded.get(n)
+        if row is None:
+            row = self._decoded[n] = self._decode(n)
+        return row
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        for n in range(len(self)):
+            row = self._decoded.get(n)
+            yield row if row is not None else self._decode(n)
+
+
+def _postings(terms: Sequence[str | None], first: int = 0) -> tuple[array, dict[str, bytes]]:
+    """Each row's token count, and per term the (row, count) pairs holding it, as int32s
+    (rows numbered from ``first``)."""
     lengths = array("i")
     lists: dict[str, array] = {}
-    for n, text in enumerate(terms):
+    for n, text in enumerate(terms, first):
         tokens = (text or "").split()
         lengths.append(len(tokens))
         for term, count in Counter(tokens).items():
@@ -102,30 +258,111 @@ def _postings(terms: Sequence[str | None]) -> tuple[array, dict[str, bytes]]:
 class RecallCopy:
     """One saved version of the pairs table (see the module docstring)."""
 
-    def __init__(self, model_id: str, rows: list[tuple[Any, ...]], matrix: Any,
+    def __init__(self, model_id: str, rows: Sequence[tuple[Any, ...]], matrix: Any,
                  lengths: array, postings: dict[str, bytes],
-                 listing: lance.Listing | None = None):
+                 listing: lance.Listing | None = None, hashes: list[str] | None = None,
+                 live: Any = None):
+        import numpy as np
+
         self.model_id = model_id
         self.listing = listing  # the table's files it was read from, when saved
         self.rows = rows  # tuples of the COLUMNS
         self.matrix = matrix  # unit rows, float32
         self.lengths = lengths
         self.postings = postings
-        total = sum(lengths)
-        self.average_length = total / len(lengths) if lengths else 0.0
+        # each row's content hash, when read from the table (what :meth:`updated` needs)
+        self.hashes = hashes
+        # which rows the table still holds (None: all): an update leaves the rows a
+        # write removed in place, out of every search and statistic, until it reads anew
+        self.live = live
+        self._length_array: Any = np.frombuffer(lengths, dtype=np.int32)
+        self.live_count = len(rows) if live is None else int(np.count_nonzero(live))
+        kept = self._length_array if live is None else self._length_array[live]
+        self.average_length = float(kept.sum()) / self.live_count if self.live_count else 0.0
+        self._scan: vectorscan.VectorScan | None = None
+        self._allowed: dict[Any, Any] = {}
 
     @classmethod
     def from_table(cls, table: Any) -> RecallCopy:
         """The copy of the table's current version (read whole: for small tables)."""
-        data = table.to_arrow().select([*COLUMNS, "vector"])
+        # only these columns: not the embedded text, read and dropped at once otherwise
+        data = (table.search().select([*COLUMNS, "content_hash", "vector"]).limit(None)
+                .to_arrow())
         values = [data.column(c).to_pylist() for c in COLUMNS]
         lengths, postings = _postings(values[COLUMNS.index("terms")])
-        return cls(index.table_model_id(table) or "",
+        copy = cls(index.table_model_id(table) or "",
                    [tuple(r) for r in zip(*values, strict=True)], lance.unit_vectors(data),
-                   lengths, postings)
+                   lengths, postings,
+                   hashes=[h or "" for h in data.column("content_hash").to_pylist()])
+        del data, values
+        import pyarrow as pa
+
+        pa.default_memory_pool().release_unused()  # 200 MB at 100,000 rows, else kept
+        return copy
+
+    def updated(self, table: Any) -> RecallCopy | None:
+        """The copy of ``table``'s current version made from this one (of an earlier
+        version of the same table) by reading only the rows that are new since: the rows
+        of every (id, content hash) are compared, the new ones read, and the ones gone
+        left in place as not live. None when this copy cannot say (read from a file) or
+        when reading whole is the better deal (many rows changed, many left behind)."""
+        import numpy as np
+
+        if self.hashes is None or index.table_model_id(table) != self.model_id:
+            return None
+        data = table.search().select(["id", "content_hash"]).limit(None).to_arrow()
+        wanted = Counter(zip(data.column("id").to_pylist(),
+                             [h or "" for h in data.column("content_hash").to_pylist()],
+                             strict=True))
+        at_id = POSITION["id"]
+        live = (np.ones(len(self.rows), dtype=bool) if self.live is None
+                else self.live.copy())
+        for n in np.flatnonzero(live).tolist():
+            key = (self.rows[n][at_id], self.hashes[n])
+            if wanted.get(key, 0) > 0:
+                wanted[key] -= 1  # this row is still there, as it was
+            else:
+                live[n] = False
+        missing = +wanted  # (id, hash) -> how many rows of it to read
+        if sum(missing.values()) > UPDATE_MAX_ROWS or (
+                len(self.rows) - int(np.count_nonzero(live)) > len(self.rows) // 4):
+            return None
+        rows: list[tuple[Any, ...]] = []
+        hashes: list[str] = []
+        vectors = []
+        for chunk in lance.chunked(sorted({i for i, _h in missing})):
+            found = (table.search().where(lance.in_filter("id", chunk))
+                     .select([*COLUMNS, "content_hash", "vector"]).limit(None).to_arrow())
+            values = [found.column(c).to_pylist() for c in COLUMNS]
+            found_hashes = [h or "" for h in found.column("content_hash").to_pylist()]
+            matrix = lance.unit_vectors(found)
+            for n, row in enumerate(zip(*values, strict=True)):
+                key = (row[at_id], found_hashes[n])
+                if missing.get(key, 0) > 0:
+                    missing[key] -= 1
+                    rows.append(tuple(row))
+                    hashes.append(found_hashes[n])
+                    vectors.append(matrix[n])
+        if +missing:  # written again between our two reads: read it all, consistently
+            return None
+        first = len(self.rows)
+        lengths = array("i", self.lengths)
+        postings = dict(self.postings)
+        new_lengths, new_postings = _postings([r[POSITION["terms"]] for r in rows], first)
+        lengths.extend(new_lengths)
+        for term, raw in new_postings.items():
+            postings[term] = postings.get(term, b"") + raw
+        added = (np.vstack(vectors).astype(np.float32) if vectors
+                 else np.zeros((0, self.matrix.shape[1]), dtype=np.float32))
+        live = np.concatenate([live, np.ones(len(rows), dtype=bool)])
+        copy = RecallCopy(self.model_id, [*self.rows, *rows],
+                          np.concatenate([self.matrix, added]), lengths, postings,
+                          hashes=self.hashes + hashes, live=None if live.all() else live)
+        copy._scan = self.scan().extended(copy.matrix)
+        return copy
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return self.live_count
 
     def row(self, n: int, columns: Sequence[str]) -> dict[str, Any]:
         values = self.rows[n]
@@ -134,24 +371,62 @@ class RecallCopy:
     def bm25(self, terms: Sequence[str], allowed: Any = None) -> dict[int, float]:
         """Row -> BM25 score of the rows holding any of ``terms`` (distinct), among the
         ``allowed`` rows (a boolean array; None: all), with every row's statistics."""
-        count = len(self.rows)
-        scores: dict[int, float] = {}
+        rows, scores = self.bm25_arrays(terms, allowed)
+        return dict(zip(rows.tolist(), scores.tolist(), strict=True))
+
+    def bm25_arrays(self, terms: Sequence[str], allowed: Any = None) -> tuple[Any, Any]:
+        """:meth:`bm25` as two arrays, (rows in order, their scores), computed with numpy:
+        each term's contribution with the same float64 operations in the same order as
+        LanceDB's formula written out, so the scores are the same bit for bit whatever
+        the table's size."""
+        import numpy as np
+
+        count = self.live_count
         average = self.average_length or 1.0
-        lengths = self.lengths
+        lengths = self._length_array
+        total = np.zeros(len(self.rows), dtype=np.float64)
+        touched = np.zeros(len(self.rows), dtype=bool)
         for term in dict.fromkeys(terms):
             raw = self.postings.get(term)
             if raw is None:
                 continue
-            pairs = array("i")
-            pairs.frombytes(raw)
-            found = len(pairs) // 2
+            pairs = np.frombuffer(raw, dtype=np.int32).reshape(-1, 2)
+            rows, tf = pairs[:, 0], pairs[:, 1].astype(np.float64)
+            if self.live is not None:  # rows a write removed count nowhere
+                kept = self.live[rows]
+                rows, tf = rows[kept], tf[kept]
+            found = len(rows)
             idf = math.log(1.0 + (count - found + 0.5) / (found + 0.5))
-            for row, tf in zip(pairs[0::2], pairs[1::2], strict=True):
-                if allowed is not None and not allowed[row]:
-                    continue
-                norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[row] / average)
-                scores[row] = scores.get(row, 0.0) + idf * tf * (BM25_K1 + 1.0) / (tf + norm)
-        return scores
+            if allowed is not None:
+                keep = allowed[rows]
+                rows, tf = rows[keep], tf[keep]
+            norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[rows] / average)
+            total[rows] += idf * tf * (BM25_K1 + 1.0) / (tf + norm)
+            touched[rows] = True
+        hit = np.flatnonzero(touched)
+        return hit, total[hit]
+
+    def scan(self) -> vectorscan.VectorScan:
+        """The exact nearest-row search over :attr:`matrix` (made once per copy)."""
+        if self._scan is None:
+            self._scan = vectorscan.VectorScan(self.matrix)
+        return self._scan
+
+    def allowed_by(self, key: Any, accepts: Callable[[tuple[Any, ...]], bool]) -> Any:
+        """The boolean array of the live rows ``accepts`` takes, made once per ``key`` (a
+        filter; the last KEPT_FILTERS are kept)."""
+        import numpy as np
+
+        found = self._allowed.get(key)
+        if found is None:
+            if len(self._allowed) >= KEPT_FILTERS:
+                self._allowed.pop(next(iter(self._allowed)))
+            found = np.fromiter((accepts(r) for r in self.rows), dtype=bool,
+                                count=len(self.rows))
+            if self.live is not None:
+                found &= self.live
+            self._allowed[key] = found
+        return found
 
 
 # The last copy this process read or built, per project, index and model: a long-lived
@@ -169,6 +444,11 @@ def remember(settings: Settings, copy: RecallCopy, listing: lance.Listing | None
     if listing:
         copy.listing = listing
         _RECENT[_key(settings, copy.model_id)] = copy
+
+
+def forget(settings: Settings, model_id: str) -> None:
+    """Stop handing out this process's copy of the table (it turned out damaged)."""
+    _RECENT.pop(_key(settings, model_id), None)
 
 
 def recent(settings: Settings, model_id: str, listing: lance.Listing | None
@@ -210,17 +490,42 @@ def _read(settings: Settings, model_id: str, listing: lance.Listing | None
         if (not isinstance(data, dict) or data.get("v") != VERSION
                 or data["root"] != str(settings.root) or data["uri"] != settings.index_uri
                 or data["model_id"] != model_id or tuple(data["columns"]) != COLUMNS
-                or data["listing"] != listing):
+                or data["listing"] != listing or not DATA_NAME.fullmatch(data["data"])):
             return None
-        rows, dim = data["rows"], int(data["dim"])
-        matrix = np.frombuffer(data["matrix"], dtype=np.float32)
+        count, dim, sections = int(data["count"]), int(data["dim"]), data["sections"]
+        with open(settings.state_dir / data["data"], "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        if len(mapped) != data["size"] or dim <= 0 or count <= 0:
+            return None
+
+        def part(name: str, dtype: Any, size: int) -> Any:
+            at, nbytes = sections[name]
+            if nbytes != size * np.dtype(dtype).itemsize or at + nbytes > len(mapped):
+                raise ValueError(f"the recall copy's {name} is not of its size")
+            return np.frombuffer(mapped, dtype=dtype, count=size, offset=at)
+
+        matrix = part("matrix", np.float32, count * dim).reshape(count, dim)
+        offsets = part("offsets", np.int64, count + 1)
+        start, nbytes = sections["rows"]
+        if (offsets[0] != 0 or offsets[-1] != nbytes or start + nbytes != len(mapped)
+                or bool((np.diff(offsets) <= 0).any())):
+            return None
+        quantized = None
+        if "ints" in sections:
+            quantized = (part("ints", np.int8, count * dim).reshape(count, dim),
+                         part("scale", np.float32, count), part("error", np.float32, count))
         lengths = array("i")
         lengths.frombytes(data["lengths"])
-        if (not isinstance(rows, list) or dim <= 0 or matrix.size != len(rows) * dim
-                or len(lengths) != len(rows) or not isinstance(data["postings"], dict)
-                or any(not isinstance(r, tuple) or len(r) != len(COLUMNS) for r in rows)):
+        live = None
+        if data["live"] is not None:
+            live = np.frombuffer(data["live"], dtype=bool)
+            if len(live) != count:
+                return None
+        if len(lengths) != count or not isinstance(data["postings"], dict):
             return None
-        return RecallCopy(model_id, rows, matrix.reshape(len(rows), dim), lengths,
-                          data["postings"], listing)
-    except (KeyError, TypeError, ValueError):
+        copy = RecallCopy(model_id, LazyRows(mapped, start, offsets), matrix, lengths,
+                          data["postings"], listing, live=live)
+        copy._scan = vectorscan.VectorScan(matrix, quantized)
+        return copy
+    except (KeyError, TypeError, ValueError, OSError):
         return None

@@ -21,6 +21,7 @@ from wrenmem.knowledge import expansions
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.pairs.seeds import extra_pairs
+from wrenmem.recall import grepsnap
 from wrenmem.recall.fusion import at_least_identical
 from wrenmem.recall.hits import Filters, Hit, rank
 from wrenmem.recall.model import lexical_score
@@ -37,6 +38,7 @@ class GrepBackend:
     name = "grep"
     uses_index = False
     lazy_postings = True  # one process, a few questions: only their terms' postings
+    snapshots = True  # a one-shot process: the saved snapshot answers (recall.grepsnap)
 
     def __init__(self, settings: Settings, pairs: Sequence[Pair] | None = None):
         self.settings = settings
@@ -86,8 +88,21 @@ class GrepBackend:
 
     def search(self, queries: Sequence[str], k: int, filters: Filters, *,
                sql: str | None = None) -> list[list[Hit]]:
-        """``k`` hits per question; a draft ``sql`` is not read (keywords only)."""
+        """``k`` hits per question; a draft ``sql`` is not read (keywords only). Without
+        filters, the saved snapshot of the whole index answers while no file changed
+        (:mod:`wrenmem.recall.grepsnap`); the index built otherwise is saved as one."""
+        key = None
+        if self.snapshots and self._pairs is None and filters == Filters():
+            key = grepsnap.listing_key(self.settings)
+            snapshot = grepsnap.load(self.settings, key)
+            if snapshot is not None:
+                self.skipped = snapshot.errors
+                return [snapshot.rank(query, k, self.name, expansions(self.settings, query))
+                        for query in queries]
         index = self.index(filters)
+        if key is not None and len(index.pairs) >= grepsnap.MIN_PAIRS and grepsnap.due(
+                self.settings):
+            grepsnap.save(self.settings, key, index.pairs, index.bm25.docs, self.skipped)
         return [index.rank(query, k, self.name, expansions(self.settings, query))
                 for query in queries]
 
@@ -127,6 +142,7 @@ class WarmGrep(GrepBackend):
     have changed (:class:`wrenmem.watch.freshness.Freshness`)."""
 
     lazy_postings = False  # many questions: every posting list, built once
+    snapshots = False  # it holds its index: the snapshot would only cost it a save
 
     def __init__(self, settings: Settings, pairs: Sequence[Pair] | None = None):
         super().__init__(settings, pairs)

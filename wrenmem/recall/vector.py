@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from wrenmem import lance
 from wrenmem.embedders import Embedder, get_embedder, unknown_share
 from wrenmem.errors import WrenmemError
-from wrenmem.index import recallcopy, replica
+from wrenmem.index import recallcopy, replica, vectorscan
 from wrenmem.index import table as index
 from wrenmem.index.table import query_terms, row_pair
 from wrenmem.knowledge import expansions
@@ -41,10 +41,12 @@ log = logging.getLogger(__name__)
 DEPTH = 50
 SHAPES_FILE = "recall-shapes.bin"  # the candidates' SQL shapes (sqlshape.ShapeCache)
 SHAPES_SAVE_SECONDS = 10.0  # a long-lived backend saves new shapes at most this often
-# A long-lived backend holds the vectors of a table up to this size in memory and scans
-# them with numpy (exact, as LanceDB's flat scan below its ANN threshold, for a fraction
-# of its CPU time); a bigger table is searched through its ANN index.
-IN_MEMORY_MAX_ROWS = lance.ANN_MIN_ROWS
+# A long-lived backend holds a table up to this size in memory: the exact vector scan of
+# :mod:`wrenmem.index.vectorscan` (LanceDB's flat search, where LanceDB past
+# lance.ANN_MIN_ROWS searches its approximate IVF index) and the BM25 of its full-text
+# index, in numpy. 200,000 rows of 512 dimensions hold about 800 MB; a bigger table is
+# searched by LanceDB (its ANN and full-text indexes).
+IN_MEMORY_MAX_ROWS = 200_000
 COLUMNS = ["id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta"]
 
 
@@ -170,11 +172,29 @@ class VectorBackend:
         limit = IN_MEMORY_MAX_ROWS if self._searches > 1 else recallcopy.MAX_ROWS
         if not 0 < rows <= limit:
             return None
-        copy = recallcopy.RecallCopy.from_table(table)
+        # A new version of the table held before: only the rows written since are read
+        copy = held[2].updated(table) if held is not None else None
+        if copy is None:
+            del held
+            copy = recallcopy.RecallCopy.from_table(table)
         self._memory = (table, version, copy)
         if not self._pinned:
             recallcopy.remember(self.settings, copy, listing)
+            if listing and len(copy.rows) > recallcopy.MAX_ROWS:
+                # too big for a writer to save after each write: saved from here, for the
+                # one-shot processes to come, while this one answers
+                recallcopy.write_later(self.settings, copy, listing)
         return copy
+
+    def _still_held(self) -> recallcopy.RecallCopy | None:
+        """The copy this backend holds, while its table's latest version is the one held."""
+        held, table = self._memory, self._table
+        if held is None or table is None or held[0] is not table:
+            return None
+        try:
+            return held[2] if table.version == held[1] else None
+        except Exception:  # the search opens the table again and meets it, or not
+            return None
 
     def _dense(self, table: Any, vector: Any, depth: int, where: str | None,
                extra: Sequence[str] = (), held: _CopyView | None = None
@@ -227,9 +247,13 @@ class VectorBackend:
         # (a one-shot CLI call, an agent's Memory) searches the saved copy while they are
         # the same (no LanceDB import at all); else they key the copy read from the table,
         # kept for the next search and saved for the next process.
-        listing = index.disk_listing(self.settings) if local else None
-        copy = (recallcopy.load(self.settings, self.embedder.model_id, listing)
-                if local else None)
+        # A backend holding the table's latest version needs neither (its version is the
+        # table's own word: a write, a compaction, anything that changes files, commits).
+        copy = self._still_held() if local else None
+        listing = None
+        if copy is None and local:
+            listing = index.disk_listing(self.settings)
+            copy = recallcopy.load(self.settings, self.embedder.model_id, listing)
         vectors = self.embedder.embed([q[:cap] for q in queries])
         if copy is None:
             saved = self._table is None
@@ -237,9 +261,14 @@ class VectorBackend:
             if copy is not None and listing and saved:
                 recallcopy.write(self.settings, copy, listing)
         if copy is not None:  # a small table: exact search in memory, filters applied first
-            view = _CopyView(copy, filters)
-            return [self._one(view, q, v, k, None, sql)
-                    for q, v in zip(queries, vectors, strict=True)]
+            try:
+                view = _CopyView(copy, filters)
+                return [self._one(view, q, v, k, None, sql)
+                        for q, v in zip(queries, vectors, strict=True)]
+            except recallcopy.DamagedCopy as e:  # a saved file's row: LanceDB answers
+                log.warning("recall: %s; searching the index itself", e)
+                recallcopy.forget(self.settings, self.embedder.model_id)
+                recallcopy.discard(self.settings)
         where = where_clause(filters)
         return [self._retrying(lambda t, q=q, v=v: self._one(t, q, v, k, where, sql))
                 for q, v in zip(queries, vectors, strict=True)]
@@ -381,73 +410,43 @@ def _glossary_once() -> Callable[[], Glossary | None]:
     return get
 
 
-def nearest_rows(matrix: Any, vector: Any, depth: int,
-                 key: Callable[[int], str] | None = None) -> tuple[Any, Any]:
-    """(row numbers, every row's cosine): the ``depth`` rows of ``matrix`` (unit rows) of
-    highest cosine to ``vector``, best first; ties in order of ``key(row number)`` (the
-    pair id: not where the row happens to sit, so the order does not depend on the
-    index's edit history), else lower row first."""
-    import numpy as np
-
-    query = np.asarray(vector, dtype=np.float32)
-    norm = float(np.linalg.norm(query))
-    # einsum, not BLAS: one thread, which on a busy machine beats waiting for several
-    cosines = np.einsum("ij,j->i", matrix, query / norm if norm > 0 else query)
-    depth = min(depth, len(cosines))
-    if depth <= 0:
-        return np.zeros(0, dtype=np.int64), cosines
-    top = np.argpartition(-cosines, depth - 1)[:depth]
-    if key is None:
-        return top[np.argsort(-cosines[top], kind="stable")], cosines
-    tied = np.flatnonzero(cosines >= cosines[top].min())  # every row tying the last one in
-    best = sorted(tied.tolist(), key=lambda n: (-float(cosines[n]), key(n)))[:depth]
-    return np.asarray(best, dtype=np.int64), cosines
-
-
 class _CopyView:
     """A :class:`~wrenmem.index.recallcopy.RecallCopy` seen through recall filters: the
     dense and keyword searches of LanceDB (with its prefilter), over the copy's rows."""
 
     def __init__(self, copy: recallcopy.RecallCopy, filters: Filters):
-        import numpy as np
-
         self.copy = copy
-        self.allowed: Any = None
-        self.positions: Any = None  # the allowed rows' numbers (None: every row)
+        self.allowed: Any = copy.live  # the rows the filters accept (None: every row)
         if filters != Filters():
             at = [recallcopy.POSITION[c] for c in ("datasource", "source", "tags", "meta",
                                                    "path", "question")]
-            self.allowed = np.fromiter(
-                (filters.accepts_fields(r[at[0]], r[at[1]], r[at[2]], r[at[3]])
-                 and not filters.excludes(r[at[4]], r[at[5]]) for r in copy.rows),
-                dtype=bool, count=len(copy))
-            self.positions = np.flatnonzero(self.allowed)
-        self.matrix = copy.matrix if self.positions is None else copy.matrix[self.positions]
+            self.allowed = copy.allowed_by(filters, lambda r: (
+                filters.accepts_fields(r[at[0]], r[at[1]], r[at[2]], r[at[3]])
+                and not filters.excludes(r[at[4]], r[at[5]])))
+
+    def _id(self, n: int) -> str:
+        return str(self.copy.rows[n][recallcopy.POSITION["id"]])
 
     def nearest(self, vector: Any, depth: int, columns: Sequence[str]
                 ) -> list[dict[str, Any]]:
         """The ``depth`` rows of highest cosine to ``vector``, best first, as LanceDB's
-        search returns them (``_distance`` = 1 - cosine)."""
-        at_id = recallcopy.POSITION["id"]
-        stored, positions = self.copy.rows, self.positions
-        key = ((lambda n: stored[n][at_id]) if positions is None
-               else (lambda n: stored[int(positions[n])][at_id]))
-        top, cosines = nearest_rows(self.matrix, vector, depth, key)
-        numbers = top if self.positions is None else self.positions[top]
+        exact search returns them (``_distance`` = 1 - cosine; ties in order of id, not
+        of where a row happens to sit in the index)."""
+        numbers, cosines = self.copy.scan().nearest(vector, depth, self.allowed, self._id)
         wanted = [c for c in columns if c != "vector"]
         rows = []
-        for n, at in zip(numbers, top, strict=True):
-            row = self.copy.row(int(n), wanted)
-            row["_distance"] = 1.0 - float(cosines[at])
+        for n, cosine in zip(numbers.tolist(), cosines.tolist(), strict=True):
+            row = self.copy.row(n, wanted)
+            row["_distance"] = 1.0 - float(cosine)
             rows.append(row)
         return rows
 
     def keyword(self, terms: Sequence[str], depth: int) -> list[dict[str, Any]]:
         """The ``depth`` best rows by BM25 over their terms, as ids with a ``_score``."""
-        scores = self.copy.bm25(terms, self.allowed)
-        at_id, rows = recallcopy.POSITION["id"], self.copy.rows
-        best = sorted(scores.items(), key=lambda item: (-item[1], rows[item[0]][at_id]))[:depth]
-        return [{**self.copy.row(n, ["id"]), "_score": s, "_row": n} for n, s in best]
+        numbers, scores = self.copy.bm25_arrays(terms, self.allowed)
+        order = vectorscan.best(scores, numbers, depth, self._id)
+        return [{**self.copy.row(int(numbers[i]), ["id"]), "_score": float(scores[i]),
+                 "_row": int(numbers[i])} for i in order.tolist()]
 
     def rows_of(self, found: Sequence[dict[str, Any]], columns: Sequence[str], vector: Any
                 ) -> list[dict[str, Any]]:
@@ -461,4 +460,3 @@ class _CopyView:
             row["vector"] = self.copy.matrix[n]
             rows.append(row)
         return rows
-

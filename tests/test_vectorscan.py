@@ -1,0 +1,114 @@
+"""The int8 vector scan returns exactly the float32 scan's rows, order and cosines (and
+LanceDB's exact search's), proving it per question or scanning everything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wrenmem.index import vectorscan
+from wrenmem.index.vectorscan import VectorScan, exact_cosines
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _embeddings(n: int, dim: int = 64, seed: int = 7) -> np.ndarray:
+    """Clustered unit vectors, as sentence embeddings are: topics, and variants of each."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((40, dim))
+    return _unit(centres[rng.integers(0, 40, n)] + 0.6 * rng.standard_normal((n, dim)))
+
+
+def _unit_query(query: np.ndarray) -> np.ndarray:
+    """The question's unit vector as the scan makes it (float32, then divided)."""
+    query = np.asarray(query, dtype=np.float32)
+    return query / float(np.linalg.norm(query))
+
+
+def _float32_answer(matrix: np.ndarray, query: np.ndarray, depth: int,
+                    allowed: np.ndarray | None = None) -> tuple[list[int], list[float]]:
+    """The plain scan: every cosine, best first, ties by row number."""
+    cosines = exact_cosines(matrix, _unit_query(query))
+    rows = range(len(matrix)) if allowed is None else np.flatnonzero(allowed).tolist()
+    order = sorted(rows, key=lambda n: (-float(cosines[n]), n))[:depth]
+    return order, [float(cosines[n]) for n in order]
+
+
+@pytest.fixture(autouse=True)
+def _int8_from_the_first_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("simsimd")
+    monkeypatch.setattr(vectorscan, "MIN_ROWS", 0)
+
+
+def test_the_int8_scan_answers_what_the_float32_scan_answers() -> None:
+    matrix = _embeddings(4000)
+    rng = np.random.default_rng(11)
+    scan = VectorScan(matrix)
+    queries = [matrix[n] + 0.3 * rng.standard_normal(matrix.shape[1])
+               for n in rng.integers(0, len(matrix), 150)]
+    queries += [rng.standard_normal(matrix.shape[1]) for _ in range(50)]
+    for query in queries:
+        for depth in (1, 10, 50):
+            rows, cosines = scan.nearest(query, depth)
+            assert (rows.tolist(), cosines.tolist()) == _float32_answer(matrix, query, depth)
+    assert scan.proved > 0.9 * 600  # the int8 candidates answered (nearly) every one
+    assert scan._quantized is not None and scan._quantized[0].dtype == np.int8
+
+
+def test_filtered_rows_are_never_returned_and_the_rest_rank_as_in_the_full_scan() -> None:
+    matrix = _embeddings(3000, seed=3)
+    allowed = np.random.default_rng(5).random(len(matrix)) < 0.3
+    scan = VectorScan(matrix)
+    for n in range(0, 3000, 50):
+        rows, cosines = scan.nearest(matrix[n], 50, allowed)
+        assert (rows.tolist(), cosines.tolist()) == _float32_answer(matrix, matrix[n], 50,
+                                                                    allowed)
+    few = np.zeros(len(matrix), dtype=bool)
+    few[[5, 17, 2999]] = True
+    rows, _ = scan.nearest(matrix[0], 50, few)
+    assert sorted(rows.tolist()) == [5, 17, 2999]
+
+
+def test_near_ties_at_the_cut_fall_back_to_the_float32_scan_with_ties_by_key() -> None:
+    rng = np.random.default_rng(1)
+    base = _embeddings(2000, seed=9)
+    twin = base[0] + 1e-4 * rng.standard_normal((600, base.shape[1]))  # 600 near-copies
+    matrix = _unit(np.vstack([base, twin]))
+    matrix[-100:] = matrix[-101]  # and 101 exact copies: ties broken by the key
+    scan = VectorScan(matrix)
+    names = {n: f"pair-{(7919 * n) % len(matrix):05d}" for n in range(len(matrix))}
+    rows, cosines = scan.nearest(base[0], 50, key=names.__getitem__)
+    assert scan.rescanned == 1  # the bound cannot separate 600 near-equal rows
+    cosine = exact_cosines(matrix, _unit_query(base[0]))
+    want = sorted(range(len(matrix)), key=lambda n: (-float(cosine[n]), names[n]))[:50]
+    assert rows.tolist() == want and cosines.tolist() == [float(cosine[n]) for n in want]
+    rows, _ = scan.nearest(matrix[-1], 120, key=names.__getitem__)
+    copies = sorted(range(len(matrix) - 101, len(matrix)), key=names.__getitem__)
+    assert rows.tolist()[:101] == copies
+
+
+def test_the_answers_are_lancedbs_exact_search(tmp_path: Path) -> None:
+    lancedb = pytest.importorskip("lancedb")
+    import pyarrow as pa
+
+    matrix = _embeddings(3000, dim=96, seed=21)
+    ids = [f"row-{n:05d}" for n in range(len(matrix))]
+    db = lancedb.connect(tmp_path / "db")
+    table = db.create_table("t", pa.table({
+        "id": ids, "vector": pa.FixedSizeListArray.from_arrays(
+            pa.array(matrix.reshape(-1)), matrix.shape[1])}))
+    scan = VectorScan(matrix)
+    rng = np.random.default_rng(2)
+    for n in rng.integers(0, len(matrix), 60):
+        query = matrix[n] + 0.4 * rng.standard_normal(matrix.shape[1]).astype(np.float32)
+        theirs = (table.search(query).distance_type("cosine").bypass_vector_index()
+                  .limit(50).select(["id", "_distance"]).to_list())
+        rows, cosines = scan.nearest(query, 50, key=ids.__getitem__)
+        assert [ids[r] for r in rows] == [r["id"] for r in theirs]
+        assert cosines.tolist() == pytest.approx([1 - r["_distance"] for r in theirs],
+                                                 abs=2e-6)
+    assert scan.proved > 50
