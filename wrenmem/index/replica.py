@@ -180,7 +180,7 @@ def _copy(settings: Settings, name: str, remote: Any, version: int | None) -> Re
         lance.upsert(local, "id", None, gone)
     if name == index.TABLE:
         lance.ensure_fts(local, "terms")
-    lance.ensure_vector_index(local)
+    lance.ensure_vector_index(local, pq_rows=settings.ivf_pq_rows)
     lance.maintain(local, settings.state_dir / statedir.REPLICA_MAINT,
                    1 if fetch or gone else 0, len(fetch))
     log.info("replica of %s: version %s, %d rows copied, %d deleted", name, version,
