@@ -636,3 +636,35 @@ def test_a_warm_readers_note_is_made_again_only_when_something_changed(
         assert len(views) == seen + 2
     finally:
         fresh.close()
+
+
+def _all_rows(uri: str) -> list[tuple[object, ...]]:
+    table = lance.open_table(lance.connect(uri), index.TABLE)
+    assert table is not None
+    data = table.to_arrow()
+    names = [n for n in data.column_names if n != "vector"]
+    columns = [data.column(n).to_pylist() for n in names]
+    vectors = data.column("vector").to_pylist()
+    return sorted((*values, tuple(v)) for *values, v in zip(*columns, vectors, strict=True))
+
+
+def test_a_readers_copy_holds_the_remote_rows_first_and_after_a_sync(
+        tmp_path: Path, s3_env: dict[str, str], fake: RecordingEmbedder) -> None:
+    """The first copy (streamed into a new table) and a refresh (by content hash) both end
+    with exactly the remote's rows: every column, vectors included."""
+    from wrenmem.index import replica
+
+    uri = new_uri()
+    writer = machine(tmp_path, "ci", uri, pairs=30)
+    sync_pairs(settings(writer))
+    reader = machine(tmp_path, "laptop", uri, role="reader", pairs=30)
+    first = replica.refresh(settings(reader), max_age=0)
+    assert first.copied == 30 and first.deleted == 0
+    local_uri = replica.replica_uri(settings(reader))
+    assert _all_rows(local_uri) == _all_rows(uri)
+    write_pair(writer, "p0003.md", "How many refunds in region 3?", "SELECT 3")
+    (writer / "knowledge" / "sql" / "p0004.md").unlink()
+    sync_pairs(settings(writer))
+    again = replica.refresh(settings(reader), max_age=0)
+    assert (again.copied, again.deleted) == (1, 1)
+    assert _all_rows(local_uri) == _all_rows(uri)
