@@ -70,27 +70,35 @@ def public_pairs() -> list[dict[str, str]]:
     return out
 
 
-def pairs(n: int) -> list[dict[str, str]]:
+def pairs(n: int, origins: list[tuple[str, str]] | None = None) -> list[dict[str, str]]:
+    """``n`` distinct pairs; ``origins`` (if given) gets, per pair, the public question it
+    comes from and the qualifier added to it ("" for a public pair itself)."""
     base = public_pairs()
     out = list(base[:n])
+    if origins is not None:
+        origins.extend((p["nl"], "") for p in out)
     seen = {(p["nl"], p["dialect"], p["datasource"]) for p in out}
     i = 0
     while len(out) < n:
         src = base[i % len(base)]
         qualifier = QUALIFIERS[(i // len(base)) % len(QUALIFIERS)]
-        nl = f"{src['nl'].rstrip('?. ')} {qualifier.format(n=i % 97 + 1)}?"
+        said = qualifier.format(n=i % 97 + 1)
+        nl = f"{src['nl'].rstrip('?. ')} {said}?"
         i += 1
         key = (nl, src["dialect"], src["datasource"])
         if key not in seen:
             seen.add(key)
             out.append({**src, "nl": nl})
+            if origins is not None:
+                origins.append((src["nl"], said))
     return out
 
 
-def make_project(root: Path, n: int) -> list[Path]:
+def make_project(root: Path, n: int, origins: list[tuple[str, str]] | None = None
+                 ) -> list[Path]:
     paths = []
     past = time.time() - 120  # written a while ago, as in a checkout
-    for i, p in enumerate(pairs(n)):
+    for i, p in enumerate(pairs(n, origins)):
         path = root / "knowledge" / "sql" / f"g{i % 100:02d}" / f"pair-{i:06d}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(
@@ -474,6 +482,20 @@ def embed_floor(n: int, spec: str) -> None:
           f"{96_735 / n * cpu:.0f} s CPU); rss {rss:.0f} MB; load {load_avg():.1f}")
 
 
+def print_markdown(steps: list[Step], ms: str = ".0f") -> None:
+    """The steps as a Markdown table (a "(MB)" or "(ms" step's value is not seconds)."""
+    print("| step | value | CPU s | max RSS | load avg | notes |")
+    print("|---|---|---|---|---|---|")
+    for s in steps:
+        value = (f"{s.seconds:,.1f} MB" if "(MB)" in s.name else
+                 f"{s.seconds:{ms}} ms" if "(ms" in s.name else
+                 f"{s.seconds:.3f}" if "recall@10" in s.name else
+                 f"{s.seconds:.2f} s")
+        cpu = f"{s.cpu:.1f}" if s.cpu else ""
+        rss = f"{s.rss_mb:.0f} MB" if s.rss_mb else ""
+        print(f"| {s.name} | {value} | {cpu} | {rss} | {s.load:.1f} | {s.note} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=100_000)
@@ -526,16 +548,7 @@ def main(argv: list[str] | None = None) -> int:
         peak = max((s.rss_mb for s in steps), default=0.0)
         print(f"peak memory of any process: {peak:.0f} MB", file=sys.stderr)
         if args.markdown:
-            print("| step | value | CPU s | max RSS | load avg | notes |")
-            print("|---|---|---|---|---|---|")
-            for s in steps:
-                value = (f"{s.seconds:.1f} MB" if "(MB)" in s.name else
-                         f"{s.seconds:.0f} ms" if "(ms" in s.name else
-                         f"{s.seconds:.3f}" if "recall@10" in s.name else
-                         f"{s.seconds:.2f} s")
-                cpu = f"{s.cpu:.1f}" if s.cpu else ""
-                rss = f"{s.rss_mb:.0f} MB" if s.rss_mb else ""
-                print(f"| {s.name} | {value} | {cpu} | {rss} | {s.load:.1f} | {s.note} |")
+            print_markdown(steps)
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

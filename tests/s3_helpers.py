@@ -70,6 +70,8 @@ class S3Server:
     # default, port + 10000, may be taken or past 65535)
     ports: tuple[int, ...] = field(default_factory=lambda: free_ports(8))
     proc: subprocess.Popen[bytes] | None = None
+    volume_mb: int = 64  # volumes x volume_mb bounds what the server holds (3.2 GB)
+    volumes: int = 50
 
     @property
     def s3_port(self) -> int:
@@ -95,7 +97,7 @@ class S3Server:
              f"-filer.port.grpc={g_filer}", f"-s3.port.grpc={g_s3}", "-s3.port.iceberg=0",
              "-s3.port.lance=0",
              f"-filer.localSocket={self.data_dir / 'filer.sock'}",
-             "-master.volumeSizeLimitMB=64", "-volume.max=50"],
+             f"-master.volumeSizeLimitMB={self.volume_mb}", f"-volume.max={self.volumes}"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         deadline = time.monotonic() + READY_TIMEOUT

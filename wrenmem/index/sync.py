@@ -201,7 +201,7 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
             embedded, commits = _apply(table, snap, plan, indexed, embedder, progress,
                                        settings.max_embed_chars, cache)
             lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
-            lance.ensure_vector_index(table)
+            lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows)
         optimized = _maintain(settings, table, commits, embedded)
         rows = table.count_rows()
         recallcopy.save(settings, table)
@@ -408,7 +408,7 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     assert first is not None
     plan = first
     lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
-    lance.ensure_vector_index(table)
+    lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows)
     if here is not None:
         index.record_origin(table, here)
     # A new local table keeps its fragments; on object storage, where every fragment is a

@@ -88,6 +88,12 @@ class Recaller:
         self._grep_lock = threading.Lock()
         self._complete: dict[tuple[str, Settings], int] = {}  # last index version seen whole
         self._kept: dict[tuple[str, Settings], Any] = {}  # backends open on that version
+        # A warm reader of a remote index: the local copy's version its "behind" note was
+        # made against, and the note (None: in step). While no file changed and the copy
+        # holds that version, the note stands: comparing a million files and rows again
+        # per question would cost seconds.
+        self._reader_seen: tuple[Any, ...] | None = None
+        self._reader_note: str | None = None
 
     # -- what it owns ---------------------------------------------------------------
     @property
@@ -255,8 +261,12 @@ class Recaller:
             stale, started = self._stale(INDEX)
             stale = stale and sync
             shared = settings.is_reader or settings.remote_index  # always says how far behind
-            if stale or shared:
-                self._catch_up(settings, started, say)
+            copy = self._copy_version(settings) if shared else None
+            if not stale and copy is not None and copy == self._reader_seen:
+                if self._reader_note:
+                    say(self._reader_note)  # no file changed, the same version: the same note
+            elif stale or shared:
+                self._catch_up(settings, started, say, copy)
             try:
                 return self._search_kept(key, settings, queries, k, filters, sql,
                                          keep=not shared)
@@ -276,12 +286,15 @@ class Recaller:
         backend.pin(version)
         return backend.name, backend.search(queries, k, filters, sql=sql)
 
-    def _catch_up(self, settings: Settings, started: float, say: Notify) -> None:
+    def _catch_up(self, settings: Settings, started: float, say: Notify,
+                  copy: tuple[Any, ...] | None = None) -> None:
         """The catch-up sync (it re-enters the index lock the caller holds); kept backends
-        are dropped, as the sync may have made a new version."""
+        are dropped, as the sync may have made a new version. ``copy``: the version of a
+        reader's local copy this note is made against (see :meth:`_copy_version`)."""
         note = catch_up(settings, self.injected_embedder)
         if note:
             say(note)
+        self._reader_seen, self._reader_note = copy, note
         self._synced(INDEX, started)
         self._kept.clear()
 
@@ -292,6 +305,17 @@ class Recaller:
         self._kept.clear()
         if started is not None:
             self._synced(INDEX, started)
+
+    def _copy_version(self, settings: Settings) -> tuple[Any, ...] | None:
+        """For a reader of a remote index: which version its local copy holds, after the
+        refresh that is due (none within ``refresh_seconds``: the state file alone), or
+        None (a writer, a local index, or no freshness to say that no file changed)."""
+        if self.freshness is None or not (settings.is_reader and settings.remote_index):
+            return None
+        from wrenmem.index import replica
+
+        info = replica.refresh(settings)
+        return (settings.index_uri, info.version, info.stale_since, info.error)
 
     def _search_kept(self, key: tuple[str, Settings], settings: Settings, queries: list[str],
                      k: int, filters: Filters, sql: str | None, *, keep: bool

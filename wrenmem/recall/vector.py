@@ -201,8 +201,7 @@ class VectorBackend:
                ) -> list[dict[str, Any]]:
         if held is not None:
             return held.nearest(vector, depth, [*COLUMNS, *extra])
-        query = (table.search(vector).distance_type("cosine").nprobes(lance.ANN_NPROBES)
-                 .limit(depth))
+        query = lance.nearest(table, vector).limit(depth)
         if where:
             query = query.where(where, prefilter=True)
         return list(query.select([*COLUMNS, *extra, "_distance"]).to_list())

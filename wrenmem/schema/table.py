@@ -305,7 +305,7 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
     if not chunks and removed and table is not None:
         lance.upsert(table, "id", None, removed)
     if table is not None:
-        lance.ensure_vector_index(table)  # past ANN_MIN_ROWS items, once, at the end
+        lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows)  # once, at the end
     if not rebuild and table is not None:
         lance.maintain(table, settings.state_dir / statedir.SCHEMA_MAINT, max(len(chunks), 1),
                        embedded)
@@ -422,7 +422,7 @@ def vector_search(settings: Settings, question: str, *, embedder: Embedder, limi
         where.append(lance.in_filter("type", list(types)))
     if model:
         where.append(f"(model = {lance.quote(model)} OR related = {lance.quote(model)})")
-    query = table.search(vector.tolist()).distance_type("cosine").nprobes(lance.ANN_NPROBES)
+    query = lance.nearest(table, vector.tolist())
     if where:
         query = query.where(" AND ".join(where), prefilter=True)
     try:
