@@ -410,7 +410,8 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     desired = snap.desired()
     scope = None if paths is None else set(paths)
     remote = settings.remote_index
-    memo: dict[str, Any] = {}  # text -> vector: a re-applied round never re-embeds
+    # text -> vector: a re-applied round (another writer of a remote index) never re-embeds
+    memo: dict[str, Any] | None = {} if remote else None
     first: SyncPlan | None = None
     embedded, commits = 0, 0
     for round_no in range(1, REMOTE_ROUNDS + 1):
@@ -516,8 +517,8 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
     """Write the plan: reused vectors (from the table or the embedding cache) and deletions
     first, then embedded chunks. Returns (texts embedded, commits). ``use_cache`` False (a
     full rebuild asked for) embeds every text again, and refreshes the cache with it.
-    ``memo`` (text -> vector) keeps what was embedded for a later round of the same sync."""
-    memo = {} if memo is None else memo
+    ``memo`` (text -> vector) keeps what was embedded for a later round of the same sync
+    (a remote index's; None: nothing is kept past its rows' write)."""
     texts_of = {i: embed_text(snap.pairs[i], max_chars) for i in
                 (*plan.added, *plan.changed, *(new for _old, new in plan.renamed))}
     commits = 0
@@ -534,7 +535,7 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
     for row_id in targets:
         pair = snap.pairs[row_id]
         vector = pool.get(pair.content_hash)
-        if vector is None:
+        if vector is None and memo is not None:
             vector = memo.get(texts_of[row_id])
         if vector is not None:
             ready.append(index.pair_row(row_id, pair, texts_of[row_id], vector))
@@ -557,7 +558,8 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
             batch = chunk[b:b + EMBED_BATCH]
             fresh = dict(zip(batch, embedder.embed(batch), strict=True))
             vectors.update(fresh)
-            memo.update(fresh)
+            if memo is not None:
+                memo.update(fresh)
             cache.store(fresh)
             done += len(batch)
             if progress is not None:
@@ -568,15 +570,18 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
     return total, commits
 
 
-def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: Mapping[str, Any],
+def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: dict[str, Any],
                 texts_of: Mapping[str, str]) -> int:
-    """Write the pending rows whose vectors are ready (and drop them from ``pending``)."""
+    """Write the pending rows whose vectors are ready (and drop them from ``pending``).
+    Then no pending row wants any of ``vectors`` (texts are embedded once): they are
+    dropped, so a first index holds one chunk of vectors at a time, not all of them."""
     ripe = [i for i in pending if texts_of[i] in vectors]
     if not ripe:
         return 0
     pending[:] = [i for i in pending if texts_of[i] not in vectors]
     index.write(table, [index.pair_row(i, snap.pairs[i], texts_of[i], vectors[texts_of[i]])
                         for i in ripe], [])
+    vectors.clear()
     return 1
 
 
