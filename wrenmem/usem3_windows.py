@@ -164,7 +164,8 @@ class WindowEncoder:
         flens = lens.astype(np.float32)
         sums = np.empty((len(group), FEATS), dtype=np.float32)
         for i, (start, length) in enumerate(zip(starts.tolist(), lens.tolist(), strict=True)):
-            np.sum(rows[start:start + length], axis=0, out=sums[i])  # 9x np.add.reduceat
+            # in float64: closer to exact than the package's np.add.reduceat, 4x faster
+            sums[i] = rows[start:start + length].sum(axis=0, dtype=np.float64)
         mean = sums @ b.cnn_W
         mean += flens[:, None] * b.cnn_b
         mean *= np.reciprocal(np.sqrt(flens))[:, None]
