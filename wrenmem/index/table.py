@@ -282,6 +282,13 @@ def write(table: Any, rows: Sequence[dict[str, Any]], delete_ids: Sequence[str])
     lance.upsert(table, "id", arrow_rows(table.schema, rows) if rows else None, delete_ids)
 
 
+def append(table: Any, rows: Sequence[dict[str, Any]]) -> None:
+    """Add ``rows`` whose ids the table cannot hold yet (a table this process created and
+    alone writes), as one commit: what :func:`write` stores, without its join on ``id``."""
+    if rows:
+        table.add(arrow_rows(table.schema, rows))
+
+
 def arrow_rows(schema: Any, rows: Sequence[Mapping[str, Any]]) -> Any:
     """The rows as one pyarrow table of ``schema``, built column by column: the vectors
     go in as one float32 block (no Python float per dimension)."""
