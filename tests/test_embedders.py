@@ -178,6 +178,35 @@ def test_many_texts_are_encoded_in_threads_to_the_same_vectors(
     np.testing.assert_allclose(few, alone[:embedders.PARALLEL_MIN - 1], atol=1e-5)
 
 
+def test_a_few_texts_are_encoded_with_one_blas_thread_to_the_same_vectors_bit_for_bit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from wrenmem import embedders
+
+    two = Usem3Embedder(threads=2)
+    model = two.load()
+    backend = model._model
+    texts = [*TRICKY, "", "average age of singers by country", "每个门店的销售额是多少？"]
+    texts += [f"How many orders did customer {n} place in {2000 + n}?" for n in range(40)]
+    limits: list[int] = []
+    real_limit = backend._threadpool
+
+    def spy(limits_: int, user_api: str) -> object:
+        limits.append(limits_)
+        return real_limit(limits=limits_, user_api=user_api)
+
+    for text in texts:  # as the package encodes them with two BLAS threads
+        with real_limit(limits=2, user_api="blas"):
+            want = embedders.normalise(backend._encode([text]))
+        monkeypatch.setattr(backend, "_threadpool", lambda limits, user_api: spy(limits, user_api))
+        got = two.embed([text])
+        monkeypatch.setattr(backend, "_threadpool", real_limit)
+        assert np.array_equal(got, want), text
+    assert limits == [1] * len(texts)
+    with real_limit(limits=2, user_api="blas"):
+        want = embedders.normalise(backend._encode(texts[:embedders.PARALLEL_MIN - 1]))
+    assert np.array_equal(two.embed(texts[:embedders.PARALLEL_MIN - 1]), want)
+
+
 def test_the_threaded_encoder_falls_back_to_the_models_own_call() -> None:
     from wrenmem.embedders import _encode_in_threads
 
