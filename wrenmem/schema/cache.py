@@ -21,6 +21,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
+from functools import partial
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 from wrenmem import statedir
 from wrenmem.fsutil import is_racy, read_marshal, write_marshal
 from wrenmem.schema import items as item_format
+from wrenmem.schema import later
 from wrenmem.schema.describe import describe
 from wrenmem.schema.items import SchemaItem, schema_items
 from wrenmem.schema.manifest import Manifest, Model, load_manifest, read_manifest_bytes
@@ -205,7 +207,8 @@ def prepare(settings: Settings, path: Path) -> Prepared:
     _remember(name, key, prepared)
     old = _cache_key(stored)
     if old is None or old[0] != name or old[2] != digest or (key is not None and old[1] != key):
-        _write(settings, path, key, prepared)  # an unchanged manifest: only its stat is new
+        # An unchanged manifest: only its stat is new. Queued in a warm process (later.py).
+        later.write(partial(_write, settings, path, key, prepared))
     return prepared
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from wrenmem import lance, statedir
 from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.schema import later
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -233,6 +234,12 @@ def save(settings: Settings, copy: SchemaCopy, files: lance.Listing | None) -> b
     copy.listing = files
     with _lock:
         _recent[_key(settings, copy.model_id)] = copy
+    written: list[bool] = []
+    later.write(lambda: written.append(_write(settings, copy, files)))
+    return written[0] if written else True  # queued (later.py): this process holds it
+
+
+def _write(settings: Settings, copy: SchemaCopy, files: lance.Listing) -> bool:
     record = {"v": VERSION, "root": str(settings.root), "uri": settings.index_uri,
               "model_id": copy.model_id, "listing": files, "rows": copy.rows,
               "texts_version": copy.texts_version,
