@@ -303,3 +303,39 @@ def test_a_sync_reading_its_changes_from_the_copy_writes_what_comparing_the_tabl
     copy = searchcopy.load(fast_settings, embedder.model_id, searchcopy.listing(fast_settings))
     assert copy is not None and copy.texts_version is not None
     assert_same_rows(copy, fast_settings)
+
+
+@pytest.mark.parametrize("queued", [False, True])
+def test_a_compaction_after_a_sync_keeps_the_copy_and_the_state_current(
+        project_copy: Path, queued: bool) -> None:
+    """The tenth commit compacts the table (rewrites its files): in the watcher after the
+    index is up to date (queued with the file writes, wrenmem/schema/later.py), in any
+    other process inside the sync; either way the copy and the state name the new files."""
+    from wrenmem import lance, statedir
+    from wrenmem.fsutil import read_marshal, write_marshal
+    from wrenmem.schema import later
+
+    settings = load_settings(project_copy)
+    embedder = get_embedder(settings.embedder, root=settings.root)
+    path = settings.manifest_path.resolve()
+    edit_manifest(path, lambda d: d["models"][0].update(properties={"description": "A."}))
+    sync_schema(settings)  # a copy this project's sync checked
+    counter = settings.state_dir / statedir.SCHEMA_MAINT
+    write_marshal(counter, lance.COMPACT_EVERY - 1)
+    edit_manifest(path, lambda d: d["models"][1].update(properties={"description": "B."}))
+    if queued:
+        with later.collect() as files:
+            sync_schema(settings)
+        written = searchcopy.listing(settings)
+        assert files and read_marshal(counter) == lance.COMPACT_EVERY - 1  # not yet
+        later._run(files)
+        assert searchcopy.listing(settings) != written  # the compaction rewrote its files
+    else:
+        sync_schema(settings)
+    assert read_marshal(counter) == 0  # compacted
+    after = searchcopy.listing(settings)
+    assert schema_index.is_fresh(settings, path, embedder.model_id)  # its state: these files
+    searchcopy._recent.clear()  # the saved copy is of these files, checked by a sync
+    copy = searchcopy.load(settings, embedder.model_id, after)
+    assert copy is not None and copy.texts_version is not None
+    assert_same_rows(copy, settings)

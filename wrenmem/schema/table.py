@@ -26,7 +26,7 @@ from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text, is_racy
 from wrenmem.lock import index_lock
 from wrenmem.schema import items as item_format
-from wrenmem.schema import searchcopy
+from wrenmem.schema import later, searchcopy
 from wrenmem.schema.cache import no_cyclic_gc, prepare
 from wrenmem.schema.items import SchemaItem, schema_items
 from wrenmem.schema.manifest import Manifest
@@ -358,13 +358,35 @@ def _write_changes(settings: Settings, db: Any, table: Any, embedder: Embedder,
         lance.upsert(table, "id", None, removed)
     if table is not None:
         lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows)  # once, at the end
-    if not rebuild and table is not None:
-        lance.maintain(table, settings.state_dir / statedir.SCHEMA_MAINT, max(len(chunks), 1),
-                       embedded)
-    if table is not None:
         _save_copy(settings, table, embedder.model_id, None if rebuild else before,
                    written, written_vectors, removed)
+    if not rebuild and table is not None:  # after the index is up to date (later.py)
+        later.write(partial(_maintain, settings, embedder.model_id, max(len(chunks), 1),
+                            embedded))
     return embedded, len(removed), len(todo), rebuild
+
+
+def _maintain(settings: Settings, model_id: str, commits: int, rows: int) -> None:
+    """Count the commits and compact the table when due (:func:`wrenmem.lance.maintain`),
+    under the index lock. A compaction rewrites the table's files but not its rows: the
+    search copy and the state of the files before it are saved again for the files after
+    it (a sync writes the state after this, unless this was queued by :mod:`later`)."""
+    with index_lock(settings):
+        files = searchcopy.listing(settings)
+        table = open_table(connect(settings))
+        if table is None or not lance.maintain(
+                table, settings.state_dir / statedir.SCHEMA_MAINT, commits, rows):
+            return
+        copy = searchcopy.load(settings, model_id, files) if files else None
+        if copy is not None:
+            searchcopy.save(settings, copy, searchcopy.listing(settings))
+        state = read_state(settings)
+        if files and state.get("disk") == {k: list(v) for k, v in files.items()}:
+            state["disk"] = _disk(settings)
+            try:
+                atomic_write_text(state_path(settings), json.dumps(state))
+            except OSError as e:
+                log.debug("cannot write %s: %s", state_path(settings), e)
 
 
 def _save_copy(settings: Settings, table: Any, model_id: str,
