@@ -339,3 +339,22 @@ def test_a_compaction_after_a_sync_keeps_the_copy_and_the_state_current(
     copy = searchcopy.load(settings, embedder.model_id, after)
     assert copy is not None and copy.texts_version is not None
     assert_same_rows(copy, settings)
+
+
+def test_a_queued_copy_write_that_a_newer_one_superseded_is_not_made(
+        project_copy: Path) -> None:
+    from wrenmem.fsutil import read_marshal
+    from wrenmem.schema import later
+
+    settings = load_settings(project_copy)
+    rows = [("model:a", "h1", "model", "a", "")]
+    old = searchcopy.SchemaCopy.build("m@1", rows, [np.ones(4, np.float32)])
+    new = searchcopy.SchemaCopy.build("m@1", rows, [np.arange(4, dtype=np.float32)])
+    with later.collect() as files:
+        assert searchcopy.save(settings, old, {"data/a.lance": (1, 2)})
+    assert files  # queued: the file is not written yet
+    assert searchcopy.save(settings, new, {"data/b.lance": (3, 4)})  # written at once
+    later._run(files)  # the older write comes late: the newer file stays
+    saved = read_marshal(searchcopy.copy_path(settings))
+    assert saved["listing"] == {"data/b.lance": (3, 4)}
+    assert np.array_equal(np.frombuffer(saved["matrix"], np.float32), new.matrix[0])

@@ -240,6 +240,10 @@ def save(settings: Settings, copy: SchemaCopy, files: lance.Listing | None) -> b
 
 
 def _write(settings: Settings, copy: SchemaCopy, files: lance.Listing) -> bool:
+    with _lock:
+        held = _recent.get(_key(settings, copy.model_id))
+    if held is not copy or copy.listing != files:  # a queued write another one superseded
+        return True
     record = {"v": VERSION, "root": str(settings.root), "uri": settings.index_uri,
               "model_id": copy.model_id, "listing": files, "rows": copy.rows,
               "texts_version": copy.texts_version,
