@@ -22,6 +22,7 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Sequence
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -74,6 +75,7 @@ def normalise(vectors: Any) -> np.ndarray:
     return (array / norms).astype(np.float32, copy=False)
 
 
+@cache  # a lookup scans site-packages: once per process, not per call
 def _version(dist: str) -> str:
     try:
         return metadata.version(dist)
