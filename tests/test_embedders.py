@@ -7,11 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from wrenmem import usem3_fast
 from wrenmem.embedders import (
     EMBEDDERS,
     SentenceTransformerEmbedder,
     Usem3Embedder,
     get_embedder,
+    normalise,
     parse_spec,
     unknown_share,
 )
@@ -69,13 +71,18 @@ def test_cached_usem3_gives_the_packages_own_vectors(usem3: Usem3Embedder) -> No
     from wrenmem.embedders import cache_dir
 
     ours = usem3.embed(TRICKY)
-    folder = next(cache_dir().glob("usem3-*-v2"))
-    assert {"weights.npz", "table.npy", "tokenizer.pickle", "ready"} <= {
+    folder = next(cache_dir().glob(f"usem3-*-{usem3_fast.FORMAT}"))
+    assert {"weights.bin", "weights.json", "table.npy", "tokenizer.pickle", "ready"} <= {
         p.name for p in folder.iterdir()}
-    assert isinstance(usem3.load()._backend.table, np.memmap)  # rows read as tokens need them
-    want = package.USE(threads=1).encode(TRICKY)
+    backend = usem3.load()._backend
+    assert isinstance(backend.table, np.memmap)  # rows read as tokens need them
+    assert not backend.proj_W.flags.writeable and not backend.w1[2].flags.writeable  # mapped
+    own = package.USE(threads=1)
+    want = own.encode(TRICKY)
     np.testing.assert_allclose(ours, want / np.linalg.norm(want, axis=1, keepdims=True),
                                atol=1e-6)
+    for text in [*TRICKY, "", "average age of singers by country"]:  # one text: bit for bit
+        assert np.array_equal(usem3.embed([text]), normalise(own.encode([text]))), text
 
 
 def test_piece_lookup_answers_as_the_tokenizers_prefix_table() -> None:
@@ -91,6 +98,31 @@ def test_piece_lookup_answers_as_the_tokenizers_prefix_table() -> None:
         assert lookup.get(text) == table.get(text)
     assert PieceLookup(["ab", "a", "ab"], PieceLookup.order_of(["ab", "a", "ab"])).get(
         "ab") == 3  # of equal pieces the last, as a dict built in order keeps
+
+
+def test_the_pieces_held_as_one_string_answer_as_the_tokenizers_own_list_and_table(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import usem3 as package
+
+    from wrenmem.usem3_fast import PieceLookup, PiecesById, SortedPieces
+
+    tokenizer = package.USE(threads=1)._tokenizer
+    pieces, table = tokenizer._pieces, tokenizer._prefixes
+    order = PieceLookup.order_of(pieces)
+    ordered = SortedPieces.of([pieces[i] for i in order])
+    assert list(ordered) == sorted(pieces) and len(ordered) == len(pieces)
+    assert list(PiecesById(ordered, order)) == list(pieces)
+    monkeypatch.setattr(usem3_fast, "LIST_AFTER", 50_000)  # half the keys each way
+    lookup = PieceLookup.of_sorted(ordered, order)
+    keys = list(table)
+    assert all(lookup.get(key) == table[key] for key in keys[:49_999])
+    assert isinstance(lookup._sorted, SortedPieces)
+    assert all(lookup.get(key) == table[key] for key in keys[49_999:])
+    assert isinstance(lookup._sorted, list)  # many lookups: searched as a list
+    for text in ["zzzzqqq", "\x00", "▁the▁end▁of▁it", "的的的的的的"]:
+        assert lookup.get(text) == table.get(text)
+    with pytest.raises(IndexError):
+        ordered[len(ordered)]
 
 
 def test_a_damaged_usem3_cache_falls_back_to_the_package(tmp_path: Path) -> None:
@@ -176,6 +208,35 @@ def test_many_texts_are_encoded_in_threads_to_the_same_vectors(
     few = two.embed(texts[:embedders.PARALLEL_MIN - 1])  # too few to split
     assert len(seen) == 1
     np.testing.assert_allclose(few, alone[:embedders.PARALLEL_MIN - 1], atol=1e-5)
+
+
+def test_a_few_texts_are_encoded_with_one_blas_thread_to_the_same_vectors_bit_for_bit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from wrenmem import embedders
+
+    two = Usem3Embedder(threads=2)
+    model = two.load()
+    backend = model._model
+    texts = [*TRICKY, "", "average age of singers by country", "每个门店的销售额是多少？"]
+    texts += [f"How many orders did customer {n} place in {2000 + n}?" for n in range(40)]
+    limits: list[int] = []
+    real_limit = backend._threadpool
+
+    def spy(limits_: int, user_api: str) -> object:
+        limits.append(limits_)
+        return real_limit(limits=limits_, user_api=user_api)
+
+    for text in texts:  # as the package encodes them with two BLAS threads
+        with real_limit(limits=2, user_api="blas"):
+            want = embedders.normalise(backend._encode([text]))
+        monkeypatch.setattr(backend, "_threadpool", lambda limits, user_api: spy(limits, user_api))
+        got = two.embed([text])
+        monkeypatch.setattr(backend, "_threadpool", real_limit)
+        assert np.array_equal(got, want), text
+    assert limits == [1] * len(texts)
+    with real_limit(limits=2, user_api="blas"):
+        want = embedders.normalise(backend._encode(texts[:embedders.PARALLEL_MIN - 1]))
+    assert np.array_equal(two.embed(texts[:embedders.PARALLEL_MIN - 1]), want)
 
 
 def test_the_threaded_encoder_falls_back_to_the_models_own_call() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,22 @@ def test_parse_reads_what_click_reads() -> None:
     assert options["tags"] == ["t1", "t2"] and options["json"] is True
     assert options["datasource"] == "pg" and options["backend"] == "grep"
     assert options["min_score"] == 0.25 and options["sql"] == "SELECT 1"
+
+
+def test_a_one_shot_fetch_starts_openblas_with_one_thread_unless_told_otherwise(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from wrenmem import __main__ as fast
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    import numpy
+
+    fast._one_blas_thread()  # numpy already imported: too late to matter, nothing set
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
+    monkeypatch.delitem(sys.modules, numpy.__name__)
+    fast._one_blas_thread()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")  # the user's own setting wins
+    fast._one_blas_thread()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "4"

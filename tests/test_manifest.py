@@ -242,3 +242,73 @@ def test_fuzzed_manifest_strings_and_numbers_never_crash(tmp_path: Path, documen
         item.text.encode("utf-8")
     json.dumps(build_records(manifest), ensure_ascii=False).encode("utf-8")
     "\n".join(manifest.warnings).encode("utf-8")
+
+
+# -- a warm re-read: each model's canonical JSON remembered by its text in the file --------
+
+def _same(a, b) -> None:
+    assert (a.fingerprint, a.model_keys, a.models, a.relationships, a.views, a.cubes,
+            a.warnings, a.data_source) == (b.fingerprint, b.model_keys, b.models,
+                                           b.relationships, b.views, b.cubes, b.warnings,
+                                           b.data_source)
+
+
+def _variants() -> list[str]:
+    doc = json.loads(EXAMPLE_MANIFEST.read_text(encoding="utf-8"))
+    private = json.loads(json.dumps(doc))
+    private["_instructions"] = "ignored"
+    private["models"][0]["_note"] = {"x": 1}
+    surrogate = json.dumps(doc).replace('"models": [', '"note": "\\ud800 lone", "models": [')
+    return [
+        json.dumps(doc), json.dumps(doc, indent=2), json.dumps(doc, separators=(",", ":")),
+        "\n\t " + json.dumps(doc, indent=1) + " \r\n", json.dumps(private), surrogate,
+        json.dumps({**doc, "models": []}), json.dumps({**doc, "models": "x"}),
+        '{"models": [{"name": "a", "columns": []}], "models": []}',  # the last one counts
+        json.dumps({"models": [{"name": "a", "columns": [{"name": "n", "type": "INT",
+                                                          "notNull": 1}]}]}),
+        json.dumps({"models": [{"name": "a", "columns": [{"name": "n", "type": "INT",
+                                                          "notNull": True}]}]}),
+        "{}", "[]", '{"models": [1, "two", null, {"name": "ok", "columns": []}]}',
+        '{"models": [{"name": "a"},]}', '{"models": [{"name": "a"}] x', '{"a": 1,}',
+        '{"models": [{"name": "a"}]', '{"models" [1]}', "", "   ", '{"a": NaN}',
+    ]
+
+
+@pytest.mark.parametrize("n", range(len(_variants())))
+def test_reading_with_remembered_model_texts_gives_the_same_manifest(n: int,
+                                                                     tmp_path: Path) -> None:
+    path = tmp_path / "mdl.json"
+    path.write_text(_variants()[n], encoding="utf-8")
+    try:
+        want = load_manifest(path)
+    except ManifestError as e:
+        with pytest.raises(ManifestError) as got:
+            load_manifest(path, canonical={})
+        assert str(got.value) == str(e)
+        return
+    memo: dict[str, str] = {}
+    _same(load_manifest(path, canonical=memo), want)
+    _same(load_manifest(path, canonical=memo), want)  # from the remembered texts
+
+
+def test_a_warm_re_read_writes_the_canonical_json_of_changed_models_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import wrenmem.schema.manifest as manifest_module
+
+    doc = json.loads(EXAMPLE_MANIFEST.read_text(encoding="utf-8"))
+    path = tmp_path / "mdl.json"
+    path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    memo: dict[str, str] = {}
+    load_manifest(path, canonical=memo)
+    assert len(memo) == len(doc["models"])
+    made: list[object] = []
+    real = manifest_module._canonical
+    monkeypatch.setattr(manifest_module, "_canonical", lambda v: made.append(v) or real(v))
+    doc["models"][1]["columns"][0]["type"] = "TEXT"  # one model changed
+    doc["models"][0], doc["models"][2] = doc["models"][2], doc["models"][0]  # two moved
+    path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    got = load_manifest(path, canonical=memo)
+    assert [m for m in made if isinstance(m, dict) and "columns" in m] == [doc["models"][1]]
+    monkeypatch.setattr(manifest_module, "_canonical", real)
+    _same(got, load_manifest(path))
+    assert len(memo) == len(doc["models"])  # this manifest's models only

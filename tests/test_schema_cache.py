@@ -212,3 +212,29 @@ def test_a_warm_re_read_reuses_unchanged_models_and_equals_a_fresh_parse(
     assert warm._memo is not None
     kept = [k for k in warm._memo.models if k in old_models]
     assert len(kept) >= 20 and all(warm._memo.models[k] is old_models[k] for k in kept)
+
+
+def test_a_warm_process_writes_the_cache_file_after_the_work_in_order(
+        settings: Settings) -> None:
+    from wrenmem.fsutil import read_marshal
+    from wrenmem.schema import later
+
+    path, cache_file = settings.manifest_path, settings.state_dir / schema_cache.CACHE_FILE
+    first = schema_cache.prepare(settings, path)
+    written = read_marshal(cache_file)
+    edit_manifest(path, lambda d: d["models"][0]["columns"].pop())
+    with later.collect() as files:
+        second = schema_cache.prepare(settings, path)
+    assert second.fingerprint != first.fingerprint
+    assert len(files) == 1 and read_marshal(cache_file) == written  # not written yet
+    assert schema_cache.prepare(settings, path) is second  # this process holds it
+    edit_manifest(path, lambda d: d["models"][0]["columns"].pop())
+    with later.collect() as more:
+        third = schema_cache.prepare(settings, path)
+    later.write_in_background(files)
+    done = later.write_in_background(more)
+    assert done is not None and later.write_in_background([]) is None
+    done.result(timeout=60)  # one writer thread: the older version first, then this one
+    schema_cache._memory.clear()  # a new process reads the last one, not the manifest
+    assert read_marshal(cache_file)["digest"] == third.digest
+    assert schema_cache.prepare(settings, path).items == third.items

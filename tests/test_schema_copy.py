@@ -227,3 +227,134 @@ def test_a_one_shot_fetch_with_a_stale_index_goes_to_click(project_copy: Path) -
     assert out.returncode == 0, out.stderr
     assert "wrenmem.cli" in imported_modules(out.stderr)  # it builds: click shows progress
     assert json.loads(out.stdout)["index"]["deleted"] == 7  # the model and its 6 columns
+
+
+def stored_rows(settings: Settings) -> dict[str, tuple]:
+    """id -> every column of the table's row, the vector as its float32 bytes."""
+    table = schema_index.open_table(schema_index.connect(settings))
+    data = table.to_arrow()
+    names = [n for n in data.column_names if n != "vector"]
+    vectors = data["vector"].to_numpy(zero_copy_only=False)
+    columns = [data[n].to_pylist() for n in names]
+    return {row[0]: (*row, np.asarray(v, np.float32).tobytes())
+            for *row, v in zip(*columns, vectors, strict=True)}
+
+
+EDITS = [
+    ("a changed description",
+     lambda d: d["models"][3]["columns"][1]["properties"].update(description="Hourly wage.")),
+    ("a changed type and a renamed column",
+     lambda d: (d["models"][4]["columns"][2].update(type="DATE"),
+                d["models"][5]["columns"][1].update(name="venue_name"))),
+    ("a removed model and a new one sharing texts", lambda d: (d["models"].pop(7), d[
+        "models"].append({"name": "refunds", "columns": [
+            {"name": "created_at", "type": "TIMESTAMP",
+             "properties": {"description": "When the row was first loaded."}},
+            {"name": "reason", "type": "VARCHAR"}]}))),
+    ("a column made the same as one the table holds (its vector kept, not embedded)",
+     lambda d: d["models"][3]["columns"].__setitem__(1, dict(d["models"][0]["columns"][1]))),
+    ("a new relationship", lambda d: d["relationships"].append(
+        {"name": "refund_orders", "models": ["refunds", "orders"], "joinType": "MANY_TO_ONE",
+         "condition": "refunds.id = orders.id"})),
+]
+
+
+def test_a_sync_reading_its_changes_from_the_copy_writes_what_comparing_the_table_does(
+        project_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two copies of one project take the same edits; one sync reads what the table holds
+    from the search copy, the other compares every row of the table: the same rows, texts
+    and vectors (bit for bit), the same reports, and each copy is its table's."""
+    fast = project_copy
+    full = tmp_path / "full"
+    shutil.copytree(fast, full, symlinks=True)
+    compared: list[str] = []
+    real_existing = schema_index._existing
+
+    def existing(table: object) -> object:
+        compared.append("table")
+        return real_existing(table)
+
+    monkeypatch.setattr(schema_index, "_existing", existing)
+    fast_settings, full_settings = load_settings(fast), load_settings(full)
+    embedder = get_embedder(fast_settings.embedder, root=fast)
+    for settings in (fast_settings, full_settings):  # the copies are of the other folder
+        edit_manifest(settings.manifest_path, lambda d: d["models"][0].update(
+            properties={"description": "Singers, one row each."}))
+        assert sync_schema(settings).written == 1
+    assert compared == ["table", "table"]  # a copy no sync had checked: the table compared
+    for what, change in EDITS:
+        compared.clear()
+        edit_manifest(fast_settings.manifest_path, change)
+        edit_manifest(full_settings.manifest_path, change)
+        got = sync_schema(fast_settings)
+        assert compared == [], what  # read from the copy
+        monkeypatch.setattr(schema_index, "KNOWN_MAX", -1)  # every row compared
+        want = sync_schema(full_settings)
+        monkeypatch.setattr(schema_index, "KNOWN_MAX", 500)
+        assert compared == ["table"], what
+        assert got.written and (got.embedded, got.deleted, got.written, got.items) == (
+            want.embedded, want.deleted, want.written, want.items), what
+        assert stored_rows(fast_settings) == stored_rows(full_settings), what
+        for settings in (fast_settings, full_settings):
+            copy = searchcopy.load(settings, embedder.model_id, searchcopy.listing(settings))
+            assert copy is not None and copy.texts_version is not None, what
+            assert_same_rows(copy, settings)
+    searchcopy._recent.clear()  # the saved file, as a new process reads it
+    copy = searchcopy.load(fast_settings, embedder.model_id, searchcopy.listing(fast_settings))
+    assert copy is not None and copy.texts_version is not None
+    assert_same_rows(copy, fast_settings)
+
+
+@pytest.mark.parametrize("queued", [False, True])
+def test_a_compaction_after_a_sync_keeps_the_copy_and_the_state_current(
+        project_copy: Path, queued: bool) -> None:
+    """The tenth commit compacts the table (rewrites its files): in the watcher after the
+    index is up to date (queued with the file writes, wrenmem/schema/later.py), in any
+    other process inside the sync; either way the copy and the state name the new files."""
+    from wrenmem import lance, statedir
+    from wrenmem.fsutil import read_marshal, write_marshal
+    from wrenmem.schema import later
+
+    settings = load_settings(project_copy)
+    embedder = get_embedder(settings.embedder, root=settings.root)
+    path = settings.manifest_path.resolve()
+    edit_manifest(path, lambda d: d["models"][0].update(properties={"description": "A."}))
+    sync_schema(settings)  # a copy this project's sync checked
+    counter = settings.state_dir / statedir.SCHEMA_MAINT
+    write_marshal(counter, lance.COMPACT_EVERY - 1)
+    edit_manifest(path, lambda d: d["models"][1].update(properties={"description": "B."}))
+    if queued:
+        with later.collect() as files:
+            sync_schema(settings)
+        written = searchcopy.listing(settings)
+        assert files and read_marshal(counter) == lance.COMPACT_EVERY - 1  # not yet
+        later._run(files)
+        assert searchcopy.listing(settings) != written  # the compaction rewrote its files
+    else:
+        sync_schema(settings)
+    assert read_marshal(counter) == 0  # compacted
+    after = searchcopy.listing(settings)
+    assert schema_index.is_fresh(settings, path, embedder.model_id)  # its state: these files
+    searchcopy._recent.clear()  # the saved copy is of these files, checked by a sync
+    copy = searchcopy.load(settings, embedder.model_id, after)
+    assert copy is not None and copy.texts_version is not None
+    assert_same_rows(copy, settings)
+
+
+def test_a_queued_copy_write_that_a_newer_one_superseded_is_not_made(
+        project_copy: Path) -> None:
+    from wrenmem.fsutil import read_marshal
+    from wrenmem.schema import later
+
+    settings = load_settings(project_copy)
+    rows = [("model:a", "h1", "model", "a", "")]
+    old = searchcopy.SchemaCopy.build("m@1", rows, [np.ones(4, np.float32)])
+    new = searchcopy.SchemaCopy.build("m@1", rows, [np.arange(4, dtype=np.float32)])
+    with later.collect() as files:
+        assert searchcopy.save(settings, old, {"data/a.lance": (1, 2)})
+    assert files  # queued: the file is not written yet
+    assert searchcopy.save(settings, new, {"data/b.lance": (3, 4)})  # written at once
+    later._run(files)  # the older write comes late: the newer file stays
+    saved = read_marshal(searchcopy.copy_path(settings))
+    assert saved["listing"] == {"data/b.lance": (3, 4)}
+    assert np.array_equal(np.frombuffer(saved["matrix"], np.float32), new.matrix[0])

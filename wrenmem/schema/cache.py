@@ -21,6 +21,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
+from functools import partial
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 from wrenmem import statedir
 from wrenmem.fsutil import is_racy, read_marshal, write_marshal
 from wrenmem.schema import items as item_format
+from wrenmem.schema import later
 from wrenmem.schema.describe import describe
 from wrenmem.schema.items import SchemaItem, schema_items
 from wrenmem.schema.manifest import Manifest, Model, load_manifest, read_manifest_bytes
@@ -52,6 +54,8 @@ class ModelMemo:
     models: dict[str, Model] = field(default_factory=dict)
     items: dict[str, list[SchemaItem]] = field(default_factory=dict)
     lines: dict[str, list[str]] = field(default_factory=dict)
+    # canonical JSON of each model by its text in the file (wrenmem.schema.rawjson)
+    canonical: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -200,12 +204,14 @@ def prepare(settings: Settings, path: Path) -> Prepared:
         with no_cyclic_gc():
             prepared = _build(
                 load_manifest(path, data, max_bytes=settings.max_manifest_bytes,
-                              reuse=memo.models if memo is not None else None), digest,
+                              reuse=memo.models if memo is not None else None,
+                              canonical=memo.canonical if memo is not None else None), digest,
                 previous=hit[1] if hit is not None else _from_cache(stored, name), memo=memo)
     _remember(name, key, prepared)
     old = _cache_key(stored)
     if old is None or old[0] != name or old[2] != digest or (key is not None and old[1] != key):
-        _write(settings, path, key, prepared)  # an unchanged manifest: only its stat is new
+        # An unchanged manifest: only its stat is new. Queued in a warm process (later.py).
+        later.write(partial(_write, settings, path, key, prepared))
     return prepared
 
 
@@ -233,7 +239,8 @@ def _build(manifest: Any, digest: str = "", previous: Prepared | None = None,
     """Prepare ``manifest``; with the ``previous`` version of the same file, only the items
     that changed are tokenized again when the others kept their places; with the ``memo``
     of an earlier read, only the models whose JSON changed are made into items again."""
-    memo = ModelMemo(items=dict(memo.items), lines=dict(memo.lines)) if memo else ModelMemo()
+    memo = ModelMemo(items=dict(memo.items), lines=dict(memo.lines),
+                     canonical=memo.canonical) if memo else ModelMemo()
     items = schema_items(manifest, memo.items)
     records = [_record(i) for i in items]
     changed = _changed(previous, records) if previous is not None else None
@@ -267,7 +274,8 @@ def hold(settings: Settings, path: Path) -> Prepared:
     if prepared._memo is None:
         memo = ModelMemo()
         with no_cyclic_gc():
-            manifest = load_manifest(path, max_bytes=settings.max_manifest_bytes)
+            manifest = load_manifest(path, max_bytes=settings.max_manifest_bytes,
+                                     canonical=memo.canonical)
             schema_items(manifest, memo.items)
             describe(manifest, memo.lines)
             memo.models = _models_by_key(manifest)

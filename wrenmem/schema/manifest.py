@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from wrenmem.errors import ManifestError, UnreadableFileError
 from wrenmem.fsutil import read_regular_file
+from wrenmem.schema import rawjson
 from wrenmem.settings import MAX_MANIFEST_BYTES
 
 # Wren ``dataSource`` → sqlglot dialect. File sources are queried through DuckDB.
@@ -205,10 +206,13 @@ def read_manifest_bytes(path: Path, max_bytes: int = MAX_MANIFEST_BYTES) -> byte
 
 def load_manifest(path: str | Path, data: bytes | None = None, *,
                   max_bytes: int = MAX_MANIFEST_BYTES,
-                  reuse: Mapping[str, Model] | None = None) -> Manifest:
+                  reuse: Mapping[str, Model] | None = None,
+                  canonical: dict[str, str] | None = None) -> Manifest:
     """Read a manifest file (or its ``data``, already read), of at most ``max_bytes`` (the
     ``max_manifest_bytes`` setting). Raises :class:`ManifestError` naming the file and the
-    problem. ``reuse``: models of an earlier read by their key (see :func:`parse_manifest`)."""
+    problem. ``reuse``: models of an earlier read by their key (see :func:`parse_manifest`).
+    ``canonical``: the canonical JSON of models by their text in the file (see
+    :mod:`wrenmem.schema.rawjson`), used and replaced by this read's (a warm process)."""
     path = Path(path)
     if data is None:
         data = read_manifest_bytes(path, max_bytes)
@@ -221,11 +225,17 @@ def load_manifest(path: str | Path, data: bytes | None = None, *,
     try:
         # Keys starting with "_" are dropped while decoding: they are not part of the schema
         # and the fingerprint ignores them, so it need not copy the document again.
-        if '"_' in text or _ESCAPED_SURROGATE.search(text):  # two scans: 20x the regex's speed
-            document = json.loads(text, object_pairs_hook=_public_object,
-                                  parse_int=_parse_int)
-        else:  # no "_key": and no escaped surrogate: the C decoder alone, 3x faster
-            document = json.loads(text, parse_int=_parse_int)
+        hooked = '"_' in text or _ESCAPED_SURROGATE.search(text) is not None  # 20x the regex
+        # no "_key": and no escaped surrogate: the C decoder alone, 3x faster
+        decoder = json.JSONDecoder(object_pairs_hook=_public_object if hooked else None,
+                                   parse_int=_parse_int)
+        decoded = rawjson.decode_with_models(
+            text, decoder, _public_object if hooked else None) if canonical is not None \
+            else None
+        if decoded is None:
+            document, spans = decoder.decode(text), None
+        else:
+            document, spans = decoded
     except json.JSONDecodeError as e:
         raise ManifestError(f"{path}:{e.lineno}:{e.colno}: manifest is not valid JSON: "
                             f"{e.msg}") from e
@@ -233,7 +243,21 @@ def load_manifest(path: str | Path, data: bytes | None = None, *,
         raise ManifestError(f"{path}: manifest is nested too deeply") from e
     if isinstance(document, list):  # the hook cleaned every object, not a top-level list
         document = _clean_value(document)
-    return parse_manifest(document, str(path), _public=True, reuse=reuse)
+    texts = None
+    if canonical is not None and spans is not None:
+        texts = _model_texts(document["models"], spans, hooked, canonical)
+    return parse_manifest(document, str(path), _public=True, reuse=reuse, _model_texts=texts)
+
+
+def _model_texts(models: list[Any], spans: list[str], hooked: bool,
+                 canonical: dict[str, str]) -> list[str]:
+    """The canonical JSON of each model: remembered by its text in the file, else made;
+    ``canonical`` is left holding this manifest's models only."""
+    keys = [rawjson.span_key(span, hooked) for span in spans]
+    texts = [canonical.get(k) or _canonical(m) for k, m in zip(keys, models, strict=True)]
+    canonical.clear()
+    canonical.update(zip(keys, texts, strict=True))
+    return texts
 
 
 def manifest_too_large(path: str | Path, size: int, limit: int) -> str:
@@ -276,7 +300,8 @@ def _clean_value(value: Any) -> Any:
 
 
 def parse_manifest(document: Any, path: str = "<manifest>", *, _public: bool = False,
-                   reuse: Mapping[str, Model] | None = None) -> Manifest:
+                   reuse: Mapping[str, Model] | None = None,
+                   _model_texts: list[str] | None = None) -> Manifest:
     """Build a :class:`Manifest` from decoded JSON, skipping (and naming) bad items.
 
     Each model read without a warning gets a key, a hash of its JSON (``model_keys``); a
@@ -297,7 +322,7 @@ def parse_manifest(document: Any, path: str = "<manifest>", *, _public: bool = F
         if not isinstance(value, list):
             raise ManifestError(f"{path}: '{section}' must be a list, not {_kind(value)}")
         sections[section] = _named_items(value, section, warnings)
-    digest, pieces = _fingerprint_pieces(public)
+    digest, pieces = _fingerprint_pieces(public, _model_texts)
     models_list: list[Model] = []
     keys: list[str] = []
     for where, item in sections["models"]:
@@ -344,14 +369,19 @@ def _digest(payload: str) -> str:
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _fingerprint_pieces(document: dict[str, Any]) -> tuple[str, dict[str, str]]:
+def _fingerprint_pieces(document: dict[str, Any], model_texts: list[str] | None = None
+                        ) -> tuple[str, dict[str, str]]:
     """:func:`fingerprint` of a public document, and the canonical JSON of each model by its
     ``where`` (``models[3] 'orders'``): the document's canonical JSON is assembled from them
-    (the same text ``json.dumps`` makes: keys sorted, a list's items joined by commas)."""
+    (the same text ``json.dumps`` makes: keys sorted, a list's items joined by commas).
+    ``model_texts``: that of each model, already made (:func:`_model_texts`)."""
     models = document.get("models")
     if not isinstance(models, list):
         return _digest(_canonical(document)), {}
-    texts = [_canonical(m) for m in models]
+    if model_texts is not None and len(model_texts) == len(models):
+        texts = model_texts
+    else:
+        texts = [_canonical(m) for m in models]
     parts = []
     for key in sorted(document):
         value = "[" + ",".join(texts) + "]" if key == "models" else _canonical(document[key])

@@ -25,12 +25,13 @@ from typing import Any
 
 from wrenmem import lance, statedir
 from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.schema import later
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = statedir.SCHEMA_COPY
-VERSION = 1
+VERSION = 2  # 2: the texts_version field
 MAX_VECTORS = 60_000  # distinct vectors kept (about 120 MB at 512 dimensions)
 TABLE = "schema_items"  # wrenmem.schema.table.TABLE (that module imports this one)
 FIELDS = ("id", "item_hash", "type", "model", "related")
@@ -40,12 +41,24 @@ class SchemaCopy:
     """One saved version of the schema table: row fields and distinct unit vectors."""
 
     def __init__(self, model_id: str, rows: list[tuple[str, str, str, str, str]],
-                 which: Any, matrix: Any, listing: lance.Listing | None = None):
+                 which: Any, matrix: Any, listing: lance.Listing | None = None,
+                 texts_version: int | None = None):
         self.model_id = model_id
         self.rows = rows  # (id, item_hash, type, model, related) per row
         self.which = which  # int32: the vector of each row
         self.matrix = matrix  # float32, unit rows, one per distinct vector
         self.listing = listing
+        # The item format (schema.items.ITEMS_VERSION) whose embedded text every row holds
+        # for its item hash: set by a sync, which compared or wrote every row; None for a
+        # copy read from the table by a search (its texts were not compared with items).
+        self.texts_version = texts_version
+        self._hashes: dict[str, str] | None = None
+
+    def hashes(self) -> dict[str, str]:
+        """Item id -> item hash of every row (made once per copy)."""
+        if self._hashes is None:
+            self._hashes = {r[0]: r[1] for r in self.rows}
+        return self._hashes
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -94,9 +107,9 @@ class SchemaCopy:
             return SchemaCopy(self.model_id, rows, self.which[keep], self.matrix)
         if not len(self.matrix):
             return SchemaCopy.build(self.model_id, rows, vectors)
-        position = {v.tobytes(): n for n, v in enumerate(self.matrix)}
         units = _units(np.stack([np.asarray(v, dtype=np.float32).reshape(-1)
                                  for v in vectors]))
+        position = _Positions(self.matrix, len(units))
         extra: list[Any] = []
         new = np.empty(len(written), dtype=np.int32)
         for n, unit in enumerate(units):
@@ -136,6 +149,39 @@ class SchemaCopy:
         ranked = sorted((-float(scores[n]), self.rows[n][0], n) for n in candidates)
         return [(self.rows[n][0], self.rows[n][1], -negative)
                 for negative, _id, n in ranked[:limit]]
+
+
+class _Positions:
+    """Row of ``matrix`` holding exactly a unit vector (its bytes), or None; new rows are
+    added with ``position[key] = n``. For a few vectors (one changed column) the matrix is
+    searched by its dot products (equal unit vectors score 1) instead of a dict of every
+    row's bytes, which costs a 10,000-vector copy tens of milliseconds to make."""
+
+    FEW = 64
+
+    def __init__(self, matrix: Any, wanted: int):
+        self._matrix = matrix
+        self._added: dict[bytes, int] = {}
+        self._all: dict[bytes, int] | None = None
+        if wanted > self.FEW:
+            self._all = {v.tobytes(): n for n, v in enumerate(matrix)}
+
+    def get(self, key: bytes) -> int | None:
+        if key in self._added:
+            return self._added[key]
+        if self._all is not None:
+            return self._all.get(key)
+        import numpy as np
+
+        unit = np.frombuffer(key, dtype=np.float32)
+        near = (self._matrix @ unit >= 0.999) if unit.any() else ~self._matrix.any(axis=1)
+        for n in np.flatnonzero(near):
+            if self._matrix[n].tobytes() == key:
+                return int(n)
+        return None
+
+    def __setitem__(self, key: bytes, n: int) -> None:
+        self._added[key] = n
 
 
 def _unit(vector: Any) -> Any:
@@ -188,8 +234,19 @@ def save(settings: Settings, copy: SchemaCopy, files: lance.Listing | None) -> b
     copy.listing = files
     with _lock:
         _recent[_key(settings, copy.model_id)] = copy
+    written: list[bool] = []
+    later.write(lambda: written.append(_write(settings, copy, files)))
+    return written[0] if written else True  # queued (later.py): this process holds it
+
+
+def _write(settings: Settings, copy: SchemaCopy, files: lance.Listing) -> bool:
+    with _lock:
+        held = _recent.get(_key(settings, copy.model_id))
+    if held is not copy or copy.listing != files:  # a queued write another one superseded
+        return True
     record = {"v": VERSION, "root": str(settings.root), "uri": settings.index_uri,
               "model_id": copy.model_id, "listing": files, "rows": copy.rows,
+              "texts_version": copy.texts_version,
               "dim": int(copy.matrix.shape[1]), "which": copy.which.tobytes(),
               "matrix": copy.matrix.tobytes()}
     return write_marshal(copy_path(settings), record)
@@ -229,6 +286,8 @@ def _read(settings: Settings, model_id: str, files: lance.Listing) -> SchemaCopy
                     < matrix.size // dim)
                 or any(not isinstance(r, tuple) or len(r) != len(FIELDS) for r in rows)):
             return None
-        return SchemaCopy(model_id, rows, which, matrix.reshape(-1, dim), files)
+        texts_version = data.get("texts_version")
+        return SchemaCopy(model_id, rows, which, matrix.reshape(-1, dim), files,
+                          texts_version if isinstance(texts_version, int) else None)
     except (KeyError, TypeError, ValueError):
         return None

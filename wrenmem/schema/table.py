@@ -26,7 +26,7 @@ from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text, is_racy
 from wrenmem.lock import index_lock
 from wrenmem.schema import items as item_format
-from wrenmem.schema import searchcopy
+from wrenmem.schema import later, searchcopy
 from wrenmem.schema.cache import no_cyclic_gc, prepare
 from wrenmem.schema.items import SchemaItem, schema_items
 from wrenmem.schema.manifest import Manifest
@@ -38,6 +38,10 @@ STATE_FILE = statedir.SCHEMA_STATE
 STATE_VERSION = 1
 EMBED_BATCH = 256
 WRITE_CHUNK = 16384  # items embedded per commit of a large sync (56,000 items: 4 commits)
+# Changed items (and characters of their texts) up to which a sync reads what the table
+# holds from the search copy instead of reading the table's rows (_known_changes).
+KNOWN_MAX = 500
+KNOWN_TEXT_CHARS = 200_000
 
 
 class SchemaIndexMissing(WrenmemError):
@@ -235,6 +239,10 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
     db = connect(settings)
     table, problems = lance.probe_table(db, TABLE)
     existing: dict[str, tuple[str, str, str]] = {}
+    known = _known_changes(settings, table, items, embedder, before) \
+        if table is not None and not problems else None
+    if known is not None:
+        return _write_changes(settings, db, table, embedder, progress, before, *known)
     if table is not None and not problems:
         try:
             existing = _existing(table)
@@ -273,23 +281,67 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
     reuse = {item.id: by_text[item.vector_text] for item in todo
              if item.vector_text in by_text}
     stored = _stored_vectors(table, sorted(set(reuse.values()))) if reuse else {}
+    kept = {item_id: stored[row_id] for item_id, row_id in reuse.items() if row_id in stored}
+    return _write_changes(settings, db, table, embedder, progress, before, todo, removed,
+                          kept, rebuild)
+
+
+def _known_changes(settings: Settings, table: Any, items: Sequence[SchemaItem],
+                   embedder: Embedder, before: lance.Listing | None
+                   ) -> tuple[list[SchemaItem], list[str], dict[str, Any], bool] | None:
+    """(items to write, ids to delete, stored vectors to keep by item id, False) read from
+    the search copy instead of the table's 56,000 rows, when the copy is of the table's
+    current files and a sync checked its texts (:attr:`SchemaCopy.texts_version`), and few
+    items changed; else None (the table is compared). The same answer as the comparison: a
+    row of the copy is the table's row, and a row with the item's hash holds its text."""
+    copy = searchcopy.load(settings, embedder.model_id, before) if before else None
+    if copy is None or copy.texts_version != item_format.ITEMS_VERSION:
+        return None
+    hashes = copy.hashes()
+    todo = [item for item in items if hashes.get(item.id) != item.item_hash]
+    texts = list(dict.fromkeys(item.vector_text for item in todo))
+    if len(todo) > KNOWN_MAX or sum(map(len, texts)) > KNOWN_TEXT_CHARS:
+        return None
+    removed = sorted(set(hashes) - {item.id for item in items})
+    by_text = _stored_by_text(table, texts) if texts else {}
+    kept = {item.id: by_text[item.vector_text] for item in todo if item.vector_text in by_text}
+    return todo, removed, kept, False
+
+
+def _stored_by_text(table: Any, texts: Sequence[str]) -> dict[str, Any]:
+    """The stored vector of each of ``texts`` some row embedded (of several rows, the last
+    in the table's order, as the comparison of every row picks it)."""
+    data = table.search().where(lance.in_filter("text", texts)).select(
+        ["text", "vector"]).limit(None).to_arrow()
+    vectors = data["vector"].to_numpy(zero_copy_only=False)
+    return dict(zip(data["text"].to_pylist(), vectors, strict=True))
+
+
+def _write_changes(settings: Settings, db: Any, table: Any, embedder: Embedder,
+                   progress: Callable[[int, int], None] | None,
+                   before: lance.Listing | None, todo: list[SchemaItem], removed: list[str],
+                   kept: dict[str, Any], rebuild: bool) -> tuple[int, int, int, bool]:
+    """Embed what ``kept`` (stored vectors by item id) does not hold, write ``todo``, delete
+    ``removed``, then index, compact and save the search copy as due."""
+    if not todo and not removed and not rebuild:
+        return 0, 0, 0, False
     vectors_by_text: dict[str, Any] = {}
     written: list[tuple[str, str, str, str, str]] = []  # for the search copy
     written_vectors: list[Any] = []
-    pending = len({i.vector_text for i in todo if reuse.get(i.id) not in stored})
+    pending = len({i.vector_text for i in todo if i.id not in kept})
     embedded = 0
     chunks = [todo[i:i + WRITE_CHUNK] for i in range(0, len(todo), WRITE_CHUNK)]
     for n, chunk in enumerate(chunks):
         texts = list(dict.fromkeys(i.vector_text for i in chunk
-                                   if reuse.get(i.id) not in stored
+                                   if i.id not in kept
                                    and i.vector_text not in vectors_by_text))
         if texts:
             vectors_by_text.update(zip(texts, _embed(
                 embedder, [t[:settings.max_embed_chars] for t in texts], progress, embedded,
                 pending), strict=True))
         embedded += len(texts)
-        vectors = [stored[reuse[i.id]] if reuse.get(i.id) in stored
-                   else vectors_by_text[i.vector_text] for i in chunk]
+        vectors = [kept[i.id] if i.id in kept else vectors_by_text[i.vector_text]
+                   for i in chunk]
         rows = _arrow_rows(chunk, vectors, embedder.model_id)
         written += [(i.id, i.item_hash, i.type, i.model, i.related) for i in chunk]
         written_vectors += vectors
@@ -306,13 +358,35 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
         lance.upsert(table, "id", None, removed)
     if table is not None:
         lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows)  # once, at the end
-    if not rebuild and table is not None:
-        lance.maintain(table, settings.state_dir / statedir.SCHEMA_MAINT, max(len(chunks), 1),
-                       embedded)
-    if table is not None:
         _save_copy(settings, table, embedder.model_id, None if rebuild else before,
                    written, written_vectors, removed)
+    if not rebuild and table is not None:  # after the index is up to date (later.py)
+        later.write(partial(_maintain, settings, embedder.model_id, max(len(chunks), 1),
+                            embedded))
     return embedded, len(removed), len(todo), rebuild
+
+
+def _maintain(settings: Settings, model_id: str, commits: int, rows: int) -> None:
+    """Count the commits and compact the table when due (:func:`wrenmem.lance.maintain`),
+    under the index lock. A compaction rewrites the table's files but not its rows: the
+    search copy and the state of the files before it are saved again for the files after
+    it (a sync writes the state after this, unless this was queued by :mod:`later`)."""
+    with index_lock(settings):
+        files = searchcopy.listing(settings)
+        table = open_table(connect(settings))
+        if table is None or not lance.maintain(
+                table, settings.state_dir / statedir.SCHEMA_MAINT, commits, rows):
+            return
+        copy = searchcopy.load(settings, model_id, files) if files else None
+        if copy is not None:
+            searchcopy.save(settings, copy, searchcopy.listing(settings))
+        state = read_state(settings)
+        if files and state.get("disk") == {k: list(v) for k, v in files.items()}:
+            state["disk"] = _disk(settings)
+            try:
+                atomic_write_text(state_path(settings), json.dumps(state))
+            except OSError as e:
+                log.debug("cannot write %s: %s", state_path(settings), e)
 
 
 def _save_copy(settings: Settings, table: Any, model_id: str,
@@ -330,6 +404,9 @@ def _save_copy(settings: Settings, table: Any, model_id: str,
             copy = previous.updated(written, vectors, removed)
         else:
             copy = searchcopy.SchemaCopy.from_table(table, model_id)
+        # This sync compared every row with the items (or read the changes from a copy
+        # that one had checked): every row holds its item's text.
+        copy.texts_version = item_format.ITEMS_VERSION
         searchcopy.save(settings, copy, searchcopy.listing(settings))
     except Exception as e:  # the copy is an optimisation: search works without it
         log.debug("schema search copy not written: %s", e)

@@ -23,6 +23,7 @@ from wrenmem.knowledge.files import load_knowledge
 from wrenmem.knowledge.table import sync_knowledge
 from wrenmem.pairs.catalog import scan
 from wrenmem.recall.backends import catch_up, choose_backend
+from wrenmem.schema import later as schema_files
 from wrenmem.schema.cache import hold
 from wrenmem.schema.table import sync_schema
 from wrenmem.settings import Settings
@@ -81,8 +82,11 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
     if (MANIFEST in kinds and indexed and settings.manifest_path.exists()
             and not settings.is_reader):
         try:
-            schema_report = sync_schema(settings)
-            hold(settings, settings.manifest_path.resolve())  # the next change: per model
+            # The files for other processes are written after the index is up to date.
+            with schema_files.collect() as files:
+                schema_report = sync_schema(settings)
+                hold(settings, settings.manifest_path.resolve())  # the next change: per model
+            schema_files.write_in_background(files)
             summaries.append(f"schema: {_summary(schema_report)}")
             changed = changed or _report_changed(schema_report)
         except Exception as e:
