@@ -42,6 +42,7 @@ from wrenmem.index.state import (
     StatDelta,
     invalidate_state,
     load_state,
+    record_walk,
     save_state,
     stat_delta,
     usable_state,
@@ -122,6 +123,8 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
         if delta is not None and delta.empty:
             if delta.partial:
                 return SyncReport(model_id=embedder.model_id, rows=delta.state.rows)
+            if not delta.quick and delta.walk is not None:  # the next no-op compares bytes
+                record_walk(settings, delta.state, delta.walk)
             return _report_from_state(delta.state, embedder.model_id)
         if (delta is not None and not settings.remote_index
                 and len(delta.touched) + len(delta.gone) <= DELTA_MAX):
@@ -240,13 +243,18 @@ def _save_delta(settings: Settings, model_id: str, delta: StatDelta, read: Any,
     errors = sorted([e for e in prior.errors if e[0] not in scope]
                     + [(e.path, e.reason, e.line) for e in read.errors])
     # Files touched but left out of scope were not read: keep the older clock for them.
-    stats_at = (delta.stats_at if scope == set(delta.touched) | set(delta.gone)
-                and not delta.partial else min(prior.stats_at, delta.stats_at))
+    whole = scope == set(delta.touched) | set(delta.gone) and not delta.partial
+    stats_at = delta.stats_at if whole else min(prior.stats_at, delta.stats_at)
+    # Every file of the walk is recorded with the stat it found (the untouched ones had
+    # it already, the touched ones were read): the next no-op compares the walk's bytes.
+    walk = (delta.walk if whole and all(p in files for p in delta.touched)
+            and len(files) == len(delta.stats) else None)
 
     def save() -> IndexState:
         return save_state(settings, model_id=model_id, files=files,
                           extras=dict(prior.extras), rows=rows, errors=errors, stats=stats,
-                          stats_at=stats_at, seeds=prior.seeds, version=prior.version)
+                          stats_at=stats_at, seeds=prior.seeds, version=prior.version,
+                          walk=walk)
 
     if not only_if_free:
         return save()
