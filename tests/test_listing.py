@@ -152,16 +152,22 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> RecordingEmbedder:
     return install_fake(monkeypatch)
 
 
-def test_the_quick_noop_answers_as_the_full_comparison(
-        project: Path, fake: RecordingEmbedder) -> None:
-    """The mirror's recorded walk (two byte strings compared) against the mapping of every
-    file's stat: the same delta after each change, and a no-op only when nothing changed."""
-    for i in range(9):
+def _synced(project: Path, n: int) -> Settings:
+    """``n`` pairs in three folders, old enough for their stats, and a first sync."""
+    for i in range(n):
         write_pair(project, f"g{i % 3}/q{i}.md", f"How many orders in region {i}?",
                    f"SELECT {i}")
     time.sleep(RACY_SECONDS + 0.1)
     settings = settings_for(project)
     sync_pairs(settings)
+    return settings
+
+
+def test_the_quick_noop_answers_as_the_full_comparison(
+        project: Path, fake: RecordingEmbedder) -> None:
+    """The mirror's recorded walk (two byte strings compared) against the mapping of every
+    file's stat: the same delta after each change, and a no-op only when nothing changed."""
+    settings = _synced(project, 9)
     time.sleep(RACY_SECONDS + 0.1)
     recorded = state.load_state(settings)
     assert recorded is not None and recorded.walk_id is not None
@@ -217,3 +223,65 @@ def test_a_noop_without_a_recorded_walk_records_one(project: Path,
     assert after is not None and after.walk_id is not None
     delta = state.stat_delta(settings, fake.model_id)
     assert delta is not None and delta.quick and delta.empty
+
+
+def test_a_patched_mirror_equals_one_written_from_a_full_snapshot(
+        project: Path, fake: RecordingEmbedder) -> None:
+    """Small syncs splice their paths into the packed mirror (``patch_state``): after each,
+    the mirror holds exactly the paths, hashes and errors a full snapshot finds, and the
+    stats of a fresh walk."""
+    from wrenmem.index.snapshot import take_snapshot
+
+    settings = _synced(project, 12)
+    sql = project / "knowledge" / "sql"
+
+    def same_as_full(what: str) -> None:
+        mirror = state.load_state(settings)
+        assert mirror is not None, what
+        snap = take_snapshot(settings)
+        assert mirror.files == snap.file_hashes, what
+        assert [e[0] for e in mirror.errors] == [e.path for e in snap.errors], what
+        assert mirror.stats == {p: k for p, k in catalog_stats(settings).items()
+                                if p in mirror.files}, what
+        assert mirror.paths == tuple(sorted(mirror.paths)), what
+
+    write_pair(project, "g1/a-new.md", "How many returns?", "SELECT 100")
+    sync_pairs(settings)
+    same_as_full("added")
+    edited = sql / "g2" / "q5.md"
+    edited.write_text(edited.read_text(encoding="utf-8").replace("region 5", "region Z"),
+                      encoding="utf-8")
+    sync_pairs(settings)
+    same_as_full("edited in place")
+    (sql / "g0" / "q0.md").unlink()
+    (sql / "g1" / "q1.md").rename(sql / "g0" / "zz-moved.md")
+    (sql / "g2" / "broken.md").write_text("no front matter", encoding="utf-8")
+    sync_pairs(settings)
+    same_as_full("removed, renamed, a broken file")
+    time.sleep(RACY_SECONDS + 0.1)
+    assert sync_pairs(settings).noop
+    same_as_full("settled")
+    delta = state.stat_delta(settings, fake.model_id)
+    assert delta is not None and delta.quick
+
+
+def test_the_embedding_cache_kept_in_memory_follows_the_file(tmp_path: Path) -> None:
+    """A long-lived process keeps the cache it read or wrote; another process's write (a
+    new file) is read again, never answered from the copy kept."""
+    import numpy as np
+
+    from wrenmem.index.embedcache import EmbedCache
+
+    path = tmp_path / "embed-cache.bin"
+    first = EmbedCache(path, "m")
+    first.store({"a": np.ones(4, dtype=np.float32)})
+    first.save()
+    time.sleep(RACY_SECONDS + 0.1)
+    assert EmbedCache(path, "m").has_all(["a"])  # from the copy kept
+    other = {"version": 1, "entries": {("m", "other"): np.zeros(4, np.float32).tobytes()}}
+    write_marshal(path, other)  # another process's save: a new file
+    again = EmbedCache(path, "m")
+    assert not again.has_all(["a"]) and len(again) == 1
+    time.sleep(RACY_SECONDS + 0.1)
+    kept = EmbedCache(path, "m")
+    assert len(kept) == 1 and not kept.has_all(["a"])

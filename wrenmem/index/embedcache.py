@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from wrenmem import statedir
-from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.fsutil import is_racy, read_marshal, write_marshal
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -44,11 +45,8 @@ class EmbedCache:
         self.max_entries = max_entries
         self.hits = 0
         self._dirty = False
-        data = read_marshal(path)
-        ok = isinstance(data, dict) and data.get("version") == VERSION and isinstance(
-            data.get("entries"), dict)
         # (model id, text hash) -> float32 bytes, oldest use first
-        self._entries: dict[tuple[str, str], bytes] = dict(data["entries"]) if ok else {}
+        self._entries: dict[tuple[str, str], bytes] = _load(path)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -92,5 +90,46 @@ class EmbedCache:
             return
         if write_marshal(self.path, {"version": VERSION, "entries": self._entries}):
             self._dirty = False
+            _remember(self.path, self._entries)
         else:
             log.debug("embedding cache not saved to %s", self.path)
+
+
+# A long-lived process (the watcher's daemon) syncs one file at a time: the cache it read or
+# wrote last is kept, by the file's stat, instead of reading 40 MB again for each sync.
+_KEPT: dict[str, tuple[tuple[int, int, int], dict[tuple[str, str], bytes]]] = {}
+_KEPT_LOCK = threading.Lock()
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def _load(path: Path) -> dict[tuple[str, str], bytes]:
+    key = _stat_key(path)
+    with _KEPT_LOCK:
+        kept = _KEPT.get(str(path))
+        if key is not None and kept is not None and kept[0] == key and not is_racy(key[0]):
+            return dict(kept[1])  # (a copy: each cache orders and drops entries itself)
+    data = read_marshal(path)
+    ok = isinstance(data, dict) and data.get("version") == VERSION and isinstance(
+        data.get("entries"), dict)
+    entries: dict[tuple[str, str], bytes] = dict(data["entries"]) if ok else {}
+    if ok and key is not None and key == _stat_key(path):
+        _remember(path, entries, key)
+    return entries
+
+
+def _remember(path: Path, entries: dict[tuple[str, str], bytes],
+              key: tuple[int, int, int] | None = None) -> None:
+    key = key or _stat_key(path)
+    with _KEPT_LOCK:
+        if key is None:
+            _KEPT.pop(str(path), None)
+        else:
+            _KEPT.clear()  # one project's cache at a time
+            _KEPT[str(path)] = (key, dict(entries))

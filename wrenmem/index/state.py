@@ -253,6 +253,64 @@ def save_state(settings: Settings, *, model_id: str, files: dict[str, str],
     return state
 
 
+PATCH_MAX = 256  # a mirror is patched in place for up to this many changed paths
+
+
+def patch_state(settings: Settings, prior: IndexState,
+                changes: dict[str, tuple[str, tuple[int, int, int]] | None], *, rows: int,
+                errors: list[tuple[str, str, int]], stats_at: float,
+                walk: Listing | None = None, found: int = -1) -> IndexState:
+    """Record the mirror ``prior`` with ``changes`` made (path -> (raw hash or "", stat),
+    or None: no longer recorded), without building a mapping of every file: its packed
+    paths, hashes and stat keys are spliced where the few changed paths sort. ``walk``:
+    the walk the stats now are, when the caller vouches for every changed path's stat and
+    the walk found ``found`` files (checked against the count recorded)."""
+    if prior.stat_keys is None or len(changes) > PATCH_MAX:
+        files = dict(prior.files)
+        stats = dict(prior.stats or {})
+        for path, change in changes.items():
+            files.pop(path, None)
+            stats.pop(path, None)
+            if change is not None:
+                files[path], stats[path] = change
+        return save_state(settings, model_id=prior.model_id, files=files,
+                          extras=dict(prior.extras), rows=rows, errors=errors,
+                          stats=stats if prior.stat_keys is not None else None,
+                          stats_at=stats_at, seeds=prior.seeds, version=prior.version,
+                          walk=walk if walk is not None and len(files) == found else None)
+    paths = list(prior.paths)
+    hashes = bytearray(prior.hashes)
+    keys = bytearray(prior.stat_keys)
+    for path in sorted(changes):
+        change = changes[path]
+        at = bisect_left(paths, path)
+        there = at < len(paths) and paths[at] == path
+        if change is None:
+            if there:
+                del paths[at]
+                del hashes[at * 32:at * 32 + 32]
+                del keys[at * 24:at * 24 + 24]
+            continue
+        raw = bytes.fromhex(change[0]) if change[0] else _NO_HASH
+        packed = array("q", change[1]).tobytes()
+        if there:
+            hashes[at * 32:at * 32 + 32] = raw
+            keys[at * 24:at * 24 + 24] = packed
+        else:
+            paths.insert(at, path)
+            hashes[at * 32:at * 32] = raw
+            keys[at * 24:at * 24] = packed
+    if walk is not None and len(paths) != found:
+        walk = None
+    state = IndexState(index.SCHEMA_VERSION, settings.index_uri, prior.model_id, tuple(paths),
+                       bytes(hashes), dict(prior.extras), rows, tuple(errors), bytes(keys),
+                       stats_at, prior.seeds, str(settings.root), index.disk_listing(settings),
+                       prior.version, None if walk is None else walk.id,
+                       None if walk is None else walk.keys)
+    write_marshal(_path(settings), state.to_record())  # unwritable: syncs stay on the slow path
+    return state
+
+
 def walk_matches(walk: Listing | None, files: Collection[str], stats: Stats | None) -> bool:
     """Whether ``stats`` of exactly the paths ``files`` are the stats ``walk`` found."""
     if walk is None or stats is None:
@@ -350,6 +408,8 @@ class StatDelta:
     partial: bool = False
     # Answered by comparing the walk's keys with the mirror's recorded walk (no mapping).
     quick: bool = False
+    # The stats of the touched paths, when the delta was found without :attr:`stats`.
+    keys: Stats | None = None
 
     @property
     def empty(self) -> bool:
@@ -363,6 +423,17 @@ class StatDelta:
     @property
     def walk(self) -> Listing | None:
         return self.found if isinstance(self.found, Listing) else None
+
+    def key_of(self, path: str) -> tuple[int, int, int] | None:
+        """The stat found for ``path`` (None: not found)."""
+        if self.keys is not None and path in self.keys:
+            return self.keys[path]
+        return self.stats.get(path)
+
+    @property
+    def count(self) -> int:
+        """How many files were found (or looked at)."""
+        return self.found.count if isinstance(self.found, Listing) else len(self.found)
 
 
 def stat_delta(settings: Settings, model_id: str, only: Collection[str] | None = None
@@ -393,9 +464,12 @@ def stat_delta(settings: Settings, model_id: str, only: Collection[str] | None =
                          tuple(sorted(p for p in set(only)
                                       if p not in some and state.stat_of(p) is not None)),
                          partial=True)
+    walk = walk or walk_listing(settings)
+    if (state.walk_id == walk.id and state.walk_keys is not None
+            and len(state.walk_keys) == len(walk.keys)):
+        return _same_paths_delta(state, walk, stats_at, limit)
     recorded = state.stats
     assert recorded is not None
-    walk = walk or walk_listing(settings)
     now = walk.stats
     if now == recorded and (not now or max(st[0] for st in now.values()) < limit):
         return StatDelta(state, walk, stats_at, (), ())  # the same, compared as mappings
@@ -404,6 +478,28 @@ def stat_delta(settings: Settings, model_id: str, only: Collection[str] | None =
     gone = tuple(sorted(p for p in recorded if p not in now)) if len(now) != len(
         recorded) or touched else ()
     return StatDelta(state, walk, stats_at, touched, gone)
+
+
+def _same_paths_delta(state: IndexState, walk: Listing, stats_at: float, limit: float
+                      ) -> StatDelta:
+    """The delta of a walk of the same paths as the mirror's recorded walk (an edit in
+    place, a ``touch``): only the keys that differ, or are too recent, are looked at."""
+    assert state.walk_keys is not None
+    positions = set(listing.differing(state.walk_keys, walk.keys))
+    if walk.newest_ns >= limit:
+        values = array("q")
+        values.frombytes(walk.keys)
+        positions.update(n for n, m in enumerate(values[0::3]) if m >= limit)
+    touched, gone, keys = [], [], {}
+    for n in sorted(positions):
+        path, key = walk.path_at(n), walk.key_at(n)
+        if key != listing.MISSING:
+            touched.append(path)
+            keys[path] = key
+        elif state.walk_keys[n * 24:n * 24 + 24] != walk.keys[n * 24:n * 24 + 24]:
+            gone.append(path)  # recorded, and its stat fails now
+    return StatDelta(state, walk, stats_at, tuple(sorted(touched)), tuple(sorted(gone)),
+                     keys=keys)
 
 
 def quick_noop(settings: Settings, model_id: str) -> IndexState | None:

@@ -42,6 +42,7 @@ from wrenmem.index.state import (
     StatDelta,
     invalidate_state,
     load_state,
+    patch_state,
     record_walk,
     save_state,
     stat_delta,
@@ -120,6 +121,13 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
     if not full:
         # A sync limited to some paths (store, forget) looks at just them, not every file.
         delta = delta or stat_delta(settings, embedder.model_id, only=paths)
+        if delta is None and _mirror_being_written(settings):
+            # Another writer (the watcher's daemon syncing what a command handed it, most
+            # often) deleted the mirror before its write and rewrites it after: wait for
+            # it, then look again, instead of reading every file meanwhile.
+            with index_lock(settings, timeout=lock_timeout):
+                pass
+            delta = stat_delta(settings, embedder.model_id, only=paths)
         if delta is not None and delta.empty:
             if delta.partial:
                 return SyncReport(model_id=embedder.model_id, rows=delta.state.rows)
@@ -149,6 +157,18 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
                         state.version if state else None)
             return _noop_report(settings, snap, embedder.model_id)
         return _sync_locked(settings, embedder, snap, full, progress, paths, state)
+
+
+def _mirror_being_written(settings: Settings) -> bool:
+    """No mirror, a local table, and the index lock held by another writer right now."""
+    if settings.remote_index or load_state(settings) is not None or not index.index_exists(
+            settings):
+        return False
+    try:
+        with index_lock(settings, timeout=0):
+            return False
+    except LockTimeoutError:
+        return True
 
 
 def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
@@ -232,14 +252,12 @@ def _save_delta(settings: Settings, model_id: str, delta: StatDelta, read: Any,
     stays (its stat is as recorded, so its content is too). ``only_if_free``: a refresh
     of stats, written only if the lock is free right now and nobody wrote meanwhile."""
     prior = delta.state
-    files = dict(prior.files)
-    stats = dict(prior.stats or {})
+    # path -> (raw hash, stat) as read now, or None: no longer recorded
+    changes: dict[str, tuple[str, tuple[int, int, int]] | None] = {}
     for path in scope:
-        files.pop(path, None)
-        stats.pop(path, None)
-        if path in read.file_hashes:
-            files[path] = read.file_hashes[path]
-            stats[path] = delta.stats[path]
+        key = delta.key_of(path)
+        changes[path] = ((read.file_hashes[path], key)
+                         if path in read.file_hashes and key is not None else None)
     errors = sorted([e for e in prior.errors if e[0] not in scope]
                     + [(e.path, e.reason, e.line) for e in read.errors])
     # Files touched but left out of scope were not read: keep the older clock for them.
@@ -247,14 +265,12 @@ def _save_delta(settings: Settings, model_id: str, delta: StatDelta, read: Any,
     stats_at = delta.stats_at if whole else min(prior.stats_at, delta.stats_at)
     # Every file of the walk is recorded with the stat it found (the untouched ones had
     # it already, the touched ones were read): the next no-op compares the walk's bytes.
-    walk = (delta.walk if whole and all(p in files for p in delta.touched)
-            and len(files) == len(delta.stats) else None)
+    walk = (delta.walk if whole and all(changes.get(p) is not None for p in delta.touched)
+            else None)
 
     def save() -> IndexState:
-        return save_state(settings, model_id=model_id, files=files,
-                          extras=dict(prior.extras), rows=rows, errors=errors, stats=stats,
-                          stats_at=stats_at, seeds=prior.seeds, version=prior.version,
-                          walk=walk)
+        return patch_state(settings, prior, changes, rows=rows, errors=errors,
+                           stats_at=stats_at, walk=walk, found=delta.count)
 
     if not only_if_free:
         return save()

@@ -29,6 +29,7 @@ import hashlib
 import os
 import time
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -69,6 +70,31 @@ class Listing:
         values.frombytes(self.keys)
         return max(values[0::3], default=-1)
 
+    @cached_property
+    def count(self) -> int:
+        """How many files were found (names whose stat failed not counted)."""
+        values = array("q")
+        values.frombytes(self.keys)
+        return len(values) // 3 - values[1::3].count(-1)
+
+    @cached_property
+    def _starts(self) -> list[int]:
+        starts, at = [], 0
+        for ns in self.names:
+            starts.append(at)
+            at += len(ns)
+        return starts
+
+    def path_at(self, n: int) -> str:
+        """The relative path of the ``n``-th name in walk order."""
+        d = bisect_right(self._starts, n) - 1
+        return self.base + self.dirs[d] + self.names[d][n - self._starts[d]]
+
+    def key_at(self, n: int) -> tuple[int, int, int]:
+        values = array("q")
+        values.frombytes(self.keys[n * 24:n * 24 + 24])
+        return values[0], values[1], values[2]
+
     def paths(self) -> list[str]:
         """The relative path of every name, in walk order (a failed stat included)."""
         base = self.base
@@ -86,6 +112,19 @@ class Listing:
     def racy(self, before: float) -> bool:
         """Some file's mtime is too close to ``before`` for its stat to vouch for it."""
         return self.newest_ns >= (before - RACY_SECONDS) * 1e9
+
+
+def differing(a: bytes, b: bytes) -> list[int]:
+    """The positions of the (mtime, size, inode) keys that differ between two key strings
+    of one listing (the same length): compared by blocks, each block in C."""
+    out: list[int] = []
+    block = 24 * 512
+    for start in range(0, len(a), block):
+        if a[start:start + block] != b[start:start + block]:
+            for at in range(start, min(start + block, len(a)), 24):
+                if a[at:at + 24] != b[at:at + 24]:
+                    out.append(at // 24)
+    return out
 
 
 def _listing_path(settings: Settings) -> Path:
