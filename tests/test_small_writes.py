@@ -259,3 +259,37 @@ def test_a_git_hook_hands_its_sync_to_the_watcher(project: Path, fake: Recording
     assert fake.texts[-1:] == ["How many orders in the north?"]
     assert "1 changed" in (project / ".wrenmem" / "hooks.log").read_text()
     assert sync_pairs(settings).noop
+
+
+def test_the_daemon_skips_the_walk_only_after_a_sync_that_covered_every_change(
+        project: Path, fake: RecordingEmbedder) -> None:
+    """The watcher's loop and the ``sync`` request share one turn: after one of them synced
+    every file (as of when it began), the other answers from the mirror, but any change
+    made since (its event) makes it walk again."""
+    import time as clock
+
+    _pairs(project, 6)
+    (project / "target").mkdir(exist_ok=True)
+    (project / "target" / "mdl.json").write_text("{}", encoding="utf-8")
+    settings = settings_for(project)
+    sync_pairs(settings)
+    server = DaemonServer(settings, info=lambda: {"mode": "test"})
+    server.start()
+    try:
+        assert server.unchanged_pairs() is None  # nothing synced by this process yet
+        with server.sync_turn:
+            started = clock.monotonic()
+            sync_pairs(settings)
+            server.pairs_synced(started)
+        known = server.unchanged_pairs()
+        assert known is not None and known.noop and len(known.unchanged) == 6
+        write_pair(project, "g1/q1.md", "How many refunds in region 1?", "SELECT 1")
+        assert server.unchanged_pairs() is None  # the edit's event: walk and sync it
+        with server.sync_turn:
+            started = clock.monotonic()
+            report = sync_pairs(settings)
+            server.pairs_synced(started)
+        assert report.changed == ("knowledge/sql/g1/q1.md",)
+        assert server.unchanged_pairs() is not None
+    finally:
+        server.close()

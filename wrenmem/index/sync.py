@@ -66,6 +66,9 @@ REMOTE_ROUNDS = 6
 # Up to this many files changed (by their stats), a sync reads just those files and trusts
 # the state mirror for the rest; past it, it reads the catalog and the table's ids.
 DELTA_MAX = 2000
+# A small sync that finds another writer finished meanwhile (the watcher's loop and its
+# daemon syncing one edit) looks at the files again, this many times, before reading all.
+RACE_ROUNDS = 3
 
 Progress = Callable[[int, int], None]
 
@@ -118,7 +121,7 @@ def reader_refusal(settings: Settings) -> str:
 def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress | None,
           paths: Collection[str] | None, lock_timeout: float,
           delta: StatDelta | None = None) -> SyncReport:
-    if not full:
+    for _round in range(RACE_ROUNDS if not full else 0):
         # A sync limited to some paths (store, forget) looks at just them, not every file.
         delta = delta or stat_delta(settings, embedder.model_id, only=paths)
         if delta is None and _mirror_being_written(settings):
@@ -134,11 +137,17 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
             if not delta.quick and delta.walk is not None:  # the next no-op compares bytes
                 record_walk(settings, delta.state, delta.walk)
             return _report_from_state(delta.state, embedder.model_id)
-        if (delta is not None and not settings.remote_index
-                and len(delta.touched) + len(delta.gone) <= DELTA_MAX):
+        if (delta is None or settings.remote_index
+                or len(delta.touched) + len(delta.gone) > DELTA_MAX):
+            break
+        try:
             report = _sync_delta(settings, embedder, delta, progress, paths, lock_timeout)
-            if report is not None:
-                return report
+        except _Raced:  # another writer finished meanwhile: look at the files again
+            delta = None
+            continue
+        if report is not None:
+            return report
+        break
     snap = take_snapshot(settings, reread=full)
     seen = load_state(settings)
     if not full and mirror_matches(settings, seen, embedder.model_id, snap):
@@ -159,6 +168,10 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
         return _sync_locked(settings, embedder, snap, full, progress, paths, state)
 
 
+class _Raced(Exception):
+    """Another writer changed the mirror between a delta and its write."""
+
+
 def _mirror_being_written(settings: Settings) -> bool:
     """No mirror, a local table, and the index lock held by another writer right now."""
     if settings.remote_index or load_state(settings) is not None or not index.index_exists(
@@ -177,8 +190,9 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
     """The sync of a few changed files: only they are read, hashed, parsed and embedded,
     and only their rows are read from the table; the mirror vouches for the rest (its
     stats, the table's files and the seeds are as it recorded). None when this cannot
-    decide alone (another writer meanwhile, a seed a changed question shadows, a table
-    of another embedder): the caller then takes the full snapshot."""
+    decide alone (a seed a changed question shadows, a table of another embedder): the
+    caller then takes the full snapshot; :class:`_Raced` when another writer finished
+    meanwhile (the caller looks at the files again)."""
     state = delta.state
     scope = set(delta.touched) | set(delta.gone)
     if paths is not None:
@@ -206,7 +220,7 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
     lance.import_lancedb()  # seconds of CPU: not while holding the lock other writers wait for
     with index_lock(settings, timeout=lock_timeout):
         if load_state(settings) != state:
-            return None  # another writer finished meanwhile
+            raise _Raced  # another writer finished meanwhile
         table = index.open_table(index.connect(settings))
         if table is None or index.table_model_id(table) != embedder.model_id:
             return None
