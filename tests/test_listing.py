@@ -285,3 +285,29 @@ def test_the_embedding_cache_kept_in_memory_follows_the_file(tmp_path: Path) -> 
     time.sleep(RACY_SECONDS + 0.1)
     kept = EmbedCache(path, "m")
     assert len(kept) == 1 and not kept.has_all(["a"])
+
+
+def test_a_few_new_vectors_wait_in_memory_then_are_written(tmp_path: Path) -> None:
+    """A long-lived process that wrote the cache a moment ago keeps one more vector in
+    memory (its next cache has it) rather than writing 40 MB; a bigger change writes all."""
+    import numpy as np
+
+    from wrenmem.index import embedcache
+    from wrenmem.index.embedcache import EmbedCache
+
+    path = tmp_path / "embed-cache.bin"
+    first = EmbedCache(path, "m")
+    first.store({"a": np.ones(4, dtype=np.float32)})
+    first.save()  # this process's first write: always written
+    written = path.stat()
+    second = EmbedCache(path, "m")
+    second.store({"b": np.full(4, 2.0, dtype=np.float32)})
+    second.save()
+    assert path.stat().st_ino == written.st_ino  # not written again
+    assert EmbedCache(path, "m").lookup(["b"])["b"].tolist() == [2.0] * 4
+    third = EmbedCache(path, "m")
+    third.store({f"t{i}": np.zeros(4, dtype=np.float32) for i in range(embedcache.SAVE_MIN_NEW)})
+    third.save()
+    assert path.stat().st_ino != written.st_ino
+    embedcache._KEPT.clear()  # another process: reads the file
+    assert EmbedCache(path, "m").has_all(["a", "b", "t0"])

@@ -146,6 +146,15 @@ class IndexState:
         return dict(zip(self.paths, zip(keys[0::3], keys[1::3], keys[2::3], strict=True),
                         strict=True))
 
+    def hash_of(self, path: str) -> str | None:
+        """The recorded raw hash of one path ("" unreadable, None: not recorded), without
+        :attr:`files`."""
+        at = bisect_left(self.paths, path)
+        if at == len(self.paths) or self.paths[at] != path:
+            return None
+        raw = self.hashes[at * 32:at * 32 + 32]
+        return "" if raw == _NO_HASH else raw.hex()
+
     def stat_of(self, path: str) -> tuple[int, int, int] | None:
         """The recorded stat key of one path (None: not recorded), without :attr:`stats`."""
         at = bisect_left(self.paths, path)

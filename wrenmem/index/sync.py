@@ -198,8 +198,7 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
     if paths is not None:
         scope &= set(paths)
     read = read_paths(settings, scope & set(delta.touched))
-    prior = state.files
-    differs = {p for p in scope if read.file_hashes.get(p) != prior.get(p)}
+    differs = {p for p in scope if read.file_hashes.get(p) != state.hash_of(p)}
     if not differs:  # touched, not changed: record the new stats so the next no-op is quick
         if any(p in read.file_hashes for p in scope):  # (an unreadable file has none)
             _save_delta(settings, embedder.model_id, delta, read, scope, state.rows, True)
