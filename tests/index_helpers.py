@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -31,3 +32,19 @@ def table_rows(settings: Settings) -> list[dict[str, Any]]:
     data = (table.search().select(["id", "content_hash", "question", "path", "vector"])
             .limit(None).to_arrow())
     return sorted(data.to_pylist(), key=lambda r: r["id"])
+
+
+def catalog_stats(settings: Settings) -> dict[str, tuple[int, int, int]]:
+    """(mtime_ns, size, inode) of every pair file the catalog lists (its own walk, no
+    record, no shortcut): what the stat walk must find."""
+    from wrenmem.pairs.catalog import iter_pair_files
+
+    want = {}
+    for path in iter_pair_files(settings.knowledge_path):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        want[path.relative_to(settings.root).as_posix()] = (st.st_mtime_ns, st.st_size,
+                                                            st.st_ino)
+    return want

@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, write_pair
 
 from tests.fakes import RecordingEmbedder
-from tests.index_helpers import install_fake, settings_for
+from tests.index_helpers import catalog_stats, install_fake, settings_for
 from wrenmem.index import recallcopy, state
 from wrenmem.index import table as index
 from wrenmem.index.autosync import update_after_write
@@ -155,7 +155,7 @@ def test_a_scoped_sync_stats_only_its_paths_and_equals_a_full_rebuild(
         raise AssertionError("a scoped sync walked every file")
 
     with monkeypatch.context() as m:
-        m.setattr(state, "walk_stats", no_walk)
+        m.setattr(state, "walk_listing", no_walk)
         write_pair(project, "g2/new.md", "How many returns last week?", "SELECT 9")
         (project / "knowledge/sql/g0/q3.md").unlink()
         update = update_after_write(settings, ["knowledge/sql/g2/new.md",
@@ -213,8 +213,6 @@ def test_the_stat_walk_lists_what_the_catalog_reads(project: Path) -> None:
     listing: hidden and backup names, READMEs, other files, symlinked files and folders."""
     import os
 
-    from wrenmem.pairs.catalog import iter_pair_files
-
     knowledge = project / "knowledge" / "sql"
     for rel in ["a.md", "deep/er/b.md", "README.md", "deep/Readme.MD", "notes.txt",
                 "draft.md~", ".hidden.md", ".git/c.md", "x~/d.md", "ünï/中文.md"]:
@@ -228,13 +226,7 @@ def test_the_stat_walk_lists_what_the_catalog_reads(project: Path) -> None:
     os.symlink(outside / "e.md", knowledge / "linked-file.md")
     os.symlink(project / "missing.md", knowledge / "dangling.md")
     settings = load_settings(project)
-    want = {}
-    for path in iter_pair_files(settings.knowledge_path):
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        want[path.relative_to(project).as_posix()] = (st.st_mtime_ns, st.st_size, st.st_ino)
+    want = catalog_stats(settings)
     got = state.walk_stats(settings)
     assert got == want
     assert "knowledge/sql/linked-file.md" in got and "knowledge/sql/ünï/中文.md" in got
@@ -267,3 +259,37 @@ def test_a_git_hook_hands_its_sync_to_the_watcher(project: Path, fake: Recording
     assert fake.texts[-1:] == ["How many orders in the north?"]
     assert "1 changed" in (project / ".wrenmem" / "hooks.log").read_text()
     assert sync_pairs(settings).noop
+
+
+def test_the_daemon_skips_the_walk_only_after_a_sync_that_covered_every_change(
+        project: Path, fake: RecordingEmbedder) -> None:
+    """The watcher's loop and the ``sync`` request share one turn: after one of them synced
+    every file (as of when it began), the other answers from the mirror, but any change
+    made since (its event) makes it walk again."""
+    import time as clock
+
+    _pairs(project, 6)
+    (project / "target").mkdir(exist_ok=True)
+    (project / "target" / "mdl.json").write_text("{}", encoding="utf-8")
+    settings = settings_for(project)
+    sync_pairs(settings)
+    server = DaemonServer(settings, info=lambda: {"mode": "test"})
+    server.start()
+    try:
+        assert server.unchanged_pairs() is None  # nothing synced by this process yet
+        with server.sync_turn:
+            started = clock.monotonic()
+            sync_pairs(settings)
+            server.pairs_synced(started)
+        known = server.unchanged_pairs()
+        assert known is not None and known.noop and len(known.unchanged) == 6
+        write_pair(project, "g1/q1.md", "How many refunds in region 1?", "SELECT 1")
+        assert server.unchanged_pairs() is None  # the edit's event: walk and sync it
+        with server.sync_turn:
+            started = clock.monotonic()
+            report = sync_pairs(settings)
+            server.pairs_synced(started)
+        assert report.changed == ("knowledge/sql/g1/q1.md",)
+        assert server.unchanged_pairs() is not None
+    finally:
+        server.close()

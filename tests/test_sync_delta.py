@@ -187,3 +187,40 @@ def test_an_unreadable_file_is_reported_by_every_sync_without_rewriting_the_mirr
         assert again.noop and [e.path for e in again.errors] == ["knowledge/sql/pipe.md"]
     after = path.stat()  # ...but the mirror, which it is not part of, is not rewritten
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_small_sync_raced_by_another_writer_looks_again_not_at_every_file(
+        project: Path, fake: RecordingEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watcher's loop and its daemon sync one edit at once: the one that finds the
+    other finished meanwhile (or the mirror being rewritten) looks at the files again,
+    and never scans every file; the index ends as the files say."""
+    import threading
+
+    from wrenmem import lance
+    from wrenmem.index import sync as sync_module
+
+    _many(project)
+    settings = settings_for(project)
+    sync_pairs(settings)
+    edited = write_pair(project, "g1/q4.md", "How many returns in region 4?", "SELECT 4")
+    real = lance.import_lancedb
+    raced = []
+
+    def other_writer_first() -> object:
+        module = real()
+        if not raced and threading.current_thread() is threading.main_thread():  # once: the other writer syncs the same edit, then this one goes on
+            raced.append(True)
+            worker = threading.Thread(target=sync_pairs, args=(settings,))
+            worker.start()
+            worker.join()
+        return module
+
+    with monkeypatch.context() as m:
+        _no_full_read(m)
+        m.setattr(sync_module.lance, "import_lancedb", other_writer_first)
+        report = sync_pairs(settings)
+    assert raced and report.noop  # the other writer had indexed it
+    rows = {r["id"]: r for r in table_rows(settings)}
+    assert rows["knowledge/sql/g1/q4.md"]["question"] == "How many returns in region 4?"
+    assert len(rows) == 12 and edited.exists()
+    assert fake.texts.count("How many returns in region 4?") == 1

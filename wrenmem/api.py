@@ -143,8 +143,8 @@ class Memory:
         ``wrenmem.toml``, else the manifest's data source, else the default. Re-storing a
         question keeps its file's dialect, source and ``created_at`` unless given.
         """
-        from wrenmem.pairs.catalog import scan
         from wrenmem.pairs.pairfile import ALLOW_WRITES, REVIEWED, Pair
+        from wrenmem.pairs.questions import asking
         from wrenmem.pairs.store import (
             clean_pair,
             default_dialect,
@@ -161,7 +161,9 @@ class Memory:
         given = clean_pair(Pair(nl=question, sql=sql, notes=note, tags=tuple(_split_tags(tags)),
                                 datasource=datasource, dialect=dialect, source=source or ""))
         question, sql, note = given.nl, given.sql, given.notes
-        known = scan(self.settings).pairs  # one scan for the whole call, not three
+        # The pairs asking this question (the file to update, the duplicates to warn of),
+        # found without reading every file; read once for the whole call.
+        known = asking(self.settings, question)
         existing = find_by_question(self.settings, question, known)
         manifest = self._manifest_if_any()
         if dialect is None and self.settings.origins.get("dialect") == "flag":
@@ -199,7 +201,8 @@ class Memory:
     def _warn_duplicates(self, pair: Pair, known: Sequence[Pair]) -> None:
         """Say at once when ``pair`` asks a question another file asks too: what
         ``duplicates`` (and its pre-commit hook) will reject. ``known``: the other files'
-        pairs, as scanned before ``pair`` was written (only its own file changed since)."""
+        pairs asking it, as read before ``pair`` was written (only its own file changed
+        since; :func:`wrenmem.pairs.questions.asking`)."""
         if self.notify is None:
             return
         from wrenmem.checks.duplicates import find_duplicates, question_key

@@ -22,6 +22,8 @@ INDEX_MAINT = "index-maint.bin"  # commits since the last compaction
 CATALOG = "catalog.bin"  # parsed pair files by stat key
 GREP_TERMS = "grep-terms.bin"  # BM25F term vectors by content hash
 GREP_SNAPSHOT = "grep-snapshot.bin"  # a one-shot grep's whole BM25F index, keyed by stats
+PAIR_LISTING = "pair-listing.bin"  # the pair folders' names by folder key (the stat walk)
+QUESTIONS = "questions.bin"  # each pair file's question codes by stat key (store's lookup)
 SEEDS = "seeds.json"  # seed pairs of the manifest by stat key and fingerprint
 SCHEMA_CACHE = "schema_cache.bin"  # schema items and their keyword index
 SCHEMA_STATE = "schema_index.json"  # what the schema table holds
@@ -45,10 +47,11 @@ TMP = "tmp"  # temporary files of pair writes, renamed into knowledge/sql (git i
 IMPORT_SWAP = "import-swap.json"  # an import's staged files, until all are moved into place
 IMPORT_SWAP_LOCK = "import-swap.lock"  # held while they are moved
 
-ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, GREP_SNAPSHOT, SEEDS,
-       SCHEMA_CACHE, SCHEMA_STATE, SCHEMA_MAINT, SCHEMA_COPY, DAEMON_SOCKET, WATCH_LOCK, WATCH_PID,
-       WATCH_STATE, WATCH_LOG, HOOKS_LOG, HOOKS_DEFERRED, EMBED_CACHE, REPLICA, REPLICA_STATE,
-       REPLICA_MAINT, RECALL_COPY, USES, KNOWLEDGE_STATE, TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK)
+ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, GREP_SNAPSHOT,
+       PAIR_LISTING, QUESTIONS, SEEDS, SCHEMA_CACHE, SCHEMA_STATE, SCHEMA_MAINT, SCHEMA_COPY,
+       DAEMON_SOCKET, WATCH_LOCK, WATCH_PID, WATCH_STATE, WATCH_LOG, HOOKS_LOG, HOOKS_DEFERRED,
+       EMBED_CACHE, REPLICA, REPLICA_STATE, REPLICA_MAINT, RECALL_COPY, USES, KNOWLEDGE_STATE,
+       TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK)
 
 
 def check_state_dir(root: Path) -> Path:

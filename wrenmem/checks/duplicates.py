@@ -8,8 +8,6 @@ sqlglot re-renders them, so layout and keyword case do not make two SQLs "differ
 from __future__ import annotations
 
 import os
-import re
-import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,9 +16,8 @@ from pathlib import Path
 from wrenmem.checks.validate import Problem, Validator, key_line
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
+from wrenmem.pairs.text import loose_question
 from wrenmem.settings import Settings
-
-_TRAILING = re.compile(r"[\s?？.。!！…]+$")
 
 
 @dataclass(frozen=True)
@@ -41,9 +38,7 @@ class Duplicate:
 
 def question_key(pair: Pair) -> tuple[str, str]:
     """What makes two pairs "the same question": datasource and the normalised question."""
-    text = unicodedata.normalize("NFKC", pair.nl).casefold()
-    text = _TRAILING.sub("", " ".join(text.split()))
-    return (pair.datasource or "").casefold(), text
+    return (pair.datasource or "").casefold(), loose_question(pair.nl)
 
 
 def sql_key(pair: Pair, dialect: str | None) -> str:

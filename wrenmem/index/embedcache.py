@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from wrenmem import statedir
-from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.fsutil import is_racy, read_marshal, write_marshal
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = statedir.EMBED_CACHE
 MAX_ENTRIES = 20_000  # about 40 MB of 512-dim float32 vectors
+SAVE_MIN_NEW = 16  # fewer new vectors than this may wait in a long-lived process (save)
+SAVE_EVERY_SECONDS = 60.0
 VERSION = 1
 
 
@@ -44,11 +48,9 @@ class EmbedCache:
         self.max_entries = max_entries
         self.hits = 0
         self._dirty = False
-        data = read_marshal(path)
-        ok = isinstance(data, dict) and data.get("version") == VERSION and isinstance(
-            data.get("entries"), dict)
+        self._added = 0  # vectors stored since the cache was read
         # (model id, text hash) -> float32 bytes, oldest use first
-        self._entries: dict[tuple[str, str], bytes] = dict(data["entries"]) if ok else {}
+        self._entries: dict[tuple[str, str], bytes] = _load(path)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -81,16 +83,89 @@ class EmbedCache:
             self._entries.pop(key, None)
             self._entries[key] = np.asarray(vector, dtype=np.float32).tobytes()
             self._dirty = True
+            self._added += 1
         overflow = len(self._entries) - self.max_entries
         if overflow > 0:
             for key in list(self._entries)[:overflow]:
                 del self._entries[key]
 
     def save(self) -> None:
-        """Write the cache if it changed; a failure only costs re-embedding later."""
+        """Write the cache if it changed; a failure only costs re-embedding later.
+
+        A long-lived process (the watcher's daemon) that wrote the cache less than
+        ``SAVE_EVERY_SECONDS`` ago keeps a change of a few entries in memory (the copy it
+        reads next) instead of writing 40 MB for each one-file sync; the next bigger change
+        or the first one after that time writes them all. What a process keeps unwritten
+        when it ends costs at most re-embedding those few texts."""
         if not self._dirty:
+            return
+        if self._added < SAVE_MIN_NEW and _defer(self.path, self._entries):
+            self._dirty = False
             return
         if write_marshal(self.path, {"version": VERSION, "entries": self._entries}):
             self._dirty = False
+            _remember(self.path, self._entries)
         else:
             log.debug("embedding cache not saved to %s", self.path)
+
+
+# A long-lived process (the watcher's daemon) syncs one file at a time: the cache it read or
+# wrote last is kept, by the file's stat, instead of reading 40 MB again for each sync.
+# path -> (the file's stat key, its entries, whether this process wrote that file)
+_KEPT: dict[str, tuple[tuple[int, int, int], dict[tuple[str, str], bytes], bool]] = {}
+_KEPT_LOCK = threading.Lock()
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def _load(path: Path) -> dict[tuple[str, str], bytes]:
+    key = _stat_key(path)
+    with _KEPT_LOCK:
+        kept = _KEPT.get(str(path))
+        # A file this process read is trusted once its stat can vouch for it; one it wrote
+        # at once (every write is a new file: another writer's has another inode).
+        if key is not None and kept is not None and kept[0] == key and (
+                kept[2] or not is_racy(key[0])):
+            return dict(kept[1])  # (a copy: each cache orders and drops entries itself)
+    data = read_marshal(path)
+    ok = isinstance(data, dict) and data.get("version") == VERSION and isinstance(
+        data.get("entries"), dict)
+    entries: dict[tuple[str, str], bytes] = dict(data["entries"]) if ok else {}
+    if ok and key is not None and key == _stat_key(path):
+        _remember(path, entries, key, written=False)
+    return entries
+
+
+_WRITTEN: dict[str, float] = {}  # path -> when this process last wrote the cache (monotonic)
+
+
+def _remember(path: Path, entries: dict[tuple[str, str], bytes],
+              key: tuple[int, int, int] | None = None, written: bool = True) -> None:
+    key = key or _stat_key(path)
+    with _KEPT_LOCK:
+        if key is None:
+            _KEPT.pop(str(path), None)
+        else:
+            _KEPT.clear()  # one project's cache at a time
+            _KEPT[str(path)] = (key, dict(entries), written)
+        if written:
+            _WRITTEN[str(path)] = time.monotonic()
+
+
+def _defer(path: Path, entries: dict[tuple[str, str], bytes]) -> bool:
+    """Keep ``entries`` in memory instead of writing them (see :meth:`EmbedCache.save`):
+    only when this process wrote the file recently and it is still that file."""
+    with _KEPT_LOCK:
+        written = _WRITTEN.get(str(path))
+        kept = _KEPT.get(str(path))
+        if (written is None or time.monotonic() - written >= SAVE_EVERY_SECONDS
+                or kept is None or kept[0] != _stat_key(path)):
+            return False
+        _KEPT[str(path)] = (kept[0], dict(entries), kept[2])
+        return True

@@ -14,9 +14,11 @@ from wrenmem.index.state import (
     save_state,
     seeds_digest,
     state_matches,
-    walk_stats,
+    walk_listing,
+    walk_matches,
 )
 from wrenmem.pairs.catalog import scan
+from wrenmem.pairs.listing import Listing
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.pairs.seeds import extra_pairs
 from wrenmem.settings import Settings
@@ -39,6 +41,7 @@ class Snapshot:
     stats: Stats | None = None  # taken before the files were read
     stats_at: float = 0.0
     seeds: str | None = None
+    walk: Listing | None = None  # the walk ``stats`` come from
 
     def desired(self) -> dict[str, str]:
         return {row_id: pair.content_hash for row_id, pair in self.pairs.items()}
@@ -54,7 +57,8 @@ def seed_id(pair: Pair) -> str:
 def take_snapshot(settings: Settings, *, reread: bool = False) -> Snapshot:
     """``reread`` reads every file again instead of trusting the parse cache (full syncs)."""
     stats_at = time.time()
-    stats = walk_stats(settings)
+    walk = walk_listing(settings)
+    stats = walk.stats
     try:
         seeds: str | None = seeds_digest(settings)
     except WrenmemError:
@@ -73,7 +77,7 @@ def take_snapshot(settings: Settings, *, reread: bool = False) -> Snapshot:
         extras_ok = False
         warnings.append(f"seed pairs left as they were: {e}")
     return Snapshot(pairs, dict(found.file_hashes), extras, found.errors, tuple(warnings),
-                    extras_ok, stats, stats_at, seeds)
+                    extras_ok, stats, stats_at, seeds, walk)
 
 
 def mirror_matches(settings: Settings, state: IndexState | None, model_id: str,
@@ -87,4 +91,6 @@ def save_mirror(settings: Settings, model_id: str, snap: Snapshot, rows: int,
     save_state(settings, model_id=model_id, files=snap.file_hashes, extras=snap.extra_hashes,
                rows=rows,
                errors=[(e.path, e.reason, e.line) for e in snap.errors], stats=snap.stats,
-               stats_at=snap.stats_at, seeds=snap.seeds, version=version)
+               stats_at=snap.stats_at, seeds=snap.seeds, version=version,
+               walk=snap.walk if walk_matches(snap.walk, snap.file_hashes, snap.stats)
+               else None)

@@ -21,24 +21,27 @@ import logging
 import os
 import time
 from array import array
+from bisect import bisect_left
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from wrenmem import statedir
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import RACY_SECONDS, read_marshal, walk_files, write_marshal
+from wrenmem.fsutil import RACY_SECONDS, read_marshal, write_marshal
 from wrenmem.index import table as index
-from wrenmem.pairs.catalog import SKIPPED_NAMES, is_pair_name, skipped_name
+from wrenmem.pairs import listing
+from wrenmem.pairs.catalog import is_pair_name, skipped_name
+from wrenmem.pairs.listing import Listing
 from wrenmem.pairs.seeds import seed_pairs
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 
 STATE_NAME = statedir.INDEX_STATE
-STATE_VERSION = 4  # 4: compact (paths, hashes and stat keys packed)
+STATE_VERSION = 5  # 4: compact (paths, hashes and stat keys packed); 5: the walk's keys
 
 Stats = dict[str, tuple[int, int, int]]
 
@@ -47,59 +50,15 @@ def walk_stats(settings: Settings) -> Stats:
     """``relative path -> (mtime_ns, size, inode)`` of every pair file.
 
     The same files as :func:`wrenmem.pairs.catalog.iter_pair_files` (same rules: hidden and
-    ``~`` names skipped, ``*.md`` only, no README, symlinked folders not followed), with
-    plain strings because this runs for every file on every no-op.
+    ``~`` names skipped, ``*.md`` only, no README, symlinked folders not followed): the
+    stats of :func:`walk_listing`.
     """
-
-    folder = str(settings.knowledge_path)
-    out: Stats = {}
-    if not os.path.isdir(folder):
-        return out
-    prefix = str(settings.root) + os.sep
-    if os.sep == "/" and folder.startswith(prefix):
-        return _scan_stats(folder, len(prefix))
-    for entry in walk_files(folder, skipped_name):
-        if not is_pair_name(entry.name):
-            continue
-        text = entry.path
-        rel = text[len(prefix):] if text.startswith(prefix) else settings.relpath(Path(text))
-        if os.sep != "/":
-            rel = rel.replace(os.sep, "/")
-        try:
-            st = os.stat(text)
-        except OSError:
-            continue
-        out[rel] = (st.st_mtime_ns, st.st_size, st.st_ino)
-    return out
+    return walk_listing(settings).stats
 
 
-def _scan_stats(folder: str, cut: int) -> Stats:
-    """:func:`walk_stats`'s loop in one function (no generator, no helper calls per file):
-    at 100,000 files the Python around each ``stat`` is most of a no-op's time."""
-    out: Stats = {}
-    stack = [folder]
-    skipped = SKIPPED_NAMES
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as listing:
-                entries = list(listing)
-        except OSError:
-            continue
-        for entry in entries:
-            name = entry.name
-            if name[0] == "." or name[-1] == "~":  # catalog.skipped_name
-                continue
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                    continue
-                if not name.endswith(".md") or name.lower() in skipped:
-                    continue
-                st = entry.stat()  # follows a symlinked file, as the catalog reads it
-            except OSError:
-                continue
-            out[entry.path[cut:]] = (st.st_mtime_ns, st.st_size, st.st_ino)
-    return out
+def walk_listing(settings: Settings) -> Listing:
+    """:func:`wrenmem.pairs.listing.walk`: every pair file and its stat key, compactly."""
+    return listing.walk(settings)
 
 
 def stat_some(settings: Settings, paths: Iterable[str]) -> Stats:
@@ -165,6 +124,10 @@ class IndexState:
     disk: dict[str, tuple[int, int]] | None = None  # the table's files (local indexes)
     # The table version this process left (object storage only: others may write it).
     version: int | None = None
+    # The walk the stats are exactly (``Listing.id`` and ``Listing.keys``), when they are:
+    # a no-op then compares one walk's keys with these bytes, and builds no mapping.
+    walk_id: str | None = None
+    walk_keys: bytes | None = None
 
     @cached_property
     def files(self) -> dict[str, str]:
@@ -183,6 +146,24 @@ class IndexState:
         return dict(zip(self.paths, zip(keys[0::3], keys[1::3], keys[2::3], strict=True),
                         strict=True))
 
+    def hash_of(self, path: str) -> str | None:
+        """The recorded raw hash of one path ("" unreadable, None: not recorded), without
+        :attr:`files`."""
+        at = bisect_left(self.paths, path)
+        if at == len(self.paths) or self.paths[at] != path:
+            return None
+        raw = self.hashes[at * 32:at * 32 + 32]
+        return "" if raw == _NO_HASH else raw.hex()
+
+    def stat_of(self, path: str) -> tuple[int, int, int] | None:
+        """The recorded stat key of one path (None: not recorded), without :attr:`stats`."""
+        at = bisect_left(self.paths, path)
+        if self.stat_keys is None or at == len(self.paths) or self.paths[at] != path:
+            return None
+        keys = array("q")
+        keys.frombytes(self.stat_keys[at * 24:at * 24 + 24])
+        return keys[0], keys[1], keys[2]
+
     @cached_property
     def ids(self) -> tuple[str, ...]:
         """The table's row ids: every recorded file that parsed, and every seed."""
@@ -195,15 +176,16 @@ class IndexState:
                 "hashes": self.hashes, "extras": self.extras, "rows": self.rows,
                 "errors": list(self.errors), "stats": self.stat_keys,
                 "stats_at": self.stats_at, "seeds": self.seeds, "root": self.root,
-                "disk": self.disk, "version": self.version}
+                "disk": self.disk, "version": self.version, "walk_id": self.walk_id,
+                "walk_keys": self.walk_keys}
 
     @classmethod
     def from_record(cls, data: Any) -> IndexState | None:
         """The state in a record read back from disk; None for anything of the wrong shape
         (another version, a damaged or foreign file): the slow path then decides."""
         try:
-            if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
-                return None
+            if not isinstance(data, dict) or data.get("v") not in (4, STATE_VERSION):
+                return None  # (4: the same without the walk, recorded at the next no-op)
             text, hashes, extras, stats = (data["paths"], data["hashes"], data["extras"],
                                            data["stats"])
             if not (isinstance(text, str) and isinstance(hashes, bytes) and _str_map(extras)):
@@ -218,12 +200,17 @@ class IndexState:
                     isinstance(k, str) and isinstance(v, tuple) and len(v) == 2
                     for k, v in disk.items())):
                 return None
+            walk_id, walk_keys = data.get("walk_id"), data.get("walk_keys")
+            if not (walk_id is None and walk_keys is None or isinstance(walk_id, str)
+                    and isinstance(walk_keys, bytes) and len(walk_keys) % 24 == 0):
+                walk_id = walk_keys = None
             return cls(str(data["schema"]), str(data["uri"]), str(data["model_id"]), paths,
                        hashes, extras, int(data["rows"]), errors, stats,
                        float(data["stats_at"]),
                        None if data["seeds"] is None else str(data["seeds"]),
                        str(data["root"]), disk,
-                       None if data.get("version") is None else int(data["version"]))
+                       None if data.get("version") is None else int(data["version"]),
+                       walk_id, walk_keys)
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -262,13 +249,100 @@ def load_state(settings: Settings) -> IndexState | None:
 def save_state(settings: Settings, *, model_id: str, files: dict[str, str],
                extras: dict[str, str], rows: int, errors: list[tuple[str, str, int]],
                stats: Stats | None, stats_at: float, seeds: str | None,
-               version: int | None = None) -> IndexState:
-    """Record what the index now holds (call only right after it was made so)."""
+               version: int | None = None, walk: Listing | None = None) -> IndexState:
+    """Record what the index now holds (call only right after it was made so). ``walk``:
+    the walk ``stats`` are exactly, for every file of ``files`` and no other (the caller
+    vouches for it; see :func:`walk_matches`)."""
     paths, hashes, keys = pack_files(files, stats)
     state = IndexState(index.SCHEMA_VERSION, settings.index_uri, model_id, paths, hashes,
                        extras, rows, tuple(errors), keys, stats_at, seeds, str(settings.root),
-                       index.disk_listing(settings), version)
+                       index.disk_listing(settings), version,
+                       None if walk is None else walk.id, None if walk is None else walk.keys)
     write_marshal(_path(settings), state.to_record())  # unwritable: syncs stay on the slow path
+    return state
+
+
+PATCH_MAX = 256  # a mirror is patched in place for up to this many changed paths
+
+
+def patch_state(settings: Settings, prior: IndexState,
+                changes: dict[str, tuple[str, tuple[int, int, int]] | None], *, rows: int,
+                errors: list[tuple[str, str, int]], stats_at: float,
+                walk: Listing | None = None, found: int = -1) -> IndexState:
+    """Record the mirror ``prior`` with ``changes`` made (path -> (raw hash or "", stat),
+    or None: no longer recorded), without building a mapping of every file: its packed
+    paths, hashes and stat keys are spliced where the few changed paths sort. ``walk``:
+    the walk the stats now are, when the caller vouches for every changed path's stat and
+    the walk found ``found`` files (checked against the count recorded)."""
+    if prior.stat_keys is None or len(changes) > PATCH_MAX:
+        files = dict(prior.files)
+        stats = dict(prior.stats or {})
+        for path, change in changes.items():
+            files.pop(path, None)
+            stats.pop(path, None)
+            if change is not None:
+                files[path], stats[path] = change
+        return save_state(settings, model_id=prior.model_id, files=files,
+                          extras=dict(prior.extras), rows=rows, errors=errors,
+                          stats=stats if prior.stat_keys is not None else None,
+                          stats_at=stats_at, seeds=prior.seeds, version=prior.version,
+                          walk=walk if walk is not None and len(files) == found else None)
+    paths = list(prior.paths)
+    hashes = bytearray(prior.hashes)
+    keys = bytearray(prior.stat_keys)
+    for path in sorted(changes):
+        change = changes[path]
+        at = bisect_left(paths, path)
+        there = at < len(paths) and paths[at] == path
+        if change is None:
+            if there:
+                del paths[at]
+                del hashes[at * 32:at * 32 + 32]
+                del keys[at * 24:at * 24 + 24]
+            continue
+        raw = bytes.fromhex(change[0]) if change[0] else _NO_HASH
+        packed = array("q", change[1]).tobytes()
+        if there:
+            hashes[at * 32:at * 32 + 32] = raw
+            keys[at * 24:at * 24 + 24] = packed
+        else:
+            paths.insert(at, path)
+            hashes[at * 32:at * 32] = raw
+            keys[at * 24:at * 24] = packed
+    if walk is not None and len(paths) != found:
+        walk = None
+    state = IndexState(index.SCHEMA_VERSION, settings.index_uri, prior.model_id, tuple(paths),
+                       bytes(hashes), dict(prior.extras), rows, tuple(errors), bytes(keys),
+                       stats_at, prior.seeds, str(settings.root), index.disk_listing(settings),
+                       prior.version, None if walk is None else walk.id,
+                       None if walk is None else walk.keys)
+    write_marshal(_path(settings), state.to_record())  # unwritable: syncs stay on the slow path
+    return state
+
+
+def walk_matches(walk: Listing | None, files: Collection[str], stats: Stats | None) -> bool:
+    """Whether ``stats`` of exactly the paths ``files`` are the stats ``walk`` found."""
+    if walk is None or stats is None:
+        return False
+    found = walk.stats
+    return len(found) == len(files) and all(stats.get(p) == k for p, k in found.items())
+
+
+def record_walk(settings: Settings, state: IndexState, walk: Listing) -> IndexState:
+    """The mirror ``state`` with ``walk`` recorded as its stats' walk (a no-op found every
+    stat as recorded), written only if the lock is free right now and nobody wrote
+    meanwhile: the next no-op then compares bytes."""
+    from wrenmem.errors import LockTimeoutError
+    from wrenmem.lock import index_lock
+
+    updated = replace(state, walk_id=walk.id, walk_keys=walk.keys)
+    try:
+        with index_lock(settings, timeout=0):
+            if load_state(settings) == state and write_marshal(_path(settings),
+                                                               updated.to_record()):
+                return updated
+    except LockTimeoutError:
+        pass
     return state
 
 
@@ -321,7 +395,7 @@ def usable_state(settings: Settings, model_id: str) -> IndexState | None:
     """The mirror, when it describes this index (:func:`same_target`), recorded the files'
     stats, and the manifest's seeds are still those it recorded; else None."""
     state = load_state(settings)
-    if not same_target(settings, state, model_id) or state is None or state.stats is None:
+    if not same_target(settings, state, model_id) or state is None or state.stat_keys is None:
         return None
     try:
         return state if seeds_digest(settings) == state.seeds else None
@@ -334,17 +408,41 @@ class StatDelta:
     """How the pair files differ from the mirror by their stats alone (one walk)."""
 
     state: IndexState
-    stats: Stats  # every pair file now
+    found: Listing | Stats  # every pair file now (the walk), or the paths looked at
     stats_at: float  # taken just before the walk
     touched: tuple[str, ...]  # new files, and files whose stat changed or is too recent
     gone: tuple[str, ...]  # recorded files no longer there
     # Only some paths were looked at (``stat_delta(only=...)``): ``stats`` holds just them,
     # and the other files' records keep their older clock.
     partial: bool = False
+    # Answered by comparing the walk's keys with the mirror's recorded walk (no mapping).
+    quick: bool = False
+    # The stats of the touched paths, when the delta was found without :attr:`stats`.
+    keys: Stats | None = None
 
     @property
     def empty(self) -> bool:
         return not (self.touched or self.gone)
+
+    @property
+    def stats(self) -> Stats:
+        """path -> (mtime_ns, size, inode) of every file found (or looked at)."""
+        return self.found.stats if isinstance(self.found, Listing) else self.found
+
+    @property
+    def walk(self) -> Listing | None:
+        return self.found if isinstance(self.found, Listing) else None
+
+    def key_of(self, path: str) -> tuple[int, int, int] | None:
+        """The stat found for ``path`` (None: not found)."""
+        if self.keys is not None and path in self.keys:
+            return self.keys[path]
+        return self.stats.get(path)
+
+    @property
+    def count(self) -> int:
+        """How many files were found (or looked at)."""
+        return self.found.count if isinstance(self.found, Listing) else len(self.found)
 
 
 def stat_delta(settings: Settings, model_id: str, only: Collection[str] | None = None
@@ -356,26 +454,61 @@ def stat_delta(settings: Settings, model_id: str, only: Collection[str] | None =
     stats were recorded by more than the clock's granularity (RACY_SECONDS). ``only``:
     look at just these relative paths (:func:`stat_some`), not the whole walk."""
     state = usable_state(settings, model_id)
-    if state is None or state.stats is None:
+    if state is None or state.stat_keys is None:
         return None
-    recorded = state.stats
     stats_at = time.time()
     limit = (state.stats_at - RACY_SECONDS) * 1e9
-    if only is not None:
+    if only is None and state.walk_id is not None:  # the common no-op builds no mapping
+        walk = walk_listing(settings)
+        if (state.walk_id == walk.id and state.walk_keys == walk.keys
+                and walk.newest_ns < limit):
+            return StatDelta(state, walk, stats_at, (), (), quick=True)  # two byte strings
+    else:
+        walk = None
+    if only is not None:  # a few paths: their records looked up, no mapping built
         some = stat_some(settings, only)
         return StatDelta(state, some, stats_at,
                          tuple(sorted(p for p, st in some.items()
-                                      if recorded.get(p) != st or st[0] >= limit)),
-                         tuple(sorted(p for p in set(only) if p in recorded and p not in some)),
+                                      if state.stat_of(p) != st or st[0] >= limit)),
+                         tuple(sorted(p for p in set(only)
+                                      if p not in some and state.stat_of(p) is not None)),
                          partial=True)
-    now = walk_stats(settings)
+    walk = walk or walk_listing(settings)
+    if (state.walk_id == walk.id and state.walk_keys is not None
+            and len(state.walk_keys) == len(walk.keys)):
+        return _same_paths_delta(state, walk, stats_at, limit)
+    recorded = state.stats
+    assert recorded is not None
+    now = walk.stats
     if now == recorded and (not now or max(st[0] for st in now.values()) < limit):
-        return StatDelta(state, now, stats_at, (), ())  # the common no-op, compared in C
+        return StatDelta(state, walk, stats_at, (), ())  # the same, compared as mappings
     get = recorded.get
     touched = tuple(sorted(p for p, st in now.items() if get(p) != st or st[0] >= limit))
     gone = tuple(sorted(p for p in recorded if p not in now)) if len(now) != len(
         recorded) or touched else ()
-    return StatDelta(state, now, stats_at, touched, gone)
+    return StatDelta(state, walk, stats_at, touched, gone)
+
+
+def _same_paths_delta(state: IndexState, walk: Listing, stats_at: float, limit: float
+                      ) -> StatDelta:
+    """The delta of a walk of the same paths as the mirror's recorded walk (an edit in
+    place, a ``touch``): only the keys that differ, or are too recent, are looked at."""
+    assert state.walk_keys is not None
+    positions = set(listing.differing(state.walk_keys, walk.keys))
+    if walk.newest_ns >= limit:
+        values = array("q")
+        values.frombytes(walk.keys)
+        positions.update(n for n, m in enumerate(values[0::3]) if m >= limit)
+    touched, gone, keys = [], [], {}
+    for n in sorted(positions):
+        path, key = walk.path_at(n), walk.key_at(n)
+        if key != listing.MISSING:
+            touched.append(path)
+            keys[path] = key
+        elif state.walk_keys[n * 24:n * 24 + 24] != walk.keys[n * 24:n * 24 + 24]:
+            gone.append(path)  # recorded, and its stat fails now
+    return StatDelta(state, walk, stats_at, tuple(sorted(touched)), tuple(sorted(gone)),
+                     keys=keys)
 
 
 def quick_noop(settings: Settings, model_id: str) -> IndexState | None:

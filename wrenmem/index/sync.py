@@ -42,6 +42,8 @@ from wrenmem.index.state import (
     StatDelta,
     invalidate_state,
     load_state,
+    patch_state,
+    record_walk,
     save_state,
     stat_delta,
     usable_state,
@@ -64,6 +66,9 @@ REMOTE_ROUNDS = 6
 # Up to this many files changed (by their stats), a sync reads just those files and trusts
 # the state mirror for the rest; past it, it reads the catalog and the table's ids.
 DELTA_MAX = 2000
+# A small sync that finds another writer finished meanwhile (the watcher's loop and its
+# daemon syncing one edit) looks at the files again, this many times, before reading all.
+RACE_ROUNDS = 3
 
 Progress = Callable[[int, int], None]
 
@@ -116,18 +121,33 @@ def reader_refusal(settings: Settings) -> str:
 def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress | None,
           paths: Collection[str] | None, lock_timeout: float,
           delta: StatDelta | None = None) -> SyncReport:
-    if not full:
+    for _round in range(RACE_ROUNDS if not full else 0):
         # A sync limited to some paths (store, forget) looks at just them, not every file.
         delta = delta or stat_delta(settings, embedder.model_id, only=paths)
+        if delta is None and _mirror_being_written(settings):
+            # Another writer (the watcher's daemon syncing what a command handed it, most
+            # often) deleted the mirror before its write and rewrites it after: wait for
+            # it, then look again, instead of reading every file meanwhile.
+            with index_lock(settings, timeout=lock_timeout):
+                pass
+            delta = stat_delta(settings, embedder.model_id, only=paths)
         if delta is not None and delta.empty:
             if delta.partial:
                 return SyncReport(model_id=embedder.model_id, rows=delta.state.rows)
+            if not delta.quick and delta.walk is not None:  # the next no-op compares bytes
+                record_walk(settings, delta.state, delta.walk)
             return _report_from_state(delta.state, embedder.model_id)
-        if (delta is not None and not settings.remote_index
-                and len(delta.touched) + len(delta.gone) <= DELTA_MAX):
+        if (delta is None or settings.remote_index
+                or len(delta.touched) + len(delta.gone) > DELTA_MAX):
+            break
+        try:
             report = _sync_delta(settings, embedder, delta, progress, paths, lock_timeout)
-            if report is not None:
-                return report
+        except _Raced:  # another writer finished meanwhile: look at the files again
+            delta = None
+            continue
+        if report is not None:
+            return report
+        break
     snap = take_snapshot(settings, reread=full)
     seen = load_state(settings)
     if not full and mirror_matches(settings, seen, embedder.model_id, snap):
@@ -148,21 +168,37 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
         return _sync_locked(settings, embedder, snap, full, progress, paths, state)
 
 
+class _Raced(Exception):
+    """Another writer changed the mirror between a delta and its write."""
+
+
+def _mirror_being_written(settings: Settings) -> bool:
+    """No mirror, a local table, and the index lock held by another writer right now."""
+    if settings.remote_index or load_state(settings) is not None or not index.index_exists(
+            settings):
+        return False
+    try:
+        with index_lock(settings, timeout=0):
+            return False
+    except LockTimeoutError:
+        return True
+
+
 def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
                 progress: Progress | None, paths: Collection[str] | None,
                 lock_timeout: float) -> SyncReport | None:
     """The sync of a few changed files: only they are read, hashed, parsed and embedded,
     and only their rows are read from the table; the mirror vouches for the rest (its
     stats, the table's files and the seeds are as it recorded). None when this cannot
-    decide alone (another writer meanwhile, a seed a changed question shadows, a table
-    of another embedder): the caller then takes the full snapshot."""
+    decide alone (a seed a changed question shadows, a table of another embedder): the
+    caller then takes the full snapshot; :class:`_Raced` when another writer finished
+    meanwhile (the caller looks at the files again)."""
     state = delta.state
     scope = set(delta.touched) | set(delta.gone)
     if paths is not None:
         scope &= set(paths)
     read = read_paths(settings, scope & set(delta.touched))
-    prior = state.files
-    differs = {p for p in scope if read.file_hashes.get(p) != prior.get(p)}
+    differs = {p for p in scope if read.file_hashes.get(p) != state.hash_of(p)}
     if not differs:  # touched, not changed: record the new stats so the next no-op is quick
         if any(p in read.file_hashes for p in scope):  # (an unreadable file has none)
             _save_delta(settings, embedder.model_id, delta, read, scope, state.rows, True)
@@ -183,7 +219,7 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
     lance.import_lancedb()  # seconds of CPU: not while holding the lock other writers wait for
     with index_lock(settings, timeout=lock_timeout):
         if load_state(settings) != state:
-            return None  # another writer finished meanwhile
+            raise _Raced  # another writer finished meanwhile
         table = index.open_table(index.connect(settings))
         if table is None or index.table_model_id(table) != embedder.model_id:
             return None
@@ -229,24 +265,25 @@ def _save_delta(settings: Settings, model_id: str, delta: StatDelta, read: Any,
     stays (its stat is as recorded, so its content is too). ``only_if_free``: a refresh
     of stats, written only if the lock is free right now and nobody wrote meanwhile."""
     prior = delta.state
-    files = dict(prior.files)
-    stats = dict(prior.stats or {})
+    # path -> (raw hash, stat) as read now, or None: no longer recorded
+    changes: dict[str, tuple[str, tuple[int, int, int]] | None] = {}
     for path in scope:
-        files.pop(path, None)
-        stats.pop(path, None)
-        if path in read.file_hashes:
-            files[path] = read.file_hashes[path]
-            stats[path] = delta.stats[path]
+        key = delta.key_of(path)
+        changes[path] = ((read.file_hashes[path], key)
+                         if path in read.file_hashes and key is not None else None)
     errors = sorted([e for e in prior.errors if e[0] not in scope]
                     + [(e.path, e.reason, e.line) for e in read.errors])
     # Files touched but left out of scope were not read: keep the older clock for them.
-    stats_at = (delta.stats_at if scope == set(delta.touched) | set(delta.gone)
-                and not delta.partial else min(prior.stats_at, delta.stats_at))
+    whole = scope == set(delta.touched) | set(delta.gone) and not delta.partial
+    stats_at = delta.stats_at if whole else min(prior.stats_at, delta.stats_at)
+    # Every file of the walk is recorded with the stat it found (the untouched ones had
+    # it already, the touched ones were read): the next no-op compares the walk's bytes.
+    walk = (delta.walk if whole and all(changes.get(p) is not None for p in delta.touched)
+            else None)
 
     def save() -> IndexState:
-        return save_state(settings, model_id=model_id, files=files,
-                          extras=dict(prior.extras), rows=rows, errors=errors, stats=stats,
-                          stats_at=stats_at, seeds=prior.seeds, version=prior.version)
+        return patch_state(settings, prior, changes, rows=rows, errors=errors,
+                           stats_at=stats_at, walk=walk, found=delta.count)
 
     if not only_if_free:
         return save()

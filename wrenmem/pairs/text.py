@@ -25,6 +25,17 @@ def question_key(question: str) -> str:
     return " ".join(unicodedata.normalize("NFC", question).split())
 
 
+_TRAILING = re.compile(r"[\s?？.。!！…]+$")
+
+
+def loose_question(question: str) -> str:
+    """What "the same question" means to ``duplicates``: NFKC, case folded, runs of white
+    space as one space, no trailing punctuation (``?``, ``？``, ``.``, ``。``, ``!``, ``…``).
+    Two questions with one :func:`question_key` always have one loose form."""
+    text = unicodedata.normalize("NFKC", question).casefold()
+    return _TRAILING.sub("", " ".join(text.split()))
+
+
 def normalise_newlines(text: str) -> str:
     """CRLF and a lone CR as LF, as a pair file is read back."""
     return text.replace("\r\n", "\n").replace("\r", "\n")

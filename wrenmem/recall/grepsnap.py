@@ -34,7 +34,8 @@ from typing import Any
 from wrenmem import statedir
 from wrenmem.errors import PairError
 from wrenmem.fsutil import RACY_SECONDS, read_marshal, write_marshal
-from wrenmem.pairs.catalog import SKIPPED_NAMES, _pair_from_record, _pair_to_record
+from wrenmem.pairs import listing
+from wrenmem.pairs.catalog import _pair_from_record, _pair_to_record
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.recall.fusion import _normal
 from wrenmem.recall.hits import SEED_WEIGHT, Hit, rank, sql_key
@@ -45,7 +46,7 @@ from wrenmem.textsearch import K1, TOKENIZER_VERSION, B, tokenize
 log = logging.getLogger(__name__)
 
 FILE_NAME = statedir.GREP_SNAPSHOT
-VERSION = 1
+VERSION = 2  # 2: keyed by the shared stat walk (wrenmem.pairs.listing)
 MIN_PAIRS = 2_000  # below this the ordinary build takes a few hundred milliseconds
 # Saving costs about as much as the build it follows (at 100,000 pairs 4.4 s of CPU at load
 # 10): after a change, a snapshot is saved again only once this long has passed since the
@@ -62,32 +63,12 @@ def listing_key(settings: Settings) -> str | None:
     recent for its stat to vouch for its content, or the folder cannot be listed whole."""
     if (settings.state_dir / statedir.IMPORT_SWAP).exists():
         return None  # an import to finish first (the ordinary scan does it)
-    now = time.time()
+    walk = listing.walk(settings)  # the same walk as a no-op sync's
+    if not walk.complete or walk.racy(walk.taken_at):
+        return None
+    now = walk.taken_at
     parts = [f"{VERSION}\0{TOKENIZER_VERSION}\0{settings.root}\0{settings.knowledge_path}\0"
              f"{settings.max_pair_bytes}\0{settings.seeds}\0{settings.manifest_path}"]
-    entries = []
-    stack = [str(settings.knowledge_path)]
-    while stack:  # catalog.iter_pair_files' walk, inlined: it runs for every file
-        try:
-            listed = list(os.scandir(stack.pop()))
-        except OSError:
-            return None
-        for entry in listed:
-            name = entry.name
-            if name.startswith(".") or name.endswith("~"):  # catalog.skipped_name
-                continue
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                    continue
-                if not name.endswith(".md") or name.lower() in SKIPPED_NAMES:
-                    continue
-                st = entry.stat()
-            except OSError:
-                return None
-            if now - st.st_mtime_ns / 1e9 < RACY_SECONDS:
-                return None
-            entries.append(f"{entry.path}\0{st.st_mtime_ns}\0{st.st_size}\0{st.st_ino}")
     try:
         st = os.stat(settings.manifest_path)
         if now - st.st_mtime_ns / 1e9 < RACY_SECONDS:
@@ -95,9 +76,10 @@ def listing_key(settings: Settings) -> str | None:
         parts.append(f"manifest\0{st.st_mtime_ns}\0{st.st_size}\0{st.st_ino}")
     except OSError:
         parts.append("no manifest")
-    entries.sort()
-    parts += entries
-    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+    parts.append(walk.id)
+    h = hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape"))
+    h.update(walk.keys)
+    return h.hexdigest()
 
 
 def due(settings: Settings) -> bool:

@@ -62,6 +62,10 @@ class DaemonServer:
         self._closing = threading.Event()
         self.freshness: Freshness | None = None
         self.recaller = Recaller(settings)  # syncs before every search until ``start``
+        # Held by whoever syncs the pairs in this process (the watcher's loop, the ``sync``
+        # request): the other then finds the change synced, by the events, and walks no
+        # file (see :meth:`pairs_fresh`).
+        self.sync_turn = threading.Lock()
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -265,10 +269,8 @@ class DaemonServer:
         delta decides: more than ``HANDOFF_MAX`` files touched, no mirror (a first index,
         another embedder), a reader or a remote index is Refused, and the client syncs
         itself, with its progress shown. The index lock is held throughout, so the delta
-        cannot go stale before the sync uses it."""
+        cannot go stale before the sync uses it; so is :attr:`sync_turn`, the loop's."""
         from wrenmem.embedders import get_embedder
-        from wrenmem.index.state import stat_delta
-        from wrenmem.index.sync import report_if_unchanged, sync_pairs
 
         paths = args.get("paths")
         if paths is not None and not (isinstance(paths, list)
@@ -277,6 +279,19 @@ class DaemonServer:
         if settings.is_reader or settings.remote_index:
             raise Refused("a shared index: the client syncs (or refuses) itself")
         embedder = get_embedder(settings.embedder, root=settings.root)
+        # The loop may be syncing the very edit this request is about: wait for its turn.
+        turn = self.sync_turn.acquire(timeout=SYNC_LOCK_WAIT)
+        try:
+            return self._sync(settings, embedder, paths)
+        finally:
+            if turn:
+                self.sync_turn.release()
+
+    def _sync(self, settings: Settings, embedder: Any, paths: list[str] | None
+              ) -> dict[str, Any]:
+        from wrenmem.index.state import stat_delta
+        from wrenmem.index.sync import report_if_unchanged, sync_pairs
+
         started = time.monotonic()
         with index_lock(settings, timeout=SYNC_LOCK_WAIT):
             if paths is None and self.freshness is not None and not self.freshness.needs_sync():
@@ -293,6 +308,27 @@ class DaemonServer:
                                 lock_timeout=SYNC_LOCK_WAIT)
             self.recaller.index_written(started if paths is None else None)
         return report.to_wire()
+
+    def unchanged_pairs(self) -> Any | None:
+        """The no-op report of the pairs, from the state mirror, when no file changed since
+        the last whole sync of them in this process, as the events say (with their fence:
+        :meth:`Freshness.needs_sync`); else None. Call it holding :attr:`sync_turn`."""
+        from wrenmem.embedders import get_embedder
+        from wrenmem.index.sync import report_if_unchanged
+
+        if self.freshness is None or self.freshness.needs_sync():
+            return None
+        model_id = get_embedder(self.settings.embedder, root=self.settings.root).model_id
+        return report_if_unchanged(self.settings, model_id)
+
+    def pairs_synced(self, started: float) -> None:
+        """The watcher's loop synced every pair file as of ``started`` (monotonic): the
+        recaller drops its handles, and a ``sync`` request after it need not walk."""
+        try:
+            with index_lock(self.settings, timeout=SYNC_LOCK_WAIT):
+                self.recaller.index_written(started)
+        except LockTimeoutError:
+            pass
 
     def warm(self) -> None:
         """Load the default backend (and its model) before the first request needs it."""

@@ -207,7 +207,18 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
             kinds = kinds - {SETTINGS}
             if not kinds:
                 return SyncResult()
-        return sync_all(settings, kinds)
+        if server is None or not kinds & {PAIRS, MANIFEST}:
+            return sync_all(settings, kinds)
+        with server.sync_turn:  # not while the daemon syncs what a command handed it
+            if kinds == {PAIRS}:
+                known = server.unchanged_pairs()
+                if known is not None:  # that sync covered these events: no walk
+                    return SyncResult(("pairs: up to date",), (), tuple(known.errors))
+            started = time.monotonic()
+            result = sync_all(settings, kinds)
+            if not any(kind == PAIRS for kind, _e in result.failures):
+                server.pairs_synced(started)
+            return result
 
     def wrapped(kinds: set[str]) -> SyncResult:
         try:
