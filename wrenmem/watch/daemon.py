@@ -62,6 +62,7 @@ class DaemonServer:
         self._closing = threading.Event()
         self.freshness: Freshness | None = None
         self.recaller = Recaller(settings)  # syncs before every search until ``start``
+        self._payload: tuple[Settings, dict[str, Any]] | None = None  # settings_payload's
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -200,13 +201,15 @@ class DaemonServer:
         request was resolved against anything else (another project, index or model)."""
         if not isinstance(payload, dict):
             raise Refused("no settings in request")
-        mine = settings_payload(self.settings)
+        if self._payload is None or self._payload[0] is not self.settings:
+            self._payload = (self.settings, settings_payload(self.settings))  # once, not per call
+        mine = self._payload[1]
         differ = sorted(k for k in set(mine) | set(payload)
                         if k not in PER_REQUEST and mine.get(k) != payload.get(k))
         if differ:
             raise Refused(f"settings differ from the daemon's: {', '.join(differ)}")
-        return dataclasses.replace(self.settings,
-                                   **{k: payload[k] for k in PER_REQUEST if k in payload})
+        chosen = {k: payload[k] for k in PER_REQUEST if k in payload and payload[k] != mine[k]}
+        return dataclasses.replace(self.settings, **chosen) if chosen else self.settings
 
     def ping(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "root": str(self.settings.root), "protocol": PROTOCOL,
