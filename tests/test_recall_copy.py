@@ -452,10 +452,11 @@ def test_reset_removes_the_copy_with_the_table(project_copy: Path) -> None:
     assert not recallcopy.copy_path(settings).exists() and not recallcopy._data_files(settings)
 
 
-def test_a_backend_that_searches_again_makes_prefix_codes_and_answers_the_same(
+def test_a_process_that_searches_again_makes_prefix_codes_and_answers_the_same(
         project_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """From a backend's second search the held copy's scan makes its prefix codes (a
-    long-lived process); a one-shot search makes none. Every answer is LanceDB's."""
+    """From a process's second search of the copy (a new backend per call, as Memory.recall
+    makes) the copy's scan makes its prefix codes; a one-shot search of many questions
+    makes none. Every answer is LanceDB's."""
     monkeypatch.setattr(vector.vectorscan, "MIN_ROWS", 0)
     monkeypatch.setattr(vector.vectorscan, "CANDIDATES", 40)  # 110 rows: fewer than 256
     monkeypatch.setattr(vector, "DEPTH", 10)  # (at most a quarter of the candidates)
@@ -466,7 +467,8 @@ def test_a_backend_that_searches_again_makes_prefix_codes_and_answers_the_same(
     first = backend.search(QUESTIONS, 5, Filters())
     copy = recallcopy.load(settings, backend.embedder.model_id)
     assert copy is not None and copy.scan()._making is None  # one search: none made
-    second = backend.search(QUESTIONS, 5, Filters())
+    second = HybridBackend(settings).search(QUESTIONS, 5, Filters())
+    assert copy.scan()._making is not None
     assert copy.scan().make_prefix(wait=True) is not None
     third = backend.search(QUESTIONS, 5, Filters(datasource="shop"))
     assert copy.scan().prefixed >= len(QUESTIONS)

@@ -199,6 +199,7 @@ class VectorScan:
         self.proved = 0  # searches answered from the int8 candidates
         self.rescanned = 0  # searches whose bound did not hold: the float32 scan answered
         self.prefixed = 0  # searches answered from the prefix codes (also counted as proved)
+        self.batches = 0  # a caller's count of its batches of questions (see make_prefix)
 
     def extended(self, matrix: Any) -> VectorScan:
         """The scan of ``matrix``: this scan's rows followed by new ones (their int8 copy

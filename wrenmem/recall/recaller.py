@@ -335,7 +335,10 @@ class Recaller:
             return
         self.embedder.embed(["warm up"])  # the slow part, and needs no lock
         try:
-            self.recall_warm(["warm up"], 1, Filters())
+            # twice: a backend's second search starts what only a long-lived process
+            # makes (the vector scan's prefix codes, in a thread)
+            for _ in range(2):
+                self.recall_warm(["warm up"], 1, Filters())
         except Refused:
             pass  # a sync is writing: the model is loaded, the table opens on first use
 

@@ -276,8 +276,10 @@ class VectorBackend:
             if copy is not None and listing and saved:
                 recallcopy.write(self.settings, copy, listing)
         if copy is not None:  # a small table: exact search in memory, filters applied first
-            if self._searches > 1:  # a backend that searches again: a long-lived process
-                copy.scan().make_prefix()  # (in a thread; the int8 scan answers meanwhile)
+            scan = copy.scan()
+            scan.batches += 1
+            if scan.batches > 1:  # searched again (by any backend): a long-lived process
+                scan.make_prefix()  # (in a thread; the int8 scan answers meanwhile)
             try:
                 view = _CopyView(copy, filters)
                 return [self._one(view, q, v, k, None, sql)
