@@ -202,7 +202,7 @@ print(statistics.median(times) * 1000, max(times) * 1000)
 # (the same ones with a qualifier no pair has); each asked 3 times after a warm-up pass, as
 # an agent asking again finds its candidates' SQL shapes parsed.
 DAEMON_TASKS = """
-import statistics, sys, time
+import os, statistics, sys, time
 from wrenmem.settings import load_settings
 from wrenmem.recall.hits import Filters
 from wrenmem.watch.client import remote_recall
@@ -217,19 +217,34 @@ while remote_recall(s, ["warm up"], 1, Filters()) is None:  # the watcher is sti
     if time.time() > deadline:
         sys.exit("the daemon never answered")
     time.sleep(2)
+from wrenmem.watch.client import ping
+started = time.time()
+while not (ping(s.root) or {}).get("warm", True):  # its warm-up (the model, the copy)
+    if time.time() > deadline:
+        sys.exit("the daemon never finished its warm-up")
+    time.sleep(0.2)
+warming = time.time() - started
 for q in stored + new:
     assert remote_recall(s, [q], 5, Filters()) is not None
+pid = int((Path(sys.argv[1]) / ".wrenmem" / "watch.pid").read_text().strip())
+
+def daemon_cpu():  # user + sys of the watcher (its daemon answers), in seconds
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
 out = []
 for task in (stored, new):
     times = []
+    cpu = daemon_cpu()
     for _ in range(3):
         for q in task:
             start = time.perf_counter()
             got = remote_recall(s, [q], 5, Filters())
             times.append(time.perf_counter() - start)
             assert got is not None, "the daemon did not answer"
-    out += [statistics.median(times) * 1000, max(times) * 1000]
-print(*out)
+    out += [statistics.median(times) * 1000, max(times) * 1000,
+            (daemon_cpu() - cpu) / len(times) * 1000]
+print(*out, warming)
 """
 
 
@@ -240,11 +255,16 @@ def bench_daemon(root: Path, steps: list[Step]) -> None:
     step(steps, "watcher start (--detach returns)", watch)
     try:
         result = run.python(DAEMON_TASKS, str(root), env={"WRENMEM_NO_DAEMON": ""})
-        stored, stored_max, new, new_max = (float(x) for x in result[3].split())
+        stored, stored_max, stored_cpu, new, new_max, new_cpu, warming = (
+            float(x) for x in result[3].split())
+        print(f"the daemon's warm-up went on {warming:.1f} s after its first answer",
+              file=sys.stderr)
         step(steps, "daemon recall, a stored question (ms, median)",
-             (stored, result[1], result[2], ""), f"max {stored_max:.0f} ms")
+             (stored, result[1], result[2], ""),
+             f"max {stored_max:.0f} ms; the daemon's CPU {stored_cpu:.1f} ms a request")
         step(steps, "daemon recall, a new question (ms, median)",
-             (new, result[1], result[2], ""), f"max {new_max:.0f} ms")
+             (new, result[1], result[2], ""),
+             f"max {new_max:.0f} ms; the daemon's CPU {new_cpu:.1f} ms a request")
     finally:
         run.wrenmem("watch", "--stop")
 

@@ -175,6 +175,9 @@ def test_ping_reports_the_daemon(server, settings) -> None:
     info = daemon_client.ping(settings.root)
     assert info["pid"] == os.getpid() and info["mode"] == "test"
     assert info["root"] == str(settings.root)
+    assert info["warm"] is False  # nobody called warm()
+    server.warm()  # (grep: nothing to load)
+    assert daemon_client.ping(settings.root)["warm"] is True
 
 
 def test_fetch_through_the_daemon_is_the_same(server, settings) -> None:

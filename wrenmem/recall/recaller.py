@@ -341,6 +341,10 @@ class Recaller:
                 self.recall_warm(["warm up"], 1, Filters())
         except Refused:
             pass  # a sync is writing: the model is loaded, the table opens on first use
+        for backend in list(self._kept.values()):
+            ready = getattr(backend, "ready", None)
+            if ready is not None:
+                ready()  # what its searches make in the background, made now
 
 
 def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Filters,

@@ -196,6 +196,13 @@ class VectorBackend:
         except Exception:  # the search opens the table again and meets it, or not
             return None
 
+    def ready(self) -> None:
+        """Make now what later searches would start in the background (a warm-up's last
+        step): the held copy's prefix codes."""
+        copy = self._still_held()
+        if copy is not None:
+            copy.scan().make_prefix(wait=True)
+
     def _open_version(self) -> int | None:
         """The version of the table this backend has open (None: none open, or unreadable)."""
         if self._table is None:

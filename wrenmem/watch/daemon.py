@@ -63,6 +63,7 @@ class DaemonServer:
         self.freshness: Freshness | None = None
         self.recaller = Recaller(settings)  # syncs before every search until ``start``
         self._payload: tuple[Settings, dict[str, Any]] | None = None  # settings_payload's
+        self.warmed = False  # :meth:`warm` has finished
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -214,7 +215,7 @@ class DaemonServer:
     def ping(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "root": str(self.settings.root), "protocol": PROTOCOL,
                 "socket": str(self.path), "started_at": self.started_at,
-                "requests": self.requests, **self.info()}
+                "requests": self.requests, "warm": self.warmed, **self.info()}
 
     def recall(self, settings: Settings, args: dict[str, Any], notes: list[str]
                ) -> list[dict[str, Any]]:
@@ -298,8 +299,10 @@ class DaemonServer:
         return report.to_wire()
 
     def warm(self) -> None:
-        """Load the default backend (and its model) before the first request needs it."""
+        """Load the default backend (and its model) before the first request needs it;
+        ``ping`` says ``warm`` once done."""
         self.recaller.warm_up()
+        self.warmed = True
 
 
 def _same_user(conn: socket.socket) -> bool:
