@@ -3,11 +3,12 @@
 The daemon's request handler (:class:`wrenmem.watch.daemon.DaemonServer`, with its
 file-system events) answers the questions of ``bench/scale.py --daemon`` (5 stored, 5 new)
 in this process, after its warm-up, with a timer around each part of the request; no
-socket round trip, so the parts add up to the request. Then, with ``--check``, every
-question's 50 nearest rows from the in-memory scan (int8 or prefix codes) against the full
-float32 scan of every row: same rows, same order, same cosines.
+socket round trip, so the parts add up to the request. Then, with ``--check N``, the 10
+and 50 nearest rows of those questions and N more (public questions, half with a qualifier
+no pair has) from the in-memory scan (int8 or prefix codes) against the full float32 scan
+of every row: same rows, same order, same cosines.
 
-    python bench/daemon_phases.py --project DIR [--rounds 4] [--check]
+    python bench/daemon_phases.py --project DIR [--rounds 4] [--check N] [--prefix-dims D]
 
 Run it with ``PYTHONPATH=<checkout>`` to measure another checkout's code (parts it does not
 have are left out).
@@ -54,7 +55,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--project", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--check", action="store_true")
+    parser.add_argument("--check", type=int, default=-1, metavar="N",
+                        help="check the bench's questions and N more of the public sets "
+                             "(WRENMEM_BENCH_DATA), half of them new")
+    parser.add_argument("--prefix-dims", type=int, help="vectorscan.PREFIX_DIMS to try")
     args = parser.parse_args()
 
     from wrenmem import embedders
@@ -67,6 +71,8 @@ def main() -> int:
     from wrenmem.watch.daemon import DaemonServer
     from wrenmem.watch.freshness import Freshness
 
+    if args.prefix_dims:
+        vectorscan.PREFIX_DIMS = args.prefix_dims
     settings = load_settings(args.project.resolve())
     server = DaemonServer(settings)
     server.freshness = Freshness(settings)  # what start() makes, without the socket
@@ -113,8 +119,14 @@ def main() -> int:
         print(f"scan of {len(copy.matrix):,} rows: {scan.proved} proved by a bound "
               f"({getattr(scan, 'prefixed', 0)} by the prefix codes), {scan.rescanned} "
               "scanned whole")
-        if args.check:
-            check(scan, server.recaller.embedder, STORED + NEW)
+        if args.check >= 0:
+            more: list[str] = []
+            if args.check:
+                sys.path.insert(0, str(Path(__file__).resolve().parent))
+                from recall_memory import bench_questions
+
+                more = bench_questions(args.check)
+            check(scan, server.recaller.embedder, STORED + NEW + more)
     return 0
 
 
@@ -125,15 +137,19 @@ def check(scan: Any, embedder: Any, questions: list[str]) -> None:
     from wrenmem.index.vectorscan import best, exact_cosines
 
     same = 0
+    before = (scan.proved, getattr(scan, "prefixed", 0), scan.rescanned)
     for vector in embedder.embed(questions):
-        query = np.asarray(vector, dtype=np.float32)
-        query = query / float(np.linalg.norm(query))
+        raw = np.asarray(vector, dtype=np.float32)
+        query = raw / float(np.linalg.norm(raw))  # as the scan makes it (once)
         for depth in (10, 50):
-            rows, cosines = scan.nearest(query, depth)
+            rows, cosines = scan.nearest(raw, depth)
             every = exact_cosines(scan.matrix, query)
             want = best(every, np.arange(len(every)), depth, None)
             same += rows.tolist() == want.tolist() and cosines.tolist() == every[want].tolist()
-    print(f"  same rows, order and cosines as the float32 scan: {same}/{2 * len(questions)}")
+    print(f"  same rows, order and cosines as the float32 scan: {same}/{2 * len(questions)} "
+          f"({scan.proved - before[0]} proved by a bound, "
+          f"{getattr(scan, 'prefixed', 0) - before[1]} by the prefix codes, "
+          f"{scan.rescanned - before[2]} scanned whole)")
 
 
 if __name__ == "__main__":
