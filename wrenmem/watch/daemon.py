@@ -300,9 +300,11 @@ class DaemonServer:
 
     def warm(self) -> None:
         """Load the default backend (and its model) before the first request needs it;
-        ``ping`` says ``warm`` once done."""
-        self.recaller.warm_up()
-        self.warmed = True
+        ``ping`` says ``warm`` once done (or failed: the requests then load it)."""
+        try:
+            self.recaller.warm_up()
+        finally:
+            self.warmed = True
 
 
 def _same_user(conn: socket.socket) -> bool:
