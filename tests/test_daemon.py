@@ -175,6 +175,9 @@ def test_ping_reports_the_daemon(server, settings) -> None:
     info = daemon_client.ping(settings.root)
     assert info["pid"] == os.getpid() and info["mode"] == "test"
     assert info["root"] == str(settings.root)
+    assert info["warm"] is False  # nobody called warm()
+    server.warm()  # (grep: nothing to load)
+    assert daemon_client.ping(settings.root)["warm"] is True
 
 
 def test_fetch_through_the_daemon_is_the_same(server, settings) -> None:
@@ -369,3 +372,36 @@ def test_the_index_is_synced_only_after_a_change(server, settings, monkeypatch) 
     assert after[0].hits[0].path == "knowledge/sql/capy.md"  # at once, not eventually
     assert len(syncs) == 2
     assert_same_answers(after, recall_many(hybrid, ["capybaras adopted"], 1, Filters()))
+
+
+def test_the_warm_up_waits_for_whoever_holds_the_index_lock(settings) -> None:
+    """A first request's search (or a writer) holding the index lock when the warm-up
+    starts: the warm-up waits for it and still opens and keeps the backend."""
+    import threading
+
+    from wrenmem.lock import index_lock
+
+    hybrid = dataclasses.replace(settings, backend="hybrid")
+    srv = DaemonServer(hybrid)
+    srv.start()
+    try:
+        srv.recaller.embedder.embed(["the model, loaded before"])  # (the warm-up's first step)
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with index_lock(hybrid):
+                held.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert held.wait(10)
+        threading.Timer(0.6, release.set).start()
+        started = time.monotonic()
+        srv.warm()
+        holder.join()
+        assert time.monotonic() - started >= 0.5  # it waited, rather than give up
+        assert srv.recaller._kept  # the index backend, opened and kept
+        assert daemon_client.ping(hybrid.root)["warm"] is True
+    finally:
+        srv.close()

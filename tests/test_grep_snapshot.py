@@ -130,6 +130,26 @@ def test_a_changed_file_or_manifest_makes_the_snapshot_stale(
     assert grepsnap.load(settings, grepsnap.listing_key(settings)) is None
 
 
+def test_a_snapshot_read_ahead_is_used_only_under_the_key_listed_with_it(
+        project: Path) -> None:
+    """The snapshot is read in a thread while the files are listed; what was read is used
+    only if its key is that of the listing (a change in between: the files answer)."""
+    settings = load_settings(project)
+    _answers(settings, True, 3)
+    saved = grepsnap.read_ahead(settings)
+    assert grepsnap.load(settings, grepsnap.listing_key(settings), saved()) is not None
+    early = grepsnap.read_ahead(settings)()  # read before the change below
+    gone = project / "knowledge" / "sql" / "refunds" / "count.md"
+    gone.unlink()
+    assert grepsnap.load(settings, grepsnap.listing_key(settings), early) is None
+    [hits] = GrepBackend(settings).search(["How many refunds are there?"], 5, Filters())
+    assert hits and "knowledge/sql/refunds/count.md" not in {h.path for h in hits}
+    for h in hits:
+        assert "knowledge/sql/refunds/count.md" not in h.also_paths
+    grepsnap.snapshot_path(settings).unlink()
+    assert grepsnap.read_ahead(settings)() is None  # nothing saved: nothing read
+
+
 def test_filters_and_given_pairs_never_use_the_snapshot(project: Path,
                                                         monkeypatch: pytest.MonkeyPatch
                                                         ) -> None:

@@ -45,6 +45,21 @@ def test_lock_file_lives_in_the_state_folder(project: Path) -> None:
         assert lock_path(settings).read_text().strip() == str(os.getpid())
 
 
+def test_the_lock_file_names_its_holder_and_is_not_rewritten_by_the_same_one(
+        project: Path) -> None:
+    settings = load_settings(project)
+    path = lock_path(settings)
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("123456789012\n")  # a former holder with a longer pid
+    with index_lock(settings):
+        assert path.read_text() == f"{os.getpid()}\n"
+    written = path.stat().st_mtime_ns
+    os.utime(path, ns=(written - 10**9, written - 10**9))
+    with index_lock(settings):  # the same holder again (a daemon's next request)
+        assert path.read_text() == f"{os.getpid()}\n"
+    assert path.stat().st_mtime_ns == written - 10**9  # not written again
+
+
 def test_reentrant_in_one_thread(project: Path) -> None:
     settings = load_settings(project)
     with index_lock(settings, timeout=0.1), index_lock(settings, timeout=0.1):

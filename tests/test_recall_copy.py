@@ -150,6 +150,43 @@ def test_a_long_lived_process_reads_the_saved_copy_once_and_sees_writes(
     assert reads == [True, True] and backend._table is None  # its copy, read once
 
 
+def test_a_backend_with_the_table_open_holds_the_saved_copy_by_version_and_sees_writes(
+        project_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon's backend (its table open) finds the saved copy by the table's files
+    once, then checks the table's version alone; another process's write (a new version,
+    a new copy) is seen at the next search, as LanceDB itself answers."""
+    settings = load_settings(project_copy)
+    recall_many(settings, ["warm-up"], 1, Filters())  # leaves a copy for this folder
+    monkeypatch.setattr(recallcopy, "_RECENT", {})  # as a new process
+    listings: list[int] = []
+    real_listing = index.disk_listing
+
+    def counted(s: Settings) -> lance.Listing | None:
+        listings.append(1)
+        return real_listing(s)
+
+    monkeypatch.setattr(index, "disk_listing", counted)
+    backend = HybridBackend(settings)
+    backend.table()  # as the daemon's recaller opens it first
+    backend.search(QUESTIONS, 3, Filters())
+    held = backend._memory
+    assert held is not None and isinstance(held[2].rows, recallcopy.LazyRows)  # the file's
+    assert held[1] == backend.table().version
+    for question in QUESTIONS:
+        backend.search([question], 3, Filters())
+    assert len(listings) == 1  # the version said it was the same table
+    write_pair(project_copy, "new/okapi.md", "How many okapis were adopted?", "SELECT 2")
+    assert run_wrenmem(["sync"], project_copy).returncode == 0  # another process writes
+    got = backend.search(["okapis adopted", *QUESTIONS], 3, Filters())
+    assert got[0][0].path == "knowledge/sql/new/okapi.md"
+    with monkeypatch.context() as patched:
+        patched.setattr(vector, "IN_MEMORY_MAX_ROWS", 0)
+        patched.setattr(recallcopy, "load", lambda *a: None)
+        want = HybridBackend(settings).search(["okapis adopted", *QUESTIONS], 3, Filters())
+    assert_same_answers(recall_results(QUESTIONS, "hybrid", got[1:]),
+                        recall_results(QUESTIONS, "hybrid", want[1:]))
+
+
 def test_keyword_scores_are_lancedb_full_text_scores(built: Path) -> None:
     settings = load_settings(built)
     table = index.open_table(index.connect(settings))
@@ -413,3 +450,36 @@ def test_reset_removes_the_copy_with_the_table(project_copy: Path) -> None:
     assert recallcopy.copy_path(settings).exists() and recallcopy._data_files(settings)
     assert reset_index(settings)
     assert not recallcopy.copy_path(settings).exists() and not recallcopy._data_files(settings)
+
+
+def test_a_process_that_searches_again_makes_prefix_codes_and_answers_the_same(
+        project_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From a process's second search of the copy (a new backend per call, as Memory.recall
+    makes) the copy's scan makes its prefix codes; a one-shot search of many questions
+    makes none. Every answer is LanceDB's."""
+    monkeypatch.setattr(vector.vectorscan, "MIN_ROWS", 0)
+    monkeypatch.setattr(vector.vectorscan, "CANDIDATES", 40)  # 110 rows: fewer than 256
+    monkeypatch.setattr(vector, "DEPTH", 10)  # (at most a quarter of the candidates)
+    settings = load_settings(project_copy)
+    recall_many(settings, ["warm-up"], 1, Filters())
+    monkeypatch.setattr(recallcopy, "_RECENT", {})
+    backend = HybridBackend(settings)
+    first = backend.search(QUESTIONS, 5, Filters())
+    copy = recallcopy.load(settings, backend.embedder.model_id)
+    assert copy is not None and copy.scan()._making is None  # one search: none made
+    second = HybridBackend(settings).search(QUESTIONS, 5, Filters())
+    assert copy.scan()._making is not None
+    assert copy.scan().make_prefix(wait=True) is not None
+    third = backend.search(QUESTIONS, 5, Filters(datasource="shop"))
+    assert copy.scan().prefixed >= len(QUESTIONS)
+    with monkeypatch.context() as patched:
+        patched.setattr(vector, "IN_MEMORY_MAX_ROWS", 0)
+        patched.setattr(recallcopy, "load", lambda *a: None)
+        lance_backend = HybridBackend(settings)
+        want = lance_backend.search(QUESTIONS, 5, Filters())
+        want_shop = lance_backend.search(QUESTIONS, 5, Filters(datasource="shop"))
+    for got in (first, second):
+        assert_same_answers(recall_results(QUESTIONS, "hybrid", got),
+                            recall_results(QUESTIONS, "hybrid", want))
+    assert_same_answers(recall_results(QUESTIONS, "hybrid", third),
+                        recall_results(QUESTIONS, "hybrid", want_shop))

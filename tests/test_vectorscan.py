@@ -112,3 +112,89 @@ def test_the_answers_are_lancedbs_exact_search(tmp_path: Path) -> None:
         assert cosines.tolist() == pytest.approx([1 - r["_distance"] for r in theirs],
                                                  abs=2e-6)
     assert scan.proved > 50
+
+
+def _prefixed(matrix: np.ndarray, monkeypatch: pytest.MonkeyPatch, dims: int = 24
+              ) -> VectorScan:
+    monkeypatch.setattr(vectorscan, "PREFIX_DIMS", dims)
+    scan = VectorScan(matrix)
+    assert scan.make_prefix(wait=True) is not None
+    return scan
+
+
+def test_the_prefix_codes_bound_every_rows_float32_cosine(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    matrix = _embeddings(3000, dim=96, seed=4)
+    scan = _prefixed(matrix, monkeypatch, dims=32)
+    assert scan._prefix is not None
+    rng = np.random.default_rng(8)
+    for query in [*matrix[:40], *rng.standard_normal((40, 96))]:
+        query = _unit_query(query)
+        reach = scan._prefix.reach(query)
+        cosines = exact_cosines(matrix, query)
+        assert (cosines <= reach).all()
+        assert float(np.median(reach - cosines)) < 0.5  # a bound that prunes
+    # the rotation is orthonormal to float32 precision, its columns the main directions
+    rotation = scan._prefix.rotation.astype(np.float64)
+    assert np.allclose(rotation.T @ rotation, np.eye(32), atol=1e-5)
+    share = np.linalg.norm(matrix @ scan._prefix.rotation, axis=1) ** 2
+    assert float(share.mean()) > 32 / 96 + 0.1  # more than a random third of the length
+
+
+def test_the_prefix_scan_answers_what_the_float32_scan_answers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    matrix = _embeddings(5000, dim=64, seed=12)
+    scan = _prefixed(matrix, monkeypatch)
+    rng = np.random.default_rng(13)
+    queries = [matrix[n] + 0.3 * rng.standard_normal(64) for n in rng.integers(0, 5000, 120)]
+    queries += [rng.standard_normal(64) for _ in range(30)]
+    allowed = rng.random(len(matrix)) < 0.4
+    for query in queries:
+        for depth in (1, 10, 50):
+            rows, cosines = scan.nearest(query, depth)
+            assert (rows.tolist(), cosines.tolist()) == _float32_answer(matrix, query, depth)
+        rows, cosines = scan.nearest(query, 50, allowed)
+        assert (rows.tolist(), cosines.tolist()) == _float32_answer(matrix, query, 50,
+                                                                    allowed)
+    assert scan.prefixed > 0.8 * 600  # the prefix answered (nearly) every one
+
+
+def test_the_prefix_scan_reads_every_row_its_bound_cannot_rule_out(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows whose length lies beyond the prefix directions: the candidates by bound miss
+    some of the best, which only the second pass (every row the bound cannot exclude)
+    finds; with too many such rows the int8 scan answers instead."""
+    rng = np.random.default_rng(3)
+    base = _embeddings(4000, dim=64, seed=5)
+    scan = _prefixed(base, monkeypatch, dims=16)
+    assert scan._prefix is not None
+    directions = scan._prefix.rotation.astype(np.float64)
+    # rows made orthogonal to the prefix directions, near one query
+    query = _unit_query(rng.standard_normal(64))
+    hidden = query + 0.05 * rng.standard_normal((400, 64))
+    hidden -= (hidden @ directions) @ directions.T
+    matrix = _unit(np.vstack([base, hidden]))
+    scan = VectorScan(matrix)
+    scan._prefix = vectorscan.PrefixCodes.build(base, 16).extended(matrix[4000:])
+    for depth in (10, 50):
+        rows, cosines = scan.nearest(query, depth)
+        assert (rows.tolist(), cosines.tolist()) == _float32_answer(matrix, query, depth)
+    assert scan.prefixed == 2
+    monkeypatch.setattr(vectorscan, "EXTRA_MAX", 10)  # too many rows left to re-score
+    rows, cosines = scan.nearest(query, 50)
+    assert (rows.tolist(), cosines.tolist()) == _float32_answer(matrix, query, 50)
+    assert scan.prefixed == 2 and scan.proved + scan.rescanned == 3
+
+
+def test_an_extended_scan_extends_its_prefix_codes(monkeypatch: pytest.MonkeyPatch) -> None:
+    matrix = _embeddings(3000, dim=64, seed=30)
+    scan = _prefixed(matrix[:2000], monkeypatch)
+    scan.int8()
+    grown = scan.extended(matrix)
+    assert grown._prefix is not None and len(grown._prefix) == 3000
+    again = vectorscan.PrefixCodes.build(matrix[:2000], 24).extended(matrix[2000:])
+    assert np.array_equal(grown._prefix.ints, again.ints)
+    for n in range(0, 3000, 97):
+        rows, cosines = grown.nearest(matrix[n], 20)
+        assert (rows.tolist(), cosines.tolist()) == _float32_answer(matrix, matrix[n], 20)
+    assert grown.prefixed == len(range(0, 3000, 97))

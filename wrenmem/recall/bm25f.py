@@ -93,8 +93,9 @@ class GrepBackend:
         (:mod:`wrenmem.recall.grepsnap`); the index built otherwise is saved as one."""
         key = None
         if self.snapshots and self._pairs is None and filters == Filters():
+            saved = grepsnap.read_ahead(self.settings)  # while the files are listed
             key = grepsnap.listing_key(self.settings)
-            snapshot = grepsnap.load(self.settings, key)
+            snapshot = grepsnap.load(self.settings, key, saved())
             if snapshot is not None:
                 self.skipped = snapshot.errors
                 return [snapshot.rank(query, k, self.name, expansions(self.settings, query))

@@ -25,9 +25,10 @@ import logging
 import marshal
 import math
 import os
+import threading
 import time
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -267,12 +268,38 @@ def _identical(score: float, query: str, pair: Pair) -> float:
     return raise_identical(score, query, pair)
 
 
-def load(settings: Settings, key: str | None) -> Snapshot | None:
+def read_ahead(settings: Settings) -> Callable[[], Any]:
+    """Start reading the saved snapshot (and importing numpy, which scoring it needs) in a
+    thread, while the caller lists the files for its key (mostly system calls, which let
+    the thread run): the call returned waits for it and gives what :func:`load` takes."""
+    found: list[Any] = []
+
+    def read() -> None:
+        data = read_marshal(snapshot_path(settings))
+        found.append(data)
+        if data is not None:
+            import numpy  # noqa: F401
+
+    thread = threading.Thread(target=read, daemon=True, name="wrenmem-grep-snapshot")
+    thread.start()
+
+    def result() -> Any:
+        thread.join()
+        return found[0] if found else None
+
+    return result
+
+
+_UNREAD = object()
+
+
+def load(settings: Settings, key: str | None, data: Any = _UNREAD) -> Snapshot | None:
     """The saved snapshot while ``key`` (:func:`listing_key`, now) is the one it was saved
-    under; else None."""
+    under; else None. ``data``: the file's content, read already (:func:`read_ahead`)."""
     if key is None:
         return None
-    data = read_marshal(snapshot_path(settings))
+    if data is _UNREAD:
+        data = read_marshal(snapshot_path(settings))
     try:
         if not isinstance(data, dict) or data.get("v") != VERSION or data["key"] != key:
             return None

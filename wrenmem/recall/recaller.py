@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 BUSY_WAIT = 0.05  # seconds a warm search waits for a writer before using the last whole version
+WARM_WAIT = 60.0  # a warm-up's wait for the index lock, a writer or a request holding it
 # ... and how long it waits when a file was saved since that version: the writer is most
 # likely syncing that very change (the watcher), so its answer is worth the wait
 WRITER_WAIT = 5.0
@@ -334,10 +335,22 @@ class Recaller:
         if name == "grep" or name not in BACKENDS:
             return
         self.embedder.embed(["warm up"])  # the slow part, and needs no lock
-        try:
-            self.recall_warm(["warm up"], 1, Filters())
-        except Refused:
-            pass  # a sync is writing: the model is loaded, the table opens on first use
+        deadline = time.monotonic() + WARM_WAIT
+        while True:
+            try:
+                # twice: a backend's second search starts what only a long-lived process
+                # makes (the vector scan's prefix codes, in a thread)
+                for _ in range(2):
+                    self.recall_warm(["warm up"], 1, Filters())
+                break
+            except Refused:  # a sync, or a first request's search, holds the index lock
+                if time.monotonic() > deadline:
+                    return  # the model is loaded; the table opens on first use
+                time.sleep(0.2)
+        for backend in list(self._kept.values()):
+            ready = getattr(backend, "ready", None)
+            if ready is not None:
+                ready()  # what its searches make in the background, made now
 
 
 def recall_many(settings: Settings, queries: Sequence[str], k: int, filters: Filters,

@@ -196,6 +196,22 @@ class VectorBackend:
         except Exception:  # the search opens the table again and meets it, or not
             return None
 
+    def ready(self) -> None:
+        """Make now what later searches would start in the background (a warm-up's last
+        step): the held copy's prefix codes."""
+        copy = self._still_held()
+        if copy is not None:
+            copy.scan().make_prefix(wait=True)
+
+    def _open_version(self) -> int | None:
+        """The version of the table this backend has open (None: none open, or unreadable)."""
+        if self._table is None:
+            return None
+        try:
+            return int(self._table.version)
+        except Exception:  # the search opens the table again and meets it, or not
+            return None
+
     def _dense(self, table: Any, vector: Any, depth: int, where: str | None,
                extra: Sequence[str] = (), held: _CopyView | None = None
                ) -> list[dict[str, Any]]:
@@ -251,8 +267,15 @@ class VectorBackend:
         copy = self._still_held() if local else None
         listing = None
         if copy is None and local:
+            # An open table's version, read before the listing: a copy found by the listing
+            # is then of that version or (written meanwhile) a later one, so holding it as
+            # of that version lets the next search check the version alone (listing the
+            # table's files costs a warm search milliseconds at 100,000 rows)
+            version = self._open_version()
             listing = index.disk_listing(self.settings)
             copy = recallcopy.load(self.settings, self.embedder.model_id, listing)
+            if copy is not None and version is not None:
+                self._memory = (self._table, version, copy)
         vectors = self.embedder.embed([q[:cap] for q in queries])
         if copy is None:
             saved = self._table is None
@@ -260,6 +283,10 @@ class VectorBackend:
             if copy is not None and listing and saved:
                 recallcopy.write(self.settings, copy, listing)
         if copy is not None:  # a small table: exact search in memory, filters applied first
+            scan = copy.scan()
+            scan.batches += 1
+            if scan.batches > 1:  # searched again (by any backend): a long-lived process
+                scan.make_prefix()  # (in a thread; the int8 scan answers meanwhile)
             try:
                 view = _CopyView(copy, filters)
                 return [self._one(view, q, v, k, None, sql)

@@ -66,6 +66,8 @@ class DaemonServer:
         # request): the other then finds the change synced, by the events, and walks no
         # file (see :meth:`pairs_fresh`).
         self.sync_turn = threading.Lock()
+        self._payload: tuple[Settings, dict[str, Any]] | None = None  # settings_payload's
+        self.warmed = False  # :meth:`warm` has finished
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -204,18 +206,20 @@ class DaemonServer:
         request was resolved against anything else (another project, index or model)."""
         if not isinstance(payload, dict):
             raise Refused("no settings in request")
-        mine = settings_payload(self.settings)
+        if self._payload is None or self._payload[0] is not self.settings:
+            self._payload = (self.settings, settings_payload(self.settings))  # once, not per call
+        mine = self._payload[1]
         differ = sorted(k for k in set(mine) | set(payload)
                         if k not in PER_REQUEST and mine.get(k) != payload.get(k))
         if differ:
             raise Refused(f"settings differ from the daemon's: {', '.join(differ)}")
-        return dataclasses.replace(self.settings,
-                                   **{k: payload[k] for k in PER_REQUEST if k in payload})
+        chosen = {k: payload[k] for k in PER_REQUEST if k in payload and payload[k] != mine[k]}
+        return dataclasses.replace(self.settings, **chosen) if chosen else self.settings
 
     def ping(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "root": str(self.settings.root), "protocol": PROTOCOL,
                 "socket": str(self.path), "started_at": self.started_at,
-                "requests": self.requests, **self.info()}
+                "requests": self.requests, "warm": self.warmed, **self.info()}
 
     def recall(self, settings: Settings, args: dict[str, Any], notes: list[str]
                ) -> list[dict[str, Any]]:
@@ -331,8 +335,12 @@ class DaemonServer:
             pass
 
     def warm(self) -> None:
-        """Load the default backend (and its model) before the first request needs it."""
-        self.recaller.warm_up()
+        """Load the default backend (and its model) before the first request needs it;
+        ``ping`` says ``warm`` once done (or failed: the requests then load it)."""
+        try:
+            self.recaller.warm_up()
+        finally:
+            self.warmed = True
 
 
 def _same_user(conn: socket.socket) -> bool:
