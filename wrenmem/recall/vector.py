@@ -25,7 +25,7 @@ from wrenmem.index import recallcopy, replica, vectorscan
 from wrenmem.index import table as index
 from wrenmem.index.table import query_terms, row_pair
 from wrenmem.knowledge import expansions
-from wrenmem.recall import glossary, sqlshape
+from wrenmem.recall import glossary, second, sqlshape
 from wrenmem.recall import model as rank_model
 from wrenmem.recall.fusion import Signals, at_least_identical, is_cjk
 from wrenmem.recall.hits import VERIFIED_META, Filters, Hit, rank
@@ -316,11 +316,17 @@ class HybridBackend(VectorBackend):
 
     def __init__(self, settings: Settings, embedder: Embedder | None = None,
                  load_glossary: Callable[[], Glossary | None] | None = None,
-                 scorer: Callable[..., list[float]] | None = None):
+                 scorer: Callable[..., list[float]] | None = None,
+                 reader: second.SecondReader | None = None):
         super().__init__(settings, embedder)
         self._glossary = load_glossary or _glossary_once()
         self._scorer = scorer or rank_model.Scorer(settings.fusion)
         self._shapes: sqlshape.ShapeCache | None = None
+        # the second reader (its owner's, kept warm; a backend made alone with the shipped
+        # scorer makes its own), where the settings ask for it
+        if reader is None and scorer is None:
+            reader = second.SecondReader()
+        self._second = reader if second.wanted(settings) else None
 
     def search(self, queries: Sequence[str], k: int, filters: Filters, *,
                sql: str | None = None) -> list[list[Hit]]:
@@ -390,8 +396,11 @@ class HybridBackend(VectorBackend):
                 rows[i].get("sql") or "", rows[i].get("question") or "",
                 rows[i].get("datasource") or "", translated.get(i), structure.get(i),
                 rows[i].get("dialect") or None))
+        unknown = unknown_share(self.embedder, query)
         fused = self._scorer(query, signals, draft_sql=sql,  # the one call of the scorer
-                             unknown=unknown_share(self.embedder, query))
+                             unknown=unknown)
+        if unknown > 0 and self._second is not None:
+            fused = second.rescore(self._second, query, signals, fused)
         scored = [(at_least_identical(p, query, rows[i].get("question") or ""),
                    row_pair(rows[i]), rank_model.logit(p))
                   for i, p in zip(ids, fused, strict=True)]

