@@ -197,6 +197,7 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
         embedded, commits = 0, 0
         invalidate_state(settings)
         if not plan.in_sync:
+            _prune_due(settings, table)
             snap = Snapshot(pairs, read.file_hashes, {}, read.errors)
             embedded, commits = _apply(table, snap, plan, indexed, embedder, progress,
                                        settings.max_embed_chars, cache)
@@ -403,6 +404,8 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
                 f"another writer kept changing {settings.index_uri} during this sync "
                 f"({REMOTE_ROUNDS} rounds); run `wrenmem sync` again")
         invalidate_state(settings)
+        if round_no == 1 and not created:
+            _prune_due(settings, table)
         cache = EmbedCache(cache_path(settings), embedder.model_id)
         done, made = _apply(table, snap, plan, indexed_scope, embedder, progress,
                             settings.max_embed_chars, cache, use_cache=not full, memo=memo,
@@ -569,6 +572,12 @@ def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: dict[st
         index.write(table, rows, [])
     vectors.clear()
     return 1
+
+
+def _prune_due(settings: Settings, table: Any) -> bool:
+    """Before a write's commits: prune the copy the last compaction superseded, once its
+    grace period is over (:func:`wrenmem.lance.prune_due`)."""
+    return lance.prune_due(table, settings.state_dir / MAINT_NAME)
 
 
 def _maintain(settings: Settings, table: Any, commits: int, embedded: int,
