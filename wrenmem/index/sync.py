@@ -30,9 +30,10 @@ from wrenmem.errors import (
     ReaderRoleError,
     WrenmemError,
 )
-from wrenmem.index import recallcopy
+from wrenmem.index import embedpipe, recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache, cache_path
+from wrenmem.index.embedpipe import EmbedPipe, can_fork
 from wrenmem.index.origin import is_older_checkout, local_origin
 from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.report import SyncReport
@@ -134,18 +135,48 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
         _refresh_stats(settings, embedder.model_id)
         return _noop_report(settings, snap, embedder.model_id)
 
-    _warm_up(embedder, snap, seen, full, EmbedCache(cache_path(settings), embedder.model_id),
-             settings.max_embed_chars)
-    lance.import_lancedb()  # seconds of CPU: not while holding the lock other writers wait for
-    with index_lock(settings, timeout=lock_timeout):
-        state = load_state(settings)
-        if state != seen:  # another writer finished meanwhile: read the files again
-            snap = take_snapshot(settings, reread=full)
-        if not full and mirror_matches(settings, state, embedder.model_id, snap):
-            save_mirror(settings, embedder.model_id, snap, state.rows if state else 0,
-                        state.version if state else None)
-            return _noop_report(settings, snap, embedder.model_id)
-        return _sync_locked(settings, embedder, snap, full, progress, paths, state)
+    cache = EmbedCache(cache_path(settings), embedder.model_id)
+    pipe = _embed_pipe(embedder, snap, seen, full, cache, settings.max_embed_chars)
+    if pipe is None:
+        _warm_up(embedder, snap, seen, full, cache, settings.max_embed_chars)
+    try:
+        lance.import_lancedb()  # seconds of CPU: not while holding the lock writers wait for
+        with index_lock(settings, timeout=lock_timeout):
+            state = load_state(settings)
+            if state != seen:  # another writer finished meanwhile: read the files again
+                snap = take_snapshot(settings, reread=full)
+            if not full and mirror_matches(settings, state, embedder.model_id, snap):
+                save_mirror(settings, embedder.model_id, snap, state.rows if state else 0,
+                            state.version if state else None)
+                return _noop_report(settings, snap, embedder.model_id)
+            return _sync_locked(settings, embedder, snap, full, progress, paths, state, pipe)
+    finally:
+        if pipe is not None:
+            pipe.close()
+
+
+def _embed_pipe(embedder: Embedder, snap: Snapshot, state: IndexState | None, full: bool,
+                cache: EmbedCache, max_chars: int) -> EmbedPipe | None:
+    """The embedding child of a big sync (:mod:`wrenmem.index.embedpipe`), given the texts
+    it will probably embed, as :func:`_apply` will ask for them: those of the files and
+    seeds whose hashes the mirror does not know, distinct, sorted, not in the embedding
+    cache. None for a small sync, or where this process cannot fork safely."""
+    if not can_fork(embedder):
+        return None
+    files = set() if full or state is None else set(state.files.values())
+    extras = set() if full or state is None else set(state.extras.values())
+    fresh = {embed_text(p, max_chars) for path, p in snap.pairs.items()
+             if (snap.file_hashes[path] not in files if path in snap.file_hashes
+                 else snap.extra_hashes.get(path) not in extras)}
+    if len(fresh) < embedpipe.PIPE_MIN:
+        return None
+    wanted = sorted(fresh)
+    if not full:
+        known = cache.lookup(wanted)
+        wanted = [t for t in wanted if t not in known]
+    if len(wanted) < embedpipe.PIPE_MIN:
+        return None
+    return EmbedPipe(embedder, wanted, EMBED_BATCH)
 
 
 def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
@@ -336,7 +367,7 @@ def _noop_report(settings: Settings, snap: Snapshot, model_id: str) -> SyncRepor
 
 def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: bool,
                  progress: Progress | None, paths: Collection[str] | None,
-                 prior: IndexState | None) -> SyncReport:
+                 prior: IndexState | None, pipe: EmbedPipe | None = None) -> SyncReport:
     db = index.connect(settings)
     check = index.inspect(settings, db)
     if check.owner is not None:
@@ -372,7 +403,9 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
         invalidate_state(settings)
         if reason is not None:
             log.warning("rebuilding the index: %s", reason)
-        table = index.create_table(db, embedder.model_id, embedder.dim, str(settings.root))
+        dim = pipe.dim() if pipe is not None else None  # not loading the model here
+        table = index.create_table(db, embedder.model_id, dim or embedder.dim,
+                                   str(settings.root))
         paths = None  # a new table needs every pair, whatever the caller asked for
         rows_read: tuple[index.IndexedRow, ...] = ()
         fresh = True
@@ -409,7 +442,7 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
         cache = EmbedCache(cache_path(settings), embedder.model_id)
         done, made = _apply(table, snap, plan, indexed_scope, embedder, progress,
                             settings.max_embed_chars, cache, use_cache=not full, memo=memo,
-                            new_table=fresh)
+                            new_table=fresh, pipe=pipe)
         embedded, commits = embedded + done, commits + made
         if not remote:
             break  # the lock serialises local writers: nothing can have interleaved
@@ -498,13 +531,15 @@ def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
 def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, list[str]],
            embedder: Embedder, progress: Progress | None, max_chars: int,
            cache: EmbedCache, use_cache: bool = True,
-           memo: dict[str, Any] | None = None, new_table: bool = False) -> tuple[int, int]:
+           memo: dict[str, Any] | None = None, new_table: bool = False,
+           pipe: EmbedPipe | None = None) -> tuple[int, int]:
     """Write the plan: reused vectors (from the table or the embedding cache) and deletions
     first, then embedded chunks. Returns (texts embedded, commits). ``use_cache`` False (a
     full rebuild asked for) embeds every text again, and refreshes the cache with it.
     ``memo`` (text -> vector) keeps what was embedded for a later round of the same sync
     (a remote index's; None: nothing is kept past its rows' write). ``new_table``: the table
-    was created by this sync and has no other writer: rows are added without a join."""
+    was created by this sync and has no other writer: rows are added without a join.
+    ``pipe``: the child process embedding this sync's texts (:func:`_embed_pipe`)."""
     texts_of = {i: embed_text(snap.pairs[i], max_chars) for i in
                 (*plan.added, *plan.changed, *(new for _old, new in plan.renamed))}
     commits = 0
@@ -542,7 +577,9 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
         chunk = texts[start:start + WRITE_CHUNK]
         for b in range(0, len(chunk), EMBED_BATCH):
             batch = chunk[b:b + EMBED_BATCH]
-            fresh = dict(zip(batch, embedder.embed(batch), strict=True))
+            made = (embedder.embed(batch) if pipe is None
+                    else pipe.embed(batch, embedder.embed))
+            fresh = dict(zip(batch, made, strict=True))
             vectors.update(fresh)
             if memo is not None:
                 memo.update(fresh)
