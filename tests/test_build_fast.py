@@ -156,11 +156,11 @@ from wrenmem.embedders import get_embedder
 from wrenmem.settings import load_settings
 embedpipe.PIPE_MIN = 64  # a small project takes the path of a big one
 forks = []
-real = embedpipe.EmbedPipe.__init__
-def counted(self, *args, **kw):
-    forks.append(len(args[1]))
-    real(self, *args, **kw)
-embedpipe.EmbedPipe.__init__ = counted
+real = embedpipe.EmbedPipe.start
+def counted(self, texts):
+    forks.append(len(texts))
+    real(self, texts)
+embedpipe.EmbedPipe.start = counted
 settings = load_settings(Path(sys.argv[1]), {"embedder": sys.argv[2]})
 report = sync_pairs(settings, full=sys.argv[3] == "full")
 embedder = get_embedder(settings.embedder, root=settings.root)

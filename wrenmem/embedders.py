@@ -130,6 +130,13 @@ class Usem3Embedder:
             self._dim = int(self.embed(["dimension probe"]).shape[1])
         return self._dim
 
+    def prepare(self) -> None:
+        """What the first call of many texts does before it encodes (load the model, put
+        the C++ tokenizer in, check the window encoder), done ahead, embedding nothing."""
+        model = self.load()
+        self._fast_tokens(model)
+        self._windows(model)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 

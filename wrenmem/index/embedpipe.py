@@ -50,11 +50,12 @@ def can_fork(embedder: Any) -> bool:
 
 
 class EmbedPipe:
-    """``texts`` embedded in a forked child, ``batch`` at a time, in order."""
+    """A forked child that prepares the model at once, then embeds the texts :meth:`start`
+    gives it, ``batch`` at a time, in order (:meth:`close` without a start: it just ends)."""
 
-    def __init__(self, embedder: Any, texts: Sequence[str], batch: int):
-        self.texts = list(texts)
-        self._position = {t: n for n, t in enumerate(self.texts)}
+    def __init__(self, embedder: Any, batch: int):
+        self.texts: list[str] = []
+        self._position: dict[str, int] = {}
         self._batch = batch
         self._rows: dict[int, Any] = {}  # first text of a batch -> its vectors
         self._dim: int | None = None
@@ -62,14 +63,41 @@ class EmbedPipe:
         self._failure: str | None = None
         self._cond = threading.Condition()
         read, write = os.pipe()
+        asks, told = os.pipe()
         self._pid = os.fork()
         if self._pid == 0:  # the child: embed, send, and leave without any cleanup
             os.close(read)
-            _child(embedder, self.texts, batch, write)
+            os.close(told)
+            _child(embedder, asks, batch, write)
         os.close(write)
+        os.close(asks)
+        self._told: int | None = told
         self._reader = threading.Thread(target=self._read, args=(read,), daemon=True,
                                         name="wrenmem-embed-pipe")
         self._reader.start()
+
+    def start(self, texts: Sequence[str]) -> None:
+        """Have the child embed ``texts`` (once)."""
+        import marshal
+
+        self.texts = list(texts)
+        self._position = {t: n for n, t in enumerate(self.texts)}
+        data = marshal.dumps(self.texts)
+        try:
+            _send(self._told_fd(), len(data).to_bytes(8, "little") + data)
+        except OSError as e:  # the child is gone: the texts are embedded here
+            self._finish(f"cannot reach the embedding process: {e}")
+        self._close_told()
+
+    def _told_fd(self) -> int:
+        if self._told is None:
+            raise OSError("already started")
+        return self._told
+
+    def _close_told(self) -> None:
+        if self._told is not None:
+            os.close(self._told)
+            self._told = None
 
     def dim(self) -> int | None:
         """The vectors' dimension (waits for the first batch); None if the child failed."""
@@ -97,6 +125,7 @@ class EmbedPipe:
 
     def close(self) -> None:
         """Stop the child if it still runs, and reap it."""
+        self._close_told()
         self._stop()
         try:
             os.waitpid(self._pid, 0)
@@ -159,15 +188,23 @@ class EmbedPipe:
             self._cond.notify_all()
 
 
-def _child(embedder: Any, texts: list[str], batch: int, fd: int) -> None:
+def _child(embedder: Any, asks: int, batch: int, fd: int) -> None:
     """The forked child's whole life: never returns into the parent's code."""
     code = 0
     try:
+        import marshal
+
         import numpy as np
 
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C: just stop
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         logging.disable(logging.CRITICAL)  # a handler's lock may be held by another thread
+        getattr(embedder, "prepare", embedder.load)()  # while the parent reads the files
+        with os.fdopen(asks, "rb") as stream:
+            size = stream.read(8)
+            if len(size) < 8:
+                os._exit(0)  # the sync needs no child after all
+            texts = marshal.loads(stream.read(int.from_bytes(size, "little")))
         for first in range(0, len(texts), batch):
             vectors = np.ascontiguousarray(_child_embed(embedder, texts[first:first + batch]),
                                            dtype=np.float32)

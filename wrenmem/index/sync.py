@@ -129,17 +129,21 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
             report = _sync_delta(settings, embedder, delta, progress, paths, lock_timeout)
             if report is not None:
                 return report
-    snap = take_snapshot(settings, reread=full)
-    seen = load_state(settings)
-    if not full and mirror_matches(settings, seen, embedder.model_id, snap):
-        _refresh_stats(settings, embedder.model_id)
-        return _noop_report(settings, snap, embedder.model_id)
-
-    cache = EmbedCache(cache_path(settings), embedder.model_id)
-    pipe = _embed_pipe(embedder, snap, seen, full, cache, settings.max_embed_chars)
-    if pipe is None:
-        _warm_up(embedder, snap, seen, full, cache, settings.max_embed_chars)
+    # A first index or a rebuild: a child loads the model while this process reads files.
+    early = (EmbedPipe(embedder, EMBED_BATCH)
+             if (full or delta is None) and paths is None and can_fork(embedder) else None)
+    pipe = None
     try:
+        snap = take_snapshot(settings, reread=full)
+        seen = load_state(settings)
+        if not full and mirror_matches(settings, seen, embedder.model_id, snap):
+            _refresh_stats(settings, embedder.model_id)
+            return _noop_report(settings, snap, embedder.model_id)
+
+        cache = EmbedCache(cache_path(settings), embedder.model_id)
+        pipe = _embed_pipe(embedder, snap, seen, full, cache, settings.max_embed_chars, early)
+        if pipe is None:
+            _warm_up(embedder, snap, seen, full, cache, settings.max_embed_chars)
         lance.import_lancedb()  # seconds of CPU: not while holding the lock writers wait for
         with index_lock(settings, timeout=lock_timeout):
             state = load_state(settings)
@@ -151,17 +155,20 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
                 return _noop_report(settings, snap, embedder.model_id)
             return _sync_locked(settings, embedder, snap, full, progress, paths, state, pipe)
     finally:
-        if pipe is not None:
-            pipe.close()
+        for child in {early, pipe} - {None}:
+            assert child is not None
+            child.close()
 
 
 def _embed_pipe(embedder: Embedder, snap: Snapshot, state: IndexState | None, full: bool,
-                cache: EmbedCache, max_chars: int) -> EmbedPipe | None:
-    """The embedding child of a big sync (:mod:`wrenmem.index.embedpipe`), given the texts
-    it will probably embed, as :func:`_apply` will ask for them: those of the files and
-    seeds whose hashes the mirror does not know, distinct, sorted, not in the embedding
-    cache. None for a small sync, or where this process cannot fork safely."""
-    if not can_fork(embedder):
+                cache: EmbedCache, max_chars: int, early: EmbedPipe | None = None
+                ) -> EmbedPipe | None:
+    """The embedding child of a big sync (:mod:`wrenmem.index.embedpipe`), started with the
+    texts it will probably embed, as :func:`_apply` will ask for them: those of the files
+    and seeds whose hashes the mirror does not know, distinct, sorted, not in the embedding
+    cache. ``early``: the child forked before the files were read. None for a small sync,
+    or where this process cannot fork safely."""
+    if early is None and not can_fork(embedder):
         return None
     files = set() if full or state is None else set(state.files.values())
     extras = set() if full or state is None else set(state.extras.values())
@@ -176,7 +183,9 @@ def _embed_pipe(embedder: Embedder, snap: Snapshot, state: IndexState | None, fu
         wanted = [t for t in wanted if t not in known]
     if len(wanted) < embedpipe.PIPE_MIN:
         return None
-    return EmbedPipe(embedder, wanted, EMBED_BATCH)
+    pipe = early or EmbedPipe(embedder, EMBED_BATCH)
+    pipe.start(wanted)
+    return pipe
 
 
 def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
