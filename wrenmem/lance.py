@@ -54,6 +54,11 @@ ANN_NPROBES = 64
 # partitions are scanned in full. IVF_PQ keeps dim/16 bytes a row; a search probes more
 # partitions in those codes and re-ranks the best ANN_REFINE x k by their exact vectors.
 ANN_PQ_ROWS = 250_000
+# The pairs table's IVF_FLAT index trains its partitions on this many vectors each, not
+# LanceDB's 256: at 100,000 pairs (316 partitions) 7.8 s of CPU and 722 MB at most instead
+# of 20.0 s and 826 MB, and recall@10 against an exact scan 0.999 instead of 0.996 (100
+# queries, 64 probes): the probed partitions are searched exactly either way.
+PAIRS_IVF_SAMPLE_RATE = 64
 ANN_PQ_NPROBES = 64
 ANN_REFINE = 10
 PQ_SUB_VECTOR_DIM = 16  # dimensions per PQ sub-vector: 32 one-byte codes for 512 dims
@@ -418,12 +423,14 @@ def has_index(table: Any, column: str) -> bool:
 
 
 def ensure_vector_index(table: Any, column: str = "vector", min_rows: int = ANN_MIN_ROWS,
-                        pq_rows: int = ANN_PQ_ROWS) -> bool:
+                        pq_rows: int = ANN_PQ_ROWS, sample_rate: int | None = None) -> bool:
     """A vector index (cosine) on ``column`` once the table holds ``min_rows`` rows: IVF_FLAT,
     or IVF_PQ from ``pq_rows`` rows on (an IVF_FLAT index of a table that has grown past
     ``pq_rows`` is replaced by an IVF_PQ one, once). About sqrt(rows) partitions; for
     IVF_PQ, one sub-vector per :data:`PQ_SUB_VECTOR_DIM` dimensions. Rows added later are
-    searched exactly until a compaction folds them in. True when built now."""
+    searched exactly until a compaction folds them in. ``sample_rate``: vectors per
+    partition an IVF_FLAT index's k-means trains on (LanceDB's default, 256, otherwise).
+    True when built now."""
     rows: int | None = None
     kind = vector_index_kind(table, column)
     if kind is not None:
@@ -448,7 +455,8 @@ def ensure_vector_index(table: Any, column: str = "vector", min_rows: int = ANN_
                        num_sub_vectors=sub_vectors)
         kind = "IVF_PQ"
     else:
-        config = IvfFlat(distance_type="cosine", num_partitions=partitions)
+        config = IvfFlat(distance_type="cosine", num_partitions=partitions,
+                         **({"sample_rate": sample_rate} if sample_rate else {}))
         kind = "IVF_FLAT"
     retry_conflicts(lambda: table.create_index(column, config=config, replace=True))
     with suppress(TypeError):

@@ -242,7 +242,8 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
             embedded, commits = _apply(table, snap, plan, indexed, embedder, progress,
                                        settings.max_embed_chars, cache)
             lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
-            lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows)
+            lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows,
+                                  sample_rate=lance.PAIRS_IVF_SAMPLE_RATE)
         optimized = _maintain(settings, table, commits, embedded)
         rows = table.count_rows()
         recallcopy.save(settings, table)
@@ -464,7 +465,8 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     if compact_first:
         optimized = _maintain(settings, table, commits, embedded)
     lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
-    lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows)
+    lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows,
+                                  sample_rate=lance.PAIRS_IVF_SAMPLE_RATE)
     if here is not None:
         index.record_origin(table, here)
     if not compact_first:
