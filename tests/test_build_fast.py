@@ -155,6 +155,8 @@ from wrenmem.index.sync import sync_pairs
 from wrenmem.embedders import get_embedder
 from wrenmem.settings import load_settings
 embedpipe.PIPE_MIN = 64  # a small project takes the path of a big one
+import wrenmem.index.sync as sync_module
+sync_module.DELTA_MAX = 10  # and a sync of 100 changed files that of thousands
 forks = []
 real = embedpipe.EmbedPipe.start
 def counted(self, texts):
@@ -235,6 +237,23 @@ def test_the_embedding_process_builds_the_index_the_one_process_build_builds(
     rows_again, vectors_again = _rows(roots["child"])
     assert rows_again == rows_here
     np.testing.assert_allclose(vectors_again, vectors_here, atol=1e-6, rtol=0)
+
+    # Many files changed in an index that exists: the child is forked after the files are
+    # read, and given only the new questions.
+    import time
+
+    time.sleep(2.1)  # past the racy window of the stats just recorded
+    for root in roots.values():
+        for i in range(0, 180, 2):
+            write_pair(root, f"g{i % 5}/q{i:03d}.md", f"Edited question number {i}?",
+                       f"SELECT {i % 9} FROM t{i % 4}", datasource="shop")
+    child = _pipe_sync(roots["child"], "child")
+    here = _pipe_sync(roots["here"], "here")
+    assert child["forks"] == [90] and not here["forks"] and child["embedded"] == 90
+    rows_child, vectors_child = _rows(roots["child"])
+    rows_here, vectors_here = _rows(roots["here"])
+    assert rows_child == rows_here
+    np.testing.assert_allclose(vectors_child, vectors_here, atol=1e-6, rtol=0)
 
 
 def test_a_failing_embedding_process_leaves_the_work_to_this_one(tmp_path: Path) -> None:
