@@ -172,7 +172,8 @@ def _embed_pipe(embedder: Embedder, snap: Snapshot, state: IndexState | None, fu
         return None
     files = set() if full or state is None else set(state.files.values())
     extras = set() if full or state is None else set(state.extras.values())
-    fresh = {embed_text(p, max_chars) for path, p in snap.pairs.items()
+    # embed_text's texts, without its warning about a long question (_apply gives it)
+    fresh = {p.nl.strip()[:max_chars] for path, p in snap.pairs.items()
              if (snap.file_hashes[path] not in files if path in snap.file_hashes
                  else snap.extra_hashes.get(path) not in extras)}
     if len(fresh) < embedpipe.PIPE_MIN:
