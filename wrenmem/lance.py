@@ -59,6 +59,7 @@ ANN_PQ_ROWS = 250_000
 # of 20.0 s and 826 MB, and recall@10 against an exact scan 0.999 instead of 0.996 (100
 # queries, 64 probes): the probed partitions are searched exactly either way.
 PAIRS_IVF_SAMPLE_RATE = 64
+IVF_SAMPLE_RATE = 256  # LanceDB's own default, for the other tables
 ANN_PQ_NPROBES = 64
 ANN_REFINE = 10
 PQ_SUB_VECTOR_DIM = 16  # dimensions per PQ sub-vector: 32 one-byte codes for 512 dims
@@ -456,7 +457,7 @@ def ensure_vector_index(table: Any, column: str = "vector", min_rows: int = ANN_
         kind = "IVF_PQ"
     else:
         config = IvfFlat(distance_type="cosine", num_partitions=partitions,
-                         **({"sample_rate": sample_rate} if sample_rate else {}))
+                         sample_rate=sample_rate or IVF_SAMPLE_RATE)
         kind = "IVF_FLAT"
     retry_conflicts(lambda: table.create_index(column, config=config, replace=True))
     with suppress(TypeError):
