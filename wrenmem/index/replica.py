@@ -194,7 +194,8 @@ def _finish(settings: Settings, name: str, local: Any, version: int | None,
     """The copy's indexes and housekeeping after a copy of ``copied`` rows."""
     if name == index.TABLE:
         lance.ensure_fts(local, "terms")
-    lance.ensure_vector_index(local, pq_rows=settings.ivf_pq_rows)
+    lance.ensure_vector_index(local, pq_rows=settings.ivf_pq_rows,
+                              sample_rate=lance.PAIRS_IVF_SAMPLE_RATE)
     lance.maintain(local, settings.state_dir / statedir.REPLICA_MAINT, commits, copied)
     log.info("replica of %s: version %s, %d rows copied, %d deleted", name, version,
              copied, deleted)

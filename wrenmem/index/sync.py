@@ -30,9 +30,10 @@ from wrenmem.errors import (
     ReaderRoleError,
     WrenmemError,
 )
-from wrenmem.index import recallcopy
+from wrenmem.index import embedpipe, recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache, cache_path
+from wrenmem.index.embedpipe import EmbedPipe, can_fork
 from wrenmem.index.origin import is_older_checkout, local_origin
 from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.report import SyncReport
@@ -148,24 +149,64 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
         if report is not None:
             return report
         break
-    snap = take_snapshot(settings, reread=full)
-    seen = load_state(settings)
-    if not full and mirror_matches(settings, seen, embedder.model_id, snap):
-        _refresh_stats(settings, embedder.model_id)
-        return _noop_report(settings, snap, embedder.model_id)
-
-    _warm_up(embedder, snap, seen, full, EmbedCache(cache_path(settings), embedder.model_id),
-             settings.max_embed_chars)
-    lance.import_lancedb()  # seconds of CPU: not while holding the lock other writers wait for
-    with index_lock(settings, timeout=lock_timeout):
-        state = load_state(settings)
-        if state != seen:  # another writer finished meanwhile: read the files again
-            snap = take_snapshot(settings, reread=full)
-        if not full and mirror_matches(settings, state, embedder.model_id, snap):
-            save_mirror(settings, embedder.model_id, snap, state.rows if state else 0,
-                        state.version if state else None)
+    # A first index or a rebuild: a child loads the model while this process reads files.
+    early = (EmbedPipe(embedder, EMBED_BATCH)
+             if (full or delta is None) and paths is None and can_fork(embedder) else None)
+    pipe = None
+    try:
+        snap = take_snapshot(settings, reread=full)
+        seen = load_state(settings)
+        if not full and mirror_matches(settings, seen, embedder.model_id, snap):
+            _refresh_stats(settings, embedder.model_id)
             return _noop_report(settings, snap, embedder.model_id)
-        return _sync_locked(settings, embedder, snap, full, progress, paths, state)
+
+        cache = EmbedCache(cache_path(settings), embedder.model_id)
+        pipe = _embed_pipe(embedder, snap, seen, full, cache, settings.max_embed_chars, early)
+        if pipe is None:
+            _warm_up(embedder, snap, seen, full, cache, settings.max_embed_chars)
+        lance.import_lancedb()  # seconds of CPU: not while holding the lock writers wait for
+        with index_lock(settings, timeout=lock_timeout):
+            state = load_state(settings)
+            if state != seen:  # another writer finished meanwhile: read the files again
+                snap = take_snapshot(settings, reread=full)
+            if not full and mirror_matches(settings, state, embedder.model_id, snap):
+                save_mirror(settings, embedder.model_id, snap, state.rows if state else 0,
+                            state.version if state else None)
+                return _noop_report(settings, snap, embedder.model_id)
+            return _sync_locked(settings, embedder, snap, full, progress, paths, state, pipe)
+    finally:
+        for child in {early, pipe} - {None}:
+            assert child is not None
+            child.close()
+
+
+def _embed_pipe(embedder: Embedder, snap: Snapshot, state: IndexState | None, full: bool,
+                cache: EmbedCache, max_chars: int, early: EmbedPipe | None = None
+                ) -> EmbedPipe | None:
+    """The embedding child of a big sync (:mod:`wrenmem.index.embedpipe`), started with the
+    texts it will probably embed, as :func:`_apply` will ask for them: those of the files
+    and seeds whose hashes the mirror does not know, distinct, sorted, not in the embedding
+    cache. ``early``: the child forked before the files were read. None for a small sync,
+    or where this process cannot fork safely."""
+    if early is None and not can_fork(embedder):
+        return None
+    files = set() if full or state is None else set(state.files.values())
+    extras = set() if full or state is None else set(state.extras.values())
+    # embed_text's texts, without its warning about a long question (_apply gives it)
+    fresh = {p.nl.strip()[:max_chars] for path, p in snap.pairs.items()
+             if (snap.file_hashes[path] not in files if path in snap.file_hashes
+                 else snap.extra_hashes.get(path) not in extras)}
+    if len(fresh) < embedpipe.PIPE_MIN:
+        return None
+    wanted = sorted(fresh)
+    if not full:
+        known = cache.lookup(wanted)
+        wanted = [t for t in wanted if t not in known]
+    if len(wanted) < embedpipe.PIPE_MIN:
+        return None
+    pipe = early or EmbedPipe(embedder, EMBED_BATCH)
+    pipe.start(wanted)
+    return pipe
 
 
 class _Raced(Exception):
@@ -233,11 +274,13 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
         embedded, commits = 0, 0
         invalidate_state(settings)
         if not plan.in_sync:
+            _prune_due(settings, table)
             snap = Snapshot(pairs, read.file_hashes, {}, read.errors)
             embedded, commits = _apply(table, snap, plan, indexed, embedder, progress,
                                        settings.max_embed_chars, cache)
             lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
-            lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows)
+            lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows,
+                                  sample_rate=lance.PAIRS_IVF_SAMPLE_RATE)
         optimized = _maintain(settings, table, commits, embedded)
         rows = table.count_rows()
         recallcopy.save(settings, table)
@@ -372,7 +415,7 @@ def _noop_report(settings: Settings, snap: Snapshot, model_id: str) -> SyncRepor
 
 def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: bool,
                  progress: Progress | None, paths: Collection[str] | None,
-                 prior: IndexState | None) -> SyncReport:
+                 prior: IndexState | None, pipe: EmbedPipe | None = None) -> SyncReport:
     db = index.connect(settings)
     check = index.inspect(settings, db)
     if check.owner is not None:
@@ -408,7 +451,9 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
         invalidate_state(settings)
         if reason is not None:
             log.warning("rebuilding the index: %s", reason)
-        table = index.create_table(db, embedder.model_id, embedder.dim, str(settings.root))
+        dim = pipe.dim() if pipe is not None else None  # not loading the model here
+        table = index.create_table(db, embedder.model_id, dim or embedder.dim,
+                                   str(settings.root))
         paths = None  # a new table needs every pair, whatever the caller asked for
         rows_read: tuple[index.IndexedRow, ...] = ()
         fresh = True
@@ -440,10 +485,12 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
                 f"another writer kept changing {settings.index_uri} during this sync "
                 f"({REMOTE_ROUNDS} rounds); run `wrenmem sync` again")
         invalidate_state(settings)
+        if round_no == 1 and not created:
+            _prune_due(settings, table)
         cache = EmbedCache(cache_path(settings), embedder.model_id)
         done, made = _apply(table, snap, plan, indexed_scope, embedder, progress,
                             settings.max_embed_chars, cache, use_cache=not full, memo=memo,
-                            new_table=fresh)
+                            new_table=fresh, pipe=pipe)
         embedded, commits = embedded + done, commits + made
         if not remote:
             break  # the lock serialises local writers: nothing can have interleaved
@@ -456,7 +503,8 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     if compact_first:
         optimized = _maintain(settings, table, commits, embedded)
     lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
-    lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows)
+    lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows,
+                                  sample_rate=lance.PAIRS_IVF_SAMPLE_RATE)
     if here is not None:
         index.record_origin(table, here)
     if not compact_first:
@@ -532,13 +580,15 @@ def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
 def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, list[str]],
            embedder: Embedder, progress: Progress | None, max_chars: int,
            cache: EmbedCache, use_cache: bool = True,
-           memo: dict[str, Any] | None = None, new_table: bool = False) -> tuple[int, int]:
+           memo: dict[str, Any] | None = None, new_table: bool = False,
+           pipe: EmbedPipe | None = None) -> tuple[int, int]:
     """Write the plan: reused vectors (from the table or the embedding cache) and deletions
     first, then embedded chunks. Returns (texts embedded, commits). ``use_cache`` False (a
     full rebuild asked for) embeds every text again, and refreshes the cache with it.
     ``memo`` (text -> vector) keeps what was embedded for a later round of the same sync
     (a remote index's; None: nothing is kept past its rows' write). ``new_table``: the table
-    was created by this sync and has no other writer: rows are added without a join."""
+    was created by this sync and has no other writer: rows are added without a join.
+    ``pipe``: the child process embedding this sync's texts (:func:`_embed_pipe`)."""
     texts_of = {i: embed_text(snap.pairs[i], max_chars) for i in
                 (*plan.added, *plan.changed, *(new for _old, new in plan.renamed))}
     commits = 0
@@ -576,7 +626,9 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
         chunk = texts[start:start + WRITE_CHUNK]
         for b in range(0, len(chunk), EMBED_BATCH):
             batch = chunk[b:b + EMBED_BATCH]
-            fresh = dict(zip(batch, embedder.embed(batch), strict=True))
+            made = (embedder.embed(batch) if pipe is None
+                    else pipe.embed(batch, embedder.embed))
+            fresh = dict(zip(batch, made, strict=True))
             vectors.update(fresh)
             if memo is not None:
                 memo.update(fresh)
@@ -606,6 +658,12 @@ def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: dict[st
         index.write(table, rows, [])
     vectors.clear()
     return 1
+
+
+def _prune_due(settings: Settings, table: Any) -> bool:
+    """Before a write's commits: prune the copy the last compaction superseded, once its
+    grace period is over (:func:`wrenmem.lance.prune_due`)."""
+    return lance.prune_due(table, settings.state_dir / MAINT_NAME)
 
 
 def _maintain(settings: Settings, table: Any, commits: int, embedded: int,

@@ -16,6 +16,7 @@ from typing import Any
 
 from wrenmem.errors import PairError, UnreadableFileError, WrenmemError
 from wrenmem.fsutil import os_error_reason, read_regular_file
+from wrenmem.pairs.frontmatter import simple_front_matter
 from wrenmem.settings import MAX_PAIR_BYTES
 
 KNOWN_KEYS = ("nl", "also", "datasource", "dialect", "tags", "source", "created_at",
@@ -167,7 +168,9 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
         raise PairError(path, "front matter is not closed by a '---' line", first + 1)
     yaml_text = "\n".join(lines[first + 1 : close])
     try:
-        meta = _load_yaml(yaml_text) if yaml_text.strip() else None
+        meta = simple_front_matter(lines[first + 1 : close])
+        if meta is None:
+            meta = _load_yaml(yaml_text) if yaml_text.strip() else None
     except RecursionError as e:
         raise PairError(path, "front matter is nested too deeply", first + 1) from e
     except yaml.YAMLError as e:

