@@ -312,7 +312,7 @@ def test_a_compaction_after_a_sync_keeps_the_copy_and_the_state_current(
     index is up to date (queued with the file writes, wrenmem/schema/later.py), in any
     other process inside the sync; either way the copy and the state name the new files."""
     from wrenmem import lance, statedir
-    from wrenmem.fsutil import read_marshal, write_marshal
+    from wrenmem.fsutil import write_marshal
     from wrenmem.schema import later
 
     settings = load_settings(project_copy)
@@ -327,12 +327,12 @@ def test_a_compaction_after_a_sync_keeps_the_copy_and_the_state_current(
         with later.collect() as files:
             sync_schema(settings)
         written = searchcopy.listing(settings)
-        assert files and read_marshal(counter) == lance.COMPACT_EVERY - 1  # not yet
+        assert files and lance._maint_record(counter)["commits"] == lance.COMPACT_EVERY - 1  # not yet
         later._run(files)
         assert searchcopy.listing(settings) != written  # the compaction rewrote its files
     else:
         sync_schema(settings)
-    assert read_marshal(counter) == 0  # compacted
+    assert lance._maint_record(counter)["commits"] == 0  # compacted
     after = searchcopy.listing(settings)
     assert schema_index.is_fresh(settings, path, embedder.model_id)  # its state: these files
     searchcopy._recent.clear()  # the saved copy is of these files, checked by a sync
