@@ -547,31 +547,35 @@ def fit_side_models(tuning: list[Asked], ranking: rank_model.Model,
     out["grep"] = fit_logistic(np.array(g_rows), np.array(g_y), np.array(g_w))
     # draft: the learned logit plus the draft's structural agreement, the asked SQL as draft
     d_rows, d_y, d_w = [], [], []
-    calib = rank_model.Model("calibration", rank_model.CALIBRATION_FEATURES,
-                             tuple(calibration[1:]), calibration[0])
     for a in tuning:
         if not a.cands:
             continue
         draft = sqlshape.shape(a.sql, a.dialect)
-        r = [ranking.logit(f) for f in feats(a)]
-        for row, c, yv in zip(rank_model.calibration_rows(r), a.cands, labels(a), strict=True):
+        for base, c, yv in zip(learned_logits(a, ranking, calibration), a.cands, labels(a),
+                               strict=True):
             if c.excluded:
                 continue
             d_rows.append(list(rank_model.draft_features(
-                calib.logit(row), draft, sqlshape.shape(c.sql, c.dialect))))
+                base, draft, sqlshape.shape(c.sql, c.dialect))))
             d_y.append(yv)
             d_w.append(1.0 / len(a.cands))
     out["draft"] = fit_logistic(np.array(d_rows), np.array(d_y), np.array(d_w))
     return out
 
 
-def learned_scores(a: Asked, ranking: rank_model.Model, calibration: np.ndarray
+def learned_logits(a: Asked, ranking: rank_model.Model, calibration: np.ndarray
                    ) -> list[float]:
-    """The learned fusion's calibrated scores in [0, 1] of an asked question's candidates."""
+    """The learned fusion's calibrated log-odds of an asked question's candidates."""
     calib = rank_model.Model("calibration", rank_model.CALIBRATION_FEATURES,
                              tuple(calibration[1:]), calibration[0])
     r = [ranking.logit(f) for f in feats(a)]
-    return [rank_model.sigmoid(calib.logit(row)) for row in rank_model.calibration_rows(r)]
+    return [calib.logit(row) for row in rank_model.calibration_rows(r)]
+
+
+def learned_scores(a: Asked, ranking: rank_model.Model, calibration: np.ndarray
+                   ) -> list[float]:
+    """The learned fusion's calibrated scores in [0, 1] of an asked question's candidates."""
+    return [rank_model.sigmoid(v) for v in learned_logits(a, ranking, calibration)]
 
 
 def gated(a: Asked) -> bool:

