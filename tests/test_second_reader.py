@@ -121,3 +121,35 @@ def test_a_second_reader_that_cannot_load_leaves_the_first_models_scores(
     monkeypatch.setattr(second, "available", lambda: False)
     again = Memory(tmp_path, backend="hybrid").recall(VIETNAMESE, 4)
     assert [(h.question, h.score) for h in again] == [(h.question, h.score) for h in off]
+
+
+def test_the_stored_questions_vectors_wait_on_disk_for_the_next_process(
+        tmp_path: Path) -> None:
+    import numpy as np
+
+    cache = tmp_path / "second-reader-cache.bin"
+    stored = [q for q, _ in PAIRS]
+    first = second.SecondReader(cache)
+    cos = first.cosines(VIETNAMESE, stored)
+    assert first.embedded == len(stored) and cache.is_file()
+    # a new reader (the next one-shot process) embeds none of them again: same vectors
+    later = second.SecondReader(cache)
+    assert later.cosines(VIETNAMESE, stored) == cos
+    assert later.embedded == 0
+    assert all(np.array_equal(a, b) for a, b in
+               zip(first.passages(stored), later.passages(stored), strict=True))
+    # only what no process saw is embedded
+    assert later.cosines(VIETNAMESE, [*stored, "Show every album."])[:4] == cos
+    assert later.embedded == 1
+    # a damaged cache file is derived state: ignored, the vectors embedded again
+    cache.write_bytes(b"not a cache")
+    damaged = second.SecondReader(cache)
+    assert damaged.cosines(VIETNAMESE, stored) == pytest.approx(cos, abs=1e-6)
+    assert damaged.embedded == len(stored)
+
+
+def test_a_project_keeps_its_second_readers_vectors_in_its_state_folder(
+        tmp_path: Path) -> None:
+    _project(tmp_path)
+    Memory(tmp_path, backend="hybrid").recall(VIETNAMESE, 3)
+    assert (tmp_path / ".wrenmem" / "second-reader-cache.bin").is_file()

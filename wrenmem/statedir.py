@@ -40,6 +40,7 @@ REPLICA_STATE = "replica.json"  # which remote version each table of the copy ho
 REPLICA_MAINT = "replica-maint.bin"  # commits to the copy since its last compaction
 HOOKS_DEFERRED = "hooks-deferred.lock"  # held by the one sync waiting for a rebase to end
 EMBED_CACHE = "embed-cache.bin"  # vectors by (model id, content hash), kept across deletions
+SECOND_CACHE = "second-reader-cache.bin"  # the second reader's vectors of stored questions
 RECALL_COPY = "recall-copy.bin"  # the pairs table as a one-shot recall reads it, without LanceDB
 USES = "uses.bin"  # tables and columns each pair's SQL uses, by SQL, dialect and manifest
 KNOWLEDGE_STATE = "knowledge_index.json"  # what the knowledge table holds

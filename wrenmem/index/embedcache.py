@@ -152,7 +152,8 @@ def _remember(path: Path, entries: dict[tuple[str, str], bytes],
         if key is None:
             _KEPT.pop(str(path), None)
         else:
-            _KEPT.clear()  # one project's cache at a time
+            for other in [p for p in _KEPT if Path(p).parent != path.parent]:
+                del _KEPT[other]  # one project's caches at a time
             _KEPT[str(path)] = (key, dict(entries), written)
         if written:
             _WRITTEN[str(path)] = time.monotonic()

