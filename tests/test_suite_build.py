@@ -157,3 +157,13 @@ def test_held_out_needs_a_reason(suite: Path, tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         run.main(["--suite", str(suite), "--split", "held-out", "--runs", "grep",
                   "--workdir", str(tmp_path)])
+
+
+def test_paired_counts_only_the_questions_the_runs_disagree_on() -> None:
+    # ranks of the same five questions under two runs (None: not found)
+    won, lost, p = run.paired([1, 1, 2, None, 1], [1, 3, 1, 1, None])
+    assert (won, lost) == (2, 2) and p == 1.0
+    won, lost, p = run.paired([1] * 8, [2] * 8)
+    assert (won, lost) == (8, 0)
+    assert p == pytest.approx(2 / 2 ** 8)  # eight of eight one way: 2 x (1/2)^8
+    assert run.paired([1, 2], [1]) == (0, 0, None)  # not the same questions

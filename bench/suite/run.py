@@ -36,6 +36,7 @@ import datetime
 import getpass
 import hashlib
 import json
+import math
 import os
 import random
 import subprocess
@@ -330,6 +331,15 @@ def summary(rows: list[dict], runs: list[str]) -> list[str]:
         out.append("")
         out.append(f"New-question R@1, mean of {len(new)} cases: " + ", ".join(
             f"{r} {sum(g['runs'][r]['R@1'] for g in new) / len(new):.3f}" for r in runs))
+        if DEFAULT in runs and "vector" in runs:
+            out.append("")
+            out.append(f"New questions, {DEFAULT} against vector, paired (questions first only "
+                       f"with {DEFAULT} / only with vector; exact McNemar p):")
+            for r in new:
+                won, lost, p = paired(r["runs"][DEFAULT].get("ranks"),
+                                      r["runs"]["vector"].get("ranks"))
+                if p is not None:
+                    out.append(f"- {r['name']}: {won} / {lost}, p = {p:.3f}")
     # calibration of the default's scores, per task, pooled over the cases
     if DEFAULT in runs:
         out.append("")
@@ -347,6 +357,21 @@ def summary(rows: list[dict], runs: list[str]) -> list[str]:
                      f"{b[2] / b[0]:.2f}" for n, b in enumerate(pooled) if b[0]]
             out.append(f"- {task}: ECE {ece(pooled):.3f}; " + "; ".join(cells))
     return out
+
+
+def paired(a: list[int | None] | None, b: list[int | None] | None
+           ) -> tuple[int, int, float | None]:
+    """(questions ``a`` puts right first and ``b`` does not, the reverse, the two-sided exact
+    McNemar p of that split): the fair test of two runs on the same questions."""
+    if not a or not b or len(a) != len(b):
+        return 0, 0, None
+    won = sum(x == 1 and y != 1 for x, y in zip(a, b, strict=True))
+    lost = sum(y == 1 and x != 1 for x, y in zip(a, b, strict=True))
+    n = won + lost
+    if n == 0:
+        return 0, 0, 1.0
+    tail = sum(math.comb(n, i) for i in range(min(won, lost) + 1)) / 2 ** n
+    return won, lost, min(1.0, 2 * tail)
 
 
 def merge_saved(saved: list[dict]) -> tuple[list[dict], list[str]]:
