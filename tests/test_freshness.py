@@ -119,3 +119,72 @@ def test_no_fence_without_a_file_to_open_or_by_polling(project: Path, files: Pat
     finally:
         empty.close()
         polling.close()
+
+
+def test_a_registered_key_is_kept_fresh_while_questions_come(
+        files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The age check's sync runs in the background before a question would need it; a
+    process nobody asks stops walking."""
+    import wrenmem.watch.freshness as freshness
+
+    monkeypatch.setattr(freshness, "ACTIVE", 1.5)
+    f = Freshness(load_settings(files), max_age=1.0)
+    refreshed: list[str] = []
+
+    def refresh() -> None:
+        started = time.monotonic()
+        refreshed.append(time.strftime("%T"))
+        f.synced(started, "index")
+
+    try:
+        f.keep_fresh("index", refresh)
+        assert f.needs_sync("index")  # a first question syncs itself
+        f.synced(time.monotonic(), "index")
+        stale = []
+        for _ in range(12):  # a question every quarter second for three seconds
+            time.sleep(0.25)
+            stale.append(f.needs_sync("index"))
+        assert refreshed, "the background thread kept nothing fresh"
+        assert not any(stale), stale  # no question found the key old
+        # idle: the last question is more than ACTIVE seconds old, nothing is walked
+        time.sleep(2.0)
+        count = len(refreshed)
+        time.sleep(1.5)
+        assert len(refreshed) == count
+    finally:
+        f.close()
+
+
+def test_a_warm_recall_leaves_the_age_check_to_the_background(
+        files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import wrenmem.recall.recaller as recaller_mod
+    from wrenmem.recall.hits import Filters
+    from wrenmem.recall.recaller import Recaller
+
+    settings = load_settings(files, overrides={"backend": "vector"})
+    real = recaller_mod.catch_up
+    threads: list[str] = []
+
+    def recording(*args: object, **kwargs: object) -> str | None:
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(recaller_mod, "catch_up", recording)
+    f = Freshness(settings, max_age=1.0)
+    try:
+        recaller = Recaller(settings, freshness=f)
+        first = recaller.recall(["A first question"], 1, Filters())
+        assert first[0].hits[0].question == "A first question"
+        assert threads == ["MainThread"]  # the first question syncs (builds) the index
+        time.sleep(0.3)
+        recaller.recall(["A first question"], 1, Filters())  # (the build's own events)
+        del threads[:]
+        for _ in range(10):
+            time.sleep(0.25)
+            assert recaller.recall(["A first question"], 1, Filters())[0].hits
+        assert threads.count("wrenmem-freshness") >= 1, threads
+        assert "MainThread" not in threads, threads
+    finally:
+        f.close()

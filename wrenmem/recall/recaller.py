@@ -96,6 +96,9 @@ class Recaller:
         # per question would cost seconds.
         self._reader_seen: tuple[Any, ...] | None = None
         self._reader_note: str | None = None
+        keep_fresh = getattr(freshness, "keep_fresh", None)
+        if keep_fresh is not None and not (settings.is_reader or settings.remote_index):
+            keep_fresh(INDEX, self._revalidate)  # the age check's walk off the questions
 
     # -- what it owns ---------------------------------------------------------------
     @property
@@ -311,6 +314,19 @@ class Recaller:
         self._reader_seen, self._reader_note = copy, note
         self._synced(INDEX, started)
         self._kept.clear()
+
+    def _revalidate(self) -> None:
+        """The catch-up sync a question would run once the last one gets older than the
+        freshness's ``max_age``, run by the freshness's thread before a question needs it
+        (a writer holding the index lock is left alone: its sync, or the next question's,
+        does it)."""
+        from wrenmem.lock import index_lock
+
+        try:
+            with index_lock(self.settings, timeout=BUSY_WAIT):
+                self._catch_up(self.settings, time.monotonic(), log.info)
+        except LockTimeoutError:
+            return
 
     def index_written(self, started: float | None = None) -> None:
         """A sync in this process wrote the index (the daemon's ``sync`` request; call it

@@ -17,6 +17,13 @@ be put (polling, no file to open, a slow observer) the answer is "sync".
 
 Each warm thing (the index, grep's snapshot) is a ``key``: one sync does not make the other
 fresh.
+
+The ``MAX_AGE`` safety net would make a question pay for a whole walk of the files (half a
+second at 100,000 pairs) whenever the last sync is older than that: every question of an
+agent that asks once a minute. An owner that registers a ``refresh`` for a key
+(:meth:`Freshness.keep_fresh`) has it run in a background thread shortly before the key
+would be too old, while questions keep coming (one within ``ACTIVE`` seconds); the
+question then finds the key fresh. An idle process walks nothing.
 """
 
 from __future__ import annotations
@@ -24,12 +31,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from wrenmem.settings import Settings
 from wrenmem.watch.loop import KNOWLEDGE, WatchdogSource, classify_path
 
 log = logging.getLogger(__name__)
 MAX_AGE = 30.0
+ACTIVE = 600.0  # seconds after a question during which registered keys are kept fresh
+AHEAD = 5.0  # a background refresh runs this long before its key's sync gets too old
 
 
 class Freshness:
@@ -40,6 +50,11 @@ class Freshness:
         self.max_age = max_age
         self._lock = threading.Lock()
         self._clean: dict[str, float] = {}  # key -> when its last sync began (monotonic)
+        self._refresh: dict[str, Callable[[], None]] = {}  # see keep_fresh
+        self._asked: float | None = None  # the last question's needs_sync (monotonic)
+        self._closed = threading.Event()
+        self._wake = threading.Event()
+        self._keeper: threading.Thread | None = None
         # Polling cannot be fenced: with ``poll`` every recall syncs first, as without events.
         self.source: WatchdogSource | None = WatchdogSource(settings, poll=poll,
                                                             notify=log.info)
@@ -52,6 +67,9 @@ class Freshness:
     def needs_sync(self, key: str = "index") -> bool:
         """True when files may have changed since the last sync of ``key``."""
         with self._lock:
+            if threading.current_thread() is not self._keeper:
+                self._asked = time.monotonic()  # a question: keep the keys fresh a while
+                self._wake.set()
             if self.source is None:
                 return True
             since = self._clean.get(key)
@@ -79,6 +97,53 @@ class Freshness:
             return True
         return False
 
+    def keep_fresh(self, key: str, refresh: Callable[[], None]) -> None:
+        """Run ``refresh()`` (the catch-up sync a stale ``key`` needs, which ends with
+        :meth:`synced`) in a background thread before ``key`` gets older than ``max_age``,
+        while questions come. Without file-system events every question syncs anyway, so
+        nothing is kept."""
+        with self._lock:
+            if self.source is None:
+                return
+            self._refresh[key] = refresh
+            if self._keeper is None:
+                self._keeper = threading.Thread(target=self._keep, name="wrenmem-freshness",
+                                                daemon=True)
+                self._keeper.start()
+
+    def _due(self, now: float) -> tuple[list[str], float]:
+        """(the registered keys to refresh now, seconds until the next may be due)."""
+        with self._lock:
+            if self._asked is None or now - self._asked > ACTIVE:
+                return [], self.max_age  # idle: woken by the next question
+            lead = max(self.max_age - AHEAD, self.max_age / 2)
+            due, wait = [], self.max_age
+            for key in self._refresh:
+                since = self._clean.get(key)
+                if since is None:
+                    continue  # never synced, or a change: the next question syncs it
+                left = since + lead - now
+                if left <= 0:
+                    due.append(key)
+                else:
+                    wait = min(wait, left)
+            return due, wait
+
+    def _keep(self) -> None:
+        while not self._closed.is_set():
+            due, wait = self._due(time.monotonic())
+            for key in due:
+                try:
+                    self._refresh[key]()
+                except Exception as e:  # the question that finds it stale syncs itself
+                    log.info("background freshness check of %s failed: %s", key, e)
+            if due:  # synced, or not (a writer held the lock): look again in a second
+                wait = 1.0
+            self._wake.wait(max(wait, 0.05))
+            self._wake.clear()
+
     def close(self) -> None:
+        self._closed.set()
+        self._wake.set()
         if self.source is not None:
             self.source.close()
