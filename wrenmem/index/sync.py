@@ -30,7 +30,7 @@ from wrenmem.errors import (
     ReaderRoleError,
     WrenmemError,
 )
-from wrenmem.index import embedpipe, recallcopy
+from wrenmem.index import embedpipe, journal, recallcopy, smallsync
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache, cache_path
 from wrenmem.index.embedpipe import EmbedPipe, can_fork
@@ -254,6 +254,15 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
     if shadows & {p.nl.strip().casefold() for p in pairs.values()}:
         return None  # the question of a seed: which seeds the index holds changes too
     cache = EmbedCache(cache_path(settings), embedder.model_id)
+    if journal.wanted(settings, len(differs)):  # no LanceDB in this process: the journal
+        texts = {i: embed_text(p, settings.max_embed_chars) for i, p in pairs.items()}
+        try:
+            small = smallsync.journal_sync(settings, embedder, delta, read, scope, differs,
+                                           pairs, texts, cache, lock_timeout, _save_delta)
+        except smallsync.Raced:
+            raise _Raced from None
+        if small is not None:
+            return small
     if pairs and not cache.has_all(embed_text(p, settings.max_embed_chars)
                                    for p in pairs.values()):
         _load_in_background(embedder)
@@ -449,6 +458,7 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     created = table is None or reason is not None
     if created:
         invalidate_state(settings)
+        journal.discard(settings)  # the new table is made from the files, journal included
         if reason is not None:
             log.warning("rebuilding the index: %s", reason)
         dim = pipe.dim() if pipe is not None else None  # not loading the model here
