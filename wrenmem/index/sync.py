@@ -10,6 +10,10 @@ files still match it, a sync returns at once without importing LanceDB or loadin
 The state file is deleted before any index write and rewritten after it, so a kill at any
 point leaves either a true mirror or none; without one, the plan is made against the
 table's own (id, content_hash) column, which is always the truth.
+
+A small sync in a process that has not imported LanceDB writes the changed rows to the
+pairs journal instead of the table (:mod:`wrenmem.index.smallsync`,
+:mod:`wrenmem.index.journal`); every process that opens the table applies it first.
 """
 
 from __future__ import annotations
