@@ -205,16 +205,18 @@ def decode_row(row: Mapping[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- reconcile ----
 
-def apply_pending(settings: Settings, lock_timeout: float = LOCK_TIMEOUT) -> bool:
+def apply_pending(settings: Settings, lock_timeout: float = LOCK_TIMEOUT, *,
+                  compact: bool = True) -> bool:
     """:func:`reconcile`, for a process about to open the pairs table: when the journal
     cannot be applied (a damaged table, a full disk), it is dropped with the state mirror,
     so the next sync plans against the table's own rows and writes the change from the
     files (the pair files are never touched, so nothing is lost); the caller goes on and
-    meets the table as it is. A lock held past ``lock_timeout`` is raised."""
+    meets the table as it is. A lock held past ``lock_timeout`` is raised. ``compact``
+    False (a recall): the commits are counted, the compaction left to the next writer."""
     from wrenmem.errors import LockTimeoutError
 
     try:
-        return reconcile(settings, lock_timeout)
+        return reconcile(settings, lock_timeout, compact=compact)
     except LockTimeoutError:
         raise
     except Exception as e:
@@ -227,7 +229,8 @@ def apply_pending(settings: Settings, lock_timeout: float = LOCK_TIMEOUT) -> boo
         return False
 
 
-def reconcile(settings: Settings, lock_timeout: float = LOCK_TIMEOUT) -> bool:
+def reconcile(settings: Settings, lock_timeout: float = LOCK_TIMEOUT, *,
+              compact: bool = True) -> bool:
     """Apply the journal to the pairs table and delete it, under the index lock (True when
     there was one to apply). Called before any process works on the table in LanceDB.
     A journal of another project or index, of a table that is gone or was rebuilt by
@@ -253,7 +256,7 @@ def reconcile(settings: Settings, lock_timeout: float = LOCK_TIMEOUT) -> bool:
             return False
         state = load_state(settings)
         before = index.disk_listing(settings)
-        _apply(settings, table, journal)
+        _apply(settings, table, journal, compact)
         if state is not None and state.disk == before:  # it vouched for table + journal
             rebased(settings, state, table.count_rows())
         recallcopy.save(settings, table)
@@ -272,12 +275,13 @@ def _cache_vectors(settings: Settings, journal: Journal) -> None:
     cache.save()
 
 
-def _apply(settings: Settings, table: Any, journal: Journal) -> None:
+def _apply(settings: Settings, table: Any, journal: Journal, compact: bool = True) -> None:
     """The journal's rows and removals as one upsert commit (two where a crash once left
     an id twice in the table), then the indexes and the compaction policy."""
     ids = sorted(journal.rows)
     rows = [decode_row(r) for r in journal.upserts.values()]
-    lance.prune_due(table, settings.state_dir / statedir.INDEX_MAINT)
+    if compact:
+        lance.prune_due(table, settings.state_dir / statedir.INDEX_MAINT)
     counts: dict[str, int] = {}
     for row_id, _hash, _q in index.rows_by_id(table, ids):
         counts[row_id] = counts.get(row_id, 0) + 1
@@ -292,7 +296,11 @@ def _apply(settings: Settings, table: Any, journal: Journal) -> None:
     lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
     lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows,
                               sample_rate=lance.PAIRS_IVF_SAMPLE_RATE)
-    lance.maintain(table, settings.state_dir / statedir.INDEX_MAINT, commits, len(rows))
+    counter = settings.state_dir / statedir.INDEX_MAINT
+    if compact:
+        lance.maintain(table, counter, commits, len(rows))
+    else:
+        lance.count_commits(counter, commits)
 
 
 # ----------------------------------------------------------------- overlay ----

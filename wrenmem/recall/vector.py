@@ -102,7 +102,7 @@ class VectorBackend:
             self._refresh_replica()
         if self._table is None:
             if not self.settings.remote_index:  # small syncs' rows first (index.connect)
-                journal.apply_pending(self.settings)
+                journal.apply_pending(self.settings, compact=False)
             if self._db is None:
                 self._db = lance.connect(replica.reading_uri(self.settings))
             table = index.open_table(self._db)
@@ -270,7 +270,7 @@ class VectorBackend:
         # with the table open applies them; else they are laid over the saved copy.
         pending = journal.peek(self.settings) if local else None
         if pending is not None and self._table is not None:
-            journal.apply_pending(self.settings)
+            journal.apply_pending(self.settings, compact=False)
             pending = None
         copy = self._still_held() if local else None
         listing = None
@@ -281,7 +281,7 @@ class VectorBackend:
             if copy is not None:
                 copy = journal.overlaid(self.settings, copy, pending)
             else:  # no copy to lay it over: the table answers, the journal applied first
-                journal.apply_pending(self.settings)
+                journal.apply_pending(self.settings, compact=False)
                 pending = None
         if copy is None and local and pending is None:
             # An open table's version, read before the listing: a copy found by the listing
