@@ -281,3 +281,37 @@ def test_a_damaged_journal_is_dropped_and_the_files_decide(
     _same_rows(_table_rows(settings), _table_rows(fresh))
     _forget_process_state(monkeypatch)
     assert_same_answers(_answers(settings, VectorBackend), _answers(fresh, VectorBackend))
+
+
+def test_an_mcp_server_without_a_watcher_stores_and_recalls_through_the_journal(
+        proj: Path) -> None:
+    """Another process's journal is seen by the server's first recall, and its own store
+    by the next (the server holds the table once warm: it applies what it finds)."""
+    pytest.importorskip("mcp")
+    from test_mcp import call, in_session
+
+    question = "How many capybaras were adopted last spring?"
+    sql = "SELECT COUNT(*) FROM adoption WHERE animal = 'capybara'"
+    write_pair(proj, "a/okapi.md", "How many okapis were adopted?",
+               "SELECT COUNT(*) FROM adoption WHERE animal = 'okapi'")
+    assert run_wrenmem(["sync"], proj).returncode == 0  # another process: to the journal
+
+    async def body(session: Any) -> dict[str, Any]:
+        out = {"okapi": await call(session, "recall_queries",
+                                   question="How many okapis were adopted?", k=3)}
+        out["stored"] = await call(session, "store_query", question=question, sql=sql)
+        out["after"] = await call(session, "recall_queries", question=question, k=3)
+        return out
+
+    env_before = os.environ.pop(journal.MODE_ENV, None)  # auto, in the server's process
+    try:
+        out = in_session(proj, body, "--backend", "hybrid")
+    finally:
+        if env_before is not None:
+            os.environ[journal.MODE_ENV] = env_before
+    assert out["okapi"]["pairs"][0]["path"] == "knowledge/sql/a/okapi.md"
+    assert out["after"]["pairs"][0]["path"] == out["stored"]["path"]
+    settings = load_settings(proj)
+    index.connect(settings)  # whatever is still in the journal, applied
+    assert {out["stored"]["path"], "knowledge/sql/a/okapi.md"} <= set(_table_rows(settings))
+    assert sync_pairs(settings).noop
