@@ -305,7 +305,9 @@ def _apply(settings: Settings, table: Any, journal: Journal, compact: bool = Tru
 
 # ----------------------------------------------------------------- overlay ----
 
-_OVERLAID: dict[str, tuple[int, tuple[int, int, int], recallcopy.RecallCopy]] = {}
+# by project: (the copy, the journal's token, the copy with the journal laid over it)
+_OVERLAID: dict[str, tuple[recallcopy.RecallCopy, tuple[int, int, int],
+                           recallcopy.RecallCopy]] = {}
 
 
 def overlaid(settings: Settings, copy: recallcopy.RecallCopy, journal: Journal
@@ -317,7 +319,7 @@ def overlaid(settings: Settings, copy: recallcopy.RecallCopy, journal: Journal
 
     key = str(settings.root)
     held = _OVERLAID.get(key)
-    if held is not None and held[0] == id(copy) and held[1] == journal.token:
+    if held is not None and held[0] is copy and held[1] == journal.token:
         return held[2]
     live = np.ones(len(copy.rows), dtype=bool) if copy.live is None else copy.live.copy()
     live[rows_with_ids(copy.rows, set(journal.rows))] = False
@@ -332,7 +334,7 @@ def overlaid(settings: Settings, copy: recallcopy.RecallCopy, journal: Journal
         vectors.append((vector / np.where(norm > 0, norm, 1.0)).astype(np.float32)[0])
     result = copy.with_rows(live, rows, None if copy.hashes is None else hashes, vectors)
     result.listing = copy.listing
-    _OVERLAID[key] = (id(copy), journal.token, result)
+    _OVERLAID[key] = (copy, journal.token, result)
     return result
 
 
