@@ -170,6 +170,7 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
             _warm_up(embedder, snap, seen, full, cache, settings.max_embed_chars)
         lance.import_lancedb()  # seconds of CPU: not while holding the lock writers wait for
         with index_lock(settings, timeout=lock_timeout):
+            journal.apply_pending(settings, lock_timeout)  # before the mirror is read
             state = load_state(settings)
             if state != seen:  # another writer finished meanwhile: read the files again
                 snap = take_snapshot(settings, reread=full)
@@ -272,6 +273,9 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
         _load_in_background(embedder)
     lance.import_lancedb()  # seconds of CPU: not while holding the lock other writers wait for
     with index_lock(settings, timeout=lock_timeout):
+        # the pairs journal into the table first: that re-keys (or drops) the mirror, and
+        # this sync then looks at the files again against the mirror as it is now
+        journal.apply_pending(settings, lock_timeout)
         if load_state(settings) != state:
             raise _Raced  # another writer finished meanwhile
         table = index.open_table(index.connect(settings))
