@@ -21,6 +21,7 @@ from test_daemon import assert_same_answers
 from test_recall_copy import QUESTIONS, _fill, recall_results
 
 from wrenmem import lance
+from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.index import journal, recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.drift import check_drift
@@ -337,3 +338,27 @@ def test_a_journal_that_cannot_be_applied_loses_nothing(
     assert set(report.added) >= {"knowledge/sql/a/one.md", "knowledge/sql/a/two.md"}
     _same_rows(_table_rows(settings), _table_rows(_fresh_build(proj, tmp_path)))
     assert sync_pairs(settings).noop
+
+
+def test_a_recall_that_applies_the_journal_leaves_the_compaction_to_a_writer(
+        proj: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load_settings(proj)
+    counter = settings.state_dir / "index-maint.bin"
+    write_marshal(counter, {"commits": lance.COMPACT_EVERY - 1})  # one commit from due
+    write_pair(proj, "a/one.md", "How many foxes are there?", "SELECT COUNT(*) FROM fox")
+    assert sync_pairs(settings).journaled
+    before = _table(settings).version
+    warm = VectorBackend(settings)
+    warm.table()  # a backend holding the table: its next search applies the journal
+    hits = warm.search(["How many foxes are there?"], 1, Filters())[0]
+    assert hits[0].path == "knowledge/sql/a/one.md"
+    assert not journal.journal_path(settings).exists()
+    assert _table(settings).version == before + 1  # the upsert alone, no compaction
+    assert read_marshal(counter)["commits"] == lance.COMPACT_EVERY
+    write_pair(proj, "a/two.md", "How many hares are there?", "SELECT COUNT(*) FROM hare")
+    monkeypatch.setenv(journal.MODE_ENV, "never")
+    assert sync_pairs(settings).optimized  # the next writer compacts
+
+
+def _table(settings: Settings) -> Any:
+    return lance.open_table(lance.connect(settings.index_uri), index.TABLE)
