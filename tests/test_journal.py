@@ -362,3 +362,18 @@ def test_a_recall_that_applies_the_journal_leaves_the_compaction_to_a_writer(
 
 def _table(settings: Settings) -> Any:
     return lance.open_table(lance.connect(settings.index_uri), index.TABLE)
+
+
+def test_a_journal_begun_by_a_removal_takes_rows_after_it(
+        proj: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load_settings(proj)
+    (proj / "knowledge/sql/stores/max_age.md").unlink()
+    assert sync_pairs(settings).journaled  # no vector yet: no dimension known
+    write_pair(proj, "a/one.md", "How many foxes are there?", "SELECT COUNT(*) FROM fox")
+    assert sync_pairs(settings).journaled
+    held = journal.read(settings)
+    assert held is not None and not held.damaged and held.dim == 512
+    assert set(held.rows) == {"knowledge/sql/stores/max_age.md", "knowledge/sql/a/one.md"}
+    _forget_process_state(monkeypatch)
+    fresh = _fresh_build(proj, tmp_path)
+    assert_same_answers(_answers(settings, HybridBackend), _answers(fresh, HybridBackend))

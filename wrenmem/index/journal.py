@@ -120,12 +120,14 @@ def read(settings: Settings) -> Journal | None:
         return None
     token = (st.st_ino, st.st_size, st.st_mtime_ns)
     data = read_marshal(path)
+    if data is None and not path.exists():
+        return None  # applied (and deleted) by another process meanwhile
     try:
         if not isinstance(data, dict) or data.get("v") != VERSION:
             raise ValueError("not a journal of this version")
-        rows = data["rows"]
+        rows, dim = data["rows"], int(data["dim"])
         if not isinstance(rows, dict) or not all(
-                isinstance(k, str) and (v is None or isinstance(v, dict))
+                isinstance(k, str) and (v is None or _is_row(v, dim))
                 for k, v in rows.items()):
             raise ValueError("its rows are not rows")
         return Journal(str(data["root"]), str(data["uri"]), str(data["model_id"]),
@@ -134,6 +136,11 @@ def read(settings: Settings) -> Journal | None:
     except (KeyError, TypeError, ValueError) as e:
         log.warning("%s cannot be read (%s): the next sync reads every pair file", path, e)
         return Journal(str(settings.root), settings.index_uri, "", 0, "", 0, {}, True, token)
+
+
+def _is_row(row: Any, dim: int) -> bool:
+    return (isinstance(row, dict) and all(k in row for k in ROW_KEYS)
+            and isinstance(row.get("vector"), bytes) and len(row["vector"]) == 4 * dim)
 
 
 _PEEKED: dict[str, Journal | None] = {}  # by journal path: the last one read, by token
@@ -351,6 +358,7 @@ def with_changes(prior: Journal | None, settings: Settings, model_id: str, dim: 
     """The journal after a small sync: ``prior``'s rows with ``changes`` laid over them."""
     rows = dict(prior.rows) if prior is not None else {}
     rows.update(changes)
-    return replace(prior, rows=rows, seq=prior.seq + 1) if prior is not None else Journal(
+    return replace(prior, rows=rows, seq=prior.seq + 1, dim=dim or prior.dim) if (
+        prior is not None) else Journal(
         str(settings.root), settings.index_uri, model_id, dim, listing_digest(listing), 1,
         rows)
