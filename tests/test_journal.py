@@ -377,3 +377,24 @@ def test_a_journal_begun_by_a_removal_takes_rows_after_it(
     _forget_process_state(monkeypatch)
     fresh = _fresh_build(proj, tmp_path)
     assert_same_answers(_answers(settings, HybridBackend), _answers(fresh, HybridBackend))
+
+
+def test_stacked_rows_read_as_the_joined_matrix() -> None:
+    """The overlay's vectors: two blocks that every read sees as one array."""
+    rng = np.random.default_rng(7)
+    first = rng.random((10, 4), dtype=np.float32)
+    more = rng.random((3, 4), dtype=np.float32)
+    stacked = recallcopy.StackedRows(first, more)
+    joined = np.concatenate([first, more])
+    keys: list[Any] = [0, 9, 10, 12, -1, -13, slice(None), slice(5, 11), slice(10, None),
+                       slice(0, 3), slice(11, 2), slice(None, None, 2), np.array([0, 11, 3]),
+                       [1, 10], [], np.arange(13) % 2 == 0]
+    for key in keys:
+        assert np.array_equal(stacked[key], joined[key]), key
+    assert np.array_equal(np.einsum("ij,j->i", stacked, first[0]), joined @ first[0])
+    for bad in (13, -14, np.array([13])):
+        with pytest.raises(IndexError):
+            stacked[bad]
+    again = recallcopy.StackedRows(stacked, more)  # extended again: still two blocks
+    assert again.first is first and np.array_equal(np.asarray(again),
+                                                   np.concatenate([joined, more]))
