@@ -348,16 +348,21 @@ def _decoded(view: memoryview, head: int) -> Any:
             return None
 
 
-def write_marshal(path: Path, data: Any) -> bool:
-    """Atomically store derived state; False (and a debug log) when it cannot be written,
-    e.g. in a read-only checkout, where wrenmem still works, only slower."""
+def encode_marshal(data: Any) -> bytes:
+    """``data`` as :func:`read_marshal` reads it back: a magic, a CRC-32, the marshal bytes
+    (ValueError for what marshal cannot hold)."""
     import marshal
     import zlib
 
+    payload = marshal.dumps(data)
+    return _MARSHAL_MAGIC + zlib.crc32(payload).to_bytes(4, "big") + payload
+
+
+def write_marshal(path: Path, data: Any) -> bool:
+    """Atomically store derived state; False (and a debug log) when it cannot be written,
+    e.g. in a read-only checkout, where wrenmem still works, only slower."""
     try:
-        payload = marshal.dumps(data)
-        atomic_write_bytes(path, _MARSHAL_MAGIC + zlib.crc32(payload).to_bytes(4, "big")
-                           + payload)
+        atomic_write_bytes(path, encode_marshal(data))
     except (OSError, ValueError) as e:
         logging.getLogger(__name__).debug("cannot write %s: %s", path, e)
         return False

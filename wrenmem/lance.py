@@ -603,6 +603,15 @@ def _one_fragment(table: Any) -> bool:
                 and fragments["lengths"]["max"] == stats["num_rows"])
 
 
+def count_commits(counter: Path, commits: int) -> None:
+    """Add ``commits`` to ``counter`` without compacting: a write made on a reader's request
+    path (a recall applying the pairs journal) leaves the compaction to the next writer."""
+    if commits:
+        held = _maint_record(counter)
+        held["commits"] = held["commits"] + commits
+        write_marshal(counter, held)
+
+
 def _maint_record(counter: Path) -> dict[str, Any]:
     """``{"commits": n, "prune_after": unix time}`` from ``counter`` (once a bare count)."""
     stored = read_marshal(counter)

@@ -238,6 +238,100 @@ class LazyRows(Sequence[tuple[Any, ...]]):
             yield row if row is not None else self._decode(n)
 
 
+class ChainedRows(Sequence[tuple[Any, ...]]):
+    """The rows of a copy followed by rows added to it, without reading the first ones
+    (a saved copy's rows are decoded when asked for)."""
+
+    def __init__(self, first: Sequence[tuple[Any, ...]], more: list[tuple[Any, ...]]):
+        if isinstance(first, ChainedRows):  # one level, however many times extended
+            more = first.more + more
+            first = first.first
+        self.first: Sequence[tuple[Any, ...]] = first
+        self.more: list[tuple[Any, ...]] = more
+
+    def __len__(self) -> int:
+        return len(self.first) + len(self.more)
+
+    @overload
+    def __getitem__(self, n: int) -> tuple[Any, ...]: ...
+
+    @overload
+    def __getitem__(self, n: slice) -> list[tuple[Any, ...]]: ...
+
+    def __getitem__(self, n: int | slice) -> tuple[Any, ...] | list[tuple[Any, ...]]:
+        if isinstance(n, slice):
+            return [self[i] for i in range(*n.indices(len(self)))]
+        if n < 0:
+            n += len(self)
+        if not 0 <= n < len(self):
+            raise IndexError(n)
+        size = len(self.first)
+        return self.first[n] if n < size else self.more[n - size]
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        yield from self.first
+        yield from self.more
+
+
+class StackedRows:
+    """Two blocks of float32 rows seen as one matrix, the first not copied (a saved copy's
+    mapped 200 MB at 100,000 rows, of which a search reads a few rows): a row, a list of
+    rows or a slice is read from the blocks; anything else (a whole scan) from the two
+    joined into one array, made once."""
+
+    def __init__(self, first: Any, more: Any):
+        import numpy as np
+
+        if isinstance(first, StackedRows):  # one level, however many times extended
+            more = np.concatenate([first.more, more])
+            first = first.first
+        self.first: Any = first
+        self.more: Any = more
+        self.dtype = first.dtype
+        self.shape = (len(first) + len(more), first.shape[1])
+        self.ndim = 2
+        self._whole: Any = None
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np
+
+        if self._whole is None:
+            self._whole = np.concatenate([self.first, self.more])
+        return self._whole if dtype is None else self._whole.astype(dtype)
+
+    def __getitem__(self, key: Any) -> Any:
+        import numpy as np
+
+        size, total = len(self.first), len(self)
+        if isinstance(key, (int, np.integer)):
+            n = int(key) + (total if int(key) < 0 else 0)
+            if not 0 <= n < total:
+                raise IndexError(key)
+            return self.first[n] if n < size else self.more[n - size]
+        if isinstance(key, slice) and key.step in (None, 1):
+            start, stop, _step = key.indices(total)
+            stop = max(start, stop)
+            if stop <= size:
+                return self.first[start:stop]
+            if start >= size:
+                return self.more[start - size:stop - size]
+            return np.concatenate([self.first[start:], self.more[:stop - size]])
+        if isinstance(key, (list, np.ndarray)):
+            picked = np.asarray(key)
+            if picked.ndim == 1 and (picked.dtype.kind in "iu" or len(picked) == 0):
+                picked = picked.astype(np.int64)
+                picked = np.where(picked < 0, picked + total, picked)
+                out = np.empty((len(picked), self.shape[1]), dtype=self.dtype)
+                low = picked < size
+                out[low] = self.first[picked[low]]
+                out[~low] = self.more[picked[~low] - size]
+                return out
+        return np.asarray(self)[key]
+
+
 def _postings(terms: Sequence[str | None], first: int = 0) -> tuple[array, dict[str, bytes]]:
     """Each row's token count, and per term the (row, count) pairs holding it, as int32s
     (rows numbered from ``first``)."""
@@ -345,6 +439,15 @@ class RecallCopy:
                     vectors.append(matrix[n])
         if +missing:  # written again between our two reads: read it all, consistently
             return None
+        return self.with_rows(live, rows, hashes, vectors)
+
+    def with_rows(self, live: Any, rows: Sequence[tuple[Any, ...]], hashes: list[str] | None,
+                  vectors: Sequence[Any]) -> RecallCopy:
+        """This copy with only the ``live`` rows of it kept (a boolean array) and ``rows``
+        (with their content ``hashes`` and unit float32 ``vectors``) added at the end: its
+        postings, lengths and scan are extended, none of its rows read again."""
+        import numpy as np
+
         first = len(self.rows)
         lengths = array("i", self.lengths)
         postings = dict(self.postings)
@@ -352,12 +455,14 @@ class RecallCopy:
         lengths.extend(new_lengths)
         for term, raw in new_postings.items():
             postings[term] = postings.get(term, b"") + raw
-        added = (np.vstack(vectors).astype(np.float32) if vectors
+        added = (np.vstack(vectors).astype(np.float32) if len(vectors)
                  else np.zeros((0, self.matrix.shape[1]), dtype=np.float32))
         live = np.concatenate([live, np.ones(len(rows), dtype=bool)])
-        copy = RecallCopy(self.model_id, [*self.rows, *rows],
-                          np.concatenate([self.matrix, added]), lengths, postings,
-                          hashes=self.hashes + hashes, live=None if live.all() else live)
+        kept = (self.hashes + hashes if self.hashes is not None and hashes is not None
+                else None)
+        copy = RecallCopy(self.model_id, ChainedRows(self.rows, list(rows)),
+                          StackedRows(self.matrix, added), lengths, postings,
+                          hashes=kept, live=None if live.all() else live)
         copy._scan = self.scan().extended(copy.matrix)
         return copy
 

@@ -29,6 +29,8 @@ class SyncReport:
     model_id: str = ""
     rows: int = 0
     optimized: bool = False
+    # written to the pairs journal, not the table (:mod:`wrenmem.index.journal`)
+    journaled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -38,7 +40,7 @@ class SyncReport:
             "renamed": [{"from": a, "to": b} for a, b in self.renamed],
             "unchanged": len(self.unchanged),
             "embedded": self.embedded, "rows": self.rows, "embedder": self.model_id,
-            "optimized": self.optimized,
+            "optimized": self.optimized, "journal": self.journaled,
             "errors": [{"path": e.path, "line": e.line, "reason": e.reason}
                        for e in self.errors],
             "warnings": list(self.warnings),
@@ -63,7 +65,7 @@ class SyncReport:
                    paths("warnings"), bool(data["rebuilt"]),
                    None if data["rebuild_reason"] is None else str(data["rebuild_reason"]),
                    bool(data["noop"]), str(data["embedder"]), int(data["rows"]),
-                   bool(data["optimized"]))
+                   bool(data["optimized"]), bool(data.get("journal", False)))
 
     def summary(self) -> str:
         """One line for people: counts, never the lists of paths."""
@@ -74,4 +76,5 @@ class SyncReport:
                   f"{len(self.unchanged)} unchanged"]
         texts = "text" if self.embedded == 1 else "texts"
         return (f"{'rebuilt' if self.rebuilt else 'synced'}: {', '.join(counts)}; "
-                f"{self.embedded} {texts} embedded; {self.rows} rows ({self.model_id})")
+                f"{self.embedded} {texts} embedded; {self.rows} rows ({self.model_id})"
+                + ("; in the journal" if self.journaled else ""))

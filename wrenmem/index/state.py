@@ -346,6 +346,15 @@ def record_walk(settings: Settings, state: IndexState, walk: Listing) -> IndexSt
     return state
 
 
+def rebased(settings: Settings, state: IndexState, rows: int) -> IndexState:
+    """The mirror ``state`` re-keyed to the table's files now, after a write that made the
+    table hold exactly what the mirror (with the pairs journal) described: the journal's
+    application (:func:`wrenmem.index.journal.reconcile`)."""
+    updated = replace(state, disk=index.disk_listing(settings), rows=rows)
+    write_marshal(_path(settings), updated.to_record())  # unwritable: the slow path decides
+    return updated
+
+
 def invalidate_state(settings: Settings) -> None:
     _path(settings).unlink(missing_ok=True)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from wrenmem import lance
 from wrenmem.embedders import Embedder, get_embedder, unknown_share
 from wrenmem.errors import WrenmemError
-from wrenmem.index import recallcopy, replica, vectorscan
+from wrenmem.index import journal, recallcopy, replica, vectorscan
 from wrenmem.index import table as index
 from wrenmem.index.table import query_terms, row_pair
 from wrenmem.knowledge import expansions
@@ -101,6 +101,8 @@ class VectorBackend:
         if self.settings.remote_index:
             self._refresh_replica()
         if self._table is None:
+            if not self.settings.remote_index:  # small syncs' rows first (index.connect)
+                journal.apply_pending(self.settings, compact=False)
             if self._db is None:
                 self._db = lance.connect(replica.reading_uri(self.settings))
             table = index.open_table(self._db)
@@ -264,9 +266,24 @@ class VectorBackend:
         # kept for the next search and saved for the next process.
         # A backend holding the table's latest version needs neither (its version is the
         # table's own word: a write, a compaction, anything that changes files, commits).
+        # Small syncs' rows not yet in the table (:mod:`wrenmem.index.journal`): a backend
+        # with the table open applies them; else they are laid over the saved copy.
+        pending = journal.peek(self.settings) if local else None
+        if pending is not None and self._table is not None:
+            journal.apply_pending(self.settings, compact=False)
+            pending = None
         copy = self._still_held() if local else None
         listing = None
-        if copy is None and local:
+        if copy is None and local and pending is not None:
+            listing = index.disk_listing(self.settings)
+            copy = (recallcopy.load(self.settings, self.embedder.model_id, listing)
+                    if pending.based_on(listing) else None)
+            if copy is not None:
+                copy = journal.overlaid(self.settings, copy, pending)
+            else:  # no copy to lay it over: the table answers, the journal applied first
+                journal.apply_pending(self.settings, compact=False)
+                pending = None
+        if copy is None and local and pending is None:
             # An open table's version, read before the listing: a copy found by the listing
             # is then of that version or (written meanwhile) a later one, so holding it as
             # of that version lets the next search check the version alone (listing the
