@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import zlib
 from array import array
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,31 @@ def asking(settings: Settings, question: str) -> list[Pair]:
             known[path] = codes(pair.nl) if pair is not None else (NONE, NONE)
         _save(settings, found, paths, known)
     return sorted((p for p in got.pairs if asks(p, question)), key=lambda p: p.path)
+
+
+def record_scan(settings: Settings, found: Listing, pairs: Mapping[str, Pair]) -> bool:
+    """After every pair file was read following the walk ``found`` (a sync's snapshot:
+    ``pairs`` by path), record each file's codes, so that the first ``store`` after an
+    index reads no file but those asking its question. The codes of files whose stat is
+    as recorded (and old enough to vouch) are kept, the others computed from ``pairs``; a
+    file changed after the walk has a stat no longer as recorded, so :func:`asking` reads
+    it. True when written (nothing to write when the record is this walk's already)."""
+    record = _load(settings)
+    if record is not None and _all_unchanged(record, found):
+        return False
+    paths = found.paths()
+    keys = array("q")
+    keys.frombytes(found.keys)
+    prior = (_unchanged(record, found, paths, keys) if record is not None else None) or {}
+    known: dict[str, tuple[int, int]] = {}
+    for path in paths:
+        got = prior.get(path)
+        if got is None:
+            pair = pairs.get(path)
+            got = codes(pair.nl) if pair is not None else (NONE, NONE)
+        known[path] = got
+    _save(settings, found, paths, known)
+    return True
 
 
 def _all_unchanged(record: dict[str, Any], found: Listing) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
+from wrenmem.index import maintenance
 from wrenmem.index.sync import sync_pairs
 from wrenmem.knowledge.files import load_knowledge
 from wrenmem.knowledge.table import sync_knowledge
@@ -40,6 +41,7 @@ from wrenmem.watch.loop import (
     WatchdogSource,
     run_loop,
 )
+from wrenmem.watch.maintainer import Maintainer
 from wrenmem.watch.process import STATE_FILE, Singleton, singleton
 
 log = logging.getLogger(__name__)
@@ -183,12 +185,16 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
     stats = LoopStats()
     server = None
     state_path = settings.state_dir / STATE_FILE
+    # The compaction and the prune of the pairs table run in idle time, not in the syncs.
+    maintainer = Maintainer(settings)
+    maintenance.defer(settings)
 
     def info() -> dict[str, Any]:
-        return {"mode": source.mode, **stats.to_dict()}
+        return {"mode": source.mode, **stats.to_dict(), **maintainer.info()}
 
     if opts.daemon:
         server = DaemonServer(settings, info, poll=source.mode == "polling")
+        server.maintainer = maintainer
         try:
             server.start()
         except (OSError, WrenmemError) as e:
@@ -207,6 +213,7 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
             kinds = kinds - {SETTINGS}
             if not kinds:
                 return SyncResult()
+        maintainer.pause()  # every part writes the index: not beside a compaction
         if server is None or not kinds & {PAIRS, MANIFEST}:
             return sync_all(settings, kinds)
         with server.sync_turn:  # not while the daemon syncs what a command handed it
@@ -264,8 +271,10 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
 
     try:
         run_loop(settings, _Housekeeping(source, housekeeping), after_first, stop,
-                 config=opts.config, report=say, stats=stats)
+                 config=opts.config, report=say, stats=stats, idle=maintainer.tick)
     finally:
+        maintainer.close()
+        maintenance.defer(settings, False)
         source.close()
         if server is not None:
             server.close()
