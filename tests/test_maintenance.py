@@ -278,6 +278,10 @@ def test_the_loop_calls_idle_only_with_nothing_pending(project: Path) -> None:
     assert calls == ["sync", "idle", "idle"]
 
 
+def _questions_of(settings: Settings) -> dict[str, str]:
+    return {r["id"]: r["question"] for r in table_rows(settings)}
+
+
 def test_the_watcher_maintains_in_its_idle_time(project: Path, fake: RecordingEmbedder,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """End to end: with a watcher running, ten writes handed to its daemon return without
@@ -288,8 +292,9 @@ def test_the_watcher_maintains_in_its_idle_time(project: Path, fake: RecordingEm
     from wrenmem.watch.run import WatchOptions, run_watch
 
     monkeypatch.setattr(maintainer_module, "QUIET", 0.5)
+    monkeypatch.setattr(maintainer_module, "MAX_KILLS", 1000)  # every run here is killed
     settings = settings_for(project)
-    _build(project, settings)
+    _build(project, settings, n=1500)
     stop = threading.Event()
     thread = threading.Thread(target=run_watch, args=(settings,),
                               kwargs={"stop": stop, "options": WatchOptions(
@@ -311,6 +316,28 @@ def test_the_watcher_maintains_in_its_idle_time(project: Path, fake: RecordingEm
         assert _fragments(settings) == 1
         assert not lance.maintenance_record(maintenance.counter(settings)).get("due")
         assert sync_pairs(settings).noop
+        # Due again: a write handed to the daemon while the run is under way kills it.
+        from wrenmem.watch.client import ping
+
+        for n in range(lance.COMPACT_EVERY):
+            rel = write_pair(project, f"g1/q{n * 5 + 1}.md", f"Again {n}?",
+                             f"SELECT {n}").relative_to(project).as_posix()
+            assert watcher_sync(settings, [rel]) is not None
+        deadline = time.monotonic() + 60
+        while not (ping(project) or {}).get("maintenance", {}).get("running"):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        rel = write_pair(project, "g2/q2.md", "Written during the run", "SELECT 2"
+                         ).relative_to(project).as_posix()
+        report = watcher_sync(settings, [rel])
+        assert report is not None and report.changed == (rel,)
+        info = (ping(project) or {})["maintenance"]
+        assert info["last"] == "killed by a write" and info["killed_in_a_row"] >= 1
+        assert _questions_of(settings)[rel] == "Written during the run"
+        deadline = time.monotonic() + 60
+        while _fragments(settings) > 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _fragments(settings) == 1 and sync_pairs(settings).noop
     finally:
         stop.set()
         thread.join(timeout=30)

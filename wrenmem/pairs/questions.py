@@ -12,7 +12,10 @@ ask the question: those whose recorded code is the question's, and every file th
 or whose stat is not as recorded (or too recent for its stat to vouch for it, as
 :data:`wrenmem.fsutil.RACY_SECONDS` says). Each is read and parsed afresh, and the question
 compared as text, so a code shared by chance costs one read, never a wrong answer. Past
-``REBUILD_AFTER`` such files, the catalog is scanned as before and the record rebuilt.
+``REBUILD_AFTER`` such files, the catalog is scanned as before and the record rebuilt. The
+record keeps the walk's folders and names, so the codes are carried over folder by folder
+(a folder whose names and stats are as recorded, as two byte strings), and a sync that
+reads every file writes it too (:func:`record_scan`).
 """
 
 from __future__ import annotations

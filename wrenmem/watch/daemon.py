@@ -173,7 +173,7 @@ class DaemonServer:
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         self.requests += 1
-        if self.maintainer is not None:
+        if self.maintainer is not None and message.get("op") != "ping":
             self.maintainer.touch()  # housekeeping waits while requests come
         if message.get("v") != PROTOCOL:
             return {"v": PROTOCOL, "ok": False,
