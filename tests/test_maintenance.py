@@ -343,3 +343,24 @@ def test_the_watcher_maintains_in_its_idle_time(project: Path, fake: RecordingEm
         thread.join(timeout=30)
     assert not maintenance.is_deferred(settings)
     assert os.path.exists(settings.index_uri)
+
+
+def test_a_child_that_keeps_failing_gives_the_compaction_back_to_the_writes(
+        project: Path, fake: RecordingEmbedder, deferred: Settings) -> None:
+    import sys
+
+    settings = deferred
+    _build(project, settings)
+    _small_writes(project, settings, lance.COMPACT_EVERY)
+    now = [100.0]
+    keeper = Maintainer(settings, clock=lambda: now[0],
+                        command=[sys.executable, "-c", "raise SystemExit(3)"])
+    for _ in range(maintainer_module.MAX_FAILURES):
+        now[0] += maintainer_module.RETRY + 1
+        keeper.tick()
+        assert keeper._child is not None
+        keeper._child.wait()
+        assert keeper.tick() == "failed (exit 3)"
+    assert not maintenance.is_deferred(settings)
+    write_pair(project, "g1/q1.md", "One more edit", "SELECT 1")
+    assert sync_pairs(settings).optimized  # compacted inline, as without a watcher

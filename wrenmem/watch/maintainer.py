@@ -4,7 +4,8 @@ While the watcher runs, its writes only record that a compaction is due; this ru
 a child process once nothing has happened for ``QUIET`` seconds, and kills the child when
 a write arrives (a ``sync``, ``store`` or ``forget`` handed over, or the loop's own sync),
 so a write never waits for a compaction. A child killed ``MAX_KILLS`` times in a row is
-waited for the next time instead, so a busy watcher still compacts now and then.
+waited for the next time instead, so a busy watcher still compacts now and then; after
+``MAX_FAILURES`` children failed in a row, the writes compact inline again.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from wrenmem.index import maintenance
@@ -27,6 +29,7 @@ QUIET = 2.0  # seconds without a write or a request before housekeeping starts
 RETRY = 60.0  # after a run that could not do its work (a failed compaction)
 RETRY_BUSY = 5.0  # after a run that found another process writing the index
 MAX_KILLS = 3
+MAX_FAILURES = 3  # children that failed in a row, after which the writes compact inline
 
 
 class Maintainer:
@@ -43,6 +46,7 @@ class Maintainer:
         self._quiet_from = clock()
         self._not_before = 0.0
         self.kills = 0  # in a row
+        self.failures = 0  # children that failed, in a row
         self.runs = 0
         self.last = ""
 
@@ -101,7 +105,16 @@ class Maintainer:
                 self._stop(self._child)
 
     def _start(self) -> None:
-        child = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        import os
+
+        import wrenmem
+
+        # The child imports this very wrenmem, whatever the watcher's folder (``--detach``).
+        here = str(Path(wrenmem.__file__).resolve().parent.parent)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (here, os.environ.get("PYTHONPATH", "")) if p)}
+        child = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 env=env)
         assert child.stdin is not None
         try:
             child.stdin.write(pickle.dumps(self.settings))
@@ -132,6 +145,14 @@ class Maintainer:
                 continue
         if child.returncode != 0:
             done = done or f"failed (exit {child.returncode})"
+            self.failures += 1
+            if self.failures >= MAX_FAILURES and maintenance.is_deferred(self.settings):
+                # Never leave the table uncompacted: the writes compact inline again.
+                maintenance.defer(self.settings, False)
+                log.warning("housekeeping failed %d times in a row (%s); the writes compact "
+                            "the index themselves again", self.failures, done)
+        else:
+            self.failures = 0
         now = self.clock()
         worked = done in ("compacted", "pruned")
         if worked:
