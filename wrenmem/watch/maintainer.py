@@ -107,10 +107,8 @@ class Maintainer:
     def _start(self) -> None:
         import os
 
-        import wrenmem
-
         # The child imports this very wrenmem, whatever the watcher's folder (``--detach``).
-        here = str(Path(wrenmem.__file__).resolve().parent.parent)
+        here = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (here, os.environ.get("PYTHONPATH", "")) if p)}
         child = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
