@@ -110,3 +110,74 @@ def test_store_updates_the_file_of_its_question_among_100_files(project: Path) -
     assert made.created
     assert memory.store("A brand   new question?", "SELECT 2", force=True).path == made.path
     assert sum(1 for p in scan(memory.settings).pairs if "region 42" in p.nl) == 1
+
+
+def test_a_sync_records_the_questions_so_the_first_store_scans_nothing(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sync reads every file of a first index anyway: it leaves ``questions.bin``,
+    and the first ``store`` after it finds its question's files without a catalog scan,
+    with the answers of a scan of every file (also for a file edited after the sync)."""
+    from tests.index_helpers import install_fake, settings_for
+    from wrenmem.index.sync import sync_pairs
+
+    install_fake(monkeypatch)
+    for i, q in enumerate(ASKED[:-1]):
+        write_pair(project, f"g{i % 3}/q{i}.md", q, f"SELECT {i}")
+    for i in range(30):
+        write_pair(project, f"g{i % 4}/other{i}.md", f"How many customers in region {i}?",
+                   f"SELECT {i}")
+    time.sleep(RACY_SECONDS + 0.1)
+    settings = settings_for(project)
+    record = settings.state_dir / questions.FILE_NAME
+    assert not record.exists()
+    sync_pairs(settings)
+    assert record.exists()
+    edited = project / "knowledge" / "sql" / "g2" / "other2.md"
+    edited.write_text(edited.read_text(encoding="utf-8").replace(
+        "How many customers in region 2?", "How many orders are there?"), encoding="utf-8")
+
+    def no_scan(*args: object, **kw: object) -> None:
+        raise AssertionError("the catalog was scanned")
+
+    expected = {q: _by_scan(settings, q) for q in ASKED}
+    monkeypatch.setattr(questions, "scan", no_scan)
+    reads = _Reads(monkeypatch)
+    for question in ASKED:
+        got = questions.asking(settings, question)
+        assert [(p.path, p.nl) for p in got] == [(p.path, p.nl) for p in expected[question]]
+    assert "knowledge/sql/g2/other2.md" in reads.paths  # edited after the sync: read
+    assert not any("other1" in p for p in reads.paths)
+
+
+def test_forget_and_show_by_question_read_only_the_files_asking_it(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Memory.get`` (``forget <question>``, ``show``) finds an exact question among the
+    files :func:`questions.asking` reads; a question equal only ignoring case, or none,
+    is looked up in every file as before; two files asking it are refused either way."""
+    for i in range(40):
+        write_pair(project, f"g{i % 4}/q{i}.md", f"How many orders in region {i}?",
+                   f"SELECT {i}")
+    write_pair(project, "g0/twin-a.md", "Which store sold most?", "SELECT 1")
+    write_pair(project, "g1/twin-b.md", "Which store sold most?", "SELECT 2")
+    memory = Memory(project)
+    memory.get("How many orders in region 3?")  # builds the record
+    time.sleep(RACY_SECONDS + 0.1)
+    memory.get("How many orders in region 3?")
+    scans: list[int] = []
+    real = catalog.scan
+
+    def counted(*args: object, **kw: object) -> object:
+        scans.append(1)
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(catalog, "scan", counted)
+    assert memory.get("How many orders in region 17?").path == "knowledge/sql/g1/q17.md"
+    assert memory.get("How many  orders in region 17?").path == "knowledge/sql/g1/q17.md"
+    with pytest.raises(Exception, match="matches 2 stored questions") as refused:
+        memory.get("Which store sold most?")
+    assert "twin-a.md" in str(refused.value) and "twin-b.md" in str(refused.value)
+    assert scans == []
+    assert memory.get("how many orders in region 17?").path == "knowledge/sql/g1/q17.md"
+    assert scans == [1]  # equal ignoring case only: every file, as before
+    assert memory.forget(["How many orders in region 5?"]) == ["knowledge/sql/g1/q5.md"]
+    assert not (project / "knowledge" / "sql" / "g1" / "q5.md").exists()

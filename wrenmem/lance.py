@@ -505,7 +505,7 @@ def nearest(table: Any, vector: Any) -> Any:
 
 
 def maintain(table: Any, counter: Path, commits: int, rows_written: int, *,
-             fresh: bool = False) -> bool:
+             fresh: bool = False, defer: bool = False) -> bool:
     """Compact every COMPACT_EVERY write commits (counted in ``counter``), and after any big
     write: merge small fragments, fold new rows into the indexes, prune the versions
     superseded more than CLEANUP_AFTER ago (:func:`cleanup_age`). The copy the compaction
@@ -515,30 +515,95 @@ def maintain(table: Any, counter: Path, commits: int, rows_written: int, *,
     every row, so a compaction would only rewrite the table and its indexes and leave the
     first copies on disk (about 400 MB at 100,000 pairs): it is not compacted now, and its
     commits are not counted.
+    ``defer``: count the commits, and only record that a compaction is due (``due`` in
+    ``counter``); the running watcher does it in its idle time
+    (:func:`run_due_maintenance`), so the write it follows returns at once.
     Housekeeping only: never fails the write it follows."""
     if not commits:
         return False
     held = _maint_record(counter)
     count = 0 if fresh else held["commits"] + commits
     done = False
-    if not fresh and (count >= COMPACT_EVERY or rows_written >= COMPACT_AFTER_ROWS):
-        try:
-            # LanceDB prunes after it compacted, which may take seconds: a margin of the
-            # grace period keeps every version superseded less than CLEANUP_AFTER ago.
-            table.optimize(cleanup_older_than=cleanup_age(table, superseding=True,
-                                                           margin=CLEANUP_AFTER))
-            if not _one_fragment(table):
-                # LanceDB compacts the indexed and the unindexed fragments apart; only a
-                # table of one fragment can be pruned later without being rewritten again.
-                table.optimize(cleanup_older_than=cleanup_age(table, superseding=True,
-                                                               margin=CLEANUP_AFTER))
-            done, count = True, 0
-            held["prune_after"] = time.time() + CLEANUP_AFTER.total_seconds()
-        except Exception as e:  # a concurrent writer preempted us: try next time
-            log.debug("compaction skipped: %s", e)
+    if held.get("started") is not None and not defer:  # a watcher's run was killed
+        held["leftovers"] = held["due"] = True
+    wanted = not fresh and (count >= COMPACT_EVERY or rows_written >= COMPACT_AFTER_ROWS
+                            or bool(held.get("due")))
+    if wanted and defer:
+        held["due"] = True
+    elif wanted:
+        done = compact(table, held)
+        if done:
+            count = 0
     held["commits"] = count
     write_marshal(counter, held)
     return done
+
+
+def compact(table: Any, held: dict[str, Any]) -> bool:
+    """The compaction itself, on ``held`` (the record of ``counter``, written by the
+    caller): clears ``due``, sets ``prune_after``. With ``leftovers`` recorded (a run was
+    killed mid-way), it also deletes the files no version refers to, which LanceDB keeps
+    for a week unless told they are no other writer's work in progress: call it holding
+    the index lock (every local writer holds it while it writes). True when compacted."""
+    leftovers = bool(held.get("leftovers"))
+    try:
+        # LanceDB prunes after it compacted, which may take seconds: a margin of the
+        # grace period keeps every version superseded less than CLEANUP_AFTER ago.
+        table.optimize(cleanup_older_than=cleanup_age(table, superseding=True,
+                                                       margin=CLEANUP_AFTER),
+                       delete_unverified=leftovers)
+        if not _one_fragment(table):
+            # LanceDB compacts the indexed and the unindexed fragments apart; only a
+            # table of one fragment can be pruned later without being rewritten again.
+            table.optimize(cleanup_older_than=cleanup_age(table, superseding=True,
+                                                           margin=CLEANUP_AFTER))
+    except Exception as e:  # a concurrent writer preempted us: try next time
+        log.debug("compaction skipped: %s", e)
+        return False
+    for key in ("due", "started", "leftovers"):
+        held.pop(key, None)
+    held["commits"] = 0
+    held["prune_after"] = time.time() + CLEANUP_AFTER.total_seconds()
+    return True
+
+
+def maintenance_due(counter: Path, now: float | None = None) -> bool:
+    """Whether ``counter`` says there is housekeeping to do: a compaction recorded as due
+    by a deferred write, the files of a run that was killed, or a prune whose grace
+    period is over. Reads the record only (no LanceDB)."""
+    held = _maint_record(counter)
+    prune = held.get("prune_after")
+    return bool(held.get("due") or held.get("started") is not None
+                or (isinstance(prune, float) and (now or time.time()) >= prune))
+
+
+def run_due_maintenance(table: Any, counter: Path, *,
+                        started: Callable[[], None] | None = None) -> str:
+    """Do what :func:`maintenance_due` says is due, holding the index lock: the compaction,
+    else the prune. The record says ``started`` while it runs, so a kill at any point is
+    noticed by the next run, which compacts with the killed one's files deleted
+    (:func:`compact`); a kill never harms the table (LanceDB commits a version only when
+    all of it is written). ``started`` is called once the record says so. Returns what
+    was done: ``"compacted"``, ``"pruned"`` or ``""``."""
+    held = _maint_record(counter)
+    if held.get("started") is not None:  # a run was killed: its files are left over
+        held["leftovers"] = held["due"] = True
+    held["started"] = time.time()
+    write_marshal(counter, held)
+    if started is not None:
+        started()
+    if held.get("due"):
+        done = compact(table, held)
+        write_marshal(counter, held)
+        return "compacted" if done else ""
+    held.pop("started", None)
+    write_marshal(counter, held)
+    if prune_due(table, counter):
+        return "pruned"
+    held = _maint_record(counter)
+    if held.pop("prune_after", None) is not None:  # written since: the next compaction
+        write_marshal(counter, held)                 # prunes it; not asked again until then
+    return ""
 
 
 # A version stays on disk this long after a later one superseded it, not after it was
@@ -610,6 +675,11 @@ def count_commits(counter: Path, commits: int) -> None:
         held = _maint_record(counter)
         held["commits"] = held["commits"] + commits
         write_marshal(counter, held)
+
+
+def maintenance_record(counter: Path) -> dict[str, Any]:
+    """The record :func:`maintain` keeps in ``counter`` (see :func:`_maint_record`)."""
+    return _maint_record(counter)
 
 
 def _maint_record(counter: Path) -> dict[str, Any]:

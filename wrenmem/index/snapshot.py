@@ -17,6 +17,7 @@ from wrenmem.index.state import (
     walk_listing,
     walk_matches,
 )
+from wrenmem.pairs import questions
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.listing import Listing
 from wrenmem.pairs.pairfile import Pair
@@ -65,6 +66,7 @@ def take_snapshot(settings: Settings, *, reread: bool = False) -> Snapshot:
         seeds = None
     found = scan(settings, refresh=reread)
     pairs = {p.path: p for p in found.pairs}
+    questions.record_scan(settings, walk, pairs)  # the first ``store`` then reads no catalog
     warnings: list[str] = []
     extras: dict[str, str] = {}
     extras_ok = True

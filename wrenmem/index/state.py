@@ -355,6 +355,15 @@ def rebased(settings: Settings, state: IndexState, rows: int) -> IndexState:
     return updated
 
 
+def record_disk(settings: Settings, state: IndexState,
+                disk: dict[str, tuple[int, int]] | None) -> IndexState:
+    """The mirror ``state`` with the table's files recorded as ``disk``: after housekeeping
+    that rewrote the files and not the rows (a compaction, under the index lock)."""
+    updated = replace(state, disk=disk)
+    write_marshal(_path(settings), updated.to_record())
+    return updated
+
+
 def invalidate_state(settings: Settings) -> None:
     _path(settings).unlink(missing_ok=True)
 

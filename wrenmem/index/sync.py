@@ -34,7 +34,7 @@ from wrenmem.errors import (
     ReaderRoleError,
     WrenmemError,
 )
-from wrenmem.index import embedpipe, journal, recallcopy, smallsync
+from wrenmem.index import embedpipe, journal, maintenance, recallcopy, smallsync
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache, cache_path
 from wrenmem.index.embedpipe import EmbedPipe, can_fork
@@ -680,12 +680,16 @@ def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: dict[st
 
 def _prune_due(settings: Settings, table: Any) -> bool:
     """Before a write's commits: prune the copy the last compaction superseded, once its
-    grace period is over (:func:`wrenmem.lance.prune_due`)."""
+    grace period is over (:func:`wrenmem.lance.prune_due`); a watcher in this process
+    does it in its idle time instead (:mod:`wrenmem.index.maintenance`)."""
+    if maintenance.is_deferred(settings):
+        return False
     return lance.prune_due(table, settings.state_dir / MAINT_NAME)
 
 
 def _maintain(settings: Settings, table: Any, commits: int, embedded: int,
               fresh: bool = False) -> bool:
-    """Compaction now and then (not of a table this sync created: ``fresh``)."""
+    """Compaction now and then (not of a table this sync created: ``fresh``); only
+    recorded as due when a watcher in this process does it in its idle time."""
     return lance.maintain(table, settings.state_dir / MAINT_NAME, commits, embedded,
-                          fresh=fresh)
+                          fresh=fresh, defer=maintenance.is_deferred(settings))

@@ -12,13 +12,17 @@ ask the question: those whose recorded code is the question's, and every file th
 or whose stat is not as recorded (or too recent for its stat to vouch for it, as
 :data:`wrenmem.fsutil.RACY_SECONDS` says). Each is read and parsed afresh, and the question
 compared as text, so a code shared by chance costs one read, never a wrong answer. Past
-``REBUILD_AFTER`` such files, the catalog is scanned as before and the record rebuilt.
+``REBUILD_AFTER`` such files, the catalog is scanned as before and the record rebuilt. The
+record keeps the walk's folders and names, so the codes are carried over folder by folder
+(a folder whose names and stats are as recorded, as two byte strings), and a sync that
+reads every file writes it too (:func:`record_scan`).
 """
 
 from __future__ import annotations
 
 import zlib
 from array import array
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +37,7 @@ from wrenmem.pairs.text import loose_question, question_key
 from wrenmem.settings import Settings
 
 FILE_NAME = statedir.QUESTIONS
-VERSION = 1
+VERSION = 2  # 2: the walk's folders and names, so codes are carried folder by folder
 REBUILD_AFTER = 2000  # changed files read one by one, past which the catalog is scanned
 NONE = -1  # the code of a file that holds no pair (unreadable, not a pair file)
 
@@ -63,46 +67,58 @@ def asking(settings: Settings, question: str) -> list[Pair]:
     found = walk(settings)
     record = _load(settings)
     want = codes(question)
-    if record is not None and _all_unchanged(record, found):
-        # The common case: no file changed since the record. Only the files whose code is
-        # the question's are read (no path is built for the others).
-        ask, loose = array("q"), array("q")
-        ask.frombytes(record["ask"])
-        loose.frombytes(record["loose"])
-        if len(ask) * 24 == len(found.keys) == len(loose) * 24:
-            hits = sorted({n for n, code in enumerate(ask) if code == want[0]}
-                          | {n for n, code in enumerate(loose) if code == want[1]})
-            got = read_paths(settings, [found.path_at(n) for n in hits])
-            return sorted((p for p in got.pairs if asks(p, question)), key=lambda p: p.path)
-    paths = found.paths()
-    keys = array("q")
-    keys.frombytes(found.keys)
-    unchanged = _unchanged(record, found, paths, keys) if record is not None else None
-    if unchanged is None:
-        return _rebuild(settings, found, paths, question)
-    read: list[str] = []
-    known: dict[str, tuple[int, int]] = {}
-    for n, path in enumerate(paths):
-        if keys[n * 3 + 1] < 0:
-            continue  # could not be stat'ed (a size is never negative): not a pair now
-        prior = unchanged.get(path)
-        if prior is None:
-            read.append(path)
-        else:
-            known[path] = prior
-            if prior[0] == want[0] or prior[1] == want[1]:
-                read.append(path)
-    fresh = [p for p in read if p not in known]
-    if len(fresh) > REBUILD_AFTER:
-        return _rebuild(settings, found, paths, question)
-    got = read_paths(settings, read)
-    by_path = {p.path: p for p in got.pairs}
-    if fresh:  # record the files read for the next call (they were read after the walk)
-        for path in fresh:
-            pair = by_path.get(path)
-            known[path] = codes(pair.nl) if pair is not None else (NONE, NONE)
-        _save(settings, found, paths, known)
+    carried = _carry(record, found) if record is not None else None
+    if carried is None:
+        return _rebuild(settings, found, question)
+    ask, loose, unknown = carried
+    if len(unknown) > REBUILD_AFTER:
+        return _rebuild(settings, found, question)
+    hits = {n for n, code in enumerate(ask) if code == want[0]}
+    hits.update(n for n, code in enumerate(loose) if code == want[1])
+    hits.update(unknown)
+    at = sorted(hits)
+    got = read_paths(settings, [found.path_at(n) for n in at])
+    if unknown:  # record the files read for the next call (they were read after the walk)
+        by_path = {p.path: p for p in got.pairs}
+        for n in unknown:
+            pair = by_path.get(found.path_at(n))
+            ask[n], loose[n] = codes(pair.nl) if pair is not None else (NONE, NONE)
+        _save(settings, found, ask, loose)
     return sorted((p for p in got.pairs if asks(p, question)), key=lambda p: p.path)
+
+
+def record_scan(settings: Settings, found: Listing, pairs: Mapping[str, Pair]) -> bool:
+    """After every pair file was read following the walk ``found`` (a sync's snapshot:
+    ``pairs`` by path), record each file's codes, so that the first ``store`` after an
+    index reads no file but those asking its question. The codes of files whose stat is
+    as recorded (and old enough to vouch) are kept, the others computed from ``pairs``; a
+    file changed after the walk has a stat no longer as recorded, so :func:`asking` reads
+    it. True when written (nothing to write when the record is this walk's already)."""
+    record = _load(settings)
+    carried = _carry(record, found) if record is not None else None
+    if carried is not None and not carried[2] and record is not None and (
+            _all_unchanged(record, found)):
+        return False
+    if carried is None:
+        ask, loose = _codes_of(found, pairs)
+    else:
+        ask, loose, unknown = carried
+        for n in unknown:
+            pair = pairs.get(found.path_at(n))
+            ask[n], loose[n] = codes(pair.nl) if pair is not None else (NONE, NONE)
+    _save(settings, found, ask, loose)
+    return True
+
+
+def _codes_of(found: Listing, pairs: Mapping[str, Pair]) -> tuple[array, array]:
+    """The codes of every name of ``found``, from ``pairs`` (NONE: no pair there)."""
+    ask, loose = array("q"), array("q")
+    for path in found.paths():
+        pair = pairs.get(path)
+        got = codes(pair.nl) if pair is not None else (NONE, NONE)
+        ask.append(got[0])
+        loose.append(got[1])
+    return ask, loose
 
 
 def _all_unchanged(record: dict[str, Any], found: Listing) -> bool:
@@ -112,46 +128,71 @@ def _all_unchanged(record: dict[str, Any], found: Listing) -> bool:
             and found.newest_ns < (float(record["taken_at"]) - RACY_SECONDS) * 1e9)
 
 
-def _unchanged(record: dict[str, Any], found: Listing, paths: list[str], keys: array
-               ) -> dict[str, tuple[int, int]] | None:
-    """path -> recorded codes of every file whose stat is as recorded and old enough to
-    vouch for its content; None when the record is of another folder."""
+def _carry(record: dict[str, Any], found: Listing) -> tuple[array, array, list[int]] | None:
+    """The recorded codes of each name of ``found`` whose stat is as recorded and old
+    enough to vouch for its content (NONE for a name whose stat failed), and the
+    positions of the others (new, changed or too recent: to be read); None when the
+    record is of another folder. Folder by folder: a folder listing the same names as
+    recorded is compared as byte strings, only a changed one file by file."""
     if record["base"] != found.base:
         return None
     limit = (float(record["taken_at"]) - RACY_SECONDS) * 1e9
-    old_paths: list[str] = record["paths"].split("\n") if record["paths"] else []
     old_keys = array("q")
     old_keys.frombytes(record["keys"])
-    ask, loose = array("q"), array("q")
-    ask.frombytes(record["ask"])
-    loose.frombytes(record["loose"])
-    if not (len(old_keys) == 3 * len(old_paths) == 3 * len(ask) == 3 * len(loose)):
+    old_ask, old_loose = array("q"), array("q")
+    old_ask.frombytes(record["ask"])
+    old_loose.frombytes(record["loose"])
+    old_names: tuple[tuple[str, ...], ...] = record["names"]
+    if not (len(old_keys) == 3 * len(old_ask) == 3 * len(old_loose)
+            == 3 * sum(len(ns) for ns in old_names)) or len(old_names) != len(record["dirs"]):
         return None
-    same_order = record["id"] == found.id
-    out: dict[str, tuple[int, int]] = {}
-    if _all_unchanged(record, found):
-        return dict(zip(paths, zip(ask, loose, strict=True), strict=True))
-    index = None if same_order else {p: n for n, p in enumerate(old_paths)}
-    for n, path in enumerate(paths):
-        m = n if index is None else index.get(path)
-        if m is None:
-            continue
+    old_at: dict[str, tuple[int, tuple[str, ...]]] = {}
+    at = 0
+    for folder, names in zip(record["dirs"], old_names, strict=True):
+        old_at[folder] = (at, names)
+        at += len(names)
+    keys = array("q")
+    keys.frombytes(found.keys)
+    total = len(keys) // 3
+    ask, loose = array("q", [NONE]) * total, array("q", [NONE]) * total
+    unknown: list[int] = []
+    raw, old_raw = found.keys, record["keys"]
+
+    def one(n: int, m: int | None) -> None:
         key = keys[n * 3:n * 3 + 3]
-        if key == old_keys[m * 3:m * 3 + 3] and key[0] < limit:
-            out[path] = (ask[m], loose[m])
-    return out
+        if key[1] < 0:
+            return  # could not be stat'ed (a size is never negative): not a pair now
+        if m is not None and key == old_keys[m * 3:m * 3 + 3] and key[0] < limit:
+            ask[n], loose[n] = old_ask[m], old_loose[m]
+        else:
+            unknown.append(n)
+
+    start = 0
+    for folder, names in zip(found.dirs, found.names, strict=True):
+        count = len(names)
+        old = old_at.get(folder)
+        if old is not None and old[1] == names:  # the same names: positions align
+            o = old[0]
+            if (raw[start * 24:(start + count) * 24] == old_raw[o * 24:(o + count) * 24]
+                    and max(keys[start * 3:(start + count) * 3:3], default=-1) < limit):
+                ask[start:start + count] = old_ask[o:o + count]
+                loose[start:start + count] = old_loose[o:o + count]
+            else:
+                for k in range(count):
+                    one(start + k, o + k)
+        else:
+            index = {} if old is None else {name: old[0] + k for k, name in enumerate(old[1])}
+            for k, name in enumerate(names):
+                one(start + k, index.get(name))
+        start += count
+    return ask, loose, unknown
 
 
-def _rebuild(settings: Settings, found: Listing, paths: list[str], question: str
-             ) -> list[Pair]:
+def _rebuild(settings: Settings, found: Listing, question: str) -> list[Pair]:
     """Scan the catalog (every file, through its cache), record every file's codes."""
     pairs = scan(settings).pairs
-    by_path = {p.path: p for p in pairs}
-    known = {}
-    for path in paths:
-        pair = by_path.get(path)
-        known[path] = codes(pair.nl) if pair is not None else (NONE, NONE)
-    _save(settings, found, paths, known)
+    ask, loose = _codes_of(found, {p.path: p for p in pairs})
+    _save(settings, found, ask, loose)
     return [p for p in pairs if asks(p, question)]
 
 
@@ -164,8 +205,8 @@ def _load(settings: Settings) -> dict[str, Any] | None:
         if (isinstance(data, dict) and data.get("v") == VERSION
                 and data.get("root") == str(settings.root)
                 and all(isinstance(data.get(k), bytes) for k in ("keys", "ask", "loose"))
-                and isinstance(data.get("paths"), str) and isinstance(data.get("id"), str)
-                and isinstance(data.get("base"), str)):
+                and isinstance(data.get("dirs"), tuple) and isinstance(data.get("names"), tuple)
+                and isinstance(data.get("id"), str) and isinstance(data.get("base"), str)):
             float(data["taken_at"])
             return data
     except (TypeError, ValueError):
@@ -173,23 +214,11 @@ def _load(settings: Settings) -> dict[str, Any] | None:
     return None
 
 
-def _save(settings: Settings, found: Listing, paths: list[str],
-          known: dict[str, tuple[int, int]]) -> None:
-    """The record of the walk ``found``: the codes of each of its files (a file missing
-    from ``known`` gets a stat no file has, so it is read next time)."""
-    keys = array("q")
-    keys.frombytes(found.keys)
-    ask, loose = array("q"), array("q")
-    for n, path in enumerate(paths):
-        got = known.get(path)
-        if got is None:
-            keys[n * 3:n * 3 + 3] = array("q", (-1, -1, -1))
-            got = (NONE, NONE)
-        ask.append(got[0])
-        loose.append(got[1])
+def _save(settings: Settings, found: Listing, ask: array, loose: array) -> None:
+    """The record of the walk ``found``: the codes of each of its names, in walk order."""
     record = {"v": VERSION, "root": str(settings.root), "base": found.base, "id": found.id,
-              "taken_at": found.taken_at, "paths": "\n".join(paths), "keys": keys.tobytes(),
-              "ask": ask.tobytes(), "loose": loose.tobytes()}
+              "taken_at": found.taken_at, "dirs": found.dirs, "names": found.names,
+              "keys": found.keys, "ask": ask.tobytes(), "loose": loose.tobytes()}
     try:
         write_marshal(_path(settings), record)
     except WrenmemError:

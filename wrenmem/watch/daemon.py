@@ -34,6 +34,7 @@ from wrenmem.schema.fetch import fetch
 from wrenmem.settings import Settings
 from wrenmem.watch.client import PROTOCOL, settings_payload, socket_path
 from wrenmem.watch.freshness import Freshness
+from wrenmem.watch.maintainer import Maintainer
 
 log = logging.getLogger(__name__)
 # Settings a request may choose for itself: they pick a backend or a size, not the data.
@@ -68,6 +69,7 @@ class DaemonServer:
         self.sync_turn = threading.Lock()
         self._payload: tuple[Settings, dict[str, Any]] | None = None  # settings_payload's
         self.warmed = False  # :meth:`warm` has finished
+        self.maintainer: Maintainer | None = None  # the watcher's idle-time housekeeping
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -171,6 +173,8 @@ class DaemonServer:
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         self.requests += 1
+        if self.maintainer is not None and message.get("op") != "ping":
+            self.maintainer.touch()  # housekeeping waits while requests come
         if message.get("v") != PROTOCOL:
             return {"v": PROTOCOL, "ok": False,
                     "error": f"protocol {message.get('v')!r} is not {PROTOCOL}"}
@@ -283,6 +287,8 @@ class DaemonServer:
         if settings.is_reader or settings.remote_index:
             raise Refused("a shared index: the client syncs (or refuses) itself")
         embedder = get_embedder(settings.embedder, root=settings.root)
+        if self.maintainer is not None:
+            self.maintainer.pause()  # a compaction never delays a write
         # The loop may be syncing the very edit this request is about: wait for its turn.
         turn = self.sync_turn.acquire(timeout=SYNC_LOCK_WAIT)
         try:

@@ -159,9 +159,11 @@ def run_loop(settings: Settings, source: EventSource, sync: Callable[[set[str]],
              clock: Callable[[], float] = time.monotonic,
              report: Callable[[str, str], None] | None = None,
              stats: LoopStats | None = None,
-             initial: Iterable[str] = (PAIRS, MANIFEST, KNOWLEDGE)
+             initial: Iterable[str] = (PAIRS, MANIFEST, KNOWLEDGE),
+             idle: Callable[[], object] | None = None
              ) -> LoopStats:
-    """Sync once at start (``initial``), then after every burst of relevant changes.
+    """Sync once at start (``initial``), then after every burst of relevant changes;
+    ``idle`` is called whenever a wait ends with no change pending (housekeeping).
 
     Transient failures retry with backoff; permanent ones are reported once (a repeat of the
     same message is not reported again) and wait for the next change. Raises
@@ -192,6 +194,8 @@ def run_loop(settings: Settings, source: EventSource, sync: Callable[[set[str]],
             retry_at = None  # a new change is worth trying again right away
         deadline = _deadline(pending, first_at, last_at, retry_at, cfg)
         if deadline is None or now < deadline or stop.is_set():
+            if not pending and idle is not None and not stop.is_set():
+                idle()
             continue
         kinds, pending, retry_at = set(pending), set(), None
         started = clock()

@@ -18,6 +18,7 @@ from typing import Any
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text
+from wrenmem.index import maintenance
 from wrenmem.index.sync import sync_pairs
 from wrenmem.knowledge.files import load_knowledge
 from wrenmem.knowledge.table import sync_knowledge
@@ -27,6 +28,7 @@ from wrenmem.schema import later as schema_files
 from wrenmem.schema.cache import hold
 from wrenmem.schema.table import sync_schema
 from wrenmem.settings import Settings
+from wrenmem.watch import scoped
 from wrenmem.watch.daemon import DaemonServer
 from wrenmem.watch.loop import (
     KNOWLEDGE,
@@ -40,7 +42,9 @@ from wrenmem.watch.loop import (
     WatchdogSource,
     run_loop,
 )
+from wrenmem.watch.maintainer import Maintainer
 from wrenmem.watch.process import STATE_FILE, Singleton, singleton
+from wrenmem.watch.scoped import EventLog
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +112,22 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
     return SyncResult(tuple(summaries), tuple(failures), pair_errors, changed)
 
 
+def _writes_the_index(settings: Settings) -> bool:
+    """This watcher's pairs sync writes the index (not grep's scan, not a reader's)."""
+    return not settings.is_reader and choose_backend(settings) != "grep"
+
+
+def _sync_named(settings: Settings, paths: list[str]) -> SyncResult:
+    """The loop's round for just these pair files (:mod:`wrenmem.watch.scoped`)."""
+    try:
+        report = sync_pairs(settings, paths=paths)
+    except Exception as e:
+        return SyncResult(failures=((PAIRS, e),))
+    changed = bool(report.added or report.changed or report.removed or report.renamed)
+    return SyncResult((f"pairs: {_summary(report) if changed else 'up to date'}",), (),
+                      scoped.known_errors(settings, report), changed)
+
+
 def _summary(report: Any) -> str:
     """One short line: counts, never the lists of paths."""
     if getattr(report, "noop", False):
@@ -132,10 +152,13 @@ def _report_changed(report: Any) -> bool:
 
 class _Housekeeping:
     """The event source, plus a check every second that ``.wrenmem/`` is still ours: if it
-    was deleted (it may be, any time), take the lock back, listen again and rebuild."""
+    was deleted (it may be, any time), take the lock back, listen again and rebuild.
+    Every change delivered goes to ``events`` too (:mod:`wrenmem.watch.scoped`)."""
 
-    def __init__(self, source: Any, task: Callable[[], list[Any]], every: float = 1.0):
+    def __init__(self, source: Any, task: Callable[[], list[Any]], every: float = 1.0,
+                 events: EventLog | None = None):
         self.source, self.task, self.every = source, task, every
+        self.events = events
         self._next = time.monotonic() + every
 
     def get(self, timeout: float) -> list[Any] | None:
@@ -145,6 +168,8 @@ class _Housekeeping:
             extra = self.task()
             if extra:
                 changes = [*(changes or []), *extra]
+        if self.events is not None:
+            self.events.record(changes)
         return changes
 
 
@@ -183,12 +208,17 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
     stats = LoopStats()
     server = None
     state_path = settings.state_dir / STATE_FILE
+    # The compaction and the prune of the pairs table run in idle time, not in the syncs.
+    maintainer = Maintainer(settings)
+    events = scoped.EventLog()  # what the loop's sync may limit itself to
+    maintenance.defer(settings)
 
     def info() -> dict[str, Any]:
-        return {"mode": source.mode, **stats.to_dict()}
+        return {"mode": source.mode, **stats.to_dict(), **maintainer.info()}
 
     if opts.daemon:
         server = DaemonServer(settings, info, poll=source.mode == "polling")
+        server.maintainer = maintainer
         try:
             server.start()
         except (OSError, WrenmemError) as e:
@@ -207,16 +237,27 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
             kinds = kinds - {SETTINGS}
             if not kinds:
                 return SyncResult()
+        maintainer.pause()  # every part writes the index: not beside a compaction
         if server is None or not kinds & {PAIRS, MANIFEST}:
+            events.take()
             return sync_all(settings, kinds)
         with server.sync_turn:  # not while the daemon syncs what a command handed it
             if kinds == {PAIRS}:
                 known = server.unchanged_pairs()
                 if known is not None:  # that sync covered these events: no walk
+                    events.take()
                     return SyncResult(("pairs: up to date",), (), tuple(known.errors))
             started = time.monotonic()
-            result = sync_all(settings, kinds)
+            named = (scoped.named_pairs(settings, source, events)
+                     if kinds == {PAIRS} and _writes_the_index(settings) else None)
+            if named is not None:  # the events say which files: no walk
+                result = _sync_named(settings, named)
+            else:
+                events.take()
+                result = sync_all(settings, kinds)
             if not any(kind == PAIRS for kind, _e in result.failures):
+                if named is None and PAIRS in kinds:
+                    events.whole_at = started
                 server.pairs_synced(started)
             return result
 
@@ -263,9 +304,11 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
         return []
 
     try:
-        run_loop(settings, _Housekeeping(source, housekeeping), after_first, stop,
-                 config=opts.config, report=say, stats=stats)
+        run_loop(settings, _Housekeeping(source, housekeeping, events=events), after_first, stop,
+                 config=opts.config, report=say, stats=stats, idle=maintainer.tick)
     finally:
+        maintainer.close()
+        maintenance.defer(settings, False)
         source.close()
         if server is not None:
             server.close()
