@@ -307,10 +307,15 @@ def disk_listing(uri: str, name: str) -> Listing | None:
 def unit_vectors(data: Any, column: str = "vector") -> Any:
     """The ``column`` of fixed-size lists of an Arrow table as a float32 matrix of
     unit-length rows (zero rows stay zero)."""
+    values = data.column(column).combine_chunks()  # flatten() honours a slice's offset
+    return unit_rows(values.flatten().to_numpy(zero_copy_only=False).reshape(len(data), -1))
+
+
+def unit_rows(matrix: Any) -> Any:
+    """``matrix``'s rows scaled to unit length, as float32 (zero rows stay zero): each row
+    from its own values alone, so the rows of a part are those of the whole, bit for bit."""
     import numpy as np
 
-    values = data.column(column).combine_chunks()  # flatten() honours a slice's offset
-    matrix = values.flatten().to_numpy(zero_copy_only=False).reshape(len(data), -1)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 

@@ -35,13 +35,14 @@ from typing import Any, overload
 from wrenmem import lance, statedir
 from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.index import table as index
-from wrenmem.index import vectorscan
+from wrenmem.index import tablevectors, vectorscan
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = statedir.RECALL_COPY
-VERSION = 2  # 2: the vectors and rows in a mapped file beside it
+VERSION = 3  # 2: the vectors and rows in a mapped file beside it; 3: the float32 vectors
+#              found in the table's own data files (tablevectors) where they can be
 MAX_ROWS = 20_000  # a writer saves the copy of a table up to this size (45 MB at 512 dims)
 FILE_MAX_ROWS = 200_000  # a long-lived reader saves the copy it holds up to this size
 DATA_NAME = re.compile(r"recall-copy\.[0-9a-f]{16}\.data")
@@ -132,6 +133,15 @@ def _write_pending() -> None:
         write(*job)
 
 
+def _vector_runs(settings: Settings, copy: RecallCopy, listing: lance.Listing
+                 ) -> list[tablevectors.Run] | None:
+    """Where the table's data files hold the copy's float32 rows (None: not found there)."""
+    if isinstance(copy.matrix, tablevectors.MappedRows):
+        return copy.matrix.runs  # (a copy read from a file: the same table's files)
+    folder = lance.table_folder(settings.index_uri, index.TABLE)
+    return None if folder is None else tablevectors.locate(folder, listing, copy.matrix)
+
+
 def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> bool:
     import numpy as np
 
@@ -141,9 +151,10 @@ def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> bool
         offsets[1:] = np.cumsum([len(b) for b in encoded])
         blob = b"".join(encoded)
         del encoded
-        parts: list[tuple[str, Any]] = [
-            ("matrix", np.ascontiguousarray(copy.matrix, dtype=np.float32)),
-            ("offsets", offsets)]
+        parts: list[tuple[str, Any]] = [("offsets", offsets)]
+        runs = _vector_runs(settings, copy, listing)
+        if runs is None:  # not found in the table's files: the copy holds them itself
+            parts.insert(0, ("matrix", np.ascontiguousarray(copy.matrix, dtype=np.float32)))
         quantized = copy.scan().int8()
         if quantized is not None:
             parts += list(zip(("ints", "scale", "error"), quantized, strict=True))
@@ -167,7 +178,7 @@ def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> bool
             "count": len(copy.rows), "dim": int(copy.matrix.shape[1]),
             "lengths": copy.lengths.tobytes(), "postings": copy.postings,
             "live": None if copy.live is None else copy.live.tobytes(),
-            "data": name, "size": at + len(blob), "sections": sections,
+            "data": name, "size": at + len(blob), "sections": sections, "runs": runs,
         }
         if not write_marshal(copy_path(settings), record):
             path.unlink(missing_ok=True)
@@ -504,7 +515,15 @@ def _read(settings: Settings, model_id: str, listing: lance.Listing | None
                 raise ValueError(f"the recall copy's {name} is not of its size")
             return np.frombuffer(mapped, dtype=dtype, count=size, offset=at)
 
-        matrix = part("matrix", np.float32, count * dim).reshape(count, dim)
+        runs, folder = data["runs"], lance.table_folder(settings.index_uri, index.TABLE)
+        if runs is None:
+            matrix = part("matrix", np.float32, count * dim).reshape(count, dim)
+        else:
+            if folder is None:
+                return None
+            matrix = tablevectors.mapped(folder, listing, runs, count, dim)
+            if matrix is None:
+                return None
         offsets = part("offsets", np.int64, count + 1)
         start, nbytes = sections["rows"]
         if (offsets[0] != 0 or offsets[-1] != nbytes or start + nbytes != len(mapped)
