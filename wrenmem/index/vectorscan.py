@@ -260,9 +260,14 @@ class VectorScan:
         return self._prefix
 
     def _make_prefix(self) -> None:
+        import numpy as np
+
         try:
             with _one_blas_thread():  # a background job: it leaves the other core alone
-                self._prefix = PrefixCodes.build(self.matrix, PREFIX_DIMS)
+                # rows made when asked for (a saved copy's, read from the table's files):
+                # a long-lived process makes them all once and keeps them (np.asarray)
+                matrix = np.asarray(self.matrix)
+                self._prefix = PrefixCodes.build(matrix, PREFIX_DIMS)
         except Exception as e:  # an optimisation: the int8 scan answers without it
             log.warning("vector scan: no prefix codes (%s)", e)
 
@@ -377,8 +382,22 @@ def best(scores: Any, numbers: Any, depth: int, key: Callable[[int], Any] | None
         return np.zeros(0, dtype=np.int64)
     top = np.argpartition(-scores, depth - 1)[:depth]
     tied = np.flatnonzero(scores >= scores[top].min())  # every one tying the last one in
-    if key is None:
-        order = sorted(tied.tolist(), key=lambda n: (-float(scores[n]), int(numbers[n])))
-    else:
-        order = sorted(tied.tolist(), key=lambda n: (-float(scores[n]), key(int(numbers[n]))))
+    # by score, best first; only rows of equal score by key (computing a key costs a row)
+    tied = tied[np.argsort(-scores[tied], kind="stable")]
+    values = scores[tied].tolist()
+    positions = tied.tolist()
+    order: list[int] = []
+    start = 0
+    while start < len(positions) and len(order) < depth:
+        end = start + 1
+        while end < len(positions) and values[end] == values[start]:
+            end += 1
+        group = positions[start:end]
+        if len(group) > 1:
+            if key is None:
+                group.sort(key=lambda n: int(numbers[n]))
+            else:
+                group.sort(key=lambda n: key(int(numbers[n])))
+        order += group
+        start = end
     return np.asarray(order[:depth], dtype=np.int64)

@@ -91,6 +91,8 @@ class VectorBackend:
         self._searches = 0
         # the table's latest version in memory, when small: (table, version, copy)
         self._memory: tuple[Any, int, recallcopy.RecallCopy] | None = None
+        # (table, the stamp of its versions folder, its version then): see latest_version
+        self._stamped: tuple[Any, tuple[int, ...], int] | None = None
         load = getattr(self.embedder, "load", None)
         if load is not None:  # load the model while this thread imports LanceDB
             threading.Thread(target=_quietly, args=(load,), daemon=True,
@@ -161,7 +163,7 @@ class VectorBackend:
         local index handed to every backend of the process (:func:`recallcopy.load`
         finds it) while its files are those of ``listing`` (taken before the table was
         opened or its version checked)."""
-        version = table.version
+        version = self.latest_version() if table is self._table else table.version
         held = self._memory
         if held is not None and held[0] is table and held[1] == version:
             return held[2]
@@ -186,13 +188,28 @@ class VectorBackend:
                 recallcopy.write_later(self.settings, copy, listing)
         return copy
 
+    def latest_version(self) -> int:
+        """The latest version of the table (LanceDB's ``version``, which lists the versions
+        folder through its event loop: a millisecond of a warm search), answered without
+        asking while a local table's versions folder is as it was when last asked
+        (:func:`wrenmem.lance.versions_stamp`: a commit adds a file there)."""
+        table = self.table()
+        stamp = (None if self.settings.remote_index or self._pinned
+                 else lance.versions_stamp(self.settings.index_uri, index.TABLE))
+        known = self._stamped
+        if stamp is not None and known is not None and known[0] is table and known[1] == stamp:
+            return known[2]
+        version = int(table.version)
+        self._stamped = (table, stamp, version) if stamp is not None else None
+        return version
+
     def _still_held(self) -> recallcopy.RecallCopy | None:
         """The copy this backend holds, while its table's latest version is the one held."""
         held, table = self._memory, self._table
         if held is None or table is None or held[0] is not table:
             return None
         try:
-            return held[2] if table.version == held[1] else None
+            return held[2] if self.latest_version() == held[1] else None
         except Exception:  # the search opens the table again and meets it, or not
             return None
 
@@ -208,7 +225,7 @@ class VectorBackend:
         if self._table is None:
             return None
         try:
-            return int(self._table.version)
+            return self.latest_version()
         except Exception:  # the search opens the table again and meets it, or not
             return None
 
