@@ -28,7 +28,7 @@ from wrenmem.knowledge import expansions
 from wrenmem.recall import glossary, second, sqlshape
 from wrenmem.recall import model as rank_model
 from wrenmem.recall.fusion import Signals, at_least_identical, is_cjk
-from wrenmem.recall.hits import VERIFIED_META, Filters, Hit, rank
+from wrenmem.recall.hits import SEED_WEIGHT, VERIFIED_META, Filters, Hit, rank, sql_key
 from wrenmem.settings import Settings
 
 if TYPE_CHECKING:
@@ -320,9 +320,9 @@ class VectorBackend:
              sql: str | None) -> list[Hit]:
         rows = self._dense(table, vector, max(DEPTH, k), where, held=self._in_memory(table))
         cosines = [1.0 - float(r["_distance"]) for r in rows]
-        scored = [(at_least_identical(p, query, r["question"]), row_pair(r), c) for r, c, p
+        scored = [(at_least_identical(p, query, r["question"]), r, c) for r, c, p
                   in zip(rows, cosines, rank_model.dense_score(cosines), strict=True)]
-        return rank(scored, k, self.name)
+        return rank_rows(scored, k, self.name)
 
 
 class HybridBackend(VectorBackend):
@@ -423,10 +423,30 @@ class HybridBackend(VectorBackend):
                 log.warning("the second reader failed (%s); recall uses the first model "
                             "alone in this process", e)
                 self._second = None
-        scored = [(at_least_identical(p, query, rows[i].get("question") or ""),
-                   row_pair(rows[i]), rank_model.logit(p))
-                  for i, p in zip(ids, fused, strict=True)]
-        return rank(scored, k, self.name)
+        scored = [(at_least_identical(p, query, rows[i].get("question") or ""), rows[i],
+                   rank_model.logit(p)) for i, p in zip(ids, fused, strict=True)]
+        return rank_rows(scored, k, self.name)
+
+
+def rank_rows(scored: Sequence[tuple[float, dict[str, Any], float | None]], k: int,
+              backend: str) -> list[Hit]:
+    """:func:`~wrenmem.recall.hits.rank` of the rows' pairs, a Pair made (its ``meta``
+    parsed) only for the rows of the ``k`` answers it keeps: the first ``k`` distinct
+    answers in its order (score as it weighs it, then path) and their twins. A subset of
+    the rows in their order sorts and groups as the whole does, so the hits are the same."""
+    def answer(row: dict[str, Any]) -> tuple[str, str]:  # as rank groups a pair
+        sql = row["sql"]
+        return (row.get("datasource") or "", sql_key(sql)) if sql.strip() else ("", row["path"])
+
+    weighed = [s * SEED_WEIGHT if (row.get("source") or "user") == "seed" else s
+               for s, row, _raw in scored]
+    kept: set[tuple[str, str]] = set()
+    for n in sorted(range(len(scored)), key=lambda n: (-weighed[n], scored[n][1]["path"])):
+        if len(kept) >= k:
+            break
+        kept.add(answer(scored[n][1]))
+    return rank([(s, row_pair(row), raw) for s, row, raw in scored if answer(row) in kept],
+                k, backend)
 
 
 def value_terms(question: str, sqls: Sequence[tuple[str, str | None]]) -> set[str]:
