@@ -142,11 +142,20 @@ def _vector_runs(settings: Settings, copy: RecallCopy, listing: lance.Listing
     return None if folder is None else tablevectors.locate(folder, listing, copy.matrix)
 
 
+def _distinct_terms(terms: str | None) -> str | None:
+    """A row's full-text terms, each once, in order: what a search reads of them (the set
+    of a candidate's terms); their counts are in the postings. The terms repeat the
+    question's words (its weight), so this is a third of their size, 18 MB at 100,000."""
+    return terms if not terms else " ".join(dict.fromkeys(terms.split()))
+
+
 def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> bool:
     import numpy as np
 
     try:
-        encoded = [marshal.dumps(tuple(r)) for r in copy.rows]
+        at_terms = POSITION["terms"]
+        encoded = [marshal.dumps((*r[:at_terms], _distinct_terms(r[at_terms]),
+                                  *r[at_terms + 1:])) for r in copy.rows]
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([len(b) for b in encoded])
         blob = b"".join(encoded)
@@ -155,9 +164,18 @@ def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> bool
         runs = _vector_runs(settings, copy, listing)
         if runs is None:  # not found in the table's files: the copy holds them itself
             parts.insert(0, ("matrix", np.ascontiguousarray(copy.matrix, dtype=np.float32)))
-        quantized = copy.scan().int8()
-        if quantized is not None:
-            parts += list(zip(("ints", "scale", "error"), quantized, strict=True))
+        # the prefix codes (a third of the int8 copy's size), else the int8 copy: what a
+        # reader scans before it re-scores a few rows in float32 (none for a small table)
+        prefix = copy.scan().make_prefix(wait=True)
+        codes = None
+        if prefix is not None:
+            parts += [("p_scale", prefix.scale), ("p_terms", prefix.terms),
+                      ("p_rotation", prefix.rotation), ("p_ints", prefix.ints)]
+            codes = {"dims": int(prefix.ints.shape[1]), "skew": float(prefix.skew)}
+        else:
+            quantized = copy.scan().int8()
+            if quantized is not None:
+                parts += list(zip(("ints", "scale", "error"), quantized, strict=True))
         sections: dict[str, tuple[int, int]] = {}
         at = 0
         for name, part in parts:
@@ -179,6 +197,7 @@ def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> bool
             "lengths": copy.lengths.tobytes(), "postings": copy.postings,
             "live": None if copy.live is None else copy.live.tobytes(),
             "data": name, "size": at + len(blob), "sections": sections, "runs": runs,
+            "prefix": codes,
         }
         if not write_marshal(copy_path(settings), record):
             path.unlink(missing_ok=True)
@@ -533,6 +552,17 @@ def _read(settings: Settings, model_id: str, listing: lance.Listing | None
         if "ints" in sections:
             quantized = (part("ints", np.int8, count * dim).reshape(count, dim),
                          part("scale", np.float32, count), part("error", np.float32, count))
+        prefix = None
+        codes = data["prefix"]
+        if codes is not None:
+            dims = int(codes["dims"])
+            if not 0 < dims < dim:
+                return None
+            prefix = vectorscan.PrefixCodes(
+                part("p_rotation", np.float32, dim * dims).reshape(dim, dims),
+                float(codes["skew"]), part("p_ints", np.int8, count * dims).reshape(count, dims),
+                part("p_scale", np.float64, count),
+                part("p_terms", np.float64, count * 4).reshape(count, 4))
         lengths = array("i")
         lengths.frombytes(data["lengths"])
         live = None
@@ -544,7 +574,7 @@ def _read(settings: Settings, model_id: str, listing: lance.Listing | None
             return None
         copy = RecallCopy(model_id, LazyRows(mapped, start, offsets), matrix, lengths,
                           data["postings"], listing, live=live)
-        copy._scan = vectorscan.VectorScan(matrix, quantized)
+        copy._scan = vectorscan.VectorScan(matrix, quantized, prefix)
         return copy
     except (KeyError, TypeError, ValueError, OSError):
         return None

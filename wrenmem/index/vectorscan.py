@@ -206,10 +206,11 @@ class VectorScan:
     """The nearest rows of ``matrix`` (unit float32 rows) to a question, as the float32
     scan finds them; ``proved`` and ``rescanned`` count how each search was answered."""
 
-    def __init__(self, matrix: Any, quantized: tuple[Any, Any, Any] | None = None):
+    def __init__(self, matrix: Any, quantized: tuple[Any, Any, Any] | None = None,
+                 prefix: PrefixCodes | None = None):
         self.matrix = matrix
         self._quantized = quantized  # (int8 rows, scales, errors): made when first needed
-        self._prefix: PrefixCodes | None = None  # made by make_prefix
+        self._prefix: PrefixCodes | None = prefix  # made by make_prefix (or read)
         self._making: threading.Thread | None = None
         self.proved = 0  # searches answered from the int8 candidates
         self.rescanned = 0  # searches whose bound did not hold: the float32 scan answered
@@ -245,9 +246,12 @@ class VectorScan:
         thread, searches meanwhile reading the int8 copy; ``wait``: before returning. None
         when the scan would not use them (see :meth:`int8`; rows of ``PREFIX_DIMS``
         dimensions or fewer)."""
-        if self._prefix is not None:
+        import numpy as np
+
+        if self._prefix is not None and isinstance(self.matrix, np.ndarray):
             return self._prefix
-        if (len(self.matrix) < MIN_ROWS or _simsimd() is None or len(self.matrix.shape) != 2
+        if self._prefix is None and (
+                len(self.matrix) < MIN_ROWS or _simsimd() is None or len(self.matrix.shape) != 2
                 or self.matrix.shape[1] <= PREFIX_DIMS):
             return None
         with _MAKING:
@@ -267,7 +271,9 @@ class VectorScan:
                 # rows made when asked for (a saved copy's, read from the table's files):
                 # a long-lived process makes them all once and keeps them (np.asarray)
                 matrix = np.asarray(self.matrix)
-                self._prefix = PrefixCodes.build(matrix, PREFIX_DIMS)
+                self.matrix = matrix
+                if self._prefix is None:  # (a saved copy's may come with its codes)
+                    self._prefix = PrefixCodes.build(matrix, PREFIX_DIMS)
         except Exception as e:  # an optimisation: the int8 scan answers without it
             log.warning("vector scan: no prefix codes (%s)", e)
 
@@ -286,15 +292,16 @@ class VectorScan:
         depth = min(depth, count)
         if depth <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        prefix = self._prefix
+        if (prefix is not None and len(prefix) == len(self.matrix)
+                and depth * 4 <= CANDIDATES < count and _simsimd() is not None):
+            found = self._through_prefix(prefix, query, depth, allowed, key)
+            if found is not None:
+                self.proved += 1
+                self.prefixed += 1
+                return found
         quantized = self.int8()
         if quantized is not None and depth * 4 <= CANDIDATES < count:
-            prefix = self._prefix
-            if prefix is not None and len(prefix) == len(self.matrix):
-                found = self._through_prefix(prefix, query, depth, allowed, key)
-                if found is not None:
-                    self.proved += 1
-                    self.prefixed += 1
-                    return found
             found = self._through_int8(quantized, query, depth, allowed, key)
             if found is not None:
                 self.proved += 1
