@@ -2,11 +2,13 @@
 
 ``import lancedb`` alone costs a one-question ``wrenmem recall`` process two to three
 seconds, more than the search. So after each write, the writer (sync, under the index lock)
-also saves ``.wrenmem/recall-copy.bin``: the rows recall shows, their unit-length vectors as
-one float32 block, and the full-text postings of their ``terms`` column. A process that has
-not opened LanceDB answers from it with numpy alone: the same exact cosine scan as LanceDB's
-flat search, and the same BM25 as LanceDB's full-text index over the same terms (k1 1.2,
-b 0.75, whitespace tokens: scores equal to LanceDB's to float32 rounding).
+also saves ``.wrenmem/recall-copy.bin``: the rows recall shows, where the table's own data
+files hold their float32 vectors (:mod:`wrenmem.index.tablevectors`: not saved twice), the
+vector scan's prefix codes past ``vectorscan.MIN_ROWS`` rows, and the full-text postings of
+their ``terms`` column. A process that has not opened LanceDB answers from it with numpy
+alone: the same exact cosine scan as LanceDB's flat search, and the same BM25 as LanceDB's
+full-text index over the same terms (k1 1.2, b 0.75, whitespace tokens: scores equal to
+LanceDB's to float32 rounding).
 
 The copy records the table's file listing (:func:`wrenmem.lance.disk_listing`) from before
 it read the table; it is used only while the listing is still exactly that, so any later
