@@ -38,7 +38,10 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def project(indexed: Path, tmp_path: Path) -> Path:
+def project(indexed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the project, its recall copy saved as for a table past MIN_ROWS rows (a
+    smaller one's copy keeps its float32 vectors: its searches scan them all)."""
+    monkeypatch.setattr(vectorscan, "MIN_ROWS", 0)
     root = tmp_path / "proj"
     shutil.copytree(indexed, root, symlinks=True)
     recallcopy._RECENT.clear()
@@ -60,7 +63,10 @@ def test_the_saved_copy_holds_no_float32_vectors_and_reads_the_same_rows_from_th
     assert sum(r[3] for r in record["runs"]) == record["count"] == 111
     assert len({r[0] for r in record["runs"]}) >= 2  # rows from both writes' files
     data = settings.state_dir / record["data"]
-    assert data.stat().st_size < record["count"] * record["dim"] * 4  # not even one copy
+    assert data.stat().st_size == sum(n for _at, n in record["sections"].values())
+    float32 = record["count"] * record["dim"] * 4
+    assert all(n < float32 for name, (_at, n) in record["sections"].items()
+               if name != "p_rotation")  # no float32 block of the rows (the rotation: 512 x 160)
     want = table_copy(settings).matrix
     saved = recallcopy.load(settings, record["model_id"])
     assert saved is not None and isinstance(saved.matrix, tablevectors.MappedRows)
@@ -85,7 +91,6 @@ def test_a_scan_of_the_mapped_rows_finds_what_the_float32_scan_finds(
         project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The int8 and prefix scans over the saved copy (candidates re-scored from the
     table's files): the same rows, order and cosines as the float32 scan of every row."""
-    monkeypatch.setattr(vectorscan, "MIN_ROWS", 0)
     monkeypatch.setattr(vectorscan, "CANDIDATES", 40)
     monkeypatch.setattr(vectorscan, "PREFIX_DIMS", 64)
     settings = load_settings(project)
@@ -162,3 +167,18 @@ def test_damaged_runs_are_not_used(project: Path, damage: str) -> None:
     got = HybridBackend(settings).search(QUESTIONS, 5, Filters())  # reads the table anew
     assert_same_answers(recall_results(QUESTIONS, "hybrid", got),
                         recall_results(QUESTIONS, "hybrid", want))
+
+
+def test_a_small_tables_copy_keeps_its_float32_vectors(indexed: Path, tmp_path: Path) -> None:
+    """Below MIN_ROWS every search scans every row: the copy keeps them, mapped whole."""
+    root = tmp_path / "proj"
+    shutil.copytree(indexed, root, symlinks=True)
+    settings = load_settings(root)
+    assert recallcopy.save(settings, index.open_table(index.connect(settings)))
+    record = read_marshal(recallcopy.copy_path(settings))
+    assert record["runs"] is None and "matrix" in record["sections"]
+    assert record["prefix"] is None and "ints" not in record["sections"]
+    recallcopy._RECENT.clear()
+    saved = recallcopy.load(settings, record["model_id"])
+    assert saved is not None and isinstance(saved.matrix, np.ndarray)
+    assert saved.matrix.tobytes() == table_copy(settings).matrix.tobytes()

@@ -137,9 +137,13 @@ def _write_pending() -> None:
 
 def _vector_runs(settings: Settings, copy: RecallCopy, listing: lance.Listing
                  ) -> list[tablevectors.Run] | None:
-    """Where the table's data files hold the copy's float32 rows (None: not found there)."""
+    """Where the table's data files hold the copy's float32 rows (None: not found there,
+    or a table below ``vectorscan.MIN_ROWS`` rows, whose every search scans every float32
+    row: those stay in the copy, mapped as they are, not made row by row each time)."""
     if isinstance(copy.matrix, tablevectors.MappedRows):
         return copy.matrix.runs  # (a copy read from a file: the same table's files)
+    if len(copy.rows) < vectorscan.MIN_ROWS:
+        return None
     folder = lance.table_folder(settings.index_uri, index.TABLE)
     return None if folder is None else tablevectors.locate(folder, listing, copy.matrix)
 
