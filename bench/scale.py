@@ -310,9 +310,27 @@ print(*out, warming)
 """
 
 
+def recall_copy_mb(root: Path, since: float, wait: float = 180.0) -> tuple[float, float]:
+    """(MB of the recall copy's files, MB of ``.wrenmem/``) once the copy a warm daemon
+    saves in the background after ``since`` is written (a copy still current is not
+    saved again: 15 s, then what is there; at most ``wait`` seconds)."""
+    state = root / ".wrenmem"
+    deadline = time.time() + wait
+    while time.time() < deadline:
+        head = state / "recall-copy.bin"
+        if (head.is_file() and not list(state.glob("recall-copy.*.tmp"))
+                and (head.stat().st_mtime >= since or time.time() > since + 15)):
+            break
+        time.sleep(1)
+    copy = sum(f.stat().st_size for f in state.glob("recall-copy*") if f.is_file())
+    return copy / 1e6, du_mb(state)
+
+
 def bench_daemon(root: Path, steps: list[Step]) -> None:
-    """Only the warm daemon's hybrid recall, both tasks (``--daemon`` with ``--reuse``)."""
+    """Only the warm daemon's hybrid recall, both tasks (``--daemon`` with ``--reuse``),
+    then the disk its recall copy takes."""
     run = Runner(root)
+    started = time.time()
     watch = run.wrenmem("watch", "--detach", env={"WRENMEM_NO_DAEMON": ""})
     step(steps, "watcher start (--detach returns)", watch)
     try:
@@ -327,6 +345,9 @@ def bench_daemon(root: Path, steps: list[Step]) -> None:
         step(steps, "daemon recall, a new question (ms, median)",
              (new, result[1], result[2], ""),
              f"max {new_max:.0f} ms; the daemon's CPU {new_cpu:.1f} ms a request")
+        copy, total = recall_copy_mb(root, started - 2)
+        step(steps, "disk used by .wrenmem/ with the daemon's recall copy (MB)",
+             (total, 0.0, 0.0, ""), f"the recall copy {copy:.0f} MB of it")
     finally:
         run.wrenmem("watch", "--stop")
 

@@ -379,6 +379,7 @@ def test_a_long_lived_reader_saves_a_copy_too_big_for_a_writer_and_a_new_process
     """Past MAX_ROWS the writer saves no copy (reading the table whole would slow every
     write); a backend that holds the table saves it, removed rows and int8 vectors
     included, and a new process answers from the mapped file exactly as LanceDB does."""
+    monkeypatch.setattr(vector.vectorscan, "PREFIX_DIMS", 64)  # (prefix codes saved too)
     monkeypatch.setattr(recallcopy, "MAX_ROWS", 50)  # 110 pairs: too big for the writer
     monkeypatch.setattr(recallcopy, "KEEP_OTHER_SECONDS", 3600.0)
     monkeypatch.setattr(vector.vectorscan, "MIN_ROWS", 0)  # and the int8 scan saved too
@@ -406,7 +407,7 @@ def test_a_long_lived_reader_saves_a_copy_too_big_for_a_writer_and_a_new_process
     saved = recallcopy.load(settings, backend.embedder.model_id)
     assert saved is not None and isinstance(saved.rows, recallcopy.LazyRows)
     assert len(saved) == len(held) == 109 and saved.live is not None
-    assert saved.scan()._quantized is not None  # the int8 vectors, read from the file
+    assert saved.scan()._prefix is not None  # the prefix codes, read from the file
     questions = [*QUESTIONS, "How many orders were refunded?"]
     fresh_full_text_index(settings)  # (a new table version: the listing the file keys is
     recallcopy.write(settings, saved, index.disk_listing(settings))  # that of the old one)

@@ -198,3 +198,38 @@ def test_an_extended_scan_extends_its_prefix_codes(monkeypatch: pytest.MonkeyPat
         rows, cosines = grown.nearest(matrix[n], 20)
         assert (rows.tolist(), cosines.tolist()) == _float32_answer(matrix, matrix[n], 20)
     assert grown.prefixed == len(range(0, 3000, 97))
+
+
+class _Keys:
+    """A tie-break key that records the rows it was asked for."""
+
+    def __init__(self, names: dict[int, str]):
+        self.names, self.asked = names, 0
+
+    def __call__(self, m: int) -> str:
+        self.asked += 1
+        return self.names[m]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_best_orders_as_a_sort_by_score_then_key(seed: int) -> None:
+    """``best`` sorts with numpy and asks for a key only among equal scores: the same
+    positions as sorting every candidate by (score, key), many ties and -inf included."""
+    rng = np.random.default_rng(seed)
+    for _ in range(400):
+        n = int(rng.integers(1, 200))
+        scores = rng.integers(0, int(rng.integers(1, 12)), n).astype(
+            np.float32 if seed % 2 else np.float64)
+        scores[rng.random(n) < 0.15] = -np.inf
+        numbers = rng.permutation(3 * n)[:n]
+        key = _Keys({int(m): f"{int(rng.integers(0, 30)):02d}-{int(m)}" for m in numbers})
+        depth = int(rng.integers(1, 60))
+        by_number = sorted(range(n), key=lambda p: (-float(scores[p]), int(numbers[p])))
+        by_key = sorted(range(n), key=lambda p: (-float(scores[p]),
+                                                 key.names[int(numbers[p])]))
+        assert vectorscan.best(scores, numbers, depth, None).tolist() == by_number[:depth]
+        assert vectorscan.best(scores, numbers, depth, key).tolist() == by_key[:depth]
+        assert key.asked <= n
+    distinct = _Keys({n: str(n) for n in range(100)})
+    got = vectorscan.best(np.arange(100, dtype=np.float64), np.arange(100), 5, distinct)
+    assert got.tolist() == [99, 98, 97, 96, 95] and distinct.asked == 0  # no ties, no key

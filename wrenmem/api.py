@@ -612,7 +612,6 @@ class Memory:
               progress: Callable[[int, int], None] | None = None) -> FetchResult:
         """Schema context: the whole schema when small, else the items most relevant.
         The daemon's answer (``use_daemon``) is the same :class:`FetchResult`."""
-        from wrenmem.index import replica
         from wrenmem.schema.fetch import FetchResult
         from wrenmem.schema.fetch import fetch as fetch_context
 
@@ -624,9 +623,13 @@ class Memory:
                     return FetchResult.from_dict(remote.to_dict(), remote.warnings)
                 except (KeyError, TypeError, ValueError):  # another version's reply
                     pass
+        read_copy = None  # a local index is read where it is
+        if self.settings.remote_index:  # (the replica module and its imports: only then)
+            from wrenmem.index import replica
+
+            read_copy = replica.schema_read_copy(self.settings)
         return fetch_context(self.settings, question, types=tuple(types), model=model, k=k,
-                             threshold=threshold, progress=progress,
-                             read_copy=replica.schema_read_copy(self.settings),
+                             threshold=threshold, progress=progress, read_copy=read_copy,
                              embedder=self.embedder)
 
     def seeds(self) -> builtins.list[dict[str, Any]]:

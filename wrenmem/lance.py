@@ -304,13 +304,39 @@ def disk_listing(uri: str, name: str) -> Listing | None:
     return out
 
 
+VERSIONS_SETTLED_NS = 2_000_000_000  # a folder changed this recently may change unseen
+
+
+def versions_stamp(uri: str, name: str) -> tuple[int, ...] | None:
+    """What the ``_versions`` folder of a local table looks like (device, inode, size,
+    links, mtime): every commit adds a manifest there, so while the stamp stays the same
+    no version was committed. None for a remote table, a missing folder, or one changed
+    within ``VERSIONS_SETTLED_NS``: a folder's time is kept to a clock tick, so a change in
+    the same tick as the last one would leave it as it was (the racy case of git's index)."""
+    folder = table_folder(uri, name)
+    if folder is None:
+        return None
+    try:
+        st = os.stat(os.path.join(folder, "_versions"))
+    except OSError:
+        return None
+    if time.time_ns() - st.st_mtime_ns < VERSIONS_SETTLED_NS:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_nlink, st.st_mtime_ns)
+
+
 def unit_vectors(data: Any, column: str = "vector") -> Any:
     """The ``column`` of fixed-size lists of an Arrow table as a float32 matrix of
     unit-length rows (zero rows stay zero)."""
+    values = data.column(column).combine_chunks()  # flatten() honours a slice's offset
+    return unit_rows(values.flatten().to_numpy(zero_copy_only=False).reshape(len(data), -1))
+
+
+def unit_rows(matrix: Any) -> Any:
+    """``matrix``'s rows scaled to unit length, as float32 (zero rows stay zero): each row
+    from its own values alone, so the rows of a part are those of the whole, bit for bit."""
     import numpy as np
 
-    values = data.column(column).combine_chunks()  # flatten() honours a slice's offset
-    matrix = values.flatten().to_numpy(zero_copy_only=False).reshape(len(data), -1)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 

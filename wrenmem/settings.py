@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -276,6 +275,8 @@ def read_config_file(root: Path) -> dict[str, Any]:
     path = root / CONFIG_FILE
     if not path.is_file():
         return {}
+    import tomllib  # (6 ms to import: only where there is a settings file)
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

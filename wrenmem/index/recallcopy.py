@@ -2,11 +2,13 @@
 
 ``import lancedb`` alone costs a one-question ``wrenmem recall`` process two to three
 seconds, more than the search. So after each write, the writer (sync, under the index lock)
-also saves ``.wrenmem/recall-copy.bin``: the rows recall shows, their unit-length vectors as
-one float32 block, and the full-text postings of their ``terms`` column. A process that has
-not opened LanceDB answers from it with numpy alone: the same exact cosine scan as LanceDB's
-flat search, and the same BM25 as LanceDB's full-text index over the same terms (k1 1.2,
-b 0.75, whitespace tokens: scores equal to LanceDB's to float32 rounding).
+also saves ``.wrenmem/recall-copy.bin``: the rows recall shows, where the table's own data
+files hold their float32 vectors (:mod:`wrenmem.index.tablevectors`: not saved twice), the
+vector scan's prefix codes past ``vectorscan.MIN_ROWS`` rows, and the full-text postings of
+their ``terms`` column. A process that has not opened LanceDB answers from it with numpy
+alone: the same exact cosine scan as LanceDB's flat search, and the same BM25 as LanceDB's
+full-text index over the same terms (k1 1.2, b 0.75, whitespace tokens: scores equal to
+LanceDB's to float32 rounding).
 
 The copy records the table's file listing (:func:`wrenmem.lance.disk_listing`) from before
 it read the table; it is used only while the listing is still exactly that, so any later
@@ -35,13 +37,14 @@ from typing import Any, overload
 from wrenmem import lance, statedir
 from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.index import table as index
-from wrenmem.index import vectorscan
+from wrenmem.index import tablevectors, vectorscan
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = statedir.RECALL_COPY
-VERSION = 2  # 2: the vectors and rows in a mapped file beside it
+VERSION = 3  # 2: the vectors and rows in a mapped file beside it; 3: the float32 vectors
+#              found in the table's own data files (tablevectors) where they can be
 MAX_ROWS = 20_000  # a writer saves the copy of a table up to this size (45 MB at 512 dims)
 FILE_MAX_ROWS = 200_000  # a long-lived reader saves the copy it holds up to this size
 DATA_NAME = re.compile(r"recall-copy\.[0-9a-f]{16}\.data")
@@ -132,21 +135,53 @@ def _write_pending() -> None:
         write(*job)
 
 
+def _vector_runs(settings: Settings, copy: RecallCopy, listing: lance.Listing
+                 ) -> list[tablevectors.Run] | None:
+    """Where the table's data files hold the copy's float32 rows (None: not found there,
+    or a table below ``vectorscan.MIN_ROWS`` rows, whose every search scans every float32
+    row: those stay in the copy, mapped as they are, not made row by row each time)."""
+    if isinstance(copy.matrix, tablevectors.MappedRows):
+        return copy.matrix.runs  # (a copy read from a file: the same table's files)
+    if len(copy.rows) < vectorscan.MIN_ROWS:
+        return None
+    folder = lance.table_folder(settings.index_uri, index.TABLE)
+    return None if folder is None else tablevectors.locate(folder, listing, copy.matrix)
+
+
+def _distinct_terms(terms: str | None) -> str | None:
+    """A row's full-text terms, each once, in order: what a search reads of them (the set
+    of a candidate's terms); their counts are in the postings. The terms repeat the
+    question's words (its weight), so this is a third of their size, 18 MB at 100,000."""
+    return terms if not terms else " ".join(dict.fromkeys(terms.split()))
+
+
 def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> bool:
     import numpy as np
 
     try:
-        encoded = [marshal.dumps(tuple(r)) for r in copy.rows]
+        at_terms = POSITION["terms"]
+        encoded = [marshal.dumps((*r[:at_terms], _distinct_terms(r[at_terms]),
+                                  *r[at_terms + 1:])) for r in copy.rows]
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([len(b) for b in encoded])
         blob = b"".join(encoded)
         del encoded
-        parts: list[tuple[str, Any]] = [
-            ("matrix", np.ascontiguousarray(copy.matrix, dtype=np.float32)),
-            ("offsets", offsets)]
-        quantized = copy.scan().int8()
-        if quantized is not None:
-            parts += list(zip(("ints", "scale", "error"), quantized, strict=True))
+        parts: list[tuple[str, Any]] = [("offsets", offsets)]
+        runs = _vector_runs(settings, copy, listing)
+        if runs is None:  # not found in the table's files: the copy holds them itself
+            parts.insert(0, ("matrix", np.ascontiguousarray(copy.matrix, dtype=np.float32)))
+        # the prefix codes (a third of the int8 copy's size), else the int8 copy: what a
+        # reader scans before it re-scores a few rows in float32 (none for a small table)
+        prefix = copy.scan().make_prefix(wait=True)
+        codes = None
+        if prefix is not None:
+            parts += [("p_scale", prefix.scale), ("p_terms", prefix.terms),
+                      ("p_rotation", prefix.rotation), ("p_ints", prefix.ints)]
+            codes = {"dims": int(prefix.ints.shape[1]), "skew": float(prefix.skew)}
+        else:
+            quantized = copy.scan().int8()
+            if quantized is not None:
+                parts += list(zip(("ints", "scale", "error"), quantized, strict=True))
         sections: dict[str, tuple[int, int]] = {}
         at = 0
         for name, part in parts:
@@ -167,7 +202,8 @@ def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> bool
             "count": len(copy.rows), "dim": int(copy.matrix.shape[1]),
             "lengths": copy.lengths.tobytes(), "postings": copy.postings,
             "live": None if copy.live is None else copy.live.tobytes(),
-            "data": name, "size": at + len(blob), "sections": sections,
+            "data": name, "size": at + len(blob), "sections": sections, "runs": runs,
+            "prefix": codes,
         }
         if not write_marshal(copy_path(settings), record):
             path.unlink(missing_ok=True)
@@ -609,7 +645,15 @@ def _read(settings: Settings, model_id: str, listing: lance.Listing | None
                 raise ValueError(f"the recall copy's {name} is not of its size")
             return np.frombuffer(mapped, dtype=dtype, count=size, offset=at)
 
-        matrix = part("matrix", np.float32, count * dim).reshape(count, dim)
+        runs, folder = data["runs"], lance.table_folder(settings.index_uri, index.TABLE)
+        if runs is None:
+            matrix = part("matrix", np.float32, count * dim).reshape(count, dim)
+        else:
+            if folder is None:
+                return None
+            matrix = tablevectors.mapped(folder, listing, runs, count, dim)
+            if matrix is None:
+                return None
         offsets = part("offsets", np.int64, count + 1)
         start, nbytes = sections["rows"]
         if (offsets[0] != 0 or offsets[-1] != nbytes or start + nbytes != len(mapped)
@@ -619,6 +663,17 @@ def _read(settings: Settings, model_id: str, listing: lance.Listing | None
         if "ints" in sections:
             quantized = (part("ints", np.int8, count * dim).reshape(count, dim),
                          part("scale", np.float32, count), part("error", np.float32, count))
+        prefix = None
+        codes = data["prefix"]
+        if codes is not None:
+            dims = int(codes["dims"])
+            if not 0 < dims < dim:
+                return None
+            prefix = vectorscan.PrefixCodes(
+                part("p_rotation", np.float32, dim * dims).reshape(dim, dims),
+                float(codes["skew"]), part("p_ints", np.int8, count * dims).reshape(count, dims),
+                part("p_scale", np.float64, count),
+                part("p_terms", np.float64, count * 4).reshape(count, 4))
         lengths = array("i")
         lengths.frombytes(data["lengths"])
         live = None
@@ -630,7 +685,7 @@ def _read(settings: Settings, model_id: str, listing: lance.Listing | None
             return None
         copy = RecallCopy(model_id, LazyRows(mapped, start, offsets), matrix, lengths,
                           data["postings"], listing, live=live)
-        copy._scan = vectorscan.VectorScan(matrix, quantized)
+        copy._scan = vectorscan.VectorScan(matrix, quantized, prefix)
         return copy
     except (KeyError, TypeError, ValueError, OSError):
         return None

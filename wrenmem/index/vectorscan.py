@@ -15,7 +15,8 @@ among the ``depth`` best, so the answer is exactly the float32 scan's. When the 
 not prove it (many near-equal rows at the cut), the whole float32 matrix is scanned.
 
 A long-lived process (the watcher's daemon, an agent's Memory) reads less still: after
-its second search, a thread makes :class:`PrefixCodes`, each row's
+its second search, a thread makes :class:`PrefixCodes` (or takes those the recall copy
+saved, :mod:`wrenmem.index.recallcopy`, as a one-shot process does), each row's
 first ``PREFIX_DIMS`` coordinates in the rows' principal directions (most of a sentence
 embedding's length is in a few hundred of them), as int8 with the error bounds above, and
 each row's greatest possible rest beyond them. A row's cosine is at most its prefix estimate
@@ -206,10 +207,11 @@ class VectorScan:
     """The nearest rows of ``matrix`` (unit float32 rows) to a question, as the float32
     scan finds them; ``proved`` and ``rescanned`` count how each search was answered."""
 
-    def __init__(self, matrix: Any, quantized: tuple[Any, Any, Any] | None = None):
+    def __init__(self, matrix: Any, quantized: tuple[Any, Any, Any] | None = None,
+                 prefix: PrefixCodes | None = None):
         self.matrix = matrix
         self._quantized = quantized  # (int8 rows, scales, errors): made when first needed
-        self._prefix: PrefixCodes | None = None  # made by make_prefix
+        self._prefix: PrefixCodes | None = prefix  # made by make_prefix (or read)
         self._making: threading.Thread | None = None
         self.proved = 0  # searches answered from the int8 candidates
         self.rescanned = 0  # searches whose bound did not hold: the float32 scan answered
@@ -245,9 +247,12 @@ class VectorScan:
         thread, searches meanwhile reading the int8 copy; ``wait``: before returning. None
         when the scan would not use them (see :meth:`int8`; rows of ``PREFIX_DIMS``
         dimensions or fewer)."""
-        if self._prefix is not None:
+        import numpy as np
+
+        if self._prefix is not None and isinstance(self.matrix, np.ndarray):
             return self._prefix
-        if (len(self.matrix) < MIN_ROWS or _simsimd() is None or len(self.matrix.shape) != 2
+        if self._prefix is None and (
+                len(self.matrix) < MIN_ROWS or _simsimd() is None or len(self.matrix.shape) != 2
                 or self.matrix.shape[1] <= PREFIX_DIMS):
             return None
         with _MAKING:
@@ -260,9 +265,16 @@ class VectorScan:
         return self._prefix
 
     def _make_prefix(self) -> None:
+        import numpy as np
+
         try:
             with _one_blas_thread():  # a background job: it leaves the other core alone
-                self._prefix = PrefixCodes.build(self.matrix, PREFIX_DIMS)
+                # rows made when asked for (a saved copy's, read from the table's files):
+                # a long-lived process makes them all once and keeps them (np.asarray)
+                matrix = np.asarray(self.matrix)
+                self.matrix = matrix
+                if self._prefix is None:  # (a saved copy's may come with its codes)
+                    self._prefix = PrefixCodes.build(matrix, PREFIX_DIMS)
         except Exception as e:  # an optimisation: the int8 scan answers without it
             log.warning("vector scan: no prefix codes (%s)", e)
 
@@ -281,15 +293,16 @@ class VectorScan:
         depth = min(depth, count)
         if depth <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        prefix = self._prefix
+        if (prefix is not None and len(prefix) == len(self.matrix)
+                and depth * 4 <= CANDIDATES < count and _simsimd() is not None):
+            found = self._through_prefix(prefix, query, depth, allowed, key)
+            if found is not None:
+                self.proved += 1
+                self.prefixed += 1
+                return found
         quantized = self.int8()
         if quantized is not None and depth * 4 <= CANDIDATES < count:
-            prefix = self._prefix
-            if prefix is not None and len(prefix) == len(self.matrix):
-                found = self._through_prefix(prefix, query, depth, allowed, key)
-                if found is not None:
-                    self.proved += 1
-                    self.prefixed += 1
-                    return found
             found = self._through_int8(quantized, query, depth, allowed, key)
             if found is not None:
                 self.proved += 1
@@ -377,8 +390,22 @@ def best(scores: Any, numbers: Any, depth: int, key: Callable[[int], Any] | None
         return np.zeros(0, dtype=np.int64)
     top = np.argpartition(-scores, depth - 1)[:depth]
     tied = np.flatnonzero(scores >= scores[top].min())  # every one tying the last one in
-    if key is None:
-        order = sorted(tied.tolist(), key=lambda n: (-float(scores[n]), int(numbers[n])))
-    else:
-        order = sorted(tied.tolist(), key=lambda n: (-float(scores[n]), key(int(numbers[n]))))
+    # by score, best first; only rows of equal score by key (computing a key costs a row)
+    tied = tied[np.argsort(-scores[tied], kind="stable")]
+    values = scores[tied].tolist()
+    positions = tied.tolist()
+    order: list[int] = []
+    start = 0
+    while start < len(positions) and len(order) < depth:
+        end = start + 1
+        while end < len(positions) and values[end] == values[start]:
+            end += 1
+        group = positions[start:end]
+        if len(group) > 1:
+            if key is None:
+                group.sort(key=lambda n: int(numbers[n]))
+            else:
+                group.sort(key=lambda n: key(int(numbers[n])))
+        order += group
+        start = end
     return np.asarray(order[:depth], dtype=np.int64)

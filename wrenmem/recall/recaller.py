@@ -351,7 +351,8 @@ class Recaller:
                      k: int, filters: Filters, sql: str | None, *, keep: bool
                      ) -> tuple[str, list[list[Hit]]]:
         backend: Any = self._kept.pop(key, None) or self.backend(key[0], settings)
-        version = backend.table().version
+        latest = getattr(backend, "latest_version", None)  # (without asking LanceDB when it can)
+        version = latest() if latest is not None else backend.table().version
         hits = backend.search(queries, k, filters, sql=sql)
         self._complete[key] = version
         if keep:

@@ -28,7 +28,7 @@ from wrenmem.knowledge import expansions
 from wrenmem.recall import glossary, second, sqlshape
 from wrenmem.recall import model as rank_model
 from wrenmem.recall.fusion import Signals, at_least_identical, is_cjk
-from wrenmem.recall.hits import VERIFIED_META, Filters, Hit, rank
+from wrenmem.recall.hits import SEED_WEIGHT, VERIFIED_META, Filters, Hit, rank, sql_key
 from wrenmem.settings import Settings
 
 if TYPE_CHECKING:
@@ -91,6 +91,8 @@ class VectorBackend:
         self._searches = 0
         # the table's latest version in memory, when small: (table, version, copy)
         self._memory: tuple[Any, int, recallcopy.RecallCopy] | None = None
+        # (table, the stamp of its versions folder, its version then): see latest_version
+        self._stamped: tuple[Any, tuple[int, ...], int] | None = None
         load = getattr(self.embedder, "load", None)
         if load is not None:  # load the model while this thread imports LanceDB
             threading.Thread(target=_quietly, args=(load,), daemon=True,
@@ -163,7 +165,7 @@ class VectorBackend:
         local index handed to every backend of the process (:func:`recallcopy.load`
         finds it) while its files are those of ``listing`` (taken before the table was
         opened or its version checked)."""
-        version = table.version
+        version = self.latest_version() if table is self._table else table.version
         held = self._memory
         if held is not None and held[0] is table and held[1] == version:
             return held[2]
@@ -188,13 +190,28 @@ class VectorBackend:
                 recallcopy.write_later(self.settings, copy, listing)
         return copy
 
+    def latest_version(self) -> int:
+        """The latest version of the table (LanceDB's ``version``, which lists the versions
+        folder through its event loop: a millisecond of a warm search), answered without
+        asking while a local table's versions folder is as it was when last asked
+        (:func:`wrenmem.lance.versions_stamp`: a commit adds a file there)."""
+        table = self.table()
+        stamp = (None if self.settings.remote_index or self._pinned
+                 else lance.versions_stamp(self.settings.index_uri, index.TABLE))
+        known = self._stamped
+        if stamp is not None and known is not None and known[0] is table and known[1] == stamp:
+            return known[2]
+        version = int(table.version)
+        self._stamped = (table, stamp, version) if stamp is not None else None
+        return version
+
     def _still_held(self) -> recallcopy.RecallCopy | None:
         """The copy this backend holds, while its table's latest version is the one held."""
         held, table = self._memory, self._table
         if held is None or table is None or held[0] is not table:
             return None
         try:
-            return held[2] if table.version == held[1] else None
+            return held[2] if self.latest_version() == held[1] else None
         except Exception:  # the search opens the table again and meets it, or not
             return None
 
@@ -210,7 +227,7 @@ class VectorBackend:
         if self._table is None:
             return None
         try:
-            return int(self._table.version)
+            return self.latest_version()
         except Exception:  # the search opens the table again and meets it, or not
             return None
 
@@ -320,9 +337,9 @@ class VectorBackend:
              sql: str | None) -> list[Hit]:
         rows = self._dense(table, vector, max(DEPTH, k), where, held=self._in_memory(table))
         cosines = [1.0 - float(r["_distance"]) for r in rows]
-        scored = [(at_least_identical(p, query, r["question"]), row_pair(r), c) for r, c, p
+        scored = [(at_least_identical(p, query, r["question"]), r, c) for r, c, p
                   in zip(rows, cosines, rank_model.dense_score(cosines), strict=True)]
-        return rank(scored, k, self.name)
+        return rank_rows(scored, k, self.name)
 
 
 class HybridBackend(VectorBackend):
@@ -423,10 +440,30 @@ class HybridBackend(VectorBackend):
                 log.warning("the second reader failed (%s); recall uses the first model "
                             "alone in this process", e)
                 self._second = None
-        scored = [(at_least_identical(p, query, rows[i].get("question") or ""),
-                   row_pair(rows[i]), rank_model.logit(p))
-                  for i, p in zip(ids, fused, strict=True)]
-        return rank(scored, k, self.name)
+        scored = [(at_least_identical(p, query, rows[i].get("question") or ""), rows[i],
+                   rank_model.logit(p)) for i, p in zip(ids, fused, strict=True)]
+        return rank_rows(scored, k, self.name)
+
+
+def rank_rows(scored: Sequence[tuple[float, dict[str, Any], float | None]], k: int,
+              backend: str) -> list[Hit]:
+    """:func:`~wrenmem.recall.hits.rank` of the rows' pairs, a Pair made (its ``meta``
+    parsed) only for the rows of the ``k`` answers it keeps: the first ``k`` distinct
+    answers in its order (score as it weighs it, then path) and their twins. A subset of
+    the rows in their order sorts and groups as the whole does, so the hits are the same."""
+    def answer(row: dict[str, Any]) -> tuple[str, str]:  # as rank groups a pair
+        sql = row["sql"]
+        return (row.get("datasource") or "", sql_key(sql)) if sql.strip() else ("", row["path"])
+
+    weighed = [s * SEED_WEIGHT if (row.get("source") or "user") == "seed" else s
+               for s, row, _raw in scored]
+    kept: set[tuple[str, str]] = set()
+    for n in sorted(range(len(scored)), key=lambda n: (-weighed[n], scored[n][1]["path"])):
+        if len(kept) >= k:
+            break
+        kept.add(answer(scored[n][1]))
+    return rank([(s, row_pair(row), raw) for s, row, raw in scored if answer(row) in kept],
+                k, backend)
 
 
 def value_terms(question: str, sqls: Sequence[tuple[str, str | None]]) -> set[str]:

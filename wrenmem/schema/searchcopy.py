@@ -284,7 +284,8 @@ def _read(settings: Settings, model_id: str, files: lance.Listing) -> SchemaCopy
                 or len(which) != len(rows)
                 or (len(which) and not 0 <= int(which.min()) <= int(which.max())
                     < matrix.size // dim)
-                or any(not isinstance(r, tuple) or len(r) != len(FIELDS) for r in rows)):
+                or (rows and (set(map(type, rows)) != {tuple}  # (C loops: 10,000 rows)
+                             or set(map(len, rows)) != {len(FIELDS)}))):
             return None
         texts_version = data.get("texts_version")
         return SchemaCopy(model_id, rows, which, matrix.reshape(-1, dim), files,

@@ -9,17 +9,17 @@ and the caller does the work in-process, with the same result.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
-import socket
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wrenmem import statedir
 from wrenmem.recall.hits import Hit, RecallResult
+
+if TYPE_CHECKING:  # (socket, hashlib and tempfile: imported where used, 15 ms a start)
+    import socket
 
 PROTOCOL = 2  # 2: recall takes a draft "sql"; hits carry "also" and "also_paths"
 SOCKET_NAME = statedir.DAEMON_SOCKET
@@ -36,6 +36,9 @@ def socket_path(root: Path) -> Path:
     path = root / statedir.STATE_DIR / SOCKET_NAME
     if len(os.fsencode(str(path))) <= _MAX_SOCKET_PATH:
         return path
+    import hashlib
+    import tempfile
+
     digest = hashlib.sha256(os.fsencode(str(root))).hexdigest()[:20]
     base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir())
     return base / f"wrenmem-{os.getuid()}" / f"{digest}.sock"
@@ -86,6 +89,8 @@ def _watcher_stopped(root: Path) -> bool:
 def _exchange(path: Path, message: dict[str, Any], connect_timeout: float,
               timeout: float) -> dict[str, Any] | None:
     """One JSON line out, one back; None on any failure."""
+    import socket
+
     try:
         if os.stat(path).st_uid != os.getuid():
             return None  # someone else's socket: never send them our questions

@@ -313,14 +313,17 @@ class WatchdogSource:
         running process recalls (the daemon refuses other settings; the server keeps its
         own). The rules, glossary, caveats and metrics folders are not fenced: what reads
         them (fetch, glossary expansions, the MCP tools) reads the files on every call."""
-        if self.mode != "inotify" or self.observer is None or self._signature() != self._watched:
+        if self.mode != "inotify" or self.observer is None:
+            return False
+        targets = self._targets()  # (once: each resolves the knowledge root's path)
+        if self._signature(targets) != self._watched:
             return False
         waits: list[tuple[str, int]] = []
         s = self.settings
         base = knowledge_root(s)
         knowledge = {base, *(base / f for f in FOLDERS)} - {s.knowledge_path, s.root,
                                                               s.manifest_path.parent}
-        for folder, recursive in self._targets():
+        for folder, recursive in targets:
             if self._watched.get(str(folder)) == (0, 0):
                 continue  # did not exist at start and still does not: nothing to change
             if folder == s.root and s.manifest_path.parent != s.root:
@@ -373,9 +376,10 @@ class WatchdogSource:
                         and base / f != s.knowledge_path]
         return targets
 
-    def _signature(self) -> dict[str, tuple[int, int]]:
+    def _signature(self, targets: list[tuple[Path, bool]] | None = None
+                   ) -> dict[str, tuple[int, int]]:
         sig = {}
-        for path, _rec in self._targets():
+        for path, _rec in self._targets() if targets is None else targets:
             try:
                 st = path.stat()
                 sig[str(path)] = (st.st_dev, st.st_ino)
