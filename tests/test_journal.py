@@ -398,3 +398,28 @@ def test_stacked_rows_read_as_the_joined_matrix() -> None:
     again = recallcopy.StackedRows(stacked, more)  # extended again: still two blocks
     assert again.first is first and np.array_equal(np.asarray(again),
                                                    np.concatenate([joined, more]))
+
+
+def test_the_journal_over_a_copy_that_reads_its_vectors_from_the_table_files(
+        proj: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy saved as for a big table (its float32 vectors read from LanceDB's files, not
+    held: vectorscan.MIN_ROWS) with the journal laid over it answers as a fresh build."""
+    from wrenmem.index import tablevectors, vectorscan
+
+    monkeypatch.setattr(vectorscan, "MIN_ROWS", 0)
+    settings = load_settings(proj)
+    assert recallcopy.save(settings, index.open_table(index.connect(settings)))
+    assert "matrix" not in read_marshal(recallcopy.copy_path(settings))["sections"]
+    _forget_process_state(monkeypatch)
+    _edit_add_remove_rename(proj)
+    assert sync_pairs(settings).journaled
+    saved = recallcopy.load(settings, load_state(settings).model_id)
+    assert saved is not None and isinstance(saved.matrix, tablevectors.MappedRows)
+    fresh = _fresh_build(proj, tmp_path)
+    for kind in (VectorBackend, HybridBackend):
+        for filters in (Filters(), Filters(datasource="shop")):
+            _forget_process_state(monkeypatch)
+            got = _answers(settings, kind, filters)
+            _forget_process_state(monkeypatch)
+            assert_same_answers(got, _answers(fresh, kind, filters))
+    assert journal.journal_path(settings).exists()  # laid over the copy, not applied
