@@ -151,9 +151,9 @@ def test_a_sync_records_the_questions_so_the_first_store_scans_nothing(
 
 def test_forget_and_show_by_question_read_only_the_files_asking_it(
         project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``Memory.get`` (``forget <question>``, ``show``) finds an exact question among the
-    files :func:`questions.asking` reads; a question equal only ignoring case, or none,
-    is looked up in every file as before; two files asking it are refused either way."""
+    """``Memory.get`` (``forget <question>``, ``show``) finds a question, exactly or but for
+    case, among the files :func:`questions.asking` reads, with no scan of every file; two
+    files asking it are refused either way."""
     for i in range(40):
         write_pair(project, f"g{i % 4}/q{i}.md", f"How many orders in region {i}?",
                    f"SELECT {i}")
@@ -178,6 +178,10 @@ def test_forget_and_show_by_question_read_only_the_files_asking_it(
     assert "twin-a.md" in str(refused.value) and "twin-b.md" in str(refused.value)
     assert scans == []
     assert memory.get("how many orders in region 17?").path == "knowledge/sql/g1/q17.md"
-    assert scans == [1]  # equal ignoring case only: every file, as before
+    with pytest.raises(Exception, match="differ only in case"):
+        memory.get("WHICH STORE SOLD MOST?")
+    with pytest.raises(Exception, match="no pair file or stored question matches"):
+        memory.get("How many orders in region 99?")
+    assert scans == []  # equal but for case, or asked nowhere: still no scan
     assert memory.forget(["How many orders in region 5?"]) == ["knowledge/sql/g1/q5.md"]
     assert not (project / "knowledge" / "sql" / "g1" / "q5.md").exists()

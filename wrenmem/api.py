@@ -220,7 +220,7 @@ class Memory:
         A question names the pair whose question is exactly it (after NFC and white-space
         normalisation); failing that, the one pair equal to it ignoring case. Several
         candidates are a :class:`WrenmemError` that lists their paths."""
-        from wrenmem.pairs.catalog import read_pair_file, scan
+        from wrenmem.pairs.catalog import read_pair_file
         from wrenmem.pairs.questions import asking
         from wrenmem.pairs.store import matching_pairs
         from wrenmem.recall.bm25f import GrepBackend
@@ -229,11 +229,9 @@ class Memory:
             if os.path.lexists(candidate) and not candidate.is_dir():  # a FIFO: say so
                 return read_pair_file(candidate, self.settings.relpath(candidate),
                                       self.settings.max_pair_bytes)[0]
-        # Every pair asking exactly this question is among those :func:`asking` reads
-        # (no scan of the catalog); equal only ignoring case, every file is looked at.
+        # Every pair asking this question, exactly or but for case, is among those
+        # :func:`asking` reads (no scan of the catalog).
         found, by_case = matching_pairs(asking(self.settings, target), target)
-        if not found or by_case:
-            found, by_case = matching_pairs(scan(self.settings).pairs, target)
         if len(found) == 1:
             return found[0]
         if found:

@@ -4,7 +4,8 @@
 duplicates it warns about), not every pair: a scan of the catalog at 100,000 files costs
 seconds. ``.wrenmem/questions.bin`` keeps, for the pair files as one stat walk found them
 (:func:`wrenmem.pairs.listing.walk`), two CRC-32 codes per file: of its question's
-:func:`~wrenmem.pairs.text.question_key` (what ``store`` matches) and of its
+:func:`~wrenmem.pairs.text.question_key` case folded (what ``store`` matches, and what
+``forget``/``show`` match when no question is equal but for case) and of its
 :func:`~wrenmem.pairs.text.loose_question` (what ``duplicates`` matches).
 
 :func:`asking` walks the files again (one ``stat`` each) and reads only the files that may
@@ -37,20 +38,23 @@ from wrenmem.pairs.text import loose_question, question_key
 from wrenmem.settings import Settings
 
 FILE_NAME = statedir.QUESTIONS
-VERSION = 2  # 2: the walk's folders and names, so codes are carried folder by folder
+VERSION = 3  # 2: the walk's folders and names (codes carried folder by folder); 3: the key
+# case folded, so a question equal but for case is found without reading every file
 REBUILD_AFTER = 2000  # changed files read one by one, past which the catalog is scanned
 NONE = -1  # the code of a file that holds no pair (unreadable, not a pair file)
 
 
 def codes(question: str) -> tuple[int, int]:
-    """The two codes of a question: of its ``question_key`` and of its loose form."""
-    return (zlib.crc32(question_key(question).encode("utf-8", "surrogatepass")),
+    """The two codes of a question: of its ``question_key`` case folded (equal keys have
+    equal folded keys) and of its loose form."""
+    return (zlib.crc32(question_key(question).casefold().encode("utf-8", "surrogatepass")),
             zlib.crc32(loose_question(question).encode("utf-8", "surrogatepass")))
 
 
 def asks(pair: Pair, question: str) -> bool:
-    """``pair`` asks ``question`` for ``store`` (the same key) or for ``duplicates``."""
-    return (question_key(pair.nl) == question_key(question)
+    """``pair`` asks ``question`` for ``store`` (the same key), for ``forget`` and ``show``
+    (the same key but for case) or for ``duplicates`` (the same loose form)."""
+    return (question_key(pair.nl).casefold() == question_key(question).casefold()
             or loose_question(pair.nl) == loose_question(question))
 
 
@@ -59,8 +63,8 @@ def _path(settings: Settings) -> Path:
 
 
 def asking(settings: Settings, question: str) -> list[Pair]:
-    """Every pair whose question is ``question`` by :func:`question_key` or by
-    :func:`loose_question`, read from its file now, in path order: what a scan of every
+    """Every pair whose question is ``question`` by :func:`question_key` (but for case) or
+    by :func:`loose_question`, read from its file now, in path order: what a scan of every
     file filtered by :func:`asks` returns (see the module docstring)."""
     require_knowledge_dir(settings)
     finish_interrupted(settings)  # an import killed while moving its files into place
