@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import log_to_stderr
-from wrenmem.recall.render import render_text
 from wrenmem.settings import find_project_root, load_settings
-from wrenmem.watch.client import remote_fetch
+
+# The rest is imported by the command that needs it, after the early walk is forked.
 
 # Options this fast path understands: name -> (destination, takes a value, repeatable).
 _COMMON = {"-k": "k", "-l": "k", "--limit": "k", "-b": "backend", "--backend": "backend",
@@ -154,6 +154,8 @@ def _recall(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | N
                                  verified=bool(options.get("verified")))
     if options["json"]:
         return _json([r.to_dict() for r in results]), notes
+    from wrenmem.recall.render import render_text
+
     return render_text(results), notes
 
 
@@ -220,6 +222,8 @@ def _sync(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | Non
 
 
 def _fetch(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | None:
+    from wrenmem.watch.client import remote_fetch
+
     result: Any = remote_fetch(settings, options["queries"][0], types=tuple(options["types"]),
                                model=options.get("model"), k=options["k"],
                                threshold=options["threshold"])

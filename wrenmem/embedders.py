@@ -23,7 +23,6 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -77,10 +76,50 @@ def normalise(vectors: Any) -> np.ndarray:
 
 @cache  # a lookup scans site-packages: once per process, not per call
 def _version(dist: str) -> str:
+    found = dist_info_version(dist)
+    if found is not None:
+        return found
+    from importlib import metadata
+
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return "0"
+
+
+def dist_info_version(dist: str) -> str | None:
+    """The ``Version`` of ``dist`` as :func:`importlib.metadata.version` gives it, read from
+    the first ``.dist-info`` folder of that name on ``sys.path`` (where it looks first),
+    without importing :mod:`importlib.metadata` (about 30 ms of a one-shot command's start);
+    None when there is none, or anything is unusual: the caller then asks it."""
+    import re
+    import sys
+
+    wanted = re.sub(r"[-_.]+", "_", dist).lower()
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:  # a zip file, a path hook, a folder gone
+            continue
+        found = [n for n in names if n.endswith(".dist-info") and re.sub(
+            r"[-_.]+", "_", n[:-len(".dist-info")].rpartition("-")[0]).lower() == wanted]
+        if not found:
+            if any(n.endswith(".egg-info") and n.lower().startswith(wanted) for n in names):
+                return None  # an egg's metadata: importlib's reading of it decides
+            continue
+        if len(found) != 1:
+            return None
+        try:
+            with open(os.path.join(entry or ".", found[0], "METADATA"), encoding="utf-8") as f:
+                for line in f:
+                    if not line.strip():
+                        break  # the end of the headers
+                    if line.startswith("Version:"):
+                        return line[len("Version:"):].strip() or None
+        except OSError:
+            return None
+        return None
+    return None
 
 
 def default_threads() -> int:
