@@ -183,3 +183,27 @@ def _timeless(out: str) -> str:
     if data.get("schema"):
         data["schema"].pop("seconds", None)
     return json.dumps(data)
+
+
+@pytest.mark.parametrize("args", [
+    ["recall", "-q", "revenue per month", "-k", "4", "--json"],
+    ["recall", "-q", "每个门店的销售额是多少？", "-q", "top customers", "-b", "hybrid"],
+    ["recall", "-q", "revenue per month", "-b", "grep", "--json"],
+])
+def test_a_one_shot_recall_with_the_early_walk_answers_the_same(example_project: Path,
+                                                                args: list[str]) -> None:
+    """The catch-up sync's walk made by the child forked at the start (forced here: the
+    example is small), made here, and click's: the same answers; and an edit saved just
+    before the call is in the answer."""
+    assert run_wrenmem(["sync", "--pairs-only"], example_project).returncode == 0
+    pair = example_project / "knowledge" / "sql" / "sales" / "monthly-revenue-in-2024.md"
+    pair.write_text(pair.read_text(encoding="utf-8").replace(
+        "\nnl: ", "\nnl: Gross revenue per month, ", 1), encoding="utf-8")
+    outs = [run_wrenmem(args, example_project, env=env) for env in (
+        {"WRENMEM_EARLY_WALK": "1"}, {"WRENMEM_EARLY_WALK": "0"},
+        {"WRENMEM_NO_FAST_PATH": "1"})]
+    assert all(o.returncode == 0 for o in outs), [o.stderr for o in outs]
+    assert outs[0].stdout == outs[1].stdout == outs[2].stdout
+    assert "knowledge/sql/" in outs[0].stdout
+    if "revenue per month" in args:
+        assert "Gross revenue per month" in outs[0].stdout  # synced by the catch-up

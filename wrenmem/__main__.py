@@ -140,8 +140,10 @@ def try_fast(argv: list[str]) -> bool:
 
 
 def _recall(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | None:
-    if not settings.is_reader:  # a reader's catch-up walks nothing
-        _walk_early(settings)
+    filtered = (options["tags"] or options.get("datasource") or options.get("source")
+                or options.get("verified"))
+    if not settings.is_reader and not (filtered and settings.backend == "grep"):
+        _walk_early(settings)  # (a reader's catch-up walks nothing; grep with a filter reads)
     from wrenmem.api import Memory
 
     notes: list[str] = []
