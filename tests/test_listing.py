@@ -344,19 +344,23 @@ def _early(settings: Settings) -> listing.Listing:
     """The walk a forked child made (it must have been forked and have answered)."""
     assert listing.start_early(settings)
     early = listing._EARLY
-    assert early is not None and early.pid > 0
+    assert early is not None and early.child is not None
     got = listing._take_early(settings)
     assert got is not None, "the child did not answer"
     return got
 
 
-def test_the_early_walk_finds_what_a_walk_here_finds(project: Path,
-                                                    request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("split", [False, True])
+def test_the_early_walk_finds_what_a_walk_here_finds(
+        project: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+        split: bool) -> None:
     """The child forked at a process's start walks with the same code: after every kind of
     change its listing is the listing of a walk in this process (paths, order, keys, the
-    dangling link's incompleteness), from a fresh record and from a trusted one."""
+    dangling link's incompleteness), from a fresh record and from a trusted one; also
+    when it shares the stats with a process of its own (``split``: from the first file)."""
     if _ran_in_a_fresh_process(request):
         return
+    monkeypatch.setattr(listing, "SPLIT_MIN", 1 if split else 10**9)
     knowledge = _tree(project)
     settings = load_settings(project)
     _same(_early(settings), listing._walk_here(settings))
@@ -434,16 +438,30 @@ def test_without_the_early_walk_the_walk_is_made_here(
     parent = os.getpid()
     real = listing._walk_here
 
-    def failing(s: Settings) -> listing.Listing:
+    def failing(s: Settings, split: bool = False) -> listing.Listing:
         if os.getpid() != parent:
             raise OSError("the child fails")
-        return real(s)
+        return real(s, split)
 
     monkeypatch.setattr(listing, "_walk_here", failing)
     assert listing.start_early(settings)
     assert listing._take_early(settings) is None  # the child failed: no listing from it
     assert listing.start_early(settings)
     _same(listing.walk(settings), expected)  # and walk() walks here instead
+    monkeypatch.setattr(listing, "_walk_here", real)
+    stat_jobs = listing._stat_jobs
+
+    def failing_half(jobs: list[tuple[str, tuple[str, ...]]]) -> tuple[bytes, bool]:
+        if os.getpid() != parent:
+            raise OSError("the second process fails")
+        return stat_jobs(jobs)
+
+    monkeypatch.setattr(listing, "_stat_jobs", failing_half)
+    monkeypatch.setattr(listing, "SPLIT_MIN", 1)
+    keys, complete = listing._stat_split([(str(project / "knowledge" / "sql" / d[:-1]), n)
+                                          for d, n in zip(expected.dirs, expected.names,
+                                                          strict=True)])
+    assert (keys, complete) == (expected.keys, expected.complete)  # its half taken here
 
 
 def test_a_listing_taken_before_an_edit_hides_it_from_no_later_sync(
