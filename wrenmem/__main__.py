@@ -168,16 +168,19 @@ def _walk_early(settings: Any) -> bool:
     """Start the stat walk of the pair files in a child (:func:`listing.start_early`), so
     it runs on the other core while this process imports and loads; only when no watcher
     may answer instead (its socket is there) and the files are many (the folder record's
-    size says so: forking costs more than walking a few hundred files).
-    ``WRENMEM_EARLY_WALK``: 0 never, 1 whatever the size."""
+    size says so: forking costs more than walking a few hundred files), and the cores are
+    not all taken (the load average below their count: else the child would only queue,
+    at the cost of the fork). ``WRENMEM_EARLY_WALK``: 0 never, 1 whatever the size and
+    the load."""
     from wrenmem import statedir
     from wrenmem.pairs import listing
     from wrenmem.watch.client import socket_path
 
     forced = os.environ.get(listing.EARLY_ENV, "").strip() == "1"
     try:
-        if os.path.exists(socket_path(settings.root)) or not forced and os.path.getsize(
-                settings.state_dir / statedir.PAIR_LISTING) < EARLY_MIN_BYTES:
+        if os.path.exists(socket_path(settings.root)) or not forced and (os.path.getsize(
+                settings.state_dir / statedir.PAIR_LISTING) < EARLY_MIN_BYTES
+                or listing.cores_busy()):
             return False
     except OSError:
         return False

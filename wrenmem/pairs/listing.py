@@ -475,18 +475,28 @@ def can_fork_early() -> bool:
             and os.environ.get(EARLY_ENV, "1").strip() != "0")
 
 
-def start_early(settings: Settings) -> bool:
+def cores_busy() -> bool:
+    """Whether the machine's cores are taken (the 1-minute load average reaches their
+    count): a forked walk would then only queue for a core, at the cost of the fork and
+    the pipe (as ``wrenmem.embedders.default_threads`` decides for BLAS threads)."""
+    try:
+        return os.getloadavg()[0] >= (os.cpu_count() or 1)
+    except (OSError, AttributeError):
+        return False
+
+
+def start_early(settings: Settings, *, split: bool = True) -> bool:
     """Fork a child that walks the pair files now, while this process goes on; the next
     :func:`walk` of the same settings takes its listing (or, if the child failed, walks
     here). True when a child was started. Call it only at a process's start, before any
-    thread, and only where this process writes no pair file before it walks. The child
-    shares the stats of many files with a process of its own (the other core)."""
+    thread, and only where this process writes no pair file before it walks. ``split``:
+    the child shares the stats of many files with a process of its own (the other core)."""
     global _EARLY
     if _EARLY is not None or not can_fork_early():
         return False
 
     def work() -> tuple[Any, ...]:
-        found = _walk_here(settings, split=True)
+        found = _walk_here(settings, split=split)
         return (found.base, found.dirs, found.names, found.keys, found.id, found.taken_at,
                 found.complete)
 
