@@ -164,6 +164,16 @@ def test_a_noop_sync_is_answered_without_click_and_prints_the_same(
             assert "wrenmem.index.noop" in imported, args
             assert not {"click", "wrenmem.cli", "lancedb", "wrenmem.index.sync"} & imported
     assert '"noop": true' in slow.stdout and '"schema": null' in slow.stdout
+    rules = example_project / "knowledge" / "rules"
+    rules.mkdir()
+    (rules / "units.md").write_text("Amounts are in USD.\n", encoding="utf-8")
+    added = run_wrenmem(["sync", "--json"], example_project, env={
+        "PYTHONPROFILEIMPORTTIME": "1", "WRENMEM_EARLY_WALK": "1"})
+    assert added.returncode == 0, added.stderr
+    assert "click" in imported_modules(added.stderr)  # a knowledge entry to embed: click
+    assert json.loads(added.stdout)["knowledge"]["embedded"] == 1
+    assert json.loads(run_wrenmem(["sync", "--json"], example_project).stdout)["knowledge"][
+        "noop"]
     pair = next((example_project / "knowledge" / "sql").rglob("*.md"))
     pair.write_text(pair.read_text(encoding="utf-8").replace("\nnl: ", "\nnl: Edited ", 1),
                     encoding="utf-8")

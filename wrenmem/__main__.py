@@ -199,6 +199,7 @@ def _sync(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | Non
             socket_path(settings.root)):
         return None
     _walk_early(settings)
+    log_to_stderr()
     from wrenmem.lance import index_unavailable
 
     if index_unavailable(settings) is not None:
@@ -219,10 +220,11 @@ def _sync(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | Non
             if not is_fresh(settings, settings.manifest_path.resolve(), model_id):
                 return None  # a build to show progress for: click does it
             schema = sync_schema(settings)  # the fresh index's report (nothing written)
-        from wrenmem.knowledge.table import sync_knowledge
+        from wrenmem.knowledge.table import knowledge_noop
 
-        knowledge = sync_knowledge(settings)  # as the command's (a no-op reads one file)
-    log_to_stderr()
+        knowledge = knowledge_noop(settings, model_id)  # (the files read, and one state file)
+        if knowledge is None:
+            return None  # knowledge entries to embed: click does it
     return render_sync(report, schema, knowledge, as_json=options["json"])
 
 
