@@ -21,6 +21,10 @@ The result, :class:`Listing`, is compact: the folders, the names in each, and on
 the files' keys in walk order, with an ``id`` that names the list of paths (the same id
 means the same paths in the same order). Two walks of unchanged files compare as two byte
 strings.
+
+A one-shot process may start the walk in a forked child at its start
+(:func:`start_early`), so the stats are taken on the other core while it imports and loads;
+its first :func:`walk` then takes the child's listing, made by the same code.
 """
 
 from __future__ import annotations
