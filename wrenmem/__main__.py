@@ -161,17 +161,17 @@ def _recall(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | N
     return render_text(results), notes
 
 
-# .wrenmem/pair-listing.bin from this size, about 25,000 files (a walk of 0.1 s): below it
-# the fork costs more than it saves (a grep recall of 10,000 pairs took 0.54 s of CPU with
-# the child against 0.41 s without, 0.71 against 0.61 s of wall time, at load 1.6-1.9)
-EARLY_MIN_BYTES = 390_000
+# .wrenmem/pair-listing.bin from this size, about 10,000 files (a walk of some 30 ms, the
+# fork a few): a grep recall of 10,000 pairs, 6 runs each way alternating at load 2.6, took
+# 0.26-0.44 s with the child and 0.32-0.41 s without (no difference beyond the noise)
+EARLY_MIN_BYTES = 150_000
 
 
 def _walk_early(settings: Any) -> bool:
     """Start the stat walk of the pair files in a child (:func:`listing.start_early`), so
     it runs on the other core while this process imports and loads; only when no watcher
     may answer instead (its socket is there) and the files are many (the folder record's
-    size says so: below some 25,000 files forking costs more than it saves), and the cores are
+    size says so: for a few thousand the fork costs as much as the walk), and the cores are
     not all taken (the load average below their count: else the child would only queue,
     at the cost of the fork). ``WRENMEM_EARLY_WALK``: 0 never, 1 whatever the size and
     the load."""
