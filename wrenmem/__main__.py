@@ -4,7 +4,10 @@
 socket, and without a daemon ``recall`` is answered in this process (``Memory.recall_many``,
 as click's command does), and so is ``fetch`` while the schema index is up to date
 (``Memory.fetch``), all without importing click or the command tree (about 60-100 ms of
-start-up saved per call). Anything else, or
+start-up saved per call). ``sync`` (``--json``, ``--pairs-only``) without a watcher is
+answered here when nothing changed (:func:`wrenmem.index.noop.noop_report`). Where the
+files are many, the stat walk that ``sync`` and ``recall`` need runs in a forked child
+from the start (:func:`wrenmem.pairs.listing.start_early`). Anything else, or
 any failure at all (other settings, an option this parser does not know, an error), goes
 to the click CLI, which prints exactly the same thing. The parser below accepts only what
 it fully understands; it never guesses. ``WRENMEM_NO_FAST_PATH=1`` sends every call to click.
@@ -19,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import log_to_stderr
-from wrenmem.recall.render import render_text
 from wrenmem.settings import find_project_root, load_settings
-from wrenmem.watch.client import remote_fetch
+
+# The rest is imported by the command that needs it, after the early walk is forked.
 
 # Options this fast path understands: name -> (destination, takes a value, repeatable).
 _COMMON = {"-k": "k", "-l": "k", "--limit": "k", "-b": "backend", "--backend": "backend",
@@ -33,9 +36,11 @@ _OPTIONS = {
                "--verified": "verified"},
     "fetch": {**_COMMON, "-t": "types", "--type": "types", "--model": "model",
               "--threshold": "threshold"},
+    "sync": {"--json": "json", "--pairs-only": "pairs_only"},
+    "index": {"--json": "json", "--pairs-only": "pairs_only"},  # the alias of sync
 }
 _REPEATABLE = {"queries", "tags", "types"}
-_FLAGS = {"json", "verified"}
+_FLAGS = {"json", "verified", "pairs_only"}
 _DEFAULT_K = {"recall": 3, "fetch": 10}
 _BACKENDS = ("auto", "grep", "vector", "hybrid")
 FAST_PATH_OFF_ENV = "WRENMEM_NO_FAST_PATH"
@@ -90,6 +95,8 @@ def parse(argv: list[str]) -> tuple[str | None, str, dict[str, Any]]:
 
 def _checked(command: str, options: dict[str, Any]) -> dict[str, Any]:
     """Values as click would convert them, or _Unhandled when click would complain."""
+    if command in ("sync", "index"):
+        return {"json": bool(options.get("json")), "pairs_only": bool(options.get("pairs_only"))}
     try:
         k = int(options.get("k", _DEFAULT_K[command]))
         threshold = options.get("threshold")
@@ -119,7 +126,7 @@ def try_fast(argv: list[str]) -> bool:
         project, command, options = parse(argv)
         root = Path(project).resolve() if project else find_project_root()
         settings = load_settings(root, {"backend": options.get("backend")})
-        answer = (_recall if command == "recall" else _fetch)(settings, options)
+        answer = {"recall": _recall, "fetch": _fetch}.get(command, _sync)(settings, options)
     except Exception:  # whatever it is, the CLI does it again and reports it properly
         return False
     if answer is None:
@@ -133,6 +140,10 @@ def try_fast(argv: list[str]) -> bool:
 
 
 def _recall(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | None:
+    filtered = (options["tags"] or options.get("datasource") or options.get("source")
+                or options.get("verified"))
+    if not settings.is_reader and not (filtered and settings.backend == "grep"):
+        _walk_early(settings)  # (a reader's catch-up walks nothing; grep with a filter reads)
     from wrenmem.api import Memory
 
     notes: list[str] = []
@@ -145,10 +156,84 @@ def _recall(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | N
                                  verified=bool(options.get("verified")))
     if options["json"]:
         return _json([r.to_dict() for r in results]), notes
+    from wrenmem.recall.render import render_text
+
     return render_text(results), notes
 
 
+# .wrenmem/pair-listing.bin from this size, about 10,000 files (a walk of some 30 ms, the
+# fork a few): a grep recall of 10,000 pairs, 6 runs each way alternating at load 2.6, took
+# 0.26-0.44 s with the child and 0.32-0.41 s without (no difference beyond the noise)
+EARLY_MIN_BYTES = 150_000
+
+
+def _walk_early(settings: Any) -> bool:
+    """Start the stat walk of the pair files in a child (:func:`listing.start_early`), so
+    it runs on the other core while this process imports and loads; only when no watcher
+    may answer instead (its socket is there) and the files are many (the folder record's
+    size says so: for a few thousand the fork costs as much as the walk), and the cores are
+    not all taken (the load average below their count: else the child would only queue,
+    at the cost of the fork). ``WRENMEM_EARLY_WALK``: 0 never, 1 whatever the size and
+    the load."""
+    from wrenmem import statedir
+    from wrenmem.pairs import listing
+    from wrenmem.watch.client import socket_path
+
+    forced = os.environ.get(listing.EARLY_ENV, "").strip() == "1"
+    try:
+        if os.path.exists(socket_path(settings.root)) or not forced and (os.path.getsize(
+                settings.state_dir / statedir.PAIR_LISTING) < EARLY_MIN_BYTES
+                or listing.cores_busy()):
+            return False
+    except OSError:
+        return False
+    return listing.start_early(settings)
+
+
+def _sync(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """``wrenmem sync`` when nothing changed (pairs, schema and knowledge), without click
+    or the sync's imports: the report the full path would print. None (click syncs) for
+    anything else: a change, a watcher to hand the sync to, a reader, a grep-only project,
+    a schema index that is not fresh. The stat walk the no-op check took is handed to
+    click's sync."""
+    from wrenmem.watch.client import socket_path
+
+    if settings.is_reader or settings.backend == "grep" or os.path.exists(
+            socket_path(settings.root)):
+        return None
+    _walk_early(settings)
+    log_to_stderr()
+    from wrenmem.lance import index_unavailable
+
+    if index_unavailable(settings) is not None:
+        return None
+    from wrenmem.embedders import get_embedder
+    from wrenmem.index.noop import noop_report
+    from wrenmem.index.report import render_sync
+
+    model_id = get_embedder(settings.embedder, root=settings.root).model_id  # not loaded
+    report = noop_report(settings, model_id, keep_walk=True)
+    if report is None:
+        return None
+    schema = knowledge = None
+    if not options["pairs_only"]:
+        if settings.manifest_path.is_file():
+            from wrenmem.schema.table import is_fresh, sync_schema
+
+            if not is_fresh(settings, settings.manifest_path.resolve(), model_id):
+                return None  # a build to show progress for: click does it
+            schema = sync_schema(settings)  # the fresh index's report (nothing written)
+        from wrenmem.knowledge.table import knowledge_noop
+
+        knowledge = knowledge_noop(settings, model_id)  # (the files read, and one state file)
+        if knowledge is None:
+            return None  # knowledge entries to embed: click does it
+    return render_sync(report, schema, knowledge, as_json=options["json"])
+
+
 def _fetch(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | None:
+    from wrenmem.watch.client import remote_fetch
+
     result: Any = remote_fetch(settings, options["queries"][0], types=tuple(options["types"]),
                                model=options.get("model"), k=options["k"],
                                threshold=options["threshold"])

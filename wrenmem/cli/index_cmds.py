@@ -8,6 +8,7 @@ import click
 
 from wrenmem.cli.common import emit_json, get_memory, json_option, report_pair_errors, warn
 from wrenmem.cli.progress import Progress
+from wrenmem.index.report import render_sync
 
 GREP_ONLY = "grep backend: the pair files are the index; nothing to build"
 
@@ -37,21 +38,10 @@ def sync(ctx: click.Context, full: bool, pairs_only: bool, as_json: bool) -> Non
         report = memory.sync(full=full, progress=progress)
         schema = None if pairs_only else memory.sync_schema(progress=progress)
         knowledge = None if pairs_only else memory.sync_knowledge()
-    report_pair_errors(report.errors)
-    for message in report.warnings:
-        warn(f"warning: {message}")
-    if as_json:
-        emit_json({**report.to_dict(), "schema": schema.to_dict() if schema else None,
-                   "knowledge": knowledge.to_dict() if knowledge else None})
-        return
-    if report.rebuilt:
-        warn(f"rebuilt the index: {report.rebuild_reason}")
-    click.echo(report.summary())
-    if schema is not None:
-        state = "schema index up to date" if schema.noop else "schema synced"
-        click.echo(f"{state}: {schema.items} items, {schema.embedded} embedded")
-    if knowledge is not None and knowledge.entries:
-        click.echo(knowledge.summary())
+    out, err = render_sync(report, schema, knowledge, as_json=as_json)  # as the fast path
+    for line in err:
+        warn(line)
+    click.echo(out, nl=False)
 
 
 index = click.Command("index", callback=sync.callback, params=sync.params,

@@ -4,6 +4,7 @@ report without importing the sync and everything it needs."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -78,3 +79,24 @@ class SyncReport:
         return (f"{'rebuilt' if self.rebuilt else 'synced'}: {', '.join(counts)}; "
                 f"{self.embedded} {texts} embedded; {self.rows} rows ({self.model_id})"
                 + ("; in the journal" if self.journaled else ""))
+
+
+def render_sync(report: SyncReport, schema: Any, knowledge: Any, *, as_json: bool
+                ) -> tuple[str, list[str]]:
+    """What ``wrenmem sync`` prints: (stdout, the stderr lines), for the click command and
+    the CLI's fast path alike. ``schema`` and ``knowledge``: their sync reports, or None."""
+    err = [f"{e.location()}: {e.reason} (skipped)" for e in report.errors]
+    err += [f"warning: {message}" for message in report.warnings]
+    if as_json:
+        data = {**report.to_dict(), "schema": schema.to_dict() if schema else None,
+                "knowledge": knowledge.to_dict() if knowledge else None}
+        return json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False) + "\n", err
+    if report.rebuilt:
+        err.append(f"rebuilt the index: {report.rebuild_reason}")
+    lines = [report.summary()]
+    if schema is not None:
+        state = "schema index up to date" if schema.noop else "schema synced"
+        lines.append(f"{state}: {schema.items} items, {schema.embedded} embedded")
+    if knowledge is not None and knowledge.entries:
+        lines.append(knowledge.summary())
+    return "".join(line + "\n" for line in lines), err

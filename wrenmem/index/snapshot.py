@@ -59,6 +59,7 @@ def take_snapshot(settings: Settings, *, reread: bool = False) -> Snapshot:
     """``reread`` reads every file again instead of trusting the parse cache (full syncs)."""
     stats_at = time.time()
     walk = walk_listing(settings)
+    stats_at = min(stats_at, walk.taken_at)  # an early walk (listing.start_early)
     stats = walk.stats
     try:
         seeds: str | None = seeds_digest(settings)

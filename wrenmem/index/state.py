@@ -478,6 +478,7 @@ def stat_delta(settings: Settings, model_id: str, only: Collection[str] | None =
     limit = (state.stats_at - RACY_SECONDS) * 1e9
     if only is None and state.walk_id is not None:  # the common no-op builds no mapping
         walk = walk_listing(settings)
+        stats_at = min(stats_at, walk.taken_at)  # an early walk (listing.start_early)
         if (state.walk_id == walk.id and state.walk_keys == walk.keys
                 and walk.newest_ns < limit):
             return StatDelta(state, walk, stats_at, (), (), quick=True)  # two byte strings
@@ -491,7 +492,9 @@ def stat_delta(settings: Settings, model_id: str, only: Collection[str] | None =
                          tuple(sorted(p for p in set(only)
                                       if p not in some and state.stat_of(p) is not None)),
                          partial=True)
-    walk = walk or walk_listing(settings)
+    if walk is None:
+        walk = walk_listing(settings)
+        stats_at = min(stats_at, walk.taken_at)
     if (state.walk_id == walk.id and state.walk_keys is not None
             and len(state.walk_keys) == len(walk.keys)):
         return _same_paths_delta(state, walk, stats_at, limit)

@@ -38,6 +38,7 @@ from wrenmem.index import embedpipe, journal, maintenance, recallcopy, smallsync
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache, cache_path
 from wrenmem.index.embedpipe import EmbedPipe, can_fork
+from wrenmem.index.noop import report_from_state
 from wrenmem.index.origin import is_older_checkout, local_origin
 from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.report import SyncReport
@@ -141,7 +142,7 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
                 return SyncReport(model_id=embedder.model_id, rows=delta.state.rows)
             if not delta.quick and delta.walk is not None:  # the next no-op compares bytes
                 record_walk(settings, delta.state, delta.walk)
-            return _report_from_state(delta.state, embedder.model_id)
+            return report_from_state(delta.state, embedder.model_id)
         if (delta is None or settings.remote_index
                 or len(delta.touched) + len(delta.gone) > DELTA_MAX):
             break
@@ -376,13 +377,9 @@ def report_if_unchanged(settings: Settings, model_id: str) -> SyncReport | None:
     file changed since the last whole sync (the watcher's events): None unless the mirror
     still describes this index (its target, the table's own files, the seeds)."""
     state = usable_state(settings, model_id)
-    return None if state is None else _report_from_state(state, model_id)
+    return None if state is None else report_from_state(state, model_id)
 
 
-def _report_from_state(state: IndexState, model_id: str) -> SyncReport:
-    errors = tuple(PairError(p, reason, line) for p, reason, line in state.errors)
-    return SyncReport(unchanged=state.ids, errors=errors, noop=True, model_id=model_id,
-                      rows=state.rows)
 
 
 def _warm_up(embedder: Embedder, snap: Snapshot, state: IndexState | None, full: bool,

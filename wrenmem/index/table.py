@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wrenmem import lance
-from wrenmem.index.origin import Origin, local_origin, other_project
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.settings import Settings
 from wrenmem.textsearch import FIELD_WEIGHTS, tokenize
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from wrenmem.index.origin import Origin  # imported when used: it imports subprocess
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,8 @@ def table_origin(table: Any) -> Origin | None:
     """Where the table was last written from, as its writer recorded it."""
     meta = table.schema.field("id").metadata or {}
     values = {k: (meta.get(v.encode()) or b"").decode() for k, v in ORIGIN_KEYS.items()}
+    from wrenmem.index.origin import Origin
+
     return Origin(**values) if values["project"] else None
 
 
@@ -173,6 +176,8 @@ def table_owner(settings: Settings, table: Any) -> str | None:
     reader only reads: it is told what it reads from).
     """
     if lance.is_remote(settings.index_uri):
+        from wrenmem.index.origin import local_origin, other_project
+
         return (None if settings.is_reader
                 else other_project(table_origin(table), local_origin(settings.root)))
     if "://" not in settings.index_uri and os.path.abspath(settings.index_uri).startswith(

