@@ -92,11 +92,16 @@ def test_list_limit_offset_and_output(run: Callable[..., Result]) -> None:
 
 def test_dump_and_load_are_export_and_import(run: Callable[..., Result], shop: Path,
                                              tmp_path: Path) -> None:
+    import re
+
+    def undated(text: str) -> str:  # the export's own time stamp may cross a second
+        return re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", "<now>", text)
+
     exported = run("export").stdout
-    assert run("dump").stdout == exported
+    assert undated(run("dump").stdout) == undated(exported)
     out = tmp_path / "queries.yml"
     run("dump", "-o", str(out))
-    assert out.read_text(encoding="utf-8") == exported
+    assert undated(out.read_text(encoding="utf-8")) == undated(exported)
     assert len(yaml.safe_load(exported)["pairs"]) == 3
     for path in (shop / "knowledge/sql").glob("*.md"):
         path.unlink()
