@@ -26,6 +26,7 @@ import datetime
 import hashlib
 import json
 import pickle
+import shutil
 import subprocess
 import sys
 import time
@@ -118,6 +119,7 @@ def write_project(root: Path, stored: list[dict]) -> None:
 def gather_case(case: dict, items: dict[str, dict], workdir: Path) -> list[Asked]:
     """Every asked question of one case, with the candidates the product scored."""
     from wrenmem import Memory
+    from wrenmem.index import embedcache
     from wrenmem.recall import bm25f
 
     root = workdir / "projects" / slug(case["name"])
@@ -125,7 +127,16 @@ def gather_case(case: dict, items: dict[str, dict], workdir: Path) -> list[Asked
     stored = [items[i] for i in case["stored"]]
     write_project(root, stored)
     memory = Memory(root, backend="hybrid", index_uri=str(workdir / "index" / slug(case["name"])))
+    # the cases of one set share most of their stored questions: the embedding cache of the
+    # case gathered before seeds this one's (the same vectors, keyed by model and text)
+    shared = workdir / "embed-cache.bin"
+    own = memory.settings.state_dir / embedcache.FILE_NAME
+    if shared.exists() and not own.exists():
+        own.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shared, own)
     memory.sync()
+    if own.exists():
+        shutil.copyfile(own, shared)
     db_dialect = {i["db"]: i.get("dialect") for i in stored}
     asked = []
     for a in case["asked"]:
