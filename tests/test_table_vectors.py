@@ -103,7 +103,8 @@ def test_a_scan_of_the_mapped_rows_finds_what_the_float32_scan_finds(
     scan = saved.scan()
     assert scan._prefix is not None and scan._quantized is None  # the file's prefix codes
     assert scan._prefix.ints.shape == (len(whole.matrix), 64)
-    made = vectorscan.PrefixCodes.build(whole.matrix, 64)  # as the writer made them
+    with vectorscan._one_blas_thread():  # as the writer made them (make_prefix: one
+        made = vectorscan.PrefixCodes.build(whole.matrix, 64)  # BLAS thread)
     assert scan._prefix.ints.tobytes() == made.ints.tobytes()
     assert scan._prefix.terms.tobytes() == made.terms.tobytes()
     embedder = HybridBackend(settings).embedder

