@@ -390,3 +390,34 @@ def test_events_from_watchdog_event_objects() -> None:
     event = SimpleNamespace(event_type="deleted", src_path="/x/a.md", is_directory=False,
                             dest_path="")
     assert changes_from_event(event) == [("/x/a.md", False)]
+
+
+def test_a_read_of_a_watched_file_is_one_event_and_the_fence_still_works(settings) -> None:
+    """The observers never ask for a file's opening (not a change, not a fence's end): a
+    read-only open reaches the handler as its close alone, and the fence still sees it."""
+    write_pair(settings.root, "a.md", "Total revenue", "SELECT SUM(amount) FROM orders")
+    source = WatchdogSource(settings)
+    kinds: list[str] = []
+    real_dispatch = source.dispatch
+
+    def dispatch(event) -> None:
+        kinds.append(event.event_type)
+        real_dispatch(event)
+
+    source.dispatch = dispatch  # type: ignore[method-assign]
+    source.start()
+    try:
+        assert source.mode == "inotify"
+        for _ in range(3):
+            assert source.fence()
+        (settings.knowledge_path / "a.md").read_bytes()
+        assert source.fence()
+        write_pair(settings.root, "b.md", "Orders per day", "SELECT 1")
+        assert source.fence()
+        deadline = time.monotonic() + 5
+        while "created" not in kinds and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        source.close()
+    assert "closed_no_write" in kinds and "created" in kinds, kinds
+    assert "opened" not in kinds, kinds

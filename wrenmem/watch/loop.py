@@ -399,8 +399,16 @@ class WatchdogSource:
         return Observer()
 
     def _schedule_all(self, observer: Any) -> None:
+        kinds = _watched_kinds()
         for path, recursive in self._targets():
             if path.is_dir():
+                if kinds is not None:
+                    try:
+                        observer.schedule(self, str(path), recursive=recursive,
+                                          event_filter=kinds)
+                        continue
+                    except TypeError:  # an observer without filters (a test's, an old one)
+                        pass
                 observer.schedule(self, str(path), recursive=recursive)
 
     def start(self) -> None:
@@ -460,6 +468,22 @@ class WatchdogSource:
         if self.observer is not None:
             _stop_quietly(self.observer)
             self.observer = None
+
+
+def _watched_kinds() -> list[Any] | None:
+    """Every kind of watchdog event but a file's opening, which is never a change (nor a
+    fence's end, see :meth:`WatchdogSource.fence`): inotify then does not even queue it, so a
+    read of a watched file (a fence, a grep, a sync reading the pairs) costs each observer
+    one event, not two. None where watchdog lacks these kinds (every event then)."""
+    try:
+        from watchdog import events as e
+    except ImportError:
+        return None
+    names = ("DirCreatedEvent", "DirDeletedEvent", "DirModifiedEvent", "DirMovedEvent",
+             "FileClosedEvent", "FileClosedNoWriteEvent", "FileCreatedEvent",
+             "FileDeletedEvent", "FileModifiedEvent", "FileMovedEvent")
+    kinds = [getattr(e, name, None) for name in names]
+    return kinds if all(k is not None for k in kinds) else None
 
 
 def _fence_file(settings: Settings, folder: Path, recursive: bool) -> str | None:
