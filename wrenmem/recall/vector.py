@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -423,8 +424,10 @@ class HybridBackend(VectorBackend):
         asked = set(asked_list)
         ids = sorted(rows)
         signals = []
+        derived = _Derived.of(held.copy) if held is not None else None
         for i in ids:
-            terms = set((rows[i].get("terms") or "").split())
+            terms = (derived.terms(rows[i]) if derived is not None
+                     else set((rows[i].get("terms") or "").split()))
             signals.append(Signals(
                 cosine[i], bm25.get(i), len(asked & terms) / max(len(asked), 1),
                 rows[i].get("sql") or "", rows[i].get("question") or "",
@@ -442,11 +445,12 @@ class HybridBackend(VectorBackend):
                 self._second = None
         scored = [(at_least_identical(p, query, rows[i].get("question") or ""), rows[i],
                    rank_model.logit(p)) for i, p in zip(ids, fused, strict=True)]
-        return rank_rows(scored, k, self.name)
+        return rank_rows(scored, k, self.name, derived.pair if derived is not None else None)
 
 
 def rank_rows(scored: Sequence[tuple[float, dict[str, Any], float | None]], k: int,
-              backend: str) -> list[Hit]:
+              backend: str, pair_of: Callable[[dict[str, Any]], Any] | None = None
+              ) -> list[Hit]:
     """:func:`~wrenmem.recall.hits.rank` of the rows' pairs, a Pair made (its ``meta``
     parsed) only for the rows of the ``k`` answers it keeps: the first ``k`` distinct
     answers in its order (score as it weighs it, then path) and their twins. A subset of
@@ -462,8 +466,51 @@ def rank_rows(scored: Sequence[tuple[float, dict[str, Any], float | None]], k: i
         if len(kept) >= k:
             break
         kept.add(answer(scored[n][1]))
-    return rank([(s, row_pair(row), raw) for s, row, raw in scored if answer(row) in kept],
+    make = pair_of or row_pair
+    return rank([(s, make(row), raw) for s, row, raw in scored if answer(row) in kept],
                 k, backend)
+
+
+class _Derived:
+    """What the ranking derives from a held copy's row alone, made once per row and copy
+    (a long-lived process meets the same candidates question after question): its terms
+    as a set, its Pair (:func:`~wrenmem.index.table.row_pair`, which parses ``meta``).
+    Rows are named by their number in the copy (``_row``); up to ``KEEP`` of each."""
+
+    KEEP = 8_192
+    _held: weakref.WeakKeyDictionary[Any, _Derived] = weakref.WeakKeyDictionary()
+    _lock = threading.Lock()
+
+    def __init__(self, copy: recallcopy.RecallCopy):
+        self.copy = copy
+        self._terms: dict[int, frozenset[str]] = {}
+        self._pairs: dict[int, Any] = {}
+
+    @classmethod
+    def of(cls, copy: recallcopy.RecallCopy) -> _Derived:
+        with cls._lock:
+            found = cls._held.get(copy)
+            if found is None:
+                found = cls._held[copy] = cls(copy)
+            return found
+
+    def terms(self, row: dict[str, Any]) -> frozenset[str]:
+        n = row["_row"]
+        found = self._terms.get(n)
+        if found is None:
+            if len(self._terms) >= self.KEEP:
+                self._terms.clear()
+            found = self._terms[n] = frozenset((row.get("terms") or "").split())
+        return found
+
+    def pair(self, row: dict[str, Any]) -> Any:
+        n = row["_row"]
+        found = self._pairs.get(n)
+        if found is None:
+            if len(self._pairs) >= self.KEEP:
+                self._pairs.clear()
+            found = self._pairs[n] = row_pair(row)
+        return found
 
 
 def value_terms(question: str, sqls: Sequence[tuple[str, str | None]]) -> set[str]:
@@ -532,6 +579,7 @@ class _CopyView:
         for n, cosine in zip(numbers.tolist(), cosines.tolist(), strict=True):
             row = self.copy.row(n, wanted)
             row["_distance"] = 1.0 - float(cosine)
+            row["_row"] = n  # (the row's number in the copy: what is derived from it once)
             rows.append(row)
         return rows
 
