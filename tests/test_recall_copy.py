@@ -551,3 +551,34 @@ def test_a_process_that_searches_again_makes_prefix_codes_and_answers_the_same(
                             recall_results(QUESTIONS, "hybrid", want))
     assert_same_answers(recall_results(QUESTIONS, "hybrid", third),
                         recall_results(QUESTIONS, "hybrid", want_shop))
+
+
+def test_a_warm_up_ends_when_the_copy_its_searches_save_is_written(
+        project_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-lived reader of a table too big for its writer saves the copy from a thread;
+    the warm-up (the daemon's, before it says it is warm) waits for that thread, so the
+    first requests do not share the interpreter with it."""
+    import time
+
+    from wrenmem.recall.recaller import Recaller
+    from wrenmem.watch.freshness import Freshness
+
+    monkeypatch.setattr(recallcopy, "MAX_ROWS", 50)  # 110 pairs: too big for the writer
+    settings = load_settings(project_copy, overrides={"backend": "hybrid"})
+    recallcopy.discard(settings)
+    monkeypatch.setattr(recallcopy, "_RECENT", {})
+    real = recallcopy._write
+
+    def slow(*args: Any) -> bool:
+        time.sleep(1.0)
+        return real(*args)
+
+    monkeypatch.setattr(recallcopy, "_write", slow)
+    freshness = Freshness(settings)
+    try:
+        Recaller(settings, freshness=freshness).warm_up()
+        assert recallcopy.copy_path(settings).exists()
+        assert not any(t.name == "wrenmem-recall-copy" and t.is_alive()
+                       for t in threading.enumerate())
+    finally:
+        freshness.close()

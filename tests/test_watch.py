@@ -421,3 +421,31 @@ def test_a_read_of_a_watched_file_is_one_event_and_the_fence_still_works(setting
         source.close()
     assert "closed_no_write" in kinds and "created" in kinds, kinds
     assert "opened" not in kinds, kinds
+
+
+def test_the_fence_fails_once_the_knowledge_link_leads_elsewhere(settings) -> None:
+    """The fence resolves the watched folders again only when a stat or lstat of the paths
+    they come from changed: a knowledge folder that is a link, pointed at another folder,
+    fails the fence (the caller syncs) until that folder is watched, then it holds again."""
+    root = settings.root
+    first, second = root / "pairs-a", root / "pairs-b"
+    for folder in (first, second):
+        (folder).mkdir()
+        (folder / "a.md").write_text("x", "utf-8")
+    knowledge = root / "knowledge" / "sql"
+    import shutil
+
+    shutil.rmtree(knowledge)
+    knowledge.symlink_to(first, target_is_directory=True)
+    source = WatchdogSource(load_settings(root))
+    source.start()
+    try:
+        assert source.fence() and source.fence()
+        tmp = root / "knowledge" / "sql.tmp"
+        tmp.symlink_to(second, target_is_directory=True)
+        os.replace(tmp, knowledge)  # the link now leads to the other folder
+        assert not source.fence()
+        source._rewatch_if_needed()
+        assert source.fence()
+    finally:
+        source.close()

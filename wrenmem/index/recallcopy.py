@@ -117,6 +117,7 @@ def write(settings: Settings, copy: RecallCopy, listing: lance.Listing | None) -
 _WRITING = threading.Lock()
 _PENDING: dict[str, tuple[Settings, RecallCopy, lance.Listing]] = {}  # by project
 _PENDING_LOCK = threading.Lock()
+_WRITER: list[threading.Thread] = []  # the thread of write_later, while it runs
 
 
 def write_later(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> None:
@@ -125,9 +126,20 @@ def write_later(settings: Settings, copy: RecallCopy, listing: lance.Listing) ->
     with _PENDING_LOCK:
         start = not _PENDING
         _PENDING[str(settings.root)] = (settings, copy, listing)
-    if start:
-        threading.Thread(target=_write_pending, daemon=True,
-                         name="wrenmem-recall-copy").start()
+        if start:
+            writer = threading.Thread(target=_write_pending, daemon=True,
+                                      name="wrenmem-recall-copy")
+            _WRITER[:] = [writer]
+            writer.start()
+
+
+def written(timeout: float | None = None) -> bool:
+    """Wait until the copies :func:`write_later` was asked for are written (a warm-up's
+    last step: the writing thread holds the GIL for seconds at 100,000 rows, which the
+    requests meanwhile wait for); False if still writing after ``timeout`` seconds."""
+    for writer in list(_WRITER):
+        writer.join(timeout)
+    return not any(writer.is_alive() for writer in _WRITER)
 
 
 def _write_pending() -> None:

@@ -49,6 +49,7 @@ SHAPES_SAVE_SECONDS = 10.0  # a long-lived backend saves new shapes at most this
 # searched by LanceDB (its ANN and full-text indexes).
 IN_MEMORY_MAX_ROWS = 200_000
 COLUMNS = ["id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta"]
+READY_WAIT = 300.0  # seconds a warm-up waits for the saved copy it started (see ready)
 
 
 def _quietly(fn: Any) -> None:
@@ -218,10 +219,13 @@ class VectorBackend:
 
     def ready(self) -> None:
         """Make now what later searches would start in the background (a warm-up's last
-        step): the held copy's prefix codes."""
+        step): the held copy's prefix codes, and the saved copy its search started writing
+        (:func:`~wrenmem.index.recallcopy.write_later`), so the first requests after the
+        warm-up do not share the interpreter with them."""
         copy = self._still_held()
         if copy is not None:
             copy.scan().make_prefix(wait=True)
+        recallcopy.written(timeout=READY_WAIT)
 
     def _open_version(self) -> int | None:
         """The version of the table this backend has open (None: none open, or unreadable)."""
