@@ -582,3 +582,53 @@ def test_a_warm_up_ends_when_the_copy_its_searches_save_is_written(
                        for t in threading.enumerate())
     finally:
         freshness.close()
+
+
+def test_while_a_writer_holds_the_lock_the_kept_copy_answers_for_its_version(
+        project_copy: Path) -> None:
+    """A warm search that finds the index lock held and no file saved since the last whole
+    version answers from the copy of that version its kept backend holds (no LanceDB
+    table opened again), with the answers of a search pinned to that version."""
+    from wrenmem.lock import index_lock
+    from wrenmem.recall.recaller import Recaller
+    from wrenmem.watch.freshness import Freshness
+
+    settings = load_settings(project_copy, overrides={"backend": "hybrid"})
+    freshness = Freshness(settings)
+    try:
+        recaller = Recaller(settings, freshness=freshness)
+        before = recaller.recall(QUESTIONS, 5, Filters())
+        made: list[str] = []
+        real = recaller.backend
+
+        def counted(name: str, s: Settings | None = None) -> Any:
+            made.append(name)
+            return real(name, s)
+
+        recaller.backend = counted  # type: ignore[method-assign]
+        held, release = threading.Event(), threading.Event()
+
+        def writer() -> None:
+            with index_lock(settings):
+                held.set()
+                release.wait(30)
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            assert held.wait(10)
+            during = recaller.recall_warm(QUESTIONS, 5, Filters())
+            version = next(iter(recaller._complete.values()))
+            pinned = real("hybrid")
+            pinned.pin(version)  # type: ignore[attr-defined]
+            want = pinned.search(QUESTIONS, 5, Filters())
+        finally:
+            release.set()
+            thread.join()
+        assert made == []  # the kept backend answered
+        assert_same_answers(during, before)
+        assert_same_answers(during, recall_results(QUESTIONS, "hybrid", want))
+        after = recaller.recall(QUESTIONS, 5, Filters())
+        assert_same_answers(after, before)
+    finally:
+        freshness.close()

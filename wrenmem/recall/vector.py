@@ -322,21 +322,44 @@ class VectorBackend:
             if copy is not None and listing and saved:
                 recallcopy.write(self.settings, copy, listing)
         if copy is not None:  # a small table: exact search in memory, filters applied first
-            scan = copy.scan()
-            scan.batches += 1
-            if scan.batches > 1:  # searched again (by any backend): a long-lived process
-                scan.make_prefix()  # (in a thread; the int8 scan answers meanwhile)
-            try:
-                view = _CopyView(copy, filters)
-                return [self._one(view, q, v, k, None, sql)
-                        for q, v in zip(queries, vectors, strict=True)]
-            except recallcopy.DamagedCopy as e:  # a saved file's row: LanceDB answers
-                log.warning("recall: %s; searching the index itself", e)
-                recallcopy.forget(self.settings, self.embedder.model_id)
-                recallcopy.discard(self.settings)
+            found = self._search_copy(copy, queries, vectors, k, filters, sql)
+            if found is not None:
+                return found
         where = where_clause(filters)
         return [self._retrying(lambda t, q=q, v=v: self._one(t, q, v, k, where, sql))
                 for q, v in zip(queries, vectors, strict=True)]
+
+    def _search_copy(self, copy: recallcopy.RecallCopy, queries: Sequence[str], vectors: Any,
+                     k: int, filters: Filters, sql: str | None) -> list[list[Hit]] | None:
+        """The search over a copy in memory; None when a saved file's row cannot be read
+        (the copy is then forgotten: LanceDB answers)."""
+        scan = copy.scan()
+        scan.batches += 1
+        if scan.batches > 1:  # searched again (by any backend): a long-lived process
+            scan.make_prefix()  # (in a thread; the int8 scan answers meanwhile)
+        try:
+            view = _CopyView(copy, filters)
+            return [self._one(view, q, v, k, None, sql)
+                    for q, v in zip(queries, vectors, strict=True)]
+        except recallcopy.DamagedCopy as e:  # a saved file's row: LanceDB answers
+            log.warning("recall: %s; searching the index itself", e)
+            recallcopy.forget(self.settings, self.embedder.model_id)
+            recallcopy.discard(self.settings)
+            return None
+
+    def search_version(self, version: int, queries: Sequence[str], k: int, filters: Filters,
+                       *, sql: str | None = None) -> list[list[Hit]] | None:
+        """:meth:`search` of ``version`` of the table when this backend holds that version
+        in memory (while a writer holds the index lock: the copy is that version whole, so
+        this is the answer of a search pinned to it, without opening it in LanceDB again);
+        None when it holds no copy of that version."""
+        held = self._memory
+        if (held is None or held[1] != version or self._pinned or self.settings.remote_index
+                or not queries):
+            return None
+        cap = self.settings.max_embed_chars
+        vectors = self.embedder.embed([q[:cap] for q in queries])
+        return self._search_copy(held[2], queries, vectors, k, filters, sql)
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None,
              sql: str | None) -> list[Hit]:
