@@ -39,7 +39,7 @@ The load average (1 minute) is printed beside every number: the machine may be s
 
     python bench/scale.py [--pairs 100000] [--keep DIR] [--skip-schema] [--markdown]
     python bench/scale.py --reuse --keep DIR [--code OTHER_CHECKOUT] [--writes] [--markdown]
-    python bench/scale.py --reuse --daemon --keep DIR [--code OTHER_CHECKOUT]
+    python bench/scale.py --reuse --daemon --keep DIR [--code OTHER_CHECKOUT | --baseline OTHER]
     python bench/scale.py --schema-search --keep DIR [--baseline OTHER_CHECKOUT]
     python bench/scale.py --reuse --reads --keep DIR [--code OTHER_CHECKOUT]
     python bench/scale.py --reuse --reads --keep DIR --baseline OTHER_CHECKOUT
@@ -301,7 +301,7 @@ out = []
 for task in (stored, new):
     times = []
     cpu = daemon_cpu()
-    for _ in range(3):
+    for _ in range(int(sys.argv[2]) if len(sys.argv) > 2 else 3):
         for q in task:
             start = time.perf_counter()
             got = remote_recall(s, [q], 5, Filters())
@@ -329,9 +329,14 @@ def recall_copy_mb(root: Path, since: float, wait: float = 180.0) -> tuple[float
     return copy / 1e6, du_mb(state)
 
 
-def bench_daemon(root: Path, steps: list[Step]) -> None:
+def bench_daemon(root: Path, steps: list[Step], baseline: Path | None = None) -> None:
     """Only the warm daemon's hybrid recall, both tasks (``--daemon`` with ``--reuse``),
-    then the disk its recall copy takes."""
+    then the disk its recall copy takes. With ``baseline`` (a checkout): this code and the
+    baseline's, each in its own copy of the project (``DIR-baseline``, made and synced once
+    by the baseline's code), three runs each, interleaved, every question asked 5 times."""
+    if baseline is not None:
+        bench_daemon_against(root, steps, baseline.resolve())
+        return
     run = Runner(root)
     started = time.time()
     watch = run.wrenmem("watch", "--detach", env={"WRENMEM_NO_DAEMON": ""})
@@ -353,6 +358,45 @@ def bench_daemon(root: Path, steps: list[Step]) -> None:
              (total, 0.0, 0.0, ""), f"the recall copy {copy:.0f} MB of it")
     finally:
         run.wrenmem("watch", "--stop")
+
+
+def daemon_once(project: Path, code: Path, passes: int) -> list[float]:
+    """One watcher of ``code`` on ``project``: [stored median, max, daemon CPU per request,
+    new median, max, CPU, seconds of warm-up after its first answer] (ms)."""
+    run = Runner(project, code)
+    run.wrenmem("watch", "--detach", env={"WRENMEM_NO_DAEMON": ""})
+    try:
+        result = run.python(DAEMON_TASKS, str(project), str(passes),
+                            env={"WRENMEM_NO_DAEMON": ""})
+        return [float(x) for x in result[3].split()]
+    finally:
+        run.wrenmem("watch", "--stop")
+
+
+def bench_daemon_against(root: Path, steps: list[Step], baseline: Path, runs: int = 3,
+                         passes: int = 5) -> None:
+    import statistics
+
+    other = root.with_name(root.name + "-baseline")
+    if not other.exists():
+        shutil.copytree(root, other, symlinks=True)
+        Runner(other, baseline).wrenmem("sync")  # (new inodes: the state mirror settles)
+    projects = [(CODE, root), (baseline, other)]
+    got: dict[Path, list[list[float]]] = {code: [] for code, _p in projects}
+    for _ in range(runs):
+        for code, project in projects:
+            got[code].append(daemon_once(project, code, passes))
+            print(f"{code}: {got[code][-1]}", file=sys.stderr, flush=True)
+    for n, task in ((0, "a stored question"), (3, "a new question")):
+        medians = {code: statistics.median(r[n] for r in got[code]) for code in got}
+        cpus = {code: statistics.median(r[n + 2] for r in got[code]) for code in got}
+        ours, theirs = medians[CODE], medians[baseline]
+        step(steps, f"daemon recall, {task} (ms, median of {runs} runs)",
+             (ours, 0.0, 0.0, ""),
+             f"runs {', '.join(f'{r[n]:.1f}' for r in got[CODE])}; the daemon's CPU "
+             f"{cpus[CODE]:.1f} ms a request; baseline {theirs:.1f} ms (runs "
+             f"{', '.join(f'{r[n]:.1f}' for r in got[baseline])}), CPU {cpus[baseline]:.1f} "
+             f"ms; ratio {ours / theirs:.2f}")
 
 
 # The freshness walks of the one-shot recalls, in one process each (their share of the
@@ -953,8 +997,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the one-shot schema search at 9,929 items (builds the "
                              "manifest in --keep DIR unless it is there)")
     parser.add_argument("--baseline", type=Path,
-                        help="with --schema-search: a checkout measured the same way in a "
-                             "copy of the project (DIR-baseline), runs interleaved; with "
+                        help="with --schema-search or --daemon: a checkout measured the same "
+                             "way in a copy of the project (DIR-baseline), runs interleaved; "
+                             "with "
                              "--reads: the no-op sync and the one-shot recalls of both, "
                              "interleaved on the project itself")
     parser.add_argument("--embed-floor", type=int, metavar="N",
@@ -985,7 +1030,7 @@ def main(argv: list[str] | None = None) -> int:
             elif args.reads:
                 bench_reads(root, steps)
             if args.daemon:
-                bench_daemon(root, steps)
+                bench_daemon(root, steps, args.baseline)
         elif not args.skip_pairs:
             if not args.reuse:
                 start = time.perf_counter()

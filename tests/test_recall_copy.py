@@ -215,6 +215,65 @@ def test_keyword_scores_are_lancedb_full_text_scores(built: Path) -> None:
     assert found > 50  # (no pair is in Chinese: that question finds nothing either way)
 
 
+def _bm25_written_out(copy: recallcopy.RecallCopy, terms: list[str], allowed: Any
+                      ) -> tuple[Any, Any]:
+    """BM25 over the copy's postings, every term's statistics computed for this call."""
+    import math
+
+    import numpy as np
+
+    k1, b = recallcopy.BM25_K1, recallcopy.BM25_B
+    lengths = np.frombuffer(copy.lengths, dtype=np.int32)
+    total = np.zeros(len(copy.rows))
+    touched = np.zeros(len(copy.rows), dtype=bool)
+    for term in dict.fromkeys(terms):
+        raw = copy.postings.get(term)
+        if raw is None:
+            continue
+        pairs = np.frombuffer(raw, dtype=np.int32).reshape(-1, 2)
+        rows, tf = pairs[:, 0], pairs[:, 1].astype(np.float64)
+        if copy.live is not None:
+            rows, tf = rows[copy.live[rows]], tf[copy.live[rows]]
+        idf = math.log(1.0 + (copy.live_count - len(rows) + 0.5) / (len(rows) + 0.5))
+        if allowed is not None:
+            rows, tf = rows[allowed[rows]], tf[allowed[rows]]
+        norm = k1 * (1.0 - b + b * lengths[rows] / (copy.average_length or 1.0))
+        total[rows] += idf * tf * (k1 + 1.0) / (tf + norm)
+        touched[rows] = True
+    hit = np.flatnonzero(touched)
+    return hit, total[hit]
+
+
+def test_keyword_scores_held_per_term_are_the_scores_computed_anew(
+        built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy keeps each searched term's share of the scores: asked again, filtered or
+    not, with rows a write removed, and once the kept ones are dropped, every score is
+    the one computed from the postings for that search, bit for bit."""
+    import numpy as np
+
+    settings = load_settings(built)
+    whole = recallcopy.load(settings, index.table_model_id(
+        index.open_table(index.connect(settings))) or "")
+    assert whole is not None
+    live = np.ones(len(whole.rows), dtype=bool)
+    live[::7] = False  # as a write leaves removed rows in place
+    thinned = whole.with_rows(live, [], [], [])
+    allowed = np.arange(len(whole.rows)) % 3 != 0
+    monkeypatch.setattr(recallcopy, "KEPT_POSTINGS", 60)  # dropped and made again
+    asked = [index.query_terms(q).split() for q in QUESTIONS] + [["order", "order", "zzz"]]
+    checked = 0
+    for copy in (whole, thinned):
+        for _ in range(3):
+            for terms in asked:
+                for rows in (None, allowed, copy.live):
+                    want = _bm25_written_out(copy, terms, rows)
+                    got = copy.bm25_arrays(terms, rows)
+                    assert got[0].tolist() == want[0].tolist()
+                    assert got[1].tobytes() == want[1].tobytes()
+                    checked += len(want[0])
+    assert checked > 500 and copy._term_scores
+
+
 def test_a_write_makes_the_copy_stale_and_the_sync_renews_it(project_copy: Path) -> None:
     settings = load_settings(project_copy)
     model_id = HybridBackend(settings).embedder.model_id
@@ -492,3 +551,84 @@ def test_a_process_that_searches_again_makes_prefix_codes_and_answers_the_same(
                             recall_results(QUESTIONS, "hybrid", want))
     assert_same_answers(recall_results(QUESTIONS, "hybrid", third),
                         recall_results(QUESTIONS, "hybrid", want_shop))
+
+
+def test_a_warm_up_ends_when_the_copy_its_searches_save_is_written(
+        project_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-lived reader of a table too big for its writer saves the copy from a thread;
+    the warm-up (the daemon's, before it says it is warm) waits for that thread, so the
+    first requests do not share the interpreter with it."""
+    import time
+
+    from wrenmem.recall.recaller import Recaller
+    from wrenmem.watch.freshness import Freshness
+
+    monkeypatch.setattr(recallcopy, "MAX_ROWS", 50)  # 110 pairs: too big for the writer
+    settings = load_settings(project_copy, overrides={"backend": "hybrid"})
+    recallcopy.discard(settings)
+    monkeypatch.setattr(recallcopy, "_RECENT", {})
+    real = recallcopy._write
+
+    def slow(*args: Any) -> bool:
+        time.sleep(1.0)
+        return real(*args)
+
+    monkeypatch.setattr(recallcopy, "_write", slow)
+    freshness = Freshness(settings)
+    try:
+        Recaller(settings, freshness=freshness).warm_up()
+        assert recallcopy.copy_path(settings).exists()
+        assert not any(t.name == "wrenmem-recall-copy" and t.is_alive()
+                       for t in threading.enumerate())
+    finally:
+        freshness.close()
+
+
+def test_while_a_writer_holds_the_lock_the_kept_copy_answers_for_its_version(
+        project_copy: Path) -> None:
+    """A warm search that finds the index lock held and no file saved since the last whole
+    version answers from the copy of that version its kept backend holds (no LanceDB
+    table opened again), with the answers of a search pinned to that version."""
+    from wrenmem.lock import index_lock
+    from wrenmem.recall.recaller import Recaller
+    from wrenmem.watch.freshness import Freshness
+
+    settings = load_settings(project_copy, overrides={"backend": "hybrid"})
+    freshness = Freshness(settings)
+    try:
+        recaller = Recaller(settings, freshness=freshness)
+        before = recaller.recall(QUESTIONS, 5, Filters())
+        made: list[str] = []
+        real = recaller.backend
+
+        def counted(name: str, s: Settings | None = None) -> Any:
+            made.append(name)
+            return real(name, s)
+
+        recaller.backend = counted  # type: ignore[method-assign]
+        held, release = threading.Event(), threading.Event()
+
+        def writer() -> None:
+            with index_lock(settings):
+                held.set()
+                release.wait(30)
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            assert held.wait(10)
+            during = recaller.recall_warm(QUESTIONS, 5, Filters())
+            version = next(iter(recaller._complete.values()))
+            pinned = real("hybrid")
+            pinned.pin(version)  # type: ignore[attr-defined]
+            want = pinned.search(QUESTIONS, 5, Filters())
+        finally:
+            release.set()
+            thread.join()
+        assert made == []  # the kept backend answered
+        assert_same_answers(during, before)
+        assert_same_answers(during, recall_results(QUESTIONS, "hybrid", want))
+        after = recaller.recall(QUESTIONS, 5, Filters())
+        assert_same_answers(after, before)
+    finally:
+        freshness.close()

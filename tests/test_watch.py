@@ -390,3 +390,62 @@ def test_events_from_watchdog_event_objects() -> None:
     event = SimpleNamespace(event_type="deleted", src_path="/x/a.md", is_directory=False,
                             dest_path="")
     assert changes_from_event(event) == [("/x/a.md", False)]
+
+
+def test_a_read_of_a_watched_file_is_one_event_and_the_fence_still_works(settings) -> None:
+    """The observers never ask for a file's opening (not a change, not a fence's end): a
+    read-only open reaches the handler as its close alone, and the fence still sees it."""
+    write_pair(settings.root, "a.md", "Total revenue", "SELECT SUM(amount) FROM orders")
+    source = WatchdogSource(settings)
+    kinds: list[str] = []
+    real_dispatch = source.dispatch
+
+    def dispatch(event) -> None:
+        kinds.append(event.event_type)
+        real_dispatch(event)
+
+    source.dispatch = dispatch  # type: ignore[method-assign]
+    source.start()
+    try:
+        assert source.mode == "inotify"
+        for _ in range(3):
+            assert source.fence()
+        (settings.knowledge_path / "a.md").read_bytes()
+        assert source.fence()
+        write_pair(settings.root, "b.md", "Orders per day", "SELECT 1")
+        assert source.fence()
+        deadline = time.monotonic() + 5
+        while "created" not in kinds and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        source.close()
+    assert "closed_no_write" in kinds and "created" in kinds, kinds
+    assert "opened" not in kinds, kinds
+
+
+def test_the_fence_fails_once_the_knowledge_link_leads_elsewhere(settings) -> None:
+    """The fence resolves the watched folders again only when a stat or lstat of the paths
+    they come from changed: a knowledge folder that is a link, pointed at another folder,
+    fails the fence (the caller syncs) until that folder is watched, then it holds again."""
+    root = settings.root
+    first, second = root / "pairs-a", root / "pairs-b"
+    for folder in (first, second):
+        (folder).mkdir()
+        (folder / "a.md").write_text("x", "utf-8")
+    knowledge = root / "knowledge" / "sql"
+    import shutil
+
+    shutil.rmtree(knowledge)
+    knowledge.symlink_to(first, target_is_directory=True)
+    source = WatchdogSource(load_settings(root))
+    source.start()
+    try:
+        assert source.fence() and source.fence()
+        tmp = root / "knowledge" / "sql.tmp"
+        tmp.symlink_to(second, target_is_directory=True)
+        os.replace(tmp, knowledge)  # the link now leads to the other folder
+        assert not source.fence()
+        source._rewatch_if_needed()
+        assert source.fence()
+    finally:
+        source.close()

@@ -56,6 +56,10 @@ COLUMNS = ("id", "path", "question", "sql", "datasource", "dialect", "tags", "so
 POSITION = {c: n for n, c in enumerate(COLUMNS)}
 BM25_K1, BM25_B = 1.2, 0.75  # LanceDB's full-text index uses these
 KEPT_FILTERS = 16  # per copy: the rows each filter in use accepts
+# per copy: the BM25 parts of the terms searched (rows and each row's share of the score,
+# :meth:`RecallCopy.term_scores`), up to this many postings in all (12 bytes each)
+KEPT_POSTINGS = 2_000_000
+_NOT_HELD = object()
 UPDATE_MAX_ROWS = 2_000  # a held copy follows a write that changed at most this many rows
 
 
@@ -113,6 +117,7 @@ def write(settings: Settings, copy: RecallCopy, listing: lance.Listing | None) -
 _WRITING = threading.Lock()
 _PENDING: dict[str, tuple[Settings, RecallCopy, lance.Listing]] = {}  # by project
 _PENDING_LOCK = threading.Lock()
+_WRITER: list[threading.Thread] = []  # the thread of write_later, while it runs
 
 
 def write_later(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> None:
@@ -121,9 +126,20 @@ def write_later(settings: Settings, copy: RecallCopy, listing: lance.Listing) ->
     with _PENDING_LOCK:
         start = not _PENDING
         _PENDING[str(settings.root)] = (settings, copy, listing)
-    if start:
-        threading.Thread(target=_write_pending, daemon=True,
-                         name="wrenmem-recall-copy").start()
+        if start:
+            writer = threading.Thread(target=_write_pending, daemon=True,
+                                      name="wrenmem-recall-copy")
+            _WRITER[:] = [writer]
+            writer.start()
+
+
+def written(timeout: float | None = None) -> bool:
+    """Wait until the copies :func:`write_later` was asked for are written (a warm-up's
+    last step: the writing thread holds the GIL for seconds at 100,000 rows, which the
+    requests meanwhile wait for); False if still writing after ``timeout`` seconds."""
+    for writer in list(_WRITER):
+        writer.join(timeout)
+    return not any(writer.is_alive() for writer in _WRITER)
 
 
 def _write_pending() -> None:
@@ -411,6 +427,8 @@ class RecallCopy:
         self.average_length = float(kept.sum()) / self.live_count if self.live_count else 0.0
         self._scan: vectorscan.VectorScan | None = None
         self._allowed: dict[Any, Any] = {}
+        self._term_scores: dict[str, tuple[Any, Any] | None] = {}
+        self._term_postings = 0  # held in _term_scores
 
     @classmethod
     def from_table(cls, table: Any) -> RecallCopy:
@@ -522,30 +540,51 @@ class RecallCopy:
         the table's size."""
         import numpy as np
 
-        count = self.live_count
-        average = self.average_length or 1.0
-        lengths = self._length_array
         total = np.zeros(len(self.rows), dtype=np.float64)
         touched = np.zeros(len(self.rows), dtype=bool)
         for term in dict.fromkeys(terms):
-            raw = self.postings.get(term)
-            if raw is None:
+            found = self.term_scores(term)
+            if found is None:
                 continue
+            rows, part = found
+            if allowed is not None:
+                keep = allowed[rows]
+                rows, part = rows[keep], part[keep]
+            total[rows] += part
+            touched[rows] = True
+        hit = np.flatnonzero(touched)
+        return hit, total[hit]
+
+    def term_scores(self, term: str) -> tuple[Any, Any] | None:
+        """(the live rows holding ``term``, each one's share of a BM25 score for it), or
+        None: what a search adds up, the same float64 operations per row whichever rows
+        a filter keeps (each value depends on its row and the copy's statistics alone), so
+        a long-lived process computes them once per copy and term (up to
+        ``KEPT_POSTINGS``), not on every question."""
+        import numpy as np
+
+        held = self._term_scores.get(term, _NOT_HELD)  # (one get: another thread may clear)
+        if held is not _NOT_HELD:
+            return held  # type: ignore[return-value]
+        raw = self.postings.get(term)
+        found: tuple[Any, Any] | None = None
+        if raw is not None:
             pairs = np.frombuffer(raw, dtype=np.int32).reshape(-1, 2)
             rows, tf = pairs[:, 0], pairs[:, 1].astype(np.float64)
             if self.live is not None:  # rows a write removed count nowhere
                 kept = self.live[rows]
                 rows, tf = rows[kept], tf[kept]
-            found = len(rows)
-            idf = math.log(1.0 + (count - found + 0.5) / (found + 0.5))
-            if allowed is not None:
-                keep = allowed[rows]
-                rows, tf = rows[keep], tf[keep]
-            norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[rows] / average)
-            total[rows] += idf * tf * (BM25_K1 + 1.0) / (tf + norm)
-            touched[rows] = True
-        hit = np.flatnonzero(touched)
-        return hit, total[hit]
+            count, average = self.live_count, self.average_length or 1.0
+            idf = math.log(1.0 + (count - len(rows) + 0.5) / (len(rows) + 0.5))
+            norm = BM25_K1 * (1.0 - BM25_B + BM25_B * self._length_array[rows] / average)
+            found = (rows, idf * tf * (BM25_K1 + 1.0) / (tf + norm))
+        size = 0 if found is None else len(found[0])
+        if self._term_postings + size > KEPT_POSTINGS:
+            self._term_scores.clear()
+            self._term_postings = 0
+        self._term_scores[term] = found
+        self._term_postings += size
+        return found
 
     def scan(self) -> vectorscan.VectorScan:
         """The exact nearest-row search over :attr:`matrix` (made once per copy)."""

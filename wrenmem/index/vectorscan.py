@@ -198,7 +198,9 @@ class PrefixCodes:
         weights = np.array([q_scale * float(np.linalg.norm(q_ints)),
                             q_error + self.skew * z_norm, z_norm + self.skew * z_norm, z_rest])
         reach = self.terms @ weights
-        reach += dots * (self.scale * q_scale)
+        dots *= self.scale  # (in place: the scores of 100,000 rows are 800 KB a pass)
+        dots *= q_scale
+        reach += dots
         reach += max(SLACK, _gamma(len(query))) + 1e-9  # the float32 cosine's own rounding
         return reach
 
@@ -363,7 +365,9 @@ class VectorScan:
         reach = prefix.reach(query)
         if allowed is not None:
             reach = np.where(allowed, reach, -np.inf)
-        candidates = np.argpartition(-reach, CANDIDATES - 1)[:CANDIDATES]
+        # the rows of highest bound (which rows of equal bound come first does not matter:
+        # whichever they are, every row whose bound reaches the cut is re-scored below)
+        candidates = np.argpartition(reach, len(reach) - CANDIDATES)[-CANDIDATES:]
         cosines, order = self._rescored(candidates, query, depth, allowed, key)
         cut = float(cosines[order[-1]])
         if cut == -np.inf:

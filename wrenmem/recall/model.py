@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -104,8 +105,8 @@ class Model:
         if len(row) != len(self.weights):
             raise ValueError(f"{self.name}: {len(row)} features for {len(self.weights)} "
                              "weights")
-        return self.intercept + math.fsum(w * x for w, x in zip(self.weights, row,
-                                                                strict=True))
+        # (the lengths are checked above: map pairs them as zip would, a little faster)
+        return self.intercept + math.fsum(map(operator.mul, self.weights, row))
 
 
 @dataclass(frozen=True)

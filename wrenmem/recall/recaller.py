@@ -90,6 +90,7 @@ class Recaller:
         self._grep_lock = threading.Lock()
         self._complete: dict[tuple[str, Settings], int] = {}  # last index version seen whole
         self._kept: dict[tuple[str, Settings], Any] = {}  # backends open on that version
+        self._generation = 0  # how many times the kept backends were dropped
         # A warm reader of a remote index: the local copy's version its "behind" note was
         # made against, and the note (None: in step). While no file changed and the copy
         # holds that version, the note stands: comparing a million files and rows again
@@ -298,7 +299,23 @@ class Recaller:
     def _search_pinned(self, name: str, settings: Settings, version: int,
                        queries: list[str], k: int, filters: Filters, sql: str | None
                        ) -> tuple[str, list[list[Hit]]]:
-        """A search of the last version seen whole, while a writer holds the lock."""
+        """A search of the last version seen whole, while a writer holds the lock: by the
+        kept backend when it holds that version in memory (the writer is often this
+        process's own background check, which finds nothing to write), else by a backend
+        of its own pinned to it."""
+        key = (name, settings)
+        generation = self._generation
+        kept: Any = self._kept.pop(key, None)  # (not shared with another search meanwhile)
+        if kept is not None:
+            try:
+                search = getattr(kept, "search_version", None)
+                held = None if search is None else search(version, queries, k, filters,
+                                                             sql=sql)
+            finally:
+                if generation == self._generation:  # no sync dropped the kept ones since
+                    self._kept.setdefault(key, kept)
+            if held is not None:
+                return kept.name, held
         backend: Any = self.backend(name, settings)  # its own: the pin is its handle's
         backend.pin(version)
         return backend.name, backend.search(queries, k, filters, sql=sql)
@@ -313,6 +330,7 @@ class Recaller:
             say(note)
         self._reader_seen, self._reader_note = copy, note
         self._synced(INDEX, started)
+        self._generation += 1
         self._kept.clear()
 
     def _revalidate(self) -> None:
@@ -332,6 +350,7 @@ class Recaller:
         """A sync in this process wrote the index (the daemon's ``sync`` request; call it
         holding the index lock): kept handles read an older version, so they go.
         ``started`` (monotonic): the sync covered every file as of then."""
+        self._generation += 1
         self._kept.clear()
         if started is not None:
             self._synced(INDEX, started)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,7 @@ SHAPES_SAVE_SECONDS = 10.0  # a long-lived backend saves new shapes at most this
 # searched by LanceDB (its ANN and full-text indexes).
 IN_MEMORY_MAX_ROWS = 200_000
 COLUMNS = ["id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta"]
+READY_WAIT = 300.0  # seconds a warm-up waits for the saved copy it started (see ready)
 
 
 def _quietly(fn: Any) -> None:
@@ -217,10 +219,13 @@ class VectorBackend:
 
     def ready(self) -> None:
         """Make now what later searches would start in the background (a warm-up's last
-        step): the held copy's prefix codes."""
+        step): the held copy's prefix codes, and the saved copy its search started writing
+        (:func:`~wrenmem.index.recallcopy.write_later`), so the first requests after the
+        warm-up do not share the interpreter with them."""
         copy = self._still_held()
         if copy is not None:
             copy.scan().make_prefix(wait=True)
+        recallcopy.written(timeout=READY_WAIT)
 
     def _open_version(self) -> int | None:
         """The version of the table this backend has open (None: none open, or unreadable)."""
@@ -317,21 +322,44 @@ class VectorBackend:
             if copy is not None and listing and saved:
                 recallcopy.write(self.settings, copy, listing)
         if copy is not None:  # a small table: exact search in memory, filters applied first
-            scan = copy.scan()
-            scan.batches += 1
-            if scan.batches > 1:  # searched again (by any backend): a long-lived process
-                scan.make_prefix()  # (in a thread; the int8 scan answers meanwhile)
-            try:
-                view = _CopyView(copy, filters)
-                return [self._one(view, q, v, k, None, sql)
-                        for q, v in zip(queries, vectors, strict=True)]
-            except recallcopy.DamagedCopy as e:  # a saved file's row: LanceDB answers
-                log.warning("recall: %s; searching the index itself", e)
-                recallcopy.forget(self.settings, self.embedder.model_id)
-                recallcopy.discard(self.settings)
+            found = self._search_copy(copy, queries, vectors, k, filters, sql)
+            if found is not None:
+                return found
         where = where_clause(filters)
         return [self._retrying(lambda t, q=q, v=v: self._one(t, q, v, k, where, sql))
                 for q, v in zip(queries, vectors, strict=True)]
+
+    def _search_copy(self, copy: recallcopy.RecallCopy, queries: Sequence[str], vectors: Any,
+                     k: int, filters: Filters, sql: str | None) -> list[list[Hit]] | None:
+        """The search over a copy in memory; None when a saved file's row cannot be read
+        (the copy is then forgotten: LanceDB answers)."""
+        scan = copy.scan()
+        scan.batches += 1
+        if scan.batches > 1:  # searched again (by any backend): a long-lived process
+            scan.make_prefix()  # (in a thread; the int8 scan answers meanwhile)
+        try:
+            view = _CopyView(copy, filters)
+            return [self._one(view, q, v, k, None, sql)
+                    for q, v in zip(queries, vectors, strict=True)]
+        except recallcopy.DamagedCopy as e:  # a saved file's row: LanceDB answers
+            log.warning("recall: %s; searching the index itself", e)
+            recallcopy.forget(self.settings, self.embedder.model_id)
+            recallcopy.discard(self.settings)
+            return None
+
+    def search_version(self, version: int, queries: Sequence[str], k: int, filters: Filters,
+                       *, sql: str | None = None) -> list[list[Hit]] | None:
+        """:meth:`search` of ``version`` of the table when this backend holds that version
+        in memory (while a writer holds the index lock: the copy is that version whole, so
+        this is the answer of a search pinned to it, without opening it in LanceDB again);
+        None when it holds no copy of that version."""
+        held = self._memory
+        if (held is None or held[1] != version or self._pinned or self.settings.remote_index
+                or not queries):
+            return None
+        cap = self.settings.max_embed_chars
+        vectors = self.embedder.embed([q[:cap] for q in queries])
+        return self._search_copy(held[2], queries, vectors, k, filters, sql)
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None,
              sql: str | None) -> list[Hit]:
@@ -423,8 +451,10 @@ class HybridBackend(VectorBackend):
         asked = set(asked_list)
         ids = sorted(rows)
         signals = []
+        derived = _Derived.of(held.copy) if held is not None else None
         for i in ids:
-            terms = set((rows[i].get("terms") or "").split())
+            terms = (derived.terms(rows[i]) if derived is not None
+                     else set((rows[i].get("terms") or "").split()))
             signals.append(Signals(
                 cosine[i], bm25.get(i), len(asked & terms) / max(len(asked), 1),
                 rows[i].get("sql") or "", rows[i].get("question") or "",
@@ -442,11 +472,12 @@ class HybridBackend(VectorBackend):
                 self._second = None
         scored = [(at_least_identical(p, query, rows[i].get("question") or ""), rows[i],
                    rank_model.logit(p)) for i, p in zip(ids, fused, strict=True)]
-        return rank_rows(scored, k, self.name)
+        return rank_rows(scored, k, self.name, derived.pair if derived is not None else None)
 
 
 def rank_rows(scored: Sequence[tuple[float, dict[str, Any], float | None]], k: int,
-              backend: str) -> list[Hit]:
+              backend: str, pair_of: Callable[[dict[str, Any]], Any] | None = None
+              ) -> list[Hit]:
     """:func:`~wrenmem.recall.hits.rank` of the rows' pairs, a Pair made (its ``meta``
     parsed) only for the rows of the ``k`` answers it keeps: the first ``k`` distinct
     answers in its order (score as it weighs it, then path) and their twins. A subset of
@@ -462,8 +493,51 @@ def rank_rows(scored: Sequence[tuple[float, dict[str, Any], float | None]], k: i
         if len(kept) >= k:
             break
         kept.add(answer(scored[n][1]))
-    return rank([(s, row_pair(row), raw) for s, row, raw in scored if answer(row) in kept],
+    make = pair_of or row_pair
+    return rank([(s, make(row), raw) for s, row, raw in scored if answer(row) in kept],
                 k, backend)
+
+
+class _Derived:
+    """What the ranking derives from a held copy's row alone, made once per row and copy
+    (a long-lived process meets the same candidates question after question): its terms
+    as a set, its Pair (:func:`~wrenmem.index.table.row_pair`, which parses ``meta``).
+    Rows are named by their number in the copy (``_row``); up to ``KEEP`` of each."""
+
+    KEEP = 8_192
+    _held: weakref.WeakKeyDictionary[Any, _Derived] = weakref.WeakKeyDictionary()
+    _lock = threading.Lock()
+
+    def __init__(self, copy: recallcopy.RecallCopy):
+        self.copy = copy
+        self._terms: dict[int, frozenset[str]] = {}
+        self._pairs: dict[int, Any] = {}
+
+    @classmethod
+    def of(cls, copy: recallcopy.RecallCopy) -> _Derived:
+        with cls._lock:
+            found = cls._held.get(copy)
+            if found is None:
+                found = cls._held[copy] = cls(copy)
+            return found
+
+    def terms(self, row: dict[str, Any]) -> frozenset[str]:
+        n = row["_row"]
+        found = self._terms.get(n)
+        if found is None:
+            if len(self._terms) >= self.KEEP:
+                self._terms.clear()
+            found = self._terms[n] = frozenset((row.get("terms") or "").split())
+        return found
+
+    def pair(self, row: dict[str, Any]) -> Any:
+        n = row["_row"]
+        found = self._pairs.get(n)
+        if found is None:
+            if len(self._pairs) >= self.KEEP:
+                self._pairs.clear()
+            found = self._pairs[n] = row_pair(row)
+        return found
 
 
 def value_terms(question: str, sqls: Sequence[tuple[str, str | None]]) -> set[str]:
@@ -532,6 +606,7 @@ class _CopyView:
         for n, cosine in zip(numbers.tolist(), cosines.tolist(), strict=True):
             row = self.copy.row(n, wanted)
             row["_distance"] = 1.0 - float(cosine)
+            row["_row"] = n  # (the row's number in the copy: what is derived from it once)
             rows.append(row)
         return rows
 

@@ -68,8 +68,13 @@ class Freshness:
         """True when files may have changed since the last sync of ``key``."""
         with self._lock:
             if threading.current_thread() is not self._keeper:
-                self._asked = time.monotonic()  # a question: keep the keys fresh a while
-                self._wake.set()
+                now = time.monotonic()
+                idle = self._asked is None or now - self._asked > ACTIVE
+                self._asked = now  # a question: keep the keys fresh a while
+                if idle:  # the keeper sleeps until woken: its schedule starts now
+                    self._wake.set()
+                # (otherwise it is already waiting for the next key due: waking it on
+                # every question would cost each one a switch of threads)
             if self.source is None:
                 return True
             since = self._clean.get(key)
@@ -86,6 +91,8 @@ class Freshness:
             if self.source is not None and self._drain():
                 return  # changed meanwhile: still stale
             self._clean[key] = started_at
+            if key in self._refresh:
+                self._wake.set()  # the keeper's next wait is counted from this sync
 
     def _drain(self) -> bool:
         """Take the events that arrived; any relevant one makes every key stale."""

@@ -285,6 +285,14 @@ class WatchdogSource:
         self._opened: dict[str, int] = {}  # fence file -> read-only closes seen (``fence``)
         self._fence_files: dict[Path, str] = {}
         self._fence_seen = threading.Condition()
+        # (the probe it was made with, the targets, the folders a fence opens a file in)
+        self._plan: tuple[tuple[Any, ...], list[tuple[Path, bool]],
+                          list[tuple[Path, bool]]] | None = None
+        s = settings
+        base = s.root / s.knowledge_root
+        self._probed = [os.fspath(p) for p in (
+            s.root, s.root / s.knowledge_dir, s.root / s.manifest, (s.root / s.manifest).parent,
+            base, *(base / f for f in FOLDERS))]
 
     # watchdog calls this from its own thread
     def dispatch(self, event: Any) -> None:
@@ -315,21 +323,13 @@ class WatchdogSource:
         them (fetch, glossary expansions, the MCP tools) reads the files on every call."""
         if self.mode != "inotify" or self.observer is None:
             return False
-        targets = self._targets()  # (once: each resolves the knowledge root's path)
+        targets, fenced = self._fence_plan()
         if self._signature(targets) != self._watched:
             return False
         waits: list[tuple[str, int]] = []
-        s = self.settings
-        base = knowledge_root(s)
-        knowledge = {base, *(base / f for f in FOLDERS)} - {s.knowledge_path, s.root,
-                                                              s.manifest_path.parent}
-        for folder, recursive in targets:
+        for folder, recursive in fenced:
             if self._watched.get(str(folder)) == (0, 0):
                 continue  # did not exist at start and still does not: nothing to change
-            if folder == s.root and s.manifest_path.parent != s.root:
-                continue  # only the settings file: a daemon or server keeps its settings
-            if folder in knowledge:
-                continue  # rules and glossary are read from the files on every call
             opened = self._open_fence(folder, recursive)
             if opened is None:
                 return False
@@ -342,6 +342,31 @@ class WatchdogSource:
                     if left <= 0 or not self._fence_seen.wait(left):
                         return False
         return True
+
+    def _fence_plan(self) -> tuple[list[tuple[Path, bool]], list[tuple[Path, bool]]]:
+        """(the watched targets, the folders among them a fence opens a file in), made
+        again only when the paths they are resolved from may resolve otherwise: when the
+        stat or the lstat of one of them differs from the plan's (a link replaced, a
+        folder created, moved or replaced). Resolving them on every fence was most of its
+        own time; a plan that no longer matches what is watched fails the fence (a sync),
+        and a change of what is watched (:meth:`_rewatch_if_needed`) drops it."""
+        probe = tuple(_stats(path) for path in self._probed)
+        plan = self._plan
+        if plan is not None and plan[0] == probe:
+            return plan[1], plan[2]
+        s = self.settings
+        targets = self._targets()
+        base = knowledge_root(s)
+        knowledge = {base, *(base / f for f in FOLDERS)} - {s.knowledge_path, s.root,
+                                                              s.manifest_path.parent}
+        fenced = [(folder, recursive) for folder, recursive in targets
+                  # the root holds only the settings file when the manifest is elsewhere: a
+                  # daemon or server keeps its settings; rules and glossary are read from
+                  # the files on every call
+                  if not (folder == s.root and s.manifest_path.parent != s.root)
+                  and folder not in knowledge]
+        self._plan = (probe, targets, fenced)
+        return targets, fenced
 
     def _open_fence(self, folder: Path, recursive: bool) -> tuple[str, int] | None:
         """Open the folder's fence file (a regular file in it: the settings file or the
@@ -399,8 +424,16 @@ class WatchdogSource:
         return Observer()
 
     def _schedule_all(self, observer: Any) -> None:
+        kinds = _watched_kinds()
         for path, recursive in self._targets():
             if path.is_dir():
+                if kinds is not None:
+                    try:
+                        observer.schedule(self, str(path), recursive=recursive,
+                                          event_filter=kinds)
+                        continue
+                    except TypeError:  # an observer without filters (a test's, an old one)
+                        pass
                 observer.schedule(self, str(path), recursive=recursive)
 
     def start(self) -> None:
@@ -449,6 +482,7 @@ class WatchdogSource:
         if sig == self._watched:
             return []
         self._watched = sig
+        self._plan = None
         log.info("watch: a watched folder was created or replaced; watching it again")
         observer = self.observer
         observer.unschedule_all()
@@ -460,6 +494,35 @@ class WatchdogSource:
         if self.observer is not None:
             _stop_quietly(self.observer)
             self.observer = None
+
+
+def _stats(path: str) -> tuple[Any, ...]:
+    """What says whether ``path`` still resolves to what it did: its lstat (a link
+    replaced is a new file: another inode or change time) and its stat (where it leads)."""
+    out: list[Any] = []
+    for look in (os.lstat, os.stat):
+        try:
+            st = look(path)
+            out += [st.st_dev, st.st_ino, st.st_mode, st.st_ctime_ns]
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _watched_kinds() -> list[Any] | None:
+    """Every kind of watchdog event but a file's opening, which is never a change (nor a
+    fence's end, see :meth:`WatchdogSource.fence`): inotify then does not even queue it, so a
+    read of a watched file (a fence, a grep, a sync reading the pairs) costs each observer
+    one event, not two. None where watchdog lacks these kinds (every event then)."""
+    try:
+        from watchdog import events as e
+    except ImportError:
+        return None
+    names = ("DirCreatedEvent", "DirDeletedEvent", "DirModifiedEvent", "DirMovedEvent",
+             "FileClosedEvent", "FileClosedNoWriteEvent", "FileCreatedEvent",
+             "FileDeletedEvent", "FileModifiedEvent", "FileMovedEvent")
+    kinds = [getattr(e, name, None) for name in names]
+    return kinds if all(k is not None for k in kinds) else None
 
 
 def _fence_file(settings: Settings, folder: Path, recursive: bool) -> str | None:
