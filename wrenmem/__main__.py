@@ -276,6 +276,9 @@ def _one_blas_thread() -> None:
     imported, and never against the user's own setting."""
     if "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        from wrenmem.embedders import blas_starts_single
+
+        blas_starts_single()
 
 
 def _json(data: Any) -> str:
