@@ -419,6 +419,9 @@ def test_the_embedding_caches_keys_spare_reading_it_and_never_change_a_vector(
     assert fresh().lookup(["a new question"])["a new question"].tolist() == [1.0] * 8
     keys_path(path).write_bytes(b"damaged")
     assert list(fresh().lookup(["question 4"])) == ["question 4"]
+    # a process that read the cache wrote its keys again, for the next one
+    last = fresh()
+    assert last.lookup(["yet another question"]) == {} and last._loaded is None
 
 
 def _age(project: Path, seconds: float = 10.0) -> None:

@@ -166,10 +166,12 @@ def _stat_key(path: Path) -> tuple[int, int, int] | None:
     return st.st_mtime_ns, st.st_size, st.st_ino
 
 
-def _write_keys(path: Path, entries: Mapping[tuple[str, str], bytes]) -> None:
-    """The keys file of the cache just written at ``path`` (a failure only costs reads of
-    the cache)."""
-    key = _stat_key(path)
+def _write_keys(path: Path, entries: Mapping[tuple[str, str], bytes],
+                key: tuple[int, int, int] | None = None) -> None:
+    """The keys file of the cache file at ``path`` whose stat is ``key`` (by default: as it
+    is now, just written) and which holds ``entries`` (a failure only costs reads of the
+    cache)."""
+    key = key or _stat_key(path)
     if key is None:
         return
     models: dict[str, list[int]] = {}
@@ -211,7 +213,15 @@ def _load(path: Path) -> dict[tuple[str, str], bytes]:
     entries: dict[tuple[str, str], bytes] = dict(data["entries"]) if ok else {}
     if ok and key is not None and key == _stat_key(path):
         _remember(path, entries, key, written=False)
+        if not _keys_describe(path, key):  # (a cache an older version wrote): for the next
+            _write_keys(path, entries, key)
     return entries
+
+
+def _keys_describe(path: Path, key: tuple[int, int, int]) -> bool:
+    data = read_marshal(keys_path(path))
+    return isinstance(data, dict) and data.get("version") == KEYS_VERSION and (
+        data.get("cache") == key)
 
 
 _WRITTEN: dict[str, float] = {}  # path -> when this process last wrote the cache (monotonic)
