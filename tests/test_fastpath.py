@@ -217,3 +217,60 @@ def test_a_one_shot_recall_with_the_early_walk_answers_the_same(example_project:
     assert "knowledge/sql/" in outs[0].stdout
     if "revenue per month" in args:
         assert "Gross revenue per month" in outs[0].stdout  # synced by the catch-up
+
+
+def test_a_store_with_the_early_walk_finds_and_writes_what_it_does_without(
+        example_project: Path, tmp_path: Path) -> None:
+    """``store`` with its duplicate lookup's walk made by the child forked before click is
+    imported (forced here: the example is small) and made in the command: the same file
+    updated for a question asked again (the first of the two files asking it, one saved
+    just before the call), the same messages, the same new file for a new one."""
+    import shutil
+
+    copies = {env: tmp_path / f"early-{env}" for env in ("1", "0")}
+    outs: dict[str, list[tuple[int, str, str]]] = {}
+    for env, root in copies.items():
+        shutil.copytree(example_project, root)
+        dup = root / "knowledge" / "sql" / "sales" / "copy-of-monthly-revenue.md"
+        dup.write_text((root / "knowledge" / "sql" / "sales" / "monthly-revenue-in-2024.md"
+                        ).read_text(encoding="utf-8"), encoding="utf-8")  # saved just now
+        calls = [["store", "--json", "-q", "Monthly revenue in 2024", "-s", "SELECT 2"],
+                 ["--project", str(root), "store", "--json", "-q",
+                  "How many coupons were used last week?", "-s", "SELECT 1"]]
+        outs[env] = []
+        for args in calls:
+            done = run_wrenmem(args, root, env={"WRENMEM_EARLY_WALK": env,
+                                                "WRENMEM_BACKEND": "grep"})
+            assert done.returncode == 0, done.stderr
+            data = json.loads(done.stdout)
+            outs[env].append((data["created"], data["path"], done.stderr))
+    assert outs["1"] == outs["0"]
+    (created, path, _said), (new, new_path, _) = outs["1"]
+    assert not created and path == "knowledge/sql/sales/copy-of-monthly-revenue.md"
+    assert new and new_path.startswith("knowledge/sql/")
+
+
+def test_the_early_walk_for_store_starts_only_for_store_and_not_before_a_swap(
+        example_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from wrenmem import __main__ as fast
+    from wrenmem import statedir
+    from wrenmem.pairs import listing
+
+    started: list[Path] = []
+    monkeypatch.setattr(listing, "start_early",
+                        lambda settings, **kw: started.append(settings.root) or True)
+    monkeypatch.setenv(listing.EARLY_ENV, "1")  # whatever the size and the load
+    monkeypatch.chdir(example_project)
+    store = ["store", "-q", "x", "-s", "SELECT 1"]
+    assert fast._walk_early_for_store(store)
+    assert fast._walk_early_for_store(["--project", str(example_project), *store])
+    assert fast._walk_early_for_store([f"--project={example_project}", *store])
+    for other in (["recall", "-q", "x"], ["forget", "x"], ["store", "--help"], [],
+                  ["--verbose", *store]):
+        assert not fast._walk_early_for_store(other), other
+    assert started == [example_project.resolve()] * 3
+    swap = load_settings(example_project).state_dir / statedir.IMPORT_SWAP
+    swap.parent.mkdir(parents=True, exist_ok=True)
+    swap.write_text("{}")  # an interrupted import: its moves come before the lookup walks
+    assert not fast._walk_early_for_store(store)
+    assert len(started) == 3

@@ -423,3 +423,18 @@ def test_the_journal_over_a_copy_that_reads_its_vectors_from_the_table_files(
             _forget_process_state(monkeypatch)
             assert_same_answers(got, _answers(fresh, kind, filters))
     assert journal.journal_path(settings).exists()  # laid over the copy, not applied
+
+
+def test_the_reports_unchanged_ids_are_the_sorted_ids_without_the_moved_ones() -> None:
+    import random
+
+    from wrenmem.index.smallsync import without
+
+    rng = random.Random(20261202)
+    names = [f"knowledge/sql/p{n:03d}.md" for n in range(70)]
+    for _ in range(500):
+        ids = tuple(sorted(rng.choices(names[:60], k=rng.randint(0, 80))))
+        few = set(rng.sample(names, rng.randint(0, 6)))  # some not there, some twice there
+        assert without(ids, few) == tuple(i for i in ids if i not in few)
+    ids = tuple(names)
+    assert without(ids, {"knowledge/sql/zz.md"}) is ids  # nothing to cut: the same tuple

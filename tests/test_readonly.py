@@ -97,3 +97,18 @@ def test_import_refuses_what_the_engine_rejects_unless_forced(example_project: P
     with pytest.raises(WrenmemError, match=r"pair #1 \(Email total\): 1:8: DuckDB rejects"):
         memory.import_(source)
     assert memory.import_(source, force=True).created == ["knowledge/sql/email-total.md"]
+
+
+def test_restoring_a_pair_that_allows_writes_checks_the_sql_as_its_file_allows(
+        example_project: Path) -> None:
+    """store checks the SQL before its lookup as if no file asked the question (the early
+    walk goes on meanwhile), then again when the file found allows writes: the answer of a
+    check made after the lookup."""
+    from wrenmem import Memory, SqlCheckError
+
+    memory = Memory(example_project)
+    first = memory.store("Archive old orders", "DELETE FROM orders", allow_writes=True)
+    again = memory.store("Archive old orders", "DELETE FROM orders WHERE id < 10")
+    assert again.path == first.path and again.pair.allows_writes
+    with pytest.raises(SqlCheckError, match="read-only"):
+        memory.store("Archive new orders", "DELETE FROM orders WHERE id < 10")

@@ -380,6 +380,50 @@ def test_the_embedding_cache_is_bounded_and_keyed_by_model(tmp_path: Path) -> No
     assert len(EmbedCache(path, "m@1")) == 0  # a damaged cache is an empty one
 
 
+def test_the_embedding_caches_keys_spare_reading_it_and_never_change_a_vector(
+        tmp_path: Path) -> None:
+    """A text the keys file says is not cached is answered without reading the cache; one
+    it holds is read from the cache, bit for bit; keys of another cache file (written
+    without them, or damaged) are not used."""
+    import numpy as np
+
+    from wrenmem.fsutil import read_marshal, write_marshal
+    from wrenmem.index import embedcache
+    from wrenmem.index.embedcache import EmbedCache, keys_path
+
+    path = tmp_path / ".wrenmem" / "embed-cache.bin"
+    rng = np.random.default_rng(7)
+    vectors = {f"question {n}": rng.standard_normal(8).astype(np.float32) for n in range(50)}
+    cache = EmbedCache(path, "m@1")
+    cache.store(vectors)
+    cache.save()
+    assert keys_path(path).is_file()
+
+    def fresh(model_id: str = "m@1") -> EmbedCache:
+        embedcache._KEPT.clear()  # as a new process
+        return EmbedCache(path, model_id)
+
+    other = fresh()
+    assert other.lookup(["a new question", "another"]) == {} and other._loaded is None
+    assert not other.has_all(["question 1", "a new question"]) and other._loaded is None
+    assert fresh("other@1").lookup(["question 1"]) == {}
+    got = fresh().lookup(["question 3", "a new question"])
+    assert list(got) == ["question 3"] and got["question 3"].tobytes() == vectors[
+        "question 3"].tobytes()
+    assert fresh().has_all(["question 1", "question 2"])
+    # the cache rewritten by a writer that keeps no keys: they describe another file
+    data = read_marshal(path)
+    data["entries"][("m@1", embedcache.text_key("a new question"))] = np.ones(
+        8, np.float32).tobytes()
+    write_marshal(path, data)
+    assert fresh().lookup(["a new question"])["a new question"].tolist() == [1.0] * 8
+    keys_path(path).write_bytes(b"damaged")
+    assert list(fresh().lookup(["question 4"])) == ["question 4"]
+    # a process that read the cache wrote its keys again, for the next one
+    last = fresh()
+    assert last.lookup(["yet another question"]) == {} and last._loaded is None
+
+
 def _age(project: Path, seconds: float = 10.0) -> None:
     import os
     import time

@@ -7,7 +7,9 @@ as click's command does), and so is ``fetch`` while the schema index is up to da
 start-up saved per call). ``sync`` (``--json``, ``--pairs-only``) without a watcher is
 answered here when nothing changed (:func:`wrenmem.index.noop.noop_report`). Where the
 files are many, the stat walk that ``sync`` and ``recall`` need runs in a forked child
-from the start (:func:`wrenmem.pairs.listing.start_early`). Anything else, or
+from the start (:func:`wrenmem.pairs.listing.start_early`), and so it does for ``store``
+before click is imported (:func:`_walk_early_for_store`: its duplicate lookup walks every
+file before it writes one). Anything else, or
 any failure at all (other settings, an option this parser does not know, an error), goes
 to the click CLI, which prints exactly the same thing. The parser below accepts only what
 it fully understands; it never guesses. ``WRENMEM_NO_FAST_PATH=1`` sends every call to click.
@@ -167,23 +169,55 @@ def _recall(settings: Any, options: dict[str, Any]) -> tuple[str, list[str]] | N
 EARLY_MIN_BYTES = 150_000
 
 
-def _walk_early(settings: Any) -> bool:
+def _walk_early_for_store(argv: list[str]) -> bool:
+    """Start the early walk (:func:`_walk_early`'s conditions but the watcher's socket) for
+    a ``store`` call the click CLI runs: its duplicate lookup
+    (:func:`wrenmem.pairs.questions.asking`) walks every pair file, before the command
+    writes one, after imports of click, sqlglot and numpy that the child's walk overlaps.
+    A watcher does not take that walk from the command, so its socket does not matter
+    here. Not when an interrupted import has files to move into place first (the lookup
+    moves them before it walks). True when a child was started."""
+    args = list(argv)
+    project = None
+    if len(args) >= 2 and args[0] in ("--project", "-P"):
+        project = args[1]
+        args = args[2:]
+    elif args and args[0].startswith("--project="):
+        project = args.pop(0).split("=", 1)[1]
+    if not args or args[0] != "store" or "--help" in args:
+        return False
+    try:
+        root = Path(project).resolve() if project else find_project_root()
+        settings = load_settings(root)
+        if settings.is_reader:
+            return False
+        from wrenmem.pairs.swap import interrupted
+
+        if interrupted(settings):
+            return False
+        return _walk_early(settings, watcher_matters=False)
+    except Exception:  # whatever it is, the command walks in its own time and says why
+        return False
+
+
+def _walk_early(settings: Any, *, watcher_matters: bool = True) -> bool:
     """Start the stat walk of the pair files in a child (:func:`listing.start_early`), so
     it runs on the other core while this process imports and loads; only when no watcher
-    may answer instead (its socket is there) and the files are many (the folder record's
-    size says so: for a few thousand the fork costs as much as the walk), and the cores are
-    not all taken (the load average below their count: else the child would only queue,
-    at the cost of the fork). ``WRENMEM_EARLY_WALK``: 0 never, 1 whatever the size and
-    the load."""
+    may answer instead (its socket is there; ``watcher_matters``) and the files are many
+    (the folder record's size says so: for a few thousand the fork costs as much as the
+    walk), and the cores are not all taken (the load average below their count: else the
+    child would only queue, at the cost of the fork). ``WRENMEM_EARLY_WALK``: 0 never, 1
+    whatever the size and the load."""
     from wrenmem import statedir
     from wrenmem.pairs import listing
     from wrenmem.watch.client import socket_path
 
     forced = os.environ.get(listing.EARLY_ENV, "").strip() == "1"
     try:
-        if os.path.exists(socket_path(settings.root)) or not forced and (os.path.getsize(
-                settings.state_dir / statedir.PAIR_LISTING) < EARLY_MIN_BYTES
-                or listing.cores_busy()):
+        if watcher_matters and os.path.exists(socket_path(settings.root)):
+            return False
+        if not forced and (os.path.getsize(settings.state_dir / statedir.PAIR_LISTING)
+                           < EARLY_MIN_BYTES or listing.cores_busy()):
             return False
     except OSError:
         return False
@@ -276,6 +310,9 @@ def _one_blas_thread() -> None:
     imported, and never against the user's own setting."""
     if "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        from wrenmem.embedders import blas_starts_single
+
+        blas_starts_single()
 
 
 def _json(data: Any) -> str:
@@ -290,6 +327,7 @@ def main(argv: list[str] | None = None) -> None:
             return
     except BrokenPipeError:
         sys.exit(0)
+    _walk_early_for_store(args)
     from wrenmem.cli import main as cli_main
 
     cli_main(args)

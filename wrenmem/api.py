@@ -143,6 +143,7 @@ class Memory:
         ``wrenmem.toml``, else the manifest's data source, else the default. Re-storing a
         question keeps its file's dialect, source and ``created_at`` unless given.
         """
+        from wrenmem.pairs.catalog import require_knowledge_dir
         from wrenmem.pairs.pairfile import ALLOW_WRITES, REVIEWED, Pair
         from wrenmem.pairs.questions import asking
         from wrenmem.pairs.store import (
@@ -161,18 +162,26 @@ class Memory:
         given = clean_pair(Pair(nl=question, sql=sql, notes=note, tags=tuple(_split_tags(tags)),
                                 datasource=datasource, dialect=dialect, source=source or ""))
         question, sql, note = given.nl, given.sql, given.notes
+        require_knowledge_dir(self.settings)  # (asking's first check: its error comes first)
+        manifest = self._manifest_if_any()
+        if dialect is None and self.settings.origins.get("dialect") == "flag":
+            dialect = self.settings.dialect  # given for this call, like the argument
+        # The SQL is checked first as it will be unless a file already asks the question
+        # with another dialect or allows writes: the lookup's walk (forked at the start,
+        # wrenmem.__main__._walk_early_for_store) goes on meanwhile on the other core.
+        validator = self._validator(manifest, check_schema)
+        guess = (dialect or default_dialect(self.settings, manifest.dialect if manifest
+                                            else None), allow_writes)
+        early = validator.sql_findings(sql.strip(), guess[0], allow_writes=guess[1])
         # The pairs asking this question (the file to update, the duplicates to warn of),
         # found without reading every file; read once for the whole call.
         known = asking(self.settings, question)
         existing = find_by_question(self.settings, question, known)
-        manifest = self._manifest_if_any()
-        if dialect is None and self.settings.origins.get("dialect") == "flag":
-            dialect = self.settings.dialect  # given for this call, like the argument
         dialect = (dialect or (existing.dialect if existing else None)
                    or default_dialect(self.settings, manifest.dialect if manifest else None))
         allow_writes = allow_writes or bool(existing and existing.allows_writes)
-        validator = self._validator(manifest, check_schema)
-        findings = validator.sql_findings(sql.strip(), dialect, allow_writes=allow_writes)
+        findings = early if (dialect, allow_writes) == guess else validator.sql_findings(
+            sql.strip(), dialect, allow_writes=allow_writes)
         if validator.engine_note is not None and self.notify is not None:
             self.notify(f"note: {validator.engine_note.message}")
         writes = [p for kind, p in findings if kind == "write"]

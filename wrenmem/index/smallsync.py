@@ -16,6 +16,7 @@ which applies the journal first.
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -33,6 +34,22 @@ from wrenmem.settings import Settings
 log = logging.getLogger(__name__)
 
 SaveDelta = Callable[..., IndexState]
+
+
+def without(ids: tuple[str, ...], few: Collection[str]) -> tuple[str, ...]:
+    """The sorted ``ids`` without those of ``few`` (a handful): what ``tuple(i for i in ids
+    if i not in few)`` gives, each found by bisection and cut out (100,000 ids: a genexpr
+    took 30 ms of a one-file sync)."""
+    cuts = sorted((bisect_left(ids, i), bisect_right(ids, i)) for i in set(few))
+    if all(lo == hi for lo, hi in cuts):
+        return ids
+    out: list[str] = []
+    start = 0
+    for lo, hi in cuts:
+        out.extend(ids[start:lo])
+        start = hi
+    out.extend(ids[start:])
+    return tuple(out)
 
 
 class Raced(Exception):
@@ -98,8 +115,7 @@ def journal_sync(settings: Settings, embedder: Embedder, delta: StatDelta, read:
                 log.info("the pairs journal cannot be written (%s): writing the index", e)
                 return None
         after = save_delta(settings, embedder.model_id, delta, read, scope, rows, False)
-    moved = set(added) | set(changed)
     return SyncReport(tuple(added), tuple(changed), tuple(removed), (),
-                      tuple(i for i in after.ids if i not in moved), len(todo),
+                      without(after.ids, {*added, *changed}), len(todo),
                       tuple(PairError(p, r, n) for p, r, n in after.errors), (), False, None,
                       False, embedder.model_id, rows, False, bool(changes))

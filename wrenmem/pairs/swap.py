@@ -156,6 +156,11 @@ def _sync_folders(paths: Sequence[Path]) -> None:
                 os.close(fd)
 
 
+def interrupted(settings: Settings) -> bool:
+    """Whether a killed replacement left moves to finish (:func:`finish_interrupted`)."""
+    return _journal_path(settings).exists()
+
+
 def _journal_path(settings: Settings) -> Path:
     return settings.state_dir / statedir.IMPORT_SWAP
 
