@@ -73,6 +73,40 @@ def example_project(tmp_path: Path) -> Path:
     return root
 
 
+def forget_process_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a new process: no recall copy or pairs journal held from an earlier search."""
+    from wrenmem.index import journal, recallcopy
+
+    monkeypatch.setattr(recallcopy, "_RECENT", {})
+    monkeypatch.setattr(journal, "_OVERLAID", {})
+    monkeypatch.setattr(journal, "_PEEKED", {})
+
+
+def copy_of(source: Path, root: Path, *, index: bool = True) -> Path:
+    """A copy of the indexed project ``source`` at ``root``, ``.wrenmem/`` along (links kept
+    as links); ``index=False``: its ``knowledge/`` only (the same files, to index anew)."""
+    import shutil
+
+    if index:
+        shutil.copytree(source, root, symlinks=True)
+    else:
+        shutil.copytree(source / "knowledge", root / "knowledge", symlinks=True)
+    return root
+
+
+@pytest.fixture
+def copy_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
+    """``copy_project(source, name="proj")``: :func:`copy_of` the indexed project ``source``
+    in this test's folder, seen as by a new process (:func:`forget_process_state`)."""
+
+    def make(source: Path, name: str = "proj", *, index: bool = True) -> Path:
+        root = copy_of(source, tmp_path / name, index=index)
+        forget_process_state(monkeypatch)
+        return root
+
+    return make
+
+
 def write_pair(root: Path, rel: str, nl: str, sql: str, **meta: str) -> Path:
     """Write a canonical pair file by hand (as a user would)."""
     lines = ["---", f"nl: {json.dumps(nl, ensure_ascii=False)}"]

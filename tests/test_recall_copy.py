@@ -3,13 +3,13 @@ stale, damaged or foreign copy, and the CLI then imports neither LanceDB nor cli
 
 from __future__ import annotations
 
-import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import imported_modules, run_wrenmem, write_pair
+from conftest import copy_of, imported_modules, run_wrenmem, write_pair
 from test_daemon import assert_same_answers
 
 from wrenmem import lance
@@ -61,10 +61,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def project_copy(built: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    shutil.copytree(built, root, symlinks=True)
-    return root
+def project_copy(built: Path, copy_project: Callable[..., Path]) -> Path:
+    return copy_project(built)
 
 
 @pytest.mark.parametrize("kind", [VectorBackend, HybridBackend])
@@ -253,8 +251,7 @@ def test_a_damaged_or_foreign_copy_is_not_used(project_copy: Path, tmp_path: Pat
     path.write_bytes(data)
     recallcopy._RECENT.clear()
     assert recallcopy.load(settings, "another-model@1") is None
-    elsewhere = tmp_path / "elsewhere"
-    shutil.copytree(project_copy, elsewhere, symlinks=True)  # .wrenmem copied along
+    elsewhere = copy_of(project_copy, tmp_path / "elsewhere")  # .wrenmem copied along
     assert recallcopy.load(load_settings(elsewhere), model_id) is None
 
 

@@ -4,7 +4,7 @@ whose vectors are not in the table (or whose runs are damaged) is handled as bef
 
 from __future__ import annotations
 
-import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +38,12 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def project(indexed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def project(indexed: Path, copy_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+            ) -> Path:
     """A copy of the project, its recall copy saved as for a table past MIN_ROWS rows (a
     smaller one's copy keeps its float32 vectors: its searches scan them all)."""
     monkeypatch.setattr(vectorscan, "MIN_ROWS", 0)
-    root = tmp_path / "proj"
-    shutil.copytree(indexed, root, symlinks=True)
-    recallcopy._RECENT.clear()
+    root = copy_project(indexed)
     settings = load_settings(root)  # the copy of this folder, as its sync saves it
     assert recallcopy.save(settings, index.open_table(index.connect(settings)))
     recallcopy._RECENT.clear()
@@ -169,10 +168,10 @@ def test_damaged_runs_are_not_used(project: Path, damage: str) -> None:
                         recall_results(QUESTIONS, "hybrid", want))
 
 
-def test_a_small_tables_copy_keeps_its_float32_vectors(indexed: Path, tmp_path: Path) -> None:
+def test_a_small_tables_copy_keeps_its_float32_vectors(
+        indexed: Path, copy_project: Callable[..., Path]) -> None:
     """Below MIN_ROWS every search scans every row: the copy keeps them, mapped whole."""
-    root = tmp_path / "proj"
-    shutil.copytree(indexed, root, symlinks=True)
+    root = copy_project(indexed)
     settings = load_settings(root)
     assert recallcopy.save(settings, index.open_table(index.connect(settings)))
     record = read_marshal(recallcopy.copy_path(settings))

@@ -31,6 +31,7 @@ import time
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, overload
 
@@ -57,6 +58,8 @@ POSITION = {c: n for n, c in enumerate(COLUMNS)}
 BM25_K1, BM25_B = 1.2, 0.75  # LanceDB's full-text index uses these
 KEPT_FILTERS = 16  # per copy: the rows each filter in use accepts
 UPDATE_MAX_ROWS = 2_000  # a held copy follows a write that changed at most this many rows
+LOCK_NAME = statedir.RECALL_COPY_LOCK  # held by whoever saves the copy (copy_lock)
+LATER_WAIT_SECONDS = 60.0  # a long-lived reader's saving thread waits this long for it
 
 
 def copy_path(settings: Settings) -> Path:
@@ -84,7 +87,11 @@ def save(settings: Settings, table: Any) -> bool:
     try:
         rows = table.count_rows()
         if settings.remote_index or not 0 < rows <= MAX_ROWS:
-            discard(settings)
+            discard(settings)  # (of an earlier version: it no longer fits the table)
+            if not settings.remote_index and MAX_ROWS < rows <= FILE_MAX_ROWS:
+                from wrenmem.index import copyjob
+
+                copyjob.start(settings)  # saved by a detached process, this one goes on
             return False
         listing = index.disk_listing(settings)
         copy = RecallCopy.from_table(table)
@@ -96,18 +103,80 @@ def save(settings: Settings, table: Any) -> bool:
         return False
 
 
-def write(settings: Settings, copy: RecallCopy, listing: lance.Listing | None) -> bool:
+def write(settings: Settings, copy: RecallCopy, listing: lance.Listing | None,
+          wait: float = 0.0, *, again: bool = True) -> bool:
     """Save ``copy``, keyed by ``listing``: the table's files as they were before the
     table it was read from was opened (or, under the index lock, after the last write).
 
     Two files: ``recall-copy.bin`` (what is small: the listing, the BM25 postings, where
     each part of the other file is) and ``recall-copy.<token>.data`` (the vectors as
     float32 and int8, the rows one by one), which a reader maps into memory and reads
-    only in part: the int8 vectors whole, the rows and float32 vectors it shows."""
+    only in part: the int8 vectors whole, the rows and float32 vectors it shows.
+
+    Under :func:`copy_lock`, waited for ``wait`` seconds (not got: another process is
+    saving a copy, and this one is not written). ``again=False``: not when the saved copy
+    is already one of ``listing``."""
     if (settings.remote_index or not listing or not 0 < len(copy.rows) <= FILE_MAX_ROWS):
         return False
+    with copy_lock(settings, wait) as held:
+        return held and write_held(settings, copy, listing, again=again)
+
+
+def write_held(settings: Settings, copy: RecallCopy, listing: lance.Listing,
+               step: Callable[[str], None] | None = None, *, again: bool = True) -> bool:
+    """:func:`write`, by a caller holding :func:`copy_lock`. ``again=False``: nothing is
+    written when the saved copy is already one of ``listing`` (a background job's)."""
+    if not again and saved_listing(settings) == listing:
+        return True
     with _WRITING:  # one at a time (a long-lived reader writes from a thread)
-        return _write(settings, copy, listing)
+        return _write(settings, copy, listing, step)
+
+
+def saved_listing(settings: Settings) -> lance.Listing | None:
+    """The table's files the saved copy was made from (None: no readable copy)."""
+    data = read_marshal(copy_path(settings))
+    if (not isinstance(data, dict) or data.get("v") != VERSION
+            or data.get("root") != str(settings.root) or data.get("uri") != settings.index_uri
+            or not isinstance(data.get("data"), str) or not DATA_NAME.fullmatch(data["data"])):
+        return None
+    try:  # its data file there, whole
+        if (settings.state_dir / data["data"]).stat().st_size != data.get("size"):
+            return None
+    except OSError:
+        return None
+    listing = data.get("listing")
+    return listing if isinstance(listing, dict) else None
+
+
+@contextmanager
+def copy_lock(settings: Settings, timeout: float = 0.0) -> Iterator[bool]:
+    """Hold ``.wrenmem/recall-copy.lock`` (an exclusive ``flock``: the kernel drops it when
+    its holder dies) for the block: one process at a time saves the copy, so none writes
+    its copy over a newer one's. Yields False when it was not got within ``timeout``
+    seconds (another saver has it: that one's copy will do) or cannot be opened."""
+    import fcntl
+
+    try:
+        fd = os.open(settings.state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:
+        log.debug("recall copy lock not opened: %s", e)
+        yield False
+        return
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                got = True
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    got = False
+                    break
+                time.sleep(0.05)
+        yield got
+    finally:
+        os.close(fd)  # (drops the flock)
 
 
 _WRITING = threading.Lock()
@@ -132,7 +201,7 @@ def _write_pending() -> None:
             if not _PENDING:
                 return
             _root, job = _PENDING.popitem()
-        write(*job)
+        write(*job, wait=LATER_WAIT_SECONDS, again=False)  # (a job may have saved it)
 
 
 def _vector_runs(settings: Settings, copy: RecallCopy, listing: lance.Listing
@@ -155,7 +224,9 @@ def _distinct_terms(terms: str | None) -> str | None:
     return terms if not terms else " ".join(dict.fromkeys(terms.split()))
 
 
-def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> bool:
+def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing,
+           step: Callable[[str], None] | None = None) -> bool:
+    """(``step``, for the tests of a kill: called by name at the moments between writes.)"""
     import numpy as np
 
     try:
@@ -194,8 +265,13 @@ def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> bool
         with open(tmp, "wb") as out:
             for _name, part in parts:
                 out.write(memoryview(part).cast("B"))
+                if step is not None:
+                    out.flush()
+                    step("data-half")
             out.write(blob)
         os.replace(tmp, path)
+        if step is not None:
+            step("data")
         record = {
             "v": VERSION, "root": str(settings.root), "uri": settings.index_uri,
             "model_id": copy.model_id, "listing": listing, "columns": list(COLUMNS),
@@ -227,7 +303,31 @@ class DamagedCopy(ValueError):
     then would cost a one-shot recall more than its search)."""
 
 
-class LazyRows(Sequence[tuple[Any, ...]]):
+class _Rows(Sequence[tuple[Any, ...]]):
+    """A sequence of rows read one by one (:meth:`_at`, from 0 to ``len - 1``): the index
+    handling of a list's (a slice, a negative index, IndexError past either end) made
+    once for :class:`LazyRows` and :class:`ChainedRows`."""
+
+    def _at(self, n: int) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, n: int) -> tuple[Any, ...]: ...
+
+    @overload
+    def __getitem__(self, n: slice) -> list[tuple[Any, ...]]: ...
+
+    def __getitem__(self, n: int | slice) -> tuple[Any, ...] | list[tuple[Any, ...]]:
+        size = len(self)
+        if isinstance(n, slice):
+            return [self._at(i) for i in range(*n.indices(size))]
+        at = n + size if n < 0 else n
+        if not 0 <= at < size:
+            raise IndexError(n)
+        return self._at(at)
+
+
+class LazyRows(_Rows):
     """The rows of a saved copy, each decoded when first asked for (a one-shot recall
     shows a few of 100,000)."""
 
@@ -250,19 +350,7 @@ class LazyRows(Sequence[tuple[Any, ...]]):
             raise DamagedCopy(f"row {n} of the recall copy is not a row")
         return row
 
-    @overload
-    def __getitem__(self, n: int) -> tuple[Any, ...]: ...
-
-    @overload
-    def __getitem__(self, n: slice) -> list[tuple[Any, ...]]: ...
-
-    def __getitem__(self, n: int | slice) -> tuple[Any, ...] | list[tuple[Any, ...]]:
-        if isinstance(n, slice):
-            return [self[i] for i in range(*n.indices(len(self)))]
-        if n < 0:
-            n += len(self)
-        if not 0 <= n < len(self):
-            raise IndexError(n)
+    def _at(self, n: int) -> tuple[Any, ...]:
         row = self._decoded.get(n)
         if row is None:
             row = self._decoded[n] = self._decode(n)
@@ -274,7 +362,7 @@ class LazyRows(Sequence[tuple[Any, ...]]):
             yield row if row is not None else self._decode(n)
 
 
-class ChainedRows(Sequence[tuple[Any, ...]]):
+class ChainedRows(_Rows):
     """The rows of a copy followed by rows added to it, without reading the first ones
     (a saved copy's rows are decoded when asked for)."""
 
@@ -288,19 +376,7 @@ class ChainedRows(Sequence[tuple[Any, ...]]):
     def __len__(self) -> int:
         return len(self.first) + len(self.more)
 
-    @overload
-    def __getitem__(self, n: int) -> tuple[Any, ...]: ...
-
-    @overload
-    def __getitem__(self, n: slice) -> list[tuple[Any, ...]]: ...
-
-    def __getitem__(self, n: int | slice) -> tuple[Any, ...] | list[tuple[Any, ...]]:
-        if isinstance(n, slice):
-            return [self[i] for i in range(*n.indices(len(self)))]
-        if n < 0:
-            n += len(self)
-        if not 0 <= n < len(self):
-            raise IndexError(n)
+    def _at(self, n: int) -> tuple[Any, ...]:
         size = len(self.first)
         return self.first[n] if n < size else self.more[n - size]
 
