@@ -51,6 +51,9 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     monkeypatch.setenv("LANCE_LOG", "error")
     monkeypatch.setenv("LANCEDB_LOG", "error")  # what lancedb 0.40 actually reads
+    # No detached recall-copy job after a write (its own tests turn it on): a test that
+    # lowers recallcopy.MAX_ROWS would otherwise race a process saving the copy beside it
+    monkeypatch.setenv("WRENMEM_BACKGROUND_COPY", "false")
 
 
 @pytest.fixture

@@ -35,7 +35,9 @@ JOB_SECONDS = 180.0  # a job imports LanceDB and the model's tables on a loaded 
 @pytest.fixture
 def big(built: Path, copy_project: Callable[..., Path],  # noqa: F811 (built: imported)
         monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the project whose table counts as past MAX_ROWS for its writers here."""
+    """A copy of the project whose table counts as past MAX_ROWS for its writers here,
+    with the job on (conftest turns it off for every other test)."""
+    monkeypatch.setenv("WRENMEM_BACKGROUND_COPY", "true")
     root = copy_project(built)
     settings = load_settings(root)  # its copy, of this folder (as its build saves it)
     assert recallcopy.save(settings, index.open_table(lance.connect(settings.index_uri)))
@@ -213,6 +215,7 @@ def test_no_job_when_the_setting_is_off_the_index_remote_or_the_watcher_runs(
     monkeypatch.setattr(copyjob.subprocess, "Popen", lambda *a, **k: popened.append(a))
     settings = load_settings(big)
     off = load_settings(big, environ={"WRENMEM_BACKGROUND_COPY": "false"})
+    assert load_settings(big, environ={}).background_copy  # on by default
     assert not off.background_copy and settings.background_copy
     assert not copyjob.start(off)
     assert not copyjob.start(load_settings(big, {"index_uri": "s3://bucket/index"}))

@@ -213,6 +213,39 @@ def test_keyword_scores_are_lancedb_full_text_scores(built: Path) -> None:
     assert found > 50  # (no pair is in Chinese: that question finds nothing either way)
 
 
+def test_a_saved_copy_holds_the_tables_rows_and_postings_in_fewer_bytes(
+        built: Path, copy_project: Callable[..., Path]) -> None:
+    """Saved, a row's path where it is its id is left out and its short columns are kept
+    once a copy, a term's counts as uint8 (uint16 past 255): read back, the same rows
+    (their terms each once) and the same BM25 arrays as the copy read from the table."""
+    settings = load_settings(copy_project(built))
+    whole = recallcopy.RecallCopy.from_table(index.open_table(index.connect(settings)))
+    rows = list(whole.rows)
+    at = recallcopy.POSITION
+    rows[3] = (*rows[3][:at["path"]], "knowledge/sql/moved/elsewhere.md",
+               *rows[3][at["path"] + 1:])  # a path that is not its id
+    rows[7] = (*rows[7][:at["tags"]], ["kpi", "weekly"], *rows[7][at["tags"] + 1:])
+    rows[9] = (*rows[9][:at["terms"]], " ".join(["orders"] * 300 + ["tally"]))  # > 255
+    lengths, postings = recallcopy._postings([r[at["terms"]] for r in rows])
+    copy = recallcopy.RecallCopy(whole.model_id, rows, whole.matrix, lengths, postings)
+    assert recallcopy.write(settings, copy, index.disk_listing(settings))
+    record = read_marshal(recallcopy.copy_path(settings))
+    assert len(record["groups"]) < len(rows) // 4
+    assert isinstance(record["postings"]["orders"], tuple)
+    assert len(record["postings"]["orders"][1]) == 2 * len(record["postings"]["orders"][0]) // 4
+    recallcopy._RECENT.clear()
+    saved = recallcopy.load(settings, whole.model_id)
+    assert saved is not None and isinstance(saved.rows, recallcopy.LazyRows)
+    want = [(*r[:at["terms"]], recallcopy._distinct_terms(r[at["terms"]])) for r in rows]
+    assert list(saved.rows) == want and [saved.rows[n] for n in (3, 7, 9)] == \
+        [want[n] for n in (3, 7, 9)]
+    for question in [*QUESTIONS, "tally of orders"]:
+        terms = index.query_terms(question).split()
+        got, expected = saved.bm25_arrays(terms), copy.bm25_arrays(terms)
+        assert got[0].tolist() == expected[0].tolist()
+        assert got[1].tobytes() == expected[1].tobytes()
+
+
 def test_a_write_makes_the_copy_stale_and_the_sync_renews_it(project_copy: Path) -> None:
     settings = load_settings(project_copy)
     model_id = HybridBackend(settings).embedder.model_id

@@ -13,8 +13,10 @@ LanceDB's to float32 rounding).
 The copy records the table's file listing (:func:`wrenmem.lance.disk_listing`) from before
 it read the table; it is used only while the listing is still exactly that, so any later
 write, compaction or damage makes it stale, and a stale, damaged or foreign copy is simply
-not used (the search then opens LanceDB and writes a new copy). Local indexes of at most
-``MAX_ROWS`` rows only: a bigger table is searched through its ANN index.
+not used (the search then opens LanceDB and writes a new copy). A writer saves the copy of a
+local table of at most ``MAX_ROWS`` rows itself; of a bigger one (up to ``FILE_MAX_ROWS``) a
+detached job it starts does (:mod:`wrenmem.index.copyjob`), and a long-lived reader. One
+saver at a time (:func:`copy_lock`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import threading
 import time
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, overload
@@ -44,8 +46,9 @@ from wrenmem.settings import Settings
 log = logging.getLogger(__name__)
 
 FILE_NAME = statedir.RECALL_COPY
-VERSION = 3  # 2: the vectors and rows in a mapped file beside it; 3: the float32 vectors
-#              found in the table's own data files (tablevectors) where they can be
+VERSION = 4  # 2: the vectors and rows in a mapped file beside it; 3: the float32 vectors
+#              found in the table's own data files (tablevectors) where they can be; 4: a
+#              row's path not saved where it is its id, its other short columns once a copy
 MAX_ROWS = 20_000  # a writer saves the copy of a table up to this size (45 MB at 512 dims)
 FILE_MAX_ROWS = 200_000  # a long-lived reader saves the copy it holds up to this size
 DATA_NAME = re.compile(r"recall-copy\.[0-9a-f]{16}\.data")
@@ -83,7 +86,8 @@ def save(settings: Settings, table: Any) -> bool:
     """After a write, under the index lock: save the copy of ``table`` (this project's
     local pairs table), or remove an old copy when there is none to save (a remote index,
     more than ``MAX_ROWS`` rows: reading a big table whole would make every small write
-    slow; a long-lived reader saves its copy instead, :func:`write`)."""
+    slow; up to ``FILE_MAX_ROWS`` a detached job is started to save it,
+    :func:`wrenmem.index.copyjob.start`, and a long-lived reader saves its copy too)."""
     try:
         rows = table.count_rows()
         if settings.remote_index or not 0 < rows <= MAX_ROWS:
@@ -224,15 +228,35 @@ def _distinct_terms(terms: str | None) -> str | None:
     return terms if not terms else " ".join(dict.fromkeys(terms.split()))
 
 
+# A saved row: (id, path or None where it is the id, question, sql, group, distinct terms),
+# where group numbers the row's (datasource, dialect, tags, source, meta) in the copy's list
+# of them: a few hundred distinct at 100,000 rows, 7 MB saved once each
+_GROUPED = slice(POSITION["datasource"], POSITION["meta"] + 1)
+_STORED_LENGTH = 6
+
+
+def _stored_row(row: tuple[Any, ...], groups: list[tuple[Any, ...]],
+                known: dict[bytes, int]) -> tuple[Any, ...]:
+    group = row[_GROUPED]
+    key = marshal.dumps(group)
+    at = known.get(key)
+    if at is None:
+        at = known[key] = len(groups)
+        groups.append(group)
+    row_id, path = row[POSITION["id"]], row[POSITION["path"]]
+    return (row_id, None if path == row_id else path, row[POSITION["question"]],
+            row[POSITION["sql"]], at, _distinct_terms(row[POSITION["terms"]]))
+
+
 def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing,
            step: Callable[[str], None] | None = None) -> bool:
     """(``step``, for the tests of a kill: called by name at the moments between writes.)"""
     import numpy as np
 
     try:
-        at_terms = POSITION["terms"]
-        encoded = [marshal.dumps((*r[:at_terms], _distinct_terms(r[at_terms]),
-                                  *r[at_terms + 1:])) for r in copy.rows]
+        groups: list[tuple[Any, ...]] = []
+        known: dict[bytes, int] = {}
+        encoded = [marshal.dumps(_stored_row(r, groups, known)) for r in copy.rows]
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([len(b) for b in encoded])
         blob = b"".join(encoded)
@@ -276,10 +300,11 @@ def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing,
             "v": VERSION, "root": str(settings.root), "uri": settings.index_uri,
             "model_id": copy.model_id, "listing": listing, "columns": list(COLUMNS),
             "count": len(copy.rows), "dim": int(copy.matrix.shape[1]),
-            "lengths": copy.lengths.tobytes(), "postings": copy.postings,
+            "lengths": copy.lengths.tobytes(),
+            "postings": {t: _packed(raw) for t, raw in copy.postings.items()},
             "live": None if copy.live is None else copy.live.tobytes(),
             "data": name, "size": at + len(blob), "sections": sections, "runs": runs,
-            "prefix": codes,
+            "prefix": codes, "groups": groups,
         }
         if not write_marshal(copy_path(settings), record):
             path.unlink(missing_ok=True)
@@ -331,10 +356,11 @@ class LazyRows(_Rows):
     """The rows of a saved copy, each decoded when first asked for (a one-shot recall
     shows a few of 100,000)."""
 
-    def __init__(self, data: Any, start: int, offsets: Any):
+    def __init__(self, data: Any, start: int, offsets: Any, groups: list[tuple[Any, ...]]):
         self.data = data  # the mapped file
         self.start = start
         self.offsets = offsets
+        self.groups = groups  # each row's (datasource, dialect, tags, source, meta), by number
         self._decoded: dict[int, tuple[Any, ...]] = {}
 
     def __len__(self) -> int:
@@ -346,9 +372,15 @@ class LazyRows(_Rows):
             row = marshal.loads(self.data[self.start + a:self.start + b])
         except (EOFError, ValueError, TypeError) as e:
             raise DamagedCopy(f"row {n} of the recall copy cannot be read: {e}") from e
-        if not isinstance(row, tuple) or len(row) != len(COLUMNS):
+        if not isinstance(row, tuple) or len(row) != _STORED_LENGTH:
             raise DamagedCopy(f"row {n} of the recall copy is not a row")
-        return row
+        row_id, path, question, sql, at, terms = row
+        try:
+            datasource, dialect, tags, source, meta = self.groups[at]
+        except (IndexError, TypeError, ValueError) as e:
+            raise DamagedCopy(f"row {n} of the recall copy has no group {at!r}") from e
+        return (row_id, row_id if path is None else path, question, sql, datasource, dialect,
+                list(tags) if isinstance(tags, list) else tags, source, meta, terms)
 
     def _at(self, n: int) -> tuple[Any, ...]:
         row = self._decoded.get(n)
@@ -444,6 +476,49 @@ class StackedRows:
         return np.asarray(self)[key]
 
 
+# A term's postings: its (row, count) pairs as int32s one after the other (as made), or, as
+# saved, (the rows as int32s, the counts as uint8s or, past 255, uint16s): 5/8 of the size
+Posting = bytes | tuple[bytes, bytes]
+
+
+def _packed(raw: Posting) -> Posting:
+    """``raw`` as saved: rows and counts apart, the counts as narrow as they fit."""
+    import numpy as np
+
+    if isinstance(raw, tuple):
+        return raw
+    pairs = np.frombuffer(raw, dtype=np.int32).reshape(-1, 2)
+    top = int(pairs[:, 1].max()) if len(pairs) else 0
+    if top > 0xFFFF:
+        return raw
+    counts = pairs[:, 1].astype(np.uint8 if top <= 0xFF else np.uint16)
+    return (np.ascontiguousarray(pairs[:, 0]).tobytes(), counts.tobytes())
+
+
+def _unpacked(raw: Posting) -> tuple[Any, Any]:
+    """(rows, counts) of a term's postings, as arrays (read-only views where they can be)."""
+    import numpy as np
+
+    if isinstance(raw, tuple):
+        rows = np.frombuffer(raw[0], dtype=np.int32)
+        width = len(raw[1]) // len(rows) if len(rows) else 1
+        if width not in (1, 2) or width * len(rows) != len(raw[1]):
+            raise DamagedCopy("a term's postings in the recall copy are not of their size")
+        return rows, np.frombuffer(raw[1], dtype=np.uint8 if width == 1 else np.uint16)
+    pairs = np.frombuffer(raw, dtype=np.int32).reshape(-1, 2)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _plain(raw: Posting) -> bytes:
+    """A term's postings as made (pairs of int32s), to add more to."""
+    import numpy as np
+
+    if not isinstance(raw, tuple):
+        return raw
+    rows, counts = _unpacked(raw)
+    return np.column_stack([rows, counts.astype(np.int32)]).astype(np.int32).tobytes()
+
+
 def _postings(terms: Sequence[str | None], first: int = 0) -> tuple[array, dict[str, bytes]]:
     """Each row's token count, and per term the (row, count) pairs holding it, as int32s
     (rows numbered from ``first``)."""
@@ -465,7 +540,7 @@ class RecallCopy:
     """One saved version of the pairs table (see the module docstring)."""
 
     def __init__(self, model_id: str, rows: Sequence[tuple[Any, ...]], matrix: Any,
-                 lengths: array, postings: dict[str, bytes],
+                 lengths: array, postings: Mapping[str, Posting],
                  listing: lance.Listing | None = None, hashes: list[str] | None = None,
                  live: Any = None):
         import numpy as np
@@ -492,17 +567,23 @@ class RecallCopy:
     def from_table(cls, table: Any) -> RecallCopy:
         """The copy of the table's current version (read whole: for small tables)."""
         # only these columns: not the embedded text, read and dropped at once otherwise
-        data = (table.search().select([*COLUMNS, "content_hash", "vector"]).limit(None)
-                .to_arrow())
-        values = [data.column(c).to_pylist() for c in COLUMNS]
-        lengths, postings = _postings(values[COLUMNS.index("terms")])
-        copy = cls(index.table_model_id(table) or "",
-                   [tuple(r) for r in zip(*values, strict=True)], lance.unit_vectors(data),
-                   lengths, postings,
-                   hashes=[h or "" for h in data.column("content_hash").to_pylist()])
-        del data, values
         import pyarrow as pa
 
+        data = (table.search().select([*COLUMNS, "content_hash", "vector"]).limit(None)
+                .to_arrow())
+        # the vectors first, their Arrow column let go before the rows become Python
+        # objects (a peak of 1.29 GB at 100,000 rows otherwise, 200 MB a copy of them)
+        matrix = lance.unit_vectors(data)
+        data = data.drop_columns(["vector"])
+        pa.default_memory_pool().release_unused()
+        values = [data.column(c).to_pylist() for c in COLUMNS]
+        hashes = [h or "" for h in data.column("content_hash").to_pylist()]
+        del data
+        lengths, postings = _postings(values[COLUMNS.index("terms")])
+        copy = cls(index.table_model_id(table) or "",
+                   [tuple(r) for r in zip(*values, strict=True)], matrix, lengths, postings,
+                   hashes=hashes)
+        del values
         pa.default_memory_pool().release_unused()  # 200 MB at 100,000 rows, else kept
         return copy
 
@@ -562,11 +643,11 @@ class RecallCopy:
 
         first = len(self.rows)
         lengths = array("i", self.lengths)
-        postings = dict(self.postings)
+        postings: dict[str, Posting] = dict(self.postings)
         new_lengths, new_postings = _postings([r[POSITION["terms"]] for r in rows], first)
         lengths.extend(new_lengths)
         for term, raw in new_postings.items():
-            postings[term] = postings.get(term, b"") + raw
+            postings[term] = _plain(postings.get(term, b"")) + raw
         added = (np.vstack(vectors).astype(np.float32) if len(vectors)
                  else np.zeros((0, self.matrix.shape[1]), dtype=np.float32))
         live = np.concatenate([live, np.ones(len(rows), dtype=bool)])
@@ -607,8 +688,8 @@ class RecallCopy:
             raw = self.postings.get(term)
             if raw is None:
                 continue
-            pairs = np.frombuffer(raw, dtype=np.int32).reshape(-1, 2)
-            rows, tf = pairs[:, 0], pairs[:, 1].astype(np.float64)
+            rows, counts = _unpacked(raw)
+            tf = counts.astype(np.float64)
             if self.live is not None:  # rows a write removed count nowhere
                 kept = self.live[rows]
                 rows, tf = rows[kept], tf[kept]
@@ -759,7 +840,12 @@ def _read(settings: Settings, model_id: str, listing: lance.Listing | None
                 return None
         if len(lengths) != count or not isinstance(data["postings"], dict):
             return None
-        copy = RecallCopy(model_id, LazyRows(mapped, start, offsets), matrix, lengths,
+        groups = data["groups"]
+        if not isinstance(groups, list) or not all(
+                isinstance(g, tuple) and len(g) == _GROUPED.stop - _GROUPED.start
+                for g in groups):
+            return None
+        copy = RecallCopy(model_id, LazyRows(mapped, start, offsets, groups), matrix, lengths,
                           data["postings"], listing, live=live)
         copy._scan = vectorscan.VectorScan(matrix, quantized, prefix)
         return copy
