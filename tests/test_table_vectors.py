@@ -122,25 +122,44 @@ def test_a_scan_of_the_mapped_rows_finds_what_the_float32_scan_finds(
     assert scan.prefixed and scan.proved > scan.prefixed  # both ways were taken
 
 
-def test_vectors_not_in_the_table_are_saved_in_the_copy(project: Path) -> None:
+@pytest.mark.parametrize("off", [[40], [0, 1, 2, 60, 110], list(range(3, 73))])
+def test_vectors_not_in_the_table_are_saved_in_the_copy(project: Path, off: list[int]
+                                                        ) -> None:
+    """Rows not found in the table's files (as a small fragment's may be): a few are held
+    in the copy itself, beside the runs; past 64 (and one in 100) the copy holds every
+    row. Read back, the same vectors bit for bit either way."""
     settings = load_settings(project)
     whole = table_copy(settings)
     changed = whole.matrix.copy()
-    changed[40] = np.nextafter(changed[40], np.float32(2.0))  # one row off by an ulp
+    for n in off:  # rows off by an ulp: in no data file
+        changed[n] = np.nextafter(changed[n], np.float32(2.0))
     other = recallcopy.RecallCopy(whole.model_id, whole.rows, changed, whole.lengths,
                                   whole.postings)
     listing = index.disk_listing(settings)
     folder = lance.table_folder(settings.index_uri, index.TABLE)
-    assert folder is not None and tablevectors.locate(folder, listing, changed) is None
-    assert tablevectors.locate(folder, listing, whole.matrix) is not None
+    assert folder is not None and tablevectors.locate(folder, listing, whole.matrix) is not None
+    runs = tablevectors.locate(folder, listing, changed)
+    held = len(off) <= 64
+    assert (runs is not None) == held
     recallcopy._RECENT.clear()
     assert recallcopy.write(settings, other, listing)
     record = read_marshal(recallcopy.copy_path(settings))
-    assert record["runs"] is None and "matrix" in record["sections"]
     recallcopy._RECENT.clear()
     saved = recallcopy.load(settings, whole.model_id)
-    assert saved is not None and isinstance(saved.matrix, np.ndarray)
-    assert saved.matrix.tobytes() == changed.tobytes()
+    assert saved is not None
+    if held:
+        assert runs is not None and tablevectors.own_rows(runs) == off
+        assert record["runs"] == runs and "matrix" not in record["sections"]
+        assert record["sections"]["own"][1] == len(off) * changed.shape[1] * 4
+        assert isinstance(saved.matrix, tablevectors.MappedRows)
+        for n in [*off, 5, len(changed) - 1]:  # one row, as a search re-scores it
+            assert saved.matrix[n].tobytes() == changed[n].tobytes()
+        picked = np.array([off[0], 7, off[-1], 8])
+        assert saved.matrix[picked].tobytes() == changed[picked].tobytes()
+    else:
+        assert record["runs"] is None and "matrix" in record["sections"]
+        assert isinstance(saved.matrix, np.ndarray)
+    assert np.asarray(saved.matrix).tobytes() == changed.tobytes()
 
 
 @pytest.mark.parametrize("damage", ["unlisted file", "past the end", "a row short"])

@@ -265,6 +265,11 @@ def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing,
         runs = _vector_runs(settings, copy, listing)
         if runs is None:  # not found in the table's files: the copy holds them itself
             parts.insert(0, ("matrix", np.ascontiguousarray(copy.matrix, dtype=np.float32)))
+        else:  # but for the few that are not (a small fragment's)
+            own = tablevectors.own_rows(runs)
+            if own:
+                parts.insert(0, ("own", np.ascontiguousarray(
+                    copy.matrix[np.array(own, dtype=np.int64)], dtype=np.float32)))
         # the prefix codes (a third of the int8 copy's size), else the int8 copy: what a
         # reader scans before it re-scores a few rows in float32 (none for a small table)
         prefix = copy.scan().make_prefix(wait=True)
@@ -808,7 +813,11 @@ def _read(settings: Settings, model_id: str, listing: lance.Listing | None
         else:
             if folder is None:
                 return None
-            matrix = tablevectors.mapped(folder, listing, runs, count, dim)
+            own = None
+            if "own" in sections:
+                rows_own = sections["own"][1] // (4 * dim)
+                own = part("own", np.float32, rows_own * dim).reshape(rows_own, dim)
+            matrix = tablevectors.mapped(folder, listing, runs, count, dim, own)
             if matrix is None:
                 return None
         offsets = part("offsets", np.int64, count + 1)
