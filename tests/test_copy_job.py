@@ -19,9 +19,15 @@ from pathlib import Path
 import pytest
 from conftest import REPO, forget_process_state, write_pair
 from test_daemon import assert_same_answers
-from test_recall_copy import QUESTIONS, built, recall_results  # noqa: F401 (a fixture)
+from test_recall_copy import (
+    QUESTIONS,
+    built,  # noqa: F401 (a fixture)
+    current_data_file,
+    recall_results,
+)
 
 from wrenmem import lance, statedir
+from wrenmem.fsutil import read_marshal
 from wrenmem.index import copyjob, recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.sync import sync_pairs
@@ -156,22 +162,48 @@ def test_a_write_while_the_job_reads_leaves_no_copy_claiming_to_be_current(
     settings = load_settings(big)
     model_id = _model_id(settings)
     _write_one(big, 1)
-    real_read = recallcopy.RecallCopy.from_table
+    real_read = recallcopy.RecallCopy.for_saving
 
     def read_then_another_write(table: object) -> recallcopy.RecallCopy:
         copy = real_read(table)
         _write_one(big, 2)  # committed after the job listed the files and read the table
         return copy
 
-    monkeypatch.setattr(recallcopy.RecallCopy, "from_table", read_then_another_write)
+    monkeypatch.setattr(recallcopy.RecallCopy, "for_saving", read_then_another_write)
     assert copyjob.run(settings, settle=0) == "superseded"
-    monkeypatch.setattr(recallcopy.RecallCopy, "from_table", real_read)
+    monkeypatch.setattr(recallcopy.RecallCopy, "for_saving", real_read)
     forget_process_state(monkeypatch)
     assert recallcopy.load(settings, model_id) is None
     assert copyjob.run(settings, settle=0) == "written"  # (the second write's job)
     assert copyjob.run(settings, settle=0) == "current"  # nothing to do twice
     assert_same_answers(_copy_answers(settings, monkeypatch),
                         _lancedb_answers(settings, monkeypatch))
+
+
+@pytest.mark.parametrize("batch_rows", [7, 110, 8_192])
+def test_the_jobs_batched_read_makes_the_copy_the_whole_read_makes(
+        big: Path, batch_rows: int) -> None:
+    """The same rows (in their saved form), vectors bit for bit, lengths and postings as
+    :meth:`RecallCopy.from_table`, whatever the batches; and the same file once written."""
+    settings = load_settings(big)
+    _write_one(big, 5)  # (two data files)
+    table = index.open_table(lance.connect(settings.index_uri))
+    whole = recallcopy.RecallCopy.from_table(table)
+    lean = recallcopy.RecallCopy.for_saving(table, batch_rows)
+    at = recallcopy.POSITION["terms"]
+    assert isinstance(lean.rows, recallcopy.LazyRows)
+    assert list(lean.rows) == [(*r[:at], recallcopy._distinct_terms(r[at])) for r in whole.rows]
+    assert lean.matrix.tobytes() == whole.matrix.tobytes()
+    assert lean.lengths == whole.lengths and lean.postings == whole.postings
+    listing = index.disk_listing(settings)
+    assert recallcopy.write(settings, whole, listing)
+    first = read_marshal(recallcopy.copy_path(settings))
+    head = current_data_file(settings).read_bytes()
+    assert recallcopy.write(settings, lean, listing)
+    second = read_marshal(recallcopy.copy_path(settings))
+    assert current_data_file(settings).read_bytes() == head
+    assert {k: v for k, v in first.items() if k != "data"} == \
+        {k: v for k, v in second.items() if k != "data"}
 
 
 def test_a_write_during_the_settle_time_leaves_the_copy_to_the_later_job(

@@ -109,7 +109,10 @@ def run(settings: Settings, settle: float = SETTLE_SECONDS) -> str:
         rows = table.count_rows()
         if not 0 < rows <= recallcopy.FILE_MAX_ROWS:
             return "too big"
-        copy = recallcopy.RecallCopy.from_table(table)
+        try:
+            copy = recallcopy.RecallCopy.for_saving(table)
+        except ValueError:  # written while it read: a later write's job saves the copy
+            return "superseded"
         del table
         _reached("read")
         if index.disk_listing(settings) != listing:
