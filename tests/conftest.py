@@ -51,6 +51,9 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     monkeypatch.setenv("LANCE_LOG", "error")
     monkeypatch.setenv("LANCEDB_LOG", "error")  # what lancedb 0.40 actually reads
+    # No detached recall-copy job after a write (its own tests turn it on): a test that
+    # lowers recallcopy.MAX_ROWS would otherwise race a process saving the copy beside it
+    monkeypatch.setenv("WRENMEM_BACKGROUND_COPY", "false")
 
 
 @pytest.fixture
@@ -71,6 +74,40 @@ def example_project(tmp_path: Path) -> Path:
     (root / "target").mkdir(parents=True)
     shutil.copy(EXAMPLE_MANIFEST, root / "target" / "mdl.json")
     return root
+
+
+def forget_process_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a new process: no recall copy or pairs journal held from an earlier search."""
+    from wrenmem.index import journal, recallcopy
+
+    monkeypatch.setattr(recallcopy, "_RECENT", {})
+    monkeypatch.setattr(journal, "_OVERLAID", {})
+    monkeypatch.setattr(journal, "_PEEKED", {})
+
+
+def copy_of(source: Path, root: Path, *, index: bool = True) -> Path:
+    """A copy of the indexed project ``source`` at ``root``, ``.wrenmem/`` along (links kept
+    as links); ``index=False``: its ``knowledge/`` only (the same files, to index anew)."""
+    import shutil
+
+    if index:
+        shutil.copytree(source, root, symlinks=True)
+    else:
+        shutil.copytree(source / "knowledge", root / "knowledge", symlinks=True)
+    return root
+
+
+@pytest.fixture
+def copy_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
+    """``copy_project(source, name="proj")``: :func:`copy_of` the indexed project ``source``
+    in this test's folder, seen as by a new process (:func:`forget_process_state`)."""
+
+    def make(source: Path, name: str = "proj", *, index: bool = True) -> Path:
+        root = copy_of(source, tmp_path / name, index=index)
+        forget_process_state(monkeypatch)
+        return root
+
+    return make
 
 
 def write_pair(root: Path, rel: str, nl: str, sql: str, **meta: str) -> Path:

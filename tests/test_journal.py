@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import REPO, imported_modules, run_wrenmem, write_pair
+from conftest import REPO, copy_of, forget_process_state, imported_modules, run_wrenmem, write_pair
 from test_daemon import assert_same_answers
 from test_recall_copy import QUESTIONS, _fill, recall_results
 
@@ -47,20 +47,16 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def proj(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "proj"
-    shutil.copytree(built, root, symlinks=True)
+def proj(built: Path, copy_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+         ) -> Path:
+    root = copy_project(built)
     sync_pairs(load_settings(root))  # the mirror and the copy are of the folder they are in
     monkeypatch.setenv(journal.MODE_ENV, "always")  # this process has imported LanceDB
     _forget_process_state(monkeypatch)
     return root
 
 
-def _forget_process_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As a new process: no copy or journal held from an earlier search."""
-    monkeypatch.setattr(recallcopy, "_RECENT", {})
-    monkeypatch.setattr(journal, "_OVERLAID", {})
-    monkeypatch.setattr(journal, "_PEEKED", {})
+_forget_process_state = forget_process_state
 
 
 def _age(root: Path, seconds: float = 60.0) -> None:
@@ -90,9 +86,7 @@ def _table_rows(settings: Settings) -> dict[str, dict[str, Any]]:
 
 def _fresh_build(root: Path, tmp_path: Path) -> Settings:
     """A new project of the same files, indexed from scratch."""
-    other = tmp_path / "fresh"
-    shutil.copytree(root / "knowledge", other / "knowledge")
-    settings = load_settings(other)
+    settings = load_settings(copy_of(root, tmp_path / "fresh", index=False))
     sync_pairs(settings)
     return settings
 

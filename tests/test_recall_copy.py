@@ -3,13 +3,13 @@ stale, damaged or foreign copy, and the CLI then imports neither LanceDB nor cli
 
 from __future__ import annotations
 
-import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import imported_modules, run_wrenmem, write_pair
+from conftest import copy_of, imported_modules, run_wrenmem, write_pair
 from test_daemon import assert_same_answers
 
 from wrenmem import lance
@@ -61,10 +61,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def project_copy(built: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    shutil.copytree(built, root, symlinks=True)
-    return root
+def project_copy(built: Path, copy_project: Callable[..., Path]) -> Path:
+    return copy_project(built)
 
 
 @pytest.mark.parametrize("kind", [VectorBackend, HybridBackend])
@@ -230,8 +228,8 @@ def _bm25_written_out(copy: recallcopy.RecallCopy, terms: list[str], allowed: An
         raw = copy.postings.get(term)
         if raw is None:
             continue
-        pairs = np.frombuffer(raw, dtype=np.int32).reshape(-1, 2)
-        rows, tf = pairs[:, 0], pairs[:, 1].astype(np.float64)
+        rows, counts = recallcopy._unpacked(raw)
+        tf = counts.astype(np.float64)
         if copy.live is not None:
             rows, tf = rows[copy.live[rows]], tf[copy.live[rows]]
         idf = math.log(1.0 + (copy.live_count - len(rows) + 0.5) / (len(rows) + 0.5))
@@ -274,6 +272,39 @@ def test_keyword_scores_held_per_term_are_the_scores_computed_anew(
     assert checked > 500 and copy._term_scores
 
 
+def test_a_saved_copy_holds_the_tables_rows_and_postings_in_fewer_bytes(
+        built: Path, copy_project: Callable[..., Path]) -> None:
+    """Saved, a row's path where it is its id is left out and its short columns are kept
+    once a copy, a term's counts as uint8 (uint16 past 255): read back, the same rows
+    (their terms each once) and the same BM25 arrays as the copy read from the table."""
+    settings = load_settings(copy_project(built))
+    whole = recallcopy.RecallCopy.from_table(index.open_table(index.connect(settings)))
+    rows = list(whole.rows)
+    at = recallcopy.POSITION
+    rows[3] = (*rows[3][:at["path"]], "knowledge/sql/moved/elsewhere.md",
+               *rows[3][at["path"] + 1:])  # a path that is not its id
+    rows[7] = (*rows[7][:at["tags"]], ["kpi", "weekly"], *rows[7][at["tags"] + 1:])
+    rows[9] = (*rows[9][:at["terms"]], " ".join(["orders"] * 300 + ["tally"]))  # > 255
+    lengths, postings = recallcopy._postings([r[at["terms"]] for r in rows])
+    copy = recallcopy.RecallCopy(whole.model_id, rows, whole.matrix, lengths, postings)
+    assert recallcopy.write(settings, copy, index.disk_listing(settings))
+    record = read_marshal(recallcopy.copy_path(settings))
+    assert len(record["groups"]) < len(rows) // 4
+    assert isinstance(record["postings"]["orders"], tuple)
+    assert len(record["postings"]["orders"][1]) == 2 * len(record["postings"]["orders"][0]) // 4
+    recallcopy._RECENT.clear()
+    saved = recallcopy.load(settings, whole.model_id)
+    assert saved is not None and isinstance(saved.rows, recallcopy.LazyRows)
+    want = [(*r[:at["terms"]], recallcopy._distinct_terms(r[at["terms"]])) for r in rows]
+    assert list(saved.rows) == want and [saved.rows[n] for n in (3, 7, 9)] == \
+        [want[n] for n in (3, 7, 9)]
+    for question in [*QUESTIONS, "tally of orders"]:
+        terms = index.query_terms(question).split()
+        got, expected = saved.bm25_arrays(terms), copy.bm25_arrays(terms)
+        assert got[0].tolist() == expected[0].tolist()
+        assert got[1].tobytes() == expected[1].tobytes()
+
+
 def test_a_write_makes_the_copy_stale_and_the_sync_renews_it(project_copy: Path) -> None:
     settings = load_settings(project_copy)
     model_id = HybridBackend(settings).embedder.model_id
@@ -312,8 +343,7 @@ def test_a_damaged_or_foreign_copy_is_not_used(project_copy: Path, tmp_path: Pat
     path.write_bytes(data)
     recallcopy._RECENT.clear()
     assert recallcopy.load(settings, "another-model@1") is None
-    elsewhere = tmp_path / "elsewhere"
-    shutil.copytree(project_copy, elsewhere, symlinks=True)  # .wrenmem copied along
+    elsewhere = copy_of(project_copy, tmp_path / "elsewhere")  # .wrenmem copied along
     assert recallcopy.load(load_settings(elsewhere), model_id) is None
 
 

@@ -4,7 +4,7 @@ whose vectors are not in the table (or whose runs are damaged) is handled as bef
 
 from __future__ import annotations
 
-import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +38,12 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def project(indexed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def project(indexed: Path, copy_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+            ) -> Path:
     """A copy of the project, its recall copy saved as for a table past MIN_ROWS rows (a
     smaller one's copy keeps its float32 vectors: its searches scan them all)."""
     monkeypatch.setattr(vectorscan, "MIN_ROWS", 0)
-    root = tmp_path / "proj"
-    shutil.copytree(indexed, root, symlinks=True)
-    recallcopy._RECENT.clear()
+    root = copy_project(indexed)
     settings = load_settings(root)  # the copy of this folder, as its sync saves it
     assert recallcopy.save(settings, index.open_table(index.connect(settings)))
     recallcopy._RECENT.clear()
@@ -124,25 +123,44 @@ def test_a_scan_of_the_mapped_rows_finds_what_the_float32_scan_finds(
     assert scan.prefixed and scan.proved > scan.prefixed  # both ways were taken
 
 
-def test_vectors_not_in_the_table_are_saved_in_the_copy(project: Path) -> None:
+@pytest.mark.parametrize("off", [[40], [0, 1, 2, 60, 110], list(range(3, 73))])
+def test_vectors_not_in_the_table_are_saved_in_the_copy(project: Path, off: list[int]
+                                                        ) -> None:
+    """Rows not found in the table's files (as a small fragment's may be): a few are held
+    in the copy itself, beside the runs; past 64 (and one in 100) the copy holds every
+    row. Read back, the same vectors bit for bit either way."""
     settings = load_settings(project)
     whole = table_copy(settings)
     changed = whole.matrix.copy()
-    changed[40] = np.nextafter(changed[40], np.float32(2.0))  # one row off by an ulp
+    for n in off:  # rows off by an ulp: in no data file
+        changed[n] = np.nextafter(changed[n], np.float32(2.0))
     other = recallcopy.RecallCopy(whole.model_id, whole.rows, changed, whole.lengths,
                                   whole.postings)
     listing = index.disk_listing(settings)
     folder = lance.table_folder(settings.index_uri, index.TABLE)
-    assert folder is not None and tablevectors.locate(folder, listing, changed) is None
-    assert tablevectors.locate(folder, listing, whole.matrix) is not None
+    assert folder is not None and tablevectors.locate(folder, listing, whole.matrix) is not None
+    runs = tablevectors.locate(folder, listing, changed)
+    held = len(off) <= 64
+    assert (runs is not None) == held
     recallcopy._RECENT.clear()
     assert recallcopy.write(settings, other, listing)
     record = read_marshal(recallcopy.copy_path(settings))
-    assert record["runs"] is None and "matrix" in record["sections"]
     recallcopy._RECENT.clear()
     saved = recallcopy.load(settings, whole.model_id)
-    assert saved is not None and isinstance(saved.matrix, np.ndarray)
-    assert saved.matrix.tobytes() == changed.tobytes()
+    assert saved is not None
+    if held:
+        assert runs is not None and tablevectors.own_rows(runs) == off
+        assert record["runs"] == runs and "matrix" not in record["sections"]
+        assert record["sections"]["own"][1] == len(off) * changed.shape[1] * 4
+        assert isinstance(saved.matrix, tablevectors.MappedRows)
+        for n in [*off, 5, len(changed) - 1]:  # one row, as a search re-scores it
+            assert saved.matrix[n].tobytes() == changed[n].tobytes()
+        picked = np.array([off[0], 7, off[-1], 8])
+        assert saved.matrix[picked].tobytes() == changed[picked].tobytes()
+    else:
+        assert record["runs"] is None and "matrix" in record["sections"]
+        assert isinstance(saved.matrix, np.ndarray)
+    assert np.asarray(saved.matrix).tobytes() == changed.tobytes()
 
 
 @pytest.mark.parametrize("damage", ["unlisted file", "past the end", "a row short"])
@@ -170,10 +188,10 @@ def test_damaged_runs_are_not_used(project: Path, damage: str) -> None:
                         recall_results(QUESTIONS, "hybrid", want))
 
 
-def test_a_small_tables_copy_keeps_its_float32_vectors(indexed: Path, tmp_path: Path) -> None:
+def test_a_small_tables_copy_keeps_its_float32_vectors(
+        indexed: Path, copy_project: Callable[..., Path]) -> None:
     """Below MIN_ROWS every search scans every row: the copy keeps them, mapped whole."""
-    root = tmp_path / "proj"
-    shutil.copytree(indexed, root, symlinks=True)
+    root = copy_project(indexed)
     settings = load_settings(root)
     assert recallcopy.save(settings, index.open_table(index.connect(settings)))
     record = read_marshal(recallcopy.copy_path(settings))

@@ -5,8 +5,8 @@ seen at the next search all the same."""
 from __future__ import annotations
 
 import os
-import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +55,9 @@ def counting_versions(monkeypatch: pytest.MonkeyPatch, table: Any) -> list[int]:
 
 
 def test_a_settled_unchanged_folder_answers_and_a_write_is_seen(
-        built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = tmp_path / "proj"
-    shutil.copytree(built, root, symlinks=True)
+        built: Path, copy_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = copy_project(built)
     settings = load_settings(root)
     backend = HybridBackend(settings)
     table = backend.table()
@@ -86,10 +86,10 @@ def test_a_settled_unchanged_folder_answers_and_a_write_is_seen(
 
 
 def test_a_recently_changed_folder_is_always_asked(
-        built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        built: Path, copy_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Within the settle time a commit could leave the folder's time as it was: ask."""
-    root = tmp_path / "proj"
-    shutil.copytree(built, root, symlinks=True)
+    root = copy_project(built)
     settings = load_settings(root)
     backend = HybridBackend(settings)
     asked = counting_versions(monkeypatch, backend.table())

@@ -338,7 +338,8 @@ def unit_rows(matrix: Any) -> Any:
     import numpy as np
 
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+    # (a new array already, when float32: not copied once more, 200 MB at 100,000 rows)
+    return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32, copy=False)
 
 
 def short_error(error: BaseException) -> str:

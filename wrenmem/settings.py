@@ -179,6 +179,10 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
                     "IVF_FLAT"),
     "mcp_forget": (False, _bool, "offer the forget_query tool over MCP (off: agents cannot "
                                  "delete pair files)"),
+    "background_copy": (True, _bool,
+                        "after a write to a pairs table past 20,000 pairs, a detached, niced "
+                        "process saves the recall copy one-shot recalls read (false: only "
+                        "a long-lived process saves it)"),
 }
 
 
@@ -212,6 +216,7 @@ class Settings:
     knowledge_threshold: int = 8000
     mcp_forget: bool = False
     ivf_pq_rows: int = 250_000
+    background_copy: bool = True
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property

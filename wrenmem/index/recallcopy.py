@@ -13,8 +13,10 @@ LanceDB's to float32 rounding).
 The copy records the table's file listing (:func:`wrenmem.lance.disk_listing`) from before
 it read the table; it is used only while the listing is still exactly that, so any later
 write, compaction or damage makes it stale, and a stale, damaged or foreign copy is simply
-not used (the search then opens LanceDB and writes a new copy). Local indexes of at most
-``MAX_ROWS`` rows only: a bigger table is searched through its ANN index.
+not used (the search then opens LanceDB and writes a new copy). A writer saves the copy of a
+local table of at most ``MAX_ROWS`` rows itself; of a bigger one (up to ``FILE_MAX_ROWS``) a
+detached job it starts does (:mod:`wrenmem.index.copyjob`), and a long-lived reader. One
+saver at a time (:func:`copy_lock`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ import threading
 import time
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, overload
 
@@ -43,8 +46,9 @@ from wrenmem.settings import Settings
 log = logging.getLogger(__name__)
 
 FILE_NAME = statedir.RECALL_COPY
-VERSION = 3  # 2: the vectors and rows in a mapped file beside it; 3: the float32 vectors
-#              found in the table's own data files (tablevectors) where they can be
+VERSION = 4  # 2: the vectors and rows in a mapped file beside it; 3: the float32 vectors
+#              found in the table's own data files (tablevectors) where they can be; 4: a
+#              row's path not saved where it is its id, its other short columns once a copy
 MAX_ROWS = 20_000  # a writer saves the copy of a table up to this size (45 MB at 512 dims)
 FILE_MAX_ROWS = 200_000  # a long-lived reader saves the copy it holds up to this size
 DATA_NAME = re.compile(r"recall-copy\.[0-9a-f]{16}\.data")
@@ -61,6 +65,9 @@ KEPT_FILTERS = 16  # per copy: the rows each filter in use accepts
 KEPT_POSTINGS = 2_000_000
 _NOT_HELD = object()
 UPDATE_MAX_ROWS = 2_000  # a held copy follows a write that changed at most this many rows
+SAVE_BATCH_ROWS = 8_192  # the copy job reads the table in batches of this many rows
+LOCK_NAME = statedir.RECALL_COPY_LOCK  # held by whoever saves the copy (copy_lock)
+LATER_WAIT_SECONDS = 60.0  # a long-lived reader's saving thread waits this long for it
 
 
 def copy_path(settings: Settings) -> Path:
@@ -84,11 +91,16 @@ def save(settings: Settings, table: Any) -> bool:
     """After a write, under the index lock: save the copy of ``table`` (this project's
     local pairs table), or remove an old copy when there is none to save (a remote index,
     more than ``MAX_ROWS`` rows: reading a big table whole would make every small write
-    slow; a long-lived reader saves its copy instead, :func:`write`)."""
+    slow; up to ``FILE_MAX_ROWS`` a detached job is started to save it,
+    :func:`wrenmem.index.copyjob.start`, and a long-lived reader saves its copy too)."""
     try:
         rows = table.count_rows()
         if settings.remote_index or not 0 < rows <= MAX_ROWS:
-            discard(settings)
+            discard(settings)  # (of an earlier version: it no longer fits the table)
+            if not settings.remote_index and MAX_ROWS < rows <= FILE_MAX_ROWS:
+                from wrenmem.index import copyjob
+
+                copyjob.start(settings)  # saved by a detached process, this one goes on
             return False
         listing = index.disk_listing(settings)
         copy = RecallCopy.from_table(table)
@@ -100,18 +112,80 @@ def save(settings: Settings, table: Any) -> bool:
         return False
 
 
-def write(settings: Settings, copy: RecallCopy, listing: lance.Listing | None) -> bool:
+def write(settings: Settings, copy: RecallCopy, listing: lance.Listing | None,
+          wait: float = 0.0, *, again: bool = True) -> bool:
     """Save ``copy``, keyed by ``listing``: the table's files as they were before the
     table it was read from was opened (or, under the index lock, after the last write).
 
     Two files: ``recall-copy.bin`` (what is small: the listing, the BM25 postings, where
     each part of the other file is) and ``recall-copy.<token>.data`` (the vectors as
     float32 and int8, the rows one by one), which a reader maps into memory and reads
-    only in part: the int8 vectors whole, the rows and float32 vectors it shows."""
+    only in part: the int8 vectors whole, the rows and float32 vectors it shows.
+
+    Under :func:`copy_lock`, waited for ``wait`` seconds (not got: another process is
+    saving a copy, and this one is not written). ``again=False``: not when the saved copy
+    is already one of ``listing``."""
     if (settings.remote_index or not listing or not 0 < len(copy.rows) <= FILE_MAX_ROWS):
         return False
+    with copy_lock(settings, wait) as held:
+        return held and write_held(settings, copy, listing, again=again)
+
+
+def write_held(settings: Settings, copy: RecallCopy, listing: lance.Listing,
+               step: Callable[[str], None] | None = None, *, again: bool = True) -> bool:
+    """:func:`write`, by a caller holding :func:`copy_lock`. ``again=False``: nothing is
+    written when the saved copy is already one of ``listing`` (a background job's)."""
+    if not again and saved_listing(settings) == listing:
+        return True
     with _WRITING:  # one at a time (a long-lived reader writes from a thread)
-        return _write(settings, copy, listing)
+        return _write(settings, copy, listing, step)
+
+
+def saved_listing(settings: Settings) -> lance.Listing | None:
+    """The table's files the saved copy was made from (None: no readable copy)."""
+    data = read_marshal(copy_path(settings))
+    if (not isinstance(data, dict) or data.get("v") != VERSION
+            or data.get("root") != str(settings.root) or data.get("uri") != settings.index_uri
+            or not isinstance(data.get("data"), str) or not DATA_NAME.fullmatch(data["data"])):
+        return None
+    try:  # its data file there, whole
+        if (settings.state_dir / data["data"]).stat().st_size != data.get("size"):
+            return None
+    except OSError:
+        return None
+    listing = data.get("listing")
+    return listing if isinstance(listing, dict) else None
+
+
+@contextmanager
+def copy_lock(settings: Settings, timeout: float = 0.0) -> Iterator[bool]:
+    """Hold ``.wrenmem/recall-copy.lock`` (an exclusive ``flock``: the kernel drops it when
+    its holder dies) for the block: one process at a time saves the copy, so none writes
+    its copy over a newer one's. Yields False when it was not got within ``timeout``
+    seconds (another saver has it: that one's copy will do) or cannot be opened."""
+    import fcntl
+
+    try:
+        fd = os.open(settings.state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:
+        log.debug("recall copy lock not opened: %s", e)
+        yield False
+        return
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                got = True
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    got = False
+                    break
+                time.sleep(0.05)
+        yield got
+    finally:
+        os.close(fd)  # (drops the flock)
 
 
 _WRITING = threading.Lock()
@@ -148,7 +222,7 @@ def _write_pending() -> None:
             if not _PENDING:
                 return
             _root, job = _PENDING.popitem()
-        write(*job)
+        write(*job, wait=LATER_WAIT_SECONDS, again=False)  # (a job may have saved it)
 
 
 def _vector_runs(settings: Settings, copy: RecallCopy, listing: lance.Listing
@@ -171,21 +245,54 @@ def _distinct_terms(terms: str | None) -> str | None:
     return terms if not terms else " ".join(dict.fromkeys(terms.split()))
 
 
-def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> bool:
+# A saved row: (id, path or None where it is the id, question, sql, group, distinct terms),
+# where group numbers the row's (datasource, dialect, tags, source, meta) in the copy's list
+# of them: a few hundred distinct at 100,000 rows, 7 MB saved once each
+_GROUPED = slice(POSITION["datasource"], POSITION["meta"] + 1)
+_STORED_LENGTH = 6
+
+
+def _stored_row(row: tuple[Any, ...], groups: list[tuple[Any, ...]],
+                known: dict[bytes, int]) -> tuple[Any, ...]:
+    group = row[_GROUPED]
+    key = marshal.dumps(group)
+    at = known.get(key)
+    if at is None:
+        at = known[key] = len(groups)
+        groups.append(group)
+    row_id, path = row[POSITION["id"]], row[POSITION["path"]]
+    return (row_id, None if path == row_id else path, row[POSITION["question"]],
+            row[POSITION["sql"]], at, _distinct_terms(row[POSITION["terms"]]))
+
+
+def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing,
+           step: Callable[[str], None] | None = None) -> bool:
+    """(``step``, for the tests of a kill: called by name at the moments between writes.)"""
     import numpy as np
 
     try:
-        at_terms = POSITION["terms"]
-        encoded = [marshal.dumps((*r[:at_terms], _distinct_terms(r[at_terms]),
-                                  *r[at_terms + 1:])) for r in copy.rows]
-        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        offsets[1:] = np.cumsum([len(b) for b in encoded])
-        blob = b"".join(encoded)
-        del encoded
+        if isinstance(copy.rows, LazyRows):  # in their saved form already: as they are
+            held = copy.rows
+            offsets = np.asarray(held.offsets, dtype=np.int64)
+            blob = bytes(held.data[held.start:held.start + int(offsets[-1])])
+            groups = held.groups
+        else:
+            groups = []
+            known: dict[bytes, int] = {}
+            encoded = [marshal.dumps(_stored_row(r, groups, known)) for r in copy.rows]
+            offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+            offsets[1:] = np.cumsum([len(b) for b in encoded])
+            blob = b"".join(encoded)
+            del encoded
         parts: list[tuple[str, Any]] = [("offsets", offsets)]
         runs = _vector_runs(settings, copy, listing)
         if runs is None:  # not found in the table's files: the copy holds them itself
             parts.insert(0, ("matrix", np.ascontiguousarray(copy.matrix, dtype=np.float32)))
+        else:  # but for the few that are not (a small fragment's)
+            own = tablevectors.own_rows(runs)
+            if own:
+                parts.insert(0, ("own", np.ascontiguousarray(
+                    copy.matrix[np.array(own, dtype=np.int64)], dtype=np.float32)))
         # the prefix codes (a third of the int8 copy's size), else the int8 copy: what a
         # reader scans before it re-scores a few rows in float32 (none for a small table)
         prefix = copy.scan().make_prefix(wait=True)
@@ -210,16 +317,22 @@ def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing) -> bool
         with open(tmp, "wb") as out:
             for _name, part in parts:
                 out.write(memoryview(part).cast("B"))
+                if step is not None:
+                    out.flush()
+                    step("data-half")
             out.write(blob)
         os.replace(tmp, path)
+        if step is not None:
+            step("data")
         record = {
             "v": VERSION, "root": str(settings.root), "uri": settings.index_uri,
             "model_id": copy.model_id, "listing": listing, "columns": list(COLUMNS),
             "count": len(copy.rows), "dim": int(copy.matrix.shape[1]),
-            "lengths": copy.lengths.tobytes(), "postings": copy.postings,
+            "lengths": copy.lengths.tobytes(),
+            "postings": {t: _packed(raw) for t, raw in copy.postings.items()},
             "live": None if copy.live is None else copy.live.tobytes(),
             "data": name, "size": at + len(blob), "sections": sections, "runs": runs,
-            "prefix": codes,
+            "prefix": codes, "groups": groups,
         }
         if not write_marshal(copy_path(settings), record):
             path.unlink(missing_ok=True)
@@ -243,14 +356,39 @@ class DamagedCopy(ValueError):
     then would cost a one-shot recall more than its search)."""
 
 
-class LazyRows(Sequence[tuple[Any, ...]]):
+class _Rows(Sequence[tuple[Any, ...]]):
+    """A sequence of rows read one by one (:meth:`_at`, from 0 to ``len - 1``): the index
+    handling of a list's (a slice, a negative index, IndexError past either end) made
+    once for :class:`LazyRows` and :class:`ChainedRows`."""
+
+    def _at(self, n: int) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, n: int) -> tuple[Any, ...]: ...
+
+    @overload
+    def __getitem__(self, n: slice) -> list[tuple[Any, ...]]: ...
+
+    def __getitem__(self, n: int | slice) -> tuple[Any, ...] | list[tuple[Any, ...]]:
+        size = len(self)
+        if isinstance(n, slice):
+            return [self._at(i) for i in range(*n.indices(size))]
+        at = n + size if n < 0 else n
+        if not 0 <= at < size:
+            raise IndexError(n)
+        return self._at(at)
+
+
+class LazyRows(_Rows):
     """The rows of a saved copy, each decoded when first asked for (a one-shot recall
     shows a few of 100,000)."""
 
-    def __init__(self, data: Any, start: int, offsets: Any):
+    def __init__(self, data: Any, start: int, offsets: Any, groups: list[tuple[Any, ...]]):
         self.data = data  # the mapped file
         self.start = start
         self.offsets = offsets
+        self.groups = groups  # each row's (datasource, dialect, tags, source, meta), by number
         self._decoded: dict[int, tuple[Any, ...]] = {}
 
     def __len__(self) -> int:
@@ -262,23 +400,17 @@ class LazyRows(Sequence[tuple[Any, ...]]):
             row = marshal.loads(self.data[self.start + a:self.start + b])
         except (EOFError, ValueError, TypeError) as e:
             raise DamagedCopy(f"row {n} of the recall copy cannot be read: {e}") from e
-        if not isinstance(row, tuple) or len(row) != len(COLUMNS):
+        if not isinstance(row, tuple) or len(row) != _STORED_LENGTH:
             raise DamagedCopy(f"row {n} of the recall copy is not a row")
-        return row
+        row_id, path, question, sql, at, terms = row
+        try:
+            datasource, dialect, tags, source, meta = self.groups[at]
+        except (IndexError, TypeError, ValueError) as e:
+            raise DamagedCopy(f"row {n} of the recall copy has no group {at!r}") from e
+        return (row_id, row_id if path is None else path, question, sql, datasource, dialect,
+                list(tags) if isinstance(tags, list) else tags, source, meta, terms)
 
-    @overload
-    def __getitem__(self, n: int) -> tuple[Any, ...]: ...
-
-    @overload
-    def __getitem__(self, n: slice) -> list[tuple[Any, ...]]: ...
-
-    def __getitem__(self, n: int | slice) -> tuple[Any, ...] | list[tuple[Any, ...]]:
-        if isinstance(n, slice):
-            return [self[i] for i in range(*n.indices(len(self)))]
-        if n < 0:
-            n += len(self)
-        if not 0 <= n < len(self):
-            raise IndexError(n)
+    def _at(self, n: int) -> tuple[Any, ...]:
         row = self._decoded.get(n)
         if row is None:
             row = self._decoded[n] = self._decode(n)
@@ -290,7 +422,7 @@ class LazyRows(Sequence[tuple[Any, ...]]):
             yield row if row is not None else self._decode(n)
 
 
-class ChainedRows(Sequence[tuple[Any, ...]]):
+class ChainedRows(_Rows):
     """The rows of a copy followed by rows added to it, without reading the first ones
     (a saved copy's rows are decoded when asked for)."""
 
@@ -304,19 +436,7 @@ class ChainedRows(Sequence[tuple[Any, ...]]):
     def __len__(self) -> int:
         return len(self.first) + len(self.more)
 
-    @overload
-    def __getitem__(self, n: int) -> tuple[Any, ...]: ...
-
-    @overload
-    def __getitem__(self, n: slice) -> list[tuple[Any, ...]]: ...
-
-    def __getitem__(self, n: int | slice) -> tuple[Any, ...] | list[tuple[Any, ...]]:
-        if isinstance(n, slice):
-            return [self[i] for i in range(*n.indices(len(self)))]
-        if n < 0:
-            n += len(self)
-        if not 0 <= n < len(self):
-            raise IndexError(n)
+    def _at(self, n: int) -> tuple[Any, ...]:
         size = len(self.first)
         return self.first[n] if n < size else self.more[n - size]
 
@@ -384,6 +504,49 @@ class StackedRows:
         return np.asarray(self)[key]
 
 
+# A term's postings: its (row, count) pairs as int32s one after the other (as made), or, as
+# saved, (the rows as int32s, the counts as uint8s or, past 255, uint16s): 5/8 of the size
+Posting = bytes | tuple[bytes, bytes]
+
+
+def _packed(raw: Posting) -> Posting:
+    """``raw`` as saved: rows and counts apart, the counts as narrow as they fit."""
+    import numpy as np
+
+    if isinstance(raw, tuple):
+        return raw
+    pairs = np.frombuffer(raw, dtype=np.int32).reshape(-1, 2)
+    top = int(pairs[:, 1].max()) if len(pairs) else 0
+    if top > 0xFFFF:
+        return raw
+    counts = pairs[:, 1].astype(np.uint8 if top <= 0xFF else np.uint16)
+    return (np.ascontiguousarray(pairs[:, 0]).tobytes(), counts.tobytes())
+
+
+def _unpacked(raw: Posting) -> tuple[Any, Any]:
+    """(rows, counts) of a term's postings, as arrays (read-only views where they can be)."""
+    import numpy as np
+
+    if isinstance(raw, tuple):
+        rows = np.frombuffer(raw[0], dtype=np.int32)
+        width = len(raw[1]) // len(rows) if len(rows) else 1
+        if width not in (1, 2) or width * len(rows) != len(raw[1]):
+            raise DamagedCopy("a term's postings in the recall copy are not of their size")
+        return rows, np.frombuffer(raw[1], dtype=np.uint8 if width == 1 else np.uint16)
+    pairs = np.frombuffer(raw, dtype=np.int32).reshape(-1, 2)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _plain(raw: Posting) -> bytes:
+    """A term's postings as made (pairs of int32s), to add more to."""
+    import numpy as np
+
+    if not isinstance(raw, tuple):
+        return raw
+    rows, counts = _unpacked(raw)
+    return np.column_stack([rows, counts.astype(np.int32)]).astype(np.int32).tobytes()
+
+
 def _postings(terms: Sequence[str | None], first: int = 0) -> tuple[array, dict[str, bytes]]:
     """Each row's token count, and per term the (row, count) pairs holding it, as int32s
     (rows numbered from ``first``)."""
@@ -405,7 +568,7 @@ class RecallCopy:
     """One saved version of the pairs table (see the module docstring)."""
 
     def __init__(self, model_id: str, rows: Sequence[tuple[Any, ...]], matrix: Any,
-                 lengths: array, postings: dict[str, bytes],
+                 lengths: array, postings: Mapping[str, Posting],
                  listing: lance.Listing | None = None, hashes: list[str] | None = None,
                  live: Any = None):
         import numpy as np
@@ -434,19 +597,76 @@ class RecallCopy:
     def from_table(cls, table: Any) -> RecallCopy:
         """The copy of the table's current version (read whole: for small tables)."""
         # only these columns: not the embedded text, read and dropped at once otherwise
-        data = (table.search().select([*COLUMNS, "content_hash", "vector"]).limit(None)
-                .to_arrow())
-        values = [data.column(c).to_pylist() for c in COLUMNS]
-        lengths, postings = _postings(values[COLUMNS.index("terms")])
-        copy = cls(index.table_model_id(table) or "",
-                   [tuple(r) for r in zip(*values, strict=True)], lance.unit_vectors(data),
-                   lengths, postings,
-                   hashes=[h or "" for h in data.column("content_hash").to_pylist()])
-        del data, values
         import pyarrow as pa
 
+        data = (table.search().select([*COLUMNS, "content_hash", "vector"]).limit(None)
+                .to_arrow())
+        # the vectors first, their Arrow column let go before the rows become Python
+        # objects (a peak of 1.29 GB at 100,000 rows otherwise, 200 MB a copy of them)
+        matrix = lance.unit_vectors(data)
+        data = data.drop_columns(["vector"])
+        pa.default_memory_pool().release_unused()
+        values = [data.column(c).to_pylist() for c in COLUMNS]
+        hashes = [h or "" for h in data.column("content_hash").to_pylist()]
+        del data
+        lengths, postings = _postings(values[COLUMNS.index("terms")])
+        copy = cls(index.table_model_id(table) or "",
+                   [tuple(r) for r in zip(*values, strict=True)], matrix, lengths, postings,
+                   hashes=hashes)
+        del values
         pa.default_memory_pool().release_unused()  # 200 MB at 100,000 rows, else kept
         return copy
+
+    @classmethod
+    def for_saving(cls, table: Any, batch_rows: int = SAVE_BATCH_ROWS) -> RecallCopy:
+        """The copy of the table's current version as :func:`write` saves it (the copy
+        job's): read in batches of ``batch_rows``, each row kept only in its saved form
+        (:class:`LazyRows` over the bytes to write), so no row is a Python object for
+        longer than its batch: the same rows, vectors and postings as :meth:`from_table`
+        in about half its memory at 100,000 rows. Raises ValueError when the table
+        changed while it was read (more rows than it counted)."""
+        import numpy as np
+        import pyarrow as pa
+
+        count = table.count_rows()
+        reader = (table.search().select([*COLUMNS, "vector"]).limit(None)
+                  .to_batches(batch_rows))
+        matrix: Any = None
+        groups: list[tuple[Any, ...]] = []
+        known: dict[bytes, int] = {}
+        pieces: list[bytes] = []
+        lengths = array("i")
+        lists: dict[str, list[bytes]] = {}
+        at = 0
+        for batch in reader:
+            data = pa.Table.from_batches([batch])
+            size = data.num_rows
+            if not size:
+                continue
+            if at + size > count:
+                raise ValueError("the table changed while it was read")
+            vectors = lance.unit_vectors(data)
+            if matrix is None:
+                matrix = np.empty((count, vectors.shape[1]), dtype=np.float32)
+            matrix[at:at + size] = vectors
+            values = [data.column(c).to_pylist() for c in COLUMNS]
+            del data, vectors
+            more, postings = _postings(values[POSITION["terms"]], at)
+            lengths.extend(more)
+            for term, raw in postings.items():
+                lists.setdefault(term, []).append(raw)
+            pieces += [marshal.dumps(_stored_row(r, groups, known))
+                       for r in zip(*values, strict=True)]
+            at += size
+        if matrix is None or at != count:
+            raise ValueError("the table changed while it was read")
+        offsets = np.zeros(count + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(b) for b in pieces])
+        blob = b"".join(pieces)
+        del pieces
+        pa.default_memory_pool().release_unused()
+        return cls(index.table_model_id(table) or "", LazyRows(blob, 0, offsets, groups),
+                   matrix, lengths, {t: b"".join(raws) for t, raws in lists.items()})
 
     def updated(self, table: Any) -> RecallCopy | None:
         """The copy of ``table``'s current version made from this one (of an earlier
@@ -504,11 +724,11 @@ class RecallCopy:
 
         first = len(self.rows)
         lengths = array("i", self.lengths)
-        postings = dict(self.postings)
+        postings: dict[str, Posting] = dict(self.postings)
         new_lengths, new_postings = _postings([r[POSITION["terms"]] for r in rows], first)
         lengths.extend(new_lengths)
         for term, raw in new_postings.items():
-            postings[term] = postings.get(term, b"") + raw
+            postings[term] = _plain(postings.get(term, b"")) + raw
         added = (np.vstack(vectors).astype(np.float32) if len(vectors)
                  else np.zeros((0, self.matrix.shape[1]), dtype=np.float32))
         live = np.concatenate([live, np.ones(len(rows), dtype=bool)])
@@ -569,8 +789,8 @@ class RecallCopy:
         raw = self.postings.get(term)
         found: tuple[Any, Any] | None = None
         if raw is not None:
-            pairs = np.frombuffer(raw, dtype=np.int32).reshape(-1, 2)
-            rows, tf = pairs[:, 0], pairs[:, 1].astype(np.float64)
+            rows, counts = _unpacked(raw)
+            tf = counts.astype(np.float64)
             if self.live is not None:  # rows a write removed count nowhere
                 kept = self.live[rows]
                 rows, tf = rows[kept], tf[kept]
@@ -690,7 +910,11 @@ def _read(settings: Settings, model_id: str, listing: lance.Listing | None
         else:
             if folder is None:
                 return None
-            matrix = tablevectors.mapped(folder, listing, runs, count, dim)
+            own = None
+            if "own" in sections:
+                rows_own = sections["own"][1] // (4 * dim)
+                own = part("own", np.float32, rows_own * dim).reshape(rows_own, dim)
+            matrix = tablevectors.mapped(folder, listing, runs, count, dim, own)
             if matrix is None:
                 return None
         offsets = part("offsets", np.int64, count + 1)
@@ -722,7 +946,12 @@ def _read(settings: Settings, model_id: str, listing: lance.Listing | None
                 return None
         if len(lengths) != count or not isinstance(data["postings"], dict):
             return None
-        copy = RecallCopy(model_id, LazyRows(mapped, start, offsets), matrix, lengths,
+        groups = data["groups"]
+        if not isinstance(groups, list) or not all(
+                isinstance(g, tuple) and len(g) == _GROUPED.stop - _GROUPED.start
+                for g in groups):
+            return None
+        copy = RecallCopy(model_id, LazyRows(mapped, start, offsets, groups), matrix, lengths,
                           data["postings"], listing, live=live)
         copy._scan = vectorscan.VectorScan(matrix, quantized, prefix)
         return copy

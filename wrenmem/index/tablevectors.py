@@ -28,6 +28,8 @@ from wrenmem import lance
 
 Run = tuple[str, int, int, int]  # (file, relative to the table's folder; byte offset;
 #                                   first row; rows)
+OWN = ""  # a run's file when its rows are the copy's own (not found in the table's files)
+OWN_MAX_SHARE = 100  # more than 1 row in this many not found: the copy holds them all
 CHECK_ROWS = 4_096  # rows checked at a time while a run is followed
 FIND_TRIES = 8  # rows tried for the start of the next run before giving up
 ALIGN = 64  # LanceDB writes each buffer at an offset of a multiple of 64 bytes
@@ -44,7 +46,10 @@ def _map(path: str) -> mmap.mmap | None:
 def locate(folder: str, listing: Mapping[str, tuple[int, int]], matrix: Any
            ) -> list[Run] | None:
     """The runs of the table's data files that hold every row of ``matrix`` (unit rows,
-    float32), in row order; None when some row is not found in them."""
+    float32), in row order. A row not found in them (the few rows of a small fragment a
+    write added may be encoded otherwise) is in a run of file :data:`OWN`: the copy holds
+    it itself, at that byte offset of its block of such rows (:func:`own_rows`); None when
+    more than one row in ``OWN_MAX_SHARE`` (and more than 64) is not found."""
     import numpy as np
 
     width = int(matrix.shape[1]) * 4
@@ -65,22 +70,33 @@ def _locate(maps: dict[str, mmap.mmap], matrix: Any, width: int) -> list[Run] | 
     bits = np.ascontiguousarray(matrix, dtype=np.float32).view(np.uint32)
     words = _words(maps)
     runs: list[Run] = []
+    own, own_max = 0, max(64, count // OWN_MAX_SHARE)
     row, at, found = 0, None, False  # at: (file, offset) where row ``row`` is expected
     try:
         while row < count:
             if at is None:
                 # the next run is most likely further on in the file of the last (a page of
                 # it), else in a file holding none yet
-                used = {r[0] for r in runs}
-                hint = [(runs[-1][0], runs[-1][1] + runs[-1][3] * width)] if runs else []
+                used = {r[0] for r in runs if r[0] != OWN}
+                hint = ([(runs[-1][0], runs[-1][1] + runs[-1][3] * width)]
+                        if runs and runs[-1][0] != OWN else [])
                 order = hint + [(n, 0) for n in maps if n not in used] + [
                     (n, 0) for n in maps if n in used]
                 at = _find_aligned(words, maps, order, matrix, row, width)
                 if at is None:  # (not at an aligned offset: searched for byte by byte)
                     at = _find(maps, order, matrix, row, width)
                 found = True
-                if at is None:
-                    return None
+                if at is None:  # the copy holds this row itself
+                    own += 1
+                    if own > own_max:
+                        return None
+                    last = runs[-1] if runs else None
+                    if last is not None and last[0] == OWN and last[2] + last[3] == row:
+                        runs[-1] = (OWN, last[1], last[2], last[3] + 1)
+                    else:
+                        runs.append((OWN, (own - 1) * width, row, 1))
+                    row, found = row + 1, False
+                    continue
             name, offset = at
             mapped = maps[name]
             take = min(count - row, CHECK_ROWS, (len(mapped) - offset) // width)
@@ -175,6 +191,12 @@ def _find(maps: Mapping[str, mmap.mmap], order: Sequence[tuple[str, int]], matri
     return None
 
 
+def own_rows(runs: Sequence[Run]) -> list[int]:
+    """The row numbers the copy holds itself (in runs of file :data:`OWN`), in order."""
+    return [n for name, _offset, first, rows in runs if name == OWN
+            for n in range(first, first + rows)]
+
+
 class MappedRows:
     """The unit float32 rows of a recall copy, made from the runs of the table's data files
     when asked for: ``rows[n]``, ``rows[a:b]``, ``rows[numbers]`` and ``np.asarray(rows)``
@@ -185,6 +207,7 @@ class MappedRows:
 
         self.runs = list(runs)
         self._parts = list(parts)  # per run, its values: a (rows, dim) view of a mapped file
+        self._own = [r[0] == OWN for r in runs]  # (those rows are unit rows already)
         self._firsts = np.array([r[2] for r in runs], dtype=np.int64)
         self.shape = (count, dim)
         self.ndim = 2
@@ -221,12 +244,19 @@ class MappedRows:
         import numpy as np
 
         out = np.empty((len(numbers), self.shape[1]), dtype=np.float32)
+        own = None
         if len(numbers):
             which = np.searchsorted(self._firsts, numbers, side="right") - 1
             for part in np.unique(which).tolist():
                 chosen = which == part
                 out[chosen] = self._parts[part][numbers[chosen] - self._firsts[part]]
-        return lance.unit_rows(out)
+                if self._own[part]:
+                    own = chosen if own is None else own | chosen
+        if own is None:
+            return lance.unit_rows(out)
+        made = ~own  # (each row made from its own values alone: a subset's are the whole's)
+        out[made] = lance.unit_rows(out[made])
+        return out
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         import numpy as np
@@ -241,10 +271,11 @@ class MappedRows:
 
 
 def mapped(folder: str, listing: Mapping[str, tuple[int, int]], runs: Any, count: int,
-           dim: int) -> MappedRows | None:
+           dim: int, own: Any = None) -> MappedRows | None:
     """The rows that ``runs`` (as :func:`locate` made them) say are in the table's files,
-    or None when the runs do not cover ``count`` rows of ``dim`` in order, within files of
-    ``listing`` of their listed sizes."""
+    and in ``own`` (the copy's block of the rows not found there: a (rows, dim) float32
+    array), or None when the runs do not cover ``count`` rows of ``dim`` in order, within
+    files of ``listing`` of their listed sizes (and ``own``)."""
     import numpy as np
 
     width = dim * 4
@@ -253,6 +284,12 @@ def mapped(folder: str, listing: Mapping[str, tuple[int, int]], runs: Any, count
     row = 0
     try:
         for name, offset, first, rows in runs:
+            if name == OWN and own is not None and first == row and rows > 0 and (
+                    offset >= 0 and offset % width == 0
+                    and offset // width + rows <= len(own)):
+                parts.append(own[offset // width:offset // width + rows])
+                row += rows
+                continue
             if (not isinstance(name, str) or name not in listing or first != row or rows <= 0
                     or offset < 0):
                 return None
