@@ -116,4 +116,9 @@ def test_ranks_do_not_depend_on_the_index_edit_history(shop: Path, tmp_path: Pat
         got = ranks(Memory(edited, backend=backend), 12)
         assert [[p for p, _s in hits] for hits in got] == [[p for p, _s in hits]
                                                            for hits in want], backend
-        assert got == want, backend
+        # the same order; the scores the same but for the last bits of a vector embedded
+        # again in another batch (OpenBLAS rounds a row by its place in the block on some
+        # CPUs: at most 2e-7 a component)
+        for got_hits, want_hits in zip(got, want, strict=True):
+            assert [s for _p, s in got_hits] == pytest.approx([s for _p, s in want_hits],
+                                                              abs=1e-5), backend

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -51,6 +52,9 @@ def keys_path(path: Path) -> Path:
     """The keys file of the cache at ``path`` (``embed-cache-keys.bin`` beside
     ``embed-cache.bin``)."""
     return path.with_name(f"{path.stem}-keys{path.suffix}")
+
+
+_HEX_KEY = re.compile(r"[0-9a-f]{64}")
 
 
 def _short(key: str) -> int:
@@ -176,8 +180,14 @@ def _write_keys(path: Path, entries: Mapping[tuple[str, str], bytes],
         return
     models: dict[str, list[int]] = {}
     for model_id, text in entries:
+        if not (isinstance(text, str) and _HEX_KEY.fullmatch(text)):
+            continue  # not a text's SHA-256 (another writer's entry): no text looks it up
         models.setdefault(model_id, []).append(_short(text))
-    write_marshal(keys_path(path), {"version": KEYS_VERSION, "cache": key, "models": models})
+    try:
+        write_marshal(keys_path(path), {"version": KEYS_VERSION, "cache": key,
+                                        "models": models})
+    except OSError as err:  # a full disk: the cache is read whole, as without keys
+        log.debug("embedding cache keys not written: %s", err)
 
 
 def _held_keys(path: Path, model_id: str) -> set[int] | None:

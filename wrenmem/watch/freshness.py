@@ -68,13 +68,11 @@ class Freshness:
         """True when files may have changed since the last sync of ``key``."""
         with self._lock:
             if threading.current_thread() is not self._keeper:
-                now = time.monotonic()
-                idle = self._asked is None or now - self._asked > ACTIVE
-                self._asked = now  # a question: keep the keys fresh a while
-                if idle:  # the keeper sleeps until woken: its schedule starts now
-                    self._wake.set()
-                # (otherwise it is already waiting for the next key due: waking it on
-                # every question would cost each one a switch of threads)
+                # a question: keep the keys fresh a while. The keeper looks again at every
+                # question (waking it only when questions start left it asleep past a
+                # key's due time when a sync's own events made the key stale under load)
+                self._asked = time.monotonic()
+                self._wake.set()
             if self.source is None:
                 return True
             since = self._clean.get(key)
