@@ -108,8 +108,8 @@ def test_a_big_scan_reads_half_of_its_files_in_a_forked_process(
     monkeypatch.setenv(catalog.SPLIT_ENV, "0")
     alone = scan(settings, refresh=True)
     kept = (settings.state_dir / "catalog.bin").read_bytes()
-    monkeypatch.setenv(catalog.SPLIT_ENV, "1")
     monkeypatch.setattr(catalog, "SPLIT_READ_MIN", 4)
+    monkeypatch.setattr(catalog, "_can_split", lambda: True)  # LanceDB may be imported here
     forks = []
     real_fork = os.fork
     monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
@@ -127,8 +127,8 @@ def test_a_failed_reader_leaves_its_files_to_this_process(
     settings = load_settings(project)
     monkeypatch.setenv(catalog.SPLIT_ENV, "0")
     alone = scan(settings, refresh=True)
-    monkeypatch.setenv(catalog.SPLIT_ENV, "1")
     monkeypatch.setattr(catalog, "SPLIT_READ_MIN", 4)
+    monkeypatch.setattr(catalog, "_can_split", lambda: True)
     from wrenmem.pairs import listing
 
     class Broken(listing._Child):
@@ -139,3 +139,26 @@ def test_a_failed_reader_leaves_its_files_to_this_process(
     again = scan(settings, refresh=True)
     assert again.pairs == alone.pairs and _errors(again) == _errors(alone)
     assert again.file_hashes == alone.file_hashes
+
+
+def test_the_reader_is_forked_only_where_it_is_safe(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import threading
+
+    monkeypatch.delitem(sys.modules, "lancedb", raising=False)
+    monkeypatch.setenv(catalog.SPLIT_ENV, "1")
+    assert catalog._can_split() == (threading.active_count() == 1)
+    monkeypatch.setenv(catalog.SPLIT_ENV, "0")
+    assert not catalog._can_split()
+    monkeypatch.setenv(catalog.SPLIT_ENV, "1")
+    monkeypatch.setitem(sys.modules, "lancedb", object())  # its runtime's threads
+    assert not catalog._can_split()
+    monkeypatch.delitem(sys.modules, "lancedb")
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, name="someone-else", daemon=True)
+    other.start()
+    try:
+        assert not catalog._can_split()
+    finally:
+        stop.set()
+        other.join()
