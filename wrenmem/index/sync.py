@@ -522,9 +522,11 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     compact_first = fresh and settings.remote_index
     if compact_first:
         optimized = _maintain(settings, table, commits, embedded)
-    lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
+    # The vector index first: its build is the peak of a big first index (about 480 MB at
+    # 100,000 pairs), and the full-text index's pages would add to it.
     lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows,
-                                  sample_rate=lance.PAIRS_IVF_SAMPLE_RATE)
+                              sample_rate=lance.PAIRS_IVF_SAMPLE_RATE)
+    lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
     if here is not None:
         index.record_origin(table, here)
     if not compact_first:
