@@ -12,6 +12,7 @@ from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wrenmem.index import embedpipe
 from wrenmem.index import table as index
 from wrenmem.pairs import frontmatter, pairfile
 from wrenmem.pairs.frontmatter import simple_front_matter
@@ -278,3 +279,39 @@ def test_a_failing_embedding_process_leaves_the_work_to_this_one(tmp_path: Path)
     assert out["model_here"]  # the fallback loaded it here
     rows, vectors = _rows(root)
     assert len(rows) == 80 and (abs((vectors ** 2).sum(axis=1) - 1) < 1e-5).all()
+
+
+def test_the_reader_holds_a_few_batches_ahead_and_never_blocks_a_caller(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child that embeds faster than the sync writes waits on its pipe: this process holds
+    at most AHEAD batches of vectors. A caller asking for a batch past them is answered
+    anyway (the reader reads on), and every vector is the embedder's."""
+    import time
+
+    import numpy as np
+
+    from wrenmem.embedders import Usem3Embedder
+
+    monkeypatch.setattr(embedpipe, "AHEAD", 2)
+    texts = sorted({f"{q.rstrip('?？')} in region {n}?" for q in QUESTIONS for n in range(12)})
+    pipe = embedpipe.EmbedPipe(Usem3Embedder(threads=1), 8)
+    try:
+        pipe.start(texts)
+        held = 0
+        deadline = time.time() + 120
+        while time.time() < deadline and held < 2:
+            time.sleep(0.2)
+            with pipe._cond:
+                held = len(pipe._rows)
+        time.sleep(1.0)  # the child could have sent every batch by now
+        with pipe._cond:
+            assert len(pipe._rows) == 2  # but the reader waits for room
+        end = (len(texts) - 1) // 8 * 8  # the last batch, asked for first
+        last = pipe.embed(texts[end:], lambda batch: pytest.fail("embedded here"))
+        got = [pipe.embed(texts[at:at + 8], lambda batch: pytest.fail("embedded here"))
+               for at in range(0, end, 8)]
+    finally:
+        pipe.close()
+    here = Usem3Embedder(threads=1)
+    want = np.vstack([here.embed(texts[at:at + 8]) for at in range(0, len(texts), 8)])
+    np.testing.assert_allclose(np.vstack([*got, last]), want, atol=1e-6, rtol=0)

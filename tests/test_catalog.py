@@ -80,3 +80,85 @@ def test_a_corrupt_cache_is_ignored(project: Path) -> None:
     scan(settings)
     (settings.state_dir / "catalog.bin").write_bytes(b"garbage")
     assert [p.nl for p in scan(settings).pairs] == ["Q?"]
+
+
+def _errors(found: catalog.Scan) -> list[tuple[str, str, int]]:
+    return [(e.path, e.reason, e.line) for e in found.errors]
+
+
+def _mixed_project(project: Path) -> None:
+    sql = project / "knowledge/sql"
+    for i in range(40):
+        write_pair(project, f"g{i % 3}/p{i:02d}.md", f"Question {i} 问题?", f"SELECT {i}",
+                   tags=f"[t, n{i}]")
+    (sql / "g1/bad-yaml.md").write_text("---\nnl: [unclosed\n---\n```sql\nSELECT 1\n```\n")
+    (sql / "g2/no-sql.md").write_text("---\nnl: no sql\n---\n\njust words\n")
+    (sql / "g2/stamped.md").write_text("---\nnl: 'When?'\ncreated_at: 2026-10-20T17:02:00Z\n"
+                                      "reviewed: true # kept\n---\n```sql\nSELECT 2\n```\n")
+    (sql / "g2/zz-link.md").symlink_to(sql / "nowhere.md")  # dangling: an error
+    os.mkfifo(sql / "g2/zz-fifo.md")  # not a regular file: an error, never opened
+
+
+def test_a_big_scan_reads_half_of_its_files_in_a_forked_process(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past SPLIT_READ_MIN files to read, a forked process reads the later half: the same
+    pairs, errors, hashes and catalog as one process reading them all."""
+    _mixed_project(project)
+    settings = load_settings(project)
+    monkeypatch.setenv(catalog.SPLIT_ENV, "0")
+    alone = scan(settings, refresh=True)
+    kept = (settings.state_dir / "catalog.bin").read_bytes()
+    monkeypatch.setattr(catalog, "SPLIT_READ_MIN", 4)
+    monkeypatch.setattr(catalog, "_can_split", lambda: True)  # LanceDB may be imported here
+    forks = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
+    split = scan(settings, refresh=True)
+    assert forks  # the reader ran
+    assert split.pairs == alone.pairs and split.file_hashes == alone.file_hashes
+    assert [p.extra for p in split.pairs] == [p.extra for p in alone.pairs]
+    assert _errors(split) == _errors(alone) and len(alone.errors) == 4
+    assert (settings.state_dir / "catalog.bin").read_bytes() == kept
+
+
+def test_a_failed_reader_leaves_its_files_to_this_process(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _mixed_project(project)
+    settings = load_settings(project)
+    monkeypatch.setenv(catalog.SPLIT_ENV, "0")
+    alone = scan(settings, refresh=True)
+    monkeypatch.setattr(catalog, "SPLIT_READ_MIN", 4)
+    monkeypatch.setattr(catalog, "_can_split", lambda: True)
+    from wrenmem.pairs import listing
+
+    class Broken(listing._Child):
+        def __init__(self, work: object) -> None:
+            super().__init__(lambda: os._exit(3))
+
+    monkeypatch.setattr(listing, "_Child", Broken)
+    again = scan(settings, refresh=True)
+    assert again.pairs == alone.pairs and _errors(again) == _errors(alone)
+    assert again.file_hashes == alone.file_hashes
+
+
+def test_the_reader_is_forked_only_where_it_is_safe(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import threading
+
+    monkeypatch.delitem(sys.modules, "lancedb", raising=False)
+    monkeypatch.setenv(catalog.SPLIT_ENV, "1")
+    assert catalog._can_split() == (threading.active_count() == 1)
+    monkeypatch.setenv(catalog.SPLIT_ENV, "0")
+    assert not catalog._can_split()
+    monkeypatch.setenv(catalog.SPLIT_ENV, "1")
+    monkeypatch.setitem(sys.modules, "lancedb", object())  # its runtime's threads
+    assert not catalog._can_split()
+    monkeypatch.delitem(sys.modules, "lancedb")
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, name="someone-else", daemon=True)
+    other.start()
+    try:
+        assert not catalog._can_split()
+    finally:
+        stop.set()
+        other.join()

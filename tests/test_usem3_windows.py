@@ -79,3 +79,23 @@ def test_a_pass_that_differs_is_refused(monkeypatch: pytest.MonkeyPatch,
     assert embedder._window_encoder is False
     assert "differs" in caplog.text
     np.testing.assert_allclose(vectors, backend._encode(repetitive(60)), atol=TOL)
+
+
+def test_a_window_repeated_in_one_group_is_computed_once(package: object) -> None:
+    """Sorted texts repeat long stretches inside one group: each distinct window of the
+    group is computed once, and every text still gets the package's vector."""
+    texts = [f"How many orders were placed last month in region {n}?" for n in range(12)]
+    embedder = Usem3Embedder(threads=1)
+    encoder = WindowEncoder(embedder.load()._backend)
+    ids = [encoder.backend.sp.encode(t, out_type=int, add_bos=True, add_eos=True)
+           for t in texts]
+    padded = [[-1] * 4 + i + [-1] * 4 for i in ids]
+    windows = {tuple(p[t:t + 9]) for p in padded for t in range(len(p) - 8)}
+    assert sum(map(len, ids)) <= usem3_windows.TOKEN_BUDGET  # one group
+    got = encoder.encode(texts * 2)
+    assert encoder.misses == len(windows) < sum(map(len, ids))
+    assert encoder.hits == 2 * sum(map(len, ids)) - len(windows)
+    want = package.encode(texts)  # type: ignore[attr-defined]
+    np.testing.assert_allclose(got[:12], want, atol=TOL)
+    np.testing.assert_allclose(got[12:], want, atol=TOL)  # (the last layers' products
+    # round by a row's place in its block: the same text twice may differ in the last bit)

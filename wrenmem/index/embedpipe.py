@@ -32,6 +32,10 @@ SILENCE = 120.0
 # Threads that may run while the child is forked: they hold no lock the child takes (the
 # terminal's progress line; the child logs nothing and writes only to its pipe).
 BENIGN_THREADS = frozenset({"wrenmem-progress"})
+# Batches of vectors this process holds at most before the sync takes them (2,048 vectors,
+# 4 MB): a child that embeds faster than the sync writes then waits on its pipe, instead of
+# the whole table's vectors (200 MB at 100,000 pairs) piling up here.
+AHEAD = 8
 _HEAD = struct.Struct("<cIII")  # kind, first text, rows, dim; then rows * dim float32
 _ERROR_MAX = 4000
 
@@ -60,6 +64,7 @@ class EmbedPipe:
         self._rows: dict[int, Any] = {}  # first text of a batch -> its vectors
         self._dim: int | None = None
         self._over = False  # the child finished, failed or died: no more batches
+        self._waiting = 0  # callers waiting for a batch not read yet (the reader reads on)
         self._failure: str | None = None
         self._cond = threading.Condition()
         read, write = os.pipe()
@@ -125,6 +130,9 @@ class EmbedPipe:
 
     def close(self) -> None:
         """Stop the child if it still runs, and reap it."""
+        with self._cond:
+            self._over = True  # a reader waiting for room stops
+            self._cond.notify_all()
         self._close_told()
         self._stop()
         try:
@@ -145,14 +153,20 @@ class EmbedPipe:
             return None
         first = at - at % self._batch
         with self._cond:
-            if not self._cond.wait_for(lambda: first in self._rows or self._over, SILENCE):
-                self._over, self._failure = True, f"no vectors for {SILENCE:.0f} s"
-                self._stop()
+            self._waiting += 1
+            self._cond.notify_all()  # a reader holding AHEAD batches reads on
+            try:
+                if not self._cond.wait_for(lambda: first in self._rows or self._over, SILENCE):
+                    self._over, self._failure = True, f"no vectors for {SILENCE:.0f} s"
+                    self._stop()
+            finally:
+                self._waiting -= 1
             rows = self._rows.get(first)
             if rows is None:
                 return None
             if at - first == len(rows) - 1:  # the batch's last text: no longer needed
                 del self._rows[first]
+                self._cond.notify_all()
             return rows[at - first]
 
     def _read(self, fd: int) -> None:
@@ -178,6 +192,8 @@ class EmbedPipe:
                         self._rows[first] = block
                         self._dim = dim
                         self._cond.notify_all()
+                        self._cond.wait_for(lambda: len(self._rows) < AHEAD or self._waiting
+                                            or self._over)
         except Exception as e:  # a broken pipe: the texts are embedded here instead
             self._finish(str(e))
 

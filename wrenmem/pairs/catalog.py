@@ -120,13 +120,16 @@ def scan(settings: Settings, *, use_cache: bool = True, refresh: bool = False) -
     now = time.time()
     dirty = False
     root_prefix = str(settings.root) + os.sep
+    listed: list[tuple[Path, str]] = []
     for path in iter_pair_files(settings.knowledge_path):
         text = str(path)
         # String slicing, not Path.resolve(): this loop runs for every file on every call.
         rel = text[len(root_prefix):] if text.startswith(root_prefix) else settings.relpath(path)
         if os.sep != "/":
             rel = rel.replace(os.sep, "/")
-        entry, read = _entry(settings, path, rel, cache.get(rel), now, errors)
+        listed.append((path, rel))
+    for (_path, rel), (entry, read) in zip(listed, _entries(settings, listed, cache, now,
+                                                              errors), strict=True):
         if entry is None:
             continue
         dirty = dirty or read
@@ -153,6 +156,80 @@ def read_paths(settings: Settings, rels: Iterable[str]) -> Scan:
             _collect(rel, entry, pairs, errors, hashes)
     errors.sort(key=lambda e: e.path)
     return Scan(tuple(pairs), tuple(errors), hashes)
+
+
+# Files to read (not in the catalog) from which a scan has a forked process read the later
+# half of them meanwhile: a first index of 100,000 pairs spent 10-15 s of one core reading
+# and parsing while the other, the embedding child's, waited for the texts.
+SPLIT_READ_MIN = 4000
+SPLIT_ENV = "WRENMEM_SCAN_SPLIT"  # "0": every file read in this process
+# Threads that may run while a scan forks its reader: they take no lock it needs (it reads
+# files, parses and hashes them, and writes only to its pipe).
+SPLIT_BENIGN_THREADS = frozenset({"wrenmem-embed-pipe", "wrenmem-progress"})
+
+
+def _entries(settings: Settings, listed: list[tuple[Path, str]], cache: dict[str, Any],
+             now: float, errors: list[PairError]) -> list[tuple[tuple[Any, ...] | None, bool]]:
+    """:func:`_entry` of each listed file, in order: the files the catalog does not hold
+    are many (a first index, a full sync), the later part of the list is read by a forked
+    process at the same time, which sends its entries back (marshal: the catalog's own
+    records); anything wrong with it, and that part is read here."""
+    todo = [n for n, (_p, rel) in enumerate(listed) if rel not in cache]
+    cut = todo[len(todo) // 2] if len(todo) >= SPLIT_READ_MIN and _can_split() else None
+    helper = None
+    if cut is not None:
+        from wrenmem.pairs.listing import _Child
+
+        def work() -> tuple[list[Any], list[tuple[str, str, int | None]]]:
+            found: list[PairError] = []
+            got = [_entry(settings, p, rel, cache.get(rel), now, found)
+                   for p, rel in listed[cut:]]
+            return got, [(e.path, e.reason, e.line) for e in found]
+
+        try:
+            helper = _Child(work)
+        except OSError:
+            helper = None
+    mine = [_entry(settings, p, rel, cache.get(rel), now, errors)
+            for p, rel in (listed[:cut] if helper is not None else listed)]
+    if helper is None:
+        return mine
+    assert cut is not None
+    got = helper.result()
+    if not _split_result_ok(got, len(listed) - cut):
+        log.debug("the scan's reader failed: reading its files here")
+        return mine + [_entry(settings, p, rel, cache.get(rel), now, errors)
+                       for p, rel in listed[cut:]]
+    entries, found = got
+    errors += [PairError(path, reason, line) for path, reason, line in found]
+    return mine + [(e, r) for e, r in entries]
+
+
+def _can_split() -> bool:
+    """Whether this process may fork the scan's reader: the platform forks, LanceDB (whose
+    runtime runs threads of its own) is not imported, and no thread runs but benign ones."""
+    import sys
+    import threading
+
+    others = [t for t in threading.enumerate() if t is not threading.main_thread()
+              and t.name not in SPLIT_BENIGN_THREADS]
+    return (hasattr(os, "fork") and os.name == "posix" and "lancedb" not in sys.modules
+            and threading.current_thread() is threading.main_thread() and not others
+            and os.environ.get(SPLIT_ENV, "1").strip() != "0")
+
+
+def _split_result_ok(got: Any, count: int) -> bool:
+    """The reader's answer has the shape it sends: ``count`` (entry or None, read) and the
+    errors as (path, reason, line)."""
+    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], list)
+            and isinstance(got[1], list) and len(got[0]) == count):
+        return False
+    return (all(isinstance(e, tuple) and len(e) == 2 and isinstance(e[1], bool)
+                and (e[0] is None or isinstance(e[0], tuple) and len(e[0]) == 4)
+                for e in got[0])
+            and all(isinstance(e, tuple) and len(e) == 3 and isinstance(e[0], str)
+                    and isinstance(e[1], str) and (e[2] is None or type(e[2]) is int)
+                    for e in got[1]))
 
 
 def _entry(settings: Settings, path: Path, rel: str, cached: Any, now: float,

@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +59,14 @@ class Pair:
     # Other phrasings of the same question (front matter ``also:``): searched with the pair.
     also: tuple[str, ...] = ()
 
-    @property
+    @cached_property
     def content_hash(self) -> str:
         """Hash of everything the index stores about the pair (not notes, not timestamps).
 
         The ``also`` phrasings and being verified (a verified pair's row says so) are part
         of it, added only when present: the hash of every other pair stays what earlier
-        versions computed."""
+        versions computed. Computed once per pair (a sync asks for it three or four times;
+        a pair's fields, ``extra`` included, are never changed once it is made)."""
         fields: list[Any] = [self.nl, self.sql, self.datasource, self.dialect,
                              list(self.tags), self.source]
         if self.also:
