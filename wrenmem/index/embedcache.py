@@ -183,11 +183,9 @@ def _write_keys(path: Path, entries: Mapping[tuple[str, str], bytes],
         if not (isinstance(text, str) and _HEX_KEY.fullmatch(text)):
             continue  # not a text's SHA-256 (another writer's entry): no text looks it up
         models.setdefault(model_id, []).append(_short(text))
-    try:
-        write_marshal(keys_path(path), {"version": KEYS_VERSION, "cache": key,
-                                        "models": models})
-    except OSError as err:  # a full disk: the cache is read whole, as without keys
-        log.debug("embedding cache keys not written: %s", err)
+    # (write_marshal logs and returns False where it cannot write: a full disk, a read-only
+    # checkout; the cache is then read whole, as without keys)
+    write_marshal(keys_path(path), {"version": KEYS_VERSION, "cache": key, "models": models})
 
 
 def _held_keys(path: Path, model_id: str) -> set[int] | None:
@@ -200,12 +198,21 @@ def _held_keys(path: Path, model_id: str) -> set[int] | None:
         kept = _KEPT.get(str(path))
     if kept is not None and kept[0] == key:
         return None  # this process holds the cache already: no read to spare
-    data = read_marshal(keys_path(path))
-    if not (isinstance(data, dict) and data.get("version") == KEYS_VERSION
-            and data.get("cache") == key and isinstance(data.get("models"), dict)):
+    data = _keys_of(path, key)
+    if data is None or not isinstance(data.get("models"), dict):
         return None
     held = data["models"].get(model_id, [])
     return set(held) if isinstance(held, list) else None
+
+
+def _keys_of(path: Path, key: tuple[int, int, int]) -> dict[str, Any] | None:
+    """The keys file of the cache file at ``path`` when it describes that file as its stat
+    ``key`` is now; None for none, another version's or another file's."""
+    data = read_marshal(keys_path(path))
+    if isinstance(data, dict) and data.get("version") == KEYS_VERSION and (
+            data.get("cache") == key):
+        return data
+    return None
 
 
 def _load(path: Path) -> dict[tuple[str, str], bytes]:
@@ -223,15 +230,9 @@ def _load(path: Path) -> dict[tuple[str, str], bytes]:
     entries: dict[tuple[str, str], bytes] = dict(data["entries"]) if ok else {}
     if ok and key is not None and key == _stat_key(path):
         _remember(path, entries, key, written=False)
-        if not _keys_describe(path, key):  # (a cache an older version wrote): for the next
+        if _keys_of(path, key) is None:  # (a cache an older version wrote): for the next
             _write_keys(path, entries, key)
     return entries
-
-
-def _keys_describe(path: Path, key: tuple[int, int, int]) -> bool:
-    data = read_marshal(keys_path(path))
-    return isinstance(data, dict) and data.get("version") == KEYS_VERSION and (
-        data.get("cache") == key)
 
 
 _WRITTEN: dict[str, float] = {}  # path -> when this process last wrote the cache (monotonic)
