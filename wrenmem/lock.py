@@ -95,7 +95,6 @@ def index_lock(settings: Settings, timeout: float = DEFAULT_TIMEOUT) -> Iterator
 
 
 def _acquire_flock(path: Path, deadline: float, timeout: float) -> int:
-    import fcntl
 
     try:
         statedir.ensure_parent(path)
@@ -104,16 +103,10 @@ def _acquire_flock(path: Path, deadline: float, timeout: float) -> int:
         raise WrenmemError(f"cannot open the index lock {path}: {e.strerror or e} "
                            f"(remove {e.filename or path} if it is in the way)") from e
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LockTimeoutError(
-                        f"another wrenmem process held the index lock {path} for "
-                        f"{timeout:g}s{_holder(fd)}") from None
-                time.sleep(POLL_SECONDS)
+        if not poll_flock(fd, deadline):
+            raise LockTimeoutError(
+                f"another wrenmem process held the index lock {path} for "
+                f"{timeout:g}s{_holder(fd)}")
         # The holder's pid helps a user who wonders who is holding the index. Written
         # only when another one is there: a truncate and write cost a long-lived process
         # (the daemon, once per request) milliseconds of file-system journal work.
@@ -125,6 +118,21 @@ def _acquire_flock(path: Path, deadline: float, timeout: float) -> int:
     except BaseException:
         os.close(fd)
         raise
+
+
+def poll_flock(fd: int, deadline: float) -> bool:
+    """Take an exclusive flock on ``fd``, trying every ``POLL_SECONDS`` until the monotonic
+    ``deadline``: False when another holder kept it that long."""
+    import fcntl
+
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(POLL_SECONDS)
 
 
 def _holder(fd: int) -> str:

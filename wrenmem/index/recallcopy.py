@@ -163,7 +163,7 @@ def copy_lock(settings: Settings, timeout: float = 0.0) -> Iterator[bool]:
     its holder dies) for the block: one process at a time saves the copy, so none writes
     its copy over a newer one's. Yields False when it was not got within ``timeout``
     seconds (another saver has it: that one's copy will do) or cannot be opened."""
-    import fcntl
+    from wrenmem.lock import poll_flock
 
     try:
         fd = os.open(settings.state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
@@ -172,17 +172,11 @@ def copy_lock(settings: Settings, timeout: float = 0.0) -> Iterator[bool]:
         yield False
         return
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                got = True
-                break
-            except OSError:
-                if time.monotonic() >= deadline:
-                    got = False
-                    break
-                time.sleep(0.05)
+        try:
+            got = poll_flock(fd, time.monotonic() + timeout)
+        except OSError as e:  # not a lock this file system keeps: no saver takes it
+            log.debug("recall copy lock not taken: %s", e)
+            got = False
         yield got
     finally:
         os.close(fd)  # (drops the flock)
