@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -160,3 +162,26 @@ def wrenmem_proc(project: Path) -> Iterator[Callable[..., subprocess.CompletedPr
 def documentation() -> str:
     """The README and every page of docs/: what a user reads."""
     return "\n".join(p.read_text(encoding="utf-8") for p in DOC_FILES)
+
+
+@contextmanager
+def index_lock_held(settings: object) -> Iterator[threading.Event]:
+    """The index lock held by another thread for the block, as a writer holds it: yields
+    the event that lets it go (set at the block's end in any case, and the thread joined)."""
+    from wrenmem.lock import index_lock
+
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with index_lock(settings):  # type: ignore[arg-type]
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        yield release
+    finally:
+        release.set()
+        holder.join()

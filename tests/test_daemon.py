@@ -379,27 +379,17 @@ def test_the_warm_up_waits_for_whoever_holds_the_index_lock(settings) -> None:
     starts: the warm-up waits for it and still opens and keeps the backend."""
     import threading
 
-    from wrenmem.lock import index_lock
+    from conftest import index_lock_held
 
     hybrid = dataclasses.replace(settings, backend="hybrid")
     srv = DaemonServer(hybrid)
     srv.start()
     try:
         srv.recaller.embedder.embed(["the model, loaded before"])  # (the warm-up's first step)
-        held, release = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            with index_lock(hybrid):
-                held.set()
-                release.wait(30)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        assert held.wait(10)
-        threading.Timer(0.6, release.set).start()
-        started = time.monotonic()
-        srv.warm()
-        holder.join()
+        with index_lock_held(hybrid) as release:
+            threading.Timer(0.6, release.set).start()
+            started = time.monotonic()
+            srv.warm()
         assert time.monotonic() - started >= 0.5  # it waited, rather than give up
         assert srv.recaller._kept  # the index backend, opened and kept
         assert daemon_client.ping(hybrid.root)["warm"] is True

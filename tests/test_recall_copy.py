@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import copy_of, imported_modules, run_wrenmem, write_pair
+from conftest import copy_of, imported_modules, index_lock_held, run_wrenmem, write_pair
 from test_daemon import assert_same_answers
 
 from wrenmem import lance
@@ -619,7 +619,6 @@ def test_while_a_writer_holds_the_lock_the_kept_copy_answers_for_its_version(
     """A warm search that finds the index lock held and no file saved since the last whole
     version answers from the copy of that version its kept backend holds (no LanceDB
     table opened again), with the answers of a search pinned to that version."""
-    from wrenmem.lock import index_lock
     from wrenmem.recall.recaller import Recaller
     from wrenmem.watch.freshness import Freshness
 
@@ -636,25 +635,12 @@ def test_while_a_writer_holds_the_lock_the_kept_copy_answers_for_its_version(
             return real(name, s)
 
         recaller.backend = counted  # type: ignore[method-assign]
-        held, release = threading.Event(), threading.Event()
-
-        def writer() -> None:
-            with index_lock(settings):
-                held.set()
-                release.wait(30)
-
-        thread = threading.Thread(target=writer)
-        thread.start()
-        try:
-            assert held.wait(10)
+        with index_lock_held(settings):
             during = recaller.recall_warm(QUESTIONS, 5, Filters())
             version = next(iter(recaller._complete.values()))
             pinned = real("hybrid")
             pinned.pin(version)  # type: ignore[attr-defined]
             want = pinned.search(QUESTIONS, 5, Filters())
-        finally:
-            release.set()
-            thread.join()
         assert made == []  # the kept backend answered
         assert_same_answers(during, before)
         assert_same_answers(during, recall_results(QUESTIONS, "hybrid", want))
