@@ -522,21 +522,21 @@ class _Derived:
             return found
 
     def terms(self, row: dict[str, Any]) -> frozenset[str]:
-        n = row["_row"]
-        found = self._terms.get(n)
-        if found is None:
-            if len(self._terms) >= self.KEEP:
-                self._terms.clear()
-            found = self._terms[n] = frozenset((row.get("terms") or "").split())
-        return found
+        return self._kept(self._terms, row,
+                          lambda r: frozenset((r.get("terms") or "").split()))
 
     def pair(self, row: dict[str, Any]) -> Any:
+        return self._kept(self._pairs, row, row_pair)
+
+    def _kept(self, store: dict[int, Any], row: dict[str, Any],
+              make: Callable[[dict[str, Any]], Any]) -> Any:
+        """``make(row)``, kept in ``store`` by the row's number (emptied past ``KEEP``)."""
         n = row["_row"]
-        found = self._pairs.get(n)
+        found = store.get(n)
         if found is None:
-            if len(self._pairs) >= self.KEEP:
-                self._pairs.clear()
-            found = self._pairs[n] = row_pair(row)
+            if len(store) >= self.KEEP:
+                store.clear()
+            found = store[n] = make(row)
         return found
 
 
