@@ -60,6 +60,7 @@ class Cand:
     dialect: str | None = None
     item: str = ""  # the suite's item id of this pair
     excluded: bool = False  # stored, but not an answer to count (the case's ``exclude``)
+    form: float | None = None  # the form fit (wrenmem.recall.forms) the product computed
 
 
 @dataclass
@@ -121,6 +122,7 @@ def gather_case(case: dict, items: dict[str, dict], workdir: Path) -> list[Asked
     from wrenmem import Memory
     from wrenmem.index import embedcache
     from wrenmem.recall import bm25f
+    from wrenmem.recall.hits import Filters
 
     root = workdir / "projects" / slug(case["name"])
     root.mkdir(parents=True, exist_ok=True)
@@ -156,7 +158,20 @@ def gather_case(case: dict, items: dict[str, dict], workdir: Path) -> list[Asked
     real_score = rank_model.score
     rank_model.score = recording
     try:
-        memory.recall_many([a.question for a in asked], K_GATHER, sync=False)
+        # an asked entry's exclude items are left out of the search (Filters.exclude, as
+        # the runner and `wrenmem eval` do): stored, but not there for this question, so
+        # they are neither candidates nor counted by the form reader
+        plain = [a.question for a, e in zip(asked, case["asked"], strict=True)
+                 if not e.get("exclude")]
+        if plain:
+            memory.recall_many(plain, K_GATHER, sync=False)
+        for a, e in zip(asked, case["asked"], strict=True):
+            if e.get("exclude"):
+                left_out = frozenset(
+                    (f"knowledge/sql/{slug(items[i]['db'])}/{slug(i)}.md", items[i]["question"])
+                    for i in e["exclude"] if i in items)
+                memory.recaller.recall([a.question], K_GATHER, Filters(exclude=left_out),
+                                       sync=False)
     finally:
         rank_model.score = real_score
     by_question: dict[str, list] = {}
@@ -175,7 +190,7 @@ def gather_case(case: dict, items: dict[str, dict], workdir: Path) -> list[Asked
             a.cands.append(Cand(s.dense, s.lexical, s.coverage, s.sql, s.question,
                                 s.datasource, s.translated, s.structure,
                                 s.dialect or dialects.get((s.datasource, s.sql.strip())),
-                                item, item in exclude))
+                                item, item in exclude, s.form))
     # the grep backend's evidence, for its calibration
     grep_captured: list[tuple[list[float], float]] = []
     original_lex = bm25f.lexical_score  # imported there by name

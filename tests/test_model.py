@@ -22,6 +22,7 @@ class Cand:
     translated: float | None = None
     structure: float | None = None
     dialect: str | None = None
+    form: float | None = None
 
 
 # -- shapes ---------------------------------------------------------------------------

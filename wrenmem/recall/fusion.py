@@ -34,6 +34,9 @@ class Signals:
     # raw BM25 of the question without the values the candidates' SQL compares with
     structure: float | None = None
     dialect: str | None = None  # the pair's SQL dialect (how its SQL is parsed)
+    # how well the pair's SQL form fits what the pairs searched say questions with these
+    # words ask for (wrenmem.recall.forms.fit); None: not read
+    form: float | None = None
 
 
 def same_question(a: str, b: str) -> bool:

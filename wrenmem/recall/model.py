@@ -14,6 +14,9 @@ stored pair states them (the usual new question) differing values cost nothing.
 Structure counts through agreement among the candidates: a skeleton shared by several of
 the closest pairs is more likely the one asked for. Pairs with the same SQL on the same
 datasource (twins) are one answer: they share their best evidence and one score.
+The SQL form a question asks for is read from the team's own pairs: how well a candidate's
+form fits what the pairs with the question's words were answered with
+(:mod:`wrenmem.recall.forms`), as a gap to the best candidate's.
 
 The fitted numbers live in ``weights.json`` beside this module, written by
 ``bench/fit_model.py`` with the feature names, a version and a fingerprint of the fitting
@@ -40,7 +43,7 @@ from typing import Any, Protocol
 from wrenmem.recall import sqlshape
 
 WEIGHTS_FILE = "weights.json"
-VERSION = 4
+VERSION = 5
 FUSIONS = ("learned", "rrf", "linear")
 RRF_K = 60
 SUPPORT_TOP = 10  # the closest distinct answers whose skeletons vote
@@ -65,6 +68,8 @@ FEATURES = (
     "last sentence overlap - overlap",
     "(cosine - best) x unknown pieces",
     "bm25 / best x unknown pieces",
+    "form fit - best",
+    "form fit - best x (1 - best coverage)",
 )
 DRAFT_FEATURES = ("base logit", "draft same skeleton", "draft similarity", "draft same sql")
 # the second reader (wrenmem.recall.second): a question the embedder cannot read whole
@@ -90,6 +95,8 @@ class Evidence(Protocol):
     def translated(self) -> float | None: ...
     @property
     def structure(self) -> float | None: ...
+    @property
+    def form(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -323,6 +330,8 @@ def features(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
     coverage = _group_max([c.coverage for c in candidates], group)
     translated = _group_max([c.translated or 0.0 for c in candidates], group)
     structure = _group_max([c.structure or 0.0 for c in candidates], group)
+    form = _group_max([c.form or 0.0 for c in candidates], group)
+    best_form = max(form)
     best_structure = max(structure)
     values = [stated(question, s.values) for s in shapes]
     best_dense = max(dense)
@@ -356,12 +365,14 @@ def features(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
         lex = relative[n]
         gap = dense[n] - best_dense
         shaped = structure[n] / best_structure if best_structure > 0 else 0.0
+        form_gap = form[n] - best_form
         rows.append((
             translated[n] / best_translated if best_translated > 0 else 0.0,
             values[n] - best_values[skeletons[n]], support[n], gap * (1.0 - best_cov),
             lex * best_cov, shaped, overlap[n], lex * (1.0 - best_dense),
             support[n] * (1.0 - best_overlap), gap * best_cov, dense_lead[n] * best_cov,
-            shaped * best_cov, last_overlap[n] - overlap[n], gap * unknown, lex * unknown))
+            shaped * best_cov, last_overlap[n] - overlap[n], gap * unknown, lex * unknown,
+            form_gap, form_gap * (1.0 - best_cov)))
     return rows
 
 

@@ -26,7 +26,7 @@ from wrenmem.index import journal, recallcopy, replica, vectorscan
 from wrenmem.index import table as index
 from wrenmem.index.table import query_terms, row_pair
 from wrenmem.knowledge import expansions
-from wrenmem.recall import glossary, second, sqlshape
+from wrenmem.recall import forms, glossary, second, sqlshape
 from wrenmem.recall import model as rank_model
 from wrenmem.recall.fusion import Signals, at_least_identical, is_cjk
 from wrenmem.recall.hits import SEED_WEIGHT, VERIFIED_META, Filters, Hit, rank, sql_key
@@ -384,6 +384,7 @@ class HybridBackend(VectorBackend):
         self._glossary = load_glossary or _glossary_once()
         self._scorer = scorer or rank_model.Scorer(settings.fusion)
         self._shapes: sqlshape.ShapeCache | None = None
+        self._tallied: tuple[tuple[int, int, str | None], forms.Tally] | None = None
         # the second reader (its owner's, kept warm; a backend made alone with the shipped
         # scorer makes its own), where the settings ask for it
         if reader is None and scorer is None:
@@ -401,6 +402,22 @@ class HybridBackend(VectorBackend):
         if self.settings.state_dir.is_dir():
             self._shapes.save(every=SHAPES_SAVE_SECONDS)
         return found
+
+    def _table_tally(self, table: Any, where: str | None) -> forms.Tally:
+        """The form reader's tally of the rows a search of ``table`` in LanceDB sees (a
+        table too big to hold, or a pinned version): read once per version and filter."""
+        key = (id(table), int(table.version), where)
+        if self._tallied is not None and self._tallied[0] == key:
+            return self._tallied[1]
+        self._tallied = None
+        search = table.search()
+        if where:
+            search = search.where(where)
+        data = search.select(["terms", "sql"]).limit(None).to_arrow()
+        tally = forms.tally_of(list(zip(data.column("terms").to_pylist(),
+                                        data.column("sql").to_pylist(), strict=True)))
+        self._tallied = (key, tally)
+        return tally
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None,
              sql: str | None) -> list[Hit]:
@@ -452,6 +469,10 @@ class HybridBackend(VectorBackend):
         ids = sorted(rows)
         signals = []
         derived = _Derived.of(held.copy) if held is not None else None
+        # what the pairs searched say questions with these words ask for (forms)
+        tally = (derived.tally(held.allowed) if derived is not None and held is not None
+                 else self._table_tally(table, where))
+        form_weights = forms.label_weights(tally, asked_list)
         for i in ids:
             terms = (derived.terms(rows[i]) if derived is not None
                      else set((rows[i].get("terms") or "").split()))
@@ -459,7 +480,8 @@ class HybridBackend(VectorBackend):
                 cosine[i], bm25.get(i), len(asked & terms) / max(len(asked), 1),
                 rows[i].get("sql") or "", rows[i].get("question") or "",
                 rows[i].get("datasource") or "", translated.get(i), structure.get(i),
-                rows[i].get("dialect") or None))
+                rows[i].get("dialect") or None,
+                forms.fit(form_weights, rows[i].get("sql") or "")))
         unknown = unknown_share(self.embedder, query)
         fused = self._scorer(query, signals, draft_sql=sql,  # the one call of the scorer
                              unknown=unknown)
@@ -505,6 +527,7 @@ class _Derived:
     Rows are named by their number in the copy (``_row``); up to ``KEEP`` of each."""
 
     KEEP = 8_192
+    KEEP_TALLIES = 8
     _held: weakref.WeakKeyDictionary[Any, _Derived] = weakref.WeakKeyDictionary()
     _lock = threading.Lock()
 
@@ -512,6 +535,8 @@ class _Derived:
         self.copy = copy
         self._terms: dict[int, frozenset[str]] = {}
         self._pairs: dict[int, Any] = {}
+        self._labels: Any = None  # forms.label_matrix of the copy's rows, made on first use
+        self._tallies: dict[int, tuple[Any, forms.Tally]] = {}  # by the mask's id
 
     @classmethod
     def of(cls, copy: recallcopy.RecallCopy) -> _Derived:
@@ -520,6 +545,26 @@ class _Derived:
             if found is None:
                 found = cls._held[copy] = cls(copy)
             return found
+
+    def tally(self, allowed: Any) -> forms.Tally:
+        """The form reader's tally of the copy's rows ``allowed`` sees (the label matrix
+        made once per copy, the tally once per mask: the last few are kept)."""
+        with self._lock:
+            if self._labels is None:
+                at = recallcopy.POSITION["sql"]
+                self._labels = forms.label_matrix(r[at] or "" for r in self.copy.rows)
+            key = id(allowed)
+            found = self._tallies.get(key)
+            if found is not None and found[0] is allowed:
+                return found[1]
+        copy = self.copy
+        tally = forms.Tally(self._labels, allowed,
+                            lambda term: (copy.term_scores(term) or (None,))[0])
+        with self._lock:
+            if len(self._tallies) >= self.KEEP_TALLIES:
+                self._tallies.clear()
+            self._tallies[key] = (allowed, tally)
+        return tally
 
     def terms(self, row: dict[str, Any]) -> frozenset[str]:
         return self._kept(self._terms, row,
