@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
@@ -47,19 +46,26 @@ _NOT_KEPT = object()
 CLIP = 1e-4  # a label's probability is kept within [CLIP, 1 - CLIP]: log-odds within ±9.2
 
 
+# what each lexed token counts as: its label, or for the counted words their own name
+_TOKEN_AT: dict[str, int | str] = {**_AT, "<>": _AT["!="], **{w: w for w in _COUNTED}}
+
+
 @lru_cache(maxsize=1 << 16)
 def labels(sql: str) -> tuple[int, ...]:
     """The positions in :data:`LABELS` of the labels of ``sql``, in order."""
-    seen: Counter[str] = Counter()
-    for token in _LEX.findall(sql.lower()):
-        if token[0] in "'\"`[":
+    found: set[int] = set()
+    counted = dict.fromkeys(_COUNTED, 0)
+    get = _TOKEN_AT.get
+    for token in _LEX.findall(sql.lower()):  # a string or a quoted name is no label
+        at = get(token)
+        if at is None:
             continue
-        if token == "<>":
-            token = "!="
-        if token in _AT or token in _COUNTED:
-            seen[token] += 1
-    found = {_AT[t] for t in seen if t in _AT}
-    found |= {_AT[f"{word}#{min(seen[word], top)}"] for word, top in _COUNTED.items()}
+        if isinstance(at, str):
+            counted[at] += 1
+        else:
+            found.add(at)
+    for word, top in _COUNTED.items():
+        found.add(_AT[f"{word}#{min(counted[word], top)}"])
     return tuple(sorted(found))
 
 
