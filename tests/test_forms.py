@@ -130,3 +130,18 @@ def test_the_index_and_its_copy_count_the_same_pairs(example_project: Path):
         ["How many orders were cancelled each month?"], 3, Filters())
     assert seen and all(s.form is not None for s in seen)
     assert len({s.form for s in seen}) > 1
+
+
+def test_a_cjk_run_counts_its_character_pairs_not_its_characters_again():
+    chinese = [("每个部门有多少员工", "SELECT dept, count(*) FROM staff GROUP BY dept"),
+               ("列出所有员工的名字", "SELECT name FROM staff"),
+               ("每个城市有多少门店", "SELECT city, count(*) FROM store GROUP BY city")]
+    tally = _tally(chinese)
+    terms = tokenize("每个国家有多少客户")
+    pairs = [t for t in terms if len(t) == 2]
+    assert pairs and len(pairs) < len(terms)
+    assert np.allclose(forms.label_weights(tally, terms), forms.label_weights(tally, pairs))
+    group, plain = _fits(tally, "每个国家有多少客户",
+                         ["SELECT country, count(*) FROM customer GROUP BY country",
+                          "SELECT name FROM customer"])
+    assert group > plain

@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from wrenmem.textsearch import _CJK
+
 _FLAGS = ("where", "or", "not", "in", "like", "between", "exists", "is", "null", "group",
           "having", "order", "asc", "desc", "limit", "distinct", "union", "intersect",
           "except", "case", "count", "sum", "avg", "min", "max",
@@ -43,6 +45,7 @@ _LEX = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|`[^`]*`|\[[^\]]*\]|[a-z_][a-z_0-9]
 SMOOTH = 0.5  # added to every count (and twice to every total)
 KEPT_TERMS = 4_096  # terms whose counts a tally keeps (a warm process meets them again)
 _NOT_KEPT = object()
+_CJK_CHAR = re.compile(f"[{_CJK}]")
 CLIP = 1e-4  # a label's probability is kept within [CLIP, 1 - CLIP]: log-odds within ±9.2
 
 
@@ -131,12 +134,21 @@ def tally_of(rows: Sequence[tuple[str, str]]) -> Tally:
     return Tally(label_matrix(sql for _terms, sql in rows), None, postings.get)
 
 
+def _cjk_pair(term: str) -> bool:
+    return len(term) == 2 and all(_CJK_CHAR.match(c) for c in term)
+
+
 def label_weights(tally: Tally, terms: Iterable[str]) -> Any:
     """The log-odds of each label for a question with these search terms (naive Bayes
     over the terms the tally holds, their sum scaled by one over the square root of their
-    number, as the terms of one question are far from independent)."""
+    number, as the terms of one question are far from independent). A Chinese, Japanese
+    or Korean run is searched as its characters and its character pairs: where the
+    question has pairs, its single characters are not counted again."""
     import numpy as np
 
+    terms = sorted(set(terms))
+    if any(_cjk_pair(t) for t in terms):  # a CJK run's characters are in its pairs already
+        terms = [t for t in terms if not (len(t) == 1 and _CJK_CHAR.match(t))]
     n = tally.count
     have = tally.totals.astype(np.float64)
     lack = n - have
@@ -144,7 +156,7 @@ def label_weights(tally: Tally, terms: Iterable[str]) -> Any:
     z = np.log(prior) - np.log1p(-prior)
     evidence = np.zeros(len(LABELS))
     used = 0
-    for term in sorted(set(terms)):
+    for term in terms:
         found = tally.term(term)
         if found is None:
             continue
