@@ -62,6 +62,12 @@ def stem(word: str) -> str:
     return word
 
 
+def is_cjk_term(term: str) -> bool:
+    """Whether a term of :func:`tokenize` comes from a Chinese, Japanese or Korean run (one
+    of its characters or character pairs): a token never mixes such a run with others."""
+    return bool(_CJK_RUN.match(term))
+
+
 def tokenize(text: str, *, sql: bool = False) -> list[str]:
     """Search terms of ``text``; with ``sql`` keywords are dropped and identifiers split."""
     text = unicodedata.normalize("NFKC", text or "").casefold()

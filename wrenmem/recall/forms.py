@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from wrenmem.textsearch import _CJK
+from wrenmem.textsearch import is_cjk_term
 
 _FLAGS = ("where", "or", "not", "in", "like", "between", "exists", "is", "null", "group",
           "having", "order", "asc", "desc", "limit", "distinct", "union", "intersect",
@@ -45,7 +45,6 @@ _LEX = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|`[^`]*`|\[[^\]]*\]|[a-z_][a-z_0-9]
 SMOOTH = 0.5  # added to every count (and twice to every total)
 KEPT_TERMS = 4_096  # terms whose counts a tally keeps (a warm process meets them again)
 _NOT_KEPT = object()
-_CJK_CHAR = re.compile(f"[{_CJK}]")
 CLIP = 1e-4  # a label's probability is kept within [CLIP, 1 - CLIP]: log-odds within ±9.2
 
 
@@ -95,9 +94,9 @@ class Tally:
         import numpy as np
 
         self.matrix = matrix
-        self.allowed = allowed
+        self.allowed = None if allowed is None else np.asarray(allowed, dtype=bool)
         self._rows_with = rows_with
-        seen = matrix if allowed is None else matrix[np.asarray(allowed, dtype=bool)]
+        seen = matrix if self.allowed is None else matrix[self.allowed]
         self.count = len(seen)
         self.totals = seen.sum(axis=0, dtype=np.int64)
         self._terms: dict[str, Any] = {}  # each term's counts, as a warm process meets it
@@ -115,7 +114,7 @@ class Tally:
         if rows is not None and len(rows):
             rows = np.asarray(rows, dtype=np.int64)
             if self.allowed is not None:
-                rows = rows[np.asarray(self.allowed, dtype=bool)[rows]]
+                rows = rows[self.allowed[rows]]
             if len(rows):
                 found = (len(rows), self.matrix[rows].sum(axis=0, dtype=np.int64))
         if len(self._terms) >= KEPT_TERMS:
@@ -134,10 +133,6 @@ def tally_of(rows: Sequence[tuple[str, str]]) -> Tally:
     return Tally(label_matrix(sql for _terms, sql in rows), None, postings.get)
 
 
-def _cjk_pair(term: str) -> bool:
-    return len(term) == 2 and all(_CJK_CHAR.match(c) for c in term)
-
-
 def label_weights(tally: Tally, terms: Iterable[str]) -> Any:
     """The log-odds of each label for a question with these search terms (naive Bayes
     over the terms the tally holds, their sum scaled by one over the square root of their
@@ -147,8 +142,8 @@ def label_weights(tally: Tally, terms: Iterable[str]) -> Any:
     import numpy as np
 
     terms = sorted(set(terms))
-    if any(_cjk_pair(t) for t in terms):  # a CJK run's characters are in its pairs already
-        terms = [t for t in terms if not (len(t) == 1 and _CJK_CHAR.match(t))]
+    if any(len(t) == 2 and is_cjk_term(t) for t in terms):  # its characters are in its pairs
+        terms = [t for t in terms if not (len(t) == 1 and is_cjk_term(t))]
     n = tally.count
     have = tally.totals.astype(np.float64)
     lack = n - have
