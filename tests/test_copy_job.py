@@ -183,7 +183,7 @@ def test_a_write_while_the_job_reads_leaves_no_copy_claiming_to_be_current(
 @pytest.mark.parametrize("batch_rows", [7, 110, 8_192])
 def test_the_jobs_batched_read_makes_the_copy_the_whole_read_makes(
         big: Path, batch_rows: int) -> None:
-    """The same rows (in their saved form), vectors bit for bit, lengths and postings as
+    """The same rows (in their saved form), vectors bit for bit, lengths, postings and labels as
     :meth:`RecallCopy.from_table`, whatever the batches; and the same file once written."""
     settings = load_settings(big)
     _write_one(big, 5)  # (two data files)
@@ -195,6 +195,7 @@ def test_the_jobs_batched_read_makes_the_copy_the_whole_read_makes(
     assert list(lean.rows) == [(*r[:at], recallcopy._distinct_terms(r[at])) for r in whole.rows]
     assert lean.matrix.tobytes() == whole.matrix.tobytes()
     assert lean.lengths == whole.lengths and lean.postings == whole.postings
+    assert lean.labels is not None and (lean.labels == whole.label_matrix()).all()
     listing = index.disk_listing(settings)
     assert recallcopy.write(settings, whole, listing)
     first = read_marshal(recallcopy.copy_path(settings))

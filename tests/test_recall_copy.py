@@ -8,19 +8,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from conftest import copy_of, imported_modules, index_lock_held, run_wrenmem, write_pair
 from test_daemon import assert_same_answers
 
-from wrenmem import lance
-from wrenmem.fsutil import read_marshal
+from wrenmem import lance, sqllabels
+from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.index import recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.sync import sync_pairs
-from wrenmem.recall import vector
+from wrenmem.recall import forms, vector
 from wrenmem.recall.hits import Filters
 from wrenmem.recall.recaller import recall_many
-from wrenmem.recall.vector import HybridBackend, VectorBackend
+from wrenmem.recall.vector import HybridBackend, VectorBackend, _Derived
 from wrenmem.settings import Settings, load_settings
 
 THINGS = ["orders", "customers", "products", "invoices", "stores", "employees", "suppliers",
@@ -648,3 +649,147 @@ def test_while_a_writer_holds_the_lock_the_kept_copy_answers_for_its_version(
         assert_same_answers(after, before)
     finally:
         freshness.close()
+
+
+def _fresh_labels(copy: recallcopy.RecallCopy) -> Any:
+    """forms.label_matrix of the copy's rows' SQL, every row lexed anew."""
+    return forms.label_matrix([row[recallcopy.POSITION["sql"]] for row in copy.rows])
+
+
+def _recorded_lexing(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The SQL texts the recall copy lexes for labels, one list a call, from now on."""
+    lexed: list[list[str]] = []
+    real = sqllabels.label_matrix
+
+    def recording(sqls: Any) -> Any:
+        lexed.append(list(sqls))
+        return real(lexed[-1])
+
+    monkeypatch.setattr(sqllabels, "label_matrix", recording)
+    return lexed
+
+
+def _with_sql(row: tuple[Any, ...], **values: str) -> tuple[Any, ...]:
+    return tuple(values.get(c, row[n]) for n, c in enumerate(recallcopy.COLUMNS))
+
+
+def test_a_saved_copy_holds_its_rows_labels_and_an_update_lexes_only_its_new_rows(
+        project_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new process maps the labels saved with the copy (none lexed); a copy updated in
+    memory (a pair removed, one edited, one added; then again) lexes only its new rows;
+    every label matrix equals forms.label_matrix of the rows' SQL made anew."""
+    settings = load_settings(project_copy)
+    model_id = HybridBackend(settings).embedder.model_id
+    recall_many(settings, ["warm-up"], 1, Filters())  # leaves a copy for this folder
+    recallcopy._RECENT.clear()  # as a new process
+    lexed = _recorded_lexing(monkeypatch)
+    saved = recallcopy.load(settings, model_id)
+    assert saved is not None and isinstance(saved.rows, recallcopy.LazyRows)
+    assert saved.labels is not None and not saved.labels.flags.writeable  # mapped
+    tally = _Derived.of(saved).tally(saved.live)
+    got = saved.label_matrix()
+    assert lexed == [] and tally.matrix is got
+    assert got.dtype == np.uint8 and got.shape == (110, len(forms.LABELS))
+    assert np.array_equal(got, _fresh_labels(saved))
+    rows = list(saved.rows)
+    live = np.ones(len(rows), dtype=bool)
+    live[[0, 5]] = False  # row 0 removed, row 5 edited
+    edited = _with_sql(rows[5], sql="SELECT store, SUM(amount) FROM orders GROUP BY store "
+                                    "HAVING SUM(amount) > 10")
+    added = _with_sql(rows[9], id="knowledge/sql/new/join.md", path="knowledge/sql/new/join.md",
+                      sql="SELECT a.name FROM a JOIN b ON a.id = b.id WHERE b.x IS NOT NULL")
+    updated = saved.with_rows(live, [edited, added], None, [saved.matrix[5], saved.matrix[9]])
+    assert np.array_equal(_Derived.of(updated).tally(updated.live).matrix,
+                          _fresh_labels(updated))
+    assert lexed == [[edited[3], added[3]]]  # (3: the sql column)
+    assert np.array_equal(updated.label_matrix()[:110], got)  # the saved rows' as saved
+    again = updated.with_rows(np.concatenate([updated.live[:-1], [False]]),
+                              [_with_sql(added, sql="SELECT DISTINCT name FROM a LIMIT 3")],
+                              None, [saved.matrix[9]])
+    assert np.array_equal(again.label_matrix(), _fresh_labels(again))
+    assert len(lexed) == 2 and lexed[1] == ["SELECT DISTINCT name FROM a LIMIT 3"]
+
+
+def test_a_copy_read_from_the_table_and_updated_from_it_labels_every_row(
+        project_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy held by a long-lived reader follows a write (an edit, a new pair, a removed
+    one) by reading and lexing only the new rows; the sync's saved copy, read back, holds
+    the labels of the table's rows."""
+    settings = load_settings(project_copy)
+    whole = recallcopy.RecallCopy.from_table(index.open_table(index.connect(settings)))
+    assert np.array_equal(whole.label_matrix(), _fresh_labels(whole))
+    write_pair(project_copy, "orders/avg_weight.md", "Average weight of orders",
+               "SELECT AVG(weight_kg) FROM orders WHERE weight_kg BETWEEN 1 AND 9",
+               datasource="crm")
+    write_pair(project_copy, "new/capybara.md", "How many capybaras were adopted?",
+               "SELECT COUNT(*) FROM adoption WHERE animal = 'capybara'")
+    (project_copy / "knowledge/sql/stores/max_price.md").unlink()
+    sync_pairs(settings)
+    lexed = _recorded_lexing(monkeypatch)
+    updated = whole.updated(index.open_table(index.connect(settings)))
+    assert updated is not None and updated.live is not None
+    assert np.array_equal(updated.label_matrix(), _fresh_labels(updated))
+    assert sorted(lexed[0]) == [
+        "SELECT AVG(weight_kg) FROM orders WHERE weight_kg BETWEEN 1 AND 9",
+        "SELECT COUNT(*) FROM adoption WHERE animal = 'capybara'"]
+    recallcopy._RECENT.clear()  # as a new process
+    saved = recallcopy.load(settings, whole.model_id)
+    assert saved is not None and saved.labels is not None and len(saved.rows) == 110
+    assert np.array_equal(saved.label_matrix(), _fresh_labels(saved))
+    assert len(lexed) == 1  # the saved labels were read, not made
+
+
+def test_an_older_copy_or_damaged_labels_are_not_read_but_made_again(
+        project_copy: Path) -> None:
+    settings = load_settings(project_copy)
+    model_id = HybridBackend(settings).embedder.model_id
+    want = recall_many(settings, QUESTIONS, 3, Filters())  # leaves a copy for this folder
+    path = recallcopy.copy_path(settings)
+    record = read_marshal(path)
+    assert record["v"] == recallcopy.VERSION and record["labels"] == sqllabels.fingerprint()
+    older = {k: v for k, v in record.items() if k != "labels"}  # as version 4 saved it
+    older["v"] = 4
+    assert write_marshal(path, older)
+    recallcopy._RECENT.clear()  # as a new process
+    assert recallcopy.load(settings, model_id) is None
+    assert_same_answers(recall_many(settings, QUESTIONS, 3, Filters()), want)
+    renewed = read_marshal(path)  # that search read the table and saved a current copy
+    assert renewed["v"] == recallcopy.VERSION and "labels" in renewed["sections"]
+    at, size = renewed["sections"]["labels"]
+    assert size == 110 * len(sqllabels.LABELS)
+    data = current_data_file(settings)
+    raw = bytearray(data.read_bytes())
+    raw[at + 7] = 9  # not a 0/1 label: the labels are made again, the copy still used
+    data.write_bytes(bytes(raw))
+    recallcopy._RECENT.clear()
+    copy = recallcopy.load(settings, model_id)
+    assert copy is not None and copy.labels is not None
+    assert np.array_equal(copy.label_matrix(), _fresh_labels(copy))
+    assert_same_answers(recall_many(settings, QUESTIONS, 3, Filters()), want)
+
+
+def test_labels_saved_under_other_label_rules_are_made_again(
+        project_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy saves the fingerprint of sqllabels.LABELS (forms.LABELS is that tuple),
+    the lexer and its RULES; a process whose labels differ reads the rest of the copy and
+    makes the labels anew, whichever side changed."""
+    settings = load_settings(project_copy)
+    model_id = HybridBackend(settings).embedder.model_id
+    recall_many(settings, ["warm-up"], 1, Filters())  # leaves a copy for this folder
+    sql = recallcopy.POSITION["sql"]
+    for name, value in [("LABELS", (*sqllabels.LABELS, "qualify")),
+                        ("RULES", sqllabels.RULES + 1)]:
+        with monkeypatch.context() as patched:
+            patched.setattr(sqllabels, name, value)
+            recallcopy._RECENT.clear()  # a new process with other label rules
+            copy = recallcopy.load(settings, model_id)
+            assert copy is not None and copy.labels is None
+            made = copy.label_matrix()
+            assert made.shape == (110, len(sqllabels.LABELS))
+            assert np.array_equal(made, sqllabels.label_matrix(r[sql] for r in copy.rows))
+            # and what that process saves, this code does not read as its own
+            assert recallcopy.write(settings, copy, index.disk_listing(settings))
+        recallcopy._RECENT.clear()
+        copy = recallcopy.load(settings, model_id)
+        assert copy is not None and copy.labels is None
+        assert np.array_equal(copy.label_matrix(), _fresh_labels(copy))

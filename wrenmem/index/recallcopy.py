@@ -4,11 +4,12 @@
 seconds, more than the search. So after each write, the writer (sync, under the index lock)
 also saves ``.wrenmem/recall-copy.bin``: the rows recall shows, where the table's own data
 files hold their float32 vectors (:mod:`wrenmem.index.tablevectors`: not saved twice), the
-vector scan's prefix codes past ``vectorscan.MIN_ROWS`` rows, and the full-text postings of
-their ``terms`` column. A process that has not opened LanceDB answers from it with numpy
-alone: the same exact cosine scan as LanceDB's flat search, and the same BM25 as LanceDB's
-full-text index over the same terms (k1 1.2, b 0.75, whitespace tokens: scores equal to
-LanceDB's to float32 rounding).
+vector scan's prefix codes past ``vectorscan.MIN_ROWS`` rows, the full-text postings of
+their ``terms`` column and the labels of their SQL (:mod:`wrenmem.sqllabels`, what the form
+reader counts: mapped, not lexed again by every process). A process that has not opened
+LanceDB answers from it with numpy alone: the same exact cosine scan as LanceDB's flat
+search, and the same BM25 as LanceDB's full-text index over the same terms (k1 1.2, b 0.75,
+whitespace tokens: scores equal to LanceDB's to float32 rounding).
 
 The copy records the table's file listing (:func:`wrenmem.lance.disk_listing`) from before
 it read the table; it is used only while the listing is still exactly that, so any later
@@ -37,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, overload
 
-from wrenmem import lance, statedir
+from wrenmem import lance, sqllabels, statedir
 from wrenmem.fsutil import read_marshal, write_marshal
 from wrenmem.index import table as index
 from wrenmem.index import tablevectors, vectorscan
@@ -46,9 +47,10 @@ from wrenmem.settings import Settings
 log = logging.getLogger(__name__)
 
 FILE_NAME = statedir.RECALL_COPY
-VERSION = 4  # 2: the vectors and rows in a mapped file beside it; 3: the float32 vectors
+VERSION = 5  # 2: the vectors and rows in a mapped file beside it; 3: the float32 vectors
 #              found in the table's own data files (tablevectors) where they can be; 4: a
-#              row's path not saved where it is its id, its other short columns once a copy
+#              row's path not saved where it is its id, its other short columns once a copy;
+#              5: the rows' SQL labels (sqllabels), under the fingerprint of what made them
 MAX_ROWS = 20_000  # a writer saves the copy of a table up to this size (45 MB at 512 dims)
 FILE_MAX_ROWS = 200_000  # a long-lived reader saves the copy it holds up to this size
 DATA_NAME = re.compile(r"recall-copy\.[0-9a-f]{16}\.data")
@@ -278,7 +280,10 @@ def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing,
             offsets[1:] = np.cumsum([len(b) for b in encoded])
             blob = b"".join(encoded)
             del encoded
-        parts: list[tuple[str, Any]] = [("offsets", offsets)]
+        # every row's SQL labels, uint8 (43 bytes a row): what the form reader counts
+        parts: list[tuple[str, Any]] = [
+            ("offsets", offsets),
+            ("labels", np.ascontiguousarray(copy.label_matrix(), dtype=np.uint8))]
         runs = _vector_runs(settings, copy, listing)
         if runs is None:  # not found in the table's files: the copy holds them itself
             parts.insert(0, ("matrix", np.ascontiguousarray(copy.matrix, dtype=np.float32)))
@@ -326,7 +331,7 @@ def _write(settings: Settings, copy: RecallCopy, listing: lance.Listing,
             "postings": {t: _packed(raw) for t, raw in copy.postings.items()},
             "live": None if copy.live is None else copy.live.tobytes(),
             "data": name, "size": at + len(blob), "sections": sections, "runs": runs,
-            "prefix": codes, "groups": groups,
+            "prefix": codes, "groups": groups, "labels": sqllabels.fingerprint(),
         }
         if not write_marshal(copy_path(settings), record):
             path.unlink(missing_ok=True)
@@ -564,7 +569,7 @@ class RecallCopy:
     def __init__(self, model_id: str, rows: Sequence[tuple[Any, ...]], matrix: Any,
                  lengths: array, postings: Mapping[str, Posting],
                  listing: lance.Listing | None = None, hashes: list[str] | None = None,
-                 live: Any = None):
+                 live: Any = None, labels: Any = None):
         import numpy as np
 
         self.model_id = model_id
@@ -578,6 +583,10 @@ class RecallCopy:
         # which rows the table still holds (None: all): an update leaves the rows a
         # write removed in place, out of every search and statistic, until it reads anew
         self.live = live
+        # the SQL labels of the first rows (sqllabels.label_matrix), when known: saved, or
+        # of the copy this one was made from; label_matrix() makes the rest
+        self.labels = labels
+        self._labels_checked = False
         self._length_array: Any = np.frombuffer(lengths, dtype=np.int32)
         self.live_count = len(rows) if live is None else int(np.count_nonzero(live))
         kept = self._length_array if live is None else self._length_array[live]
@@ -616,7 +625,7 @@ class RecallCopy:
         """The copy of the table's current version as :func:`write` saves it (the copy
         job's): read in batches of ``batch_rows``, each row kept only in its saved form
         (:class:`LazyRows` over the bytes to write), so no row is a Python object for
-        longer than its batch: the same rows, vectors and postings as :meth:`from_table`
+        longer than its batch: the same rows, vectors, postings and labels as :meth:`from_table`
         in about half its memory at 100,000 rows. Raises ValueError when the table
         changed while it was read (more rows than it counted)."""
         import numpy as np
@@ -631,6 +640,7 @@ class RecallCopy:
         pieces: list[bytes] = []
         lengths = array("i")
         lists: dict[str, list[bytes]] = {}
+        labels: list[Any] = []  # each batch's, made from its SQL while it is a list of strings
         at = 0
         for batch in reader:
             data = pa.Table.from_batches([batch])
@@ -649,6 +659,7 @@ class RecallCopy:
             lengths.extend(more)
             for term, raw in postings.items():
                 lists.setdefault(term, []).append(raw)
+            labels.append(sqllabels.label_matrix(s or "" for s in values[POSITION["sql"]]))
             pieces += [marshal.dumps(_stored_row(r, groups, known))
                        for r in zip(*values, strict=True)]
             at += size
@@ -660,7 +671,8 @@ class RecallCopy:
         del pieces
         pa.default_memory_pool().release_unused()
         return cls(index.table_model_id(table) or "", LazyRows(blob, 0, offsets, groups),
-                   matrix, lengths, {t: b"".join(raws) for t, raws in lists.items()})
+                   matrix, lengths, {t: b"".join(raws) for t, raws in lists.items()},
+                   labels=np.concatenate(labels))
 
     def updated(self, table: Any) -> RecallCopy | None:
         """The copy of ``table``'s current version made from this one (of an earlier
@@ -730,7 +742,8 @@ class RecallCopy:
                 else None)
         copy = RecallCopy(self.model_id, ChainedRows(self.rows, list(rows)),
                           StackedRows(self.matrix, added), lengths, postings,
-                          hashes=kept, live=None if live.all() else live)
+                          hashes=kept, live=None if live.all() else live,
+                          labels=self.labels)
         copy._scan = self.scan().extended(copy.matrix)
         return copy
 
@@ -799,6 +812,31 @@ class RecallCopy:
         self._term_scores[term] = found
         self._term_postings += size
         return found
+
+    def label_matrix(self) -> Any:
+        """:func:`wrenmem.sqllabels.label_matrix` of every row's SQL (removed rows
+        included), made once per copy: the rows whose labels it holds (:attr:`labels`:
+        saved, or of the copy it was made from) are not lexed again, only those past them.
+        Saved labels that are not 0 or 1 (a damaged file) are made again."""
+        import numpy as np
+
+        checked = self._labels_checked  # (before the labels: another thread may check)
+        held = self.labels
+        if held is not None and not checked:
+            if len(held) and int(held.max()) > 1:
+                held = None
+            self.labels = held
+            self._labels_checked = True
+        if held is not None and len(held) == len(self.rows):
+            self.labels = held
+            return held
+        at = POSITION["sql"]
+        more = (self.rows[len(held):] if held is not None else self.rows)
+        made = sqllabels.label_matrix(r[at] or "" for r in more)
+        if held is not None:
+            made = np.concatenate([held, made])
+        self.labels = made
+        return made
 
     def scan(self) -> vectorscan.VectorScan:
         """The exact nearest-row search over :attr:`matrix` (made once per copy)."""
@@ -931,6 +969,10 @@ def _read(settings: Settings, model_id: str, listing: lance.Listing | None
                 float(codes["skew"]), part("p_ints", np.int8, count * dims).reshape(count, dims),
                 part("p_scale", np.float64, count),
                 part("p_terms", np.float64, count * 4).reshape(count, 4))
+        labels = None  # made again by code whose labels are not those they were saved by
+        if data["labels"] == sqllabels.fingerprint():
+            width = len(sqllabels.LABELS)
+            labels = part("labels", np.uint8, count * width).reshape(count, width)
         lengths = array("i")
         lengths.frombytes(data["lengths"])
         live = None
@@ -946,7 +988,7 @@ def _read(settings: Settings, model_id: str, listing: lance.Listing | None
                 for g in groups):
             return None
         copy = RecallCopy(model_id, LazyRows(mapped, start, offsets, groups), matrix, lengths,
-                          data["postings"], listing, live=live)
+                          data["postings"], listing, live=live, labels=labels)
         copy._scan = vectorscan.VectorScan(matrix, quantized, prefix)
         return copy
     except (KeyError, TypeError, ValueError, OSError):

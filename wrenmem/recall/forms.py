@@ -16,71 +16,26 @@ A new question with no stored answer still has words the memory has seen answere
 form reader is what ranks the pairs of the structure it asks for above those that merely
 share its topic.
 
-The labels come from a keyword lexer over the SQL text (string literals and quoted names
-skipped), about 20 times cheaper than sqlglot's tokenizer, because every pair a search sees
-is read, not only the candidates.
+The labels come from a keyword lexer over the SQL text (:mod:`wrenmem.sqllabels`: string
+literals and quoted names skipped), about 20 times cheaper than sqlglot's tokenizer, because
+every pair a search sees is read, not only the candidates; a saved recall copy holds them.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
-from functools import lru_cache
 from typing import Any
 
+from wrenmem.sqllabels import LABELS, label_matrix, labels
 from wrenmem.textsearch import is_cjk_term
 
-_FLAGS = ("where", "or", "not", "in", "like", "between", "exists", "is", "null", "group",
-          "having", "order", "asc", "desc", "limit", "distinct", "union", "intersect",
-          "except", "case", "count", "sum", "avg", "min", "max",
-          "=", "<", ">", "<=", ">=", "!=", "*")
-_COUNTED = {"select": 3, "join": 3, "and": 2}  # counted up to this many
-LABELS: tuple[str, ...] = _FLAGS + tuple(
-    f"{word}#{n}" for word, top in _COUNTED.items() for n in range(top + 1))
-_AT = {label: n for n, label in enumerate(LABELS)}
-# a string, a quoted name (four quotings), a word, an operator
-_LEX = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|`[^`]*`|\[[^\]]*\]|[a-z_][a-z_0-9]*|<>|[<>!=]=?"
-                  r"|[*]", re.IGNORECASE)
+__all__ = ["LABELS", "Tally", "fit", "label_matrix", "label_weights", "labels", "tally_of"]
+
 SMOOTH = 0.5  # added to every count (and twice to every total)
 KEPT_TERMS = 4_096  # terms whose counts a tally keeps (a warm process meets them again)
 _NOT_KEPT = object()
 CLIP = 1e-4  # a label's probability is kept within [CLIP, 1 - CLIP]: log-odds within ±9.2
-
-
-# what each lexed token counts as: its label, or for the counted words their own name
-_TOKEN_AT: dict[str, int | str] = {**_AT, "<>": _AT["!="], **{w: w for w in _COUNTED}}
-
-
-@lru_cache(maxsize=1 << 16)
-def labels(sql: str) -> tuple[int, ...]:
-    """The positions in :data:`LABELS` of the labels of ``sql``, in order."""
-    found: set[int] = set()
-    counted = dict.fromkeys(_COUNTED, 0)
-    get = _TOKEN_AT.get
-    for token in _LEX.findall(sql.lower()):  # a string or a quoted name is no label
-        at = get(token)
-        if at is None:
-            continue
-        if isinstance(at, str):
-            counted[at] += 1
-        else:
-            found.add(at)
-    for word, top in _COUNTED.items():
-        found.add(_AT[f"{word}#{min(counted[word], top)}"])
-    return tuple(sorted(found))
-
-
-def label_matrix(sqls: Iterable[str]) -> Any:
-    """One row of 0/1 per SQL text, a column per label (uint8); each distinct text read once."""
-    import numpy as np
-
-    codes: dict[str, int] = {}
-    order = [codes.setdefault(s or "", len(codes)) for s in sqls]
-    distinct = np.zeros((len(codes), len(LABELS)), dtype=np.uint8)
-    for text, n in codes.items():
-        distinct[n, list(labels(text))] = 1
-    return distinct[np.asarray(order, dtype=np.int64)] if order else distinct[:0]
 
 
 class Tally:

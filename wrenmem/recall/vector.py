@@ -535,7 +535,6 @@ class _Derived:
         self.copy = copy
         self._terms: dict[int, frozenset[str]] = {}
         self._pairs: dict[int, Any] = {}
-        self._labels: Any = None  # forms.label_matrix of the copy's rows, made on first use
         self._tallies: dict[int, tuple[Any, forms.Tally]] = {}  # by the mask's id
 
     @classmethod
@@ -548,17 +547,16 @@ class _Derived:
 
     def tally(self, allowed: Any) -> forms.Tally:
         """The form reader's tally of the copy's rows ``allowed`` sees (the label matrix
-        made once per copy, the tally once per mask: the last few are kept)."""
+        the copy's own, saved with it or made once; the tally once per mask: the last few
+        are kept)."""
         with self._lock:
-            if self._labels is None:
-                at = recallcopy.POSITION["sql"]
-                self._labels = forms.label_matrix(r[at] or "" for r in self.copy.rows)
+            labels = self.copy.label_matrix()
             key = id(allowed)
             found = self._tallies.get(key)
             if found is not None and found[0] is allowed:
                 return found[1]
         copy = self.copy
-        tally = forms.Tally(self._labels, allowed,
+        tally = forms.Tally(labels, allowed,
                             lambda term: (copy.term_scores(term) or (None,))[0])
         with self._lock:
             if len(self._tallies) >= self.KEEP_TALLIES:
