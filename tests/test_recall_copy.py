@@ -15,7 +15,7 @@ from test_daemon import assert_same_answers
 
 from wrenmem import lance, sqllabels
 from wrenmem.fsutil import read_marshal, write_marshal
-from wrenmem.index import recallcopy
+from wrenmem.index import copyjob, recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.sync import sync_pairs
 from wrenmem.recall import forms, vector
@@ -62,7 +62,12 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def project_copy(built: Path, copy_project: Callable[..., Path]) -> Path:
+def project_copy(built: Path, copy_project: Callable[..., Path],
+                 monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of ``built``, whose syncs start no detached copy job (tests/test_copy_job.py
+    has those): a job's data file, written a second or more later, would be one more
+    than a test counts."""
+    monkeypatch.setattr(copyjob, "start", lambda _settings: False)
     return copy_project(built)
 
 
