@@ -12,9 +12,10 @@ kept within [c, 1 - c] for a larger c; more smoothing of the counts; the gap to 
 form fit compressed (``-log1p(-gap)``) so a large gap is not trusted in proportion; the
 *lift*: the form fit less what the labels' base rates alone give the same SQL (the sum of
 the labels' log-odds for this question less their log-odds for no question), so a SQL of
-many common labels does not gain for being common; and the second form feature's factor
-taken from the candidate's own evidence (one minus its coverage, or its BM25 over the
-best) instead of one minus the best coverage.
+many common labels does not gain for being common; the base rates' part alone, and both
+parts as features of their own (the model weighs them apart); and the second form
+feature's factor taken from the candidate's own evidence (one minus its coverage, or its
+BM25 over the best) instead of one minus the best coverage.
 
 Usage: python bench/suite/study_round9.py --suite DIR --workdir W
 """
@@ -59,6 +60,7 @@ LAWS = {"shipped": (forms.CLIP, forms.SMOOTH), "clip 0.01": (0.01, forms.SMOOTH)
 SHIPPED = (forms.CLIP, forms.SMOOTH)
 FITS: dict[str, dict[int, list[float]]] = {law: {} for law in LAWS}
 LIFT: dict[int, list[float]] = {}
+PRIOR: dict[int, list[float]] = {}  # the form fit of the labels' base rates alone
 for a, tally in study.tallies():
     terms = tokenize(a.question)
     for law, (clip, smooth) in LAWS.items():
@@ -66,8 +68,9 @@ for a, tally in study.tallies():
         w = forms.label_weights(tally, terms)
         FITS[law][id(a)] = [forms.fit(w, c.sql) for c in a.cands]
         if law == "shipped":  # the lift: what the words add to the labels' base rates
-            w = w - forms.label_weights(tally, ())
-            LIFT[id(a)] = [forms.fit(w, c.sql) for c in a.cands]
+            prior = forms.label_weights(tally, ())
+            PRIOR[id(a)] = [forms.fit(prior, c.sql) for c in a.cands]
+            LIFT[id(a)] = [forms.fit(w - prior, c.sql) for c in a.cands]
 forms.CLIP, forms.SMOOTH = SHIPPED
 print("scored", file=sys.stderr, flush=True)
 
@@ -93,6 +96,10 @@ results["x (1 - own coverage)"] = studylib.summary("x (1 - own coverage)", study
     study.with_form(BASE, FITS["shipped"], times=own_coverage)))
 results["x own bm25 / best"] = studylib.summary("x own bm25 / best", study.oof(
     study.with_form(BASE, FITS["shipped"], times=own_bm25)))
+results["base rates only"] = studylib.summary(
+    "base rates only", study.oof(study.with_form(BASE, PRIOR)))
+results["base rates + lift"] = studylib.summary(
+    "base rates + lift", study.oof(study.with_form(study.with_form(BASE, PRIOR), LIFT)))
 for law in ("shipped", "clip 0.01"):
     name = f"{law}, compressed"
     results[name] = studylib.summary(
