@@ -17,9 +17,7 @@ Usage: python bench/suite/study_round8.py --suite DIR --workdir W
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
 import studylib
@@ -27,11 +25,7 @@ import studylib
 from wrenmem.recall import forms
 from wrenmem.textsearch import is_cjk_term, tokenize
 
-_p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-_p.add_argument("--suite", type=Path, required=True)
-_p.add_argument("--workdir", type=Path, required=True)
-ARGS = _p.parse_args()
-study = studylib.Study(ARGS.suite, ARGS.workdir)
+study = studylib.Study.from_command_line(__doc__)
 
 
 def weights(tally, terms, alpha, pairs_only):

@@ -22,10 +22,8 @@ Usage: python bench/suite/study_round9.py --suite DIR --workdir W
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
-from pathlib import Path
 
 import studylib
 
@@ -33,11 +31,7 @@ from wrenmem.recall import forms
 from wrenmem.recall import model as rm
 from wrenmem.textsearch import tokenize
 
-_p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-_p.add_argument("--suite", type=Path, required=True)
-_p.add_argument("--workdir", type=Path, required=True)
-ARGS = _p.parse_args()
-study = studylib.Study(ARGS.suite, ARGS.workdir)
+study = studylib.Study.from_command_line(__doc__)
 
 
 def compressed(gap: float) -> float:

@@ -8,6 +8,7 @@ variant's rows and :func:`summary` to print the figures docs/benchmarks.md repor
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import sys
 from collections import defaultdict
@@ -50,6 +51,16 @@ class Study:
                         for db in {a.db for a in self.tuning}}
         # the shipped features, kept: oof() puts each variant's rows in fit_model's cache
         self._shipped = {id(a): [tuple(r) for r in fm.feats(a)] for a in self.tuning}
+
+    @classmethod
+    def from_command_line(cls, doc: str) -> Study:
+        """The study of ``--suite DIR --workdir W`` (a study script's arguments; ``doc``:
+        its docstring, whose first line describes it)."""
+        parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+        parser.add_argument("--suite", type=Path, required=True)
+        parser.add_argument("--workdir", type=Path, required=True)
+        args = parser.parse_args()
+        return cls(args.suite, args.workdir)
 
     def tallies(self) -> Iterator[tuple[Any, forms.Tally]]:
         """Each asked question with the form reader's tally of the pairs its search sees:

@@ -828,7 +828,6 @@ class RecallCopy:
             self.labels = held
             self._labels_checked = True
         if held is not None and len(held) == len(self.rows):
-            self.labels = held
             return held
         at = POSITION["sql"]
         more = (self.rows[len(held):] if held is not None else self.rows)
