@@ -167,3 +167,41 @@ def test_paired_counts_only_the_questions_the_runs_disagree_on() -> None:
     assert (won, lost) == (8, 0)
     assert p == pytest.approx(2 / 2 ** 8)  # eight of eight one way: 2 x (1/2)^8
     assert run.paired([1, 2], [1]) == (0, 0, None)  # not the same questions
+
+
+def _write_ko_part(folder: Path, rows: list[dict], tables: list[dict], refined: list[dict],
+                   names: tuple[str, str, str]) -> None:
+    for name, records in zip(names, (rows, tables, refined), strict=True):
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
+                        encoding="utf-8")
+
+
+def test_the_fresh_korean_set_is_held_out_only(tmp_path: Path) -> None:
+    import sources
+
+    folder = tmp_path / "extra" / "ko-wikisql" / "outputs"
+    for part, (table, first) in zip(sources.KO_WIKISQL_FRESH,
+                                    (("1-100-1", "가"), ("2-200-2", "나")), strict=True):
+        header = ["선수", "번호", "학교"]
+        rows = [{"table_id": table, "question": f"{first} {n}번 선수는 어느 학교?",
+                 "sql": {"sel": 2, "agg": 0, "conds": [[1, 0, str(n)]]}} for n in range(6)]
+        rows += [{"table_id": table, "question": f"{first} {n}번 선수는 몇 명?",
+                  "sql": {"sel": 0, "agg": 3, "conds": [[1, 0, str(n)]]}} for n in range(4)]
+        refined = [{**rows[0], "question": f"{first} 0번 선수의 학교는?"}]
+        _write_ko_part(folder, rows, [{"id": table, "header": header}], refined, part[:3])
+    items = sources.ko_wikisql_fresh(tmp_path)
+    assert items is not None
+    ids = {i.id for i in items}
+    assert {"kof-g00000", "kof-g10000", "kof-r00000", "kof-r10000"} <= ids
+    assert all(i.id.startswith("kof-") and i.lang == "ko" for i in items)
+    out = tmp_path / "suite"
+    manifest = build.build(tmp_path, out, sets=["ko-wikisql-fresh"])
+    cases = manifest["sets"]["ko-wikisql-fresh"]["cases"]
+    assert {c["name"].split("/")[1] for c in cases} >= {"answered-one", "new"}
+    assert {c["split"] for c in cases} == {"held-out"}
+    assert manifest["sets"]["ko-wikisql-fresh"]["split_databases"]["tuning"] == []
+    # absent files: the set is skipped, not an error
+    (folder / sources.KO_WIKISQL_FRESH[1][2]).unlink()
+    assert sources.ko_wikisql_fresh(tmp_path) is None

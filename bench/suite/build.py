@@ -439,6 +439,16 @@ SETS: dict[str, dict] = {
                      Variant("new", "new", "g", "g", new_questions),
                      Variant("new-tables", "new", "g", "g", _new_tables),
                      Variant("new-values", "new", "g", "g", new_values)]},
+    "ko-wikisql-fresh": {
+        "about": "Korean, fresh: the same translation of WikiSQL's dev and test questions "
+                 "(tables no train question is on); HELD-OUT only, added in round 10 and "
+                 "never tuned on",
+        "held_out_only": True,
+        "pools": {"g": "kof-g", "r": "kof-r"},
+        "variants": [Variant("answered-one", "answered", "g", "r", answered_one),
+                     Variant("new", "new", "g", "g", new_questions),
+                     Variant("new-tables", "new", "g", "g", _new_tables),
+                     Variant("new-values", "new", "g", "g", new_values)]},
     "kaggledbqa": {
         "about": "KaggleDBQA: 8 real Kaggle databases, questions written without seeing "
                  "the SQL (fetched extra)",
@@ -477,6 +487,9 @@ def load_items(data: Path) -> dict[str, list[Item]]:
     kow = sources.ko_wikisql(data)
     if kow is not None:
         out["ko-wikisql"] = kow
+    fresh = sources.ko_wikisql_fresh(data)
+    if fresh is not None:
+        out["ko-wikisql-fresh"] = fresh
     kdb = sources.kaggledbqa(data)
     if kdb is not None:
         out["kaggledbqa"] = kdb
@@ -487,7 +500,8 @@ FAMILY = {"spider-en": "spider", "spider-syn": "spider", "spider-keyword": "spid
           "spider-followup": "spider",
           "mspider-en": "mspider", "mspider-zh": "mspider", "mspider-zh-en": "mspider",
           "mspider-vi": "mspider", "mspider-vi-en": "mspider", "bird": "bird",
-          "kaggledbqa": "kaggledbqa", "ko-wikisql": "ko-wikisql"}
+          "kaggledbqa": "kaggledbqa", "ko-wikisql": "ko-wikisql",
+          "ko-wikisql-fresh": "ko-wikisql-fresh"}
 
 
 def sample(asked: list[dict], limit: int, name: str) -> list[dict]:
@@ -503,8 +517,10 @@ def build_set(name: str, rows: list[Keyed], max_asked: int
     pools = {k: _pool(rows, p) for k, p in spec["pools"].items()}
     cases, used = [], {}
     split_dbs: dict[str, list[str]] = {}
+    split_of_db = (lambda _db: "held-out") if spec.get("held_out_only") else split_of
     for split in SPLITS:
-        part = {k: [r for r in pool if split_of(r.item.db) == split] for k, pool in pools.items()}
+        part = {k: [r for r in pool if split_of_db(r.item.db) == split]
+                for k, pool in pools.items()}
         split_dbs[split] = sorted({r.item.db for pool in part.values() for r in pool})
         for v in spec["variants"]:
             stored, asked = v.build(part[v.store], part[v.ask])
@@ -552,7 +568,13 @@ INPUTS = ("spider-syn-train/questions.json", "mspider-dev/questions.json",
           "bird-minidev/mini_dev_mysql.json", "extra/kaggledbqa/examples/*.json",
           "extra/ko-wikisql/outputs/train/train_translated_mini.jsonl",
           "extra/ko-wikisql/outputs/train/train_translated_mini.tables.jsonl",
-          "extra/ko-wikisql/outputs/refined/train/train.jsonl")
+          "extra/ko-wikisql/outputs/refined/train/train.jsonl",
+          "extra/ko-wikisql/outputs/dev/dev_translated_mini.jsonl",
+          "extra/ko-wikisql/outputs/dev/dev_translated_mini.tables.jsonl",
+          "extra/ko-wikisql/outputs/refined/dev/dev.jsonl",
+          "extra/ko-wikisql/outputs/test/test_translated_mini.jsonl",
+          "extra/ko-wikisql/outputs/test/test_translated_mini.tables.jsonl",
+          "extra/ko-wikisql/outputs/refined/test/test.jsonl")
 
 
 def input_fingerprints(data: Path) -> dict[str, str]:

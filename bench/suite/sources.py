@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -226,41 +227,79 @@ def wikisql_sql(table_id: str, header: list[str], sql: dict) -> str:
     return text
 
 
-def ko_wikisql(data: Path) -> list[Item] | None:
-    """Korean WikiSQL (dermond0917/Thesis): ``kow-g*`` WikiSQL train questions machine
-    translated into Korean with their translated tables; ``kow-r*`` a second, hand-refined
-    Korean translation of the first 1,004 of them, given the SQL of the question it
-    translates (matched by position, table, selected column, aggregate and conditions).
-    Each WikiSQL table is a database of its own."""
-    folder = data / "extra" / "ko-wikisql" / "outputs"
-    paths = [folder / "train" / "train_translated_mini.jsonl",
-             folder / "train" / "train_translated_mini.tables.jsonl",
-             folder / "refined" / "train" / "train.jsonl"]
-    if not all(p.exists() for p in paths):
-        _say(f"skipped: {folder} is absent (see bench/suite/SOURCES.md)")
-        return None
-    rows = [json.loads(line) for line in paths[0].read_text(encoding="utf-8").splitlines()
+def _ko_items(rows_path: Path, tables_path: Path, refined_path: Path, prefix: str,
+              first: int) -> list[Item]:
+    """One part of the Korean WikiSQL translation: ``<prefix>-g<n>`` the machine-translated
+    questions (numbered from ``first``), ``<prefix>-r<n>`` the hand-refined second
+    translation of the first ones, given the SQL of the question it translates (matched by
+    position, table, selected column, aggregate and the conditions' columns and operators)."""
+    rows = [json.loads(line) for line in rows_path.read_text(encoding="utf-8").splitlines()
             if line.strip()]
-    refined = [json.loads(line) for line in paths[2].read_text(encoding="utf-8").splitlines()
+    refined = [json.loads(line) for line in refined_path.read_text(encoding="utf-8").splitlines()
                if line.strip()]
-    headers = _headers(paths[1])
+    headers = _headers(tables_path)
     items = []
     sql_of: dict[int, str] = {}
-    for n, r in enumerate(rows):
+    for n, r in enumerate(rows, first):
         header = headers.get(r["table_id"])
         if header is None:
             continue
         db = "t" + r["table_id"].replace("-", "_")
         sql_of[n] = wikisql_sql(r["table_id"], header, r["sql"])
-        items.append(Item(f"kow-g{n:05d}", db, _clean(r["question"]), sql_of[n], "ko",
-                          "sqlite", "short", f"kow-{n:05d}"))
-    for n, (r, g) in enumerate(zip(refined, rows, strict=False)):
+        items.append(Item(f"{prefix}-g{n:05d}", db, _clean(r["question"]), sql_of[n], "ko",
+                          "sqlite", "short", f"{prefix}-{n:05d}"))
+    for n, (r, g) in enumerate(zip(refined, rows, strict=False), first):
         same = (r["table_id"] == g["table_id"] and r["sql"]["sel"] == g["sql"]["sel"]
                 and r["sql"]["agg"] == g["sql"]["agg"]
                 and [c[:2] for c in r["sql"]["conds"]] == [c[:2] for c in g["sql"]["conds"]])
         if not same or n not in sql_of or _clean(r["question"]) == _clean(g["question"]):
             continue
         db = "t" + r["table_id"].replace("-", "_")
-        items.append(Item(f"kow-r{n:05d}", db, _clean(r["question"]), sql_of[n], "ko",
-                          "sqlite", "short-refined", f"kow-{n:05d}"))
+        items.append(Item(f"{prefix}-r{n:05d}", db, _clean(r["question"]), sql_of[n], "ko",
+                          "sqlite", "short-refined", f"{prefix}-{n:05d}"))
+    return items
+
+
+KO_WIKISQL = ("train/train_translated_mini.jsonl", "train/train_translated_mini.tables.jsonl",
+              "refined/train/train.jsonl")
+# WikiSQL's dev and test tables (disjoint from train's), for the fresh HELD-OUT set of
+# round 10: (rows, tables, refined, first number)
+KO_WIKISQL_FRESH = (
+    ("dev/dev_translated_mini.jsonl", "dev/dev_translated_mini.tables.jsonl",
+     "refined/dev/dev.jsonl", 0),
+    ("test/test_translated_mini.jsonl", "test/test_translated_mini.tables.jsonl",
+     "refined/test/test.jsonl", 10000))
+
+
+def _ko_folder(data: Path, names: Iterable[str]) -> Path | None:
+    folder = data / "extra" / "ko-wikisql" / "outputs"
+    missing = [n for n in names if not (folder / n).exists()]
+    if missing:
+        _say(f"skipped: {folder / missing[0]} is absent (see bench/suite/SOURCES.md)")
+        return None
+    return folder
+
+
+def ko_wikisql(data: Path) -> list[Item] | None:
+    """Korean WikiSQL (dermond0917/Thesis): ``kow-g*`` WikiSQL train questions machine
+    translated into Korean with their translated tables; ``kow-r*`` a second, hand-refined
+    Korean translation of the first 1,004 of them. Each WikiSQL table is a database of its
+    own."""
+    folder = _ko_folder(data, KO_WIKISQL)
+    if folder is None:
+        return None
+    rows, tables, refined = (folder / n for n in KO_WIKISQL)
+    return _ko_items(rows, tables, refined, "kow", 0)
+
+
+def ko_wikisql_fresh(data: Path) -> list[Item] | None:
+    """The same translation of WikiSQL's dev and test questions (``kof-g*``, ``kof-r*``;
+    test numbered from 10000): tables no train question is on, added in round 10 as a
+    HELD-OUT-only set that nothing was tuned on."""
+    folder = _ko_folder(data, [n for part in KO_WIKISQL_FRESH for n in part[:3]])
+    if folder is None:
+        return None
+    items = []
+    for rows, tables, refined, first in KO_WIKISQL_FRESH:
+        items += _ko_items(folder / rows, folder / tables, folder / refined, "kof", first)
     return items
