@@ -19,41 +19,12 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
 import studylib
 
 from wrenmem.recall import forms
-from wrenmem.textsearch import is_cjk_term, tokenize
+from wrenmem.textsearch import tokenize
 
 study = studylib.Study.from_command_line(__doc__)
-
-
-def weights(tally, terms, alpha, pairs_only):
-    """forms.label_weights with the scaling exponent ``alpha``; ``pairs_only``: a single
-    CJK character is not counted where the question has CJK character pairs."""
-    terms = sorted(set(terms))
-    if pairs_only and any(len(t) == 2 and is_cjk_term(t) for t in terms):
-        terms = [t for t in terms if not (len(t) == 1 and is_cjk_term(t))]
-    n = tally.count
-    have = tally.totals.astype(np.float64)
-    lack = n - have
-    prior = (have + forms.SMOOTH) / (n + 2 * forms.SMOOTH)
-    z = np.log(prior) - np.log1p(-prior)
-    evidence = np.zeros(len(forms.LABELS))
-    used = 0
-    for term in terms:
-        found = tally.term(term)
-        if found is None:
-            continue
-        holding, with_label = found
-        without = holding - with_label
-        evidence += (np.log((with_label + forms.SMOOTH) / (have + 2 * forms.SMOOTH))
-                     - np.log((without + forms.SMOOTH) / (lack + 2 * forms.SMOOTH)))
-        used += 1
-    if used:
-        z = z + evidence / used ** alpha
-    p = np.clip(1.0 / (1.0 + np.exp(-z)), forms.CLIP, 1.0 - forms.CLIP)
-    return np.log(p) - np.log1p(-p)
 
 
 VARIANTS = {"a0.5": (0.5, False), "a0.75": (0.75, False), "a1": (1.0, False),
@@ -62,7 +33,7 @@ SCORES: dict[str, dict[int, list[float]]] = {v: {} for v in VARIANTS}
 for a, tally in study.tallies():
     terms = tokenize(a.question)
     for v, (alpha, pairs_only) in VARIANTS.items():
-        w = weights(tally, terms, alpha, pairs_only)
+        w = studylib.form_weights(tally, terms, alpha, pairs_only)
         SCORES[v][id(a)] = [forms.fit(w, c.sql) for c in a.cands]
 print("scored", file=sys.stderr, flush=True)
 
