@@ -97,7 +97,8 @@ class S3Server:
              f"-filer.port.grpc={g_filer}", f"-s3.port.grpc={g_s3}", "-s3.port.iceberg=0",
              "-s3.port.lance=0",
              f"-filer.localSocket={self.data_dir / 'filer.sock'}",
-             f"-master.volumeSizeLimitMB={self.volume_mb}", f"-volume.max={self.volumes}"],
+             f"-master.volumeSizeLimitMB={self.volume_mb}", f"-volume.max={self.volumes}",
+             "-master.electionTimeout=1s"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         deadline = time.monotonic() + READY_TIMEOUT
