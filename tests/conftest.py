@@ -78,6 +78,31 @@ def example_project(tmp_path: Path) -> Path:
     return root
 
 
+SHORT_RACY_SECONDS = 0.5
+# Every module that reads wrenmem.fsutil.RACY_SECONDS (the clock's granularity a file's
+# stat must be older than to vouch for it; 2 s, for file systems with coarse timestamps).
+RACY_MODULES = ("wrenmem.fsutil", "wrenmem.pairs.listing", "wrenmem.pairs.questions",
+                "wrenmem.recall.grepsnap", "wrenmem.index.state")
+
+
+def short_racy_window(monkeypatch: pytest.MonkeyPatch) -> float:
+    """RACY_SECONDS set to :data:`SHORT_RACY_SECONDS` in this process (forked children
+    too), for a test that waits the window out: this file system's timestamps are exact to
+    a few milliseconds, far finer than either. Returns it."""
+    import importlib
+
+    from wrenmem import fsutil
+
+    for name in RACY_MODULES:
+        importlib.import_module(name)
+    for name, module in list(sys.modules.items()):
+        if name.startswith("wrenmem.") and hasattr(module, "RACY_SECONDS"):
+            assert name in RACY_MODULES, f"{name} reads RACY_SECONDS: add it to RACY_MODULES"
+            monkeypatch.setattr(module, "RACY_SECONDS", SHORT_RACY_SECONDS)
+    assert fsutil.RACY_SECONDS == SHORT_RACY_SECONDS
+    return SHORT_RACY_SECONDS
+
+
 def forget_process_state(monkeypatch: pytest.MonkeyPatch) -> None:
     """As a new process: no recall copy or pairs journal held from an earlier search."""
     from wrenmem.index import journal, recallcopy

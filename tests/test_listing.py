@@ -13,15 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_pair
+from tests.conftest import SHORT_RACY_SECONDS as RACY
+from tests.conftest import short_racy_window, write_pair
 from tests.fakes import RecordingEmbedder
 from tests.index_helpers import catalog_stats, install_fake, settings_for, table_rows
 from wrenmem import statedir
-from wrenmem.fsutil import RACY_SECONDS, write_marshal
+from wrenmem.fsutil import write_marshal
 from wrenmem.index import state
 from wrenmem.index.sync import sync_pairs
 from wrenmem.pairs import listing
 from wrenmem.settings import Settings, load_settings
+
+
+@pytest.fixture(autouse=True)
+def _short_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests wait out the racy window (RACY + 0.1 s): half a second, not two."""
+    short_racy_window(monkeypatch)
 
 
 def _fresh(settings: Settings) -> listing.Listing:
@@ -63,7 +70,7 @@ def _tree(project: Path) -> Path:
 def test_a_walk_from_its_record_finds_what_a_full_listing_finds(
         project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     knowledge = _tree(project)
-    time.sleep(RACY_SECONDS + 0.1)  # every folder old enough for its key to vouch for it
+    time.sleep(RACY + 0.1)  # every folder old enough for its key to vouch for it
     settings = load_settings(project)
     first = listing.walk(settings)
     assert first.stats == catalog_stats(settings)
@@ -123,7 +130,7 @@ def test_a_folder_changed_just_before_a_walk_is_listed_again(
     listed = _Listed(monkeypatch)
     listing.walk(settings)
     assert str(knowledge / "g1") in listed.paths
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     listing.walk(settings)  # now each folder is old enough: recorded as trusted
     listed.paths.clear()
     (knowledge / "g1" / "fresh.md").write_text("x", encoding="utf-8")
@@ -137,7 +144,7 @@ def test_a_folder_changed_just_before_a_walk_is_listed_again(
 
 def test_a_damaged_or_foreign_record_is_not_trusted(project: Path) -> None:
     knowledge = _tree(project)
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     settings = load_settings(project)
     listing.walk(settings)
     record = settings.state_dir / statedir.PAIR_LISTING
@@ -159,7 +166,7 @@ def _synced(project: Path, n: int) -> Settings:
     for i in range(n):
         write_pair(project, f"g{i % 3}/q{i}.md", f"How many orders in region {i}?",
                    f"SELECT {i}")
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     settings = settings_for(project)
     sync_pairs(settings)
     return settings
@@ -170,7 +177,7 @@ def test_the_quick_noop_answers_as_the_full_comparison(
     """The mirror's recorded walk (two byte strings compared) against the mapping of every
     file's stat: the same delta after each change, and a no-op only when nothing changed."""
     settings = _synced(project, 9)
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     recorded = state.load_state(settings)
     assert recorded is not None and recorded.walk_id is not None
 
@@ -200,7 +207,7 @@ def test_the_quick_noop_answers_as_the_full_comparison(
     report = sync_pairs(settings)
     assert (report.changed, report.removed, report.added) == (
         ("knowledge/sql/g1/q4.md",), ("knowledge/sql/g2/q5.md",), ("knowledge/sql/g0/new.md",))
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     # The two files were too recent for that sync's stats: read once more, unchanged.
     assert both()[:2] == (("knowledge/sql/g0/new.md", "knowledge/sql/g1/q4.md"), ())
     assert sync_pairs(settings).noop
@@ -212,10 +219,10 @@ def test_a_noop_without_a_recorded_walk_records_one(project: Path,
     """A mirror written by a scoped sync (``store``) or an older wrenmem has no walk: the
     next no-op compares mappings once and records its walk for the ones after it."""
     write_pair(project, "g/q.md", "How many orders?", "SELECT 1")
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     settings = settings_for(project)
     sync_pairs(settings)
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     mirror = state.load_state(settings)
     assert mirror is not None
     write_marshal(settings.state_dir / state.STATE_NAME,
@@ -260,7 +267,7 @@ def test_a_patched_mirror_equals_one_written_from_a_full_snapshot(
     (sql / "g2" / "broken.md").write_text("no front matter", encoding="utf-8")
     sync_pairs(settings)
     same_as_full("removed, renamed, a broken file")
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     assert sync_pairs(settings).noop
     same_as_full("settled")
     delta = state.stat_delta(settings, fake.model_id)
@@ -278,13 +285,13 @@ def test_the_embedding_cache_kept_in_memory_follows_the_file(tmp_path: Path) -> 
     first = EmbedCache(path, "m")
     first.store({"a": np.ones(4, dtype=np.float32)})
     first.save()
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     assert EmbedCache(path, "m").has_all(["a"])  # from the copy kept
     other = {"version": 1, "entries": {("m", "other"): np.zeros(4, np.float32).tobytes()}}
     write_marshal(path, other)  # another process's save: a new file
     again = EmbedCache(path, "m")
     assert not again.has_all(["a"]) and len(again) == 1
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     kept = EmbedCache(path, "m")
     assert len(kept) == 1 and not kept.has_all(["a"])
 
@@ -364,7 +371,7 @@ def test_the_early_walk_finds_what_a_walk_here_finds(
     knowledge = _tree(project)
     settings = load_settings(project)
     _same(_early(settings), listing._walk_here(settings))
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     for change in ("trusted record", "same-size edit", "added", "removed", "renamed"):
         if change == "same-size edit":
             edited = knowledge / "g1" / "one.md"
@@ -471,7 +478,7 @@ def test_a_listing_taken_before_an_edit_hides_it_from_no_later_sync(
     but records nothing that hides the edit from the next sync; an edit made before it is
     synced, and its record is never trusted on a clock later than the listing's."""
     settings = _synced(project, 9)
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     assert sync_pairs(settings).noop
     knowledge = project / "knowledge" / "sql"
     before_walk = knowledge / "g0" / "q3.md"
@@ -488,7 +495,7 @@ def test_a_listing_taken_before_an_edit_hides_it_from_no_later_sync(
     assert mirror is not None and mirror.stats_at <= early.taken_at
     second = sync_pairs(settings)
     assert "knowledge/sql/g1/q4.md" in second.changed
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     sync_pairs(settings)
     assert sync_pairs(settings).noop
     rows = {r["path"]: r["question"] for r in table_rows(settings)}
@@ -505,7 +512,7 @@ def test_the_noop_report_is_the_sync_s_report(project: Path, fake: RecordingEmbe
     (project / "knowledge" / "sql" / "g2" / "bad.md").write_text("no front matter\n",
                                                                  encoding="utf-8")
     sync_pairs(settings)
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     full = sync_pairs(settings)
     assert full.noop and full.errors  # the unreadable file is reported by both
     quick = noop_report(settings, fake.model_id)

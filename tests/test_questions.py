@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_pair
+from tests.conftest import SHORT_RACY_SECONDS as RACY
+from tests.conftest import short_racy_window, write_pair
 from wrenmem import Memory
-from wrenmem.fsutil import RACY_SECONDS
 from wrenmem.pairs import catalog, questions
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
@@ -20,6 +20,12 @@ from wrenmem.settings import Settings, load_settings
 ASKED = ["How many orders are there?", "how many   orders are there",
          "HOW MANY ORDERS ARE THERE？", "Ｈow many orders are there?", "Cafe\u0301 sales by day?", "Café sales by day",
          "Which region sold most?", "每个国家有多少歌手？", "每个国家有多少歌手", "Unasked question?"]
+
+
+@pytest.fixture(autouse=True)
+def _short_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests wait out the racy window (RACY + 0.1 s): half a second, not two."""
+    short_racy_window(monkeypatch)
 
 
 def _by_scan(settings: Settings, question: str) -> list[Pair]:
@@ -59,7 +65,7 @@ def test_asking_finds_what_a_scan_of_every_file_finds(project: Path,
                                                                     encoding="utf-8")
     settings = load_settings(project)
     _check(settings, "first call (the record is built from a scan)")
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     # The files were too recent for the first record's stats: read once more, recorded.
     _check(settings, "the files now older than the clock's granularity")
     reads = _Reads(monkeypatch)
@@ -80,7 +86,7 @@ def test_asking_finds_what_a_scan_of_every_file_finds(project: Path,
     (sql / "g1" / "broken.md").write_text("---\nnl: Which region sold most?\nsql: SELECT 7\n"
                                           "---\n", encoding="utf-8")
     _check(settings, "a broken file repaired")
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     _check(settings, "settled")
     racy = sql / "g2" / "other6.md"
     racy.write_text(racy.read_text(encoding="utf-8").replace("region 6?", "region X?"),
@@ -126,7 +132,7 @@ def test_a_sync_records_the_questions_so_the_first_store_scans_nothing(
     for i in range(30):
         write_pair(project, f"g{i % 4}/other{i}.md", f"How many customers in region {i}?",
                    f"SELECT {i}")
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     settings = settings_for(project)
     record = settings.state_dir / questions.FILE_NAME
     assert not record.exists()
@@ -161,7 +167,7 @@ def test_forget_and_show_by_question_read_only_the_files_asking_it(
     write_pair(project, "g1/twin-b.md", "Which store sold most?", "SELECT 2")
     memory = Memory(project)
     memory.get("How many orders in region 3?")  # builds the record
-    time.sleep(RACY_SECONDS + 0.1)
+    time.sleep(RACY + 0.1)
     memory.get("How many orders in region 3?")
     scans: list[int] = []
     real = catalog.scan
