@@ -155,3 +155,62 @@ def test_each_fusion_scores_with_its_own_model(project: Path):
         hits = Memory(project, backend="hybrid", fusion=fusion).recall("total sales amount", 3)
         scores[fusion] = tuple(round(h.score, 6) for h in hits)
     assert len(set(scores.values())) == 3, scores
+
+
+def test_run_lists_the_misses_of_a_run():
+    """``run(..., misses)`` keeps each question whose first answer is wrong: what came
+    first and where the right one came (or that it did not)."""
+    oslo = _pair("knowledge/sql/oslo.md", "Orders from Oslo",
+                 "SELECT COUNT(*) FROM orders WHERE city = 'Oslo'")
+    bergen = _pair("knowledge/sql/bergen.md", "Orders from Bergen",
+                   "SELECT COUNT(*) FROM orders WHERE city = 'Bergen'")
+    emails = _pair("knowledge/sql/cust.md", "Customer emails", "SELECT email FROM customers")
+    rev = _pair("knowledge/sql/rev.md", "Total revenue", "SELECT SUM(amount) FROM orders",
+                also=("Sum of order amounts",))
+    from wrenmem.recall.hits import Hit
+
+    probes = evaluate.probes([oslo, bergen, emails, rev])
+
+    def hit(pair: Pair, score: float) -> tuple[float, Hit]:
+        return score, Hit.from_pair(pair, score, "test")
+
+    answers = {"Total revenue": [hit(rev, 0.9)],
+               "Sum of order amounts": [hit(emails, 0.6), hit(rev, 0.3)]}
+    missed: list[dict] = []
+
+    def search(probe):
+        return answers.get(probe.question, [hit(emails, 0.4)])
+
+    report = evaluate.run(probes, search, missed)
+    n_wrong = sum(round(m["n"] * (1 - m["R@1"])) for m in report.values())
+    assert len(missed) == n_wrong == 3  # the also: phrasing, and Oslo's and Bergen's SQLs
+    by_question = {m["question"]: m for m in missed}
+    sums = by_question["Sum of order amounts"]
+    assert sums == {"task": "answered", "question": "Sum of order amounts",
+                    "path": "knowledge/sql/rev.md", "first": "knowledge/sql/cust.md",
+                    "first_question": "Customer emails", "first_score": 0.6,
+                    "right_rank": 2, "right_path": "knowledge/sql/rev.md"}
+    new = [m for m in missed if m["task"] == "new"]
+    assert sorted(m["path"] for m in new) == ["knowledge/sql/bergen.md", "knowledge/sql/oslo.md"]
+    assert all(m["right_rank"] is None and m["right_path"] is None for m in new)
+    assert evaluate.run(probes, search) == report  # no list: the same report
+
+
+def test_eval_misses_names_what_to_mend(project: Path, cli):
+    """``--misses`` on the configured backend (grep here: no index needed): one block per
+    question it does not answer right first, as many as its R@1 leaves."""
+    _shop(project)
+    (project / "wrenmem.toml").write_text('backend = "grep"\n', encoding="utf-8")
+    report = json.loads(cli("eval", "--backends", "grep", "--misses", "--json").output)
+    assert report["default"] == "grep"
+    wrong = sum(round(m["n"] * (1 - m["R@1"])) for m in report["runs"]["grep"].values())
+    assert len(report["misses"]) == wrong
+    for m in report["misses"]:
+        assert m["path"].startswith("knowledge/sql/") and m["task"] in ("answered", "new")
+        assert m["right_rank"] != 1
+    text = cli("eval", "--backends", "grep", "--misses").output
+    if wrong:
+        assert f"missed by grep ({wrong})" in text and text.count("\n- [") == wrong
+    else:
+        assert "grep answers every question right first" in text
+    assert "misses" not in json.loads(cli("eval", "--backends", "grep", "--json").output)

@@ -443,13 +443,15 @@ class Memory:
 
     def evaluate(self, *, backends: Sequence[str] = ("grep", "vector", "hybrid"),
                  fusions: Sequence[str] = ("learned", "rrf", "linear"), k: int = 5,
-                 limit: int = 0) -> dict[str, Any]:
+                 limit: int = 0, misses: bool = False) -> dict[str, Any]:
         """The memory measured on its own pairs (``wrenmem eval``): leave-one-out over
         phrasings that share a SQL (*answered before*) and over SQLs that share a skeleton
         (*new question*), per backend and, for hybrid, per fusion. Returns
         ``{"probes": {task: n}, "runs": {name: {task: {"R@1", "R@5", "MRR", "ECE", ...}}},
-        "default": name}``; ``limit`` caps the probes of each task (0: all). Writes nothing
-        but the index (brought up to date first)."""
+        "default": name}``; ``limit`` caps the probes of each task (0: all); with
+        ``misses``, ``"misses"`` lists the questions the default run did not answer right
+        first (:func:`wrenmem.recall.evaluate.miss`). Writes nothing but the index (brought
+        up to date first)."""
         from dataclasses import replace
 
         from wrenmem.pairs.catalog import scan
@@ -462,6 +464,7 @@ class Memory:
         counts = {task: sum(1 for p in probes if p.task == task) for task in evaluate.TASKS}
         default_backend = choose_backend(self.settings, self.notify)
         runs: dict[str, Any] = {}
+        missed: list[dict[str, Any]] = []
         default = default_backend if default_backend != "hybrid" else \
             f"hybrid:{self.settings.fusion}"
         # the index backends, when this install has them, measured over a fresh index
@@ -480,8 +483,13 @@ class Memory:
                                                     settings=settings, sync=False)
                     return [(h.score, h) for h in result.hits]
 
-                runs[f"{name}:{fusion}" if fusion else name] = evaluate.run(probes, search)
-        return {"probes": counts, "runs": runs, "default": default}
+                run_name = f"{name}:{fusion}" if fusion else name
+                wanted = missed if misses and run_name == default else None
+                runs[run_name] = evaluate.run(probes, search, wanted)
+        report: dict[str, Any] = {"probes": counts, "runs": runs, "default": default}
+        if misses:
+            report["misses"] = missed
+        return report
 
     # -- knowledge -----------------------------------------------------------------
     def knowledge(self) -> Knowledge:

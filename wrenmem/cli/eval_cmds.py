@@ -27,23 +27,29 @@ def _names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
               help="At most this many questions per task (spread evenly; 0: all).")
 @click.option("--fail-under", type=click.FloatRange(0.0, 1.0),
               help="Exit 1 when the default backend's R@1 on a task is below this.")
+@click.option("--misses", is_flag=True,
+              help="Also list the questions the configured backend does not answer right "
+                   "first: what came first, and where the right answer came.")
 @json_option
 @click.pass_context
 def eval_(ctx: click.Context, backends: str, fusions: str, limit: int,
-          fail_under: float | None, as_json: bool) -> None:
+          fail_under: float | None, misses: bool, as_json: bool) -> None:
     """Measure recall on this project's own pairs, leaving each question out in turn.
 
     Answered before: a question whose SQL is stored under another phrasing (another file
     with the same SQL, or the pair's own `also:` list) must find it. New question: a SQL
     whose skeleton (values masked) other SQLs share is left out whole; a pair of the same
     skeleton must come first. Reports R@1 (with a 95 % interval), R@5, MRR and the
-    calibration error of the scores, per backend and fusion.
+    calibration error of the scores, per backend and fusion. `--misses` lists the
+    questions the configured backend gets wrong, to mend with `also:` phrasings or clearer
+    questions.
     """
     from wrenmem.api import Memory
 
     memory = Memory.from_settings(get_settings(ctx), notify=warn)
     report = memory.evaluate(backends=_names(backends, BACKEND_RUNS, "backends"),
-                             fusions=_names(fusions, FUSION_RUNS, "fusions"), limit=limit)
+                             fusions=_names(fusions, FUSION_RUNS, "fusions"), limit=limit,
+                             misses=misses)
     failed = []
     default = report["runs"].get(report["default"], {})
     if fail_under is not None:
@@ -78,7 +84,28 @@ def render(report: dict) -> str:
                          f"{f'{low:.3f}-{high:.3f}':>14s} {m['R@5']:6.3f} {m['MRR']:6.3f} "
                          f"{m['ECE']:6.3f}")
     lines.append("* the configured backend (what `recall` uses)")
+    if "misses" in report:
+        lines += render_misses(report["misses"], report["default"])
     return "\n".join(lines) + "\n"
+
+
+def render_misses(misses: list[dict], default: str) -> list[str]:
+    """The questions the configured backend did not answer right first, a block each."""
+    if not misses:
+        return [f"{default} answers every question right first"]
+    lines = [f"missed by {default} ({len(misses)}): the question, its file, what came first, "
+             "and where the right answer came"]
+    for m in misses:
+        lines.append(f"- [{m['task']}] {m['question']}  ({m['path']})")
+        if m["first"] is None:
+            lines.append("    first: nothing")
+        else:
+            lines.append(f"    first: {m['first']}  score={m['first_score']:.3g}  "
+                         f"\"{m['first_question']}\"")
+        where = (f"rank {m['right_rank']}: {m['right_path']}" if m["right_rank"]
+                 else "not among the answers")
+        lines.append(f"    right: {where}")
+    return lines
 
 
 COMMANDS = [eval_]

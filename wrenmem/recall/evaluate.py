@@ -40,6 +40,7 @@ class Probe:
     exclude: frozenset[tuple[str, str]]  # (path, phrasing) left out of the candidates
     right: frozenset[tuple[str | None, str]]  # (datasource, SQL key or skeleton) that count
     by_skeleton: bool = False
+    path: str = ""  # the pair file the question comes from
 
 
 class Answer(Protocol):
@@ -78,7 +79,7 @@ def probes(pairs: Sequence[Pair], *, limit: int = 0) -> list[Probe]:
             continue
         for p, q in asked:
             answered.append(Probe("answered", q, p.datasource, frozenset({(p.path, q)}),
-                                  frozenset({key})))
+                                  frozenset({key}), path=p.path))
     by_skeleton: dict[tuple[str | None, str], set[tuple[str | None, str]]] = defaultdict(set)
     for key, group in by_sql.items():
         by_skeleton[_skeleton(group[0])].add(key)
@@ -90,7 +91,7 @@ def probes(pairs: Sequence[Pair], *, limit: int = 0) -> list[Probe]:
         first = min(group, key=lambda p: p.path)
         left_out = frozenset((p.path, q) for p in group for q in phrasings(p))
         new.append(Probe("new", first.nl, first.datasource, left_out, frozenset({skeleton}),
-                         by_skeleton=True))
+                         by_skeleton=True, path=first.path))
     return _spread(answered, limit) + _spread(new, limit)
 
 
@@ -165,14 +166,34 @@ def expected_calibration_error(scored: Sequence[tuple[float, int]], bins: int = 
 Search = Callable[[Probe], Sequence[tuple[float, Any]]]  # (score, an Answer)
 
 
-def run(probes_: Sequence[Probe], search: Search) -> dict[str, dict]:
+def run(probes_: Sequence[Probe], search: Search,
+        misses: list[dict[str, Any]] | None = None) -> dict[str, dict]:
     """Each task's report for one backend: ``search(probe)`` returns the (score, answer)
-    pairs, best first, the probe's left-out phrasings already excluded."""
+    pairs, best first, the probe's left-out phrasings already excluded. With ``misses``,
+    each question whose first answer is not right is appended to it (:func:`miss`)."""
     tallies = {task: Tally() for task in TASKS}
     for probe in probes_:
         ranks = []
-        for score, pair in search(probe):
+        found = list(search(probe))
+        for score, pair in found:
             got = _skeleton(pair) if probe.by_skeleton else _key(pair)
             ranks.append((score, got in probe.right))
         tallies[probe.task].add(ranks)
+        if misses is not None and not (ranks and ranks[0][1]):
+            misses.append(miss(probe, found, [ok for _s, ok in ranks]))
     return {task: t.report() for task, t in tallies.items() if t.n}
+
+
+def miss(probe: Probe, found: Sequence[tuple[float, Any]], right: Sequence[bool]
+         ) -> dict[str, Any]:
+    """What a team needs to mend a missed question: the question and its file, what came
+    first (file, question, score), and the rank of the first right answer (``None``: not
+    among the answers; a right answer's file, where there is one)."""
+    at = next((n for n, ok in enumerate(right, 1) if ok), None)
+    first = found[0][1] if found else None
+    return {"task": probe.task, "question": probe.question, "path": probe.path,
+            "first": getattr(first, "path", None),
+            "first_question": getattr(first, "question", None),
+            "first_score": round(found[0][0], 4) if found else None,
+            "right_rank": at,
+            "right_path": getattr(found[at - 1][1], "path", None) if at else None}
