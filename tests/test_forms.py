@@ -145,3 +145,53 @@ def test_a_cjk_run_counts_its_character_pairs_not_its_characters_again():
                          ["SELECT country, count(*) FROM customer GROUP BY country",
                           "SELECT name FROM customer"])
     assert group > plain
+
+
+# SQL texts whose labels are pinned under a fingerprint of sqllabels (the labels, the lexer,
+# RULES): the recall copy saves label matrices under that fingerprint, so labels() must not
+# read a text otherwise while the fingerprint stays the same.
+_LABELLED = (
+    "SELECT 1",
+    "select count(*) from orders where city = 'Oslo'",
+    "SELECT SUM(amount) FROM orders WHERE created_at >= '2024-01-01' AND created_at < "
+    "'2025-01-01'",
+    "SELECT c.name, COUNT(o.id) FROM customers AS c LEFT JOIN orders AS o ON o.customer_id = "
+    "c.id GROUP BY c.name HAVING COUNT(o.id) > 3 ORDER BY 2 DESC LIMIT 10",
+    "SELECT DISTINCT name FROM t WHERE x IN (SELECT y FROM u WHERE z <> 2) OR NOT w IS NULL",
+    "SELECT a FROM t WHERE b BETWEEN 1 AND 5 AND c LIKE 'x%' AND d != 'and or select'",
+    "SELECT avg(price), min(price), max(price) FROM p UNION SELECT 1, 2, 3 INTERSECT SELECT "
+    "4, 5, 6 EXCEPT SELECT 7, 8, 9",
+    "SELECT CASE WHEN a <= 1 THEN 'low' ELSE 'high' END FROM t WHERE EXISTS (SELECT 1 FROM u)",
+    'SELECT "select", `join`, [and] FROM "group" ORDER BY "order" ASC',
+    "SELECT * FROM a JOIN b ON a.i = b.i JOIN c ON c.i = b.i JOIN d ON d.i = c.i JOIN e ON "
+    "e.i = d.i",
+    "SELECT x FROM t WHERE a = 1 AND b = 2 AND c = 3 AND d = 4",
+    "SELECT 顾客, SUM(金额) FROM 订单 WHERE 城市 = '北京' GROUP BY 顾客",
+    "select x from t where note = 'it''s where and'",
+)
+# fingerprint -> the digest of the labels of _LABELLED; add a line when RULES is raised
+_PINNED = {"708645a95ac19462": "e1b77b0ddbd9bd92"}
+
+
+def test_labels_do_not_change_under_one_fingerprint():
+    import hashlib
+    import json
+
+    from wrenmem import sqllabels
+
+    found = [sqllabels.labels(sql) for sql in _LABELLED]
+    digest = hashlib.sha256(json.dumps(found).encode()).hexdigest()[:16]
+    fingerprint = sqllabels.fingerprint()
+    assert fingerprint in _PINNED, (
+        f"sqllabels' fingerprint is new ({fingerprint}): pin its labels, "
+        f"_PINNED[{fingerprint!r}] = {digest!r}")
+    assert _PINNED[fingerprint] == digest, (
+        "labels() reads these SQL texts otherwise than when this fingerprint was pinned: "
+        "raise sqllabels.RULES (saved label matrices would be read as this code's), then "
+        "pin the new fingerprint")
+    names = [{sqllabels.LABELS[n] for n in row} for row in found]
+    assert {"select#1", "count", "where", "=", "join#0", "and#0"} <= names[1]
+    assert "and#2" in names[5] and "like" in names[5] and "or" not in names[5]  # in a string
+    assert "join#3" in names[9] and "and#2" in names[10]  # counted up to their top
+    assert not {"group", "join#1", "and#1"} & names[8]  # quoted names are no labels
+    assert {"order", "asc"} <= names[8]  # ORDER BY itself is
