@@ -214,3 +214,9 @@ def test_eval_misses_names_what_to_mend(project: Path, cli):
     else:
         assert "grep answers every question right first" in text
     assert "misses" not in json.loads(cli("eval", "--backends", "grep", "--json").output)
+    # the configured backend not measured: said, not "every question right"
+    (project / "wrenmem.toml").write_text('backend = "hybrid"\n', encoding="utf-8")
+    other = cli("eval", "--backends", "grep", "--misses")
+    assert "(hybrid:learned) was not measured" in other.output, other.output
+    assert json.loads(cli("eval", "--backends", "grep", "--misses", "--json").output
+                      )["misses"] is None

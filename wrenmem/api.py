@@ -487,8 +487,8 @@ class Memory:
                 wanted = missed if misses and run_name == default else None
                 runs[run_name] = evaluate.run(probes, search, wanted)
         report: dict[str, Any] = {"probes": counts, "runs": runs, "default": default}
-        if misses:
-            report["misses"] = missed
+        if misses:  # None: the configured backend was not among the runs asked for
+            report["misses"] = missed if default in runs else None
         return report
 
     # -- knowledge -----------------------------------------------------------------

@@ -89,8 +89,11 @@ def render(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_misses(misses: list[dict], default: str) -> list[str]:
+def render_misses(misses: list[dict] | None, default: str) -> list[str]:
     """The questions the configured backend did not answer right first, a block each."""
+    if misses is None:
+        return [f"misses: the configured backend ({default}) was not measured; "
+                "add it to --backends (and --fusions)"]
     if not misses:
         return [f"{default} answers every question right first"]
     lines = [f"missed by {default} ({len(misses)}): the question, its file, what came first, "
