@@ -39,7 +39,7 @@ for a, tally in study.tallies():
     terms = tokenize(a.question)
     groups = rm.twins(a.cands) if a.cands else []
     for alpha in ALPHAS:
-        w = studylib.form_weights(tally, terms, alpha)
+        w = forms.label_weights(tally, terms, exponent=alpha)
         fits = rm._group_max([forms.fit(w, c.sql) for c in a.cands], groups) if a.cands else []
         best = max(fits, default=0.0)
         GAPS[alpha][id(a)] = [v - best for v in fits]

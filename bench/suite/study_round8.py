@@ -33,7 +33,7 @@ SCORES: dict[str, dict[int, list[float]]] = {v: {} for v in VARIANTS}
 for a, tally in study.tallies():
     terms = tokenize(a.question)
     for v, (alpha, pairs_only) in VARIANTS.items():
-        w = studylib.form_weights(tally, terms, alpha, pairs_only)
+        w = forms.label_weights(tally, terms, exponent=alpha, pairs_only=pairs_only)
         SCORES[v][id(a)] = [forms.fit(w, c.sql) for c in a.cands]
 print("scored", file=sys.stderr, flush=True)
 

@@ -12,7 +12,7 @@ import argparse
 import hashlib
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ import fit_model as fm  # noqa: E402
 import __main__  # noqa: E402
 from wrenmem.recall import forms  # noqa: E402
 from wrenmem.recall import model as rm  # noqa: E402
-from wrenmem.textsearch import is_cjk_term, tokenize  # noqa: E402
+from wrenmem.textsearch import tokenize  # noqa: E402
 
 __main__.Asked = fm.Asked  # type: ignore[attr-defined]
 __main__.Cand = fm.Cand  # type: ignore[attr-defined]  # the pickles name fit_model's __main__
@@ -126,36 +126,6 @@ class Study:
                     scored[id(a)] = [float(np.dot(b, r)) for r in rows_of[id(a)]]
         return {case: fm.metrics(sub, lambda a: scored[id(a)])
                 for case, sub in self.by_case.items()}
-
-
-def form_weights(tally: forms.Tally, terms: Iterable[str], alpha: float = 0.5,
-                 pairs_only: bool = True) -> Any:
-    """:func:`forms.label_weights` with the scaling exponent ``alpha`` (shipped: 0.5);
-    ``pairs_only`` (shipped): a single CJK character is not counted where the question has
-    CJK character pairs."""
-    terms = sorted(set(terms))
-    if pairs_only and any(len(t) == 2 and is_cjk_term(t) for t in terms):
-        terms = [t for t in terms if not (len(t) == 1 and is_cjk_term(t))]
-    n = tally.count
-    have = tally.totals.astype(np.float64)
-    lack = n - have
-    prior = (have + forms.SMOOTH) / (n + 2 * forms.SMOOTH)
-    z = np.log(prior) - np.log1p(-prior)
-    evidence = np.zeros(len(forms.LABELS))
-    used = 0
-    for term in terms:
-        found = tally.term(term)
-        if found is None:
-            continue
-        holding, with_label = found
-        without = holding - with_label
-        evidence += (np.log((with_label + forms.SMOOTH) / (have + 2 * forms.SMOOTH))
-                     - np.log((without + forms.SMOOTH) / (lack + 2 * forms.SMOOTH)))
-        used += 1
-    if used:
-        z = z + evidence / used ** alpha
-    p = np.clip(1.0 / (1.0 + np.exp(-z)), forms.CLIP, 1.0 - forms.CLIP)
-    return np.log(p) - np.log1p(-p)
 
 
 def summary(name: str, res: dict[str, dict[str, float]], watch: str = "bird/answered/tuning"

@@ -88,16 +88,19 @@ def tally_of(rows: Sequence[tuple[str, str]]) -> Tally:
     return Tally(label_matrix(sql for _terms, sql in rows), None, postings.get)
 
 
-def label_weights(tally: Tally, terms: Iterable[str]) -> Any:
+def label_weights(tally: Tally, terms: Iterable[str], *, exponent: float = 0.5,
+                  pairs_only: bool = True) -> Any:
     """The log-odds of each label for a question with these search terms (naive Bayes
-    over the terms the tally holds, their sum scaled by one over the square root of their
-    number, as the terms of one question are far from independent). A Chinese, Japanese
-    or Korean run is searched as its characters and its character pairs: where the
-    question has pairs, its single characters are not counted again."""
+    over the terms the tally holds, their sum scaled by one over their number to the power
+    ``exponent``, the square root, as the terms of one question are far from independent).
+    A Chinese, Japanese or Korean run is searched as its characters and its character
+    pairs: where the question has pairs, its single characters are not counted again
+    (unless not ``pairs_only``). The two keywords are for the studies in ``bench/suite``."""
     import numpy as np
 
     terms = sorted(set(terms))
-    if any(len(t) == 2 and is_cjk_term(t) for t in terms):  # its characters are in its pairs
+    if pairs_only and any(len(t) == 2 and is_cjk_term(t) for t in terms):
+        # its characters are in its pairs
         terms = [t for t in terms if not (len(t) == 1 and is_cjk_term(t))]
     n = tally.count
     have = tally.totals.astype(np.float64)
@@ -115,8 +118,8 @@ def label_weights(tally: Tally, terms: Iterable[str]) -> Any:
         evidence += (np.log((with_label + SMOOTH) / (have + 2 * SMOOTH))
                      - np.log((without + SMOOTH) / (lack + 2 * SMOOTH)))
         used += 1
-    if used:
-        z = z + evidence / math.sqrt(used)
+    if used:  # math.sqrt for the shipped exponent: exact, where ** 0.5 may miss a bit
+        z = z + evidence / (math.sqrt(used) if exponent == 0.5 else used ** exponent)
     p = np.clip(1.0 / (1.0 + np.exp(-z)), CLIP, 1.0 - CLIP)
     return np.log(p) - np.log1p(-p)
 
