@@ -516,6 +516,9 @@ def test_a_long_lived_reader_saves_a_copy_too_big_for_a_writer_and_a_new_process
             want = HybridBackend(settings).search(questions, 5, filters)
         assert_same_answers(recall_results(questions, "hybrid", got),
                             recall_results(questions, "hybrid", want))
+    for thread in threading.enumerate():
+        if thread.name == "wrenmem-recall-copy":
+            thread.join()
     assert len(recallcopy._data_files(settings)) == 2  # another writer's, moments ago
     monkeypatch.setattr(recallcopy, "KEEP_OTHER_SECONDS", 0.0)
     assert recallcopy.write(settings, saved, index.disk_listing(settings))
