@@ -205,3 +205,38 @@ def test_the_fresh_korean_set_is_held_out_only(tmp_path: Path) -> None:
     # absent files: the set is skipped, not an error
     (folder / sources.KO_WIKISQL_FRESH[1][2]).unlink()
     assert sources.ko_wikisql_fresh(tmp_path) is None
+
+
+def test_the_fresh_bird_set_takes_what_mini_dev_did_not_on_held_out_databases(
+        tmp_path: Path) -> None:
+    import sources
+
+    held, tuned = "california_schools", "card_games"
+    assert (build.split_of(held), build.split_of(tuned)) == ("held-out", "tuning")
+    dev = []
+    for qid in range(12):
+        db = held if qid < 10 else tuned
+        dev.append({"question_id": qid, "db_id": db,
+                    "question": f"How many schools are in county {qid}?",
+                    "evidence": "county refers to County" if qid % 2 else "False",
+                    "SQL": f"SELECT COUNT(*) FROM schools WHERE County = 'C{qid}'"})
+    mini = [{**dev[0], "evidence": ""}, dev[1]]
+    (tmp_path / "extra" / "bird-dev" / "data").mkdir(parents=True)
+    (tmp_path / "extra" / "bird-dev" / "data" / "bird_dev.json").write_text(json.dumps(dev))
+    (tmp_path / "bird-minidev").mkdir()
+    (tmp_path / "bird-minidev" / "mini_dev_sqlite.json").write_text(json.dumps(mini))
+    items = sources.bird_fresh(tmp_path)
+    assert items is not None
+    ids = {i.id for i in items}
+    # mini-dev's ids are left out; "False" is no evidence: no long question for it
+    assert not ids & {"bdf-q0000", "bdf-q0001", "bdf-e0001"}
+    assert {"bdf-q0002", "bdf-q0003", "bdf-e0003"} <= ids and "bdf-e0002" not in ids
+    assert all(i.dialect == "sqlite" for i in items)
+    manifest = build.build(tmp_path, tmp_path / "suite", sets=["bird-fresh"])
+    info = manifest["sets"]["bird-fresh"]
+    assert info["split_databases"] == {"tuning": [], "held-out": [held]}
+    assert {c["split"] for c in info["cases"]} == {"held-out"}
+    answered = [c for c in info["cases"] if c["name"] == "bird-fresh/answered/held-out"]
+    assert answered and answered[0]["asked"] == 4  # ids 3, 5, 7, 9: long questions
+    (tmp_path / "extra" / "bird-dev" / "data" / "bird_dev.json").unlink()
+    assert sources.bird_fresh(tmp_path) is None

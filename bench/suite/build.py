@@ -430,6 +430,16 @@ SETS: dict[str, dict] = {
                      Variant("new", "new", "q", "e", new_questions),
                      Variant("new-tables", "new", "q", "e", _new_tables),
                      Variant("new-values", "new", "q", "q", _new_values_keep)]},
+    "bird-fresh": {
+        "about": "BIRD dev's questions that mini-dev did not take, on the databases of "
+                 "bird's HELD-OUT part only; SQLite SQL; HELD-OUT only, added in round 11 "
+                 "and never tuned on",
+        "held_out_only": True,
+        "pools": {"q": "bdf-q", "e": "bdf-e"},
+        "variants": [Variant("answered", "answered", "q", "e", _answered_all(False)),
+                     Variant("new", "new", "q", "e", new_questions),
+                     Variant("new-tables", "new", "q", "e", _new_tables),
+                     Variant("new-values", "new", "q", "q", _new_values_keep)]},
     "ko-wikisql": {
         "about": "Korean: WikiSQL train questions machine-translated into Korean "
                  "(short questions over one table each; a hand-refined second translation "
@@ -484,6 +494,9 @@ def load_items(data: Path) -> dict[str, list[Item]]:
     birds = sources.bird(data, dialect_of)
     if birds is not None:
         out["bird"] = birds
+    bdf = sources.bird_fresh(data)
+    if bdf is not None:
+        out["bird-fresh"] = [i for i in bdf if split_of(i.db) == "held-out"]
     kow = sources.ko_wikisql(data)
     if kow is not None:
         out["ko-wikisql"] = kow
@@ -500,6 +513,7 @@ FAMILY = {"spider-en": "spider", "spider-syn": "spider", "spider-keyword": "spid
           "spider-followup": "spider",
           "mspider-en": "mspider", "mspider-zh": "mspider", "mspider-zh-en": "mspider",
           "mspider-vi": "mspider", "mspider-vi-en": "mspider", "bird": "bird",
+          "bird-fresh": "bird-fresh",
           "kaggledbqa": "kaggledbqa", "ko-wikisql": "ko-wikisql",
           "ko-wikisql-fresh": "ko-wikisql-fresh"}
 

@@ -115,6 +115,34 @@ def bird(data: Path, dialect_of: dict[str, str]) -> list[Item] | None:
     return items
 
 
+def bird_fresh(data: Path) -> list[Item] | None:
+    """BIRD dev's questions that BIRD mini-dev did not take (``bdf-q*`` the question alone,
+    ``bdf-e*`` with its evidence; mini-dev keeps dev's question ids, so the rest are the dev
+    ids mini-dev lacks). SQLite SQL, the only dialect BIRD dev has. Added in round 11 as a
+    HELD-OUT-only set that nothing was tuned on; ``build.load_items`` keeps the databases of
+    ``bird``'s HELD-OUT part only."""
+    rows = _json(data / "extra" / "bird-dev" / "data" / "bird_dev.json")
+    mini = _json(data / "bird-minidev" / "mini_dev_sqlite.json")
+    if rows is None or mini is None:
+        return None
+    taken = {r["question_id"] for r in mini}
+    items = []
+    for r in sorted(rows, key=lambda r: r["question_id"]):
+        qid = r["question_id"]
+        if qid in taken:
+            continue
+        q, sql = _clean(r["question"]), _clean(r["SQL"])
+        evidence = _clean(r.get("evidence") or "")
+        if evidence == "False":  # this copy writes a missing evidence so
+            evidence = ""
+        items.append(Item(f"bdf-q{qid:04d}", r["db_id"], q, sql, "en", "sqlite", "bird",
+                          f"bdf-{qid:04d}"))
+        if evidence:
+            items.append(Item(f"bdf-e{qid:04d}", r["db_id"], f"{q} {evidence}", sql, "en",
+                              "sqlite", "long-evidence", f"bdf-{qid:04d}"))
+    return items
+
+
 def kaggledbqa(data: Path) -> list[Item] | None:
     """KaggleDBQA (8 real Kaggle databases, questions written by people who had not seen the
     SQL): ``examples/<db>.json`` (its few-shot and test parts together)."""
