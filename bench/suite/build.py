@@ -440,6 +440,15 @@ SETS: dict[str, dict] = {
                      Variant("new", "new", "q", "e", new_questions),
                      Variant("new-tables", "new", "q", "e", _new_tables),
                      Variant("new-values", "new", "q", "q", _new_values_keep)]},
+    "bird-dev": {
+        "about": "BIRD dev's questions that mini-dev did not take, on the databases of "
+                 "bird's TUNING part (bird-fresh has the others); SQLite SQL; TUNING only, "
+                 "added in round 12",
+        "pools": {"q": "bdf-q", "e": "bdf-e"},
+        "variants": [Variant("answered", "answered", "q", "e", _answered_all(False)),
+                     Variant("new", "new", "q", "e", new_questions),
+                     Variant("new-tables", "new", "q", "e", _new_tables),
+                     Variant("new-values", "new", "q", "q", _new_values_keep)]},
     "ko-wikisql": {
         "about": "Korean: WikiSQL train questions machine-translated into Korean "
                  "(short questions over one table each; a hand-refined second translation "
@@ -497,6 +506,7 @@ def load_items(data: Path) -> dict[str, list[Item]]:
     bdf = sources.bird_fresh(data)
     if bdf is not None:
         out["bird-fresh"] = [i for i in bdf if split_of(i.db) == "held-out"]
+        out["bird-dev"] = [i for i in bdf if split_of(i.db) == "tuning"]
     kow = sources.ko_wikisql(data)
     if kow is not None:
         out["ko-wikisql"] = kow
@@ -513,7 +523,7 @@ FAMILY = {"spider-en": "spider", "spider-syn": "spider", "spider-keyword": "spid
           "spider-followup": "spider",
           "mspider-en": "mspider", "mspider-zh": "mspider", "mspider-zh-en": "mspider",
           "mspider-vi": "mspider", "mspider-vi-en": "mspider", "bird": "bird",
-          "bird-fresh": "bird-fresh",
+          "bird-fresh": "bird-fresh", "bird-dev": "bird-dev",
           "kaggledbqa": "kaggledbqa", "ko-wikisql": "ko-wikisql",
           "ko-wikisql-fresh": "ko-wikisql-fresh"}
 

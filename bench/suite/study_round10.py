@@ -23,54 +23,16 @@ Usage: python bench/suite/study_round10.py --suite DIR --workdir W
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import studylib
-
-from wrenmem.recall import forms
-from wrenmem.recall import model as rm
-from wrenmem.textsearch import tokenize
 
 study = studylib.Study.from_command_line(__doc__)
 
 ALPHAS = (0.5, 0.75, 1.0)
-GAPS: dict[float, dict[int, list[float]]] = {alpha: {} for alpha in ALPHAS}
-for a, tally in study.tallies():
-    terms = tokenize(a.question)
-    groups = rm.twins(a.cands) if a.cands else []
-    for alpha in ALPHAS:
-        w = forms.label_weights(tally, terms, exponent=alpha)
-        fits = rm._group_max([forms.fit(w, c.sql) for c in a.cands], groups) if a.cands else []
-        best = max(fits, default=0.0)
-        GAPS[alpha][id(a)] = [v - best for v in fits]
+GAPS = studylib.form_gaps(study, ALPHAS)
 print("scored", file=sys.stderr, flush=True)
-
-
-def backends(a: Any) -> tuple[list[float], list[float], list[float]]:
-    """Per candidate (twins sharing their best): first on both backends (1 or 0), the worse
-    of its two gaps to the best, and whether one answer is first on both (the question's)."""
-    if not a.cands:
-        return [], [], []
-    groups = rm.twins(a.cands)
-    dense = rm._group_max([c.dense if c.dense is not None else -1.0 for c in a.cands], groups)
-    lexical = rm._group_max([c.lexical or 0.0 for c in a.cands], groups)
-    top_d, top_l = max(dense), max(lexical) or 1.0
-    pairs = list(zip(dense, lexical, strict=True))
-    both = [1.0 if d == top_d and v == max(lexical) else 0.0 for d, v in pairs]
-    worse = [min(d - top_d, v / top_l - 1.0) for d, v in pairs]
-    agreed = 1.0 if any(both) else 0.0
-    return both, worse, [agreed] * len(both)
-
-
-EVIDENCE = {id(a): backends(a) for a in study.tuning}
-
-
-def plus(rows: dict[int, list[tuple[float, ...]]], *columns: dict[int, list[float]]
-         ) -> dict[int, list[tuple[float, ...]]]:
-    """``rows`` with one more feature per column (a value per candidate)."""
-    return {n: [r + tuple(col[n][i] for col in columns) for i, r in enumerate(rs)]
-            for n, rs in rows.items()}
-
+EVIDENCE = {id(a): studylib.agreement(a) for a in study.tuning}
+plus = studylib.plus
 
 BOTH = {n: e[0] for n, e in EVIDENCE.items()}
 WORSE = {n: e[1] for n, e in EVIDENCE.items()}

@@ -112,20 +112,62 @@ class Study:
                           for r, v, f in zip(base[id(a)], s, factors, strict=True)]
         return out
 
-    def oof(self, rows_of: dict[int, list[tuple[float, ...]]]) -> dict[str, dict[str, float]]:
-        """Out-of-fold metrics per case of a variant's feature rows."""
+    def oof(self, rows_of: dict[int, list[tuple[float, ...]]],
+            fitted_on: Callable[[Any], bool] | None = None) -> dict[str, dict[str, float]]:
+        """Out-of-fold metrics per case of a variant's feature rows (each fold's model fitted
+        on the other folds' questions, or on those of them ``fitted_on`` accepts)."""
         for a in self.tuning:
             fm._FEATURES[id(a)] = rows_of[id(a)]
         keep = list(range(len(next(r for r in rows_of.values() if r)[0])))
         scored = {}
         for f in range(FOLDS):
-            train = [a for a in self.tuning if self.fold_of[a.db] != f]
+            train = [a for a in self.tuning if self.fold_of[a.db] != f
+                     and (fitted_on is None or fitted_on(a))]
             b = fm.fit_ranking(train, keep)
             for a in self.tuning:
                 if self.fold_of[a.db] == f:
                     scored[id(a)] = [float(np.dot(b, r)) for r in rows_of[id(a)]]
         return {case: fm.metrics(sub, lambda a: scored[id(a)])
                 for case, sub in self.by_case.items()}
+
+
+def form_gaps(study: Study, exponents: tuple[float, ...]
+              ) -> dict[float, dict[int, list[float]]]:
+    """Per exponent, each asked question's candidates' form fit less the best's (twins
+    sharing their best), the form reader's term weights scaled by that exponent."""
+    gaps: dict[float, dict[int, list[float]]] = {e: {} for e in exponents}
+    for a, tally in study.tallies():
+        terms = tokenize(a.question)
+        groups = rm.twins(a.cands) if a.cands else []
+        for e in exponents:
+            w = forms.label_weights(tally, terms, exponent=e)
+            fits = rm._group_max([forms.fit(w, c.sql) for c in a.cands], groups) if a.cands else []
+            best = max(fits, default=0.0)
+            gaps[e][id(a)] = [v - best for v in fits]
+    return gaps
+
+
+def agreement(a: Any) -> tuple[list[float], list[float], list[float]]:
+    """Per candidate (twins sharing their best): first on both backends (1 or 0), the worse
+    of its two gaps to the best, and whether one answer is first on both (the question's)."""
+    if not a.cands:
+        return [], [], []
+    groups = rm.twins(a.cands)
+    dense = rm._group_max([c.dense if c.dense is not None else -1.0 for c in a.cands], groups)
+    lexical = rm._group_max([c.lexical or 0.0 for c in a.cands], groups)
+    top_d, top_l = max(dense), max(lexical) or 1.0
+    pairs = list(zip(dense, lexical, strict=True))
+    both = [1.0 if d == top_d and v == max(lexical) else 0.0 for d, v in pairs]
+    worse = [min(d - top_d, v / top_l - 1.0) for d, v in pairs]
+    agreed = 1.0 if any(both) else 0.0
+    return both, worse, [agreed] * len(both)
+
+
+def plus(rows: dict[int, list[tuple[float, ...]]], *columns: dict[int, list[float]]
+         ) -> dict[int, list[tuple[float, ...]]]:
+    """``rows`` with one more feature per column (a value per candidate)."""
+    return {n: [r + tuple(col[n][i] for col in columns) for i, r in enumerate(rs)]
+            for n, rs in rows.items()}
 
 
 def summary(name: str, res: dict[str, dict[str, float]], watch: str = "bird/answered/tuning"
