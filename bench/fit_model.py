@@ -571,22 +571,132 @@ def fit_side_models(tuning: list[Asked], ranking: rank_model.Model,
             g_y.append(float(right))
             g_w.append(1.0 / len(a.grep))
     out["grep"] = fit_logistic(np.array(g_rows), np.array(g_y), np.array(g_w))
-    # draft: the learned logit plus the draft's structural agreement, the asked SQL as draft
+    # draft: the learned logit plus the draft's structural agreement, over the three kinds
+    # of draft an agent brings (drafts_of), weighed by DRAFT_PRIOR: the scores stay
+    # probabilities whether the draft is right, nearly right or wrong
     d_rows, d_y, d_w = [], [], []
     for a in tuning:
         if not a.cands:
             continue
-        draft = sqlshape.shape(a.sql, a.dialect)
-        for base, c, yv in zip(learned_logits(a, ranking, calibration), a.cands, labels(a),
-                               strict=True):
-            if c.excluded:
-                continue
-            d_rows.append(list(rank_model.draft_features(
-                base, draft, sqlshape.shape(c.sql, c.dialect))))
-            d_y.append(yv)
-            d_w.append(1.0 / len(a.cands))
+        bases = learned_logits(a, ranking, calibration)
+        shapes = [sqlshape.shape(c.sql, c.dialect) for c in a.cands]
+        for kind, sql in drafts_of(a).items():
+            draft = sqlshape.shape(sql, a.dialect)
+            for base, c, shp, yv in zip(bases, a.cands, shapes, labels(a), strict=True):
+                if c.excluded:
+                    continue
+                d_rows.append(list(rank_model.draft_features(base, draft, shp)))
+                d_y.append(yv)
+                d_w.append(DRAFT_PRIOR[kind] / len(a.cands))
     out["draft"] = fit_logistic(np.array(d_rows), np.array(d_y), np.array(d_w))
     return out
+
+
+DRAFT_KINDS = ("right", "near", "wrong")
+# how often an agent's draft is of each kind, as the draft model is fitted: right half the
+# time (a text-to-SQL model's execution accuracy on hard sets), else one mistake or wrong
+DRAFT_PRIOR = {"right": 0.5, "near": 0.25, "wrong": 0.25}
+
+
+def drafts_of(a: Asked) -> dict[str, str]:
+    """The drafts the draft model is fitted and measured with, by kind: ``right`` the asked
+    SQL; ``near`` that SQL with one mistake (:func:`near_miss`); ``wrong`` the SQL of the
+    best candidate by cosine that is not a right answer with its values changed (the draft
+    of an agent that adapted the wrong example). A kind that cannot be made is left out."""
+    out = {"right": a.sql}
+    near = near_miss(a.sql, a.dialect, a.question)
+    if near:
+        out["near"] = near
+    wrong = sorted((c for c in a.cands if not c.excluded and c.item not in a.relevant),
+                   key=lambda c: -(c.dense if c.dense is not None else -1.0))
+    if wrong:
+        out["wrong"] = other_values(wrong[0].sql, a.dialect)
+    return out
+
+
+def other_values(sql: str, dialect: str | None) -> str:
+    """``sql`` with every literal changed (a number plus one, a string with a letter more):
+    the same form, not the same query. Unparsable SQL is returned as it is."""
+    import sqlglot
+    from sqlglot import exp
+
+    read = {"postgresql": "postgres"}.get(dialect or "", dialect or None)
+    try:
+        tree = sqlglot.parse_one(sql, read=read)
+    except Exception:  # noqa: BLE001 - kept as it is
+        return sql
+
+    def change(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                return exp.Literal.string(node.this + "x")
+            try:
+                return exp.Literal.number(int(node.this) + 1)
+            except ValueError:
+                return exp.Literal.number(float(node.this) + 1)
+        return node
+
+    return tree.transform(change).sql(dialect=read)
+
+
+def near_miss(sql: str, dialect: str | None, seed: str) -> str | None:
+    """``sql`` with one of the mistakes a first attempt makes, picked by ``seed``: the last
+    filter left out (the whole WHERE if it has one condition), the ORDER BY and LIMIT left
+    out, an aggregate changed (MAX/MIN, SUM/AVG, COUNT to SUM), or a selected column left
+    out; the first that applies, from the seed's pick on. None if none applies."""
+    import sqlglot
+    from sqlglot import exp
+
+    read = {"postgresql": "postgres"}.get(dialect or "", dialect or None)
+    try:
+        tree = sqlglot.parse_one(sql, read=read)
+    except Exception:  # noqa: BLE001 - an unparsable SQL gets no near miss
+        return None
+    if not isinstance(tree, exp.Select):
+        return None
+
+    def drop_filter(t: exp.Select) -> bool:
+        where = t.args.get("where")
+        if where is None:
+            return False
+        cond = where.this
+        if isinstance(cond, exp.And):
+            cond.replace(cond.left)
+        else:
+            where.pop()
+        return True
+
+    def drop_order(t: exp.Select) -> bool:
+        if t.args.get("order") is None and t.args.get("limit") is None:
+            return False
+        t.set("order", None)
+        t.set("limit", None)
+        return True
+
+    swaps = {exp.Max: exp.Min, exp.Min: exp.Max, exp.Sum: exp.Avg, exp.Avg: exp.Sum,
+             exp.Count: exp.Sum}
+
+    def change_aggregate(t: exp.Select) -> bool:
+        for node in t.find_all(*swaps):
+            if isinstance(node.this, exp.Star):  # COUNT(*) has no other aggregate
+                continue
+            node.replace(swaps[type(node)](this=node.this.copy()))
+            return True
+        return False
+
+    def drop_column(t: exp.Select) -> bool:
+        if len(t.expressions) < 2:
+            return False
+        t.expressions[-1].pop()
+        return True
+
+    mistakes = (drop_filter, drop_order, change_aggregate, drop_column)
+    start = int(hashlib.sha256(seed.encode()).hexdigest(), 16) % len(mistakes)
+    for n in range(len(mistakes)):
+        t = tree.copy()
+        if mistakes[(start + n) % len(mistakes)](t):
+            return t.sql(dialect=read)
+    return None
 
 
 def learned_logits(a: Asked, ranking: rank_model.Model, calibration: np.ndarray
@@ -724,9 +834,14 @@ def scorers(weights: rank_model.Weights) -> dict:
     def keyword(a: Asked) -> list[float]:
         return [c.lexical or 0.0 for c in a.cands]
 
-    def draft(a: Asked) -> list[float]:
-        return rank_model.score(a.question, a.cands, weights=weights, draft_sql=a.sql,
-                                draft_dialect=a.dialect, unknown=unknown(a.question))
+    def with_draft(kind: str):
+        def draft(a: Asked) -> list[float]:
+            sql = drafts_of(a).get(kind)
+            if sql is None:  # no such draft: the question alone
+                return learned(a)
+            return rank_model.score(a.question, a.cands, weights=weights, draft_sql=sql,
+                                    draft_dialect=a.dialect, unknown=unknown(a.question))
+        return draft
 
     def with_second(a: Asked) -> list[float]:
         first = learned(a)
@@ -735,7 +850,8 @@ def scorers(weights: rank_model.Weights) -> dict:
         return second.rescore(_READER[0], a.question, a.cands, first, weights)
 
     return {"vector": dense, "keyword": keyword, "rrf": fused("rrf"),
-            "linear": fused("linear"), "learned": learned, "learned+draft": draft,
+            "linear": fused("linear"), "learned": learned,
+            **{f"draft {kind}": with_draft(kind) for kind in DRAFT_KINDS},
             "learned+second": with_second}
 
 
@@ -754,6 +870,9 @@ def evaluate(asked: list[Asked], weights: rank_model.Weights) -> dict:
         if sub:
             ece, curve = calibration(sub, learned)
             out["_calibration"][task] = {"ece": ece, "curve": curve}
+            for kind in DRAFT_KINDS:
+                ece, curve = calibration(sub, runs[f"draft {kind}"])
+                out["_calibration"][f"{task}, draft {kind}"] = {"ece": ece, "curve": curve}
     return out
 
 
