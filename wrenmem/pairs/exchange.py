@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import file_mode_for, link_target, read_text_file
+from wrenmem.fsutil import file_mode_for, read_text_file
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import (
     Pair,
@@ -24,6 +24,7 @@ from wrenmem.pairs.slug import MAX_SUFFIX, numbered_names, slugify
 from wrenmem.pairs.store import (
     clean_pair,
     merged_update,
+    pair_write_target,
     utc_now,
     would_change,
 )
@@ -165,7 +166,7 @@ def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
         if not would_change(settings, old, text):
             report.unchanged.append(old.path)
             continue
-        path = link_target(settings.root / old.path)
+        path = pair_write_target(settings, settings.root / old.path)
         writes.append(Planned(path, checked_file_bytes(text, old.path, merged,
                                                        settings.max_pair_bytes),
                               create=False, mode=file_mode_for(path)))

@@ -183,7 +183,7 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     if meta is None:
         raise PairError(path, "front matter is empty: 'nl' is required", first + 1)
     if not isinstance(meta, dict):
-        raise PairError(path, f"front matter must be a mapping of keys, not a {_kind(meta)}",
+        raise PairError(path, f"front matter must be a mapping of keys, not {_kind(meta)}",
                         first + 2)
 
     def key_line(key: str) -> int:
@@ -410,7 +410,11 @@ def _kind(value: Any) -> str:
         return "a list"
     if isinstance(value, dict):
         return "a mapping"
-    return type(value).__name__
+    if isinstance(value, str):
+        return "text"
+    if value is None:
+        return "nothing (null)"
+    return f"a {type(value).__name__}"
 
 
 def _scalar_text(value: Any) -> str:

@@ -97,11 +97,24 @@ def write_pair_bytes(settings: Settings, path: Path, data: bytes, *,
     (``.wrenmem/tmp``); temporary files a killed writer left there are removed first. A
     rewrite through a symbolic link writes the file it names and keeps the link."""
     if not exclusive:
-        path = link_target(path)
+        path = pair_write_target(settings, path)
     path.parent.mkdir(parents=True, exist_ok=True)  # first: the temporary folder is chosen by it
     tmp_dir = pair_temp_folder(settings, path.parent)
     remove_stale_temps(tmp_dir)
     atomic_write_bytes(path, data, exclusive=exclusive, tmp_dir=tmp_dir)
+
+
+def pair_write_target(settings: Settings, path: Path) -> Path:
+    """The file a rewrite of the pair file ``path`` writes: the file a symbolic link names
+    (the link is kept), when that file is inside the project; a link leading out is
+    refused, so a committed link cannot make ``fmt``, ``store`` or ``import`` write a file
+    elsewhere on the disk."""
+    target = link_target(path)
+    if target != path and not target.is_relative_to(settings.root):
+        raise WrenmemError(f"{settings.relpath(path)} is a symbolic link to {target}, outside "
+                           f"the project {settings.root}: not written through (replace the "
+                           "link with the file)")
+    return target
 
 
 def default_dialect(settings: Settings, manifest_dialect: str | None) -> str:

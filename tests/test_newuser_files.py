@@ -1,0 +1,76 @@
+"""What a new user met with hand-made pair files: messages, and writes outside the project."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wrenmem import Memory
+from wrenmem.errors import PairError, WrenmemError
+
+NOT_CANONICAL = "---\nnl: Outside pair\n---\n\n```sql\nSELECT   1\n```\n"
+
+
+def test_front_matter_that_is_not_a_mapping_is_named_in_plain_words(project: Path,
+                                                                     cli) -> None:
+    sql = "\n```sql\nSELECT 1\n```\n"
+    (project / "knowledge" / "sql" / "list.md").write_text("---\n- a\n- b\n---\n" + sql)
+    (project / "knowledge" / "sql" / "text.md").write_text("---\njust words\n---\n" + sql)
+    result = cli("validate", "--no-schema")
+    assert result.exit_code == 1
+    assert ("knowledge/sql/list.md:2:1: WM001 front matter must be a mapping of keys, "
+            "not a list") in result.output, result.output
+    assert ("knowledge/sql/text.md:2:1: WM001 front matter must be a mapping of keys, "
+            "not text") in result.output, result.output
+    assert "a a list" not in result.output and "not a str" not in result.output
+
+
+def test_fmt_writes_no_file_outside_the_knowledge_folder(project: Path, tmp_path: Path,
+                                                         cli) -> None:
+    outside = tmp_path / "elsewhere" / "o.md"
+    outside.parent.mkdir()
+    outside.write_text(NOT_CANONICAL)
+    at_root = project / "root-pair.md"
+    at_root.write_text(NOT_CANONICAL)
+    inside = project / "knowledge" / "sql" / "inside.md"
+    inside.write_text(NOT_CANONICAL.replace("Outside", "Inside"))
+    result = cli("fmt", str(outside), str(at_root), str(inside))
+    assert result.exit_code == 1
+    assert outside.read_text() == NOT_CANONICAL      # untouched: not a pair of this project
+    assert at_root.read_text() == NOT_CANONICAL      # in the project, not in knowledge/sql
+    assert "root-pair.md:1: not a pair file inside knowledge/sql" in result.output
+    assert "reformatted knowledge/sql/inside.md" in result.output  # the rest still done
+    assert inside.read_text() != NOT_CANONICAL.replace("Outside", "Inside")
+
+
+def test_no_rewrite_goes_through_a_link_leading_out_of_the_project(project: Path,
+                                                                  tmp_path: Path,
+                                                                  cli) -> None:
+    victim = tmp_path / "victim" / "o.md"
+    victim.parent.mkdir()
+    victim.write_text(NOT_CANONICAL)
+    knowledge = project / "knowledge" / "sql"
+    (knowledge / "link.md").symlink_to(victim)
+    kept = project / "knowledge" / "kept.md"     # a link to a file inside the project
+    kept.write_text(NOT_CANONICAL.replace("Outside", "Kept"))
+    (knowledge / "kept.md").symlink_to(kept)
+
+    result = cli("fmt")
+    assert result.exit_code == 1
+    assert victim.read_text() == NOT_CANONICAL
+    assert (knowledge / "link.md").is_symlink()
+    assert "knowledge/sql/link.md:1: is a symbolic link to" in result.output, result.output
+    assert "reformatted knowledge/sql/kept.md" in result.output
+    assert (knowledge / "kept.md").is_symlink() and "source: user" in kept.read_text()
+
+    # store over the linked pair's question, and the API's fmt: refused the same way
+    memory = Memory(project, backend="grep")
+    try:
+        memory.store("Outside pair", "SELECT 2")
+    except WrenmemError as e:
+        assert "outside the project" in str(e)
+    else:
+        raise AssertionError("store wrote through a link leading out of the project")
+    assert victim.read_text() == NOT_CANONICAL
+    report = memory.fmt([knowledge / "link.md"])
+    assert not report.changed and isinstance(report.errors[0], PairError)
+    assert victim.read_text() == NOT_CANONICAL
