@@ -74,3 +74,15 @@ def test_no_rewrite_goes_through_a_link_leading_out_of_the_project(project: Path
     report = memory.fmt([knowledge / "link.md"])
     assert not report.changed and isinstance(report.errors[0], PairError)
     assert victim.read_text() == NOT_CANONICAL
+
+
+def test_store_folder_with_dot_dot_says_it_leads_out(project: Path, tmp_path: Path,
+                                                      cli) -> None:
+    result = cli("store", "--nl", "Escape", "--sql", "SELECT 1", "--folder", "sub/../../..")
+    assert result.exit_code == 1
+    assert "leads out of the knowledge folder" in result.output, result.output
+    assert "hidden or backup" not in result.output   # '..' is not a hidden folder
+    assert not list(tmp_path.rglob("escape*.md"))
+    result = cli("store", "--nl", "Nested", "--sql", "SELECT 1", "--folder", "team/sales")
+    assert result.exit_code == 0, result.output
+    assert (project / "knowledge" / "sql" / "team" / "sales" / "nested.md").is_file()

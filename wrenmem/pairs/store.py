@@ -170,6 +170,9 @@ def check_folder(folder: str) -> None:
     for part in PurePosixPath(folder.replace("\\", "/")).parts:
         if part == "/":
             raise WrenmemError(f"folder {folder!r} must be relative to the knowledge folder")
+        if part == "..":
+            raise WrenmemError(f"folder {folder!r} leads out of the knowledge folder: name a "
+                               "sub-folder of it, without '..'")
         if skipped_name(part):
             raise WrenmemError(
                 f"folder {folder!r}: {part!r} starts with '.' or ends with '~', and wrenmem "
