@@ -86,3 +86,26 @@ def test_store_folder_with_dot_dot_says_it_leads_out(project: Path, tmp_path: Pa
     result = cli("store", "--nl", "Nested", "--sql", "SELECT 1", "--folder", "team/sales")
     assert result.exit_code == 0, result.output
     assert (project / "knowledge" / "sql" / "team" / "sales" / "nested.md").is_file()
+
+
+def test_a_key_given_twice_is_an_error_naming_both_lines(project: Path, cli) -> None:
+    """A merge resolved by hand can leave two `nl:` lines: YAML keeps the last without a
+    word, so the file would answer another question than the one its first line shows."""
+    sql = project / "knowledge" / "sql"
+    (sql / "twice.md").write_text("---\nnl: Revenue by month\ntags: [a]\nnl: Revenue by week\n"
+                                  "---\n\n```sql\nSELECT 1\n```\n")
+    (sql / "quoted.md").write_text("---\n'nl': \"Orders #1\"\ndatasource: x\n"
+                                   "datasource: y\n---\n\n```sql\nSELECT 2\n```\n")
+    (sql / "fine.md").write_text("---\nnl: \"Fine: a colon # and a hash\"\nreview:\n"
+                                 "  nl: nested keys are not top-level\n  owner: Ann\n"
+                                 "---\n\n```sql\nSELECT 3\n```\n")
+    result = cli("validate", "--no-schema")
+    assert result.exit_code == 1
+    assert ("knowledge/sql/twice.md:4:1: WM001 'nl' is given twice in the front matter "
+            "(lines 2 and 4; YAML would keep the last): keep one") in result.output, result.output
+    assert ("knowledge/sql/quoted.md:4:1: WM001 'datasource' is given twice in the front "
+            "matter (lines 3 and 4;") in result.output, result.output
+    assert "fine.md" not in result.output
+    listed = cli("list")
+    assert "Revenue by" not in listed.output and "Fine: a colon" in listed.output
+    assert "knowledge/sql/twice.md:4: 'nl' is given twice" in listed.output

@@ -17,7 +17,7 @@ from typing import Any
 
 from wrenmem.errors import PairError, UnreadableFileError, WrenmemError
 from wrenmem.fsutil import os_error_reason, read_regular_file
-from wrenmem.pairs.frontmatter import simple_front_matter
+from wrenmem.pairs.frontmatter import repeated_key, simple_front_matter
 from wrenmem.settings import MAX_PAIR_BYTES
 
 KNOWN_KEYS = ("nl", "also", "datasource", "dialect", "tags", "source", "created_at",
@@ -171,8 +171,10 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     yaml_text = "\n".join(lines[first + 1 : close])
     try:
         meta = simple_front_matter(lines[first + 1 : close])
+        repeated = None
         if meta is None:
             meta = _load_yaml(yaml_text) if yaml_text.strip() else None
+            repeated = repeated_key(yaml_text) if isinstance(meta, dict) else None
     except RecursionError as e:
         raise PairError(path, "front matter is nested too deeply", first + 1) from e
     except yaml.YAMLError as e:
@@ -185,6 +187,10 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     if not isinstance(meta, dict):
         raise PairError(path, f"front matter must be a mapping of keys, not {_kind(meta)}",
                         first + 2)
+    if repeated is not None:
+        key, once, twice = repeated[0], first + 1 + repeated[1], first + 1 + repeated[2]
+        raise PairError(path, f"{key!r} is given twice in the front matter (lines {once} and "
+                              f"{twice}; YAML would keep the last): keep one", twice)
 
     def key_line(key: str) -> int:
         pattern = re.compile(rf"^\s*['\"]?{re.escape(key)}['\"]?\s*:")
