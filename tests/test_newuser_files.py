@@ -7,6 +7,16 @@ from pathlib import Path
 from wrenmem import Memory
 from wrenmem.errors import PairError, WrenmemError
 
+
+def validate_findings(cli, expected: list[str]) -> str:
+    """``validate --no-schema``'s output, which fails (exit 1) with each expected finding."""
+    result = cli("validate", "--no-schema")
+    assert result.exit_code == 1
+    for finding in expected:
+        assert finding in result.output, result.output
+    return result.output
+
+
 NOT_CANONICAL = "---\nnl: Outside pair\n---\n\n```sql\nSELECT   1\n```\n"
 
 
@@ -15,13 +25,10 @@ def test_front_matter_that_is_not_a_mapping_is_named_in_plain_words(project: Pat
     sql = "\n```sql\nSELECT 1\n```\n"
     (project / "knowledge" / "sql" / "list.md").write_text("---\n- a\n- b\n---\n" + sql)
     (project / "knowledge" / "sql" / "text.md").write_text("---\njust words\n---\n" + sql)
-    result = cli("validate", "--no-schema")
-    assert result.exit_code == 1
-    assert ("knowledge/sql/list.md:2:1: WM001 front matter must be a mapping of keys, "
-            "not a list") in result.output, result.output
-    assert ("knowledge/sql/text.md:2:1: WM001 front matter must be a mapping of keys, "
-            "not text") in result.output, result.output
-    assert "a a list" not in result.output and "not a str" not in result.output
+    output = validate_findings(cli, [
+        "knowledge/sql/list.md:2:1: WM001 front matter must be a mapping of keys, not a list",
+        "knowledge/sql/text.md:2:1: WM001 front matter must be a mapping of keys, not text"])
+    assert "a a list" not in output and "not a str" not in output
 
 
 def test_fmt_writes_no_file_outside_the_knowledge_folder(project: Path, tmp_path: Path,
@@ -99,13 +106,12 @@ def test_a_key_given_twice_is_an_error_naming_both_lines(project: Path, cli) -> 
     (sql / "fine.md").write_text("---\nnl: \"Fine: a colon # and a hash\"\nreview:\n"
                                  "  nl: nested keys are not top-level\n  owner: Ann\n"
                                  "---\n\n```sql\nSELECT 3\n```\n")
-    result = cli("validate", "--no-schema")
-    assert result.exit_code == 1
-    assert ("knowledge/sql/twice.md:4:1: WM001 'nl' is given twice in the front matter "
-            "(lines 2 and 4; YAML would keep the last): keep one") in result.output, result.output
-    assert ("knowledge/sql/quoted.md:4:1: WM001 'datasource' is given twice in the front "
-            "matter (lines 3 and 4;") in result.output, result.output
-    assert "fine.md" not in result.output
+    output = validate_findings(cli, [
+        "knowledge/sql/twice.md:4:1: WM001 'nl' is given twice in the front matter "
+        "(lines 2 and 4; YAML would keep the last): keep one",
+        "knowledge/sql/quoted.md:4:1: WM001 'datasource' is given twice in the front "
+        "matter (lines 3 and 4;"])
+    assert "fine.md" not in output
     listed = cli("list")
     assert "Revenue by" not in listed.output and "Fine: a colon" in listed.output
     assert "knowledge/sql/twice.md:4: 'nl' is given twice" in listed.output
