@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import PairError, UnreadableFileError, WrenmemError
-from wrenmem.fsutil import os_error_reason, read_regular_file
+from wrenmem.fsutil import not_utf8, os_error_reason, read_regular_file, wide_encoding
 from wrenmem.pairs.frontmatter import repeated_key, simple_front_matter
 from wrenmem.settings import MAX_PAIR_BYTES
 
@@ -145,13 +145,16 @@ def decode_file(data: bytes, path: str) -> str:
     """Bytes of a pair file to text: UTF-8 (a BOM tolerated), CRLF and CR normalised."""
     if not data.strip():
         raise PairError(path, "empty file")
+    wide = wide_encoding(data)
+    if wide is not None:
+        raise PairError(path, wide)
     if b"\x00" in data:
         raise PairError(path, "binary file (contains NUL bytes), not a Markdown pair")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise PairError(path, f"not valid UTF-8 (byte {e.start})", line) from e
+        raise PairError(path, not_utf8(data, e), line) from e
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
