@@ -19,6 +19,7 @@ from wrenmem.pairs.pairfile import (
     checked_file_bytes,
     load_yaml,
     render_pair,
+    yaml_problem,
 )
 from wrenmem.pairs.slug import MAX_SUFFIX, numbered_names, slugify
 from wrenmem.pairs.store import (
@@ -64,7 +65,9 @@ def read_queries_yml(path: Path) -> list[Pair]:
     try:
         doc = load_yaml(text)
     except yaml.YAMLError as e:
-        raise WrenmemError(f"{path}: not valid YAML: {e}") from e
+        where, problem = yaml_problem(e)
+        at = f":{where[0]}:{where[1]}" if where is not None else ""
+        raise WrenmemError(f"{path}{at}: not valid YAML: {problem}") from e
     if not isinstance(doc, dict) or "pairs" not in doc:
         raise WrenmemError(f"{path}: expected a mapping with a 'pairs' list")
     if doc.get("version", 1) != 1:

@@ -181,9 +181,8 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     except RecursionError as e:
         raise PairError(path, "front matter is nested too deeply", first + 1) from e
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = first + 2 + mark.line if mark is not None else first + 1
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        where, problem = yaml_problem(e)
+        line = first + 1 + where[0] if where is not None else first + 1
         raise PairError(path, f"front matter is not valid YAML: {problem}", line) from e
     if meta is None:
         raise PairError(path, "front matter is empty: 'nl' is required", first + 1)
@@ -330,6 +329,14 @@ def _front_comments(lines: list[str], meta: dict[str, Any]) -> tuple[tuple[str, 
             out.append((next((keys[j] for j in range(i, len(current)) if j in keys), ""),
                         text, False))
     return tuple(out)
+
+
+def yaml_problem(error: Exception) -> tuple[tuple[int, int] | None, str]:
+    """Where (1-based line and column, when PyYAML knows) and what a YAML error is, in one
+    line: PyYAML's own text spans several lines and names ``<unicode string>``."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    return ((mark.line + 1, mark.column + 1) if mark is not None else None), problem
 
 
 def load_yaml(text: str) -> Any:
