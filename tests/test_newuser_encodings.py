@@ -42,3 +42,15 @@ def test_a_wide_knowledge_file_and_manifest_say_so_too(project: Path, cli) -> No
     assert result.exit_code == 1
     assert "manifest is UTF-16 text (it starts with a UTF-16 byte-order mark): save it as UTF-8" \
         in result.output, result.output
+
+
+def test_a_settings_file_that_is_not_utf8_names_the_byte_and_line(project: Path,
+                                                                  cli) -> None:
+    (project / "wrenmem.toml").write_bytes(b'backend = "grep"\n# caf\xe9\n')
+    result = cli("list")
+    assert result.exit_code == 1
+    assert "wrenmem.toml: not valid UTF-8 (byte 22, line 2)" in result.output, result.output
+    assert "codec" not in result.output
+    (project / "wrenmem.toml").write_bytes('backend = "grep"\n'.encode("utf-16"))
+    result = cli("list")
+    assert "wrenmem.toml: UTF-16 text: save it as UTF-8" in result.output, result.output
