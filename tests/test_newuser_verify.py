@@ -1,0 +1,28 @@
+"""`wrenmem verify` on files it cannot read says why, as every other command does (it said
+"no such pair file" of a FIFO, and read a file of any size whole)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.conftest import write_pair
+
+
+def test_verify_names_why_a_file_is_not_read_and_goes_on(project: Path, cli) -> None:
+    sql = project / "knowledge" / "sql"
+    os.mkfifo(sql / "pipe.md")
+    big = write_pair(project, "big.md", "Big", "SELECT 1")
+    big.write_text(big.read_text() + "x" * 2_000)
+    (project / "wrenmem.toml").write_text("max_pair_bytes = 1000\n")
+    good = write_pair(project, "good.md", "Good", "SELECT 2")
+    result = cli("verify", "--by", "Ann", str(sql / "pipe.md"), str(big), str(good),
+                 str(sql / "missing.md"))
+    assert result.exit_code == 1
+    out = result.output
+    assert "knowledge/sql/pipe.md:1:1: WM001 not a regular file: a named pipe (FIFO)" in out, out
+    assert "knowledge/sql/big.md:1:1: WM001 file too large" in out, out
+    assert "knowledge/sql/missing.md:1:1: WM001 no such pair file" in out, out
+    assert "verified: knowledge/sql/good.md (by Ann)" in out
+    assert "verified_by: Ann" in good.read_text()
+    assert "verified_by" not in big.read_text()
