@@ -115,3 +115,12 @@ def test_a_key_given_twice_is_an_error_naming_both_lines(project: Path, cli) -> 
     listed = cli("list")
     assert "Revenue by" not in listed.output and "Fine: a colon" in listed.output
     assert "knowledge/sql/twice.md:4: 'nl' is given twice" in listed.output
+
+
+def test_a_misspelt_dialect_gets_a_did_you_mean(project: Path, cli) -> None:
+    (project / "knowledge" / "sql" / "d.md").write_text(
+        "---\nnl: Dialect typo\ndialect: postgress\n---\n\n```sql\nSELECT 1\n```\n")
+    validate_findings(cli, ["knowledge/sql/d.md:3:1: WM005 unknown SQL dialect 'postgress' (a "
+                            "sqlglot dialect name is needed); did you mean 'postgres'?"])
+    stored = cli("store", "--nl", "Other", "--sql", "SELECT 1", "--dialect", "mysq")
+    assert stored.exit_code == 1 and "did you mean 'mysql'?" in stored.output, stored.output
