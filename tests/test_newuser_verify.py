@@ -26,3 +26,15 @@ def test_verify_names_why_a_file_is_not_read_and_goes_on(project: Path, cli) -> 
     assert "verified: knowledge/sql/good.md (by Ann)" in out
     assert "verified_by: Ann" in good.read_text()
     assert "verified_by" not in big.read_text()
+
+
+def test_a_path_outside_the_knowledge_folder_stops_no_other_file(project: Path, tmp_path: Path,
+                                                                 cli) -> None:
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("---\nnl: Elsewhere\n---\n\n```sql\nSELECT 1\n```\n")
+    good = write_pair(project, "good.md", "Good", "SELECT 2")
+    result = cli("verify", "--by", "Ann", str(outside), str(good))
+    assert result.exit_code == 1
+    assert "WM001 not a pair file inside knowledge/sql" in result.output, result.output
+    assert "verified: knowledge/sql/good.md (by Ann)" in result.output
+    assert "verified_by" in good.read_text() and "verified_by" not in outside.read_text()

@@ -83,8 +83,10 @@ def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool 
     for path in paths:
         rel = settings.relpath(path)
         absolute = (settings.root / rel).resolve()
-        if not absolute.is_relative_to(settings.knowledge_path):
-            raise WrenmemError(f"{rel} is not a pair file inside {settings.knowledge_dir}")
+        if not absolute.is_relative_to(settings.knowledge_path):  # reported; the rest go on
+            out.append(Verified(rel, None, False, (Problem(
+                rel, 1, 1, f"not a pair file inside {settings.knowledge_dir}", "pair"),)))
+            continue
         pair, problems = _checked(validator, settings, absolute, rel)
         problems = [p for p in problems if p.kind != "stale"]  # verifying is the answer
         if pair is None or (not force and any(p.is_error for p in problems)):
