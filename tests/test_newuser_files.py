@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.conftest import write_pair
 from wrenmem import Memory
 from wrenmem.errors import PairError, WrenmemError
 
@@ -124,3 +125,21 @@ def test_a_misspelt_dialect_gets_a_did_you_mean(project: Path, cli) -> None:
                             "sqlglot dialect name is needed); did you mean 'postgres'?"])
     stored = cli("store", "--nl", "Other", "--sql", "SELECT 1", "--dialect", "mysq")
     assert stored.exit_code == 1 and "did you mean 'mysql'?" in stored.output, stored.output
+
+
+def test_an_unclosed_sql_block_is_an_error_and_fmt_leaves_it(project: Path, cli) -> None:
+    """The closing fence forgotten: the notes after the SQL would become SQL (and `fmt`
+    would close the block after them for good)."""
+    text = "---\nnl: Unclosed\n---\n\n```sql\nSELECT 1\nFROM t\n\nA note for reviewers.\n"
+    (project / "knowledge" / "sql" / "open.md").write_text(text)
+    (project / "knowledge" / "sql" / "tilde.md").write_text(
+        "---\nnl: Tilde\n---\n\n~~~~sql\nSELECT 2\n```\n")       # a ``` does not close ~~~~
+    write_pair(project, "fine.md", "Closed", "SELECT 3")
+    validate_findings(cli, [
+        "knowledge/sql/open.md:5:1: WM001 the ```sql block opened here is not closed: add a "
+        "``` line after the SQL",
+        "knowledge/sql/tilde.md:5:1: WM001 the ~~~~sql block opened here is not closed"])
+    result = cli("fmt")
+    assert result.exit_code == 1
+    assert (project / "knowledge" / "sql" / "open.md").read_text() == text
+    assert "Closed" in cli("list").output

@@ -220,6 +220,12 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
                         key_line("sql"))
     if block is not None:
         start, end, sql_text = block
+        if end == len(body_lines):  # Markdown would run the block to the end of the file
+            fence = _FENCE_OPEN.match(body_lines[start])
+            mark = fence.group("fence") if fence else "```"
+            raise PairError(path, f"the {mark}sql block opened here is not closed: add a {mark} "
+                                  "line after the SQL (else all that follows would be SQL)",
+                            body_start + start + 1)
         sql = sql_text.strip("\n").rstrip()
         sql_line = body_start + start + 2
         notes = "\n".join(body_lines[:start] + body_lines[end + 1 :]).strip()
