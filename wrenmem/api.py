@@ -203,6 +203,11 @@ class Memory:
                     datasource=datasource or self.settings.datasource, dialect=dialect,
                     tags=tuple(_split_tags(tags)), source=source, notes=note, extra=extra)
         result = store_pair(self.settings, pair, folder=folder, known=known)
+        for broken in result.passed_over:
+            if self.notify is not None:
+                self.notify(f"warning: {broken.path}:{broken.line}: {broken.reason}: that "
+                            f"file cannot be read as a pair, so this one went to "
+                            f"{result.path}; fix it (then keep one of the two) or remove it")
         self._warn_duplicates(result.pair, known)
         self._after_write([result.path])
         return result

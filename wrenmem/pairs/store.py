@@ -38,6 +38,9 @@ class StoreResult:
     created: bool
     pair: Pair
     changed: bool = True  # False: the file already held exactly this, and was not written
+    # Files of the question's own name that could not be read as pairs, so a free name
+    # after them was taken: a hand-broken file of the same question, most likely.
+    passed_over: tuple[PairError, ...] = ()
 
 
 def utc_now() -> str:
@@ -144,19 +147,21 @@ def store_pair(settings: Settings, pair: Pair, *, folder: str = "",
         raise WrenmemError(f"folder {folder!r} is outside {settings.knowledge_dir}")
     stem = slugify(pair.nl)
     new = pair.with_changes(created_at=pair.created_at or utc_now())
+    passed: list[PairError] = []
     for target in numbered_names(base, stem):
         rel = settings.relpath(target)
         text = render_pair(new.with_changes(path=rel), settings.format)
         data = checked_file_bytes(text, rel, new, settings.max_pair_bytes)
         try:
             write_pair_bytes(settings, target, data, exclusive=True)
-            return StoreResult(rel, True, new.with_changes(path=rel))
+            return StoreResult(rel, True, new.with_changes(path=rel), passed_over=tuple(passed))
         except FileExistsError:
             # Somebody owns that name: if it holds our question (a concurrent store of the
             # same question), update it; otherwise try the next suffix.
             try:
-                other, _digest = read_pair_file(target, rel)
-            except PairError:
+                other, _digest = read_pair_file(target, rel, settings.max_pair_bytes)
+            except PairError as e:
+                passed.append(e)
                 continue
             if question_key(other.nl) == question_key(pair.nl):
                 return _update(settings, other, pair)
