@@ -142,10 +142,14 @@ def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
     for stored in found.pairs:
         existing.setdefault(question_key(stored.nl), stored)
     doomed: set[str] = set()
+    renewed: dict[str, str] = {}  # question -> the file --overwrite replaces: its name kept
     if mode == "overwrite":
         sources = {p.source for p in latest.values()}
         report.deleted = [p.path for p in found.pairs if p.source in sources]
         doomed = set(report.deleted)
+        for stored in found.pairs:
+            if stored.path in doomed:
+                renewed.setdefault(question_key(stored.nl), stored.path)
         existing = {k: p for k, p in existing.items() if p.path not in doomed}
     taken = set(found.file_hashes) - doomed
     writes: list[Planned] = []
@@ -156,7 +160,9 @@ def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
             continue
         incoming = clean_pair(pair.with_changes(source=pair.source or "import"))
         if old is None:
-            rel = _free_name(settings, slugify(incoming.nl), taken)
+            rel = renewed.get(key, "")
+            if not rel or rel in taken:
+                rel = _free_name(settings, slugify(incoming.nl), taken, doomed)
             taken.add(rel)
             new = incoming.with_changes(created_at=incoming.created_at or utc_now(), path=rel)
             text = render_pair(new, settings.format)
@@ -183,13 +189,14 @@ def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
     return report
 
 
-def _free_name(settings: Settings, stem: str, taken: set[str]) -> str:
+def _free_name(settings: Settings, stem: str, taken: set[str],
+               doomed: frozenset[str] | set[str] = frozenset()) -> str:
     """The first ``stem.md``, ``stem-2.md``… in the knowledge folder that no file holds
-    (as scanned, or on disk: a broken file or a link is never overwritten) and no earlier
-    pair of this import was given."""
+    (as scanned, or on disk: a broken file or a link is never overwritten; a pair file this
+    import deletes is free) and no earlier pair of this import was given."""
     for path in numbered_names(settings.knowledge_path, stem):
         rel = settings.relpath(path)
-        if rel not in taken and not os.path.lexists(path):
+        if rel not in taken and (rel in doomed or not os.path.lexists(path)):
             return rel
     raise WrenmemError(f"no free file name for {stem!r} after {MAX_SUFFIX} tries")
 
