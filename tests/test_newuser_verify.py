@@ -38,3 +38,13 @@ def test_a_path_outside_the_knowledge_folder_stops_no_other_file(project: Path, 
     assert "WM001 not a pair file inside knowledge/sql" in result.output, result.output
     assert "verified: knowledge/sql/good.md (by Ann)" in result.output
     assert "verified_by" in good.read_text() and "verified_by" not in outside.read_text()
+
+
+def test_verify_reports_a_link_loop_instead_of_a_traceback(project: Path, cli) -> None:
+    sql = project / "knowledge" / "sql"
+    (sql / "loop.md").symlink_to("loop.md")
+    good = write_pair(project, "good.md", "Good", "SELECT 2")
+    result = cli("verify", "--by", "Ann", str(sql / "loop.md"), str(good))
+    assert result.exit_code == 1
+    assert "knowledge/sql/loop.md:1:1: WM001" in result.output, result.output
+    assert "verified: knowledge/sql/good.md (by Ann)" in result.output

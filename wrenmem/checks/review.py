@@ -8,6 +8,7 @@ and drops ``reviewed: false``. A pair that does not validate is not verified.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,12 @@ def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool 
     out: list[Verified] = []
     for path in paths:
         rel = settings.relpath(path)
-        absolute = (settings.root / rel).resolve()
+        try:
+            absolute = (settings.root / rel).resolve()
+        except (OSError, RuntimeError):  # a link loop: read as the catalog reads it, to say so
+            out.append(Verified(rel, None, False, tuple(_checked(
+                validator, settings, settings.root / rel, rel)[1])))
+            continue
         if not absolute.is_relative_to(settings.knowledge_path):  # reported; the rest go on
             out.append(Verified(rel, None, False, (Problem(
                 rel, 1, 1, f"not a pair file inside {settings.knowledge_dir}", "pair"),)))
@@ -117,7 +123,7 @@ def _checked(validator: Validator, settings: Settings, absolute: Path, rel: str
     """The pair file read as every command reads one (only a regular file, at most
     ``max_pair_bytes``, UTF-8) and validated; a file that cannot be read is one problem
     saying why (a FIFO, too large, not UTF-8), and a missing one says it is missing."""
-    if not absolute.exists():
+    if not os.path.lexists(absolute):
         return None, [Problem(rel, 1, 1, "no such pair file", "pair")]
     try:
         text = decode_file(read_pair_bytes(absolute, rel, settings.max_pair_bytes), rel)
