@@ -143,3 +143,14 @@ def test_an_unclosed_sql_block_is_an_error_and_fmt_leaves_it(project: Path, cli)
     assert result.exit_code == 1
     assert (project / "knowledge" / "sql" / "open.md").read_text() == text
     assert "Closed" in cli("list").output
+
+
+def test_validate_names_a_link_loop_given_as_a_file(project: Path, cli) -> None:
+    """pre-commit hands `validate` every staged path, a committed link loop too: it was a
+    RuntimeError traceback (Python 3.11's resolve), not a finding."""
+    sql = project / "knowledge" / "sql"
+    (sql / "loop.md").symlink_to("loop.md")
+    write_pair(project, "fine.md", "Fine", "SELECT 1")
+    result = cli("validate", "--no-schema", str(sql / "loop.md"), str(sql / "fine.md"))
+    assert result.exit_code == 1
+    assert "knowledge/sql/loop.md:1:1: WM001 cannot read: a symbolic link loop" in result.output

@@ -327,7 +327,7 @@ def sql_locator(pair: Pair, lines: list[str]) -> Callable[[int, int], tuple[int,
 def _same_file(path: Path, other: Path) -> bool:
     try:
         return path.resolve() == other.resolve()
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a link loop (Python 3.11)
         return False
 
 
