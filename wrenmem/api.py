@@ -203,6 +203,11 @@ class Memory:
                     datasource=datasource or self.settings.datasource, dialect=dialect,
                     tags=tuple(_split_tags(tags)), source=source, notes=note, extra=extra)
         result = store_pair(self.settings, pair, folder=folder, known=known)
+        for broken in result.passed_over:
+            if self.notify is not None:
+                self.notify(f"warning: {broken.path}:{broken.line}: {broken.reason}: that "
+                            f"file cannot be read as a pair, so this one went to "
+                            f"{result.path}; fix it (then keep one of the two) or remove it")
         self._warn_duplicates(result.pair, known)
         self._after_write([result.path])
         return result
@@ -340,8 +345,7 @@ class Memory:
         """Rewrite pair files in the canonical format (``check``: report, change nothing)."""
         from wrenmem.pairs.fmt import format_files
 
-        targets = None if paths is None else [Path(p) for p in paths]
-        return format_files(self.settings, targets, check=check)
+        return format_files(self.settings, self._named_files(paths), check=check)
 
     def import_(self, path: str | Path, *, mode: str = "skip", dry_run: bool = False,
                 force: bool = False) -> ImportReport:
@@ -380,8 +384,15 @@ class Memory:
         """(files checked, problems): what the ``wrenmem-validate`` hook reports."""
         from wrenmem.checks.validate import validate_files
 
-        targets = None if paths is None else [Path(p) for p in paths]
-        return validate_files(self.settings, targets, check_schema=schema)
+        return validate_files(self.settings, self._named_files(paths), check_schema=schema)
+
+    def _named_files(self, paths: Iterable[str | Path] | None) -> builtins.list[Path] | None:
+        """Files a caller named, as ``verify``, ``forget`` and ``show`` take them: a relative
+        path is the project's (``knowledge/sql/x.md``, as ``list`` prints it) unless it
+        leads into the project from the current folder."""
+        if paths is None:
+            return None
+        return [self.settings.root / self.settings.relpath(Path(p)) for p in paths]
 
     def duplicates(self, paths: Iterable[str | Path] | None = None
                    ) -> tuple[int, builtins.list[Problem]]:

@@ -380,14 +380,33 @@ def is_racy(mtime_ns: int, now: float | None = None) -> bool:
     return (time.time() if now is None else now) - mtime_ns / 1e9 < RACY_SECONDS
 
 
+_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+              (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+
+
+def wide_encoding(data: bytes) -> str | None:
+    """Why text that starts with a UTF-16 or UTF-32 byte-order mark (what some Windows
+    editors save) is not read, saying what to do; None for other bytes."""
+    for bom, name in _WIDE_BOMS:
+        if data.startswith(bom):
+            return f"{name} text (it starts with a {name} byte-order mark): save it as UTF-8"
+    return None
+
+
+def not_utf8(data: bytes, error: UnicodeDecodeError) -> str:
+    """The reason bytes that are not UTF-8 are refused."""
+    return wide_encoding(data) or f"not valid UTF-8 (byte {error.start})"
+
+
 def read_text_file(path: Path, max_bytes: int) -> str:
     """A user-named text file (UTF-8, BOM allowed) as text; anything that is not a regular
     file, too big, unreadable or not UTF-8 is a WrenmemError naming the file."""
     try:
-        return read_regular_file(path, max_bytes).decode("utf-8-sig")
+        data = read_regular_file(path, max_bytes)
+        return data.decode("utf-8-sig")
     except UnreadableFileError as e:
         raise WrenmemError(f"{path}: {e.reason}") from e
     except OSError as e:
         raise WrenmemError(f"{path}: {os_error_reason(path, e)}") from e
     except UnicodeDecodeError as e:
-        raise WrenmemError(f"{path}: not valid UTF-8 (byte {e.start})") from e
+        raise WrenmemError(f"{path}: {not_utf8(data, e)}") from e

@@ -282,9 +282,15 @@ def read_config_file(root: Path) -> dict[str, Any]:
         return {}
     import tomllib  # (6 ms to import: only where there is a settings file)
 
+    raw = path.read_bytes()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        data = tomllib.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as e:  # the reason in words, not the codec's
+        line = raw[: e.start].count(b"\n") + 1
+        reason = ("UTF-16 text: save it as UTF-8" if raw.startswith((b"\xff\xfe", b"\xfe\xff"))
+                  else f"not valid UTF-8 (byte {e.start}, line {line})")
+        raise SettingsError(f"{path}: {reason}") from e
+    except tomllib.TOMLDecodeError as e:
         raise SettingsError(f"{path}: not valid TOML: {e}") from e
     table = data.get("wrenmem", data)
     if not isinstance(table, dict):

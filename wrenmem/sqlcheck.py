@@ -31,13 +31,21 @@ _TRAILING_COMMA_DIALECTS = frozenset({"bigquery", "duckdb", "snowflake", "databr
 
 
 def known_dialect(name: str) -> bool:
+    return unknown_dialect(name) is None
+
+
+def unknown_dialect(name: str) -> str | None:
+    """Why ``name`` is no sqlglot dialect, with the close name sqlglot suggests
+    (``unknown SQL dialect 'postgress' (…); did you mean 'postgres'?``); None when it is one."""
     from sqlglot.dialects.dialect import Dialect
 
     try:
         Dialect.get_or_raise(name)
-    except ValueError:
-        return False
-    return True
+    except ValueError as e:
+        close = re.search(r"Did you mean ([\w-]+)\?", str(e))
+        hint = f"; did you mean {close.group(1)!r}?" if close else ""
+        return f"unknown SQL dialect {name!r} (a sqlglot dialect name is needed){hint}"
+    return None
 
 
 def position(sql: str, offset: int) -> tuple[int, int]:
@@ -66,8 +74,9 @@ def _check(sql: str, dialect: str | None) -> list[SqlProblem] | tuple[Any]:
 
     dialect = dialect or ""
     label = dialect or "generic"
-    if dialect and not known_dialect(dialect):
-        return [SqlProblem(f"unknown SQL dialect {dialect!r}")]
+    unknown = unknown_dialect(dialect) if dialect else None
+    if unknown is not None:
+        return [SqlProblem(unknown)]
     try:
         statements = [s for s in parse(sql, dialect) if s is not None]
     except SqlOutOfBounds as e:

@@ -92,6 +92,10 @@ def knowledge_targets(settings: Settings, paths: Iterable[Path]) -> list[str]:
     out = []
     for path in paths:
         absolute = path if path.is_absolute() else Path.cwd() / path
-        if is_knowledge_path(settings, absolute.resolve()) and absolute.suffix.lower() == ".md":
+        try:
+            resolved = absolute.resolve()
+        except (OSError, RuntimeError):  # a link loop: reported as a pair file that is unread
+            continue
+        if is_knowledge_path(settings, resolved) and absolute.suffix.lower() == ".md":
             out.append(settings.relpath(absolute))
     return out

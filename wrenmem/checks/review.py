@@ -8,13 +8,14 @@ and drops ``reviewed: false``. A pair that does not validate is not verified.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from wrenmem.checks.uses import item_fingerprints, used_items
 from wrenmem.checks.validate import Problem, Validator
-from wrenmem.errors import WrenmemError
+from wrenmem.errors import PairError, WrenmemError
 from wrenmem.pairs.catalog import read_pair_file
 from wrenmem.pairs.pairfile import (
     REVIEW_KEYS,
@@ -24,6 +25,8 @@ from wrenmem.pairs.pairfile import (
     VERIFIED_SQL,
     Pair,
     checked_file_bytes,
+    decode_file,
+    read_pair_bytes,
     render_pair,
     sql_fingerprint,
 )
@@ -80,12 +83,17 @@ def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool 
     out: list[Verified] = []
     for path in paths:
         rel = settings.relpath(path)
-        absolute = (settings.root / rel).resolve()
-        if not absolute.is_relative_to(settings.knowledge_path):
-            raise WrenmemError(f"{rel} is not a pair file inside {settings.knowledge_dir}")
-        text = absolute.read_text(encoding="utf-8-sig") if absolute.is_file() else ""
-        pair, problems = validator.check_text(text, rel) if text else (None, [Problem(
-            rel, 1, 1, "no such pair file", "pair")])
+        try:
+            absolute = (settings.root / rel).resolve()
+        except (OSError, RuntimeError):  # a link loop: read as the catalog reads it, to say so
+            out.append(Verified(rel, None, False, tuple(_checked(
+                validator, settings, settings.root / rel, rel)[1])))
+            continue
+        if not absolute.is_relative_to(settings.knowledge_path):  # reported; the rest go on
+            out.append(Verified(rel, None, False, (Problem(
+                rel, 1, 1, f"not a pair file inside {settings.knowledge_dir}", "pair"),)))
+            continue
+        pair, problems = _checked(validator, settings, absolute, rel)
         problems = [p for p in problems if p.kind != "stale"]  # verifying is the answer
         if pair is None or (not force and any(p.is_error for p in problems)):
             out.append(Verified(rel, pair, False, tuple(problems)))
@@ -108,3 +116,17 @@ def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool 
         reread = read_pair_file(absolute, rel, settings.max_pair_bytes)[0]
         out.append(Verified(rel, reread, not already, tuple(problems)))
     return out
+
+
+def _checked(validator: Validator, settings: Settings, absolute: Path, rel: str
+             ) -> tuple[Pair | None, list[Problem]]:
+    """The pair file read as every command reads one (only a regular file, at most
+    ``max_pair_bytes``, UTF-8) and validated; a file that cannot be read is one problem
+    saying why (a FIFO, too large, not UTF-8), and a missing one says it is missing."""
+    if not os.path.lexists(absolute):
+        return None, [Problem(rel, 1, 1, "no such pair file", "pair")]
+    try:
+        text = decode_file(read_pair_bytes(absolute, rel, settings.max_pair_bytes), rel)
+    except PairError as e:
+        return None, [Problem(rel, e.line, e.col or 1, e.reason, "pair")]
+    return validator.check_text(text, rel)

@@ -35,7 +35,7 @@ from wrenmem.pairs.pairfile import (
 )
 from wrenmem.schema.manifest import Manifest, load_manifest
 from wrenmem.settings import Settings
-from wrenmem.sqlcheck import known_dialect, parse_checked, write_problem
+from wrenmem.sqlcheck import parse_checked, unknown_dialect, write_problem
 
 
 @dataclass(frozen=True)
@@ -161,10 +161,10 @@ class Validator:
 
     def _check_pair(self, pair: Pair, lines: list[str]) -> list[Problem]:
         dialect = self.dialect_of(pair)
-        if pair.dialect and not known_dialect(pair.dialect):
+        unknown = unknown_dialect(pair.dialect) if pair.dialect else None
+        if unknown is not None:
             return [Problem(pair.path, key_line(lines, "dialect"), 1,
-                            f"unknown SQL dialect {pair.dialect!r} (a sqlglot dialect name)",
-                            "pair")]
+                            unknown, "pair")]
         to_file = sql_locator(pair, lines)
         problems = [Problem(pair.path, *to_file(p.line, p.col), p.message, kind)
                     for kind, p in self.sql_findings(pair.sql, dialect,
@@ -327,7 +327,7 @@ def sql_locator(pair: Pair, lines: list[str]) -> Callable[[int, int], tuple[int,
 def _same_file(path: Path, other: Path) -> bool:
     try:
         return path.resolve() == other.resolve()
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a link loop (Python 3.11)
         return False
 
 

@@ -54,9 +54,14 @@ def import_cmd(ctx: click.Context, file: str, upsert: bool, overwrite: bool, dry
         emit_json({**report.to_dict(), "dry_run": dry_run, "index": note})
         return
     verb = "would " if dry_run else ""
+    renewed = set(report.created) & set(report.deleted)  # --overwrite: written anew in place
     for label, items in (("create", report.created), ("update", report.updated),
                          ("delete", report.deleted)):
         for item in items:
+            if item in renewed:
+                if label == "create":
+                    click.echo(f"{verb}replace: {item}")
+                continue
             click.echo(f"{verb}{label}: {item}")
     click.echo(f"{report.read} pair(s) read [{mode}]: {len(report.created)} new, "
                f"{len(report.updated)} updated, {len(report.unchanged)} unchanged, "

@@ -162,7 +162,8 @@ def _field(text: str) -> str:
 @click.command()
 @click.argument("targets", nargs=-1)
 @click.option("--source", help="Forget every pair file with this source.")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--yes", "-y", "--force", "yes", is_flag=True,
+              help="Do not ask for confirmation (--force: Wren's spelling).")
 @click.option("--id", "pair_id", hidden=True, help="Wren's spelling: refused with a hint.")
 @json_option
 @click.pass_context

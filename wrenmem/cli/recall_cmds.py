@@ -72,6 +72,9 @@ def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | Non
     """Recall the stored NL→SQL pairs most similar to each question."""
 
     questions = list(queries) + (read_questions(Path(queries_file)) if queries_file else [])
+    if not questions and queries_file:
+        raise click.UsageError(f"{queries_file} holds no question (one a line, '#' lines "
+                               "ignored, or a JSON list)")
     if not questions:
         raise click.UsageError("give a question with -q, or a file with --queries")
     require_questions(questions)

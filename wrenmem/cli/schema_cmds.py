@@ -153,8 +153,9 @@ def seed(ctx: click.Context, write: bool, manifest: str | None, as_json: bool) -
         emit_json({"written": written, "skipped": skipped})
         return
     created = sum(1 for w in written if w["created"])
-    click.echo(f"wrote {created} new and updated {len(written) - created} seed pair files; "
-               f"skipped {len(skipped)}")
+    updated = sum(1 for w in written if w["changed"] and not w["created"])
+    click.echo(f"wrote {created} new and updated {updated} seed pair files, "
+               f"{len(written) - created - updated} unchanged; skipped {len(skipped)}")
     for s in skipped:
         warn(f"skipped {s['nl']!r}: {s['reason']} ({s['path']})")
     if note:

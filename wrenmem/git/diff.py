@@ -222,6 +222,9 @@ def _commit(repo: Any, rev: str) -> Any:
     try:
         return repo.commit(rev)
     except (BadName, ValueError, git.BadObject, git.GitCommandError) as e:
+        if not repo.head.is_valid():  # a repository with no commit: nothing names a revision
+            raise WrenmemError(f"unknown revision {rev!r}: the repository has no commit yet, "
+                               "so there is nothing to compare with (commit first)") from e
         raise WrenmemError(f"unknown revision {rev!r}") from e
 
 

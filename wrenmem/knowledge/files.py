@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wrenmem.errors import PairError, UnreadableFileError
-from wrenmem.fsutil import is_racy, os_error_reason, read_regular_file
+from wrenmem.fsutil import is_racy, not_utf8, os_error_reason, read_regular_file
 from wrenmem.knowledge.entries import (
     FOLDERS,
     INSTRUCTIONS_FILE,
@@ -133,7 +133,7 @@ def load_knowledge(settings: Settings) -> Knowledge:
                 errors.append(PairError(rel, os_error_reason(path, e)))
                 continue
             except UnicodeDecodeError as e:
-                errors.append(PairError(rel, f"not valid UTF-8 (byte {e.start})"))
+                errors.append(PairError(rel, not_utf8(data, e)))
                 continue
             parsed = parse_knowledge(text, rel, kind)
             content = hashlib.sha256(data).hexdigest()

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.resources import FunctionResource
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
@@ -346,8 +346,8 @@ def _register_resources(server: _Server, memory: Memory) -> None:
         """The project's MDL manifest (models, columns, relationships, views, cubes)."""
         try:
             return read_text_file(settings.manifest_path, MAX_MANIFEST_BYTES)
-        except WrenmemError as e:
-            raise ValueError(str(e)) from e
+        except WrenmemError as e:  # the SDK passes a ResourceError's message to the client
+            raise ResourceError(str(e)) from e
 
     @server.resource("wrenmem://instructions", name="instructions",
                      title="Business rules, caveats and metrics", mime_type="text/markdown")
@@ -359,8 +359,11 @@ def _register_resources(server: _Server, memory: Memory) -> None:
         def read() -> str:
             try:
                 return read_knowledge_text(settings, rel)
+            except FileNotFoundError as e:
+                raise ResourceNotFoundError(f"{rel} is not a knowledge file of this project "
+                                            "(rules, glossary, caveats, metrics)") from e
             except (OSError, UnicodeDecodeError, WrenmemError) as e:
-                raise ValueError(f"knowledge file {rel} cannot be read: {e}") from e
+                raise ResourceError(f"knowledge file {rel} cannot be read: {e}") from e
         return read
 
     def refresh() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import file_mode_for, link_target, read_text_file
+from wrenmem.fsutil import file_mode_for, read_text_file
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import (
     Pair,
@@ -19,11 +19,13 @@ from wrenmem.pairs.pairfile import (
     checked_file_bytes,
     load_yaml,
     render_pair,
+    yaml_problem,
 )
 from wrenmem.pairs.slug import MAX_SUFFIX, numbered_names, slugify
 from wrenmem.pairs.store import (
     clean_pair,
     merged_update,
+    pair_write_target,
     utc_now,
     would_change,
 )
@@ -63,7 +65,9 @@ def read_queries_yml(path: Path) -> list[Pair]:
     try:
         doc = load_yaml(text)
     except yaml.YAMLError as e:
-        raise WrenmemError(f"{path}: not valid YAML: {e}") from e
+        where, problem = yaml_problem(e)
+        at = f":{where[0]}:{where[1]}" if where is not None else ""
+        raise WrenmemError(f"{path}{at}: not valid YAML: {problem}") from e
     if not isinstance(doc, dict) or "pairs" not in doc:
         raise WrenmemError(f"{path}: expected a mapping with a 'pairs' list")
     if doc.get("version", 1) != 1:
@@ -138,10 +142,14 @@ def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
     for stored in found.pairs:
         existing.setdefault(question_key(stored.nl), stored)
     doomed: set[str] = set()
+    renewed: dict[str, str] = {}  # question -> the file --overwrite replaces: its name kept
     if mode == "overwrite":
         sources = {p.source for p in latest.values()}
         report.deleted = [p.path for p in found.pairs if p.source in sources]
         doomed = set(report.deleted)
+        for stored in found.pairs:
+            if stored.path in doomed:
+                renewed.setdefault(question_key(stored.nl), stored.path)
         existing = {k: p for k, p in existing.items() if p.path not in doomed}
     taken = set(found.file_hashes) - doomed
     writes: list[Planned] = []
@@ -152,7 +160,9 @@ def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
             continue
         incoming = clean_pair(pair.with_changes(source=pair.source or "import"))
         if old is None:
-            rel = _free_name(settings, slugify(incoming.nl), taken)
+            rel = renewed.get(key, "")
+            if not rel or rel in taken:
+                rel = _free_name(settings, slugify(incoming.nl), taken, doomed)
             taken.add(rel)
             new = incoming.with_changes(created_at=incoming.created_at or utc_now(), path=rel)
             text = render_pair(new, settings.format)
@@ -165,7 +175,7 @@ def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
         if not would_change(settings, old, text):
             report.unchanged.append(old.path)
             continue
-        path = link_target(settings.root / old.path)
+        path = pair_write_target(settings, settings.root / old.path)
         writes.append(Planned(path, checked_file_bytes(text, old.path, merged,
                                                        settings.max_pair_bytes),
                               create=False, mode=file_mode_for(path)))
@@ -179,13 +189,14 @@ def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
     return report
 
 
-def _free_name(settings: Settings, stem: str, taken: set[str]) -> str:
+def _free_name(settings: Settings, stem: str, taken: set[str],
+               doomed: frozenset[str] | set[str] = frozenset()) -> str:
     """The first ``stem.md``, ``stem-2.md``… in the knowledge folder that no file holds
-    (as scanned, or on disk: a broken file or a link is never overwritten) and no earlier
-    pair of this import was given."""
+    (as scanned, or on disk: a broken file or a link is never overwritten; a pair file this
+    import deletes is free) and no earlier pair of this import was given."""
     for path in numbered_names(settings.knowledge_path, stem):
         rel = settings.relpath(path)
-        if rel not in taken and not os.path.lexists(path):
+        if rel not in taken and (rel in doomed or not os.path.lexists(path)):
             return rel
     raise WrenmemError(f"no free file name for {stem!r} after {MAX_SUFFIX} tries")
 

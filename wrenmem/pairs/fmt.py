@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,10 @@ def format_files(settings: Settings, paths: Iterable[Path] | None = None, *,
     broken: list[PairError] = []
     for path in sorted(targets):
         rel = settings.relpath(path)
+        if paths is not None and not _inside(settings, path):
+            broken.append(PairError(rel, f"not a pair file inside {settings.knowledge_dir} "
+                                         "(wrenmem formats only its own pair files)"))
+            continue
         try:
             raw = read_pair_bytes(path, rel, settings.max_pair_bytes)
             pair = parse_pair(decode_file(raw, rel), rel)
@@ -60,8 +65,19 @@ def format_files(settings: Settings, paths: Iterable[Path] | None = None, *,
             except WrenmemError as e:
                 broken.append(PairError(rel, str(e).removeprefix(f"{rel}: ")))
                 continue
-            changed.append(rel)
             if not check:
-                write_pair_bytes(settings, path, data)
+                try:
+                    write_pair_bytes(settings, path, data)
+                except WrenmemError as e:  # a link leading out of the project: not written
+                    broken.append(PairError(rel, str(e).removeprefix(f"{rel} ")))
+                    continue
+            changed.append(rel)
     return FmtReport(tuple(changed), len(targets) - len(changed) - len(broken), tuple(broken),
                      check)
+
+
+def _inside(settings: Settings, path: Path) -> bool:
+    """Whether ``path`` names a file in the knowledge folder (its folders resolved, the
+    file itself not: a link there is a pair file, wherever it leads)."""
+    absolute = Path(os.path.abspath(path))
+    return (absolute.parent.resolve() / absolute.name).is_relative_to(settings.knowledge_path)

@@ -86,3 +86,33 @@ def _timestamp(raw: str) -> Any:
         return yaml.constructor.SafeConstructor().construct_yaml_timestamp(node)
     except ValueError:  # no such day: PyYAML's own error path, as before
         return None
+
+
+# A key at the start of a line (a top-level key of the front matter), quoted or not.
+_TOP_KEY = re.compile(r"^(['\"]?)([^\s'\"#:\-\[{][^'\":]*?)\1[ \t]*:(?=[ \t]|$)", re.M)
+
+
+def repeated_key(text: str) -> tuple[str, int, int] | None:
+    """A top-level key the YAML mapping ``text`` gives twice, which PyYAML takes silently
+    (the last one wins): the key and the 1-based lines of its first two, else None. A scan
+    of the lines finds candidates; only then is the text composed, to be sure."""
+    keys = [m.group(2) for m in _TOP_KEY.finditer(text)]
+    if len(keys) == len(set(keys)):
+        return None
+    import yaml
+
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)  # nodes only: no alias expands
+    except yaml.YAMLError:
+        return None
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    lines: dict[str, int] = {}
+    for key, _value_node in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.value == "<<":
+            continue
+        line = key.start_mark.line + 1
+        if key.value in lines:
+            return key.value, lines[key.value], line
+        lines[key.value] = line
+    return None

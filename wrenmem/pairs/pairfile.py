@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import PairError, UnreadableFileError, WrenmemError
-from wrenmem.fsutil import os_error_reason, read_regular_file
-from wrenmem.pairs.frontmatter import simple_front_matter
+from wrenmem.fsutil import not_utf8, os_error_reason, read_regular_file, wide_encoding
+from wrenmem.pairs.frontmatter import repeated_key, simple_front_matter
 from wrenmem.settings import MAX_PAIR_BYTES
 
 KNOWN_KEYS = ("nl", "also", "datasource", "dialect", "tags", "source", "created_at",
@@ -145,13 +145,16 @@ def decode_file(data: bytes, path: str) -> str:
     """Bytes of a pair file to text: UTF-8 (a BOM tolerated), CRLF and CR normalised."""
     if not data.strip():
         raise PairError(path, "empty file")
+    wide = wide_encoding(data)
+    if wide is not None:
+        raise PairError(path, wide)
     if b"\x00" in data:
         raise PairError(path, "binary file (contains NUL bytes), not a Markdown pair")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise PairError(path, f"not valid UTF-8 (byte {e.start})", line) from e
+        raise PairError(path, not_utf8(data, e), line) from e
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -171,20 +174,25 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     yaml_text = "\n".join(lines[first + 1 : close])
     try:
         meta = simple_front_matter(lines[first + 1 : close])
+        repeated = None
         if meta is None:
             meta = _load_yaml(yaml_text) if yaml_text.strip() else None
+            repeated = repeated_key(yaml_text) if isinstance(meta, dict) else None
     except RecursionError as e:
         raise PairError(path, "front matter is nested too deeply", first + 1) from e
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = first + 2 + mark.line if mark is not None else first + 1
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        where, problem = yaml_problem(e)
+        line = first + 1 + where[0] if where is not None else first + 1
         raise PairError(path, f"front matter is not valid YAML: {problem}", line) from e
     if meta is None:
         raise PairError(path, "front matter is empty: 'nl' is required", first + 1)
     if not isinstance(meta, dict):
-        raise PairError(path, f"front matter must be a mapping of keys, not a {_kind(meta)}",
+        raise PairError(path, f"front matter must be a mapping of keys, not {_kind(meta)}",
                         first + 2)
+    if repeated is not None:
+        key, once, twice = repeated[0], first + 1 + repeated[1], first + 1 + repeated[2]
+        raise PairError(path, f"{key!r} is given twice in the front matter (lines {once} and "
+                              f"{twice}; YAML would keep the last): keep one", twice)
 
     def key_line(key: str) -> int:
         pattern = re.compile(rf"^\s*['\"]?{re.escape(key)}['\"]?\s*:")
@@ -212,6 +220,12 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
                         key_line("sql"))
     if block is not None:
         start, end, sql_text = block
+        if end == len(body_lines):  # Markdown would run the block to the end of the file
+            fence = _FENCE_OPEN.match(body_lines[start])
+            mark = fence.group("fence") if fence else "```"
+            raise PairError(path, f"the {mark}sql block opened here is not closed: add a {mark} "
+                                  "line after the SQL (else all that follows would be SQL)",
+                            body_start + start + 1)
         sql = sql_text.strip("\n").rstrip()
         sql_line = body_start + start + 2
         notes = "\n".join(body_lines[:start] + body_lines[end + 1 :]).strip()
@@ -323,6 +337,14 @@ def _front_comments(lines: list[str], meta: dict[str, Any]) -> tuple[tuple[str, 
     return tuple(out)
 
 
+def yaml_problem(error: Exception) -> tuple[tuple[int, int] | None, str]:
+    """Where (1-based line and column, when PyYAML knows) and what a YAML error is, in one
+    line: PyYAML's own text spans several lines and names ``<unicode string>``."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    return ((mark.line + 1, mark.column + 1) if mark is not None else None), problem
+
+
 def load_yaml(text: str) -> Any:
     """YAML with PyYAML's safe loader, aliases bounded (MAX_ALIAS_NODES) and nesting too
     deep for Python's stack reported as a YAMLError: for any YAML a user hands wrenmem."""
@@ -410,7 +432,11 @@ def _kind(value: Any) -> str:
         return "a list"
     if isinstance(value, dict):
         return "a mapping"
-    return type(value).__name__
+    if isinstance(value, str):
+        return "text"
+    if value is None:
+        return "nothing (null)"
+    return f"a {type(value).__name__}"
 
 
 def _scalar_text(value: Any) -> str:

@@ -146,5 +146,6 @@ def write_seeds(settings: Settings, records: list[dict[str, Any]]) -> SeedWrite:
         result = store_pair(settings, Pair(nl=r["nl"], sql=r["sql"], dialect=r["dialect"],
                                            datasource=r["datasource"], tags=tuple(r["tags"]),
                                            source="seed"), folder="seeds")
-        written.append({"nl": r["nl"], "path": result.path, "created": result.created})
+        written.append({"nl": r["nl"], "path": result.path, "created": result.created,
+                        "changed": result.changed})
     return SeedWrite(tuple(written), tuple(skipped))

@@ -38,6 +38,9 @@ class StoreResult:
     created: bool
     pair: Pair
     changed: bool = True  # False: the file already held exactly this, and was not written
+    # Files of the question's own name that could not be read as pairs, so a free name
+    # after them was taken: a hand-broken file of the same question, most likely.
+    passed_over: tuple[PairError, ...] = ()
 
 
 def utc_now() -> str:
@@ -97,11 +100,24 @@ def write_pair_bytes(settings: Settings, path: Path, data: bytes, *,
     (``.wrenmem/tmp``); temporary files a killed writer left there are removed first. A
     rewrite through a symbolic link writes the file it names and keeps the link."""
     if not exclusive:
-        path = link_target(path)
+        path = pair_write_target(settings, path)
     path.parent.mkdir(parents=True, exist_ok=True)  # first: the temporary folder is chosen by it
     tmp_dir = pair_temp_folder(settings, path.parent)
     remove_stale_temps(tmp_dir)
     atomic_write_bytes(path, data, exclusive=exclusive, tmp_dir=tmp_dir)
+
+
+def pair_write_target(settings: Settings, path: Path) -> Path:
+    """The file a rewrite of the pair file ``path`` writes: the file a symbolic link names
+    (the link is kept), when that file is inside the project; a link leading out is
+    refused, so a committed link cannot make ``fmt``, ``store`` or ``import`` write a file
+    elsewhere on the disk."""
+    target = link_target(path)
+    if target != path and not target.is_relative_to(settings.root):
+        raise WrenmemError(f"{settings.relpath(path)} is a symbolic link to {target}, outside "
+                           f"the project {settings.root}: not written through (replace the "
+                           "link with the file)")
+    return target
 
 
 def default_dialect(settings: Settings, manifest_dialect: str | None) -> str:
@@ -131,19 +147,21 @@ def store_pair(settings: Settings, pair: Pair, *, folder: str = "",
         raise WrenmemError(f"folder {folder!r} is outside {settings.knowledge_dir}")
     stem = slugify(pair.nl)
     new = pair.with_changes(created_at=pair.created_at or utc_now())
+    passed: list[PairError] = []
     for target in numbered_names(base, stem):
         rel = settings.relpath(target)
         text = render_pair(new.with_changes(path=rel), settings.format)
         data = checked_file_bytes(text, rel, new, settings.max_pair_bytes)
         try:
             write_pair_bytes(settings, target, data, exclusive=True)
-            return StoreResult(rel, True, new.with_changes(path=rel))
+            return StoreResult(rel, True, new.with_changes(path=rel), passed_over=tuple(passed))
         except FileExistsError:
             # Somebody owns that name: if it holds our question (a concurrent store of the
             # same question), update it; otherwise try the next suffix.
             try:
-                other, _digest = read_pair_file(target, rel)
-            except PairError:
+                other, _digest = read_pair_file(target, rel, settings.max_pair_bytes)
+            except PairError as e:
+                passed.append(e)
                 continue
             if question_key(other.nl) == question_key(pair.nl):
                 return _update(settings, other, pair)
@@ -157,6 +175,9 @@ def check_folder(folder: str) -> None:
     for part in PurePosixPath(folder.replace("\\", "/")).parts:
         if part == "/":
             raise WrenmemError(f"folder {folder!r} must be relative to the knowledge folder")
+        if part == "..":
+            raise WrenmemError(f"folder {folder!r} leads out of the knowledge folder: name a "
+                               "sub-folder of it, without '..'")
         if skipped_name(part):
             raise WrenmemError(
                 f"folder {folder!r}: {part!r} starts with '.' or ends with '~', and wrenmem "

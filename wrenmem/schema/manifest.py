@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from wrenmem.errors import ManifestError, UnreadableFileError
-from wrenmem.fsutil import read_regular_file
+from wrenmem.fsutil import read_regular_file, wide_encoding
 from wrenmem.schema import rawjson
 from wrenmem.settings import MAX_MANIFEST_BYTES
 
@@ -221,7 +221,8 @@ def load_manifest(path: str | Path, data: bytes | None = None, *,
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise ManifestError(f"{path}: manifest is not valid UTF-8 (byte {e.start})") from e
+        reason = wide_encoding(data) or f"not valid UTF-8 (byte {e.start})"
+        raise ManifestError(f"{path}: manifest is {reason}") from e
     try:
         # Keys starting with "_" are dropped while decoding: they are not part of the schema
         # and the fingerprint ignores them, so it need not copy the document again.

@@ -1,0 +1,26 @@
+"""`recall --sql` as docs/commands.md describes it, on the bundled example with the real model:
+a draft that is close but not exactly a stored SQL keeps the right pair first and lowers
+its score far below what the question alone gives (the scorer was fitted with exact drafts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wrenmem import Memory
+
+QUESTION = "What was our revenue per month?"
+RIGHT = "knowledge/sql/sales/2024年每个月的收入是多少.md"
+# The monthly revenue pair without its status filter and date range: a plausible first try.
+CLOSE_DRAFT = ("SELECT DATE_TRUNC('month', ordered_at) AS month, SUM(amount) AS revenue "
+               "FROM orders GROUP BY 1")
+
+
+def test_a_close_draft_keeps_the_order_and_lowers_the_score(example_project: Path) -> None:
+    memory = Memory(example_project, backend="hybrid")
+    memory.sync()
+    alone = memory.recall(QUESTION, k=3)[0]
+    drafted = memory.recall(QUESTION, k=3, sql=CLOSE_DRAFT)[0]
+    assert alone.path == drafted.path == RIGHT
+    assert alone.score > 0.5                 # the question alone: a confident answer
+    assert drafted.score < 0.01, drafted.score   # what the docs warn of
+    assert not memory.recall(QUESTION, k=3, sql=CLOSE_DRAFT, min_score=0.5)
