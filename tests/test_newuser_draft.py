@@ -1,6 +1,8 @@
 """`recall --sql` as docs/commands.md describes it, on the bundled example with the real model:
-a draft that is close but not exactly a stored SQL keeps the right pair first and lowers
-its score far below what the question alone gives (the scorer was fitted with exact drafts)."""
+a draft that is close but not exactly a stored SQL keeps the right pair first, and its score
+stays a probability (the draft model is fitted over right, nearly right and wrong drafts;
+before round 12 it was fitted with exact drafts only and such a draft took the score from
+0.7 to under 0.01)."""
 
 from __future__ import annotations
 
@@ -15,12 +17,14 @@ CLOSE_DRAFT = ("SELECT DATE_TRUNC('month', ordered_at) AS month, SUM(amount) AS 
                "FROM orders GROUP BY 1")
 
 
-def test_a_close_draft_keeps_the_order_and_lowers_the_score(example_project: Path) -> None:
+def test_a_close_draft_keeps_the_order_and_a_meaningful_score(example_project: Path) -> None:
     memory = Memory(example_project, backend="hybrid")
     memory.sync()
     alone = memory.recall(QUESTION, k=3)[0]
     drafted = memory.recall(QUESTION, k=3, sql=CLOSE_DRAFT)[0]
     assert alone.path == drafted.path == RIGHT
     assert alone.score > 0.5                 # the question alone: a confident answer
-    assert drafted.score < 0.01, drafted.score   # what the docs warn of
-    assert not memory.recall(QUESTION, k=3, sql=CLOSE_DRAFT, min_score=0.5)
+    # a near miss lowers the score (the draft disagrees with the pair) without wiping it out
+    assert 0.2 < drafted.score < alone.score, drafted.score
+    assert [h.path for h in memory.recall(QUESTION, k=3, sql=CLOSE_DRAFT, min_score=0.2)] \
+        == [RIGHT]
