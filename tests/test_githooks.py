@@ -61,6 +61,18 @@ def install(cli: Callable[..., Result], root: Path, *extra: str) -> Result:
     return cli("hooks", "install", *extra, root=root)
 
 
+def assert_in_step(cli: Callable[..., Result], root: Path, after: str = "") -> Result:
+    """`check --json` exits 0, run in this process as a new process would run it: the git
+    hooks under test are real processes, the check of what they left need not be."""
+    from tests.conftest import forget_process_state
+
+    with pytest.MonkeyPatch.context() as patch:
+        forget_process_state(patch)
+        done = cli("check", "--json", root=root)
+    assert done.exit_code == 0, f"after {after}: {done.output}"
+    return done
+
+
 def test_shipped_scripts_are_the_packaged_ones() -> None:
     for name in HOOK_NAMES:
         shipped = REPO / "hooks" / name
@@ -343,7 +355,7 @@ def test_the_template_is_render_hook_with_nothing_filled_in() -> None:
 
 
 @pytest.mark.slow
-def test_switching_branches_keeps_the_index_in_step(example_project: Path) -> None:
+def test_switching_branches_keeps_the_index_in_step(example_project: Path, cli) -> None:
     """The user story: sync once, install the hooks, then only use git; `check` stays clean."""
     root = example_project
     env = {"PYTHONPATH": str(REPO)}
@@ -355,8 +367,7 @@ def test_switching_branches_keeps_the_index_in_step(example_project: Path) -> No
     assert run_wrenmem(["hooks", "install"], root).returncode == 0
 
     def check_clean() -> None:
-        done = run_wrenmem(["check", "--json"], root)
-        assert done.returncode == 0, done.stdout + done.stderr
+        assert_in_step(cli, root)
 
     git(root, "checkout", "-q", "-b", "feature")
     knowledge = root / "knowledge" / "sql"
@@ -389,7 +400,7 @@ def test_switching_branches_keeps_the_index_in_step(example_project: Path) -> No
     assert all("FAILED" not in line for line in hook_log(root))
 
 
-def test_a_hook_builds_a_missing_schema_index(example_project: Path) -> None:
+def test_a_hook_builds_a_missing_schema_index(example_project: Path, cli) -> None:
     """No `wrenmem sync` ever ran: the first checkout's hook builds the pairs' index and the
     manifest's schema index, so `check` is clean without a manual sync."""
     root = example_project
@@ -397,11 +408,10 @@ def test_a_hook_builds_a_missing_schema_index(example_project: Path) -> None:
     (root / ".gitignore").write_text(".wrenmem/\n")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "example")
-    assert run_wrenmem(["hooks", "install"], root).returncode == 0
+    assert install(cli, root).exit_code == 0
     git(root, "checkout", "-q", "-b", "feature")  # post-checkout
     assert "schema synced" in hook_log(root)[-1], hook_log(root)
-    done = run_wrenmem(["check", "--json"], root)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = assert_in_step(cli, root)
     assert json.loads(done.stdout)["schema"]["fresh"]
 
 
@@ -465,7 +475,8 @@ def test_works_with_pre_commits_own_post_checkout_hook(repo: Path, cli, tmp_path
 
 
 @pytest.mark.slow
-def test_every_history_change_leaves_the_index_in_step(project: Path, tmp_path: Path) -> None:
+def test_every_history_change_leaves_the_index_in_step(project: Path, tmp_path: Path,
+                                                      cli) -> None:
     """Fast-forward rebase, pull --rebase, reset --hard, stash pop and a cherry-pick sequence:
     after each (and the deferred sync it may have started), `check` exits 0."""
     origin = tmp_path / "origin.git"
@@ -480,8 +491,8 @@ def test_every_history_change_leaves_the_index_in_step(project: Path, tmp_path: 
     git(root, "commit", "-q", "-m", "two pairs")
     git(root, "remote", "add", "origin", str(origin))
     git(root, "push", "-q", "-u", "origin", "main")
-    assert run_wrenmem(["sync"], root).returncode == 0
-    assert run_wrenmem(["hooks", "install"], root).returncode == 0
+    assert cli("sync", root=root).exit_code == 0
+    assert install(cli, root).exit_code == 0
 
     def commit(rel: str, question: str, cwd: Path = root) -> None:
         write_pair(cwd, rel, question, f"SELECT '{rel}' AS pair")
@@ -491,8 +502,7 @@ def test_every_history_change_leaves_the_index_in_step(project: Path, tmp_path: 
     def in_step(after: str, mark: int | None = None) -> None:
         if mark is not None:
             wait_for_deferred(root, mark)
-        done = run_wrenmem(["check", "--json"], root)
-        assert done.returncode == 0, f"after {after}: {done.stdout}{done.stderr}"
+        assert_in_step(cli, root, after)
 
     # A fast-forward rebase: git runs no post-rewrite; a deferred sync catches it.
     git(root, "checkout", "-q", "-b", "feature")
@@ -528,7 +538,7 @@ def test_every_history_change_leaves_the_index_in_step(project: Path, tmp_path: 
     # refuse `stash`, whose stack all worktrees share: then this step cannot run.)
     pair = root / "knowledge" / "sql" / "a.md"
     pair.write_text(pair.read_text().replace("How many orders", "How many orders in total"))
-    assert run_wrenmem(["sync"], root).returncode == 0
+    assert cli("sync", root=root).exit_code == 0
     if git(root, "stash", "list", check=False).returncode == 0:
         git(root, "stash", "-q")
         in_step("stash")

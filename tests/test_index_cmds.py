@@ -1,4 +1,6 @@
-"""The index commands as a user runs them: real processes, real LanceDB, the real default model."""
+"""The index commands as a user runs them: real LanceDB, the real default model; real
+processes for the status, reset, kill and concurrency tests (the logic of store, recall,
+edit and delete runs in this process)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import Result
 from conftest import REPO, write_pair
 
 from wrenmem.index.autosync import update_after_write
@@ -27,11 +30,19 @@ def _json(proc: subprocess.CompletedProcess) -> object:
     return json.loads(proc.stdout)
 
 
-def test_store_recall_edit_delete_check(project: Path, wrenmem_proc: Run) -> None:
-    run = wrenmem_proc
+def test_store_recall_edit_delete_check(project: Path, cli: Callable[..., Result]) -> None:
+    """The commands in this process (test_status_reset_and_full runs them as processes)."""
+    def run(*args: str) -> Result:
+        done = cli(*args)
+        assert done.exit_code in (0, 1), done.output
+        return done
+
+    def out(*args: str) -> object:
+        return json.loads(run(*args).stdout)
+
     done = run("store", "--nl", "How many orders were placed last month?",
                "--sql", "SELECT COUNT(*) FROM orders WHERE ordered_at >= now() - interval '1 month'")
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.output
     run("store", "--nl", "每个门店的销售额是多少？", "--sql",
         "SELECT store_id, SUM(amount) FROM orders GROUP BY store_id")
     run("store", "--nl", "List the products that were never ordered",
@@ -39,41 +50,40 @@ def test_store_recall_edit_delete_check(project: Path, wrenmem_proc: Run) -> Non
         "WHERE i.id IS NULL")
     shapes = []
     for backend in ("grep", "vector", "hybrid"):
-        out = _json(run("recall", "-q", "每个门店的销售额", "-k", "2", "--json",
-                        "--backend", backend))
-        assert isinstance(out, list)
-        top = out[0]["hits"][0]
+        got = out("recall", "-q", "每个门店的销售额", "-k", "2", "--json", "--backend", backend)
+        assert isinstance(got, list)
+        top = got[0]["hits"][0]
         assert top["question"] == "每个门店的销售额是多少？" and top["backend"] == backend
         shapes.append(sorted(top))
     assert shapes[0] == shapes[1] == shapes[2]
     # Ask in Chinese, stored in English.
-    out = _json(run("recall", "-q", "哪些商品从来没有被订购过？", "-k", "1", "--json",
-                    "--backend", "vector"))
-    assert out[0]["hits"][0]["question"] == "List the products that were never ordered"
+    got = out("recall", "-q", "哪些商品从来没有被订购过？", "-k", "1", "--json",
+              "--backend", "vector")
+    assert got[0]["hits"][0]["question"] == "List the products that were never ordered"
 
-    status = _json(run("status", "--json"))
+    status = out("status", "--json")
     assert status["backend"] == "hybrid" and status["fresh"] is True and status["pairs"] == 3
 
     target = next((project / "knowledge/sql").glob("how-many-orders*.md"))
     target.write_text(target.read_text().replace("last month", "in the last 30 days"))
     check = run("check", "--json")
-    assert check.returncode == 1 and _json(check)["changed"] == [
+    assert check.exit_code == 1 and json.loads(check.stdout)["changed"] == [
         "knowledge/sql/" + target.name]
-    report = _json(run("sync", "--json"))
+    report = out("sync", "--json")
     assert report["embedded"] == 1 and report["changed"] == ["knowledge/sql/" + target.name]
-    assert run("check").returncode == 0
+    assert run("check").exit_code == 0
 
     gone = next((project / "knowledge/sql").glob("list-the-products*.md"))
     gone.unlink()
-    assert run("check").returncode == 1
-    report = _json(run("index", "--json"))  # the alias
+    assert run("check").exit_code == 1
+    report = out("index", "--json")  # the alias
     assert report["removed"] == ["knowledge/sql/" + gone.name] and report["embedded"] == 0
-    assert run("check").returncode == 0
+    assert run("check").exit_code == 0
     for backend in ("vector", "hybrid"):
-        out = _json(run("recall", "-q", "List the products that were never ordered", "-k",
-                        "5", "--json", "--backend", backend))
-        assert all(h["path"] != "knowledge/sql/" + gone.name for h in out[0]["hits"])
-    assert _json(run("sync", "--json"))["noop"] is True
+        got = out("recall", "-q", "List the products that were never ordered", "-k", "5",
+                  "--json", "--backend", backend)
+        assert all(h["path"] != "knowledge/sql/" + gone.name for h in got[0]["hits"])
+    assert out("sync", "--json")["noop"] is True
 
 
 def test_recall_after_hand_delete_without_sync_never_returns_it(project: Path,

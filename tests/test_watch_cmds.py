@@ -36,10 +36,20 @@ def wait_until(predicate: Callable[[], object], timeout: float = 15.0, what: str
     raise AssertionError(f"timed out waiting for {what or predicate}")
 
 
-def recall_paths(root: Path, question: str, k: int = 5, **kw: object) -> list[str]:
-    proc = run_wrenmem(["recall", "-q", question, "-k", str(k), "--json"], root, **kw)
-    assert proc.returncode == 0, proc.stderr
-    return [hit["path"] for hit in json.loads(proc.stdout)[0]["hits"]]
+def recall_paths(root: Path, question: str, k: int = 5,
+                 env: dict[str, str] | None = None) -> list[str]:
+    """`recall --json` in this process (through the watcher's daemon while one answers, as
+    from a shell: the tests that compare a process's output through it and without it run
+    `wrenmem` itself)."""
+    from click.testing import CliRunner
+
+    from wrenmem.cli import cli as group
+
+    done = CliRunner().invoke(group, ["--project", str(root), "recall", "-q", question,
+                                      "-k", str(k), "--json"], env=env,
+                              catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    return [hit["path"] for hit in json.loads(done.stdout)[0]["hits"]]
 
 
 def git(root: Path, *args: str) -> None:
