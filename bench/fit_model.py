@@ -33,6 +33,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -602,7 +603,18 @@ def drafts_of(a: Asked) -> dict[str, str]:
     """The drafts the draft model is fitted and measured with, by kind: ``right`` the asked
     SQL; ``near`` that SQL with one mistake (:func:`near_miss`); ``wrong`` the SQL of the
     best candidate by cosine that is not a right answer with its values changed (the draft
-    of an agent that adapted the wrong example). A kind that cannot be made is left out."""
+    of an agent that adapted the wrong example). A kind that cannot be made is left out.
+    Made once per asked question: the fit and every scorer of the report read them."""
+    got = _DRAFTS.get(id(a))
+    if got is None:
+        got = _DRAFTS[id(a)] = _make_drafts(a)
+    return got
+
+
+_DRAFTS: dict[int, dict[str, str]] = {}
+
+
+def _make_drafts(a: Asked) -> dict[str, str]:
     out = {"right": a.sql}
     near = near_miss(a.sql, a.dialect, a.question)
     if near:
@@ -617,13 +629,11 @@ def drafts_of(a: Asked) -> dict[str, str]:
 def other_values(sql: str, dialect: str | None) -> str:
     """``sql`` with every literal changed (a number plus one, a string with a letter more):
     the same form, not the same query. Unparsable SQL is returned as it is."""
-    import sqlglot
     from sqlglot import exp
 
-    read = {"postgresql": "postgres"}.get(dialect or "", dialect or None)
-    try:
-        tree = sqlglot.parse_one(sql, read=read)
-    except Exception:  # noqa: BLE001 - kept as it is
+    read = _sqlglot_dialect(dialect)
+    tree = _parsed(sql, read)
+    if tree is None:  # kept as it is
         return sql
 
     def change(node: exp.Expression) -> exp.Expression:
@@ -639,20 +649,31 @@ def other_values(sql: str, dialect: str | None) -> str:
     return tree.transform(change).sql(dialect=read)
 
 
+def _sqlglot_dialect(dialect: str | None) -> str | None:
+    """sqlglot's name for a suite item's dialect (``postgresql`` is its ``postgres``)."""
+    return {"postgresql": "postgres"}.get(dialect or "", dialect or None)
+
+
+def _parsed(sql: str, read: str | None) -> Any:
+    """``sql``'s sqlglot tree, or None when it does not parse."""
+    import sqlglot
+
+    try:
+        return sqlglot.parse_one(sql, read=read)
+    except Exception:  # noqa: BLE001 - sqlglot raises several error types
+        return None
+
+
 def near_miss(sql: str, dialect: str | None, seed: str) -> str | None:
     """``sql`` with one of the mistakes a first attempt makes, picked by ``seed``: the last
     filter left out (the whole WHERE if it has one condition), the ORDER BY and LIMIT left
     out, an aggregate changed (MAX/MIN, SUM/AVG, COUNT to SUM), or a selected column left
     out; the first that applies, from the seed's pick on. None if none applies."""
-    import sqlglot
     from sqlglot import exp
 
-    read = {"postgresql": "postgres"}.get(dialect or "", dialect or None)
-    try:
-        tree = sqlglot.parse_one(sql, read=read)
-    except Exception:  # noqa: BLE001 - an unparsable SQL gets no near miss
-        return None
-    if not isinstance(tree, exp.Select):
+    read = _sqlglot_dialect(dialect)
+    tree = _parsed(sql, read)
+    if not isinstance(tree, exp.Select):  # (None: an unparsable SQL gets no near miss)
         return None
 
     def drop_filter(t: exp.Select) -> bool:

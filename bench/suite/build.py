@@ -348,6 +348,13 @@ def _traps(chinese: bool) -> Builder:
     return lambda s, a: traps(s, a, chinese=chinese)
 
 
+# BIRD's sets: the long question (question and evidence) asked of the stored short ones,
+# and the new-question cases (values changed: the short question asked of the others)
+_BIRD_VARIANTS = [Variant("answered", "answered", "q", "e", _answered_all(False)),
+                  Variant("new", "new", "q", "e", new_questions),
+                  Variant("new-tables", "new", "q", "e", _new_tables),
+                  Variant("new-values", "new", "q", "q", _new_values_keep)]
+
 SETS: dict[str, dict] = {
     "spider-en": {
         "about": "Spider train (via Spider-Syn) English analytics questions, 140 databases",
@@ -426,29 +433,20 @@ SETS: dict[str, dict] = {
         "about": "BIRD mini-dev: long questions (question + evidence) asked of stored short "
                  "questions; SQL in one dialect per database (SQLite, PostgreSQL or MySQL)",
         "pools": {"q": "bird-q", "e": "bird-e"},
-        "variants": [Variant("answered", "answered", "q", "e", _answered_all(False)),
-                     Variant("new", "new", "q", "e", new_questions),
-                     Variant("new-tables", "new", "q", "e", _new_tables),
-                     Variant("new-values", "new", "q", "q", _new_values_keep)]},
+        "variants": _BIRD_VARIANTS},
     "bird-fresh": {
         "about": "BIRD dev's questions that mini-dev did not take, on the databases of "
                  "bird's HELD-OUT part only; SQLite SQL; HELD-OUT only, added in round 11 "
                  "and never tuned on",
         "held_out_only": True,
         "pools": {"q": "bdf-q", "e": "bdf-e"},
-        "variants": [Variant("answered", "answered", "q", "e", _answered_all(False)),
-                     Variant("new", "new", "q", "e", new_questions),
-                     Variant("new-tables", "new", "q", "e", _new_tables),
-                     Variant("new-values", "new", "q", "q", _new_values_keep)]},
+        "variants": _BIRD_VARIANTS},
     "bird-dev": {
         "about": "BIRD dev's questions that mini-dev did not take, on the databases of "
                  "bird's TUNING part (bird-fresh has the others); SQLite SQL; TUNING only, "
                  "added in round 12",
         "pools": {"q": "bdf-q", "e": "bdf-e"},
-        "variants": [Variant("answered", "answered", "q", "e", _answered_all(False)),
-                     Variant("new", "new", "q", "e", new_questions),
-                     Variant("new-tables", "new", "q", "e", _new_tables),
-                     Variant("new-values", "new", "q", "q", _new_values_keep)]},
+        "variants": _BIRD_VARIANTS},
     "ko-wikisql": {
         "about": "Korean: WikiSQL train questions machine-translated into Korean "
                  "(short questions over one table each; a hand-refined second translation "

@@ -104,14 +104,22 @@ def bird(data: Path, dialect_of: dict[str, str]) -> list[Item] | None:
     items = []
     for qid, r in sorted(by_dialect["sqlite"].items()):
         dialect = dialect_of[r["db_id"]]
-        sql = _clean(by_dialect[dialect][qid]["SQL"])
-        q = _clean(r["question"])
-        evidence = _clean(r.get("evidence") or "")
-        items.append(Item(f"bird-q{qid:04d}", r["db_id"], q, sql, "en", dialect, "bird",
-                          f"bird-{qid:04d}"))
-        if evidence:
-            items.append(Item(f"bird-e{qid:04d}", r["db_id"], f"{q} {evidence}", sql, "en",
-                              dialect, "long-evidence", f"bird-{qid:04d}"))
+        items += _bird_items("bird", qid, r, by_dialect[dialect][qid]["SQL"], dialect)
+    return items
+
+
+def _bird_items(prefix: str, qid: int, row: dict, sql: str, dialect: str,
+                evidence: str | None = None) -> list[Item]:
+    """A BIRD question's items: ``<prefix>-q<id>`` the question alone and, when it has
+    evidence (``row``'s, or ``evidence``), ``<prefix>-e<id>`` the question followed by it."""
+    q, sql = _clean(row["question"]), _clean(sql)
+    if evidence is None:
+        evidence = _clean(row.get("evidence") or "")
+    group = f"{prefix}-{qid:04d}"
+    items = [Item(f"{prefix}-q{qid:04d}", row["db_id"], q, sql, "en", dialect, "bird", group)]
+    if evidence:
+        items.append(Item(f"{prefix}-e{qid:04d}", row["db_id"], f"{q} {evidence}", sql, "en",
+                          dialect, "long-evidence", group))
     return items
 
 
@@ -131,15 +139,10 @@ def bird_fresh(data: Path) -> list[Item] | None:
         qid = r["question_id"]
         if qid in taken:
             continue
-        q, sql = _clean(r["question"]), _clean(r["SQL"])
         evidence = _clean(r.get("evidence") or "")
         if evidence == "False":  # this copy writes a missing evidence so
             evidence = ""
-        items.append(Item(f"bdf-q{qid:04d}", r["db_id"], q, sql, "en", "sqlite", "bird",
-                          f"bdf-{qid:04d}"))
-        if evidence:
-            items.append(Item(f"bdf-e{qid:04d}", r["db_id"], f"{q} {evidence}", sql, "en",
-                              "sqlite", "long-evidence", f"bdf-{qid:04d}"))
+        items += _bird_items("bdf", qid, r, r["SQL"], "sqlite", evidence)
     return items
 
 
