@@ -18,7 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
-from wrenmem.errors import ManifestError, UnreadableFileError
+from wrenmem.errors import ManifestError, ManifestNotFoundError, UnreadableFileError
 from wrenmem.fsutil import read_regular_file, wide_encoding
 from wrenmem.schema import rawjson
 from wrenmem.settings import MAX_MANIFEST_BYTES
@@ -199,7 +199,7 @@ def read_manifest_bytes(path: Path, max_bytes: int = MAX_MANIFEST_BYTES) -> byte
         raise ManifestError(f"{path}: manifest {e.reason.replace('file too large', 'too large')}"
                             ) from e
     except FileNotFoundError as e:
-        raise ManifestError(f"{path}: manifest not found ({MANIFEST_HINT})") from e
+        raise ManifestNotFoundError(f"{path}: manifest not found ({MANIFEST_HINT})") from e
     except OSError as e:
         raise ManifestError(f"{path}: cannot read manifest: {e.strerror or e}") from e
 
