@@ -3,6 +3,7 @@ turned the ValueError they raised into a bare 'Error reading resource URI')."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +57,40 @@ def test_schema_context_without_a_manifest_says_how_to_configure_one(project: Pa
     assert "WRENMEM_MANIFEST" in out["text"]
     assert [r["title"] for r in out["rules"]] == ["Fiscal year"]
     assert "The fiscal year starts in April." in out["text"]
+
+
+def test_knowledge_files_that_cannot_be_read_are_not_listed(project: Path) -> None:
+    """The resource list named files no read could serve (not UTF-8, a FIFO, a link loop,
+    no permission); they are left out, and reading one by its URI still says why."""
+    rules = project / "knowledge" / "rules"
+    rules.mkdir()
+    (rules / "fine.md").write_text("## Fiscal year\nStarts in April.\n", encoding="utf-8")
+    (rules / "latin1.md").write_bytes(b"## Caf\xe9\nOpen at nine.\n")
+    os.mkfifo(rules / "fifo.md")
+    (rules / "loop.md").symlink_to("loop.md")
+    bad = ["latin1.md", "fifo.md", "loop.md"]
+    if os.geteuid() != 0:  # root reads a file whatever its mode
+        (rules / "closed.md").write_text("## Closed\nNo one may read this.\n")
+        (rules / "closed.md").chmod(0)
+        bad.append("closed.md")
+
+    async def body(session: ClientSession) -> tuple[set[str], dict[str, str]]:
+        listed = {str(r.uri) for r in (await session.list_resources()).resources}
+        why = {}
+        for name in bad:
+            try:
+                await session.read_resource(f"wrenmem://knowledge/rules/{name}")
+                why[name] = "served"
+            except Exception as e:  # the client raises the server's error
+                why[name] = str(e)
+        return listed, why
+
+    listed, why = in_session(project, body, "--backend", "grep")
+    knowledge = {uri for uri in listed if uri.startswith("wrenmem://knowledge/")}
+    assert knowledge == {"wrenmem://knowledge/rules/fine.md"}, listed
+    reasons = {"latin1.md": "not valid UTF-8 (byte 6)",
+               "fifo.md": "not a regular file: a named pipe (FIFO)",
+               "loop.md": "cannot read: a symbolic link loop",
+               "closed.md": "cannot read: Permission denied"}
+    for name in bad:
+        assert f"knowledge file knowledge/rules/{name}: {reasons[name]}" in why[name], why
