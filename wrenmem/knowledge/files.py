@@ -14,8 +14,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from wrenmem.encoding import not_utf8
 from wrenmem.errors import PairError, UnreadableFileError
-from wrenmem.fsutil import is_racy, not_utf8, os_error_reason, read_regular_file
+from wrenmem.fsutil import is_racy, os_error_reason, read_regular_file
 from wrenmem.knowledge.entries import (
     FOLDERS,
     INSTRUCTIONS_FILE,
