@@ -144,7 +144,36 @@ def test_nothing_to_measure_is_said(project: Path, cli):
     write_pair(project, "one.md", "only question", "SELECT 1", datasource="shop")
     result = cli("eval", "--backends", "grep")
     assert result.exit_code == 0
-    assert "nothing to measure" in result.output
+    assert "nothing to measure: of 1 pair(s), none has `also:` phrasings" in result.output
+    report = json.loads(cli("eval", "--backends", "grep", "--json").output)
+    assert report["nothing_to_measure"].startswith("nothing to measure: of 1 pair(s)")
+
+
+@pytest.mark.parametrize("pairs", [0, 1])
+def test_fail_under_with_nothing_to_measure_fails(project: Path, cli, pairs: int):
+    """A CI gate that measured nothing does not pass (it exited 0)."""
+    if pairs:
+        write_pair(project, "one.md", "only question", "SELECT 1", datasource="shop")
+    why = ("there are no pairs" if not pairs else
+           "of 1 pair(s), none has `also:` phrasings and no two share a SQL or a skeleton")
+    result = cli("eval", "--backends", "grep", "--fail-under", "0.5")
+    assert result.exit_code == 1, result.output
+    assert (f"eval: --fail-under 0.5 not met: nothing to measure: {why}"
+            in result.stderr), result.stderr
+    result = cli("eval", "--backends", "grep", "--fail-under", "0.5", "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["probes"] == {"answered": 0, "new": 0} and report["runs"] == {"grep": {}}
+    assert report["nothing_to_measure"].startswith(f"nothing to measure: {why}")
+    assert report["fail_under"] == 0.5 and report["failed"] == []
+
+
+def test_fail_under_passes_with_something_measured(project: Path, cli):
+    _shop(project)
+    result = cli("eval", "--backends", "grep", "--fail-under", "0", "--json")
+    report = json.loads(result.stdout)
+    assert report["nothing_to_measure"] is None and report["probes"]["answered"] == 3
+    assert result.exit_code == 0, result.output
 
 
 @pytest.mark.slow

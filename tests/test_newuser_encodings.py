@@ -51,6 +51,16 @@ def test_a_settings_file_that_is_not_utf8_names_the_byte_and_line(project: Path,
     assert result.exit_code == 1
     assert "wrenmem.toml: not valid UTF-8 (byte 22, line 2)" in result.output, result.output
     assert "codec" not in result.output
-    (project / "wrenmem.toml").write_bytes('backend = "grep"\n'.encode("utf-16"))
+
+
+@pytest.mark.parametrize("codec, name", [("utf-16", "UTF-16"), ("utf-32", "UTF-32")])
+def test_a_wide_settings_file_is_named_as_the_other_files_are(project: Path, cli, codec: str,
+                                                              name: str) -> None:
+    """wrenmem.toml worded UTF-16 itself ("UTF-16 text: save it as UTF-8"), and called
+    UTF-32 (whose byte-order mark starts with UTF-16's) UTF-16; it now says what a pair
+    file, a knowledge file and the manifest say."""
+    (project / "wrenmem.toml").write_bytes('backend = "grep"\n'.encode(codec))
     result = cli("list")
-    assert "wrenmem.toml: UTF-16 text: save it as UTF-8" in result.output, result.output
+    assert result.exit_code == 1
+    assert (f"wrenmem.toml: {name} text (it starts with a {name} byte-order mark): save it "
+            "as UTF-8") in result.output, result.output

@@ -154,3 +154,27 @@ def test_validate_names_a_link_loop_given_as_a_file(project: Path, cli) -> None:
     result = cli("validate", "--no-schema", str(sql / "loop.md"), str(sql / "fine.md"))
     assert result.exit_code == 1
     assert "knowledge/sql/loop.md:1:1: WM001 cannot read: a symbolic link loop" in result.output
+
+
+def test_a_link_loop_has_one_code_given_as_a_file_or_found_in_the_project(project: Path,
+                                                                        cli) -> None:
+    """A link loop in knowledge/rules/ was WM001 (a pair file) given as a file and WM012 (a
+    knowledge file) found by the whole project's validate; a loop in knowledge/sql/ is a pair
+    file either way. A file is placed by where it is, not where it leads: so is a link in
+    knowledge/rules/ to a file outside the knowledge folder."""
+    rules = project / "knowledge" / "rules"
+    rules.mkdir()
+    (rules / "loop.md").symlink_to("loop.md")
+    (project / "knowledge" / "sql" / "loop.md").symlink_to("loop.md")
+    (project / "outside.md").write_text("## Fiscal year\n\n")
+    (rules / "link.md").symlink_to(project / "outside.md")
+    write_pair(project, "fine.md", "Fine", "SELECT 1")
+    expected = ["knowledge/rules/loop.md:1:1: WM012 cannot read: a symbolic link loop",
+                "knowledge/sql/loop.md:1:1: WM001 cannot read: a symbolic link loop",
+                "knowledge/rules/link.md:1:1: WM013 empty entry 'Fiscal year'"]
+    whole = validate_findings(cli, expected)
+    for finding in expected:
+        given = finding.split(":", 1)[0]
+        result = cli("validate", "--no-schema", str(project / given))
+        assert result.exit_code == 1
+        assert finding in result.output, (finding, result.output, whole)

@@ -459,10 +459,12 @@ class Memory:
         phrasings that share a SQL (*answered before*) and over SQLs that share a skeleton
         (*new question*), per backend and, for hybrid, per fusion. Returns
         ``{"probes": {task: n}, "runs": {name: {task: {"R@1", "R@5", "MRR", "ECE", ...}}},
-        "default": name}``; ``limit`` caps the probes of each task (0: all); with
-        ``misses``, ``"misses"`` lists the questions the default run did not answer right
-        first (:func:`wrenmem.recall.evaluate.miss`). Writes nothing but the index (brought
-        up to date first)."""
+        "default": name, "nothing_to_measure": why}`` (``why``: None, or the line that says
+        why no question could be asked, :func:`wrenmem.recall.evaluate.nothing_to_measure`);
+        ``limit`` caps the probes of each task (0: all); with ``misses``, ``"misses"`` lists
+        the questions the default run did not answer right first
+        (:func:`wrenmem.recall.evaluate.miss`). Writes nothing but the index (brought up to
+        date first)."""
         from dataclasses import replace
 
         from wrenmem.pairs.catalog import scan
@@ -497,7 +499,9 @@ class Memory:
                 run_name = f"{name}:{fusion}" if fusion else name
                 wanted = missed if misses and run_name == default else None
                 runs[run_name] = evaluate.run(probes, search, wanted)
-        report: dict[str, Any] = {"probes": counts, "runs": runs, "default": default}
+        report: dict[str, Any] = {
+            "probes": counts, "runs": runs, "default": default,
+            "nothing_to_measure": None if probes else evaluate.nothing_to_measure(found.pairs)}
         if misses:  # None: the configured backend was not among the runs asked for
             report["misses"] = missed if default in runs else None
         return report

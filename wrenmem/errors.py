@@ -55,6 +55,10 @@ class ManifestError(WrenmemError):
     """A Wren MDL manifest that cannot be used."""
 
 
+class ManifestNotFoundError(ManifestError):
+    """No file where the ``manifest`` setting says the manifest is."""
+
+
 class ExtraMissingError(WrenmemError):
     """An optional dependency (an install extra) is not installed."""
 

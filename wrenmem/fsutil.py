@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from wrenmem.encoding import not_utf8
 from wrenmem.errors import UnreadableFileError, WrenmemError
 from wrenmem.statedir import ensure_parent
 
@@ -378,24 +379,6 @@ RACY_SECONDS = 2.0
 def is_racy(mtime_ns: int, now: float | None = None) -> bool:
     """Whether a file with this mtime is too fresh for a stat-keyed cache to trust."""
     return (time.time() if now is None else now) - mtime_ns / 1e9 < RACY_SECONDS
-
-
-_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
-              (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
-
-
-def wide_encoding(data: bytes) -> str | None:
-    """Why text that starts with a UTF-16 or UTF-32 byte-order mark (what some Windows
-    editors save) is not read, saying what to do; None for other bytes."""
-    for bom, name in _WIDE_BOMS:
-        if data.startswith(bom):
-            return f"{name} text (it starts with a {name} byte-order mark): save it as UTF-8"
-    return None
-
-
-def not_utf8(data: bytes, error: UnicodeDecodeError) -> str:
-    """The reason bytes that are not UTF-8 are refused."""
-    return wide_encoding(data) or f"not valid UTF-8 (byte {error.start})"
 
 
 def read_text_file(path: Path, max_bytes: int) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from wrenmem.encoding import not_utf8
 from wrenmem.errors import SettingsError
 from wrenmem.statedir import INDEX, STATE_DIR, check_state_dir
 
@@ -286,10 +287,7 @@ def read_config_file(root: Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as e:  # the reason in words, not the codec's
-        line = raw[: e.start].count(b"\n") + 1
-        reason = ("UTF-16 text: save it as UTF-8" if raw.startswith((b"\xff\xfe", b"\xfe\xff"))
-                  else f"not valid UTF-8 (byte {e.start}, line {line})")
-        raise SettingsError(f"{path}: {reason}") from e
+        raise SettingsError(f"{path}: {not_utf8(raw, e, line=True)}") from e
     except tomllib.TOMLDecodeError as e:
         raise SettingsError(f"{path}: not valid TOML: {e}") from e
     table = data.get("wrenmem", data)

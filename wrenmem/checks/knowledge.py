@@ -5,6 +5,7 @@ manifest has. What ``wrenmem validate`` and its pre-commit hook run besides the 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -88,14 +89,19 @@ def _reference_problems(path: str, line: int, refs: Iterable[str], schema: Schem
 
 
 def knowledge_targets(settings: Settings, paths: Iterable[Path]) -> list[str]:
-    """The project-relative paths among ``paths`` that are knowledge files."""
+    """The project-relative paths among ``paths`` that are knowledge files.
+
+    A path is placed by its folders (resolved) and its own name, not by where it leads, as
+    the walk over the whole project places it (``settings.relpath``): a symbolic link in
+    ``knowledge/rules/`` is a knowledge file even when it is a loop or leads elsewhere, so
+    ``validate FILE`` gives it the code ``validate`` gives it (WM012, not WM001)."""
     out = []
     for path in paths:
-        absolute = path if path.is_absolute() else Path.cwd() / path
+        absolute = Path(os.path.abspath(path))
         try:
-            resolved = absolute.resolve()
-        except (OSError, RuntimeError):  # a link loop: reported as a pair file that is unread
+            placed = absolute.parent.resolve() / absolute.name
+        except (OSError, RuntimeError):  # a folder that is a link loop: not a knowledge file
             continue
-        if is_knowledge_path(settings, resolved) and absolute.suffix.lower() == ".md":
+        if is_knowledge_path(settings, placed) and absolute.suffix.lower() == ".md":
             out.append(settings.relpath(absolute))
     return out

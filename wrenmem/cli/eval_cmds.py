@@ -26,7 +26,8 @@ def _names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
 @click.option("--limit", type=click.IntRange(0), default=500, show_default=True,
               help="At most this many questions per task (spread evenly; 0: all).")
 @click.option("--fail-under", type=click.FloatRange(0.0, 1.0),
-              help="Exit 1 when the default backend's R@1 on a task is below this.")
+              help="Exit 1 when the default backend's R@1 on a task is below this, or when "
+                   "there is nothing to measure.")
 @click.option("--misses", is_flag=True,
               help="Also list the questions the configured backend does not answer right "
                    "first: what came first, and where the right answer came.")
@@ -63,16 +64,18 @@ def eval_(ctx: click.Context, backends: str, fusions: str, limit: int,
     if failed:
         warn(f"eval: R@1 of {report['default']} below {fail_under} on: {', '.join(failed)}")
         ctx.exit(1)
+    if fail_under is not None and report["nothing_to_measure"]:
+        # a gate that measured nothing must not pass
+        warn(f"eval: --fail-under {fail_under} not met: {report['nothing_to_measure']}")
+        ctx.exit(1)
 
 
 def render(report: dict) -> str:
     probes = report["probes"]
     lines = [f"answered before: {probes.get('answered', 0)} questions, "
              f"new question: {probes.get('new', 0)} questions"]
-    if not any(probes.values()):
-        lines.append("nothing to measure: no SQL is stored under two phrasings (add `also:` "
-                     "phrasings to a pair, or store the same SQL for another question), and "
-                     "no two SQLs share a skeleton")
+    if report["nothing_to_measure"]:
+        lines.append(report["nothing_to_measure"])
         return "\n".join(lines) + "\n"
     lines.append(f"{'run':16s} {'task':9s} {'n':>5s} {'R@1':>6s} {'95% interval':>14s} "
                  f"{'R@5':>6s} {'MRR':>6s} {'ECE':>6s}")

@@ -14,8 +14,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from wrenmem.encoding import not_utf8
 from wrenmem.errors import PairError, UnreadableFileError
-from wrenmem.fsutil import is_racy, not_utf8, os_error_reason, read_regular_file
+from wrenmem.fsutil import is_racy, os_error_reason, read_regular_file
 from wrenmem.knowledge.entries import (
     FOLDERS,
     INSTRUCTIONS_FILE,
@@ -124,16 +125,9 @@ def load_knowledge(settings: Settings) -> Knowledge:
             parsed, content = cached[1], cached[2]
         else:
             try:
-                data = read_regular_file(path, settings.max_pair_bytes)
-                text = data.decode("utf-8-sig")
+                data, text = _read(path, settings)
             except UnreadableFileError as e:
                 errors.append(PairError(rel, e.reason))
-                continue
-            except OSError as e:
-                errors.append(PairError(rel, os_error_reason(path, e)))
-                continue
-            except UnicodeDecodeError as e:
-                errors.append(PairError(rel, not_utf8(data, e)))
                 continue
             parsed = parse_knowledge(text, rel, kind)
             content = hashlib.sha256(data).hexdigest()
@@ -145,10 +139,25 @@ def load_knowledge(settings: Settings) -> Knowledge:
     return Knowledge(tuple(files), tuple(errors), digest.hexdigest())
 
 
+def _read(path: Path, settings: Settings) -> tuple[bytes, str]:
+    """A knowledge file's bytes and text; :class:`UnreadableFileError` says why not (not a
+    regular file, too big, a link loop, no permission, not UTF-8)."""
+    data = b""
+    try:
+        data = read_regular_file(path, settings.max_pair_bytes)
+        return data, data.decode("utf-8-sig")
+    except OSError as e:
+        raise UnreadableFileError(os_error_reason(path, e)) from e
+    except UnicodeDecodeError as e:
+        raise UnreadableFileError(not_utf8(data, e)) from e
+
+
 def read_knowledge_text(settings: Settings, rel: str) -> str:
     """The text of the knowledge file ``rel`` (project-relative), refusing anything that is
-    not one of the project's knowledge files (what MCP resources serve)."""
+    not one of the project's knowledge files (FileNotFoundError) and saying why one cannot
+    be read (:class:`UnreadableFileError`, as ``validate`` words it): what MCP resources
+    serve."""
     for path, known, _kind in knowledge_paths(settings):
         if known == rel:
-            return read_regular_file(path, settings.max_pair_bytes).decode("utf-8-sig")
+            return _read(path, settings)[1]
     raise FileNotFoundError(rel)

@@ -24,7 +24,7 @@ from wrenmem import __version__
 from wrenmem.api import Memory
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import read_text_file
-from wrenmem.knowledge.files import knowledge_paths, read_knowledge_text
+from wrenmem.knowledge.files import load_knowledge, read_knowledge_text
 from wrenmem.mcp.tools import (
     DescribeOutput,
     ForgetOutput,
@@ -336,8 +336,9 @@ def _answer(tool: Callable[..., T], *args: Any) -> T:
 
 
 def _register_resources(server: _Server, memory: Memory) -> None:
-    """The manifest, every rule as one text, and each knowledge file, as resources; the
-    files are read when a client reads them, so an edit shows without a restart."""
+    """The manifest, every rule as one text, and each knowledge file that can be read, as
+    resources; the files are read when a client reads them, so an edit shows without a
+    restart."""
     settings = memory.settings
 
     @server.resource("wrenmem://manifest", name="manifest", title="The Wren MDL manifest",
@@ -363,11 +364,13 @@ def _register_resources(server: _Server, memory: Memory) -> None:
                 raise ResourceNotFoundError(f"{rel} is not a knowledge file of this project "
                                             "(rules, glossary, caveats, metrics)") from e
             except (OSError, UnicodeDecodeError, WrenmemError) as e:
-                raise ResourceError(f"knowledge file {rel} cannot be read: {e}") from e
+                raise ResourceError(f"knowledge file {rel}: {e}") from e
         return read
 
     def refresh() -> None:
-        current = {_uri(settings, rel): rel for _path, rel, _kind in knowledge_paths(settings)}
+        # only the files that can be read: one that cannot (not UTF-8, a FIFO, a link loop,
+        # no permission) is left out of the list, and reading it by its URI says why
+        current = {_uri(settings, f.path): f.path for f in load_knowledge(settings).files}
         registered = server._resource_manager._resources  # the SDK has no remove
         for uri in [u for u in registered if u.endswith(".md") and u not in current]:
             registered.pop(uri, None)

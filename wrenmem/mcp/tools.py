@@ -17,7 +17,7 @@ from pathlib import Path
 from typing_extensions import TypedDict
 
 from wrenmem.api import Memory
-from wrenmem.errors import SqlCheckError, WrenmemError
+from wrenmem.errors import ManifestNotFoundError, SqlCheckError, WrenmemError
 from wrenmem.knowledge.entries import Entry
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.recall.hits import Hit
@@ -175,9 +175,14 @@ class Tools:
 
     def get_schema_context(self, question: str, threshold: int | None = None, k: int = 10
                            ) -> SchemaContextOutput:
+        """``Memory.fetch``; with no manifest, an answer that says so and how to configure
+        one, with the rules and glossary terms (still worth having), not an error."""
         with self._lock:
-            self._begin()
-            result = self.memory.fetch(question, threshold=threshold, k=k)
+            notes = self._begin()
+            try:
+                result = self.memory.fetch(question, threshold=threshold, k=k)
+            except ManifestNotFoundError:
+                return _without_schema(self.memory, question, threshold, notes)
             items: list[SchemaItemOutput] = [
                 {"type": r.item.type, "name": r.item.name, "model": r.item.model,
                  "detail": r.item.detail, "score": round(r.score, 6)}
@@ -248,6 +253,31 @@ class Tools:
             target = pair_file_in_knowledge(self.memory, path)
             deleted = self.memory.forget([str(target)])
             return {"deleted": deleted, "notes": list(notes)}
+
+
+def no_manifest(memory: Memory) -> str:
+    """What an agent is told when the project has no manifest: where it was looked for,
+    how to configure one, and what to do meanwhile."""
+    where = memory.settings.relpath(memory.settings.manifest_path)
+    return (f"No schema: this project has no MDL manifest ({where} not found), so no tables "
+            "or columns can be given. To configure one, build it with Wren's `wren` CLI into "
+            "target/mdl.json, or point the `manifest` setting at it (manifest = "
+            "\"path/to/mdl.json\" in wrenmem.toml, WRENMEM_MANIFEST, or `wrenmem --manifest "
+            "PATH mcp`; a changed setting needs a server restart). Meanwhile, write SQL from "
+            "the rules, the glossary and similar pairs (recall_queries).")
+
+
+def _without_schema(memory: Memory, question: str, threshold: int | None,
+                    notes: list[str]) -> SchemaContextOutput:
+    """get_schema_context's answer when there is no manifest (strategy "none")."""
+    selection = memory.rules(question)
+    message = no_manifest(memory)
+    return {"question": question, "strategy": "none", "method": "none",
+            "text": message + "\n" + selection.render(), "items": [], "characters": 0,
+            "threshold": memory.settings.fetch_threshold if threshold is None else threshold,
+            "notes": [message, *notes, *selection.notes],
+            "rules": [_rule(e) for e in selection.rules],
+            "glossary": [_term(e) for e in selection.glossary]}
 
 
 def pair_file_in_knowledge(memory: Memory, path: str) -> Path:

@@ -15,8 +15,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from wrenmem.encoding import not_utf8, wide_encoding
 from wrenmem.errors import PairError, UnreadableFileError, WrenmemError
-from wrenmem.fsutil import not_utf8, os_error_reason, read_regular_file, wide_encoding
+from wrenmem.fsutil import os_error_reason, read_regular_file
 from wrenmem.pairs.frontmatter import repeated_key, simple_front_matter
 from wrenmem.settings import MAX_PAIR_BYTES
 

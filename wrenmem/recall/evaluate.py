@@ -95,6 +95,16 @@ def probes(pairs: Sequence[Pair], *, limit: int = 0) -> list[Probe]:
     return _spread(answered, limit) + _spread(new, limit)
 
 
+def nothing_to_measure(pairs: Sequence[Pair]) -> str:
+    """Why ``pairs`` give :func:`probes` no question, in one line, with what to do."""
+    user = sum(1 for p in pairs if p.source != "seed" and p.sql.strip())
+    if not user:
+        return "nothing to measure: there are no pairs (seed pairs are not measured)"
+    return (f"nothing to measure: of {user} pair(s), none has `also:` phrasings and no two "
+            "share a SQL or a skeleton (the SQL with its values masked); add `also:` "
+            "phrasings to a pair, or store the same SQL for another question")
+
+
 def _spread(items: list[Probe], limit: int) -> list[Probe]:
     if limit <= 0 or len(items) <= limit:
         return items

@@ -18,8 +18,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
-from wrenmem.errors import ManifestError, UnreadableFileError
-from wrenmem.fsutil import read_regular_file, wide_encoding
+from wrenmem.encoding import not_utf8
+from wrenmem.errors import ManifestError, ManifestNotFoundError, UnreadableFileError
+from wrenmem.fsutil import read_regular_file
 from wrenmem.schema import rawjson
 from wrenmem.settings import MAX_MANIFEST_BYTES
 
@@ -199,7 +200,7 @@ def read_manifest_bytes(path: Path, max_bytes: int = MAX_MANIFEST_BYTES) -> byte
         raise ManifestError(f"{path}: manifest {e.reason.replace('file too large', 'too large')}"
                             ) from e
     except FileNotFoundError as e:
-        raise ManifestError(f"{path}: manifest not found ({MANIFEST_HINT})") from e
+        raise ManifestNotFoundError(f"{path}: manifest not found ({MANIFEST_HINT})") from e
     except OSError as e:
         raise ManifestError(f"{path}: cannot read manifest: {e.strerror or e}") from e
 
@@ -221,8 +222,7 @@ def load_manifest(path: str | Path, data: bytes | None = None, *,
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        reason = wide_encoding(data) or f"not valid UTF-8 (byte {e.start})"
-        raise ManifestError(f"{path}: manifest is {reason}") from e
+        raise ManifestError(f"{path}: manifest is {not_utf8(data, e)}") from e
     try:
         # Keys starting with "_" are dropped while decoding: they are not part of the schema
         # and the fingerprint ignores them, so it need not copy the document again.
