@@ -113,7 +113,8 @@ def test_eval_measures_every_backend_on_the_real_index(project: Path, cli):
 @pytest.mark.slow
 def test_fail_under_exits_1(project: Path, cli):
     _shop(project)
-    assert cli("eval", "--backends", "grep", "--fail-under", "0").exit_code == 0
+    assert cli("eval", "--backends", "hybrid", "--fusions", "learned",
+               "--fail-under", "0").exit_code == 0
     result = cli("eval", "--backends", "hybrid", "--fusions", "learned", "--fail-under", "1")
     # R@1 of 1.0 on both tasks is possible on so small a set; a threshold above it is not
     report = json.loads(cli("eval", "--backends", "hybrid", "--fusions", "learned",
@@ -170,6 +171,7 @@ def test_fail_under_with_nothing_to_measure_fails(project: Path, cli, pairs: int
 
 def test_fail_under_passes_with_something_measured(project: Path, cli):
     _shop(project)
+    (project / "wrenmem.toml").write_text('backend = "grep"\n', encoding="utf-8")
     result = cli("eval", "--backends", "grep", "--fail-under", "0", "--json")
     report = json.loads(result.stdout)
     assert report["nothing_to_measure"] is None and report["probes"]["answered"] == 3
@@ -249,3 +251,17 @@ def test_eval_misses_names_what_to_mend(project: Path, cli):
     assert "(hybrid:learned) was not measured" in other.output, other.output
     assert json.loads(cli("eval", "--backends", "grep", "--misses", "--json").output
                       )["misses"] is None
+
+
+def test_fail_under_refuses_a_run_it_does_not_make(project: Path, cli):
+    """A gate on the configured backend (hybrid, learned fusion) that this eval does not
+    measure would pass whatever the pairs are: it is a usage error naming what to add."""
+    _shop(project)
+    result = cli("eval", "--backends", "grep", "--fail-under", "0")
+    assert result.exit_code == 2
+    assert "configured backend (hybrid:learned)" in result.output
+    assert "add hybrid and fusion learned" in result.output
+    result = cli("eval", "--backends", "hybrid", "--fusions", "rrf", "--fail-under", "0")
+    assert result.exit_code == 2 and "--fusions rrf" in result.output
+    # without the gate the same runs are measured and reported
+    assert cli("eval", "--backends", "grep").exit_code == 0

@@ -53,6 +53,15 @@ def eval_(ctx: click.Context, backends: str, fusions: str, limit: int,
                              misses=misses)
     failed = []
     default = report["runs"].get(report["default"], {})
+    if fail_under is not None and not default and not report["nothing_to_measure"]:
+        # the gate reads the configured backend's run: one this eval did not make would pass
+        # whatever the pairs are
+        name, _, fusion = report["default"].partition(":")
+        raise click.UsageError(
+            f"--fail-under gates the configured backend ({report['default']}), which this "
+            f"eval does not measure (--backends {backends}"
+            + (f" --fusions {fusions}" if fusion else "") + f"): add {name}"
+            + (f" and fusion {fusion}" if fusion else "") + ", or leave the option out")
     if fail_under is not None:
         failed = [task for task, m in default.items() if m["R@1"] < fail_under]
     report["fail_under"] = fail_under
