@@ -31,7 +31,9 @@ def test_a_missing_manifest_and_knowledge_file_are_named(project: Path) -> None:
         return out
 
     manifest, missing = in_session(project, body, "--backend", "grep")
-    assert "target/mdl.json: cannot read: No such file or directory" in manifest, manifest
+    # the missing manifest is named, with how to configure one (as get_schema_context says)
+    assert "no MDL manifest (target/mdl.json not found)" in manifest, manifest
+    assert "point the `manifest` setting at it" in manifest, manifest
     assert "knowledge/rules/missing.md is not a knowledge file of this project" in missing, \
         missing
 
@@ -94,3 +96,17 @@ def test_knowledge_files_that_cannot_be_read_are_not_listed(project: Path) -> No
                "closed.md": "cannot read: Permission denied"}
     for name in bad:
         assert f"knowledge file knowledge/rules/{name}: {reasons[name]}" in why[name], why
+
+
+def test_describe_schema_without_a_manifest_names_it_and_how_to_configure_one(
+        project: Path) -> None:
+    write_pair(project, "q.md", "Question", "SELECT 1")
+
+    async def body(session: ClientSession) -> Any:
+        return await session.call_tool("describe_schema", {})
+
+    result = in_session(project, body, "--backend", "grep")
+    assert result.is_error
+    text = " ".join(getattr(c, "text", "") for c in result.content)
+    assert "target/mdl.json: manifest not found" in text, text
+    assert "WRENMEM_MANIFEST" in text and "--manifest PATH" in text, text

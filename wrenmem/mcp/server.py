@@ -35,6 +35,7 @@ from wrenmem.mcp.tools import (
     SchemaContextOutput,
     StoreOutput,
     Tools,
+    no_manifest,
 )
 from wrenmem.watch.freshness import Freshness
 
@@ -345,6 +346,8 @@ def _register_resources(server: _Server, memory: Memory) -> None:
                      mime_type="application/json")
     def manifest() -> str:
         """The project's MDL manifest (models, columns, relationships, views, cubes)."""
+        if not settings.manifest_path.exists() and not settings.manifest_path.is_symlink():
+            raise ResourceError(no_manifest(memory))  # and how to configure one
         try:
             return read_text_file(settings.manifest_path, MAX_MANIFEST_BYTES)
         except WrenmemError as e:  # the SDK passes a ResourceError's message to the client
