@@ -81,13 +81,20 @@ and a pair of another form gains nothing for naming them:
 - ``+ names stated - best of its frame``;
 - that, and the names-stated gap beside it.
 
-The rule, fixed before the study ran (as round 12's, for each part): a variant is kept
+Part G, a diagnostic after part F (an upper bound, nothing to keep: no product can know the
+task): names stated helps answered-before questions and costs new ones. With the task known,
+one model fitted on each task's questions (out of fold as above) and each case scored by its
+task's model, how much would the shipped features gain, and names stated beside them? A
+large gain would make a gate between the tasks worth another study (round 6 found +0.009
+for an oracle gate over round 5's features).
+
+The rule, fixed before the study ran (as round 12's, for each part A to F): a variant is kept
 only if its mean R@1 out of fold over every TUNING case of 20 questions or more is at least
 0.001 above the shipped features' (fitted the same way), and its new-question mean no more
 than 0.002 below; of those, the highest mean. Otherwise the shipped weights stay, and
 HELD-OUT is not looked at.
 
-Usage: python bench/suite/study_round13.py --suite DIR --workdir W [--part A|B|C|D|E|F]
+Usage: python bench/suite/study_round13.py --suite DIR --workdir W [--part A|B|C|D|E|F|G]
 """
 
 from __future__ import annotations
@@ -186,8 +193,8 @@ def line(name: str, res: dict[str, dict[str, float]]) -> dict[str, dict[str, flo
     return res
 
 
-PART = "F"
-if "--part" in sys.argv:  # parts A to E ran first, each keeping nothing
+PART = "G"
+if "--part" in sys.argv:  # parts A to F ran first, each keeping nothing
     at = sys.argv.index("--part")
     PART = sys.argv[at + 1].upper()
     del sys.argv[at:at + 2]
@@ -320,9 +327,25 @@ def part_f() -> dict[str, dict[str, dict[str, float]]]:
     }
 
 
+def part_g() -> dict[str, dict[str, dict[str, float]]]:
+    with_names = plus(SHIPPED, gap({id(a): names_stated(a) for a in study.tuning}))
+
+    def oracle(rows: dict[int, list[tuple[float, ...]]]) -> dict[str, dict[str, float]]:
+        new = study.oof(rows, lambda a: a.task == "new")
+        other = study.oof(rows, lambda a: a.task != "new")
+        return {c: (new if study.case_of[c]["task"] == "new" else other)[c] for c in new}
+
+    return {
+        "shipped": line("shipped (17)", study.oof(SHIPPED)),
+        "+ names gap": line("+ names stated gap", study.oof(with_names)),
+        "shipped, oracle": line("shipped, a model per task", oracle(SHIPPED)),
+        "+ names gap, oracle": line("+ names gap, a model per task", oracle(with_names)),
+    }
+
+
 # each candidate's cosine (twins sharing their best), for part E
 COSINES = {id(a): [(d,) for d in rm._group_max(
     [c.dense if c.dense is not None else -1.0 for c in a.cands], rm.twins(a.cands))]
     if a.cands else [] for a in study.tuning}
 studylib.table({"A": part_a, "B": part_b, "C": part_c, "D": part_d, "E": part_e,
-                "F": part_f}[PART]())
+                "F": part_f, "G": part_g}[PART]())
