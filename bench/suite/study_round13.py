@@ -88,13 +88,23 @@ task's model, how much would the shipped features gain, and names stated beside 
 large gain would make a gate between the tasks worth another study (round 6 found +0.009
 for an oracle gate over round 5's features).
 
-The rule, fixed before the study ran (as round 12's, for each part A to F): a variant is kept
+Part H, after part G (its rule fixed before it ran, the same rule as parts A to F): which
+part of a long question is the question. The model reads the last sentence's overlap (an
+agent quotes the earlier question first); BIRD puts the question first and notes after.
+Each beside the shipped features (masked overlap, values masked, as the model's):
+
+- ``+ first sentence overlap - overlap``;
+- ``+ best sentence overlap - overlap``: the asked question's sentence closest to the
+  candidate's question;
+- both.
+
+The rule, fixed before the study ran (as round 12's, for each part A to F and H): a variant is kept
 only if its mean R@1 out of fold over every TUNING case of 20 questions or more is at least
 0.001 above the shipped features' (fitted the same way), and its new-question mean no more
 than 0.002 below; of those, the highest mean. Otherwise the shipped weights stay, and
 HELD-OUT is not looked at.
 
-Usage: python bench/suite/study_round13.py --suite DIR --workdir W [--part A|B|C|D|E|F|G]
+Usage: python bench/suite/study_round13.py --suite DIR --workdir W [--part A|B|C|D|E|F|G|H]
 """
 
 from __future__ import annotations
@@ -193,8 +203,8 @@ def line(name: str, res: dict[str, dict[str, float]]) -> dict[str, dict[str, flo
     return res
 
 
-PART = "G"
-if "--part" in sys.argv:  # parts A to F ran first, each keeping nothing
+PART = "H"
+if "--part" in sys.argv:  # parts A to F ran first, each keeping nothing; G is a diagnostic
     at = sys.argv.index("--part")
     PART = sys.argv[at + 1].upper()
     del sys.argv[at:at + 2]
@@ -343,9 +353,43 @@ def part_g() -> dict[str, dict[str, dict[str, float]]]:
     }
 
 
+def sentence_overlaps(a: Any) -> tuple[list[float], list[float]]:
+    """Per candidate (twins sharing their best): the masked overlap of its question with the
+    asked question's first sentence, and with its closest sentence, each less the overlap
+    with the whole question."""
+    if not a.cands:
+        return [], []
+    shapes = [rm._shape(c) for c in a.cands]
+    values = tuple(sorted({v for sh in shapes for v in sh.values}))
+    parts = [p for p in rm._SENTENCE_END.split(a.question) if p.strip()] or [a.question]
+    whole = rm._masked_terms(a.question, values)
+    pieces = [rm._masked_terms(p, values) for p in parts]
+    first, best = [], []
+    for c, sh in zip(a.cands, shapes, strict=True):
+        own = rm._masked_terms(c.question, sh.values)
+        base = rm.masked_overlap(whole, own)
+        each = [rm.masked_overlap(p, own) for p in pieces]
+        first.append(each[0] - base)
+        best.append(max(each) - base)
+    groups = rm.twins(a.cands, shapes)
+    return rm._group_max(first, groups), rm._group_max(best, groups)
+
+
+def part_h() -> dict[str, dict[str, dict[str, float]]]:
+    both = {id(a): sentence_overlaps(a) for a in study.tuning}
+    first = {n: f for n, (f, _b) in both.items()}
+    best = {n: b for n, (_f, b) in both.items()}
+    return {
+        "shipped": line("shipped (17)", study.oof(SHIPPED)),
+        "+ first sentence": line("+ first sentence", study.oof(plus(SHIPPED, first))),
+        "+ best sentence": line("+ best sentence", study.oof(plus(SHIPPED, best))),
+        "both": line("+ both", study.oof(plus(SHIPPED, first, best))),
+    }
+
+
 # each candidate's cosine (twins sharing their best), for part E
 COSINES = {id(a): [(d,) for d in rm._group_max(
     [c.dense if c.dense is not None else -1.0 for c in a.cands], rm.twins(a.cands))]
     if a.cands else [] for a in study.tuning}
 studylib.table({"A": part_a, "B": part_b, "C": part_c, "D": part_d, "E": part_e,
-                "F": part_f, "G": part_g}[PART]())
+                "F": part_f, "G": part_g, "H": part_h}[PART]())
