@@ -214,6 +214,8 @@ if not any(a.set == "bird-dev" for a in study.tuning):
 SHIPPED = study.shipped()
 FORM_GAP = {n: [r[15] for r in rows] for n, rows in SHIPPED.items()}
 SUPPORT = {n: [r[2] for r in rows] for n, rows in SHIPPED.items()}
+OVERLAP = {n: [r[6] for r in rows] for n, rows in SHIPPED.items()}
+COVERAGE = {id(a): [c.coverage for c in a.cands] for a in study.tuning}
 plus = studylib.plus
 
 
@@ -244,31 +246,32 @@ def part_a() -> dict[str, dict[str, dict[str, float]]]:
     }
 
 
-PAIRS = {id(a): run_containment(a, 2) for a in study.tuning}
-PAIR_GAP = gap(PAIRS)
+def word_pairs() -> tuple[dict[int, list[float]], dict[int, list[float]]]:
+    """Each candidate's word-pair containment and its gap to the best (parts B and C)."""
+    pairs = {id(a): run_containment(a, 2) for a in study.tuning}
+    return pairs, gap(pairs)
 
 
 def part_b() -> dict[str, dict[str, dict[str, float]]]:
+    pairs, pair_gap = word_pairs()
     triples = {id(a): run_containment(a, 3) for a in study.tuning}
-    cover = {id(a): [max((c.coverage for c in a.cands), default=0.0)] * len(a.cands)
-             for a in study.tuning}
     return {
         "shipped": line("shipped (17)", study.oof(SHIPPED)),
         "+ pair containment gap": line("+ pair containment gap",
-                                       study.oof(plus(SHIPPED, PAIR_GAP))),
-        "+ pair containment": line("+ pair containment", study.oof(plus(SHIPPED, PAIRS))),
+                                       study.oof(plus(SHIPPED, pair_gap))),
+        "+ pair containment": line("+ pair containment", study.oof(plus(SHIPPED, pairs))),
         "+ triple containment gap": line("+ triple containment gap",
                                          study.oof(plus(SHIPPED, gap(triples)))),
         "+ pair gap, x best coverage": line(
             "+ pair gap, x best coverage",
-            study.oof(plus(SHIPPED, PAIR_GAP, {n: [g * c for g, c in zip(
-                PAIR_GAP[n], cover[n], strict=True)] for n in PAIRS}))),
+            study.oof(plus(SHIPPED, pair_gap, times_best(pair_gap, COVERAGE)))),
     }
 
 
 def part_c() -> dict[str, dict[str, dict[str, float]]]:
-    support = times_best(SUPPORT, PAIRS)
-    form = times_best(FORM_GAP, PAIRS)
+    pairs, pair_gap = word_pairs()
+    support = times_best(SUPPORT, pairs)
+    form = times_best(FORM_GAP, pairs)
     return {
         "shipped": line("shipped (17)", study.oof(SHIPPED)),
         "+ support x best pairs": line("+ support x best pairs",
@@ -277,45 +280,36 @@ def part_c() -> dict[str, dict[str, dict[str, float]]]:
                                         study.oof(plus(SHIPPED, form))),
         "both": line("+ both", study.oof(plus(SHIPPED, support, form))),
         "+ pair gap, form gap x best pairs": line(
-            "+ pair gap, form x best pairs", study.oof(plus(SHIPPED, PAIR_GAP, form))),
+            "+ pair gap, form x best pairs", study.oof(plus(SHIPPED, pair_gap, form))),
     }
 
 
 def part_d() -> dict[str, dict[str, dict[str, float]]]:
     stated = {id(a): names_stated(a) for a in study.tuning}
     stated_gap = gap(stated)
-    cover = {id(a): [max((c.coverage for c in a.cands), default=0.0)] * len(a.cands)
-             for a in study.tuning}
     return {
         "shipped": line("shipped (17)", study.oof(SHIPPED)),
         "+ names stated gap": line("+ names stated gap", study.oof(plus(SHIPPED, stated_gap))),
         "+ names stated": line("+ names stated", study.oof(plus(SHIPPED, stated))),
         "+ names stated gap, x best coverage": line(
             "+ names gap, x best coverage",
-            study.oof(plus(SHIPPED, stated_gap, {n: [g * c for g, c in zip(
-                stated_gap[n], cover[n], strict=True)] for n in stated}))),
+            study.oof(plus(SHIPPED, stated_gap, times_best(stated_gap, COVERAGE)))),
     }
 
 
 def part_e() -> dict[str, dict[str, dict[str, float]]]:
     stated_gap = gap({id(a): names_stated(a) for a in study.tuning})
-    best_cosine = {n: [max((r[0] for r in rows), default=0.0)] * len(rows)
-                   for n, rows in COSINES.items()}
-    best_overlap = {n: [max((r[6] for r in rows), default=0.0)] * len(rows)
-                    for n, rows in SHIPPED.items()}
-
-    def times(col: dict[int, list[float]]) -> dict[int, list[float]]:
-        return {n: [g * b for g, b in zip(stated_gap[n], col[n], strict=True)]
-                for n in stated_gap}
-
+    cosine = {id(a): [c.dense if c.dense is not None else -1.0 for c in a.cands]
+              for a in study.tuning}
+    by_cosine, by_overlap = times_best(stated_gap, cosine), times_best(stated_gap, OVERLAP)
     return {
         "shipped": line("shipped (17)", study.oof(SHIPPED)),
         "x best cosine": line("names gap, x best cosine",
-                              study.oof(plus(SHIPPED, stated_gap, times(best_cosine)))),
+                              study.oof(plus(SHIPPED, stated_gap, by_cosine))),
         "x best overlap": line("names gap, x best overlap",
-                               study.oof(plus(SHIPPED, stated_gap, times(best_overlap)))),
+                               study.oof(plus(SHIPPED, stated_gap, by_overlap))),
         "x both": line("names gap, x both", study.oof(
-            plus(SHIPPED, stated_gap, times(best_cosine), times(best_overlap)))),
+            plus(SHIPPED, stated_gap, by_cosine, by_overlap))),
     }
 
 
@@ -387,9 +381,5 @@ def part_h() -> dict[str, dict[str, dict[str, float]]]:
     }
 
 
-# each candidate's cosine (twins sharing their best), for part E
-COSINES = {id(a): [(d,) for d in rm._group_max(
-    [c.dense if c.dense is not None else -1.0 for c in a.cands], rm.twins(a.cands))]
-    if a.cands else [] for a in study.tuning}
 studylib.table({"A": part_a, "B": part_b, "C": part_c, "D": part_d, "E": part_e,
                 "F": part_f, "G": part_g, "H": part_h}[PART]())
