@@ -66,9 +66,14 @@ def phrasings(pair: Pair) -> list[str]:
     return [pair.nl, *pair.also]
 
 
+def _measured(pairs: Sequence[Pair]) -> list[Pair]:
+    """The pairs eval asks about: the team's, with SQL (seed queries are not measured)."""
+    return [p for p in pairs if p.source != "seed" and p.sql.strip()]
+
+
 def probes(pairs: Sequence[Pair], *, limit: int = 0) -> list[Probe]:
     """The questions of both protocols (at most ``limit`` of each, spread evenly; 0: all)."""
-    user = [p for p in pairs if p.source != "seed" and p.sql.strip()]
+    user = _measured(pairs)
     by_sql: dict[tuple[str | None, str], list[Pair]] = defaultdict(list)
     for p in user:
         by_sql[_key(p)].append(p)
@@ -97,7 +102,7 @@ def probes(pairs: Sequence[Pair], *, limit: int = 0) -> list[Probe]:
 
 def nothing_to_measure(pairs: Sequence[Pair]) -> str:
     """Why ``pairs`` give :func:`probes` no question, in one line, with what to do."""
-    user = sum(1 for p in pairs if p.source != "seed" and p.sql.strip())
+    user = len(_measured(pairs))
     if not user:
         return "nothing to measure: there are no pairs (seed pairs are not measured)"
     return (f"nothing to measure: of {user} pair(s), none has `also:` phrasings and no two "
