@@ -109,17 +109,13 @@ Usage: python bench/suite/study_round13.py --suite DIR --workdir W [--part A|B|C
 
 from __future__ import annotations
 
-import re
 import sys
-import unicodedata
-from functools import cache
 from typing import Any
 
-import numpy as np
 import studylib
+from studylib import gap, line, names_stated, run_containment
 
 from wrenmem.recall import model as rm
-from wrenmem.textsearch import tokenize
 
 
 def containment(a: Any) -> list[float]:
@@ -138,71 +134,6 @@ def containment(a: Any) -> list[float]:
     return rm._group_max(out, groups)
 
 
-_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]|\w+")  # Korean has spaces
-
-
-def runs(text: str, n: int) -> set[tuple[str, ...]]:
-    """The word runs of ``n`` words of a text (case folded; a CJK character is a word)."""
-    words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
-    if len(words) < n:
-        return {tuple(words)} if words else set()
-    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
-
-
-def run_containment(a: Any, n: int) -> list[float]:
-    """Per candidate (twins sharing their best): the share of its question's word runs of
-    ``n`` words that the asked question holds."""
-    if not a.cands:
-        return []
-    asked = runs(a.question, n)
-    out = []
-    for c in a.cands:
-        own = runs(c.question, n)
-        out.append(len(asked & own) / len(own) if own else 0.0)
-    return rm._group_max(out, rm.twins(a.cands))
-
-
-@cache
-def names(sql: str, dialect: str | None) -> frozenset[str]:
-    """The search terms of the column and table names of a SQL text (empty when sqlglot
-    cannot read it)."""
-    import sqlglot
-    from sqlglot import exp
-
-    try:
-        tree = sqlglot.parse_one(sql, read=dialect or None)
-    except Exception:  # noqa: BLE001 - any parse failure: no names
-        return frozenset()
-    found = {c.name for c in tree.find_all(exp.Column)} | {t.name for t in tree.find_all(exp.Table)}
-    return frozenset(tokenize(" ".join(found).replace("_", " ")))
-
-
-def names_stated(a: Any) -> list[float]:
-    """Per candidate (twins sharing their best): the share of its SQL's name terms the
-    asked question holds."""
-    if not a.cands:
-        return []
-    asked = set(tokenize(a.question))
-    out = []
-    for c in a.cands:
-        own = names(c.sql, c.dialect)
-        out.append(len(asked & own) / len(own) if own else 0.0)
-    return rm._group_max(out, rm.twins(a.cands))
-
-
-def line(name: str, res: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    big = {c: m["R@1"] for c, m in res.items() if m["n"] >= 20}
-    new = [r for c, r in big.items() if c.split("/")[1].startswith("new")]
-    answered = [r for c, r in big.items() if c.split("/")[1].startswith("answered")]
-    print(f"{name:34s} all {np.mean(list(big.values())):.4f}  new {np.mean(new):.4f}"
-          f"  answered {np.mean(answered):.4f}"
-          f"  bird/answered {res['bird/answered/tuning']['R@1']:.3f}"
-          f"  bird-dev/answered {res['bird-dev/answered/tuning']['R@1']:.3f}"
-          f"  spider-followup {res['spider-followup/answered-all/tuning']['R@1']:.3f}",
-          flush=True)
-    return res
-
-
 PART = "H"
 if "--part" in sys.argv:  # parts A to F ran first, each keeping nothing; G is a diagnostic
     at = sys.argv.index("--part")
@@ -217,10 +148,6 @@ SUPPORT = {n: [r[2] for r in rows] for n, rows in SHIPPED.items()}
 OVERLAP = {n: [r[6] for r in rows] for n, rows in SHIPPED.items()}
 COVERAGE = {id(a): [c.coverage for c in a.cands] for a in study.tuning}
 plus = studylib.plus
-
-
-def gap(col: dict[int, list[float]]) -> dict[int, list[float]]:
-    return {n: [v - max(vs) for v in vs] for n, vs in col.items()}
 
 
 def times_best(col: dict[int, list[float]], by: dict[int, list[float]]

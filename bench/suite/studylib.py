@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import re
 import sys
+import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +199,78 @@ def table(results: dict[str, dict[str, dict[str, float]]]) -> None:
         if first[case]["n"] >= 20:
             print(f"  {case:40s} " + " ".join(f"{results[n][case]['R@1']:.3f}"
                                               for n in names) + f" n={first[case]['n']}")
+
+
+# -- columns the studies of rounds 13 on read -------------------------------------
+
+_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]|\w+")  # Korean has spaces
+
+
+def runs(text: str, n: int) -> set[tuple[str, ...]]:
+    """The word runs of ``n`` words of a text (case folded; a CJK character is a word)."""
+    words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    if len(words) < n:
+        return {tuple(words)} if words else set()
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+def run_containment(a: Any, n: int) -> list[float]:
+    """Per candidate (twins sharing their best): the share of its question's word runs of
+    ``n`` words that the asked question holds."""
+    if not a.cands:
+        return []
+    asked = runs(a.question, n)
+    out = []
+    for c in a.cands:
+        own = runs(c.question, n)
+        out.append(len(asked & own) / len(own) if own else 0.0)
+    return rm._group_max(out, rm.twins(a.cands))
+
+
+@cache
+def names(sql: str, dialect: str | None) -> frozenset[str]:
+    """The search terms of the column and table names of a SQL text (empty when sqlglot
+    cannot read it)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect or None)
+    except Exception:  # noqa: BLE001 - any parse failure: no names
+        return frozenset()
+    found = {c.name for c in tree.find_all(exp.Column)} | {t.name for t in tree.find_all(exp.Table)}
+    return frozenset(tokenize(" ".join(found).replace("_", " ")))
+
+
+def names_stated(a: Any) -> list[float]:
+    """Per candidate (twins sharing their best): the share of its SQL's name terms the
+    asked question holds."""
+    if not a.cands:
+        return []
+    asked = set(tokenize(a.question))
+    out = []
+    for c in a.cands:
+        own = names(c.sql, c.dialect)
+        out.append(len(asked & own) / len(own) if own else 0.0)
+    return rm._group_max(out, rm.twins(a.cands))
+
+
+def gap(col: dict[int, list[float]]) -> dict[int, list[float]]:
+    """Each candidate's value less its question's best."""
+    return {n: [v - max(vs) for v in vs] for n, vs in col.items()}
+
+
+def line(name: str, res: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Print a variant's line as rounds 13 on report it: the mean R@1 over the cases of 20
+    questions or more, the new-question and answered-before means, and three cases."""
+    big = {c: m["R@1"] for c, m in res.items() if m["n"] >= 20}
+    new = [r for c, r in big.items() if c.split("/")[1].startswith("new")]
+    answered = [r for c, r in big.items() if c.split("/")[1].startswith("answered")]
+    print(f"{name:34s} all {np.mean(list(big.values())):.4f}  new {np.mean(new):.4f}"
+          f"  answered {np.mean(answered):.4f}"
+          f"  bird/answered {res['bird/answered/tuning']['R@1']:.3f}"
+          f"  bird-dev/answered {res['bird-dev/answered/tuning']['R@1']:.3f}"
+          f"  spider-followup {res['spider-followup/answered-all/tuning']['R@1']:.3f}",
+          flush=True)
+    return res
+
