@@ -73,7 +73,6 @@ from typing import Any
 
 import numpy as np
 import studylib
-from scipy.optimize import minimize
 
 from wrenmem.recall import model as rm
 from wrenmem.textsearch import tokenize
@@ -146,7 +145,10 @@ def training_rows(asked: list[Any], rows_of: dict[int, list[tuple[float, ...]]]
 
 def fit(asked: list[Any], rows_of: dict[int, list[tuple[float, ...]]], keep: list[int],
         hidden: int) -> Net:
-    """The linear fit (fit_model's Newton), then, with ``hidden`` units, L-BFGS over all."""
+    """The linear fit (fit_model's Newton), then, with ``hidden`` units, L-BFGS over all
+    (scipy's, which the ``st`` extra brings; only part A needs it)."""
+    from scipy.optimize import minimize
+
     b = fm.fit_ranking(asked, keep)
     x, t, starts, w = training_rows(asked, rows_of)
     mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-9
