@@ -155,6 +155,7 @@ def test_fail_under_with_nothing_to_measure_fails(project: Path, cli, pairs: int
     """A CI gate that measured nothing does not pass (it exited 0)."""
     if pairs:
         write_pair(project, "one.md", "only question", "SELECT 1", datasource="shop")
+    (project / "wrenmem.toml").write_text('backend = "grep"\n', encoding="utf-8")
     why = ("there are no pairs" if not pairs else
            "of 1 pair(s), none has `also:` phrasings and no two share a SQL or a skeleton")
     result = cli("eval", "--backends", "grep", "--fail-under", "0.5")
@@ -263,5 +264,28 @@ def test_fail_under_refuses_a_run_it_does_not_make(project: Path, cli):
     assert "add hybrid and fusion learned" in result.output
     result = cli("eval", "--backends", "hybrid", "--fusions", "rrf", "--fail-under", "0")
     assert result.exit_code == 2 and "--fusions rrf" in result.output
+    # refused before anything is measured: no report, and no index built for it
+    assert "answered before:" not in result.output
+    assert not (project / ".wrenmem" / "index").exists()
     # without the gate the same runs are measured and reported
     assert cli("eval", "--backends", "grep").exit_code == 0
+
+
+def test_fail_under_refusal_comes_before_nothing_to_measure(project: Path, cli):
+    """A command line that cannot gate is said first, whatever the pairs are."""
+    result = cli("eval", "--backends", "grep", "--fail-under", "0.5")
+    assert result.exit_code == 2, result.output
+    assert "configured backend (hybrid:learned)" in result.output
+
+
+def test_fail_under_refuses_a_run_this_install_cannot_make(project: Path, cli, monkeypatch):
+    """backend = "hybrid" configured where the index backends cannot run: the gate's run is
+    asked for but not made, and that is said instead of passing."""
+    _shop(project)
+    (project / "wrenmem.toml").write_text('backend = "hybrid"\n', encoding="utf-8")
+    monkeypatch.setattr("wrenmem.recall.backends.index_unavailable",
+                        lambda settings: "lancedb not installed")
+    result = cli("eval", "--backends", "grep,hybrid", "--fusions", "learned",
+                 "--fail-under", "0")
+    assert result.exit_code == 2, result.output
+    assert "(hybrid:learned), which this install cannot measure" in result.output

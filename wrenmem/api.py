@@ -452,6 +452,14 @@ class Memory:
         return self.recaller.recall(questions, k, filters, sql=sql, min_score=min_score,
                                     sync=sync, notify=self.notify)
 
+    def default_run(self) -> str:
+        """The name ``evaluate`` gives the run of the configured backend, the one ``recall``
+        answers with: ``grep``, ``vector`` or ``hybrid:<fusion>``."""
+        from wrenmem.recall.backends import choose_backend
+
+        backend = choose_backend(self.settings, self.notify)
+        return f"hybrid:{self.settings.fusion}" if backend == "hybrid" else backend
+
     def evaluate(self, *, backends: Sequence[str] = ("grep", "vector", "hybrid"),
                  fusions: Sequence[str] = ("learned", "rrf", "linear"), k: int = 5,
                  limit: int = 0, misses: bool = False) -> dict[str, Any]:
@@ -475,11 +483,9 @@ class Memory:
         self._report(found.errors)
         probes = evaluate.probes(found.pairs, limit=limit)
         counts = {task: sum(1 for p in probes if p.task == task) for task in evaluate.TASKS}
-        default_backend = choose_backend(self.settings, self.notify)
         runs: dict[str, Any] = {}
         missed: list[dict[str, Any]] = []
-        default = default_backend if default_backend != "hybrid" else \
-            f"hybrid:{self.settings.fusion}"
+        default = self.default_run()
         # the index backends, when this install has them, measured over a fresh index
         indexed = choose_backend(replace(self.settings, backend="auto")) != "grep"
         names = [n for n in backends if n == "grep" or indexed]

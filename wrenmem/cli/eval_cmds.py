@@ -47,21 +47,29 @@ def eval_(ctx: click.Context, backends: str, fusions: str, limit: int,
     """
     from wrenmem.api import Memory
 
+    backend_names = _names(backends, BACKEND_RUNS, "backends")
+    fusion_names = _names(fusions, FUSION_RUNS, "fusions")
     memory = Memory.from_settings(get_settings(ctx), notify=warn)
-    report = memory.evaluate(backends=_names(backends, BACKEND_RUNS, "backends"),
-                             fusions=_names(fusions, FUSION_RUNS, "fusions"), limit=limit,
+    if fail_under is not None:
+        # the gate reads the configured backend's run: one this eval would not make would
+        # pass whatever the pairs are, so it is refused before anything is measured
+        name, _, fusion = memory.default_run().partition(":")
+        if name not in backend_names or (fusion and fusion not in fusion_names):
+            raise click.UsageError(
+                f"--fail-under gates the configured backend ({memory.default_run()}), which "
+                f"this eval does not measure (--backends {backends}"
+                + (f" --fusions {fusions}" if fusion else "") + f"): add {name}"
+                + (f" and fusion {fusion}" if fusion else "") + ", or leave the option out")
+    report = memory.evaluate(backends=backend_names, fusions=fusion_names, limit=limit,
                              misses=misses)
     failed = []
     default = report["runs"].get(report["default"], {})
     if fail_under is not None and not default and not report["nothing_to_measure"]:
-        # the gate reads the configured backend's run: one this eval did not make would pass
-        # whatever the pairs are
-        name, _, fusion = report["default"].partition(":")
+        # asked for, but not made: this install has no index backend to measure it with
         raise click.UsageError(
             f"--fail-under gates the configured backend ({report['default']}), which this "
-            f"eval does not measure (--backends {backends}"
-            + (f" --fusions {fusions}" if fusion else "") + f"): add {name}"
-            + (f" and fusion {fusion}" if fusion else "") + ", or leave the option out")
+            "install cannot measure: install the index extra, or configure backend = "
+            '"grep" (or "auto")')
     if fail_under is not None:
         failed = [task for task, m in default.items() if m["R@1"] < fail_under]
     report["fail_under"] = fail_under
