@@ -4,6 +4,7 @@ indexed, served by fetch and recall, and kept in step by the watcher, hooks and 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -435,3 +436,28 @@ def test_knowledge_folders_keep_the_fence_and_do_not_stale_recall(shop: Path) ->
         assert fresh.needs_sync()
     finally:
         fresh.close()
+
+
+def test_a_changed_mode_is_read_again(shop: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache of parsed knowledge files is keyed on the file's stat with its mode: a file
+    made unreadable by chmod (its content and mtime unchanged) is read again, where reading
+    says why it cannot be (as root every file stays readable, so the re-read is counted)."""
+    from wrenmem.knowledge import files
+
+    rules = shop / "knowledge" / "rules" / "rules.md"
+    os.utime(rules, (1_000_000_000, 1_000_000_000))  # long settled: cacheable
+    settings = load_settings(shop)
+    load_knowledge(settings)
+    reads: list[str] = []
+    real = files._read
+
+    def counting(path: Path, settings_: object) -> tuple[bytes, str]:
+        reads.append(path.name)
+        return real(path, settings_)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(files, "_read", counting)
+    load_knowledge(settings)
+    assert "rules.md" not in reads  # unchanged: from the cache
+    rules.chmod(0o600)
+    load_knowledge(settings)
+    assert reads.count("rules.md") == 1

@@ -101,8 +101,9 @@ def is_knowledge_path(settings: Settings, path: Path) -> bool:
     return len(rel.parts) == 1 or rel.name.lower().endswith(".md") or "." not in rel.name
 
 
-# path -> (stat key, parsed file, content digest); racy files are never kept
-_cache: dict[str, tuple[tuple[int, int, int], ParsedFile, str]] = {}
+# path -> (stat key, parsed file, content digest); racy files are never kept. The key holds
+# the mode, so a file made unreadable by chmod is read again (and said to be unreadable).
+_cache: dict[str, tuple[tuple[int, int, int, int], ParsedFile, str]] = {}
 _cache_lock = threading.Lock()
 
 
@@ -117,7 +118,7 @@ def load_knowledge(settings: Settings) -> Knowledge:
         except OSError as e:
             errors.append(PairError(rel, os_error_reason(path, e)))
             continue
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        key = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
         cache_key = f"{path}\0{kind}"
         with _cache_lock:
             cached = _cache.get(cache_key)
