@@ -63,11 +63,24 @@ HELD-OUT answered questions. Each beside the shipped 17 features (twins share th
 - ``+ bm25 / best x length``: the ratio times the asked question's number of distinct
   search terms over 40 (at most 1), so that grep can count more on long questions.
 
-Usage: python bench/suite/study_round14.py --suite DIR --workdir W [--l2 L] [--part A|B|C]
+Part D, added after part C kept nothing (its rule fixed before it runs, the same rule):
+which sentence is the question, read from its punctuation. The model reads the overlap with
+the asked question's *last sentence* (an agent quotes the earlier question first), and in
+three of the six TUNING misses read in round 14 that feature favours the wrong pair: BIRD's
+last sentence is a note ("X refers to Y;"). A question mark (``?``, ``？``, ``؟``) ends a
+question in any script, where no word list could; the *last question* is the last
+sentence that ends with one, or the last sentence where none does:
+
+- ``last question for last sentence``: the last sentence's overlap read from the last
+  question instead;
+- ``+ last question overlap - overlap`` beside the shipped features.
+
+Usage: python bench/suite/study_round14.py --suite DIR --workdir W [--l2 L] [--part A|B|C|D]
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -80,8 +93,8 @@ from wrenmem.textsearch import tokenize
 fm = studylib.fm
 
 L2 = 1.0
-PART = "C"
-if "--part" in sys.argv:  # parts A and B ran first, each keeping nothing
+PART = "D"
+if "--part" in sys.argv:  # parts A to C ran first, each keeping nothing
     at = sys.argv.index("--part")
     PART = sys.argv[at + 1].upper()
     del sys.argv[at:at + 2]
@@ -280,4 +293,48 @@ def part_c() -> dict[str, dict[str, dict[str, float]]]:
     }
 
 
-studylib.table({"A": part_a, "B": part_b, "C": part_c}[PART]())
+_PIECE = re.compile(rf"(.*?)({rm._SENTENCE_END.pattern}|$)", re.S)
+_QUESTION_MARKS = ("?", "\uff1f", "\u061f")
+
+
+def last_question(question: str) -> str:
+    """The last sentence that ends with a question mark; else the last sentence (the whole
+    question when it has one)."""
+    asked = [text for text, end in _PIECE.findall(question)
+             if text.strip() and any(m in end for m in _QUESTION_MARKS)]
+    return asked[-1] if asked else rm.last_sentence(question)
+
+
+def last_question_overlaps(a: Any) -> list[float]:
+    """Per candidate (twins sharing their best): the masked overlap of its question with
+    the asked question's last question, less the overlap with the whole question."""
+    if not a.cands:
+        return []
+    shapes = [rm._shape(c) for c in a.cands]
+    values = tuple(sorted({v for sh in shapes for v in sh.values}))
+    whole = rm._masked_terms(a.question, values)
+    last = rm._masked_terms(last_question(a.question), values)
+    out = []
+    for c, sh in zip(a.cands, shapes, strict=True):
+        own = rm._masked_terms(c.question, sh.values)
+        out.append(rm.masked_overlap(last, own) - rm.masked_overlap(whole, own))
+    return rm._group_max(out, rm.twins(a.cands, shapes))
+
+
+def part_d() -> dict[str, dict[str, dict[str, float]]]:
+    moved = sum(last_question(a.question) != rm.last_sentence(a.question) for a in study.tuning)
+    print(f"last question is not the last sentence: {moved} of {len(study.tuning)}",
+          file=sys.stderr)
+    col = {id(a): last_question_overlaps(a) for a in study.tuning}
+    swapped = {n: [r[:12] + (v,) + r[13:] for r, v in zip(rows, col[n], strict=True)]
+               for n, rows in SHIPPED.items()}
+    return {
+        "shipped": studylib.line("shipped (17)", study.oof(SHIPPED)),
+        "last question for last sentence": studylib.line(
+            "last question for last sentence", study.oof(swapped)),
+        "+ last question": studylib.line("+ last question overlap - overlap",
+                                         study.oof(studylib.plus(SHIPPED, col))),
+    }
+
+
+studylib.table({"A": part_a, "B": part_b, "C": part_c, "D": part_d}[PART]())
