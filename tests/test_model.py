@@ -112,19 +112,49 @@ def test_skeleton_support_counts_other_answers_of_the_same_structure():
     assert support[0] > 0 and support[1] > 0 and support[2] == 0
 
 
+LAST = "last full sentence overlap - overlap"
+
+
 def test_a_quoted_earlier_question_weighs_less_than_the_asked_one():
     """An agent passing a conversation on quotes the earlier question first: the overlap
-    with the last sentence is evidence of its own (zero for a one-sentence question)."""
+    with the last full sentence is evidence of its own (zero for a one-sentence question)."""
     earlier = Cand(dense=0.8, sql="SELECT count(*) FROM singer", question="How many singers?")
     asked = Cand(dense=0.8, sql="SELECT avg(age) FROM singer",
                  question="What is the average age of the singers?")
-    q = "Earlier I asked: How many singers? Now: what is the average age of the singers?"
-    gain = _row(q, [earlier, asked], "last sentence overlap - overlap")
-    assert gain[1] > gain[0]
-    assert _row("What is the average age of the singers?", [earlier, asked],
-                "last sentence overlap - overlap") == [0.0, 0.0]
-    assert model.last_sentence("Prices above 3.5?") == "Prices above 3.5?"
-    assert model.last_sentence("先问了：有多少歌手？现在：平均年龄是多少？") == "现在：平均年龄是多少"
+    for q in ("Earlier I asked: How many singers? Now: what is the average age of the singers?",
+              "Earlier I asked: How many singers? Now: the average age of the singers."):
+        gain = _row(q, [earlier, asked], LAST)
+        assert gain[1] > gain[0], q
+    assert _row("What is the average age of the singers?", [earlier, asked], LAST) == [0.0, 0.0]
+    assert model.last_full_sentence("Prices above 3.5?") == "Prices above 3.5?"
+    assert model.last_full_sentence("先问了：有多少歌手？现在：平均年龄是多少？") == "现在：平均年龄是多少"
+
+
+def test_notes_after_a_question_are_not_the_question():
+    """A question followed by notes that end with `;` or with nothing (BIRD's "X refers to
+    Y"): the question is the last full sentence, in any script; without one, the last."""
+    asked = Cand(dense=0.8, sql="SELECT avg(attribute_value) FROM hero_attribute",
+                 question="Calculate the average attribute value of all superheroes.")
+    other = Cand(dense=0.8, sql="SELECT max(attribute_value) FROM hero_attribute",
+                 question="What does attribute value refer to?")
+    q = ("Calculate the average attribute value of all superheroes. average attribute "
+         "value refers to AVG(attribute_value); superheroes refers to hero_attribute")
+    assert model.last_full_sentence(q) == "Calculate the average attribute value of all superheroes"
+    gain = _row(q, [asked, other], LAST)
+    assert gain[0] > gain[1]
+    assert model.last_full_sentence("有多少歌手？歌手指 singer 表；") == "有多少歌手"
+    assert model.last_full_sentence("first part; second part") == " second part"
+    assert model.last_full_sentence("How many? Show them.\nnotes here") == " Show them"
+
+
+def test_twins_share_their_best_last_sentence_gain():
+    """Two phrasings of one SQL: the pair's gain is the best of its phrasings' own gains."""
+    sql = "SELECT avg(age) FROM singer"
+    near = Cand(dense=0.8, sql=sql, question="the average age of the singers")
+    far = Cand(dense=0.8, sql=sql, question="How many singers? the average age")
+    q = "Earlier I asked: How many singers? Now: the average age of the singers."
+    gains = _row(q, [near, far], LAST)
+    assert gains[0] == gains[1] > 0
 
 
 # -- weights ----------------------------------------------------------------------------

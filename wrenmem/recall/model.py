@@ -43,7 +43,7 @@ from typing import Any, Protocol
 from wrenmem.recall import sqlshape
 
 WEIGHTS_FILE = "weights.json"
-VERSION = 5
+VERSION = 6
 FUSIONS = ("learned", "rrf", "linear")
 RRF_K = 60
 SUPPORT_TOP = 10  # the closest distinct answers whose skeletons vote
@@ -51,6 +51,11 @@ SUPPORT_SCALE = 0.05  # cosine units: a vote weighs exp((cosine - best) / SUPPOR
 # where a sentence ends: a run of terminal punctuation followed by a space or the end (so
 # 3.5 is not cut), a full-width terminator (no space follows in CJK text), or a line break
 _SENTENCE_END = re.compile(r"[.?!;\u061f\u0964]+(?=\s|$)|[\u3002\uff1f\uff01\uff1b]+|\n+")
+# a sentence with the marks that end it ('' for the last one when nothing does)
+_PIECE = re.compile(rf"(.*?)({_SENTENCE_END.pattern}|$)", re.S)
+# marks that end a full sentence (a statement, a question, an exclamation), in any script;
+# `;` and a line break end a piece that may be a note ("X refers to Y;")
+_FULL_STOPS = frozenset(".?!\u3002\uff1f\uff01\u061f\u0964")
 
 FEATURES = (
     "translated bm25 / best",
@@ -65,7 +70,7 @@ FEATURES = (
     "(cosine - best) x best coverage",
     "dense lead x best coverage",
     "structure bm25 / best x best coverage",
-    "last sentence overlap - overlap",
+    "last full sentence overlap - overlap",
     "(cosine - best) x unknown pieces",
     "bm25 / best x unknown pieces",
     "form fit - best",
@@ -310,10 +315,22 @@ def _support(dense: Sequence[float], group: Sequence[int], keys: Sequence[str]) 
 
 
 def last_sentence(question: str) -> str:
-    """The question's last sentence (the whole question when it has one): an agent that
-    passes a conversation on quotes the earlier questions first."""
+    """The question's last sentence (the whole question when it has one)."""
     parts = [p for p in _SENTENCE_END.split(question) if p.strip()]
     return parts[-1] if len(parts) > 1 else question
+
+
+def last_full_sentence(question: str) -> str:
+    """The sentence that asks the question: the last one that ends with a full stop, a
+    question mark or an exclamation mark (:data:`_FULL_STOPS`, in any script). An agent
+    that passes a conversation on quotes the earlier questions first; a question may be
+    followed by notes that end with `;` or with nothing ("X refers to Y; Z means W"). The
+    last sentence where no sentence ends so; the whole question when it has one."""
+    pieces = [(text, end) for text, end in _PIECE.findall(question) if text.strip()]
+    full = [text for text, end in pieces if any(ch in _FULL_STOPS for ch in end)]
+    if len(pieces) < 2 or not full:
+        return last_sentence(question)
+    return full[-1]
 
 
 def features(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
@@ -351,14 +368,16 @@ def features(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
     asked_masked = _masked_terms(question, all_values)
     stored_masked = [_masked_terms(c.question, sh.values)
                      for c, sh in zip(candidates, shapes, strict=True)]
-    overlap = _group_max([masked_overlap(asked_masked, t) for t in stored_masked], group)
-    last = last_sentence(question)
+    own_overlap = [masked_overlap(asked_masked, t) for t in stored_masked]
+    overlap = _group_max(own_overlap, group)
+    last = last_full_sentence(question)
     if last is question:
-        last_overlap = overlap
-    else:
+        last_gain = [0.0] * len(candidates)
+    else:  # each pair's own gain (twins share their best), not a gap between two bests
         last_masked = _masked_terms(last, all_values)
-        last_overlap = _group_max([masked_overlap(last_masked, t) for t in stored_masked],
-                                  group)
+        last_gain = _group_max([masked_overlap(last_masked, t) - o
+                                for t, o in zip(stored_masked, own_overlap, strict=True)],
+                               group)
     best_overlap = max(overlap)
     rows: list[tuple[float, ...]] = []
     for n in range(len(candidates)):
@@ -371,7 +390,7 @@ def features(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
             values[n] - best_values[skeletons[n]], support[n], gap * (1.0 - best_cov),
             lex * best_cov, shaped, overlap[n], lex * (1.0 - best_dense),
             support[n] * (1.0 - best_overlap), gap * best_cov, dense_lead[n] * best_cov,
-            shaped * best_cov, last_overlap[n] - overlap[n], gap * unknown, lex * unknown,
+            shaped * best_cov, last_gain[n], gap * unknown, lex * unknown,
             form_gap, form_gap * (1.0 - best_cov)))
     return rows
 
