@@ -89,6 +89,10 @@ the last sentence (the overlap with the whole question subtracted as before):
 - ``last question unless a full sentence follows, for last sentence``: part D's last
   question, unless a sentence ending with a full stop or a question mark follows it.
 
+Part E's first variant was kept (docs/benchmarks.md, round 14), so from commit ``ab5c3f3`` on
+the shipped features this script reads are round 14's; check out ``b3e9c5c`` to reproduce
+the figures of its parts against round 12's features.
+
 Usage: python bench/suite/study_round14.py --suite DIR --workdir W [--l2 L] [--part A..E]
 """
 
@@ -322,17 +326,7 @@ def last_question(question: str) -> str:
 def last_question_overlaps(a: Any) -> list[float]:
     """Per candidate (twins sharing their best): the masked overlap of its question with
     the asked question's last question, less the overlap with the whole question."""
-    if not a.cands:
-        return []
-    shapes = [rm._shape(c) for c in a.cands]
-    values = tuple(sorted({v for sh in shapes for v in sh.values}))
-    whole = rm._masked_terms(a.question, values)
-    last = rm._masked_terms(last_question(a.question), values)
-    out = []
-    for c, sh in zip(a.cands, shapes, strict=True):
-        own = rm._masked_terms(c.question, sh.values)
-        out.append(rm.masked_overlap(last, own) - rm.masked_overlap(whole, own))
-    return rm._group_max(out, rm.twins(a.cands, shapes))
+    return sentence_overlaps(a, last_question)
 
 
 def part_d() -> dict[str, dict[str, dict[str, float]]]:
@@ -340,12 +334,10 @@ def part_d() -> dict[str, dict[str, dict[str, float]]]:
     print(f"last question is not the last sentence: {moved} of {len(study.tuning)}",
           file=sys.stderr)
     col = {id(a): last_question_overlaps(a) for a in study.tuning}
-    swapped = {n: [r[:12] + (v,) + r[13:] for r, v in zip(rows, col[n], strict=True)]
-               for n, rows in SHIPPED.items()}
     return {
         "shipped": studylib.line("shipped (17)", study.oof(SHIPPED)),
         "last question for last sentence": studylib.line(
-            "last question for last sentence", study.oof(swapped)),
+            "last question for last sentence", study.oof(swapped(col))),
         "+ last question": studylib.line("+ last question overlap - overlap",
                                          study.oof(studylib.plus(SHIPPED, col))),
     }
