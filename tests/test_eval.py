@@ -289,3 +289,15 @@ def test_fail_under_refuses_a_run_this_install_cannot_make(project: Path, cli, m
                  "--fail-under", "0")
     assert result.exit_code == 2, result.output
     assert "(hybrid:learned), which this install cannot measure" in result.output
+
+
+def test_the_grep_fallback_is_said_once_with_a_gate(project: Path, cli, monkeypatch):
+    """backend = "auto" where the index backends cannot run: eval gates grep's run and says
+    once (not once per check) that it uses grep."""
+    _shop(project)
+    monkeypatch.setattr("wrenmem.recall.backends.index_unavailable",
+                        lambda settings: "lancedb not installed")
+    result = cli("eval", "--backends", "grep", "--fail-under", "0")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("using the grep backend: lancedb not installed") == 1, \
+        result.stderr

@@ -452,12 +452,13 @@ class Memory:
         return self.recaller.recall(questions, k, filters, sql=sql, min_score=min_score,
                                     sync=sync, notify=self.notify)
 
-    def default_run(self) -> str:
+    def default_run(self, *, notify: bool = True) -> str:
         """The name ``evaluate`` gives the run of the configured backend, the one ``recall``
-        answers with: ``grep``, ``vector`` or ``hybrid:<fusion>``."""
+        answers with: ``grep``, ``vector`` or ``hybrid:<fusion>`` (``notify``: say so when
+        ``auto`` falls back to grep)."""
         from wrenmem.recall.backends import choose_backend
 
-        backend = choose_backend(self.settings, self.notify)
+        backend = choose_backend(self.settings, self.notify if notify else None)
         return f"hybrid:{self.settings.fusion}" if backend == "hybrid" else backend
 
     def evaluate(self, *, backends: Sequence[str] = ("grep", "vector", "hybrid"),

@@ -53,10 +53,11 @@ def eval_(ctx: click.Context, backends: str, fusions: str, limit: int,
     if fail_under is not None:
         # the gate reads the configured backend's run: one this eval would not make would
         # pass whatever the pairs are, so it is refused before anything is measured
-        name, _, fusion = memory.default_run().partition(":")
+        run = memory.default_run(notify=False)  # evaluate says it, once
+        name, _, fusion = run.partition(":")
         if name not in backend_names or (fusion and fusion not in fusion_names):
             raise click.UsageError(
-                f"--fail-under gates the configured backend ({memory.default_run()}), which "
+                f"--fail-under gates the configured backend ({run}), which "
                 f"this eval does not measure (--backends {backends}"
                 + (f" --fusions {fusions}" if fusion else "") + f"): add {name}"
                 + (f" and fusion {fusion}" if fusion else "") + ", or leave the option out")
