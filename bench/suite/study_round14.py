@@ -98,7 +98,6 @@ Usage: python bench/suite/study_round14.py --suite DIR --workdir W [--l2 L] [--p
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import Any
 
@@ -311,16 +310,22 @@ def part_c() -> dict[str, dict[str, dict[str, float]]]:
     }
 
 
-_PIECE = re.compile(rf"(.*?)({rm._SENTENCE_END.pattern}|$)", re.S)
 _QUESTION_MARKS = ("?", "\uff1f", "\u061f")
+
+
+def last_sentence(question: str) -> str:
+    """The question's last sentence (the whole question when it has one): what round 12's
+    shipped feature read."""
+    pieces = rm.sentences(question)
+    return pieces[-1][0] if len(pieces) > 1 else question
 
 
 def last_question(question: str) -> str:
     """The last sentence that ends with a question mark; else the last sentence (the whole
     question when it has one)."""
-    asked = [text for text, end in _PIECE.findall(question)
-             if text.strip() and any(m in end for m in _QUESTION_MARKS)]
-    return asked[-1] if asked else rm.last_sentence(question)
+    asked = [text for text, end in rm.sentences(question)
+             if any(m in end for m in _QUESTION_MARKS)]
+    return asked[-1] if asked else last_sentence(question)
 
 
 def last_question_overlaps(a: Any) -> list[float]:
@@ -330,7 +335,7 @@ def last_question_overlaps(a: Any) -> list[float]:
 
 
 def part_d() -> dict[str, dict[str, dict[str, float]]]:
-    moved = sum(last_question(a.question) != rm.last_sentence(a.question) for a in study.tuning)
+    moved = sum(last_question(a.question) != last_sentence(a.question) for a in study.tuning)
     print(f"last question is not the last sentence: {moved} of {len(study.tuning)}",
           file=sys.stderr)
     col = {id(a): last_question_overlaps(a) for a in study.tuning}
@@ -343,34 +348,16 @@ def part_d() -> dict[str, dict[str, dict[str, float]]]:
     }
 
 
-_FULL_STOPS = (".", "?", "!", "\u3002", "\uff1f", "\uff01", "\u061f", "\u0964")
-
-
-def _pieces(question: str) -> list[tuple[str, str]]:
-    """The question's sentences with the marks that end them ('' for none)."""
-    return [(text, end) for text, end in _PIECE.findall(question) if text.strip()]
-
-
-def last_full_sentence(question: str) -> str:
-    """The last sentence that ends with a full stop, question or exclamation mark (notes
-    after it end with ``;`` or nothing); else the last sentence."""
-    pieces = _pieces(question)
-    full = [text for text, end in pieces if any(m in end for m in _FULL_STOPS)]
-    if len(pieces) < 2 or not full:
-        return rm.last_sentence(question)
-    return full[-1]
-
-
 def last_question_unless_followed(question: str) -> str:
     """Part D's last question, unless a full sentence follows it: then the last sentence."""
-    pieces = _pieces(question)
+    pieces = rm.sentences(question)
     marked = [n for n, (_t, end) in enumerate(pieces)
               if any(m in end for m in _QUESTION_MARKS)]
     if len(pieces) < 2 or not marked:
-        return rm.last_sentence(question)
+        return last_sentence(question)
     after = pieces[marked[-1] + 1:]
-    if any(any(m in end for m in _FULL_STOPS) for _t, end in after):
-        return rm.last_sentence(question)
+    if any(any(m in end for m in rm._FULL_STOPS) for _t, end in after):
+        return last_sentence(question)
     return pieces[marked[-1]][0]
 
 
@@ -397,7 +384,7 @@ def swapped(col: dict[int, list[float]]) -> dict[int, list[tuple[float, ...]]]:
 
 
 def part_e() -> dict[str, dict[str, dict[str, float]]]:
-    full = {id(a): sentence_overlaps(a, last_full_sentence) for a in study.tuning}
+    full = {id(a): sentence_overlaps(a, rm.last_full_sentence) for a in study.tuning}
     unless = {id(a): sentence_overlaps(a, last_question_unless_followed) for a in study.tuning}
     return {
         "shipped": studylib.line("shipped (17)", study.oof(SHIPPED)),

@@ -314,10 +314,9 @@ def _support(dense: Sequence[float], group: Sequence[int], keys: Sequence[str]) 
             for g, k in zip(group, keys, strict=True)]
 
 
-def last_sentence(question: str) -> str:
-    """The question's last sentence (the whole question when it has one)."""
-    parts = [p for p in _SENTENCE_END.split(question) if p.strip()]
-    return parts[-1] if len(parts) > 1 else question
+def sentences(question: str) -> list[tuple[str, str]]:
+    """The question's sentences, each with the marks that end it ('' for none)."""
+    return [(text, end) for text, end in _PIECE.findall(question) if text.strip()]
 
 
 def last_full_sentence(question: str) -> str:
@@ -326,11 +325,11 @@ def last_full_sentence(question: str) -> str:
     that passes a conversation on quotes the earlier questions first; a question may be
     followed by notes that end with `;` or with nothing ("X refers to Y; Z means W"). The
     last sentence where no sentence ends so; the whole question when it has one."""
-    pieces = [(text, end) for text, end in _PIECE.findall(question) if text.strip()]
+    pieces = sentences(question)
+    if len(pieces) < 2:
+        return question
     full = [text for text, end in pieces if any(ch in _FULL_STOPS for ch in end)]
-    if len(pieces) < 2 or not full:
-        return last_sentence(question)
-    return full[-1]
+    return full[-1] if full else pieces[-1][0]
 
 
 def features(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
