@@ -182,36 +182,231 @@ def _repaired_tree(sql: str, root: Any) -> list[SqlProblem]:
     return []
 
 
-def write_problem(tree: Any, sql: str = "") -> SqlProblem | None:
+def write_problem(tree: Any, sql: str = "", dialect: str | None = None) -> SqlProblem | None:
     """Why the statement ``tree`` (parsed from ``sql``; None when it did not parse) is not a
-    read-only query, or None when it is one (or does not parse as a write either).
+    read-only query without side effects, or None when it is one.
 
     A pair is an example an agent copies: it must be one SELECT (``WITH … SELECT``, or a
-    set operation of SELECTs), never DML, DDL or DCL, and never ``SELECT … INTO`` (which
-    creates a table). A data-modifying CTE (``WITH d AS (DELETE …) SELECT …``) writes too.
-    SQL that does not parse is still refused when its first word starts a write
-    (``GRANT``, ``TRUNCATE``…), so that ``--force`` never lets one through.
+    set operation of SELECTs), never DML, DDL or DCL, never ``SELECT … INTO`` (which
+    creates a table), never a data-modifying CTE (``WITH d AS (DELETE …) SELECT …``), never
+    a locking read (``FOR UPDATE``) and never a call of a function with side effects
+    (:data:`SIDE_EFFECTS`). SQL that does not parse is read token by token: it is refused
+    when any statement in it starts a write, or it holds a write keyword, ``INTO`` or such
+    a call anywhere, so that ``--force`` never lets one through.
     """
     from sqlglot import exp
 
-    first = _first_word(sql)
-    if tree is None or not isinstance(tree, exp.Query):
-        if tree is None and first not in WRITE_WORDS:
-            return None
-        return SqlProblem(f"not a read-only query: {_statement_name(first)} changes the "
-                          f"database; {_OPT_OUT}")
+    if tree is None:
+        return _unparsed_write(sql, dialect)
+    if not isinstance(tree, exp.Query):
+        return SqlProblem(f"not a read-only query: {_statement_name(_first_word(sql))} "
+                          f"changes the database; {_OPT_OUT}")
     for node in tree.walk():
         if isinstance(node, exp.Into):
             line, col = _node_position(sql, node)
             return SqlProblem(f"not a read-only query: SELECT … INTO creates a table; {_OPT_OUT}",
                               line, col)
+        if isinstance(node, exp.Lock):
+            line, col = _node_position(sql, node)
+            kind = "FOR UPDATE" if node.args.get("update") else "FOR SHARE"
+            return SqlProblem(f"not a read-only query: a locking read ({kind}) takes row "
+                              f"locks; {_OPT_OUT}", line, col)
         if node is not tree and isinstance(node, exp.DML | exp.DDL | exp.Create | exp.Drop
                                            | exp.Alter | exp.Command):
             line, col = _node_position(sql, node)
             word = type(node).__name__.upper()
             return SqlProblem(f"not a read-only query: it holds {_statement_name(word)} (a "
                               f"data-modifying WITH); {_OPT_OUT}", line, col)
+        name = _called(node)
+        if name is not None and _side_effect(name, dialect):
+            line, col = _node_position(sql, node)
+            return SqlProblem(f"not a read-only query: {name}() has side effects; {_OPT_OUT}",
+                              line, col)
     return None
+
+
+def outside_problem(tree: Any, sql: str = "", dialect: str | None = None
+                    ) -> SqlProblem | None:
+    """Why the SQL would read a file or reach the network (a table function such as
+    ``read_csv``, ``pg_read_file`` or ``OPENROWSET``, or a path or URL as a table name), or
+    None. No opt-out accepts it: a pair reads only the database's tables. ``tree`` is None
+    when the SQL did not parse; it is then read token by token."""
+    from sqlglot import exp
+
+    if tree is None:
+        found = _unparsed_call(sql, dialect, _outside)
+        return None if found is None else SqlProblem(
+            f"not allowed: {found[0]}() reads a file or reaches the network", *found[1])
+    for node in tree.walk():
+        name = _called(node)
+        if name is not None and _outside(name, dialect):
+            line, col = _node_position(sql, node)
+            return SqlProblem(f"not allowed: {name}() reads a file or reaches the network",
+                              line, col)
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) and (
+                _PATH_LIKE.search(node.name)):
+            line, col = _node_position(sql, node)
+            return SqlProblem(f"not allowed: the table name {node.name!r} is a file path or "
+                              f"URL (a pair reads only the database's tables)", line, col)
+    return None
+
+
+# Functions that read files or reach the network, whatever the dialect: DuckDB's file
+# readers matter in every dialect, since the engine check binds the SQL transpiled to
+# DuckDB. Names are lower case; a name ending in "." or "$" covers every function it
+# prefixes (Oracle's packages, Snowflake's SYSTEM$ functions).
+OUTSIDE: dict[str, frozenset[str]] = {
+    "duckdb": frozenset(
+        "read_csv read_csv_auto sniff_csv read_parquet parquet_scan parquet_metadata "
+        "parquet_schema parquet_file_metadata parquet_kv_metadata parquet_bloom_probe "
+        "read_json read_json_auto read_json_objects read_json_objects_auto read_ndjson "
+        "read_ndjson_auto read_ndjson_objects read_text read_blob glob read_xlsx st_read "
+        "st_read_meta iceberg_scan iceberg_metadata iceberg_snapshots delta_scan sqlite_scan "
+        "sqlite_attach postgres_scan postgres_scan_pushdown postgres_attach postgres_query "
+        "postgres_execute mysql_scan mysql_query mysql_execute getenv duckdb_secrets "
+        "which_secret query query_table".split()),
+    "postgres": frozenset(
+        "pg_read_file pg_read_binary_file pg_ls_dir pg_stat_file pg_ls_logdir pg_ls_waldir "
+        "pg_ls_tmpdir pg_ls_archive_statusdir pg_logdir_ls lo_import lo_export dblink "
+        "dblink_exec dblink_connect dblink_connect_u dblink_send_query dblink_open "
+        "dblink_fetch query_to_xml query_to_xml_and_xmlschema query_to_xmlschema "
+        "cursor_to_xml pg_file_write pg_file_rename pg_file_unlink pg_file_sync".split()),
+    "mysql": frozenset({"load_file"}),
+    "sqlite": frozenset("readfile writefile edit fsdir load_extension".split()),
+    "tsql": frozenset(
+        "openrowset opendatasource openquery xp_cmdshell xp_dirtree xp_fileexist "
+        "xp_subdirs xp_regread sp_oacreate sp_oamethod".split()),
+    "oracle": frozenset(
+        "utl_http. utl_file. utl_tcp. utl_smtp. utl_inaddr. utl_url. dbms_ldap. "
+        "dbms_xslprocessor. httpuritype".split()),
+    "bigquery": frozenset({"external_query"}),
+    "spark": frozenset("reflect java_method read_files".split()),
+    "snowflake": frozenset("get_presigned_url build_scoped_file_url build_stage_file_url "
+                           "infer_schema".split()),
+}
+# ClickHouse's table functions have plain names (``file``, ``url``): refused in ClickHouse
+# pairs only, and the DuckDB engine has no functions of those names.
+OUTSIDE_IN_DIALECT: dict[str, frozenset[str]] = {
+    "clickhouse": frozenset(
+        "file url urlcluster s3 s3cluster gcs hdfs hdfscluster azureblobstorage remote "
+        "remotesecure cluster clusterallreplicas mysql postgresql sqlite mongodb redis jdbc "
+        "odbc input executable iceberg deltalake hudi".split()),
+}
+# Functions with side effects (a change, a lock, a wait, a signal) by dialect; applied in
+# every dialect, since no name here means something harmless elsewhere.
+SIDE_EFFECTS: dict[str, frozenset[str]] = {
+    "postgres": frozenset(
+        "nextval setval set_config pg_terminate_backend pg_cancel_backend pg_reload_conf "
+        "pg_rotate_logfile pg_switch_wal pg_create_restore_point pg_promote pg_start_backup "
+        "pg_stop_backup pg_backup_start pg_backup_stop pg_create_physical_replication_slot "
+        "pg_create_logical_replication_slot pg_drop_replication_slot "
+        "pg_copy_logical_replication_slot pg_replication_origin_create pg_replication_origin_drop "
+        "pg_logical_emit_message pg_notify pg_advisory_lock pg_advisory_lock_shared "
+        "pg_advisory_xact_lock pg_advisory_xact_lock_shared pg_try_advisory_lock "
+        "pg_try_advisory_lock_shared pg_try_advisory_xact_lock pg_advisory_unlock "
+        "pg_advisory_unlock_all pg_sleep pg_sleep_for pg_sleep_until lo_create lo_creat "
+        "lo_unlink lo_put lo_from_bytea lo_truncate txid_current pg_current_xact_id "
+        "pg_stat_reset pg_stat_reset_shared pg_stat_reset_single_table_counters "
+        "pg_wal_replay_pause pg_wal_replay_resume pg_import_system_collations "
+        "pg_log_backend_memory_contexts".split()),
+    "mysql": frozenset("sleep benchmark get_lock release_lock release_all_locks "
+                       "master_pos_wait source_pos_wait sys_exec sys_eval".split()),
+    "tsql": frozenset({"next_value_for"}),
+    "oracle": frozenset("dbms_lock. dbms_pipe. dbms_scheduler. dbms_job. dbms_session. "
+                        "dbms_alert.".split()),
+    "snowflake": frozenset({"system$"}),
+    "duckdb": frozenset({"nextval", "setval"}),
+}
+_OUTSIDE_ALL = frozenset().union(*OUTSIDE.values())
+_SIDE_EFFECTS_ALL = frozenset().union(*SIDE_EFFECTS.values())
+# A table name that is a path or a URL (DuckDB reads ``FROM 'orders.csv'`` as a file).
+_PATH_LIKE = re.compile(r"[/\\]|://|\.(?:csv|tsv|parquet|json|jsonl|ndjson|txt|gz|zst|xlsx|"
+                        r"arrow|db|sqlite|duckdb)$", re.I)
+
+
+def _listed(name: str, names: frozenset[str]) -> bool:
+    low = name.lower()
+    last = low.rsplit(".", 1)[-1]
+    return low in names or last in names or any(
+        low.startswith(p) for p in names if p.endswith((".", "$")))
+
+
+def _outside(name: str, dialect: str | None) -> bool:
+    return _listed(name, _OUTSIDE_ALL) or _listed(
+        name, OUTSIDE_IN_DIALECT.get(dialect or "", frozenset()))
+
+
+def _side_effect(name: str, dialect: str | None) -> bool:
+    return _listed(name, _SIDE_EFFECTS_ALL)
+
+
+def _called(node: Any) -> str | None:
+    """The name a function call in the tree calls (with its package: ``utl_http.request``),
+    ``seq.nextval`` (a sequence's next value in Oracle and Snowflake), or None."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Column) and node.table and node.name.lower() in (
+            "nextval", "currval"):
+        return f"{node.table}.{node.name}"
+    if isinstance(node, exp.Anonymous):
+        name = str(node.name)
+    elif isinstance(node, exp.Func):
+        name = node.sql_name()
+    else:
+        return None
+    parent = node.parent
+    if isinstance(parent, exp.Dot) and parent.expression is node:
+        return f"{parent.this.sql()}.{name}"
+    return name
+
+
+def _tokens(sql: str, dialect: str | None) -> list[tuple[str, str]]:
+    """(token type, text) of the SQL; a tokenizer failure falls back to words and marks
+    with the strings, quoted names and comments taken out."""
+    from sqlglot.dialects.dialect import Dialect
+
+    try:
+        return [(t.token_type.name, t.text) for t in
+                Dialect.get_or_raise(dialect or None).tokenize(sql)]
+    except Exception:
+        bare = re.sub(r"'(?:[^']|'')*'?|\"(?:[^\"]|\"\")*\"?|--[^\n]*|/\*.*?(?:\*/|$)", " ",
+                      sql, flags=re.S)
+        return [("VAR" if re.match(r"[A-Za-z_]", w) else "MARK", w)
+                for w in re.findall(r"[A-Za-z_][\w$]*|[;(]", bare)]
+
+
+def _unparsed_call(sql: str, dialect: str | None, listed: Any
+                   ) -> tuple[str, tuple[int, int]] | None:
+    tokens = _tokens(sql, dialect)
+    for (kind, text), (_, after) in zip(tokens, [*tokens[1:], ("", "")], strict=True):
+        if after == "(" and kind not in ("STRING", "NUMBER") and listed(text, dialect):
+            return text, _spot(sql, text)
+    return None
+
+
+def _unparsed_write(sql: str, dialect: str | None) -> SqlProblem | None:
+    tokens = _tokens(sql, dialect)
+    start = True
+    for kind, text in tokens:
+        word = text.upper() if kind not in ("STRING", "IDENTIFIER", "NUMBER") else ""
+        if text == ";":
+            start = True
+            continue
+        if (start and word in WRITE_WORDS) or word in WRITES_ANYWHERE:
+            what = (f"{_statement_name(word)} changes the database" if start or word != "INTO"
+                    else "it holds INTO (SELECT … INTO and INTO OUTFILE write)")
+            return SqlProblem(f"not a read-only query: {what}; {_OPT_OUT}", *_spot(sql, text))
+        start = start and not word and kind in ("MARK", "L_PAREN")
+    found = _unparsed_call(sql, dialect, _side_effect)
+    if found is not None:
+        return SqlProblem(f"not a read-only query: {found[0]}() has side effects; {_OPT_OUT}",
+                          *found[1])
+    return None
+
+
+def _spot(sql: str, text: str) -> tuple[int, int]:
+    found = re.search(r"(?<![\w$])" + re.escape(text) + r"(?![\w$])", sql, re.I)
+    return position(sql, found.start()) if found else (1, 1)
 
 
 # First words of statements that change a database, its schema or its permissions.
@@ -220,6 +415,11 @@ WRITE_WORDS = frozenset(
     "COPY LOAD VACUUM ANALYZE REINDEX CLUSTER COMMENT CALL EXEC EXECUTE DO SET RESET ATTACH "
     "DETACH INSTALL USE BEGIN COMMIT ROLLBACK SAVEPOINT LOCK UNLOCK PRAGMA OPTIMIZE REFRESH "
     "UNLOAD EXPORT IMPORT PUT REMOVE".split())
+# Words that write wherever they stand (in SQL that does not parse): a statement inside
+# parentheses or after a CTE, ``INTO`` (``SELECT … INTO``, ``INTO OUTFILE``).
+WRITES_ANYWHERE = frozenset(
+    "INSERT UPDATE DELETE MERGE UPSERT CREATE DROP ALTER TRUNCATE GRANT REVOKE COPY ATTACH "
+    "DETACH INSTALL CALL EXEC EXECUTE INTO PRAGMA VACUUM OUTFILE DUMPFILE".split())
 _OPT_OUT = ("a pair holds one SELECT (`allow-writes: true` in the pair, or the `allow_writes` "
             "setting, accepts it)")
 

@@ -5,7 +5,9 @@ neither grouped nor aggregated, ``SUM`` of a text column, a column two joined ta
 have, a comparison of an integer with a text. Each model becomes an empty DuckDB table with
 the manifest's column types (views become views where their statement binds), the pair's
 SQL is transpiled from its dialect to DuckDB with sqlglot and bound with ``EXPLAIN``: it is
-planned, never run, and there is no data to run it on.
+planned, never run, and there is no data to run it on. The DuckDB is sealed (:data:`SEALED`:
+no file, no network, no extension, configuration locked) and SQL that would read a file or
+reach the network never reaches it, so no error it prints can quote a file.
 
 What DuckDB rejects but the pair's own database accepts is not an error: SQLite and MySQL
 compare and add text and numbers freely, SQLite allows a bare column beside an aggregate,
@@ -18,11 +20,12 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 from wrenmem.schema.manifest import Manifest
-from wrenmem.sqlcheck import position
+from wrenmem.sqlcheck import outside_problem, position
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,19 @@ _NO_FUNCTION = re.compile(r"Function with name \S+ does not exist|does not suppo
 # the text at run time, so binding alone would not say so).
 STRICT_COMPARISONS = frozenset({"postgres", "redshift", "bigquery", "trino", "presto",
                                 "athena", "materialize", "risingwave"})
+
+
+# The engine only plans queries over empty tables, so it is sealed: no file, no network, no
+# extension, and no way for the SQL to undo that (the configuration is locked). One thread
+# and a small memory limit: DuckDB's default (a thread per core) reserves more than a small
+# process may, and nothing spills to a temporary folder.
+SEALED: dict[str, str | int | bool] = {"threads": 1, "memory_limit": "256MB", "enable_external_access": False,
+          "autoload_known_extensions": False, "autoinstall_known_extensions": False,
+          "allow_community_extensions": False, "temp_directory": "",
+          "lock_configuration": True}
+# Planning one query takes milliseconds; one that takes longer is interrupted, so nothing a
+# pair says can hold up validate, pre-commit or CI.
+PLAN_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -71,10 +87,7 @@ class Engine:
                                     ) from e
         self._duckdb = duckdb
         try:
-            # One thread and a small memory limit: it only plans queries over empty tables,
-            # and DuckDB's default (a thread per core) reserves more than a small process may
-            self.con = duckdb.connect(":memory:", config={"threads": 1,
-                                                          "memory_limit": "256MB"})
+            self.con = duckdb.connect(":memory:", config=dict(SEALED))
         except duckdb.Error as e:
             raise EngineUnavailable(f"DuckDB could not start ({_first_line(str(e))})") from e
         self.untyped: set[str] = set()  # lower-case table names with a column of no known type
@@ -141,7 +154,7 @@ class Engine:
 
     def _create_view(self, name: str, statement: str, dialect: str | None) -> bool:
         text, _note = transpile(statement, dialect)
-        if text is None:
+        if text is None or _reaches_out(text):
             return False
         try:
             self.con.execute(f"CREATE OR REPLACE VIEW {_quote(name)} AS {text}")
@@ -154,10 +167,20 @@ class Engine:
         text, note = transpile(sql, dialect, tree, self.names)
         if text is None:
             return [EngineProblem(f"not checked by the engine: {note}", note=True)]
+        if _reaches_out(text, tree, dialect):  # refused before DuckDB sees it (validate says why)
+            return [EngineProblem("not checked by the engine: the SQL reads a file or reaches "
+                                  "the network", note=True)]
+        timer = threading.Timer(PLAN_SECONDS, self.con.interrupt)
+        timer.start()
         try:
             self.con.execute("EXPLAIN\n" + text)
         except self._duckdb.Error as e:
+            if "INTERRUPT" in str(e).upper():
+                return [EngineProblem(f"not checked by the engine: planning took over "
+                                      f"{PLAN_SECONDS:g} s", note=True)]
             return [self._problem(e, sql, text, dialect or "", tree)]
+        finally:
+            timer.cancel()
         if tree is not None:
             return self._type_clashes(sql, dialect or "", tree)
         return []
@@ -262,6 +285,15 @@ class Engine:
 
     def close(self) -> None:
         self.con.close()
+
+
+def _reaches_out(text: str, tree: Any = None, dialect: str | None = None) -> bool:
+    """Whether the SQL names a function or table that reads a file or the network: read
+    from ``tree`` (the statement ``text`` was transpiled from, in ``dialect``) when there is
+    one, else from the DuckDB ``text``'s tokens (DuckDB's own seal catches the rest)."""
+    if tree is not None:
+        return outside_problem(tree, "", dialect) is not None
+    return outside_problem(None, text, "duckdb") is not None
 
 
 def _kind(data_type: Any) -> str:

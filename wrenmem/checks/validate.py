@@ -35,7 +35,7 @@ from wrenmem.pairs.pairfile import (
 )
 from wrenmem.schema.manifest import Manifest, load_manifest
 from wrenmem.settings import Settings
-from wrenmem.sqlcheck import parse_checked, unknown_dialect, write_problem
+from wrenmem.sqlcheck import outside_problem, parse_checked, unknown_dialect, write_problem
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,10 @@ class Validator:
         and MCP ``store_query`` check before writing, and ``validate`` after."""
         tree, sql_problems = parse_checked(sql, dialect)
         found: list[tuple[str, Any]] = [("sql", p) for p in sql_problems]
-        writes = write_problem(tree, sql)
+        outside = outside_problem(tree, sql, dialect)  # no opt-out: a pair reads no file
+        if outside is not None:
+            return [*found, ("write", outside)]
+        writes = write_problem(tree, sql, dialect)
         if writes is not None and not (self.settings.allow_writes or allow_writes):
             return [*found, ("write", writes)]
         if found or not self.check_schema:
