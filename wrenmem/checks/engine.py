@@ -53,10 +53,10 @@ STRICT_COMPARISONS = frozenset({"postgres", "redshift", "bigquery", "trino", "pr
 # extension, and no way for the SQL to undo that (the configuration is locked). One thread
 # and a small memory limit: DuckDB's default (a thread per core) reserves more than a small
 # process may, and nothing spills to a temporary folder.
-SEALED: dict[str, str | int | bool] = {"threads": 1, "memory_limit": "256MB", "enable_external_access": False,
-          "autoload_known_extensions": False, "autoinstall_known_extensions": False,
-          "allow_community_extensions": False, "temp_directory": "",
-          "lock_configuration": True}
+SEALED: dict[str, str | int | bool] = {
+    "threads": 1, "memory_limit": "256MB", "enable_external_access": False,
+    "autoload_known_extensions": False, "autoinstall_known_extensions": False,
+    "allow_community_extensions": False, "temp_directory": "", "lock_configuration": True}
 # Planning one query takes milliseconds; one that takes longer is interrupted, so nothing a
 # pair says can hold up validate, pre-commit or CI.
 PLAN_SECONDS = 10.0
