@@ -273,3 +273,28 @@ def test_validate_of_a_real_process_reaches_no_network(example_project: Path,
     done = run_wrenmem(["validate"], example_project, env={"HOME": str(home)}, timeout=120)
     assert done.returncode == 1 and "not allowed" in done.stdout
     assert list(home.iterdir()) == []
+
+
+def test_a_plan_running_past_its_deadline_is_interrupted() -> None:
+    """The engine's one watchdog thread interrupts DuckDB at the deadline, plan after plan
+    (a long count stands in for a plan that would not end)."""
+    import time
+
+    import duckdb
+
+    from wrenmem.checks.engine import _Watchdog
+
+    con = duckdb.connect(":memory:")
+    watchdog = _Watchdog(con.interrupt, 0.3)
+    try:
+        for _ in range(2):
+            start = time.monotonic()
+            with pytest.raises(duckdb.Error, match="(?i)interrupt"):
+                with watchdog:
+                    con.execute("SELECT count(*) FROM range(100000000000) a")
+            assert time.monotonic() - start < 30
+            with watchdog:  # a quick statement after it runs as usual
+                assert con.execute("SELECT 42").fetchone() == (42,)
+    finally:
+        watchdog.close()
+        con.close()
