@@ -129,13 +129,11 @@ def test_a_failed_reader_leaves_its_files_to_this_process(
     alone = scan(settings, refresh=True)
     monkeypatch.setattr(catalog, "SPLIT_READ_MIN", 4)
     monkeypatch.setattr(catalog, "_can_split", lambda: True)
-    from wrenmem.pairs import listing
-
-    class Broken(listing._Child):
+    class Broken(catalog._Child):
         def __init__(self, work: object) -> None:
             super().__init__(lambda: os._exit(3))
 
-    monkeypatch.setattr(listing, "_Child", Broken)
+    monkeypatch.setattr(catalog, "_Child", Broken)
     again = scan(settings, refresh=True)
     assert again.pairs == alone.pairs and _errors(again) == _errors(alone)
     assert again.file_hashes == alone.file_hashes

@@ -63,7 +63,7 @@ def test_engine_none_turns_the_check_off(example_project: Path, cli) -> None:
 def test_without_duckdb_validate_says_it_skipped_the_engine(example_project: Path) -> None:
     write_pair(example_project, "email-sum.md", *BROKEN["email-sum.md"])
     code = ("import sys; sys.modules['duckdb'] = None\n"
-            "from wrenmem.__main__ import main\nmain(['validate'])")
+            "from wrenmem.cli import main\nmain(['validate'])")
     done = subprocess.run([sys.executable, "-c", code], cwd=example_project,
                           capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",

@@ -5,8 +5,6 @@ no-op check built on it (the mirror's recorded walk) answers as the full compari
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +14,7 @@ import pytest
 from tests.conftest import SHORT_RACY_SECONDS as RACY
 from tests.conftest import short_racy_window, write_pair
 from tests.fakes import RecordingEmbedder
-from tests.index_helpers import catalog_stats, install_fake, settings_for, table_rows
+from tests.index_helpers import catalog_stats, install_fake, settings_for
 from wrenmem import statedir
 from wrenmem.fsutil import write_marshal
 from wrenmem.index import state
@@ -322,190 +320,9 @@ def test_a_few_new_vectors_wait_in_memory_then_are_written(tmp_path: Path) -> No
     assert EmbedCache(path, "m").has_all(["a", "b", "t0"])
 
 
-# ------------------------------------------------------------------ the early walk ----
-
-FRESH_ENV = "WRENMEM_TEST_FRESH_PROCESS"
-
-
-def _ran_in_a_fresh_process(request: pytest.FixtureRequest) -> bool:
-    """The early walk forks only a process with no other thread; once this test process
-    has imported LanceDB (its event loop's thread), the test runs again, alone, in a new
-    pytest process. True when it did so and passed there."""
-    if listing.can_fork_early():
-        return False
-    assert not os.environ.get(FRESH_ENV), "even a new process cannot fork"
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          request.node.nodeid], cwd=Path(__file__).parent.parent,
-                         env={**os.environ, FRESH_ENV: "1"}, capture_output=True, text=True,
-                         timeout=600)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    return True
-
-
-def _same(a: listing.Listing, b: listing.Listing) -> None:
-    assert (a.base, a.dirs, a.names, a.keys, a.id, a.complete) == (
-        b.base, b.dirs, b.names, b.keys, b.id, b.complete)
-
-
-def _early(settings: Settings) -> listing.Listing:
-    """The walk a forked child made (it must have been forked and have answered)."""
-    assert listing.start_early(settings)
-    early = listing._EARLY
-    assert early is not None and early.child is not None
-    got = listing._take_early(settings)
-    assert got is not None, "the child did not answer"
-    return got
-
-
-@pytest.mark.parametrize("split", [False, True])
-def test_the_early_walk_finds_what_a_walk_here_finds(
-        project: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
-        split: bool) -> None:
-    """The child forked at a process's start walks with the same code: after every kind of
-    change its listing is the listing of a walk in this process (paths, order, keys, the
-    dangling link's incompleteness), from a fresh record and from a trusted one; also
-    when it shares the stats with a process of its own (``split``: from the first file)."""
-    if _ran_in_a_fresh_process(request):
-        return
-    monkeypatch.setattr(listing, "SPLIT_MIN", 1 if split else 10**9)
-    knowledge = _tree(project)
-    settings = load_settings(project)
-    _same(_early(settings), listing._walk_here(settings))
-    time.sleep(RACY + 0.1)
-    for change in ("trusted record", "same-size edit", "added", "removed", "renamed"):
-        if change == "same-size edit":
-            edited = knowledge / "g1" / "one.md"
-            edited.write_text(edited.read_text(encoding="utf-8").replace("one", "ONE"),
-                              encoding="utf-8")
-        elif change == "added":
-            (knowledge / "g1" / "new.md").write_text("---\nnl: new\n---\n", encoding="utf-8")
-        elif change == "removed":
-            (knowledge / "g1" / "two.md").unlink()
-        elif change == "renamed":
-            (knowledge / "g1" / "new.md").rename(knowledge / "g2" / "renamed.md")
-        early = _early(settings)
-        assert early.stats == catalog_stats(settings), change
-        _same(early, listing._walk_here(settings))
-        assert not early.complete  # the dangling link, as a walk here says
-        time.sleep(0.05)
-
-
-def test_the_early_walk_is_taken_once_and_only_for_its_project(
-        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        request: pytest.FixtureRequest) -> None:
-    if _ran_in_a_fresh_process(request):
-        return
-    write_pair(project, "a/q.md", "How many orders?", "SELECT 1")
-    settings = load_settings(project)
-    other = tmp_path / "other"
-    (other / "knowledge" / "sql").mkdir(parents=True)
-    write_pair(other, "b/r.md", "How many returns?", "SELECT 2")
-    assert listing.start_early(settings)
-    assert not listing.start_early(settings)  # one at a time
-    assert list(listing.walk(load_settings(other)).stats) == ["knowledge/sql/b/r.md"]
-    assert listing._EARLY is not None  # another project's walk did not take it
-    first = listing.walk(settings)
-    assert listing._EARLY is None
-    here: list[Settings] = []
-    real = listing._walk_here
-    monkeypatch.setattr(listing, "_walk_here", lambda s: here.append(s) or real(s))
-    _same(listing.walk(settings), first)
-    assert here == [settings]  # the second walk is this process's own
-    listing.hand_back(settings, first)
-    assert listing.walk(settings) is first and here == [settings]
-    assert listing.start_early(settings)
-    listing.drop_early()  # ended and reaped
-    assert listing._EARLY is None and listing.walk(settings).stats == first.stats
-
-
-def test_without_the_early_walk_the_walk_is_made_here(
-        project: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
-) -> None:
-    """Where the child cannot help (turned off, a thread running) or fails, ``walk``
-    walks in this process: the same listing, nothing lost."""
-    if _ran_in_a_fresh_process(request):
-        return
-    _tree(project)
-    settings = load_settings(project)
-    expected = listing._walk_here(settings)
-    monkeypatch.setenv(listing.EARLY_ENV, "0")
-    assert not listing.start_early(settings)
-    _same(listing.walk(settings), expected)
-    monkeypatch.delenv(listing.EARLY_ENV)
-    import threading
-
-    stop = threading.Event()
-    thread = threading.Thread(target=stop.wait)
-    thread.start()
-    try:
-        assert not listing.start_early(settings)  # forking beside a thread is unsafe
-    finally:
-        stop.set()
-        thread.join()
-    parent = os.getpid()
-    real = listing._walk_here
-
-    def failing(s: Settings, split: bool = False) -> listing.Listing:
-        if os.getpid() != parent:
-            raise OSError("the child fails")
-        return real(s, split)
-
-    monkeypatch.setattr(listing, "_walk_here", failing)
-    assert listing.start_early(settings)
-    assert listing._take_early(settings) is None  # the child failed: no listing from it
-    assert listing.start_early(settings)
-    _same(listing.walk(settings), expected)  # and walk() walks here instead
-    monkeypatch.setattr(listing, "_walk_here", real)
-    stat_jobs = listing._stat_jobs
-
-    def failing_half(jobs: list[tuple[str, tuple[str, ...]]]) -> tuple[bytes, bool]:
-        if os.getpid() != parent:
-            raise OSError("the second process fails")
-        return stat_jobs(jobs)
-
-    monkeypatch.setattr(listing, "_stat_jobs", failing_half)
-    monkeypatch.setattr(listing, "SPLIT_MIN", 1)
-    keys, complete = listing._stat_split([(str(project / "knowledge" / "sql" / d[:-1]), n)
-                                          for d, n in zip(expected.dirs, expected.names,
-                                                          strict=True)])
-    assert (keys, complete) == (expected.keys, expected.complete)  # its half taken here
-
-
-def test_a_listing_taken_before_an_edit_hides_it_from_no_later_sync(
-        project: Path, fake: RecordingEmbedder) -> None:
-    """An early walk's listing says the stats as they were when it began: a sync that uses
-    it (here handed back, as the early walk's listing is) may miss an edit made after it,
-    but records nothing that hides the edit from the next sync; an edit made before it is
-    synced, and its record is never trusted on a clock later than the listing's."""
-    settings = _synced(project, 9)
-    time.sleep(RACY + 0.1)
-    assert sync_pairs(settings).noop
-    knowledge = project / "knowledge" / "sql"
-    before_walk = knowledge / "g0" / "q3.md"
-    before_walk.write_text(before_walk.read_text(encoding="utf-8").replace("region 3", "REGION"),
-                           encoding="utf-8")
-    early = listing.walk(settings)  # as the child takes it: here, before the next edit
-    after_walk = knowledge / "g1" / "q4.md"
-    after_walk.write_text(after_walk.read_text(encoding="utf-8").replace("region 4", "region X"),
-                          encoding="utf-8")  # the same size, in place
-    listing.hand_back(settings, early)
-    first = sync_pairs(settings)
-    assert first.changed == ("knowledge/sql/g0/q3.md",)  # only what the listing saw
-    mirror = state.load_state(settings)
-    assert mirror is not None and mirror.stats_at <= early.taken_at
-    second = sync_pairs(settings)
-    assert "knowledge/sql/g1/q4.md" in second.changed
-    time.sleep(RACY + 0.1)
-    sync_pairs(settings)
-    assert sync_pairs(settings).noop
-    rows = {r["path"]: r["question"] for r in table_rows(settings)}
-    assert "region X" in rows["knowledge/sql/g1/q4.md"] and "REGION" in rows[
-        "knowledge/sql/g0/q3.md"]
-
-
 def test_the_noop_report_is_the_sync_s_report(project: Path, fake: RecordingEmbedder) -> None:
     """:func:`wrenmem.index.noop.noop_report` (no lock, no LanceDB) says what a sync says
-    when nothing changed, and None once anything did; a walk it kept is the next one."""
+    when nothing changed, and None once anything did."""
     from wrenmem.index.noop import noop_report
 
     settings = _synced(project, 9)
@@ -520,8 +337,6 @@ def test_the_noop_report_is_the_sync_s_report(project: Path, fake: RecordingEmbe
     assert quick.unchanged == full.unchanged
     assert noop_report(settings, "another@model") is None  # another index: the sync decides
     write_pair(project, "g0/new.md", "How many returns?", "SELECT 10")
-    assert noop_report(settings, fake.model_id, keep_walk=True) is None
-    kept = listing._EARLY
-    assert kept is not None and kept.ready is not None  # the walk, handed to the sync
+    assert noop_report(settings, fake.model_id) is None
     report = sync_pairs(settings)
-    assert report.added == ("knowledge/sql/g0/new.md",) and listing._EARLY is None
+    assert report.added == ("knowledge/sql/g0/new.md",)

@@ -385,18 +385,14 @@ def test_a_table_too_big_to_save_is_read_whole_only_by_a_backend_that_searches_a
     ["recall", "-q", "average price", "-k", "4", "-d", "shop", "--min-score", "0.2"],
     ["recall", "-q", "highest rating", "-b", "vector", "--tag", "kpi", "-o", "json"],
 ])
-def test_a_one_shot_cli_recall_needs_neither_lancedb_nor_click(project_copy: Path,
-                                                               args: list[str]) -> None:
+def test_a_one_shot_cli_recall_needs_no_lancedb(project_copy: Path, args: list[str]) -> None:
     recall_many(load_settings(project_copy), ["warm-up"], 1, Filters())  # writes the copy
     env = {"WRENMEM_NO_DAEMON": "1"}
     fast = run_wrenmem(args, project_copy, env={**env, "PYTHONPROFILEIMPORTTIME": "1"})
     assert fast.returncode == 0, fast.stderr
     imported = imported_modules(fast.stderr)
     assert "wrenmem.index.recallcopy" in imported
-    assert not {"lancedb", "pyarrow", "click", "wrenmem.cli"} & imported
-    slow = run_wrenmem(args, project_copy, env={**env, "WRENMEM_NO_FAST_PATH": "1"})
-    assert slow.returncode == 0, slow.stderr
-    assert fast.stdout == slow.stdout
+    assert not {"lancedb", "pyarrow"} & imported
 
 
 def test_a_held_copy_follows_writes_by_reading_only_the_new_rows(

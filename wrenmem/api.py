@@ -167,8 +167,7 @@ class Memory:
         if dialect is None and self.settings.origins.get("dialect") == "flag":
             dialect = self.settings.dialect  # given for this call, like the argument
         # The SQL is checked first as it will be unless a file already asks the question
-        # with another dialect or allows writes: the lookup's walk (forked at the start,
-        # wrenmem.__main__._walk_early_for_store) goes on meanwhile on the other core.
+        # with another dialect or allows writes.
         validator = self._validator(manifest, check_schema)
         guess = (dialect or default_dialect(self.settings, manifest.dialect if manifest
                                             else None), allow_writes)

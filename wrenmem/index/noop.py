@@ -1,30 +1,23 @@
 """The no-op check of a sync, on its own: whether the pair files are exactly as the state
 mirror records them, found by one stat walk with no lock, no LanceDB, no model and none of
 the sync's imports (:mod:`wrenmem.index.sync` is the full path; it makes the same check
-first). ``wrenmem sync``'s fast path in :mod:`wrenmem.__main__` answers from it, and any
-caller that must not pay for the sync's imports may ask it first."""
+first). A caller that must not pay for the sync's imports may ask it first."""
 
 from __future__ import annotations
 
 from wrenmem.errors import PairError
 from wrenmem.index.report import SyncReport
 from wrenmem.index.state import IndexState, record_walk, stat_delta
-from wrenmem.pairs import listing
 from wrenmem.settings import Settings
 
 
-def noop_report(settings: Settings, model_id: str, *, keep_walk: bool = False
-                ) -> SyncReport | None:
+def noop_report(settings: Settings, model_id: str) -> SyncReport | None:
     """The report of a sync that finds nothing to do (the very report
     :func:`wrenmem.index.sync.sync_pairs` returns then), when every pair file's stat and
     every seed is as the mirror of the ``model_id`` index records; None when a file may
     have changed or the mirror cannot vouch (missing, another target, being rewritten):
-    the full sync then decides. ``keep_walk``: hand the walk to the next
-    :func:`wrenmem.pairs.listing.walk` of this process (the caller may sync next, and
-    writes no pair file before)."""
+    the full sync then decides."""
     delta = stat_delta(settings, model_id)
-    if keep_walk and delta is not None and delta.walk is not None:
-        listing.hand_back(settings, delta.walk)
     if delta is None or not delta.empty or delta.partial:
         return None
     if not delta.quick and delta.walk is not None:  # the next no-op compares bytes

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import marshal
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,8 +179,6 @@ def _entries(settings: Settings, listed: list[tuple[Path, str]], cache: dict[str
     cut = todo[len(todo) // 2] if len(todo) >= SPLIT_READ_MIN and _can_split() else None
     helper = None
     if cut is not None:
-        from wrenmem.pairs.listing import _Child
-
         def work() -> tuple[list[Any], list[tuple[str, str, int | None]]]:
             found: list[PairError] = []
             got = [_entry(settings, p, rel, cache.get(rel), now, found)
@@ -203,6 +202,64 @@ def _entries(settings: Settings, listed: list[tuple[Path, str]], cache: dict[str
     entries, found = got
     errors += [PairError(path, reason, line) for path, reason, line in found]
     return mine + [(e, r) for e, r in entries]
+
+
+class _Child:
+    """A forked process that runs ``work`` and sends back what it returns (marshal), then
+    leaves without any of this process's cleanup."""
+
+    def __init__(self, work: Callable[[], Any]):
+        read, write = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read)
+            os.close(write)
+            raise
+        if pid == 0:
+            code = 1
+            try:
+                os.close(read)
+                view = memoryview(marshal.dumps(work()))
+                while view:
+                    view = view[os.write(write, view):]
+                code = 0
+            except BaseException:  # noqa: BLE001 - whatever it is, the parent does the work
+                pass
+            finally:
+                os._exit(code)
+        os.close(write)
+        self.pid, self.fd = pid, read
+
+    def result(self) -> Any:
+        """What the work returned (waits for it); None when the child failed."""
+        chunks = []
+        try:
+            while True:
+                chunk = os.read(self.fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        except OSError:
+            chunks = []
+        status = self.drop()
+        if status != 0 or not chunks:
+            return None
+        try:
+            return marshal.loads(b"".join(chunks))
+        except (ValueError, TypeError, EOFError):
+            return None
+
+    def drop(self) -> int:
+        """Stop listening (a child still writing gets EPIPE and leaves) and reap it: its
+        exit status, -1 if unknown."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        try:
+            return os.waitpid(self.pid, 0)[1]
+        except ChildProcessError:
+            return -1
 
 
 def _can_split() -> bool:

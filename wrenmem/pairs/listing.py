@@ -21,16 +21,11 @@ The result, :class:`Listing`, is compact: the folders, the names in each, and on
 the files' keys in walk order, with an ``id`` that names the list of paths (the same id
 means the same paths in the same order). Two walks of unchanged files compare as two byte
 strings.
-
-A one-shot process may start the walk in a forked child at its start
-(:func:`start_early`), so the stats are taken on the other core while it imports and loads;
-its first :func:`walk` then takes the child's listing, made by the same code.
 """
 
 from __future__ import annotations
 
 import hashlib
-import marshal
 import os
 import time
 from array import array
@@ -41,7 +36,6 @@ from functools import cached_property, partial
 from itertools import chain
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
 
 from wrenmem import statedir
 from wrenmem.errors import WrenmemError
@@ -207,15 +201,7 @@ def _list_folder(path: str, since: float) -> tuple[_Folder | None, bool]:
 def walk(settings: Settings) -> Listing:
     """Every pair file below the knowledge folder and its stat key (see the module
     docstring). Never raises for the files: a folder that cannot be listed or a name
-    that cannot be stat'ed is left out, and the listing says it is not ``complete``.
-    The walk :func:`start_early` began for these settings, when there is one."""
-    early = _take_early(settings)
-    return early if early is not None else _walk_here(settings)
-
-
-def _walk_here(settings: Settings, split: bool = False) -> Listing:
-    """The walk in this process. ``split``: the files' stats are taken by this process and
-    a forked one, half each (the early walk's child: see :func:`start_early`)."""
+    that cannot be stat'ed is left out, and the listing says it is not ``complete``."""
     taken_at = time.time()
     folder = str(settings.knowledge_path)
     prefix = str(settings.root) + os.sep
@@ -259,7 +245,7 @@ def _walk_here(settings: Settings, split: bool = False) -> Listing:
         names.append(current.names)
         jobs.append((path, current.names))
         stack.extend(rel + d + "/" for d in reversed(current.subdirs))
-    keys, clean = _stat_split(jobs) if split else _stat_jobs(jobs)
+    keys, clean = _stat_jobs(jobs)
     if changed or prior_id is None or folders.keys() != prior.keys():
         identity = _identity(base, dirs, names)
         _save_folders(settings, base, folders, identity)
@@ -298,36 +284,6 @@ def _stat_jobs(jobs: list[tuple[str, tuple[str, ...]]]) -> tuple[bytes, bool]:
         finally:
             os.close(fd)
     return keys.tobytes(), complete
-
-
-SPLIT_MIN = 20_000  # files from which the early walk's child shares the stats with another
-
-
-def _stat_split(jobs: list[tuple[str, tuple[str, ...]]]) -> tuple[bytes, bool]:
-    """:func:`_stat_jobs`, the later half of the files stat'ed by a forked process at the
-    same time (the machine's other core); that half here if it fails."""
-    total = sum(len(n) for _p, n in jobs)
-    if total < SPLIT_MIN or _split_off():
-        return _stat_jobs(jobs)
-    at, count = 0, 0
-    while at < len(jobs) and count < total // 2:
-        count += len(jobs[at][1])
-        at += 1
-    try:
-        later: _Child | None = _Child(lambda: _stat_jobs(jobs[at:]))
-    except OSError:
-        later = None
-    keys, complete = _stat_jobs(jobs[:at])
-    got = later.result() if later is not None else None
-    size = 24 * (total - count)
-    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], bytes)
-            and len(got[0]) == size and isinstance(got[1], bool)):
-        got = _stat_jobs(jobs[at:])
-    return keys + got[0], complete and got[1]
-
-
-def _split_off() -> bool:
-    return os.environ.get(SPLIT_ENV, "1").strip() == "0"
 
 
 _KEY = attrgetter("st_mtime_ns", "st_size", "st_ino")
@@ -382,168 +338,3 @@ def _plain_walk(settings: Settings, taken_at: float) -> Listing:
     names = [tuple(found)]
     return Listing("", ("",), tuple(names), keys.tobytes(), _identity("", [""], names),
                    taken_at, complete)
-
-
-# ------------------------------------------------------------------ the early walk ----
-#
-# At 100,000 files the walk is about 0.3 s of stat calls, and a one-shot process (a no-op
-# `sync`, a `recall`) spends as long again importing its modules and loading what it
-# answers from before it needs the walk. So such a process may fork a child at its start
-# that walks the files (the same code, :func:`_walk_here`) on the other core and sends the
-# listing back; the first :func:`walk` of these settings takes it. A listing taken earlier
-# than asked is still exact for what it says (the stats as of its ``taken_at``, before any
-# file is read): consumers compare against records older than it, and read files after it.
-
-EARLY_ENV = "WRENMEM_EARLY_WALK"  # "0": never fork the early walk (walk in-process)
-SPLIT_ENV = "WRENMEM_WALK_SPLIT"  # "0": the early walk's child takes every stat itself
-
-
-class _Child:
-    """A forked process that runs ``work`` and sends back what it returns (marshal), then
-    leaves without any of this process's cleanup."""
-
-    def __init__(self, work: Callable[[], Any]):
-        read, write = os.pipe()
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(read)
-            os.close(write)
-            raise
-        if pid == 0:
-            code = 1
-            try:
-                os.close(read)
-                view = memoryview(marshal.dumps(work()))
-                while view:
-                    view = view[os.write(write, view):]
-                code = 0
-            except BaseException:  # noqa: BLE001 - whatever it is, the parent does the work
-                pass
-            finally:
-                os._exit(code)
-        os.close(write)
-        self.pid, self.fd = pid, read
-
-    def result(self) -> Any:
-        """What the work returned (waits for it); None when the child failed."""
-        chunks = []
-        try:
-            while True:
-                chunk = os.read(self.fd, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        except OSError:
-            chunks = []
-        status = self.drop()
-        if status != 0 or not chunks:
-            return None
-        try:
-            return marshal.loads(b"".join(chunks))
-        except (ValueError, TypeError, EOFError):
-            return None
-
-    def drop(self) -> int:
-        """Stop listening (a child still writing gets EPIPE and leaves) and reap it: its
-        exit status, -1 if unknown."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        try:
-            return os.waitpid(self.pid, 0)[1]
-        except ChildProcessError:
-            return -1
-
-
-@dataclass
-class _Early:
-    key: tuple[str, str, str]
-    child: _Child | None  # None when ``ready`` was handed back instead
-    ready: Listing | None = None
-
-
-_EARLY: _Early | None = None
-
-
-def _settings_key(settings: Settings) -> tuple[str, str, str]:
-    return (str(settings.root), str(settings.knowledge_path), str(settings.state_dir))
-
-
-def can_fork_early() -> bool:
-    """The platform forks, this is the only thread, and ``WRENMEM_EARLY_WALK`` is not 0."""
-    import threading
-
-    return (hasattr(os, "fork") and os.name == "posix"
-            and threading.active_count() == 1
-            and os.environ.get(EARLY_ENV, "1").strip() != "0")
-
-
-def cores_busy() -> bool:
-    """Whether the machine's cores are taken (the 1-minute load average reaches their
-    count): a forked walk would then only queue for a core, at the cost of the fork and
-    the pipe (as ``wrenmem.embedders.default_threads`` decides for BLAS threads)."""
-    try:
-        return os.getloadavg()[0] >= (os.cpu_count() or 1)
-    except (OSError, AttributeError):
-        return False
-
-
-def start_early(settings: Settings, *, split: bool = True) -> bool:
-    """Fork a child that walks the pair files now, while this process goes on; the next
-    :func:`walk` of the same settings takes its listing (or, if the child failed, walks
-    here). True when a child was started. Call it only at a process's start, before any
-    thread, and only where this process writes no pair file before it walks. ``split``:
-    the child shares the stats of many files with a process of its own (the other core)."""
-    global _EARLY
-    if _EARLY is not None or not can_fork_early():
-        return False
-
-    def work() -> tuple[Any, ...]:
-        found = _walk_here(settings, split=split)
-        return (found.base, found.dirs, found.names, found.keys, found.id, found.taken_at,
-                found.complete)
-
-    try:
-        child = _Child(work)
-    except OSError:
-        return False
-    _EARLY = _Early(_settings_key(settings), child)
-    return True
-
-
-def hand_back(settings: Settings, found: Listing) -> None:
-    """Keep ``found`` for the next :func:`walk` of these settings in this process (a fast
-    path that looked and found work to do hands its listing to the full path)."""
-    global _EARLY
-    drop_early()
-    _EARLY = _Early(_settings_key(settings), None, found)
-
-
-def drop_early() -> None:
-    """Forget the early walk (its child is ended and reaped)."""
-    global _EARLY
-    early, _EARLY = _EARLY, None
-    if early is not None and early.child is not None:
-        early.child.drop()
-
-
-def _take_early(settings: Settings) -> Listing | None:
-    """The early walk's listing, once, if it was started for these settings and worked."""
-    global _EARLY
-    early = _EARLY
-    if early is None or early.key != _settings_key(settings):
-        return None
-    _EARLY = None
-    if early.child is None:
-        return early.ready
-    data: Any = early.child.result()
-    try:
-        base, dirs, names, keys, identity, taken_at, complete = data
-        if (not isinstance(keys, bytes) or not isinstance(names, tuple)
-                or len(keys) != 24 * sum(len(n) for n in names)):
-            return None
-        return Listing(str(base), tuple(dirs), tuple(tuple(n) for n in names), keys,
-                       str(identity), float(taken_at), bool(complete))
-    except (ValueError, TypeError):
-        return None
