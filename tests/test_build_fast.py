@@ -1,5 +1,5 @@
-"""The first index's fast paths give what the full paths give: the front matter read without
-PyYAML, the memoised full-text terms."""
+"""The first index's paths give what the plain paths give: the front matter read through
+python-frontmatter with libyaml's loader, the memoised full-text terms."""
 
 from __future__ import annotations
 
@@ -7,79 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wrenmem.index import embedpipe
 from wrenmem.index import table as index
-from wrenmem.pairs import frontmatter, pairfile
-from wrenmem.pairs.frontmatter import simple_front_matter
+from wrenmem.pairs import front, pairfile
 from wrenmem.pairs.pairfile import Pair, parse_pair, search_fields
 from wrenmem.textsearch import document_terms
-
-# Values meant to trip a reader that is not YAML: booleans, nulls, numbers, dates, escapes,
-# comments, colons, quotes, line separators, tabs, non-BMP letters, flow lists.
-TRICKY = ["yes", "No", "ON", "off", "true", "FALSE", "null", "~", "", "y", "n", "1", "0x1F",
-          "1.5", ".inf", ".NaN", "1_000", "12:30", "2026-11-29", "2026-11-29T12:00:00Z",
-          "2026-11-29T12:00:00.5+02:00", "2026-11-29 12:00:00", "2026-13-45", "2026-02-30",
-          "postgres", "my-db", "a.b", "_x", "-x", "x:", "a: b", "a #b", "#c", '"q"', "'s'",
-          '"a\\"b"', '"tab\there"', "'it''s'", '"\u2028"', '"\x85"', '"\ufeff"', '"é 中文"',
-          '"😀 emoji"', "[a, b]", "[]", "[ a ,b ]", '["x y", \'z\']', "[yes]", "[1, 2]",
-          "[a, ]", "{a: 1}", "|", ">", "&a x", "*a", "!!str 5", "@x", "`x`", "%x", "x y",
-          '"  spaced  "', "'  '", "Yes please", "NULL", "Null", "on-call"]
-KEYS = ["nl", "sql", "tags", "datasource", "dialect", "source", "created_at", "also", "yes",
-        "null", "On", "x_y", "_k", "k1", "Nl", "2k", "a-b", "'nl'", '"nl"', " nl"]
-
-
-def _yaml(lines: list[str]) -> object:
-    return yaml.load("\n".join(lines), Loader=yaml.SafeLoader)  # noqa: S506 - a safe loader
-
-
-def _agrees(lines: list[str]) -> None:
-    fast = simple_front_matter(lines)
-    if fast is None:
-        return  # PyYAML reads it, as before
-    assert fast == _yaml(lines), lines
-    assert fast == yaml.load("\n".join(lines), Loader=yaml.CSafeLoader)  # noqa: S506
-    assert [type(v) for v in fast.values()] == [type(v) for v in _yaml(lines).values()]
-
-
-@given(st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(TRICKY),
-                          st.sampled_from([": ", ":  ", ":", " : "]),
-                          st.sampled_from(["", " ", "  # c", "\t"])), min_size=1, max_size=6))
-@settings(max_examples=1500, deadline=None)
-def test_the_front_matter_reader_gives_what_yaml_gives(rows: list[tuple[str, str, str, str]]
-                                                       ) -> None:
-    lines = [f"{k}{sep}{v}{tail}" for k, v, sep, tail in rows]
-    try:
-        _yaml(lines)
-    except (yaml.YAMLError, ValueError):  # ValueError: PyYAML's own, for an impossible date
-        assert simple_front_matter(lines) is None  # never a value where YAML has an error
-        return
-    _agrees(lines)
-
-
-@given(st.text(st.characters(codec="utf-8"), max_size=40))
-@settings(max_examples=1500, deadline=None)
-def test_any_question_text_reads_as_yaml_reads_it(text: str) -> None:
-    for line in (f"nl: {json.dumps(text, ensure_ascii=False)}", f'nl: "{text}"',
-                 f"nl: '{text}'", f"nl: {text}"):
-        try:
-            _yaml([line])
-        except (yaml.YAMLError, ValueError):
-            assert simple_front_matter([line]) is None
-            continue
-        _agrees([line])
-
-
-def test_the_usual_files_take_the_fast_path() -> None:
-    lines = ['nl: "What is the total revenue across all orders?"', "datasource: postgres",
-             "dialect: postgres", "tags: [revenue, kpi]", "source: user",
-             "created_at: 2026-11-29T12:00:00Z"]
-    assert simple_front_matter(lines) == _yaml(lines)
-    assert simple_front_matter(['nl: "A \\"quoted\\" word"']) is None  # escapes: PyYAML
 
 
 def _pair_files() -> list[Path]:
@@ -88,41 +24,34 @@ def _pair_files() -> list[Path]:
     return [f for f in files if f.read_bytes().lstrip().startswith(b"---")]
 
 
-def test_every_bundled_pair_file_parses_the_same_with_and_without_the_fast_path(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_python_frontmatter_reads_and_writes_every_bundled_pair_file() -> None:
+    """Each bundled pair file, read through python-frontmatter's handler, renders (through
+    python-frontmatter's layout) to a text that reads back as the same pair; a canonical
+    file renders to itself."""
+    import frontmatter
+
     files = _pair_files()
     assert len(files) > 20
-    fast, full = [], []
+    same = 0
     for f in files:
         text = f.read_text(encoding="utf-8")
-        fast.append(_parsed(text, str(f)))
-    monkeypatch.setattr(pairfile, "simple_front_matter", lambda lines: None)
-    for f in files:
-        full.append(_parsed(f.read_text(encoding="utf-8"), str(f)))
-    assert fast == full
-    taken = sum(simple_front_matter(_front(f.read_text(encoding="utf-8"))) is not None
-                for f in files)
-    assert taken > len(files) // 2  # the reader serves most real files
+        try:
+            pair = parse_pair(text, str(f))
+        except Exception:
+            continue  # a fixture of a broken file
+        post = frontmatter.loads(text, handler=pairfile._handler())
+        assert post.metadata.get("nl") is not None and post["nl"].strip() == pair.nl
+        style = "wren" if pair.wren_format else "fenced"
+        again = parse_pair(pairfile.render_pair(pair, style), str(f))
+        assert (again.nl, again.sql, again.tags, again.also, again.extra, again.notes) == (
+            pair.nl, pair.sql, pair.tags, pair.also, pair.extra, pair.notes), f
+        same += pairfile.render_pair(pair, style) == text.replace("\r\n", "\n")
+    assert same > 10  # the example's files are canonical
 
 
-def _front(text: str) -> list[str]:
-    lines = text.replace("\r\n", "\n").split("\n")
-    close = next(i for i in range(1, len(lines)) if lines[i].rstrip() == "---")
-    return lines[1:close]
-
-
-def _parsed(text: str, path: str) -> object:
-    try:
-        pair = parse_pair(text, path)
-        return pair, pair.extra, pair.comments
-    except Exception as e:  # the same error, line and reason either way
-        return (type(e).__name__, str(e))
-
-
-def test_a_reader_for_front_matter_only_where_it_is_simple() -> None:
-    assert frontmatter.simple_front_matter(["nl: x", "nl: y"]) is None  # a repeated key
-    assert frontmatter.simple_front_matter(["  nl: x"]) is None  # indented
-    assert frontmatter.simple_front_matter([]) is None
+def test_a_repeated_key_is_found_with_its_lines() -> None:
+    assert front.repeated_key("nl: x\ndialect: y\nnl: z") == ("nl", 1, 3)
+    assert front.repeated_key("nl: x\ndialect: y") is None
 
 
 def _old_lexical_terms(pair: Pair) -> str:

@@ -11,14 +11,13 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
 from wrenmem.encoding import not_utf8, wide_encoding
 from wrenmem.errors import PairError, UnreadableFileError, WrenmemError
 from wrenmem.fsutil import os_error_reason, read_regular_file
-from wrenmem.pairs.frontmatter import repeated_key, simple_front_matter
 from wrenmem.settings import MAX_PAIR_BYTES
 
 KNOWN_KEYS = ("nl", "also", "datasource", "dialect", "tags", "source", "created_at",
@@ -173,12 +172,11 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     if close is None:
         raise PairError(path, "front matter is not closed by a '---' line", first + 1)
     yaml_text = "\n".join(lines[first + 1 : close])
+    from wrenmem.pairs.front import repeated_key
+
     try:
-        meta = simple_front_matter(lines[first + 1 : close])
-        repeated = None
-        if meta is None:
-            meta = _load_yaml(yaml_text) if yaml_text.strip() else None
-            repeated = repeated_key(yaml_text) if isinstance(meta, dict) else None
+        meta = _handler().load(yaml_text)  # python-frontmatter's handler, libyaml's loader
+        repeated = repeated_key(yaml_text) if isinstance(meta, dict) else None
     except RecursionError as e:
         raise PairError(path, "front matter is nested too deeply", first + 1) from e
     except yaml.YAMLError as e:
@@ -372,6 +370,15 @@ def _load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_bounded_loader())  # noqa: S506 - a safe loader
 
 
+@cache
+def _handler() -> Any:
+    """python-frontmatter's YAML handler for pair files, loading with :func:`_load_yaml`
+    (imported on first use: a recall that reads no pair file needs neither PyYAML nor it)."""
+    from wrenmem.pairs.front import PairYAML
+
+    return PairYAML(_load_yaml)
+
+
 def _bounded_loader() -> type:
     """A SafeLoader that refuses aliases expanding to more than MAX_ALIAS_NODES nodes."""
     import yaml
@@ -521,15 +528,17 @@ def render_pair(pair: Pair, style: str = "fenced") -> str:
             items.append((str(key), f"{key}: " + _time_scalar(value)))
         else:
             items.append((str(key), _yaml_item(key, value)))
-    out = ["---", *_with_comments(items, pair.comments), "---"]
+    body: list[str] = []
     if style != "wren":
         fence = "```"
         while fence in pair.sql:
             fence += "`"
-        out += ["", fence + "sql", pair.sql.strip("\n").rstrip(), fence]
+        body += [fence + "sql", pair.sql.strip("\n").rstrip(), fence, ""]
     if pair.notes.strip():
-        out += ["", pair.notes.strip()]
-    return "\n".join(out) + "\n"
+        body.append(pair.notes.strip())
+    from wrenmem.pairs.front import dumps
+
+    return dumps(_handler(), _with_comments(items, pair.comments), "\n".join(body))
 
 
 def checked_file_bytes(text: str, rel: str, pair: Pair, max_bytes: int) -> bytes:
