@@ -41,7 +41,7 @@ def sqlite_document(path: Path) -> dict[str, Any]:
             for _cid, column, ctype, notnull, _default, pk in con.execute(
                     f"PRAGMA table_info({_quote(name)})"):
                 columns.append({"name": column, "type": ctype or "",
-                                "notNull": bool(notnull) or bool(pk), "isPrimaryKey": bool(pk)})
+                                "notNull": bool(notnull), "isPrimaryKey": bool(pk)})
                 if pk:
                     primary.append((pk, column))
             model: dict[str, Any] = {"name": name, "columns": columns}

@@ -12,8 +12,10 @@ skipped without being parsed, so a dump with its data reads quickly.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from wrenmem.errors import ManifestError
@@ -87,7 +89,8 @@ class _Reader:
         from wrenmem.sqlbounds import SqlOutOfBounds, parse
 
         try:
-            trees = [t for t in parse(statement, self.dialect) if t is not None]
+            with _quiet_sqlglot():
+                trees = [t for t in parse(statement, self.dialect) if t is not None]
         except SqlOutOfBounds as e:
             self.warnings.append(f"line {line + e.line - 1}: statement skipped, {e.reason}")
             return
@@ -96,7 +99,11 @@ class _Reader:
                                  f"sqlglot cannot read it: {_first_line(e)}")
             return
         for tree in trees:
-            if isinstance(tree, exp.Create) and (tree.kind or "").upper() == "TABLE":
+            if isinstance(tree, exp.Command):  # sqlglot's fallback for what it cannot read
+                words = " ".join(statement.split())[:60]
+                self.warnings.append(f"line {line}: statement skipped, sqlglot cannot read "
+                                     f"it (unsupported syntax): {words}")
+            elif isinstance(tree, exp.Create) and (tree.kind or "").upper() == "TABLE":
                 self._table(tree, line)
             elif isinstance(tree, exp.Create) and (tree.kind or "").upper() == "VIEW":
                 self._view(tree, line)
@@ -300,6 +307,19 @@ class _Reader:
         if self.dialect:
             document["dataSource"] = self.dialect
         return document
+
+
+@contextmanager
+def _quiet_sqlglot() -> Iterator[None]:
+    """sqlglot logs a warning for each statement it falls back to reading as a bare
+    command; the reader names those itself (with their line), once."""
+    logger = logging.getLogger("sqlglot")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def key_relationship(table: str, columns: tuple[str, ...], other: str, to: tuple[str, ...],
