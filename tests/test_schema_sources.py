@@ -397,3 +397,20 @@ def test_a_table_without_columns_leaves_the_name_checks_on() -> None:
         assert check_schema(f"SELECT anything FROM {bare}", "duckdb", tables) == []
         [problem] = check_schema("SELECT * FROM shipments", "duckdb", tables)
         assert problem.message.startswith("unknown table 'shipments'")
+
+
+def test_a_wide_table_is_read_and_a_too_deep_statement_is_a_warning(tmp_path: Path) -> None:
+    # a schema's flat CREATE TABLE may be longer than any pair's SQL (200,000 characters
+    # here, over the 100,000 a pair may have); nesting is held to the same bound as a pair's
+    wide = tmp_path / "wide.sql"
+    wide.write_text("CREATE TABLE wide (" + ", ".join(
+        f"column_number_{i} VARCHAR(200) NOT NULL" for i in range(5000)) + ");\n")
+    manifest = load_manifest(wide)
+    assert manifest.warnings == () and len(manifest.models[0].columns) == 5000
+    deep = tmp_path / "deep.sql"
+    deep.write_text("CREATE VIEW v AS SELECT " + "(" * 300 + "1" + ")" * 300 + ";\n"
+                    "CREATE TABLE t (a INT);\n")
+    manifest = load_manifest(deep)
+    assert [m.name for m in manifest.models] == ["t"] and manifest.views == ()
+    [warning] = manifest.warnings
+    assert warning.startswith("line 1: statement skipped, the SQL is nested too deep")
