@@ -414,3 +414,41 @@ def test_a_wide_table_is_read_and_a_too_deep_statement_is_a_warning(tmp_path: Pa
     assert [m.name for m in manifest.models] == ["t"] and manifest.views == ()
     [warning] = manifest.warnings
     assert warning.startswith("line 1: statement skipped, the SQL is nested too deep")
+
+
+def test_ddl_sqlglot_reads_only_in_its_own_dialect_is_read_in_that_dialect(
+        tmp_path: Path) -> None:
+    # mysqldump's ENGINE=… and T-SQL's [dbo].[t] are Commands or errors to sqlglot's own
+    # dialect; the dialect that reads the file becomes the manifest's
+    mysql = tmp_path / "dump.sql"
+    mysql.write_text("""-- MySQL dump 10.13
+/*!40101 SET NAMES utf8mb4 */;
+DROP TABLE IF EXISTS `customers`;
+CREATE TABLE `customers` (
+  `id` int NOT NULL AUTO_INCREMENT,
+  `name` varchar(100) NOT NULL COMMENT 'full name',
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='People who buy';
+CREATE TABLE `orders` (
+  `id` int NOT NULL AUTO_INCREMENT,
+  `customer_id` int NOT NULL,
+  KEY `idx_customer` (`customer_id`),
+  CONSTRAINT `fk_customer` FOREIGN KEY (`customer_id`) REFERENCES `customers` (`id`)
+) ENGINE=InnoDB AUTO_INCREMENT=5 DEFAULT CHARSET=utf8mb4;
+LOCK TABLES `orders` WRITE;
+INSERT INTO `orders` VALUES (1,1);
+""")
+    manifest = load_manifest(mysql)
+    assert manifest.warnings == () and manifest.dialect == "mysql"
+    customers = manifest.model("customers")
+    assert customers is not None and customers.description == "People who buy"
+    assert [(c.name, c.description) for c in customers.columns] == [("id", ""),
+                                                                     ("name", "full name")]
+    assert [(r.left, r.right) for r in manifest.relationships] == [("orders", "customers")]
+    tsql = tmp_path / "tsql.sql"
+    tsql.write_text("CREATE TABLE [dbo].[Orders] ([Id] INT IDENTITY(1,1) NOT NULL, "
+                    "[Total] MONEY NULL, CONSTRAINT [PK_Orders] PRIMARY KEY CLUSTERED "
+                    "([Id] ASC))\nGO\n")
+    orders = load_manifest(tsql).model("Orders")
+    assert orders is not None and orders.primary_key == ("Id",)
+    assert [c.name for c in orders.columns] == ["Id", "Total"]

@@ -24,10 +24,12 @@ from wrenmem.schema.sources import DDL, source_block
 # Characters of one statement given to sqlglot: a flat CREATE TABLE of 5,000 columns is
 # 200,000 and parses in 0.7 s, linearly; a pair's SQL is held to a tenth of this.
 MAX_STATEMENT_CHARS = 1_000_000
-# A statement's pieces that may hold a ";" that does not end it; ";" itself.
+# A statement's pieces that may hold a ";" that does not end it; ";" itself, and T-SQL's
+# batch separator GO on a line of its own.
 _PIECES = re.compile(r"""'(?:[^'\\]|''|\\.)*'|"(?:[^"]|"")*"|`[^`]*`|\[[^\]\n]*\]
-                        |--[^\n]*|/\*.*?\*/|\$(?P<tag>[A-Za-z_]*)\$.*?\$(?P=tag)\$|;""",
-                     re.S | re.X)
+                        |--[^\n]*|/\*.*?\*/|\$(?P<tag>[A-Za-z_]*)\$.*?\$(?P=tag)\$|;
+                        |(?P<go>(?:\A|(?<=\n))[ \t]*GO[ \t]*(?=\r?\n|\Z))""",
+                     re.S | re.X | re.I)
 _LEADING = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.S)
 _WANTED = re.compile(
     r"(?:CREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:GLOBAL|LOCAL)\s+)?(?:TEMP(?:ORARY)?\s+)?"
@@ -44,7 +46,7 @@ def statements(text: str) -> Iterator[tuple[int, str]]:
     or a key, split at semicolons outside quotes and comments."""
     start = 0
     for found in _PIECES.finditer(text):
-        if found.group(0) == ";":
+        if found.group(0) == ";" or found.group("go") is not None:  # GO: T-SQL's batches
             yield from _wanted(text, start, found.start())
             start = found.end()
     yield from _wanted(text, start, len(text))
@@ -84,32 +86,48 @@ class _Reader:
         self.keys: list[tuple[str, tuple[str, ...], str, tuple[str, ...], int]] = []
         self.warnings: list[str] = []
         self.schema = ""
+        self.found: str | None = None  # the dialect that read a statement sqlglot's did not
+        self.current: str | None = dialect  # the one that read the statement at hand
 
     def read(self, line: int, statement: str) -> None:
-        import sqlglot
         from sqlglot import exp
         from sqlglot.errors import SqlglotError
 
-        from wrenmem.sqlbounds import SqlOutOfBounds, check_bounds, headroom
+        from wrenmem.sqlbounds import SqlOutOfBounds, check_bounds
 
         try:
             check_bounds(statement, MAX_STATEMENT_CHARS)
-            with _quiet_sqlglot(), headroom():
-                trees = [t for t in sqlglot.parse(statement, read=self.dialect or None)
-                         if t is not None]
         except SqlOutOfBounds as e:
             self.warnings.append(f"line {line + e.line - 1}: statement skipped, {e.reason}")
             return
-        except (SqlglotError, ValueError) as e:
-            self.warnings.append(f"line {line + _error_line(e) - 1}: statement skipped, "
-                                 f"sqlglot cannot read it: {_first_line(e)}")
-            return
-        for tree in trees:
-            if isinstance(tree, exp.Command):  # sqlglot's fallback for what it cannot read
+        first: Exception | None = None
+        trees: list[Any] = []
+        # The file's dialect when the caller knows it; else sqlglot's own, then the dialect
+        # that read an earlier statement, then the others: the first that reads it wins.
+        for dialect in self._dialects():
+            try:
+                trees = _parse(statement, dialect)
+            except (SqlglotError, ValueError) as e:
+                first = first or e
+                trees = []
+                continue
+            if not any(isinstance(t, exp.Command) for t in trees):
+                self.current = dialect
+                if dialect and not self.dialect:
+                    self.found = self.found or dialect
+                break
+            first = first or _Unsupported()
+        else:
+            if isinstance(first, _Unsupported) or first is None:
                 words = " ".join(statement.split())[:60]
                 self.warnings.append(f"line {line}: statement skipped, sqlglot cannot read "
                                      f"it (unsupported syntax): {words}")
-            elif isinstance(tree, exp.Create) and (tree.kind or "").upper() == "TABLE":
+            else:
+                self.warnings.append(f"line {line + _error_line(first) - 1}: statement "
+                                     f"skipped, sqlglot cannot read it: {_first_line(first)}")
+            return
+        for tree in trees:
+            if isinstance(tree, exp.Create) and (tree.kind or "").upper() == "TABLE":
                 self._table(tree, line)
             elif isinstance(tree, exp.Create) and (tree.kind or "").upper() == "VIEW":
                 self._view(tree, line)
@@ -117,6 +135,11 @@ class _Reader:
                 self._comment(tree, line)
             elif isinstance(tree, exp.Alter):
                 self._alter(tree, line)
+
+    def _dialects(self) -> list[str | None]:
+        if self.dialect:
+            return [self.dialect]
+        return list(dict.fromkeys([self.found, None, *FALLBACK_DIALECTS]))
 
     def _table(self, tree: Any, line: int) -> None:
         from sqlglot import exp
@@ -136,7 +159,7 @@ class _Reader:
         defs = schema.expressions if isinstance(schema, exp.Schema) else []
         if not defs and tree.expression is not None:  # CREATE TABLE … AS SELECT
             self.views[name.lower()] = {"name": name, "statement": tree.expression.sql(
-                dialect=self.dialect), **_described(_comment_text(tree.comments))}
+                dialect=self.current), **_described(_comment_text(tree.comments))}
             return
         for item in defs:
             if isinstance(item, exp.ColumnDef):
@@ -151,6 +174,9 @@ class _Reader:
                         primary += [_ident(e) for e in inner.expressions]
                     elif isinstance(inner, exp.ForeignKey):
                         self._foreign(name, inner, line)
+                if any(isinstance(i, exp.PrimaryKeyColumnConstraint) for i in item.expressions):
+                    # T-SQL: CONSTRAINT pk PRIMARY KEY CLUSTERED (a ASC, b ASC)
+                    primary += [c.name for i in item.expressions for c in i.find_all(exp.Column)]
         description = _comment_text(tree.comments)
         props = tree.args.get("properties")
         for prop in (props.expressions if props is not None else []):
@@ -170,7 +196,7 @@ class _Reader:
         name = item.name
         kind = item.args.get("kind")
         column: dict[str, Any] = {"name": name,
-                                  "type": kind.sql(dialect=self.dialect) if kind else ""}
+                                  "type": kind.sql(dialect=self.current) if kind else ""}
         description = _comment_text(item.comments)
         for constraint in item.args.get("constraints") or []:
             what = constraint.args.get("kind")
@@ -226,7 +252,7 @@ class _Reader:
         for prop in (props.expressions if props is not None else []):
             if isinstance(prop, exp.SchemaCommentProperty):
                 description = prop.this.name or description
-        statement = query.sql(dialect=self.dialect)
+        statement = query.sql(dialect=self.current)
         if isinstance(target, exp.Schema) and target.expressions and isinstance(
                 query, exp.Query):
             # CREATE VIEW v (a, b) AS …: the listed names are the view's columns
@@ -236,7 +262,7 @@ class _Reader:
                 query.set("expressions", [exp.alias_(s, n, quoted=True) if (
                     s.alias_or_name != n) else s for s, n in zip(query.selects, names,
                                                                 strict=True)])
-                statement = query.sql(dialect=self.dialect)
+                statement = query.sql(dialect=self.current)
         self.views[name.lower()] = {"name": name, "statement": statement,
                                     **_described(description)}
 
@@ -310,9 +336,28 @@ class _Reader:
             "schema": self.schema, "models": list(self.tables.values()),
             "relationships": relationships, "views": list(self.views.values()),
             "schemaSource": source_block(kind, self.warnings)}
-        if self.dialect:
-            document["dataSource"] = self.dialect
+        if self.dialect or self.found:
+            document["dataSource"] = self.dialect or self.found
         return document
+
+
+# Tried, in this order, on a statement sqlglot's own dialect cannot read (MySQL's
+# ``ENGINE=InnoDB``, T-SQL's ``[dbo].[t]``, BigQuery's ``ARRAY<STRING>``…).
+FALLBACK_DIALECTS = ("mysql", "tsql", "bigquery", "postgres", "snowflake", "duckdb", "sqlite",
+                     "oracle", "spark", "clickhouse", "trino")
+
+
+class _Unsupported(Exception):
+    """sqlglot read the statement only as a bare command."""
+
+
+def _parse(statement: str, dialect: str | None) -> list[Any]:
+    import sqlglot
+
+    from wrenmem.sqlbounds import headroom
+
+    with _quiet_sqlglot(), headroom():
+        return [t for t in sqlglot.parse(statement, read=dialect or None) if t is not None]
 
 
 @contextmanager
@@ -367,6 +412,10 @@ def _comment_text(comments: list[str] | None) -> str:
 
 
 def _ident(node: Any) -> str:
+    from sqlglot import exp
+
+    if isinstance(node, exp.Ordered):  # a key's column with its order: (id ASC)
+        node = node.this
     return str(getattr(node, "name", "") or getattr(node, "this", "") or "")
 
 
