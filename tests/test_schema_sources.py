@@ -452,3 +452,16 @@ INSERT INTO `orders` VALUES (1,1);
     orders = load_manifest(tsql).model("Orders")
     assert orders is not None and orders.primary_key == ("Id",)
     assert [c.name for c in orders.columns] == ["Id", "Total"]
+
+
+def test_ephemeral_and_disabled_dbt_models_are_no_tables(tmp_path: Path) -> None:
+    document = json.loads(DBT.read_text())
+    document["nodes"]["model.jaffle_shop.stg_payments"]["config"]["materialized"] = \
+        "ephemeral"
+    document["nodes"]["model.jaffle_shop.stg_orders"]["config"]["enabled"] = False
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(document))
+    manifest = load_manifest(path)
+    names = [m.name for m in manifest.models]
+    assert "stg_payments" not in names and "stg_orders" not in names
+    assert "stg_customers" in names and manifest.warnings == ()

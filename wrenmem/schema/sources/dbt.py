@@ -92,6 +92,9 @@ class _Reader:
     # -- tables ---------------------------------------------------------------------
     def _table(self, uid: str, node: dict[str, Any], types: dict[str, dict[str, str]]) -> None:
         kind = str(node.get("resource_type") or "source")
+        config = _dict(node.get("config"))
+        if config.get("enabled") is False or config.get("materialized") == "ephemeral":
+            return  # disabled, or a CTE inlined into other models: no table of its own
         name = _str(node.get("identifier") if kind == "source" else None) or _str(
             node.get("alias")) or _str(node.get("name"))
         if not name:
@@ -100,9 +103,6 @@ class _Reader:
         if name.lower() in self.names:
             self.warnings.append(f"{uid}: skipped, '{name}' is also "
                                  f"{self.names[name.lower()]}")
-            return
-        config = _dict(node.get("config"))
-        if config.get("enabled") is False:
             return
         known = types.get(uid, {})
         columns = []
