@@ -465,3 +465,27 @@ def test_ephemeral_and_disabled_dbt_models_are_no_tables(tmp_path: Path) -> None
     names = [m.name for m in manifest.models]
     assert "stg_payments" not in names and "stg_orders" not in names
     assert "stg_customers" in names and manifest.warnings == ()
+
+
+def test_a_dbt_manifest_with_wrong_types_is_read_without_a_crash(tmp_path: Path) -> None:
+    # values of the wrong type where dbt writes lists and objects (a hand edit, another
+    # tool's output) are skipped, the rest is read
+    document = json.loads(DBT.read_text())
+    test = document["nodes"]["test.jaffle_shop.not_null_orders_order_id.cf6c17daed"]
+    test["attached_node"] = None
+    test["depends_on"] = {"nodes": [["model.jaffle_shop.orders"], 7]}
+    document["nodes"]["model.jaffle_shop.orders"]["columns"]["status"] = "not an object"
+    document["nodes"]["model.jaffle_shop.customers"]["constraints"] = 3
+    document["semantic_models"] = {"semantic_model.p.s": {
+        "name": "s", "model": "ref('orders')", "entities": 5, "measures": "m",
+        "dimensions": [None, {"name": "d", "type": "time", "type_params": []}]}}
+    document["metrics"] = {"metric.p.m": {"name": "m", "type_params": {"metrics": 4}},
+                           "metric.p.n": ["not", "an", "object"]}
+    document["sources"] = []
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(document))
+    manifest = load_manifest(path)
+    assert len(manifest.models) == 8
+    assert "'sources' ignored, expected an object, got list" in manifest.warnings
+    [cube] = manifest.cubes
+    assert [d.name for d in cube.time_dimensions] == ["d"] and cube.measures == ()

@@ -55,7 +55,7 @@ class _Reader:
         return value
 
     def document(self) -> dict[str, Any]:
-        meta = self.doc.get("metadata") or {}
+        meta = _dict(self.doc.get("metadata"))
         types = _catalog_types(Path(self.path).with_name("catalog.json"), self.warnings)
         nodes = self._section("nodes")
         first: dict[str, Any] = {}
@@ -80,9 +80,9 @@ class _Reader:
                 column.pop("_unique", None)
                 column.pop("_constraints", None)
         return {
-            "catalog": str(first.get("database") or ""),
-            "schema": str(first.get("schema") or ""),
-            "dataSource": str(meta.get("adapter_type") or ""),
+            "catalog": _str(first.get("database")),
+            "schema": _str(first.get("schema")),
+            "dataSource": _str(meta.get("adapter_type")),
             "models": list(self.models.values()),
             "relationships": self.relationships,
             "cubes": cubes,
@@ -176,7 +176,7 @@ class _Reader:
         kwargs = _dict(meta.get("kwargs"))
         attached = _str(node.get("attached_node"))
         if not attached:
-            depends = (node.get("depends_on") or {}).get("nodes") or []
+            depends = _names(_dict(node.get("depends_on")).get("nodes"))
             attached = next((d for d in depends if d in self.models), "")
         column = self._column(attached, _str(node.get("column_name"))
                               or _str(kwargs.get("column_name")))
@@ -212,16 +212,16 @@ class _Reader:
     def _constraints(self, model: dict[str, Any]) -> None:
         uid = model["_uid"]
         pk: list[str] = []
-        for constraint in model.get("_constraints") or []:
+        for constraint in _list(model.get("_constraints")):
             if not isinstance(constraint, dict):
                 continue
-            columns = [str(c) for c in constraint.get("columns") or [] if c]
+            columns = [str(c) for c in _list(constraint.get("columns")) if c]
             if constraint.get("type") == "primary_key":
                 pk = columns
             elif constraint.get("type") == "foreign_key":
                 self._foreign(uid, tuple(columns), constraint)
         for column in model["columns"]:
-            for constraint in column.get("_constraints") or []:
+            for constraint in _list(column.get("_constraints")):
                 if not isinstance(constraint, dict):
                     continue
                 if constraint.get("type") == "primary_key":
@@ -242,7 +242,7 @@ class _Reader:
 
     def _foreign(self, uid: str, columns: tuple[str, ...], constraint: dict[str, Any]) -> None:
         target = self._target(constraint.get("to"))
-        to = tuple(str(c) for c in constraint.get("to_columns") or [] if c)
+        to = tuple(str(c) for c in _list(constraint.get("to_columns")) if c)
         if target is None and constraint.get("expression"):  # dbt < 1.9: "table (column)"
             found = re.match(r"\s*([\w.\"]+)\s*\(([^)]*)\)", _str(constraint["expression"]))
             if found:
@@ -265,14 +265,14 @@ class _Reader:
                 continue
             target = self._target(sm.get("model"))
             if target is None:
-                depends = (sm.get("depends_on") or {}).get("nodes") or []
+                depends = _names(_dict(sm.get("depends_on")).get("nodes"))
                 target = next((d for d in depends if d in self.models), None)
             base = self.models[target]["name"] if target else ""
             cube: dict[str, Any] = {"name": _str(sm["name"]), "baseObject": base,
                                     "measures": [], "dimensions": [], "timeDimensions": []}
             if _str(sm.get("description")):
                 cube["description"] = _str(sm.get("description"))
-            for m in sm.get("measures") or []:
+            for m in _list(sm.get("measures")):
                 if not isinstance(m, dict) or not _str(m.get("name")):
                     continue
                 agg = _str(m.get("agg")).lower()
@@ -287,7 +287,7 @@ class _Reader:
                     measure["description"] = _str(m.get("description"))
                 cube["measures"].append(measure)
                 measure_cube.setdefault(measure["name"], uid)
-            for d in sm.get("dimensions") or []:
+            for d in _list(sm.get("dimensions")):
                 if not isinstance(d, dict) or not _str(d.get("name")):
                     continue
                 field: dict[str, Any] = {"name": _str(d["name"]),
@@ -302,7 +302,7 @@ class _Reader:
                     cube["timeDimensions"].append(field)
                 else:
                     cube["dimensions"].append(field)
-            for e in sm.get("entities") or []:
+            for e in _list(sm.get("entities")):
                 if isinstance(e, dict) and _str(e.get("name")) and target:
                     entities.setdefault(_str(e["name"]), []).append(
                         (_str(e.get("type")).lower(), target,
@@ -342,8 +342,8 @@ class _Reader:
                 params = _dict(metric.get("type_params"))
                 inputs = [_input_name(params.get(k)) for k in ("measure", "numerator",
                                                                "denominator")]
-                inputs += [_input_name(m) for m in params.get("metrics") or []]
-                inputs += [_input_name(m) for m in (params.get("input_measures") or [])]
+                inputs += [_input_name(m) for m in _list(params.get("metrics"))]
+                inputs += [_input_name(m) for m in _list(params.get("input_measures"))]
                 cube = next((measure_cube[n] for n in inputs if n in measure_cube), None) or \
                     next((home[n] for n in inputs if n in home), None)
                 if cube is None and any(n and n in pending for n in inputs):
@@ -376,7 +376,7 @@ class _Reader:
         where = metric.get("filter")
         if isinstance(where, dict):
             filters = [_str(f.get("where_sql_template")) for f in
-                       where.get("where_filters") or [] if isinstance(f, dict)]
+                       _list(where.get("where_filters")) if isinstance(f, dict)]
             if any(filters):
                 parts.append("Filter: " + " AND ".join(f for f in filters if f))
         description = ". ".join(p.rstrip(".") for p in parts if p)
@@ -396,6 +396,14 @@ class _Reader:
 def _index(column: dict[str, Any]) -> int:
     index = column.get("index")
     return index if isinstance(index, int) else 0
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _names(value: Any) -> list[str]:
+    return [v for v in _list(value) if isinstance(v, str)]
 
 
 def _dict(value: Any) -> dict[str, Any]:
