@@ -489,3 +489,39 @@ def test_a_dbt_manifest_with_wrong_types_is_read_without_a_crash(tmp_path: Path)
     assert "'sources' ignored, expected an object, got list" in manifest.warnings
     [cube] = manifest.cubes
     assert [d.name for d in cube.time_dimensions] == ["d"] and cube.measures == ()
+
+
+def test_the_mcp_server_answers_from_a_database_and_checks_names_against_it(
+        tmp_path: Path, project: Path) -> None:
+    # an agent's loop over MCP (the SDK's own client) with a SQLite file as the schema
+    pytest.importorskip("mcp")
+    import asyncio
+    import sys
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    from tests.conftest import REPO
+
+    source_project(project, "sqlite")
+
+    async def main() -> tuple[str, str, bool]:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "wrenmem", "--project", str(project), "mcp", "--backend", "grep"],
+            env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=str(project))
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                context = await session.call_tool("get_schema_context",
+                                                  {"question": "songs of singers"})
+                typo = await session.call_tool("store_query", {
+                    "question": "Songs per singer", "sql": 'SELECT "Song_Nme" FROM singer'})
+                assert context.structured_content is not None
+                return (context.structured_content["text"],
+                        " ".join(getattr(c, "text", "") for c in typo.content), typo.is_error)
+
+    text, refused, is_error = asyncio.run(asyncio.wait_for(main(), timeout=300))
+    assert "Read from a SQLite database" in text and "Song_Name (TEXT)" in text
+    assert is_error and "did you mean 'song_name'" in refused.lower()
+    assert list((project / "knowledge" / "sql").iterdir()) == []
