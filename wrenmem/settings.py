@@ -137,7 +137,8 @@ def _text_list(value: Any) -> tuple[str, ...]:
 # name -> (default, converter, help). The table is the documentation of every setting.
 SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "knowledge_dir": ("knowledge/sql", _text, "folder of NL→SQL pair files"),
-    "manifest": ("target/mdl.json", _text, "Wren MDL manifest (JSON)"),
+    "manifest": ("target/mdl.json", _text, "the schema: a Wren MDL, a dbt manifest.json, "
+                 "SQL DDL, or a DuckDB or SQLite file"),
     "dialect": ("postgres", _text, "default sqlglot dialect of pairs without one"),
     "datasource": (None, _optional_text, "default datasource written by `store`"),
     "backend": ("auto", _backend, "recall backend: auto, grep, vector or hybrid"),

@@ -59,13 +59,15 @@ def _position(sql: str, offset: int) -> tuple[int, int]:
     return line, offset - (sql.rfind("\n", 0, offset) + 1) + 1
 
 
-def check_bounds(sql: str) -> None:
-    """Raise :class:`SqlOutOfBounds` when ``sql`` is too long or nested too deep."""
-    if len(sql) > MAX_SQL_CHARS:
-        line, col = _position(sql, MAX_SQL_CHARS)
+def check_bounds(sql: str, max_chars: int = MAX_SQL_CHARS) -> None:
+    """Raise :class:`SqlOutOfBounds` when ``sql`` is too long (over ``max_chars``: a
+    schema's flat ``CREATE TABLE`` may be longer than any pair) or nested too deep."""
+    if len(sql) > max_chars:
+        line, col = _position(sql, max_chars)
         raise SqlOutOfBounds(
-            f"the SQL is longer than {MAX_SQL_CHARS:,} characters ({len(sql):,}): too long "
-            "to parse; a pair is one query an agent can copy", line, col)
+            f"the SQL is longer than {max_chars:,} characters ({len(sql):,}): too long "
+            "to parse" + ("; a pair is one query an agent can copy"
+                          if max_chars == MAX_SQL_CHARS else ""), line, col)
     open_: list[str] = []  # what is open: "(", "type(" (a call named like a type), "case"
     for found in _SCAN.finditer(sql):
         token, call = found.group(0), found.group("call")

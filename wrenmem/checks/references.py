@@ -19,8 +19,10 @@ class Schema:
 
     def __init__(self, tables: Mapping[str, Mapping[str, str]]):
         self.known = {name.lower(): {c.lower() for c in cols} for name, cols in tables.items()}
+        # sqlglot refuses a table of no columns (a dbt seed nobody documented, a model
+        # whose columns are not declared): such a table is known, its columns are not
         self._tables: dict[str, object] = {name: {c: "TEXT" for c in cols}
-                                           for name, cols in tables.items()}
+                                           for name, cols in tables.items() if cols}
         self._mappings: dict[str, Any] = {}
 
     def mapping(self, dialect: str | None) -> Any:

@@ -64,7 +64,7 @@ def describe(ctx: click.Context, manifest: str | None, as_json: bool) -> None:
     text = describe_text(loaded)
     if as_json:
         emit_json({"manifest": str(settings.manifest_path), "fingerprint": loaded.fingerprint,
-                   "dialect": loaded.dialect, "characters": len(text),
+                   "source": loaded.source, "dialect": loaded.dialect, "characters": len(text),
                    "counts": {"models": len(loaded.models),
                               "relationships": len(loaded.relationships),
                               "views": len(loaded.views), "cubes": len(loaded.cubes)},

@@ -26,6 +26,11 @@ JOIN_WORDS = {
 }
 
 
+# How the header names a schema source other than a Wren MDL (wrenmem.schema.sources).
+READ_FROM = {"dbt manifest": "a dbt manifest", "SQL DDL": "SQL DDL",
+             "DuckDB database": "a DuckDB database", "SQLite database": "a SQLite database"}
+
+
 def sentence(text: str) -> str:
     """``text`` with inner whitespace collapsed and exactly one closing punctuation mark."""
     text = " ".join(text.split())
@@ -67,9 +72,11 @@ def header(manifest: Manifest) -> list[str]:
     """Title line, then data source and counts in one sentence."""
     where = ".".join(p for p in (manifest.catalog, manifest.schema) if p)
     facts = []
+    if manifest.source in READ_FROM:  # a Wren MDL says nothing: its text is as it was
+        facts.append(f"read from {READ_FROM[manifest.source]}")
     if manifest.data_source:
         dialect = manifest.dialect
-        facts.append(f"Data source {manifest.data_source}"
+        facts.append(f"data source {manifest.data_source}"
                      + (f" (SQL dialect {dialect})" if dialect else ""))
     counts = [c for c in (_count(len(manifest.models), "model"),
                           _count(len(manifest.relationships), "relationship"),

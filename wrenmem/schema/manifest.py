@@ -129,6 +129,9 @@ class Manifest:
     # Per model, a hash of its JSON when it was read without a warning ("" otherwise): what
     # a warm process reuses the model's parse, items and description by (see parse_manifest).
     model_keys: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    # What the schema was read from: "Wren MDL", "dbt manifest", "SQL DDL", "DuckDB
+    # database" or "SQLite database" (wrenmem.schema.sources).
+    source: str = "Wren MDL"
 
     @property
     def dialect(self) -> str | None:
@@ -186,14 +189,23 @@ def per_model(manifest: Manifest, make: Callable[[Model], T], memo: dict[str, T]
 
 
 # Where a manifest comes from and how to name another, for "not found" (CLI, API and MCP).
-MANIFEST_HINT = ("a Wren MDL manifest, as Wren's `wren` CLI builds it into target/mdl.json; "
+MANIFEST_HINT = ("a Wren MDL manifest, as Wren's `wren` CLI builds it into target/mdl.json, "
+                 "or a dbt target/manifest.json, a SQL DDL file, a DuckDB or SQLite database; "
                  "name another with --manifest PATH or the `manifest` setting "
                  "(WRENMEM_MANIFEST, or manifest = \"...\" in wrenmem.toml)")
 
 
 def read_manifest_bytes(path: Path, max_bytes: int = MAX_MANIFEST_BYTES) -> bytes:
     """The manifest file's bytes; raises :class:`ManifestError` naming the file when it is
-    missing, not a regular file, or larger than ``max_bytes`` (checked before reading)."""
+    missing, not a regular file, or larger than ``max_bytes`` (checked before reading).
+
+    A DuckDB or SQLite database file is not read whole: it is opened read-only and its
+    schema is what comes back, as the JSON of a Wren MDL (``max_bytes`` holds that JSON)."""
+    from wrenmem.schema import sources
+
+    kind = sources.file_database_kind(path)
+    if kind is not None:
+        return _database_json(path, kind, max_bytes)
     try:
         return read_regular_file(path, max_bytes, "max_manifest_bytes")
     except UnreadableFileError as e:
@@ -217,12 +229,22 @@ def load_manifest(path: str | Path, data: bytes | None = None, *,
     path = Path(path)
     if data is None:
         data = read_manifest_bytes(path, max_bytes)
-    elif len(data) > max_bytes:
-        raise ManifestError(manifest_too_large(path, len(data), max_bytes))
+    else:
+        from wrenmem.schema import sources
+
+        kind = sources.database_kind(data[:16])
+        if kind is not None:  # a database's bytes (a committed one, from git): its schema
+            data = _database_json(path, kind, max_bytes, data)
+        elif len(data) > max_bytes:
+            raise ManifestError(manifest_too_large(path, len(data), max_bytes))
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise ManifestError(f"{path}: manifest is {not_utf8(data, e)}") from e
+    if text.lstrip()[:1] not in ("{", "["):  # not JSON: SQL DDL, or nothing readable
+        from wrenmem.schema.sources.ddl import ddl_document
+
+        return parse_manifest(ddl_document(text, str(path)), str(path))
     try:
         # Keys starting with "_" are dropped while decoding: they are not part of the schema
         # and the fingerprint ignores them, so it need not copy the document again.
@@ -244,10 +266,37 @@ def load_manifest(path: str | Path, data: bytes | None = None, *,
         raise ManifestError(f"{path}: manifest is nested too deeply") from e
     if isinstance(document, list):  # the hook cleaned every object, not a top-level list
         document = _clean_value(document)
+    from wrenmem.schema.sources import is_dbt_manifest
+
+    if is_dbt_manifest(document):
+        from wrenmem.schema.sources.dbt import dbt_document
+
+        return parse_manifest(dbt_document(document, str(path)), str(path), _public=True)
     texts = None
     if canonical is not None and spans is not None:
         texts = _model_texts(document["models"], spans, hooked, canonical)
     return parse_manifest(document, str(path), _public=True, reuse=reuse, _model_texts=texts)
+
+
+def _database_json(path: Path, kind: str, max_bytes: int, data: bytes | None = None) -> bytes:
+    """The schema of the database at ``path`` (or of its bytes ``data``, copied to a
+    temporary file first) as MDL JSON of at most ``max_bytes``."""
+    from wrenmem.schema import sources
+
+    if data is None:
+        document = sources.database_document(path, kind)
+    else:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="wrenmem-db-") as folder:
+            copy = Path(folder) / path.name
+            copy.write_bytes(data)
+            document = sources.database_document(copy, kind)
+    out = json.dumps(document, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    if len(out) > max_bytes:
+        raise ManifestError(manifest_too_large(path, len(out), max_bytes)
+                            .replace("manifest too large", "the database's schema is too large"))
+    return out
 
 
 def _model_texts(models: list[Any], spans: list[str], hooked: bool,
@@ -345,14 +394,27 @@ def parse_manifest(document: Any, path: str = "<manifest>", *, _public: bool = F
                        _description(item, where, warnings))
                   for where, item in sections["views"])
     cubes = tuple(_cube(where, item, warnings) for where, item in sections["cubes"])
+    source, source_warnings = _source(public)
     return Manifest(
+        source=source,
         catalog=_text(document, "catalog", "manifest", warnings),
         schema=_text(document, "schema", "manifest", warnings),
         data_source=_text(document, "dataSource", "manifest", warnings),
         description=_text(document, "description", "manifest", warnings),
         models=models, relationships=relationships, views=views, cubes=cubes,
-        fingerprint=digest, warnings=tuple(warnings), path=path, model_keys=tuple(keys),
+        fingerprint=digest, warnings=(*source_warnings, *warnings), path=path,
+        model_keys=tuple(keys),
     )
+
+
+def _source(document: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """What a converted document was read from (``schemaSource``) and its reader's
+    warnings; a Wren MDL has none."""
+    block = document.get("schemaSource")
+    if not isinstance(block, dict) or not isinstance(block.get("kind"), str):
+        return "Wren MDL", ()
+    found = block.get("warnings")
+    return block["kind"], tuple(str(w) for w in found) if isinstance(found, list) else ()
 
 
 def _canonical(value: Any) -> str:
