@@ -40,7 +40,8 @@ def eval_(ctx: click.Context, backends: str, fusions: str, limit: int,
     Answered before: a question whose SQL is stored under another phrasing (another file
     with the same SQL, or the pair's own `also:` list) must find it. New question: a SQL
     whose skeleton (values masked) other SQLs share is left out whole; a pair of the same
-    skeleton must come first. Reports R@1 (with a 95 % interval), R@5, MRR and the
+    skeleton must come first. Gold: the questions of knowledge/eval.json, each with the
+    pair it expects. Reports R@1 (with a 95 % interval), R@5, MRR and the
     calibration error of the scores, per backend and fusion. `--misses` lists the
     questions the configured backend gets wrong, to mend with `also:` phrasings or clearer
     questions.
@@ -91,7 +92,8 @@ def eval_(ctx: click.Context, backends: str, fusions: str, limit: int,
 def render(report: dict) -> str:
     probes = report["probes"]
     lines = [f"answered before: {probes.get('answered', 0)} questions, "
-             f"new question: {probes.get('new', 0)} questions"]
+             f"new question: {probes.get('new', 0)} questions"
+             + (f", gold file: {probes['gold']} questions" if probes.get("gold") else "")]
     if report["nothing_to_measure"]:
         lines.append(report["nothing_to_measure"])
         return "\n".join(lines) + "\n"
