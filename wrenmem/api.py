@@ -493,6 +493,8 @@ class Memory:
         probes += gold
         counts = {task: sum(1 for p in probes if p.task == task) for task in evaluate.TASKS
                   if task != "gold" or gold}  # "gold": only with a gold file's questions
+        if any(p.task == "none" for p in gold):
+            counts["none"] = sum(1 for p in gold if p.task == "none")
         runs: dict[str, Any] = {}
         missed: list[dict[str, Any]] = []
         default = self.default_run()

@@ -32,6 +32,7 @@ from wrenmem.pairs.pairfile import Pair
 from wrenmem.recall import sqlshape
 
 TASKS = ("answered", "new", "gold")
+NO_ANSWER_MIN_SCORE = 0.5  # a no-answer gold question should score below this (--min-score)
 GOLD_FILE = "eval.json"  # in the knowledge folder: questions with the pair each expects
 TOP = 5
 
@@ -110,7 +111,9 @@ def gold_probes(path: Path, pairs: Sequence[Pair], root: Path) -> tuple[list[Pro
     """The questions of a gold file (a JSON list of ``{"question", "expected"}``, the
     expected pair's path from the project root), each asked with nothing left out; a
     right answer has the expected pair's SQL. Returns the probes and one message per item
-    that cannot be asked (file, item number, reason); a missing file gives neither."""
+    that cannot be asked (file, item number, reason); a missing file gives neither. An
+    item with ``"expected": null`` is a question nothing stored answers (task ``none``):
+    its best score should stay below :data:`NO_ANSWER_MIN_SCORE`."""
     if not path.is_file():
         return [], []
     where = path.relative_to(root) if path.is_relative_to(root) else path
@@ -125,7 +128,10 @@ def gold_probes(path: Path, pairs: Sequence[Pair], root: Path) -> tuple[list[Pro
     for n, item in enumerate(items, 1):
         question = item.get("question") if isinstance(item, dict) else None
         expected = item.get("expected") if isinstance(item, dict) else None
-        if not isinstance(question, str) or not question.strip() or not isinstance(expected, str):
+        if (isinstance(question, str) and question.strip() and isinstance(item, dict)
+                and "expected" in item and expected is None):  # nothing stored answers it
+            found.append(Probe("none", question, None, frozenset(), frozenset()))
+        elif not isinstance(question, str) or not question.strip() or not isinstance(expected, str):
             problems.append(f"{where}: item {n}: needs a \"question\" and an \"expected\" "
                             "pair path; skipped")
         elif expected not in by_path or not by_path[expected].sql.strip():
@@ -225,16 +231,32 @@ def run(probes_: Sequence[Probe], search: Search,
     pairs, best first, the probe's left-out phrasings already excluded. With ``misses``,
     each question whose first answer is not right is appended to it (:func:`miss`)."""
     tallies = {task: Tally() for task in TASKS}
+    tops: list[float] = []  # the best score of each no-answer question
     for probe in probes_:
         ranks = []
         found = list(search(probe))
+        if probe.task == "none":
+            tops.append(found[0][0] if found else 0.0)
+            continue
         for score, pair in found:
             got = _skeleton(pair) if probe.by_skeleton else _key(pair)
             ranks.append((score, got in probe.right))
         tallies[probe.task].add(ranks)
         if misses is not None and not (ranks and ranks[0][1]):
             misses.append(miss(probe, found, [ok for _s, ok in ranks]))
-    return {task: t.report() for task, t in tallies.items() if t.n}
+    report: dict[str, dict] = {task: t.report() for task, t in tallies.items() if t.n}
+    if tops:
+        report["none"] = no_answer_report(tops)
+    return report
+
+
+def no_answer_report(tops: Sequence[float]) -> dict[str, Any]:
+    """How low the questions nothing stored answers score: their number, the share whose
+    best score is below :data:`NO_ANSWER_MIN_SCORE`, and the mean and highest best score."""
+    return {"n": len(tops), "min_score": NO_ANSWER_MIN_SCORE,
+            "under_min_score": round(sum(t < NO_ANSWER_MIN_SCORE for t in tops) / len(tops), 4),
+            "mean_top_score": round(sum(tops) / len(tops), 4),
+            "max_top_score": round(max(tops), 4)}
 
 
 def miss(probe: Probe, found: Sequence[tuple[float, Any]], right: Sequence[bool]
