@@ -301,3 +301,45 @@ def test_the_grep_fallback_is_said_once_with_a_gate(project: Path, cli, monkeypa
     assert result.exit_code == 0, result.output
     assert result.stderr.count("using the grep backend: lancedb not installed") == 1, \
         result.stderr
+
+
+@pytest.mark.slow
+def test_eval_reads_the_gold_file_with_the_real_model(example_project: Path):
+    # the example ships knowledge/eval.json: 20 reworded questions, each with its pair
+    report = Memory(example_project).evaluate(backends=("grep", "hybrid"), fusions=("learned",))
+    assert report["probes"]["gold"] == 20
+    gold = report["runs"]["hybrid:learned"]["gold"]
+    assert gold["n"] == 20 and gold["R@1"] >= 0.9 and gold["R@5"] == 1.0
+    assert report["runs"]["grep"]["gold"]["n"] == 20
+    # and 8 questions nothing stored answers ("expected": null): how low they score
+    none = report["runs"]["hybrid:learned"]["none"]
+    assert report["probes"]["none"] == none["n"] == 8
+    assert 0.0 <= none["mean_top_score"] <= none["max_top_score"] <= 1.0
+    assert none["under_min_score"] >= 0.5  # 0.75 measured; the aim (issue 40) is 0.95
+
+
+def test_gold_file_counts_the_expected_pair_and_names_bad_items(example_project: Path):
+    gold_file = example_project / "knowledge" / "eval.json"
+    gold_file.write_text(json.dumps([
+        {"question": "how much money was refunded each month",
+         "expected": "knowledge/sql/total-refunded-amount-by-month.md"},
+        {"question": "how much money was refunded each month",  # another pair: a miss
+         "expected": "knowledge/sql/products/which-products-have-never-been-ordered.md"},
+        {"question": "no expected pair"},
+        {"question": "a pair that is not stored", "expected": "knowledge/sql/nope.md"},
+        {"question": "Total refunded amount by month", "expected": None},
+    ]), encoding="utf-8")
+    said: list[str] = []
+    report = Memory(example_project, notify=said.append).evaluate(backends=("grep",))
+    assert report["probes"]["gold"] == 2
+    assert report["runs"]["grep"]["gold"]["R@1"] == 0.5
+    # a "no answer" item that a stored pair does answer (its very question) scores high
+    none = report["runs"]["grep"]["none"]
+    assert none["n"] == 1 and none["under_min_score"] == 0.0 and none["max_top_score"] >= 0.5
+    assert [s.split(":")[1].strip() for s in said] == ["item 3", "item 4"]
+    assert all(s.startswith("knowledge/eval.json: item") for s in said)
+    gold_file.write_text("[{", encoding="utf-8")
+    said.clear()
+    report = Memory(example_project, notify=said.append).evaluate(backends=("grep",))
+    assert "gold" not in report["probes"] and report["probes"]["answered"] > 0
+    assert len(said) == 1 and said[0].startswith("knowledge/eval.json: not read as JSON")

@@ -99,6 +99,24 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", ["grep", "hybrid"])
+def test_a_folded_hit_shows_the_twin_in_the_asked_language(example: Path, backend: str) -> None:
+    # The example's monthly revenue pair is stored twice, English (verified) and Chinese
+    # (not), with one SQL: one hit, shown in the question's language with that file.
+    settings = load_settings(example, {"backend": backend})
+    english, chinese = recall_many(settings, ["What was our revenue per month?",
+                                              "2024年每个月的收入是多少"], 1, Filters())
+    [hit] = english.hits
+    assert (hit.question, hit.path, hit.verified) == (
+        "Monthly revenue in 2024", "knowledge/sql/sales/monthly-revenue-in-2024.md", True)
+    assert hit.also == ("2024年每个月的收入是多少？",)
+    assert hit.also_paths == ("knowledge/sql/sales/2024年每个月的收入是多少.md",)
+    [hit] = chinese.hits
+    assert (hit.path, hit.verified) == ("knowledge/sql/sales/2024年每个月的收入是多少.md", False)
+    assert hit.also == ("Monthly revenue in 2024",)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["vector", "hybrid"])
 def test_real_model_finds_paraphrases_across_languages(example: Path, backend: str) -> None:
     settings = load_settings(example, {"backend": backend})

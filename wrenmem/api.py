@@ -465,7 +465,8 @@ class Memory:
                  limit: int = 0, misses: bool = False) -> dict[str, Any]:
         """The memory measured on its own pairs (``wrenmem eval``): leave-one-out over
         phrasings that share a SQL (*answered before*) and over SQLs that share a skeleton
-        (*new question*), per backend and, for hybrid, per fusion. Returns
+        (*new question*), and the questions of the gold file ``<knowledge_root>/eval.json``
+        with their expected pair (*gold*), per backend and, for hybrid, per fusion. Returns
         ``{"probes": {task: n}, "runs": {name: {task: {"R@1", "R@5", "MRR", "ECE", ...}}},
         "default": name, "nothing_to_measure": why}`` (``why``: None, or the line that says
         why no question could be asked, :func:`wrenmem.recall.evaluate.nothing_to_measure`);
@@ -482,7 +483,17 @@ class Memory:
         found = scan(self.settings, use_cache=self.settings.state_dir.is_dir())
         self._report(found.errors)
         probes = evaluate.probes(found.pairs, limit=limit)
-        counts = {task: sum(1 for p in probes if p.task == task) for task in evaluate.TASKS}
+        gold, problems = evaluate.gold_probes(
+            self.settings.root / self.settings.knowledge_root / evaluate.GOLD_FILE,
+            found.pairs, self.settings.root)
+        if self.notify is not None:
+            for problem in problems:
+                self.notify(problem)
+        probes += gold
+        counts = {task: sum(1 for p in probes if p.task == task) for task in evaluate.TASKS
+                  if task != "gold" or gold}  # "gold": only with a gold file's questions
+        if any(p.task == "none" for p in gold):
+            counts["none"] = sum(1 for p in gold if p.task == "none")
         runs: dict[str, Any] = {}
         missed: list[dict[str, Any]] = []
         default = self.default_run()

@@ -125,7 +125,7 @@ class GrepIndex:
         found = [(i, s) for i, s in self.bm25.scores(text).items() if s > 0]
         calibrated = lexical_score([s for _i, s in found], self.bm25.best_possible(text))
         return rank([(_identical(p, query, self.pairs[i]), self.pairs[i], s)
-                     for (i, s), p in zip(found, calibrated, strict=True)], k, backend)
+                     for (i, s), p in zip(found, calibrated, strict=True)], k, backend, query)
 
 
 def _identical(score: float, query: str, pair: Pair) -> float:

@@ -9,6 +9,9 @@ Two leave-one-out protocols over the pair files (and their ``also:`` phrasings):
   its values masked) another SQL of the datasource shares, one phrasing is asked with every
   pair of that SQL left out; a right answer is a pair of the same skeleton.
 
+And a *gold* file, when the project has one (``knowledge/eval.json``): questions, each with
+the pair it expects (:func:`gold_probes`).
+
 Each is run per backend (and, for hybrid, per fusion); it reports R@1, R@5, MRR and the
 expected calibration error of the top-5 scores, with a 95 % Wilson interval for R@1.
 Nothing is written: the candidates left out are filtered before scoring
@@ -17,16 +20,20 @@ Nothing is written: the candidates left out are filtered before scoring
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.recall import sqlshape
 
-TASKS = ("answered", "new")
+TASKS = ("answered", "new", "gold")
+NO_ANSWER_MIN_SCORE = 0.5  # a no-answer gold question should score below this (--min-score)
+GOLD_FILE = "eval.json"  # in the knowledge folder: questions with the pair each expects
 TOP = 5
 
 
@@ -98,6 +105,43 @@ def probes(pairs: Sequence[Pair], *, limit: int = 0) -> list[Probe]:
         new.append(Probe("new", first.nl, first.datasource, left_out, frozenset({skeleton}),
                          by_skeleton=True, path=first.path))
     return _spread(answered, limit) + _spread(new, limit)
+
+
+def gold_probes(path: Path, pairs: Sequence[Pair], root: Path) -> tuple[list[Probe], list[str]]:
+    """The questions of a gold file (a JSON list of ``{"question", "expected"}``, the
+    expected pair's path from the project root), each asked with nothing left out; a
+    right answer has the expected pair's SQL. Returns the probes and one message per item
+    that cannot be asked (file, item number, reason); a missing file gives neither. An
+    item with ``"expected": null`` is a question nothing stored answers (task ``none``):
+    its best score should stay below :data:`NO_ANSWER_MIN_SCORE`."""
+    if not path.is_file():
+        return [], []
+    where = path.relative_to(root) if path.is_relative_to(root) else path
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return [], [f"{where}: not read as JSON ({e}); its questions are not measured"]
+    if not isinstance(items, list):
+        return [], [f"{where}: expected a list of {{\"question\", \"expected\"}} items"]
+    by_path = {p.path: p for p in pairs}
+    found, problems = [], []
+    for n, item in enumerate(items, 1):
+        question = item.get("question") if isinstance(item, dict) else None
+        expected = item.get("expected") if isinstance(item, dict) else None
+        if (isinstance(question, str) and question.strip() and isinstance(item, dict)
+                and "expected" in item and expected is None):  # nothing stored answers it
+            found.append(Probe("none", question, None, frozenset(), frozenset()))
+        elif not isinstance(question, str) or not question.strip() or not isinstance(expected, str):
+            problems.append(f"{where}: item {n}: needs a \"question\" and an \"expected\" "
+                            "pair path; skipped")
+        elif expected not in by_path or not by_path[expected].sql.strip():
+            problems.append(f"{where}: item {n}: expected pair {expected} is not a stored "
+                            "pair with SQL; skipped")
+        else:
+            pair = by_path[expected]
+            found.append(Probe("gold", question, pair.datasource, frozenset(),
+                               frozenset({_key(pair)}), path=expected))
+    return found, problems
 
 
 def nothing_to_measure(pairs: Sequence[Pair]) -> str:
@@ -187,16 +231,32 @@ def run(probes_: Sequence[Probe], search: Search,
     pairs, best first, the probe's left-out phrasings already excluded. With ``misses``,
     each question whose first answer is not right is appended to it (:func:`miss`)."""
     tallies = {task: Tally() for task in TASKS}
+    tops: list[float] = []  # the best score of each no-answer question
     for probe in probes_:
         ranks = []
         found = list(search(probe))
+        if probe.task == "none":
+            tops.append(found[0][0] if found else 0.0)
+            continue
         for score, pair in found:
             got = _skeleton(pair) if probe.by_skeleton else _key(pair)
             ranks.append((score, got in probe.right))
         tallies[probe.task].add(ranks)
         if misses is not None and not (ranks and ranks[0][1]):
             misses.append(miss(probe, found, [ok for _s, ok in ranks]))
-    return {task: t.report() for task, t in tallies.items() if t.n}
+    report: dict[str, dict] = {task: t.report() for task, t in tallies.items() if t.n}
+    if tops:
+        report["none"] = no_answer_report(tops)
+    return report
+
+
+def no_answer_report(tops: Sequence[float]) -> dict[str, Any]:
+    """How low the questions nothing stored answers score: their number, the share whose
+    best score is below :data:`NO_ANSWER_MIN_SCORE`, and the mean and highest best score."""
+    return {"n": len(tops), "min_score": NO_ANSWER_MIN_SCORE,
+            "under_min_score": round(sum(t < NO_ANSWER_MIN_SCORE for t in tops) / len(tops), 4),
+            "mean_top_score": round(sum(tops) / len(tops), 4),
+            "max_top_score": round(max(tops), 4)}
 
 
 def miss(probe: Probe, found: Sequence[tuple[float, Any]], right: Sequence[bool]

@@ -242,7 +242,7 @@ class Snapshot:
             scored = [(_identical(c, query, self.pair(n)), self.pair(n), scores[n])
                       for n, c in zip(picked, calibrated, strict=True)]
             if cut < 0:
-                return rank(scored, k, backend)
+                return rank(scored, k, backend, query)
             floor = _calibrated([0], {0: cut}, best, best_possible)[0]
             ahead: dict[int, float] = {}
             for n, (s, _p, _r) in zip(picked, scored, strict=True):
@@ -250,7 +250,7 @@ class Snapshot:
                 g = int(self.groups[n])
                 ahead[g] = max(ahead.get(g, -1.0), value)
             if sum(v > floor for v in ahead.values()) >= k:
-                return rank(scored, k, backend)
+                return rank(scored, k, backend, query)
             size = min(len(docs), size * 4)
 
 

@@ -140,12 +140,13 @@ class RecallBackend(Protocol):
 SEED_WEIGHT = 0.8
 
 
-def rank(scored: Sequence[tuple[float, Pair, float | None]], k: int, backend: str
-         ) -> list[Hit]:
+def rank(scored: Sequence[tuple[float, Pair, float | None]], k: int, backend: str,
+         query: str | None = None) -> list[Hit]:
     """The ``k`` best distinct answers of (score in [0, 1], pair, raw score), best first;
     ties broken by path, so the order never depends on the file system or the index.
-    Twins (the same SQL on the same datasource, :func:`sql_key`) are one answer: the best
-    scoring one, with the others' questions in its ``also``."""
+    Twins (the same SQL on the same datasource, :func:`sql_key`) are one answer, scored
+    as its best scoring twin; the hit shows the phrasing :func:`shown_twin` picks for
+    ``query`` (its path and verified status), with the others' questions in its ``also``."""
     ordered = sorted(((s * SEED_WEIGHT if p.source == "seed" else s, p, raw)
                       for s, p, raw in scored), key=lambda spr: (-spr[0], spr[1].path))
     groups: dict[tuple[str, str], list[tuple[float, Pair, float | None]]] = {}
@@ -156,8 +157,25 @@ def rank(scored: Sequence[tuple[float, Pair, float | None]], k: int, backend: st
         if group or len(groups) <= k:  # a twin of a kept answer, or a new one still wanted
             group.append(entry)
     best = [g for g in groups.values() if g][:k]
-    return [Hit.from_pair(g[0][1], g[0][0], backend, g[0][2], [p for _s, p, _r in g[1:]])
-            for g in best]
+    hits = []
+    for group in best:
+        shown = shown_twin([p for _s, p, _r in group], query)
+        hits.append(Hit.from_pair(group[shown][1], group[0][0], backend, group[0][2],
+                                  [p for n, (_s, p, _r) in enumerate(group) if n != shown]))
+    return hits
+
+
+def shown_twin(twins: Sequence[Pair], query: str | None) -> int:
+    """Which of an answer's twins (best scoring first) a hit shows for ``query``: the best
+    scoring one written in the question's language (Chinese, Japanese or Korean, or not),
+    else the best scoring one. A folded English and Chinese pair answers an English
+    question with its English phrasing, that file's path and its verified status."""
+    if query is None or len(twins) < 2:
+        return 0
+    from wrenmem.recall.fusion import is_cjk  # small; only when twins are folded
+
+    asked = is_cjk(query)
+    return next((n for n, pair in enumerate(twins) if is_cjk(pair.nl) == asked), 0)
 
 
 @lru_cache(maxsize=65536)  # a warm process meets the same SQL texts call after call

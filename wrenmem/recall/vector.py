@@ -367,7 +367,7 @@ class VectorBackend:
         cosines = [1.0 - float(r["_distance"]) for r in rows]
         scored = [(at_least_identical(p, query, r["question"]), r, c) for r, c, p
                   in zip(rows, cosines, rank_model.dense_score(cosines), strict=True)]
-        return rank_rows(scored, k, self.name)
+        return rank_rows(scored, k, self.name, query=query)
 
 
 class HybridBackend(VectorBackend):
@@ -494,12 +494,13 @@ class HybridBackend(VectorBackend):
                 self._second = None
         scored = [(at_least_identical(p, query, rows[i].get("question") or ""), rows[i],
                    rank_model.logit(p)) for i, p in zip(ids, fused, strict=True)]
-        return rank_rows(scored, k, self.name, derived.pair if derived is not None else None)
+        return rank_rows(scored, k, self.name, derived.pair if derived is not None else None,
+                         query)
 
 
 def rank_rows(scored: Sequence[tuple[float, dict[str, Any], float | None]], k: int,
-              backend: str, pair_of: Callable[[dict[str, Any]], Any] | None = None
-              ) -> list[Hit]:
+              backend: str, pair_of: Callable[[dict[str, Any]], Any] | None = None,
+              query: str | None = None) -> list[Hit]:
     """:func:`~wrenmem.recall.hits.rank` of the rows' pairs, a Pair made (its ``meta``
     parsed) only for the rows of the ``k`` answers it keeps: the first ``k`` distinct
     answers in its order (score as it weighs it, then path) and their twins. A subset of
@@ -517,7 +518,7 @@ def rank_rows(scored: Sequence[tuple[float, dict[str, Any], float | None]], k: i
         kept.add(answer(scored[n][1]))
     make = pair_of or row_pair
     return rank([(s, make(row), raw) for s, row, raw in scored if answer(row) in kept],
-                k, backend)
+                k, backend, query)
 
 
 class _Derived:
