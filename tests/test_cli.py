@@ -59,7 +59,8 @@ def test_store_then_recall_english_and_chinese(cli: Callable[..., Result]) -> No
     assert set(results[0]) == {"query", "backend", "hits"}
     assert set(results[0]["hits"][0]) == {"question", "sql", "path", "score", "source",
                                           "datasource", "dialect", "tags", "backend",
-                                          "raw_score", "also", "also_paths", "verified"}
+                                          "raw_score", "also", "also_paths", "verified",
+                                          "claimed_by", "allows_writes"}
     assert 0 < results[0]["hits"][0]["score"] <= 1
     best = results[0]["hits"][0]["score"]
     out = cli("recall", "--backend", "grep", "-q", "sum of revenue over all orders", "-k", "2",

@@ -195,8 +195,9 @@ def test_pair_review_properties() -> None:
     assert not person.unreviewed
     marked = Pair("q", "SELECT 1", extra={"reviewed": False})
     assert marked.unreviewed
-    by_hand = Pair("q", "SELECT 1", extra={"verified_by": "maria.lopez"})  # no fingerprint
-    assert by_hand.verified and not by_hand.unreviewed
+    # Without the fingerprint of what was verified, nothing says what the name vouches for.
+    by_hand = Pair("q", "SELECT 1", extra={"verified_by": "maria.lopez"})
+    assert not by_hand.verified and by_hand.unreviewed and by_hand.old_fingerprint
     edited = Pair("q", "SELECT 2", extra={"verified_by": "bo", "verified_sql": "0" * 16})
     assert not edited.verified and edited.unreviewed
 

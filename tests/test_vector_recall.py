@@ -49,7 +49,8 @@ def test_same_hit_shape_as_grep_and_ties_by_path(project: Path, fake: RecordingE
         hit = result.hits[1]
         assert isinstance(hit, Hit) and hit.to_dict().keys() == {
             "question", "sql", "path", "score", "source", "datasource", "dialect", "tags",
-            "backend", "raw_score", "also", "also_paths", "verified"}
+            "backend", "raw_score", "also", "also_paths", "verified", "claimed_by",
+            "allows_writes"}
         assert all(0.0 <= h.score <= 1.0 and h.raw_score is not None for h in result.hits)
         assert (hit.tags, hit.datasource, hit.source) == (("kpi",), "shop", "user")
         assert hit.sql == "SELECT COUNT(*) FROM orders"

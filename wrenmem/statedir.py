@@ -50,12 +50,14 @@ KNOWLEDGE_STATE = "knowledge_index.json"  # what the knowledge table holds
 TMP = "tmp"  # temporary files of pair writes, renamed into knowledge/sql (git ignores them here)
 IMPORT_SWAP = "import-swap.json"  # an import's staged files, until all are moved into place
 IMPORT_SWAP_LOCK = "import-swap.lock"  # held while they are moved
+VERIFICATIONS = "verifications.json"  # stamps `wrenmem verify` made here or found committed
 
 ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, GREP_SNAPSHOT,
        PAIR_LISTING, QUESTIONS, SEEDS, SCHEMA_CACHE, SCHEMA_STATE, SCHEMA_MAINT, SCHEMA_COPY,
        DAEMON_SOCKET, WATCH_LOCK, WATCH_PID, WATCH_STATE, WATCH_LOG, HOOKS_LOG, HOOKS_DEFERRED,
        EMBED_CACHE, EMBED_CACHE_KEYS, REPLICA, REPLICA_STATE, REPLICA_MAINT, RECALL_COPY, USES,
-       KNOWLEDGE_STATE, TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK, PAIRS_JOURNAL, RECALL_COPY_LOCK)
+       KNOWLEDGE_STATE, TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK, PAIRS_JOURNAL, RECALL_COPY_LOCK,
+       VERIFICATIONS)
 
 
 def check_state_dir(root: Path) -> Path:

@@ -1,9 +1,11 @@
 """Review status: ``wrenmem verify`` marks pairs verified, recording what it verified.
 
-A verification writes ``verified_by``, ``verified_at``, ``verified_sql`` (a fingerprint of
-the SQL: editing it un-verifies the pair) and ``verified_schema`` (the fingerprint of every
-table and column the SQL uses: a later change of one is rule WM011) into the front matter,
-and drops ``reviewed: false``. A pair that does not validate is not verified.
+A verification writes ``verified_by``, ``verified_at``, ``verified_pair`` (a fingerprint of
+the question, phrasings, SQL, dialect and datasource: editing one un-verifies the pair) and
+``verified_schema`` (the fingerprint of every table and column the SQL uses: a later change
+of one is rule WM011) into the front matter, drops ``reviewed: false`` and the SQL-only
+``verified_sql`` of older versions, and records the verification as made here
+(:mod:`wrenmem.pairs.trust`). A pair that does not validate is not verified.
 """
 
 from __future__ import annotations
@@ -21,16 +23,17 @@ from wrenmem.pairs.pairfile import (
     REVIEW_KEYS,
     VERIFIED_AT,
     VERIFIED_BY,
+    VERIFIED_PAIR,
     VERIFIED_SCHEMA,
-    VERIFIED_SQL,
     Pair,
     checked_file_bytes,
     decode_file,
+    pair_fingerprint,
     read_pair_bytes,
     render_pair,
-    sql_fingerprint,
 )
 from wrenmem.pairs.store import utc_now, write_pair_bytes
+from wrenmem.pairs.trust import record_verified
 from wrenmem.settings import Settings
 
 
@@ -42,6 +45,8 @@ class Verified:
     pair: Pair | None
     changed: bool = False
     problems: tuple[Problem, ...] = ()
+    # the earlier verification this one replaced (verified_by, verified_at), if another's
+    replaced: tuple[str, str | None] | None = None
 
     @property
     def ok(self) -> bool:
@@ -51,6 +56,8 @@ class Verified:
         return {"path": self.path, "verified": self.ok, "changed": self.changed,
                 "verified_by": self.pair.extra.get(VERIFIED_BY) if self.pair else None,
                 "uses": sorted(self.pair.extra.get(VERIFIED_SCHEMA) or {}) if self.pair else [],
+                "replaced": {"verified_by": self.replaced[0], "verified_at": self.replaced[1]}
+                if self.replaced else None,
                 "problems": [p.to_dict() for p in self.problems]}
 
 
@@ -103,18 +110,24 @@ def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool 
         extra = {k: v for k, v in pair.extra.items() if k not in REVIEW_KEYS}
         extra[VERIFIED_BY] = by.strip()
         extra[VERIFIED_AT] = stamp
-        extra[VERIFIED_SQL] = sql_fingerprint(pair.sql)
+        extra[VERIFIED_PAIR] = pair_fingerprint(pair)
         if items:
             extra[VERIFIED_SCHEMA] = {i: fingerprints.get(i.lower(), "") for i in items}
         marked = pair.with_changes(extra=extra)
-        already = pair.verified and pair.extra.get(VERIFIED_SCHEMA) == extra.get(
-            VERIFIED_SCHEMA) and pair.extra.get(VERIFIED_BY) == by.strip()
+        earlier = pair.extra.get(VERIFIED_BY)
+        already = pair.verification_intact and pair.extra.get(VERIFIED_SCHEMA) == extra.get(
+            VERIFIED_SCHEMA) and str(earlier) == by.strip()
+        replaced = None
+        if earlier and str(earlier).strip() != by.strip():  # said, never silently replaced
+            at = pair.extra.get(VERIFIED_AT)
+            replaced = (str(earlier), None if at is None else str(at))
         if not already:
             text = render_pair(marked, settings.format)
             write_pair_bytes(settings, absolute,
                              checked_file_bytes(text, rel, marked, settings.max_pair_bytes))
         reread = read_pair_file(absolute, rel, settings.max_pair_bytes)[0]
-        out.append(Verified(rel, reread, not already, tuple(problems)))
+        record_verified(settings, [reread])
+        out.append(Verified(rel, reread, not already, tuple(problems), replaced))
     return out
 
 

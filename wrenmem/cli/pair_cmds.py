@@ -239,11 +239,12 @@ def fmt(ctx: click.Context, files: tuple[str, ...], check: bool, fail_on_change:
 @click.pass_context
 def verify(ctx: click.Context, files: tuple[str, ...], by: str | None, force: bool,
            as_json: bool) -> None:
-    """Mark pairs verified: who and when, and fingerprints of the SQL and of the tables and
-    columns it uses (editing the SQL, or a change of those in the manifest, shows again).
+    """Mark pairs verified: who and when, and fingerprints of the question, phrasings, SQL,
+    dialect and datasource and of the tables and columns it uses (editing any of them, or a
+    change of those in the manifest, shows again).
 
     What a reviewer runs in a pull request. A pair that does not validate is refused (exit
-    1) unless --force.
+    1) unless --force. Replacing another reviewer's verification is said (on stderr).
     """
     memory = get_memory(ctx)
     notes: list[str] = []
@@ -261,6 +262,9 @@ def verify(ctx: click.Context, files: tuple[str, ...], by: str | None, force: bo
             who = r.pair.extra.get("verified_by") if r.pair else by
             click.echo(f"{'verified' if r.changed else 'already verified'}: {r.path} "
                        f"(by {who})")
+            if r.replaced:
+                at = f" at {r.replaced[1]}" if r.replaced[1] else ""
+                warn(f"  replaces the verification by {r.replaced[0]}{at}")
     if notes:
         warn("; ".join(notes))
     if any(not r.ok for r in results) and not force:

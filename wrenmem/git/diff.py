@@ -7,6 +7,13 @@ started are not the branch's removals. A pair whose file moved is "moved": with 
 question and SQL, or edited on the way (the same question, or question and SQL mostly the
 same text), in which case its SQL diff is shown. Added, changed and moved pairs are
 validated like ``wrenmem validate`` does, against the manifest of the head side.
+
+Trust comes from review (docs/security.md#verification): a verification on the head side
+is **settled** only when the base side already has it (the same stamp: who, when, what);
+one that appears or changes in the change under review is **claimed** by the author of the
+commit that introduced it (or by the working tree), never shown as settled, even when only
+the metadata of a file changed. A pair that opts out of the read-only rule
+(``allow-writes: true``) is flagged, never given a plain check mark.
 """
 
 from __future__ import annotations
@@ -31,7 +38,15 @@ from wrenmem.git.knowledge_diff import (
     render_knowledge_text,
 )
 from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files
-from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
+from wrenmem.pairs.pairfile import (
+    CLAIMED,
+    VERIFIED_AT,
+    VERIFIED_BY,
+    Pair,
+    decode_file,
+    parse_pair,
+    read_pair_bytes,
+)
 from wrenmem.schema.manifest import Manifest, load_manifest, manifest_too_large
 from wrenmem.settings import Settings
 
@@ -70,6 +85,9 @@ class Entry:
     old: Pair | None = None  # the base version, for changed and moved
     old_path: str | None = None  # for moved
     problems: tuple[Problem, ...] = ()
+    # a verification this change adds or alters: who claims it (a commit's author and
+    # commit, or "the working tree (not committed)"); the pair is then not verified
+    claimed_in: str | None = None
 
     @property
     def valid(self) -> bool:
@@ -86,6 +104,15 @@ class Entry:
         """Not verified, and written by something other than a person (``source`` is not
         ``user``, or ``reviewed: false``) or edited since it was verified."""
         return self.status != "removed" and self.pair is not None and self.pair.unreviewed
+
+    def verification(self) -> dict[str, Any] | None:
+        """What the head side says of its verification: settled or claimed, by whom."""
+        pair = self.pair
+        if self.status == "removed" or pair is None or not pair.verification_intact:
+            return None
+        return {"state": "claimed" if self.claimed_in else "settled",
+                "verified_by": str(pair.extra.get(VERIFIED_BY)),
+                "verified_at": pair.extra.get(VERIFIED_AT), "claimed_by": self.claimed_in}
 
     def sql_diff(self) -> list[str]:
         """Unified diff of the SQL, base → head (empty unless the SQL changed)."""
@@ -104,6 +131,8 @@ class Entry:
             "tags": list(self.pair.tags) if self.pair else [],
             "needs_review": self.needs_review,
             "verified": bool(self.pair and self.pair.verified),
+            "verification": self.verification(),
+            "allows_writes": bool(self.pair and self.pair.allows_writes),
             "valid": self.valid, "problems": [p.to_dict() for p in self.problems],
         }
         if self.status in ("changed", "moved"):
@@ -195,7 +224,15 @@ def diff_pairs(settings: Settings, base: str | None = None, head: str | None = N
         head_knowledge = knowledge_files_at(head_commit, settings, project)
     changes = compare_knowledge(knowledge_files_at(base_commit, settings, project),
                                 head_knowledge, settings)
-    result = replace(_compare(base_side, head_side, validator), knowledge=changes)
+    def claimant(path: str, stamp: str) -> str | None:
+        if head is None:  # the working tree: what `wrenmem verify` made here is settled
+            from wrenmem.pairs.trust import stamp_recorded
+
+            return None if stamp_recorded(settings, stamp) else (
+                "the working tree (not committed)")
+        return _introduced_by(repo, base_commit, head_commit, _in_repo(project, path), stamp)
+
+    result = replace(_compare(base_side, head_side, validator, claimant), knowledge=changes)
     if not check_schema:
         return result
     old = _manifest_at(settings, base_commit, top)
@@ -213,6 +250,30 @@ def _affected(old: Manifest, validator: Validator, head: Side
              if (p := _quiet_parse(path, data)) is not None]
     found = affected_by_change(old, validator.manifest, pairs, validator.dialect_of)
     return tuple((p.path, p.nl, tuple(changes)) for p, changes in found)
+
+
+def _in_repo(project: str, path: str) -> str:
+    return path if project == "." else f"{project}/{path}"
+
+
+def _introduced_by(repo: Any, base: Any, head: Any, path: str, stamp: str) -> str:
+    """``Author <email> in abc1234``: the author of the oldest commit of base..head from
+    which on the file at ``path`` carries the verification ``stamp``."""
+    found = None
+    try:
+        for commit in repo.iter_commits(f"{base.hexsha}..{head.hexsha}", paths=path):
+            try:
+                data = (commit.tree / path).data_stream.read()
+                here = parse_pair(decode_file(data, path), path).stamp
+            except (KeyError, PairError):
+                here = None
+            if here != stamp:
+                break
+            found = commit
+    except Exception:  # noqa: BLE001 - git could not say: the head commit's author is shown
+        found = None
+    commit = found or head
+    return f"{commit.author.name} <{commit.author.email}> in {commit.hexsha[:7]}"
 
 
 def _commit(repo: Any, rev: str) -> Any:
@@ -328,36 +389,56 @@ def _same_sql(a: str, b: str) -> bool:
     return a.split() == b.split()
 
 
-def _compare(base: Side, head: Side, validator: Validator) -> PairDiff:
+def _compare(base: Side, head: Side, validator: Validator,
+             claimant: Any = None) -> PairDiff:
     entries: list[Entry] = []
     metadata_only: list[str] = []
     added = sorted(set(head.files) - set(base.files))
     removed = sorted(set(base.files) - set(head.files))
+    # Verifications the base already has: settled. Any other on the head side is claimed.
+    settled = {p.stamp for path, data in base.files.items()
+               if (p := _quiet_parse(path, data)) is not None and p.stamp}
+
+    def claim(new: Pair | None) -> tuple[Pair | None, str | None]:
+        if new is None or not new.stamp or new.stamp in settled:
+            return new, None
+        who = claimant(new.path, new.stamp) if claimant else "this change"
+        if who is None:
+            return new, None
+        return new.with_changes(extra={**new.extra, CLAIMED: True}), who
+
     for path in sorted(set(head.files) & set(base.files)):
         if head.files[path] == base.files[path]:
             continue
         new, problems = _parse(validator, path, head.files[path])
+        new, claimed = claim(new)
         old = _quiet_parse(path, base.files[path])
         if new is not None and old is not None and old.nl == new.nl and _same_sql(
                 old.sql, new.sql):
-            if problems:  # still report it: e.g. the manifest changed under it
-                entries.append(Entry("changed", path, new, old, problems=tuple(problems)))
+            if problems or claimed or new.allows_writes != old.allows_writes:
+                # still report it: e.g. the manifest changed under it, a verification or
+                # an opt-out of the read-only rule appeared
+                entries.append(Entry("changed", path, new, old, problems=tuple(problems),
+                                     claimed_in=claimed))
             else:
                 metadata_only.append(path)
             continue
-        entries.append(Entry("changed", path, new, old, problems=tuple(problems)))
+        entries.append(Entry("changed", path, new, old, problems=tuple(problems),
+                             claimed_in=claimed))
     # A file moved with the same question and SQL is a move, not an add and a remove.
     gone = {path: _quiet_parse(path, base.files[path]) for path in removed}
     by_content = {(p.nl, " ".join(p.sql.split())): path for path, p in gone.items() if p}
     for path in added:
         new, problems = _parse(validator, path, head.files[path])
+        new, claimed = claim(new)
         key = (new.nl, " ".join(new.sql.split())) if new else None
         old_path = by_content.pop(key, None) if key else None
         if old_path is not None:
             entries.append(Entry("moved", path, new, gone.pop(old_path), old_path,
-                                 tuple(problems)))
+                                 tuple(problems), claimed))
         else:
-            entries.append(Entry("added", path, new, problems=tuple(problems)))
+            entries.append(Entry("added", path, new, problems=tuple(problems),
+                                 claimed_in=claimed))
     _pair_renames(entries, gone)
     for path, old in sorted(gone.items()):
         entries.append(Entry("removed", path, old))
@@ -395,7 +476,8 @@ def _pair_renames(entries: list[Entry], gone: dict[str, Pair | None]) -> None:
             continue
         taken.add(i)
         e = entries[i]
-        entries[i] = Entry("moved", e.path, e.pair, gone.pop(path), path, e.problems)
+        entries[i] = Entry("moved", e.path, e.pair, gone.pop(path), path, e.problems,
+                           e.claimed_in)
 
 
 # ---- rendering -------------------------------------------------------------------------------
@@ -419,7 +501,9 @@ def render_text(d: PairDiff) -> str:
         question = e.pair.nl if e.pair else "(does not parse)"
         where = f"{e.old_path} → {e.path}" if e.old_path else e.path
         state = "" if e.status == "removed" else ("  ok" if e.valid else "  INVALID")
-        review = f"  [review: {_review_reason(e.pair)}]" if e.needs_review and e.pair else (
+        if state and e.pair and e.pair.allows_writes:
+            state += "  [WRITES: allow-writes opts out of the read-only rule]"
+        review = f"  [review: {_review_reason(e)}]" if e.needs_review and e.pair else (
             "  [verified]" if e.pair and e.pair.verified and e.status != "removed" else "")
         out.append(f"{marks[e.status]} {where}  {question}{state}{review}")
         if e.status in ("changed", "moved") and e.old and e.pair and e.old.nl != e.pair.nl:
@@ -454,8 +538,12 @@ def render_markdown(d: PairDiff) -> str:
     """A pull-request comment: a summary, then each pair with its SQL (or SQL diff) and
     validation result; removed pairs as a list."""
     checked = len([e for e in d.entries if e.status != "removed"])
+    writes = len([e for e in d.entries if e.status != "removed" and e.pair
+                  and e.pair.allows_writes])
     verdict = (f"❌ {len(d.invalid)} of {checked} added, changed or moved pair(s) do not "
-               "validate" if d.invalid else "✅ every added, changed and moved pair validates")
+               "validate" if d.invalid else (
+                   f"⚠️ {writes} pair(s) opt out of the read-only rule (`allow-writes: true`)"
+                   if writes else "✅ every added, changed and moved pair validates"))
     out = [MARKER, "## wrenmem: NL→SQL pairs in this change", "",
            f"**{summary_line(d)}** — {verdict}", "",
            f"<sub>base `{d.base.label}`{_short(d.base.commit)} · head "
@@ -479,7 +567,8 @@ def render_markdown(d: PairDiff) -> str:
     if moved:
         out += ["", f"### Moved ({len(moved)})", ""]
         for e in moved:
-            mark = "✅" if e.valid else "❌"
+            mark = ("❌" if not e.valid else "⚠️" if e.pair and e.pair.allows_writes
+                    else "✅")
             out.append(f"- {mark} `{e.old_path}` → `{e.path}` — "
                        f"{_inline(e.pair.nl) if e.pair else ''}")
             out += [f"  - `{p.path}:{p.line}:{p.col}` {p.code} {_inline(p.message)}"
@@ -503,7 +592,7 @@ def render_markdown(d: PairDiff) -> str:
 
 
 def _markdown_entry(e: Entry) -> list[str]:
-    mark = "✅" if e.valid else "❌"
+    mark = ("❌" if not e.valid else "⚠️" if e.pair and e.pair.allows_writes else "✅")
     question = _inline(e.pair.nl) if e.pair else "(does not parse)"
     where = f"`{e.old_path}` → `{e.path}`" if e.old_path else f"`{e.path}`"
     facts = []
@@ -514,9 +603,13 @@ def _markdown_entry(e: Entry) -> list[str]:
         if e.pair.tags:
             facts.append("tags: " + ", ".join(f"`{t}`" for t in e.pair.tags))
     out = [f"#### {mark} {question}", "", " · ".join([where, *facts])]
+    if e.pair and e.pair.allows_writes:
+        out += ["", "> ⚠️ **Writes allowed:** this pair says `allow-writes: true`, which opts "
+                    "it out of the read-only rule: its SQL may change data. Make sure that is "
+                    "intended before merging."]
     if e.needs_review and e.pair:
-        out += ["", f"> 🔍 **Review:** {_review_reason(e.pair)}; check the question and the "
-                    "SQL, then run `wrenmem verify " + e.path + "`."]
+        out += ["", f"> 🔍 **Review:** {_inline(_review_reason(e))}; check the question and "
+                    "the SQL, then run `wrenmem verify " + e.path + "`."]
     elif e.pair and e.pair.verified:
         out += ["", f"> ✔️ Verified by {_inline(str(e.pair.extra.get('verified_by')))}"
                     + (f" at {e.pair.extra.get('verified_at')}"
@@ -539,8 +632,16 @@ def _markdown_entry(e: Entry) -> list[str]:
     return out
 
 
-def _review_reason(pair: Pair) -> str:
+def _review_reason(e: Entry) -> str:
     """Why a pair waits for a person, in a few words."""
+    pair = e.pair
+    assert pair is not None
+    if e.claimed_in:
+        return (f"verification by {pair.extra.get('verified_by')} claimed by {e.claimed_in}, "
+                "not settled until this change is reviewed")
+    if pair.old_fingerprint:
+        return (f"verified by {pair.extra.get('verified_by')} without a fingerprint of the "
+                "question, dialect and datasource (an older version, or by hand)")
     if pair.extra.get("verified_by"):
         return f"edited since {pair.extra.get('verified_by')} verified it"
     if pair.source != "user":

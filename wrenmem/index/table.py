@@ -271,6 +271,10 @@ def pair_row(row_id: str, pair: Pair, text: str, vector: Sequence[float] | np.nd
         meta["also"] = list(pair.also)
     if pair.verified:
         meta["verified"] = True  # recall.hits.VERIFIED_META: what `recall --verified` keeps
+    elif pair.claimed_by:
+        meta["claimed_by"] = pair.claimed_by  # verified only by the file's word (trust.py)
+    if pair.allows_writes:
+        meta["allow_writes"] = True  # the pair opts out of the read-only rule: recall says so
     return {
         "id": row_id,
         "path": pair.path,
@@ -294,19 +298,35 @@ def row_pair(row: Mapping[str, Any]) -> Pair:
         meta = json.loads(row.get("meta") or "{}")
     except ValueError:
         meta = {}
-    return Pair(nl=row["question"], sql=row["sql"], path=row["path"],
+    pair = Pair(nl=row["question"], sql=row["sql"], path=row["path"],
                 datasource=row.get("datasource"), dialect=row.get("dialect"),
                 tags=tuple(row.get("tags") or ()), source=row.get("source") or "user",
                 created_at=meta.get("created_at"), sql_line=int(meta.get("sql_line") or 1),
-                also=tuple(str(a) for a in meta.get("also") or ()),
-                extra=_verified_extra(row["sql"]) if meta.get("verified") else {})
+                also=tuple(str(a) for a in meta.get("also") or ()))
+    extra = _review_extra(pair, meta)
+    return pair.with_changes(extra=extra) if extra else pair
 
 
-def _verified_extra(sql: str) -> dict[str, Any]:
-    """Front-matter keys that make a rebuilt Pair ``verified`` (the row says it was)."""
-    from wrenmem.pairs.pairfile import VERIFIED_BY, VERIFIED_SQL, sql_fingerprint
+def _review_extra(pair: Pair, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Front-matter keys that make a rebuilt Pair verified, claimed or allowed to write, as
+    the row says it was."""
+    from wrenmem.pairs.pairfile import (
+        ALLOW_WRITES,
+        CLAIMED,
+        VERIFIED_BY,
+        VERIFIED_PAIR,
+        pair_fingerprint,
+    )
 
-    return {VERIFIED_BY: "index", VERIFIED_SQL: sql_fingerprint(sql)}
+    extra: dict[str, Any] = {}
+    if meta.get("verified") or meta.get("claimed_by"):
+        extra = {VERIFIED_BY: str(meta.get("claimed_by") or "index"),
+                 VERIFIED_PAIR: pair_fingerprint(pair)}
+        if not meta.get("verified"):
+            extra[CLAIMED] = True
+    if meta.get("allow_writes"):
+        extra[ALLOW_WRITES] = True
+    return extra
 
 
 def write(table: Any, rows: Sequence[dict[str, Any]], delete_ids: Sequence[str]) -> None:

@@ -35,6 +35,10 @@ class RecalledPair(TypedDict):
     tags: list[str]
     also: list[str]
     verified: bool
+    # a verification the file only claims (not committed): who it names; never trusted
+    claimed_by: str | None
+    # ``allow-writes: true``: this SQL is outside the read-only rule; do not run it blindly
+    allows_writes: bool
 
 
 class RecallOutput(TypedDict):
@@ -338,7 +342,8 @@ def _term(entry: Entry) -> GlossaryTermOutput:
 def _recalled(hit: Hit) -> RecalledPair:
     return {"question": hit.question, "sql": hit.sql, "path": hit.path, "score": hit.score,
             "source": hit.source, "datasource": hit.datasource, "dialect": hit.dialect,
-            "tags": list(hit.tags), "also": list(hit.also), "verified": hit.verified}
+            "tags": list(hit.tags), "also": list(hit.also), "verified": hit.verified,
+            "claimed_by": hit.claimed_by, "allows_writes": hit.allows_writes}
 
 
 def _listed(pair: Pair) -> ListedPair:

@@ -31,6 +31,7 @@ from wrenmem.fsutil import (
 )
 from wrenmem.pairs.pairfile import Pair, decode_file, parse_pair, read_pair_bytes
 from wrenmem.pairs.swap import finish_interrupted
+from wrenmem.pairs.trust import settle
 from wrenmem.settings import MAX_PAIR_BYTES, Settings
 
 log = logging.getLogger(__name__)
@@ -140,7 +141,7 @@ def scan(settings: Settings, *, use_cache: bool = True, refresh: bool = False) -
         _save_cache(cache_path, fresh)
     pairs.sort(key=lambda p: p.path)
     errors.sort(key=lambda e: e.path)
-    return Scan(tuple(pairs), tuple(errors), hashes)
+    return Scan(settle(settings, pairs), tuple(errors), hashes)
 
 
 def read_paths(settings: Settings, rels: Iterable[str]) -> Scan:
@@ -156,7 +157,7 @@ def read_paths(settings: Settings, rels: Iterable[str]) -> Scan:
         if entry is not None:
             _collect(rel, entry, pairs, errors, hashes)
     errors.sort(key=lambda e: e.path)
-    return Scan(tuple(pairs), tuple(errors), hashes)
+    return Scan(settle(settings, pairs), tuple(errors), hashes)
 
 
 # Files to read (not in the catalog) from which a scan has a forked process read the later

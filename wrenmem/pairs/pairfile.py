@@ -23,12 +23,18 @@ from wrenmem.settings import MAX_PAIR_BYTES
 KNOWN_KEYS = ("nl", "also", "datasource", "dialect", "tags", "source", "created_at",
               "verified_by", "verified_at")
 # Review status (see docs/file-format.md): who verified the pair and when, the fingerprint of
-# its SQL and of the schema items it uses at that moment; ``reviewed: false`` marks a pair an
-# agent wrote. ``allow-writes: true`` accepts a pair whose SQL writes.
-VERIFIED_BY, VERIFIED_AT, VERIFIED_SQL, VERIFIED_SCHEMA = (
-    "verified_by", "verified_at", "verified_sql", "verified_schema")
+# what was verified (question, phrasings, SQL, dialect, datasource: ``verified_pair``) and of
+# the schema items it uses at that moment; ``reviewed: false`` marks a pair an agent wrote.
+# ``verified_sql`` (the SQL alone) is what versions before 0.x wrote: read, never trusted.
+# ``allow-writes: true`` accepts a pair whose SQL writes.
+VERIFIED_BY, VERIFIED_AT, VERIFIED_PAIR, VERIFIED_SQL, VERIFIED_SCHEMA = (
+    "verified_by", "verified_at", "verified_pair", "verified_sql", "verified_schema")
 REVIEWED, ALLOW_WRITES = "reviewed", "allow-writes"
-REVIEW_KEYS = (VERIFIED_BY, VERIFIED_AT, VERIFIED_SQL, VERIFIED_SCHEMA, REVIEWED)
+REVIEW_KEYS = (VERIFIED_BY, VERIFIED_AT, VERIFIED_PAIR, VERIFIED_SQL, VERIFIED_SCHEMA, REVIEWED)
+# Set in ``extra`` by :func:`wrenmem.pairs.trust.settle` (never read from a file: the parser
+# drops it): the pair's verification is only claimed, not yet committed nor made here by
+# ``wrenmem verify`` (docs/security.md#verification).
+CLAIMED = "\x00claimed"
 _DELIM = re.compile(r"^---[ \t]*$")
 _FENCE_OPEN = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
 _ISO_TIME = re.compile(
@@ -73,19 +79,56 @@ class Pair:
             fields.append(list(self.also))
         if self.verified:
             fields.append("verified")
+        elif self.claimed_by:
+            fields.append(["claimed", self.claimed_by])
+        if self.allows_writes:
+            fields.append("allow-writes")
         payload = json.dumps(fields, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
     @property
-    def verified(self) -> bool:
-        """A person verified this very SQL: ``verified_by`` is set and ``verified_sql``, the
-        fingerprint ``wrenmem verify`` records, is that of the SQL as it is now (editing the
-        SQL un-verifies the pair). A ``verified_by`` written by hand, without a fingerprint,
-        is taken at its word: there is nothing to compare with."""
+    def verification_intact(self) -> bool:
+        """The file says a person verified this very pair: ``verified_by`` is set and
+        ``verified_pair``, the fingerprint ``wrenmem verify`` records, is that of the
+        question, phrasings, SQL, dialect and datasource as they are now (editing any of
+        them un-verifies the pair). Without that fingerprint (a ``verified_by`` written by
+        hand, or only the SQL-only ``verified_sql`` of older versions) nothing says what was
+        verified: the pair needs ``wrenmem verify`` again. Whether the verification is
+        settled is :attr:`verified`."""
         if not self.extra.get(VERIFIED_BY):
             return False
-        recorded = self.extra.get(VERIFIED_SQL)
-        return recorded is None or str(recorded) == sql_fingerprint(self.sql)
+        recorded = self.extra.get(VERIFIED_PAIR)
+        return recorded is not None and str(recorded) == pair_fingerprint(self)
+
+    @property
+    def verified(self) -> bool:
+        """Verified (:attr:`verification_intact`), and not only claimed: on a pair read
+        through the catalog, the verification is committed in git or was made on this
+        machine by ``wrenmem verify`` (:func:`wrenmem.pairs.trust.settle`)."""
+        return self.verification_intact and not self.extra.get(CLAIMED)
+
+    @property
+    def claimed_by(self) -> str | None:
+        """The ``verified_by`` of an intact verification that is only claimed."""
+        if self.extra.get(CLAIMED) and self.verification_intact:
+            return str(self.extra.get(VERIFIED_BY))
+        return None
+
+    @property
+    def old_fingerprint(self) -> bool:
+        """Verified by a version that fingerprinted only the SQL, or by hand (no
+        ``verified_pair``): the pair needs ``wrenmem verify`` again."""
+        return bool(self.extra.get(VERIFIED_BY)) and self.extra.get(VERIFIED_PAIR) is None
+
+    @property
+    def stamp(self) -> str | None:
+        """What identifies this verification (who, when, what): the same stamp in two
+        versions of a pair is the same verification. None unless :attr:`verification_intact`."""
+        if not self.verification_intact:
+            return None
+        payload = json.dumps([str(self.extra.get(VERIFIED_BY)), str(self.extra.get(
+            VERIFIED_AT) or ""), str(self.extra.get(VERIFIED_PAIR))], ensure_ascii=False)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:24]
 
     @property
     def unreviewed(self) -> bool:
@@ -122,6 +165,15 @@ class Pair:
 def sql_fingerprint(sql: str) -> str:
     """A short hash of a SQL text, blind to whitespace (re-indenting keeps a pair verified)."""
     return hashlib.sha256(" ".join(sql.split()).encode("utf-8")).hexdigest()[:16]
+
+
+def pair_fingerprint(pair: Pair) -> str:
+    """``verified_pair``: a short hash of what an agent relies on in a pair, its question,
+    other phrasings, SQL, dialect and datasource, blind to whitespace in the texts."""
+    fields = [" ".join(pair.nl.split()), [" ".join(a.split()) for a in pair.also],
+              " ".join(pair.sql.split()), pair.dialect or "", pair.datasource or ""]
+    payload = json.dumps(["pair-v2", *fields], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
 # YAML aliases may expand to at most this many nodes in one front matter: a few hundred
@@ -258,7 +310,7 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
         also = _also(meta.get("also"), nl.strip())
     except ValueError as e:
         raise PairError(path, f"'also' {e}", key_line("also")) from e
-    extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS and k != "sql"}
+    extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS and k not in ("sql", CLAIMED)}
     front = lines[first + 1 : close]
     comments = _front_comments(front, meta) if "#" in yaml_text else ()
     return Pair(
@@ -271,9 +323,9 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
         source=values.get("source") or "user",
         created_at=values.get("created_at"),
         notes=notes,
-        extra={**{k: v for k, v in extra.items() if k not in (VERIFIED_SQL, VERIFIED_SCHEMA)},
+        extra={**{k: v for k, v in extra.items() if k not in _FINGERPRINTS},
                **{k: values[k] for k in (VERIFIED_BY, VERIFIED_AT) if k in values},
-               **{k: extra[k] for k in (VERIFIED_SQL, VERIFIED_SCHEMA) if k in extra}},
+               **{k: extra[k] for k in _FINGERPRINTS if k in extra}},
         sql_line=sql_line,
         wren_format=wren,
         comments=comments,
@@ -281,6 +333,7 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     )
 
 
+_FINGERPRINTS = (VERIFIED_PAIR, VERIFIED_SQL, VERIFIED_SCHEMA)  # written in this order, last
 _TOP_KEY = re.compile(r"""^(?:"([^"]*)"|'([^']*)'|([^\s#:'"?\-][^:#]*?))[ \t]*:(?:[ \t]|$)""")
 _COMMENT_START = re.compile(r"[ \t]#")
 MAX_COMMENT_PARSES = 64
@@ -524,6 +577,8 @@ def render_pair(pair: Pair, style: str = "fenced") -> str:
     if pair.created_at:
         items.append(("created_at", "created_at: " + _time_scalar(pair.created_at)))
     for key, value in pair.extra.items():
+        if key == CLAIMED:
+            continue
         if key in ("verified_at",) and isinstance(value, str):
             items.append((str(key), f"{key}: " + _time_scalar(value)))
         else:

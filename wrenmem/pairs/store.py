@@ -15,10 +15,12 @@ from wrenmem.pairs.pairfile import (
     REVIEWED,
     VERIFIED_AT,
     VERIFIED_BY,
+    VERIFIED_PAIR,
     VERIFIED_SCHEMA,
     VERIFIED_SQL,
     Pair,
     checked_file_bytes,
+    pair_fingerprint,
     render_pair,
     sql_fingerprint,
 )
@@ -212,15 +214,7 @@ def merged_update(settings: Settings, old: Pair, new: Pair) -> tuple[Pair, str]:
     ``reviewed: false`` given with ``new`` (an agent writing) is kept unless the pair stays
     verified (the agent stored the very SQL a person verified)."""
     extra = dict(old.extra)
-    if sql_fingerprint(old.sql) != sql_fingerprint(new.sql) and extra.get(VERIFIED_BY):
-        for key in (VERIFIED_BY, VERIFIED_AT, VERIFIED_SQL, VERIFIED_SCHEMA):
-            extra.pop(key, None)
-        extra[REVIEWED] = False
-    if new.extra.get(REVIEWED) is False and not old.with_changes(
-            sql=new.sql, extra=extra).verified:
-        extra[REVIEWED] = False
     merged = old.with_changes(
-        extra=extra,
         sql=new.sql,
         datasource=new.datasource if new.datasource is not None else old.datasource,
         dialect=new.dialect if new.dialect is not None else old.dialect,
@@ -231,6 +225,15 @@ def merged_update(settings: Settings, old: Pair, new: Pair) -> tuple[Pair, str]:
         also=new.also or old.also,  # a re-store or an import keeps the file's phrasings
         wren_format=settings.format == "wren",
     )
+    if extra.get(VERIFIED_BY) and (sql_fingerprint(old.sql) != sql_fingerprint(new.sql) or (
+            old.verification_intact and pair_fingerprint(old) != pair_fingerprint(merged))):
+        for key in (VERIFIED_BY, VERIFIED_AT, VERIFIED_PAIR, VERIFIED_SQL, VERIFIED_SCHEMA):
+            extra.pop(key, None)  # what was verified is not what is stored
+        extra[REVIEWED] = False
+    if new.extra.get(REVIEWED) is False and not merged.with_changes(
+            extra=extra).verification_intact:
+        extra[REVIEWED] = False
+    merged = merged.with_changes(extra=extra)
     return merged, render_pair(merged, settings.format)
 
 

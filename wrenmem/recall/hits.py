@@ -72,7 +72,11 @@ class Hit:
     raw_score: float | None = None
     also: tuple[str, ...] = ()
     also_paths: tuple[str, ...] = ()
-    verified: bool = False  # a person verified this SQL (``wrenmem verify``)
+    verified: bool = False  # a person verified this pair (``wrenmem verify``), settled
+    # ``verified_by`` of a verification the file only claims (not committed, not made here
+    # by ``wrenmem verify``: docs/security.md#verification); never ``verified``
+    claimed_by: str | None = None
+    allows_writes: bool = False  # ``allow-writes: true``: opted out of the read-only rule
 
     @classmethod
     def from_pair(cls, pair: Pair, score: float, backend: str,
@@ -83,7 +87,8 @@ class Hit:
         return cls(pair.nl, pair.sql, pair.path, round(score, 6), pair.source, pair.datasource,
                    pair.dialect, pair.tags, backend,
                    None if raw_score is None else round(raw_score, 6), tuple(also),
-                   tuple(t.path for t in twins), pair.verified)
+                   tuple(t.path for t in twins), pair.verified, pair.claimed_by,
+                   pair.allows_writes)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +105,8 @@ class Hit:
             "also": list(self.also),
             "also_paths": list(self.also_paths),
             "verified": self.verified,
+            "claimed_by": self.claimed_by,
+            "allows_writes": self.allows_writes,
         }
 
     @classmethod
@@ -108,7 +115,8 @@ class Hit:
         return cls(data["question"], data["sql"], data["path"], data["score"], data["source"],
                    data["datasource"], data["dialect"], tuple(data["tags"]), data["backend"],
                    data.get("raw_score"), tuple(data.get("also") or ()),
-                   tuple(data.get("also_paths") or ()), bool(data.get("verified")))
+                   tuple(data.get("also_paths") or ()), bool(data.get("verified")),
+                   data.get("claimed_by"), bool(data.get("allows_writes")))
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,11 @@ def render_text(results: Sequence[RecallResult]) -> str:
         for rank, hit in enumerate(result.hits, 1):
             lines.append(f"{rank}. {hit.question}")
             lines.append(f"   {hit.path}  score={hit.score:g}  source={hit.source}"
-                         + ("  verified" if hit.verified else ""))
+                         + ("  verified" if hit.verified else "")
+                         + (f"  verification claimed by {hit.claimed_by}, not committed"
+                            if hit.claimed_by else "")
+                         + ("  WRITES: allow-writes, outside the read-only rule"
+                            if hit.allows_writes else ""))
             lines.extend(f"   also: {phrasing}" for phrasing in hit.also)
             lines.extend(f"     {line}" for line in hit.sql.splitlines())
     return "\n".join(lines) + "\n"
