@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass
 
 from wrenmem import lance
+from wrenmem.errors import WrenmemError
 from wrenmem.index import replica
 from wrenmem.index import table as index
-from wrenmem.errors import WrenmemError
 from wrenmem.index.origin import Origin, local_origin, other_project
 from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.snapshot import take_snapshot
