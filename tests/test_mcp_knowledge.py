@@ -104,12 +104,23 @@ def test_read_only_serves_no_writing_tool(shop: Path, monkeypatch: pytest.Monkey
 
 
 def test_forget_query_when_enabled(shop: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def body(session: ClientSession) -> set[str]:
+        return {t.name for t in (await session.list_tools()).tools}
+
+    assert "forget_query" in in_session(shop, body, "--backend", "grep", "--forget")
+    monkeypatch.setenv("WRENMEM_MCP_FORGET", "1")
+    assert "forget_query" in in_session(shop, body, "--backend", "grep")
+
+
+def test_a_committed_toml_cannot_turn_forgetting_on(shop: Path) -> None:
+    """mcp_forget widens what an agent may do: a cloned project's own wrenmem.toml (what a
+    pull request can change) is ignored for it, with a warning naming the file."""
     (shop / "wrenmem.toml").write_text("mcp_forget = true\n")
 
     async def body(session: ClientSession) -> set[str]:
         return {t.name for t in (await session.list_tools()).tools}
 
-    assert "forget_query" in in_session(shop, body, "--backend", "grep")
+    assert "forget_query" not in in_session(shop, body, "--backend", "grep")
 
 
 def test_a_resource_outside_the_knowledge_files_is_refused(shop: Path, tmp_path: Path) -> None:

@@ -62,7 +62,14 @@ def test_allow_writes_opts_out_per_pair_and_per_project(example_project: Path, c
     assert result.exit_code == 1
     assert "knowledge/sql/drop.md:6:1: WM008 not a read-only query: a DROP statement" in (
         result.output)
-    (example_project / "wrenmem.toml").write_text("allow_writes = true\n")
+    # the project's own wrenmem.toml cannot accept writes (a pull request could change it)
+    (example_project / "wrenmem.toml").write_text("allow_writes = true\n"
+                                                  'ignore = ["WM008"]\n')
+    assert cli("validate", root=example_project).exit_code == 1
+    (example_project / "wrenmem.toml").write_text('ignore = ["all"]\n')
+    assert cli("validate", root=example_project).exit_code == 1
+    (example_project / "wrenmem.toml").unlink()
+    monkeypatch.setenv("WRENMEM_ALLOW_WRITES", "1")  # the person running it can
     assert cli("validate", root=example_project).exit_code == 0
 
 

@@ -43,3 +43,34 @@ def test_project_root_is_found_upwards(project: Path) -> None:
     deep = project / "knowledge" / "sql" / "sub"
     deep.mkdir()
     assert find_project_root(deep) == project
+
+
+def test_widening_settings_come_only_from_the_person_running_it(
+        project: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """allow_writes and mcp_forget (and ignoring WM008, the read-only rule) widen what an
+    agent may do: a project's own wrenmem.toml cannot turn them on; a flag or WRENMEM_* can."""
+    (project / "wrenmem.toml").write_text(
+        'allow_writes = true\nmcp_forget = true\nignore = ["WM004", "wm008"]\n')
+    with caplog.at_level("WARNING", logger="wrenmem.settings"):
+        s = load_settings(project, environ={})
+    assert (s.allow_writes, s.mcp_forget, s.ignore) == (False, False, ("WM004",))
+    assert (s.origins["allow_writes"], s.origins["mcp_forget"]) == ("default", "default")
+    said = caplog.text
+    assert "'allow_writes' ignored" in said and "'mcp_forget' ignored" in said
+    assert str(project / "wrenmem.toml") in said and "WM008" in said
+    (project / "wrenmem.toml").write_text('ignore = ["all"]\n')
+    everything_but = load_settings(project, environ={}).ignore
+    assert "WM008" not in everything_but and "WM004" in everything_but
+    env = {"WRENMEM_ALLOW_WRITES": "1", "WRENMEM_MCP_FORGET": "true"}
+    s = load_settings(project, environ=env)
+    assert (s.allow_writes, s.mcp_forget) == (True, True)
+    s = load_settings(project, {"mcp_forget": True, "allow_writes": True}, environ={})
+    assert (s.allow_writes, s.mcp_forget) == (True, True)
+
+
+def test_a_toml_widening_setting_is_a_warning_on_stderr(project: Path) -> None:
+    from tests.conftest import run_wrenmem
+
+    (project / "wrenmem.toml").write_text("mcp_forget = true\n")
+    done = run_wrenmem(["validate"], project)
+    assert "setting 'mcp_forget' ignored" in done.stderr, done.stderr

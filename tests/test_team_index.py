@@ -475,10 +475,21 @@ def test_another_project_on_the_same_prefix_is_refused(tmp_path: Path, s3_env: d
     assert remote_rows(uri) == before
     result = cli(theirs, "check")
     assert result.exit_code == 1 and "another project" in result.output
-    # A reader of that prefix only reads: it is told where the index comes from, not refused.
-    reader = machine(tmp_path, "reader", uri, role="reader", pairs=5)
+    # A reader of another project would answer with sales-kb's pairs: refused as well.
+    reader = machine(tmp_path, "reader", uri, role="reader", pairs=5, variant=" (HR)")
     git_remote(reader, "https://git.example.com/team/hr-kb.git")
-    assert "another project" not in cli(reader, "status").output
+    recalled = cli(reader, "recall", "--backend", "vector", "--json", "-k", "1",
+                   "-q", "How many orders in region 3?")
+    assert recalled.exit_code == 1, recalled.output
+    assert "another project" in recalled.output and "sales-kb" in recalled.output
+    assert "p0003.md" not in recalled.stdout
+    assert "foreign" in cli(reader, "status").output
+    # A reader of this project (its other spelling) reads it.
+    ours_reader = machine(tmp_path, "ours-reader", uri, role="reader", pairs=5)
+    git_remote(ours_reader, "git@git.example.com:team/sales-kb.git")
+    recalled = cli(ours_reader, "recall", "--backend", "vector", "--json", "-k", "1",
+                   "-q", "How many orders in region 3?")
+    assert recalled.exit_code == 0 and "p0003.md" in recalled.stdout, recalled.output
 
 
 @pytest.mark.parametrize(("a", "b", "same"), [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -11,6 +12,8 @@ from typing import Any
 from wrenmem.encoding import not_utf8
 from wrenmem.errors import SettingsError
 from wrenmem.statedir import INDEX, STATE_DIR, check_state_dir
+
+log = logging.getLogger(__name__)
 
 CONFIG_FILE = "wrenmem.toml"
 BACKENDS = ("auto", "grep", "vector", "hybrid")
@@ -30,6 +33,13 @@ ENGINES = ("duckdb", "none")
 # Settings naming a place on disk: from the project's own wrenmem.toml (or as the default)
 # they must stay inside the project; a flag, a keyword or WRENMEM_* may name any place.
 PROJECT_PATHS = ("knowledge_dir", "manifest", "index_uri", "knowledge_root")
+# Settings that widen what an agent (or a pull request) may do: accept SQL that writes,
+# offer MCP's forget_query. They come only from a flag, a keyword or WRENMEM_*: a
+# committed wrenmem.toml setting one gets a warning and is ignored. (``ignore`` may not
+# name the read-only rule's code there either: see :func:`_toml_ignore`.)
+PERSONAL = ("allow_writes", "mcp_forget")
+READ_ONLY_CODE = "WM008"
+_warned: set[str] = set()  # warnings already given in this process (settings load often)
 
 
 def _positive_int(value: Any) -> int:
@@ -328,8 +338,17 @@ def load_settings(
             raw, origin = given[name], "flag"
         elif env_name is not None:
             raw, origin = environ[env_name], env_name
+        elif name in config and name in PERSONAL:
+            _warn_once(f"{root / CONFIG_FILE}: setting {name!r} ignored: it widens what an "
+                       f"agent may do, so only the person running the command can turn it "
+                       f"on (a flag, or WRENMEM_{name.upper()}=...), never the project's "
+                       f"own file")
+            values[field_name], origins[name] = default, "default"
+            continue
         elif name in config:
             raw, origin = config[name], CONFIG_FILE
+            if name == "ignore":
+                raw = _toml_ignore(root, raw)
         else:
             values[field_name], origins[name] = default, "default"
             continue
@@ -342,6 +361,31 @@ def load_settings(
     for name in PROJECT_PATHS:
         _require_inside(root, name, values[FIELDS.get(name, name)], origins[name])
     return Settings(root=root, origins=origins, **values)
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("%s", message)
+
+
+def _toml_ignore(root: Path, raw: Any) -> Any:
+    """The ``ignore`` list of wrenmem.toml without the read-only rule (``WM008``, also
+    within ``all``): ignoring it project-wide is ``allow_writes``, a personal setting."""
+    items = raw.replace(",", " ").split() if isinstance(raw, str) else raw
+    if not isinstance(items, list | tuple):
+        return raw  # the converter names the problem
+    codes = [str(item).strip().upper() for item in items]
+    if READ_ONLY_CODE not in codes and "ALL" not in codes:
+        return raw
+    from wrenmem.checks.rules import RULES
+
+    _warn_once(f"{root / CONFIG_FILE}: setting 'ignore' may not name {READ_ONLY_CODE} (the "
+               f"read-only rule): ignored; accepting SQL that writes is personal (a flag, "
+               f"or WRENMEM_ALLOW_WRITES=1)")
+    if "ALL" in codes:
+        return [code for code in RULES if code != READ_ONLY_CODE]
+    return [item for item, code in zip(items, codes, strict=True) if code != READ_ONLY_CODE]
 
 
 def _require_inside(root: Path, name: str, value: str, origin: str) -> None:

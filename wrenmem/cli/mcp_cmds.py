@@ -42,20 +42,23 @@ def parse_http(value: str) -> tuple[str, int]:
               help="Recall backend (default: setting `backend`).")
 @click.option("--read-only", is_flag=True,
               help="Serve no tool that writes: no store_query, no forget_query.")
+@click.option("--forget", is_flag=True,
+              help="Offer forget_query (agents may delete pair files): the mcp_forget "
+                   "setting, which only this flag or WRENMEM_MCP_FORGET turns on.")
 @click.pass_context
 def mcp(ctx: click.Context, http: str | None, no_token: bool, allow_hosts: tuple[str, ...],
-        backend: str | None, read_only: bool) -> None:
+        backend: str | None, read_only: bool, forget: bool) -> None:
     """Serve the memory to agents over MCP (stdio, or HTTP with --http): tools
     recall_queries, get_schema_context, describe_schema, get_instructions, lookup_glossary,
-    list_queries and store_query (not with --read-only), forget_query (only with the setting
-    mcp_forget = true); resources for the manifest and every knowledge file; the prompt
+    list_queries and store_query (not with --read-only), forget_query (only with --forget
+    or WRENMEM_MCP_FORGET=1); resources for the manifest and every knowledge file; the prompt
     answer_with_sql. Over HTTP every request needs the bearer token and a Host naming this
     server (see docs/mcp.md). Needs the `mcp` extra."""
 
     address = parse_http(http) if http else None
     if address is None and (no_token or allow_hosts):
         raise click.UsageError("--no-token and --allow-host apply to --http only")
-    settings = get_settings(ctx, backend=backend)
+    settings = get_settings(ctx, backend=backend, mcp_forget=True if forget else None)
     try:  # the SDK takes a second to import: only when serving
         from wrenmem.mcp.server import serve
     except ImportError as e:

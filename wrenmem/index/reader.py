@@ -12,9 +12,10 @@ import time
 from dataclasses import dataclass
 
 from wrenmem import lance
+from wrenmem.errors import WrenmemError
 from wrenmem.index import replica
 from wrenmem.index import table as index
-from wrenmem.index.origin import Origin, local_origin
+from wrenmem.index.origin import Origin, local_origin, other_project
 from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.snapshot import take_snapshot
 from wrenmem.settings import Settings
@@ -31,6 +32,7 @@ class ReaderView:
     plan: SyncPlan
     stale_since: float | None = None  # the remote could not be reached: the local copy's age
     error: str = ""
+    owner: str | None = None  # the other project that wrote it: recall refuses
 
     @property
     def other_branch(self) -> bool:
@@ -84,12 +86,19 @@ def reader_view(settings: Settings) -> ReaderView:
             indexed.setdefault(row.id, []).append(row.content_hash)
     elif not settings.remote_index:
         version = None
+    here = local_origin(settings.root)
     plan = plan_sync(take_snapshot(settings).desired(), indexed)
     return ReaderView(settings.index_uri, version if table is not None else None, origin,
-                      local_origin(settings.root), plan,
-                      stale.stale_since if stale else None, stale.error if stale else "")
+                      here, plan,
+                      stale.stale_since if stale else None, stale.error if stale else "",
+                      other_project(origin, here))
 
 
 def behind_note(settings: Settings) -> str | None:
-    """What a reader's recall prints on stderr: how far the index is behind its files."""
-    return reader_view(settings).note()
+    """What a reader's recall prints on stderr: how far the index is behind its files.
+    An index another project wrote (its recorded git remote names another repository than
+    this checkout's) is refused, as a second writer is: its answers are not this project's."""
+    view = reader_view(settings)
+    if view.owner is not None:
+        raise WrenmemError(index.foreign_refusal(settings, view.owner))
+    return view.note()

@@ -433,10 +433,7 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     db = index.connect(settings)
     check = index.inspect(settings, db)
     if check.owner is not None:
-        raise WrenmemError(
-            f"the index at {settings.index_uri} holds the pairs of another project "
-            f"({check.owner}); writing would delete its rows: give this project an index "
-            "of its own (setting `index_uri`)")
+        raise WrenmemError(index.foreign_refusal(settings, check.owner))
     table = check.table
     here = local_origin(settings.root) if settings.remote_index else None
     if here is not None and table is not None and not full and not check.damaged:

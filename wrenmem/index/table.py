@@ -172,14 +172,13 @@ def table_owner(settings: Settings, table: Any) -> str | None:
     built it, and two projects writing one would delete each other's rows. An index on
     object storage is shared by design: every checkout of the team (each at its own path)
     writes or reads it, and its origin (project, branch, commit) is recorded instead; a
-    writer whose git remote names another repository than that origin's is refused (a
-    reader only reads: it is told what it reads from).
+    writer whose git remote names another repository than that origin's is refused, and
+    so is a reader (it would answer with that project's pairs).
     """
     if lance.is_remote(settings.index_uri):
         from wrenmem.index.origin import local_origin, other_project
 
-        return (None if settings.is_reader
-                else other_project(table_origin(table), local_origin(settings.root)))
+        return other_project(table_origin(table), local_origin(settings.root))
     if "://" not in settings.index_uri and os.path.abspath(settings.index_uri).startswith(
             str(settings.root) + os.sep):
         return None
@@ -188,6 +187,17 @@ def table_owner(settings: Settings, table: Any) -> str | None:
     except Exception:  # unreadable metadata is damage found elsewhere
         return None
     return recorded if recorded and recorded != str(settings.root) else None
+
+
+def foreign_refusal(settings: Settings, owner: str) -> str:
+    """Why a writer or a reader refuses an index that holds another project's pairs."""
+    if settings.is_reader:
+        return (f"the index at {settings.index_uri} holds the pairs of another project "
+                f"({owner}); a reader would answer with them: read this project's own "
+                "index (setting `index_uri`)")
+    return (f"the index at {settings.index_uri} holds the pairs of another project "
+            f"({owner}); writing would delete its rows: give this project an index "
+            "of its own (setting `index_uri`)")
 
 
 def read_ids(table: Any) -> list[IndexedRow]:
