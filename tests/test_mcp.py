@@ -21,9 +21,10 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mysql-shop"
 TOOLS = {"recall_queries", "get_schema_context", "describe_schema", "store_query",
-         "list_queries", "forget_query", "get_instructions", "lookup_glossary"}
+         "list_queries", "forget_query", "get_instructions", "lookup_glossary",
+         "get_context", "list_stored_queries"}  # the last two: Wren's names
 READ_ONLY = {"recall_queries", "get_schema_context", "describe_schema", "list_queries",
-             "get_instructions", "lookup_glossary"}
+             "get_instructions", "lookup_glossary", "get_context", "list_stored_queries"}
 
 
 @pytest.fixture

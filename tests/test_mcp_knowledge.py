@@ -98,7 +98,8 @@ def test_read_only_serves_no_writing_tool(shop: Path, monkeypatch: pytest.Monkey
 
     out = in_session(shop, body, "--backend", "grep", "--read-only")
     assert out["tools"] == {"recall_queries", "get_schema_context", "describe_schema",
-                            "list_queries", "get_instructions", "lookup_glossary"}
+                            "list_queries", "get_instructions", "lookup_glossary",
+                            "get_context", "list_stored_queries"}
     assert "read-only" in out["instructions"] and "store_query" not in out["prompt"]
     assert "store_query" not in out["instructions"] and "forget_query" not in out["instructions"]
 

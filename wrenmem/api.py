@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from wrenmem.pairs.pairfile import Pair
     from wrenmem.pairs.seeds import SeedWrite
     from wrenmem.pairs.store import StoreResult
+    from wrenmem.pairs.wren_store import WrenStore
     from wrenmem.recall.recaller import Freshness, Recaller
     from wrenmem.schema.fetch import FetchResult
     from wrenmem.schema.manifest import Manifest
@@ -360,6 +361,23 @@ class Memory:
         if not dry_run:
             self._after_write([*report.created, *report.updated, *report.deleted])
         return report
+
+    def import_wren(self, path: str | Path, *, mode: str = "skip", dry_run: bool = False,
+                    force: bool = False, include_seed: bool = False
+                    ) -> tuple[ImportReport, WrenStore]:
+        """Migrate a Wren memory store (its LanceDB folder, e.g. ``.wren/memory``): each pair
+        becomes a file, as :meth:`import_` does with a ``queries.yml`` (Wren's ``export``).
+        Seed rows are left out unless ``include_seed``. A second run changes nothing."""
+        from wrenmem.pairs.exchange import import_pairs
+        from wrenmem.pairs.wren_store import read_wren_store
+
+        store = read_wren_store(Path(path), include_seed=include_seed)
+        self._check_import(store.pairs, force)
+        report = import_pairs(self.settings, store.pairs, mode, dry_run=dry_run, force=force)
+        report.read = len(store.pairs)
+        if not dry_run:
+            self._after_write([*report.created, *report.updated, *report.deleted])
+        return report, store
 
     def export(self, path: str | Path | None = None, *, source: str | None = None,
                seeds: bool = False) -> str:

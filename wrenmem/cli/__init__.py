@@ -24,6 +24,7 @@ COMMAND_MODULES: dict[str, str] = {
     "mcp": "mcp_cmds",
     **dict.fromkeys(["hooks", "validate", "duplicates", "diff"], "git_cmds"),
     **dict.fromkeys(["rules", "glossary"], "knowledge_cmds"),
+    "memory": "wren_cmds",
 }
 
 

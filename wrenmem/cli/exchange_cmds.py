@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from wrenmem.cli.common import alias, emit_json, get_memory, json_option, warn
 from wrenmem.cli.progress import Progress
 
+if TYPE_CHECKING:
+    from wrenmem.pairs.exchange import ImportReport
+    from wrenmem.pairs.wren_store import WrenStore
+
 
 @click.command(name="import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("file", required=False, type=click.Path(exists=True, dir_okay=False))
+@click.option("--from-wren", "from_wren", type=click.Path(exists=True, file_okay=False),
+              help="Read a Wren memory store instead (its LanceDB folder, e.g. .wren/memory): "
+                   "Wren's `export` migration.")
+@click.option("--include-seed", is_flag=True,
+              help="With --from-wren: also the seed rows (left out: the manifest makes them).")
 @click.option("--upsert", is_flag=True, help="Update files whose question already exists.")
 @click.option("--overwrite", is_flag=True,
               help="First delete every pair file whose source appears in FILE.")
@@ -21,7 +31,8 @@ from wrenmem.cli.progress import Progress
               help="With --overwrite: delete files without asking.")
 @json_option
 @click.pass_context
-def import_cmd(ctx: click.Context, file: str, upsert: bool, overwrite: bool, dry_run: bool,
+def import_cmd(ctx: click.Context, file: str | None, from_wren: str | None,
+               include_seed: bool, upsert: bool, overwrite: bool, dry_run: bool,
                force: bool, yes: bool, as_json: bool) -> None:
     """Import a queries.yml: each pair becomes a Markdown file (existing questions are
     skipped unless --upsert or --overwrite).
@@ -29,16 +40,31 @@ def import_cmd(ctx: click.Context, file: str, upsert: bool, overwrite: bool, dry
     The SQL of every pair must parse in its dialect, as for `store`: otherwise nothing is
     imported, unless --force. --overwrite deletes files: it lists them and asks first
     (--yes does not ask; without a terminal to ask on, --yes is needed).
+
+    --from-wren PATH reads the pairs of a Wren memory store (table query_history) instead
+    of a file: the newest row of each question, its source, tags, datasource and created_at.
     """
 
+    if (file is None) == (from_wren is None):
+        raise click.UsageError("give a queries.yml FILE or --from-wren PATH (one of them)")
     if upsert and overwrite:
         raise click.UsageError("--upsert and --overwrite cannot be combined")
     mode = "upsert" if upsert else "overwrite" if overwrite else "skip"
     notes: list[str] = []
     memory = get_memory(ctx)
     memory.notify = notes.append
+    store: WrenStore | None = None
+
+    def run(dry: bool) -> ImportReport:
+        nonlocal store
+        if from_wren is None:
+            return memory.import_(file or "", mode=mode, dry_run=dry, force=force)
+        report, store = memory.import_wren(from_wren, mode=mode, dry_run=dry, force=force,
+                                           include_seed=include_seed)
+        return report
+
     if overwrite and not dry_run and not yes:
-        doomed = memory.import_(file, mode=mode, dry_run=True, force=force).deleted
+        doomed = run(True).deleted
         if doomed:
             for rel in doomed:
                 warn(f"would delete: {rel}")
@@ -48,11 +74,22 @@ def import_cmd(ctx: click.Context, file: str, upsert: bool, overwrite: bool, dry
             click.confirm(f"Delete {len(doomed)} pair file(s) and import?", abort=True,
                           err=True)
     with Progress("import"):
-        report = memory.import_(file, mode=mode, dry_run=dry_run, force=force)
+        report = run(dry_run)
     note = "; ".join(notes) or None
+    wren = None if store is None else {
+        "rows": store.rows, "seeds_left_out": store.seeds, "empty_rows": store.empty,
+        "superseded": [{"question": q, "created_at": c} for q, c in store.superseded]}
     if as_json:
-        emit_json({**report.to_dict(), "dry_run": dry_run, "index": note})
+        emit_json({**report.to_dict(), "dry_run": dry_run, "index": note,
+                   **({"wren": wren} if wren else {})})
         return
+    if store is not None:
+        for question, created in store.superseded:
+            warn(f"superseded in the Wren store: an older SQL of {question!r} "
+                 f"({created or 'no date'}); the newest row is imported")
+        warn(f"{from_wren}: {store.rows} row(s) in query_history, {len(store.pairs)} pair(s)"
+             + (f", {store.seeds} seed row(s) left out (--include-seed)" if store.seeds else "")
+             + (f", {store.empty} row(s) without question or SQL" if store.empty else ""))
     verb = "would " if dry_run else ""
     renewed = set(report.created) & set(report.deleted)  # --overwrite: written anew in place
     for label, items in (("create", report.created), ("update", report.updated),

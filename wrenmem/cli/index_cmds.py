@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -13,13 +14,38 @@ from wrenmem.index.report import render_sync
 GREP_ONLY = "grep backend: the pair files are the index; nothing to build"
 
 
+# Wren's `index` options, accepted by sync and index alike (docs/coming-from-wren.md).
+wren_path_option = click.option(
+    "--path", "-p", "wren_path", hidden=True,
+    help="Wren's LanceDB folder: not used here (wrenmem's index is the setting `index`; "
+         "`import --from-wren PATH` reads a Wren store).")
+
+
+def wren_path_note(path: str | None) -> None:
+    if path is not None:
+        warn(f"--path {path}: Wren's LanceDB folder is not used by this command (wrenmem's "
+             "index is the setting `index`); `wrenmem import --from-wren PATH` migrates a "
+             "Wren store")
+
+
 @click.command()
 @click.option("--full", is_flag=True, help="Drop the pairs table and rebuild it from scratch.")
 @click.option("--pairs-only", is_flag=True,
               help="Do not build or update the schema and knowledge indexes.")
+@click.option("--mdl", "--manifest", "-m", "manifest", type=click.Path(dir_okay=False),
+              help="Manifest JSON for this run (default: setting `manifest`); --mdl as in Wren.")
+@click.option("--no-seed", "no_seed", is_flag=True,
+              help="Leave the manifest's seed queries out (setting `seeds = false` for this run).")
+@click.option("--no-queries", "no_queries", is_flag=True,
+              help="Do not index the pair files; only the schema and knowledge (as Wren's).")
+@click.option("--instructions/--no-instructions", default=True,
+              help="Index the rules, glossary and caveats too (default); as Wren's.")
+@wren_path_option
 @json_option
 @click.pass_context
-def sync(ctx: click.Context, full: bool, pairs_only: bool, as_json: bool) -> None:
+def sync(ctx: click.Context, full: bool, pairs_only: bool, manifest: str | None,
+         no_seed: bool, no_queries: bool, instructions: bool, wren_path: str | None,
+         as_json: bool) -> None:
     """Bring the index up to date with the pair files (embeds only new and changed pairs),
     the schema index with the manifest, when there is one, and the knowledge index with
     the rules, glossary, caveats and metrics files (neither with --pairs-only).
@@ -27,7 +53,11 @@ def sync(ctx: click.Context, full: bool, pairs_only: bool, as_json: bool) -> Non
     In a grep-only project (backend = "grep", or no index extra) there is nothing to build.
     """
 
-    memory = get_memory(ctx)
+    if pairs_only and no_queries:
+        raise click.UsageError("--pairs-only and --no-queries leave nothing to index")
+    wren_path_note(wren_path)
+    memory = get_memory(ctx, manifest=str(Path(manifest).resolve()) if manifest else None,
+                        seeds=False if no_seed else None)
     if memory.grep_only:
         if as_json:
             emit_json({"noop": True, "grep_only": True, "schema": None, "knowledge": None})
@@ -35,9 +65,9 @@ def sync(ctx: click.Context, full: bool, pairs_only: bool, as_json: bool) -> Non
             click.echo(GREP_ONLY)
         return
     with Progress("sync") as progress:
-        report = memory.sync(full=full, progress=progress)
+        report = memory.sync(full=full, progress=progress) if not no_queries else None
         schema = None if pairs_only else memory.sync_schema(progress=progress)
-        knowledge = None if pairs_only else memory.sync_knowledge()
+        knowledge = None if pairs_only or not instructions else memory.sync_knowledge()
     out, err = render_sync(report, schema, knowledge, as_json=as_json)  # as the fast path
     for line in err:
         warn(line)
@@ -177,12 +207,16 @@ def check(ctx: click.Context, as_json: bool) -> None:
 
 
 @click.command()
+@click.option("--force", "-f", is_flag=True,
+              help="Accepted for Wren's scripts: reset never asks (it drops only derived data).")
+@wren_path_option
 @json_option
 @click.pass_context
-def reset(ctx: click.Context, as_json: bool) -> None:
+def reset(ctx: click.Context, force: bool, wren_path: str | None, as_json: bool) -> None:
     """Delete the pairs, schema and knowledge indexes and their state (the files are
     untouched; `sync` rebuilds them)."""
 
+    wren_path_note(wren_path)
     memory = get_memory(ctx)
     settings = memory.settings
     if memory.grep_only:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import sys
+import threading
 
 import click
 
@@ -24,10 +25,23 @@ from wrenmem.watch.loop import LoopConfig
 @click.option("--no-daemon", is_flag=True, help="Do not answer recall/fetch/status requests.")
 @click.option("--debounce", type=click.FloatRange(0.0, 60.0), default=0.15, show_default=True,
               help="Seconds of quiet that end a burst of changes.")
+@click.option("--interval", "-i", type=click.FloatRange(0.1, None),
+              help="Poll the files every S seconds (implies --poll); as Wren's.")
+@click.option("--max-polls", type=click.IntRange(1, None),
+              help="Stop after this many poll intervals (5 s each unless --interval); "
+                   "as Wren's.")
+@click.option("--reindex-on-start/--no-reindex-on-start", default=False, hidden=True,
+              help="Accepted for Wren's scripts: wrenmem always syncs when it starts.")
+@click.option("--mdl", "wren_mdl", hidden=True, type=click.Path(dir_okay=False),
+              help="Wren's: the manifest to watch (setting `manifest` for this run).")
+@click.option("--path", "-p", "wren_path", hidden=True,
+              help="Wren's LanceDB folder: not used (wrenmem's index is the setting `index`).")
 @json_option
 @click.pass_context
 def watch(ctx: click.Context, detach: bool, stop: bool, show_status: bool, poll: bool,
-          no_daemon: bool, debounce: float, as_json: bool) -> None:
+          no_daemon: bool, debounce: float, interval: float | None, max_polls: int | None,
+          reindex_on_start: bool, wren_mdl: str | None, wren_path: str | None,
+          as_json: bool) -> None:
     """Watch knowledge/sql/ and the manifest; sync the index after every change.
 
     While it runs it also answers `recall`, `fetch` and `status` with the model already
@@ -36,7 +50,13 @@ def watch(ctx: click.Context, detach: bool, stop: bool, show_status: bool, poll:
     """
     if sum((detach, stop, show_status)) > 1:
         raise click.UsageError("--detach, --stop and --status are exclusive")
-    settings = get_settings(ctx)
+    from pathlib import Path
+
+    from wrenmem.cli.index_cmds import wren_path_note
+
+    wren_path_note(wren_path)
+    overrides = {"manifest": str(Path(wren_mdl).resolve())} if wren_mdl else {}
+    settings = get_settings(ctx, **overrides)
     if show_status:
         info = process.watcher_status(settings)
         if as_json:
@@ -53,8 +73,11 @@ def watch(ctx: click.Context, detach: bool, stop: bool, show_status: bool, poll:
         else:
             click.echo(f"stopped the watcher (pid {pid})")
         return
+    poll = poll or interval is not None
     argv = [*(["--poll"] if poll else []), *(["--no-daemon"] if no_daemon else []),
-            "--debounce", str(debounce)]
+            "--debounce", str(debounce), *(["--interval", str(interval)] if interval else []),
+            *(["--max-polls", str(max_polls)] if max_polls else []),
+            *(["--mdl", overrides["manifest"]] if overrides else [])]
     if detach:
         pid = process.start_detached(settings, argv)
         if as_json:
@@ -66,10 +89,16 @@ def watch(ctx: click.Context, detach: bool, stop: bool, show_status: bool, poll:
         return
 
     _log_to_stderr()
-    watch_run.run_watch(settings, reload=lambda: get_settings(ctx),
+    stopping = threading.Event()
+    if max_polls is not None:  # Wren's bounded run: as many intervals, then stop
+        timer = threading.Timer(max_polls * (interval or 5.0), stopping.set)
+        timer.daemon = True
+        timer.start()
+    watch_run.run_watch(settings, reload=lambda: get_settings(ctx, **overrides),
                         options=watch_run.WatchOptions(poll=poll, daemon=not no_daemon,
-                                                       config=LoopConfig(debounce=debounce)),
-                        report=_report)
+                                                       config=LoopConfig(debounce=debounce),
+                                                       poll_interval=interval or 0.5),
+                        stop=stopping, report=_report)
     warn("watch: stopped")
 
 

@@ -81,19 +81,21 @@ class SyncReport:
                 + ("; in the journal" if self.journaled else ""))
 
 
-def render_sync(report: SyncReport, schema: Any, knowledge: Any, *, as_json: bool
+def render_sync(report: SyncReport | None, schema: Any, knowledge: Any, *, as_json: bool
                 ) -> tuple[str, list[str]]:
     """What ``wrenmem sync`` prints: (stdout, the stderr lines), for the click command and
-    the CLI's fast path alike. ``schema`` and ``knowledge``: their sync reports, or None."""
-    err = [f"{e.location()}: {e.reason} (skipped)" for e in report.errors]
-    err += [f"warning: {message}" for message in report.warnings]
+    the CLI's fast path alike. ``report``, ``schema`` and ``knowledge``: their sync reports,
+    or None (``report`` is None with Wren's ``index --no-queries``)."""
+    err = [f"{e.location()}: {e.reason} (skipped)" for e in report.errors] if report else []
+    err += [f"warning: {message}" for message in report.warnings] if report else []
     if as_json:
-        data = {**report.to_dict(), "schema": schema.to_dict() if schema else None,
+        data = {**(report.to_dict() if report else {"pairs": None}),
+                "schema": schema.to_dict() if schema else None,
                 "knowledge": knowledge.to_dict() if knowledge else None}
         return json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False) + "\n", err
-    if report.rebuilt:
+    if report is not None and report.rebuilt:
         err.append(f"rebuilt the index: {report.rebuild_reason}")
-    lines = [report.summary()]
+    lines = [report.summary()] if report else ["pairs not indexed (--no-queries)"]
     if schema is not None:
         state = "schema index up to date" if schema.noop else "schema synced"
         lines.append(f"{state}: {schema.items} items, {schema.embedded} embedded")

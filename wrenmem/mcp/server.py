@@ -231,6 +231,17 @@ def build_server(memory: Memory, *, freshness: Freshness | None = None,
         and relationships (strategy "search"). Call first, before writing SQL."""
         return _answer(tools.get_schema_context, question, threshold, k)
 
+    @server.tool(annotations=ToolAnnotations(title="Schema context (Wren's name)",
+                                             **_read_only()))
+    def get_context(
+        question: Annotated[str, Field(min_length=1, description="The question to answer.")],
+        limit: Annotated[int, Field(ge=1, le=200,
+                                    description="How many schema items when searching.")] = 5,
+    ) -> SchemaContextOutput:
+        """Wren's name for get_schema_context (same answer; `limit` is its `k`): the schema
+        that matters for a question, whole when it is small, else the most relevant items."""
+        return _answer(tools.get_schema_context, question, None, limit)
+
     @server.tool(annotations=ToolAnnotations(title="The whole schema", **_read_only()))
     def describe_schema() -> DescribeOutput:
         """The whole schema as plain text: models, columns (types, keys, descriptions),
@@ -272,6 +283,17 @@ def build_server(memory: Memory, *, freshness: Freshness | None = None,
         """The stored pairs (and the seed pairs derived from the schema), a page at a time,
         with the total count."""
         return _answer(tools.list_queries, source, tag, datasource, limit, offset)
+
+    @server.tool(annotations=ToolAnnotations(title="List stored pairs (Wren's name)",
+                                             **_read_only()))
+    def list_stored_queries(
+        source: Annotated[str | None, Field(
+            description="Only pairs of this source: user, seed, import…")] = None,
+        limit: Annotated[int, Field(ge=1, le=10000, description="At most this many.")] = 10000,
+    ) -> ListOutput:
+        """Wren's name for list_queries: the stored pairs (and the seed pairs), up to
+        `limit`, with the total count."""
+        return _answer(tools.list_queries, source, None, None, limit, 0)
 
     if forget:
         @server.tool(annotations=ToolAnnotations(

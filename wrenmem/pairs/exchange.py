@@ -172,7 +172,7 @@ def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
             report.created.append(rel)
             continue
         merged, text = merged_update(settings, old, incoming)
-        if not would_change(settings, old, text):
+        if says_the_same(old, merged, incoming) or not would_change(settings, old, text):
             report.unchanged.append(old.path)
             continue
         path = pair_write_target(settings, settings.root / old.path)
@@ -187,6 +187,21 @@ def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
         moved = {settings.relpath(a): settings.relpath(b) for a, b in renamed.items()}
         report.created = [moved.get(rel, rel) for rel in report.created]
     return report
+
+
+def says_the_same(old: Pair, merged: Pair, incoming: Pair) -> bool:
+    """Whether an imported pair only repeats its file (as ``export`` then ``import --upsert``
+    does): the same fields, notes and dates. Such a file is left as it is, byte for byte,
+    whatever its format (Wren's ``sql:`` in the front matter stays, and no ``created_at``
+    is added or rewritten)."""
+    if merged.content_hash != old.content_hash or merged.notes != old.notes:
+        return False
+    if merged.extra != old.extra:
+        return False
+    if incoming.created_at is None:
+        return True
+    return old.created_at is not None and (
+        canonical_time(str(old.created_at)) == canonical_time(str(incoming.created_at)))
 
 
 def _free_name(settings: Settings, stem: str, taken: set[str],

@@ -272,8 +272,9 @@ class WatchdogSource:
     def __init__(self, settings: Settings, *, poll: bool = False,
                  notify: Callable[[str], None] | None = None,
                  observer_factory: Callable[[], Any] | None = None,
-                 recheck: float = 1.0):
+                 recheck: float = 1.0, poll_interval: float = 0.5):
         self.settings = settings
+        self.poll_interval = poll_interval  # seconds between two scans when polling
         self.notify = notify or log.warning
         self.queue: queue.SimpleQueue[Change] = queue.SimpleQueue()
         self.mode = "polling" if poll else "inotify"
@@ -418,7 +419,7 @@ class WatchdogSource:
         if self.mode == "polling":
             from watchdog.observers.polling import PollingObserver
 
-            return PollingObserver(timeout=0.5)
+            return PollingObserver(timeout=self.poll_interval)
         from watchdog.observers import Observer
 
         return Observer()

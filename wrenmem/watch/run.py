@@ -178,6 +178,7 @@ class WatchOptions:
     poll: bool = False
     daemon: bool = True
     config: LoopConfig | None = None
+    poll_interval: float = 0.5  # seconds between scans when polling (Wren's --interval)
 
 
 def run_watch(settings: Settings, *, reload: Callable[[], Settings] | None = None,
@@ -202,7 +203,8 @@ def run_watch(settings: Settings, *, reload: Callable[[], Settings] | None = Non
 def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts: WatchOptions,
                 stop: threading.Event, say: Callable[[str, str], None],
                 wakers: list[Callable[[], None]], hold: Singleton) -> None:
-    source = WatchdogSource(settings, poll=opts.poll, notify=lambda m: say("WARNING", m))
+    source = WatchdogSource(settings, poll=opts.poll, notify=lambda m: say("WARNING", m),
+                            poll_interval=opts.poll_interval)
     source.start()
     wakers[:] = [source.wake]
     stats = LoopStats()
