@@ -27,6 +27,47 @@ REAL_MANIFESTS = [JAFFLE, CORE]
 BIRD = FIXTURES / "bird-minidev"
 
 
+# Every test is in one layer, by its file (a module's own ``pytestmark`` of a layer wins):
+# ``unit`` (pure functions: no index, no model, no process), ``system`` (real processes as a
+# user starts them: the CLI, git and pre-commit hooks, the daemon, the MCP server, an S3
+# server) and ``integration`` (real LanceDB, git and models in-process): the default, so a
+# new file is integration until it is listed here. ``serial`` tests run after the parallel
+# run, alone, in one process (``make test``): a test that needs the machine to itself.
+LAYERS = ("unit", "integration", "system")
+UNIT_FILES = frozenset({
+    "test_describe", "test_example_kb", "test_fsutil_marshal", "test_fusion", "test_grep",
+    "test_grep_snapshot", "test_manifest", "test_pairs", "test_rank_rows", "test_schema_cache",
+    "test_schema_items", "test_seeds", "test_slug", "test_suite_build",
+})
+SYSTEM_FILES = frozenset({
+    "test_ci_workflow", "test_cli", "test_cli_progress", "test_copy_job", "test_daemon",
+    "test_docs", "test_duplicates", "test_exchange", "test_fastpath", "test_githooks",
+    "test_index_cmds", "test_journal", "test_knowledge", "test_mcp", "test_mcp_http",
+    "test_newuser_files", "test_newuser_shared_folder", "test_precommit", "test_recall_copy",
+    "test_schema_cmds", "test_schema_copy", "test_security", "test_small_writes",
+    "test_team_index", "test_validate", "test_version_stamp", "test_watch_cmds",
+})
+SERIAL_FILES: frozenset[str] = frozenset()
+
+
+def layer_of(module: str) -> str:
+    """The layer a test file's tests are in when the file names none itself."""
+    if module in UNIT_FILES:
+        return "unit"
+    if module in SYSTEM_FILES:
+        return "system"
+    return "integration"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.path.stem
+        if not any(item.get_closest_marker(layer) for layer in LAYERS):
+            item.add_marker(layer_of(module))
+        if module in SERIAL_FILES:
+            item.add_marker("serial")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Byte-code for wrenmem/ and the tests' helper modules, written once before any test.
 
@@ -39,6 +80,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     environment does."""
     import compileall
 
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller compiled it before it started the workers
     compileall.compile_dir(REPO / "wrenmem", quiet=1)
     for helper in sorted((REPO / "tests").glob("*.py")):
         if not helper.name.startswith("test_"):
