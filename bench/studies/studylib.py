@@ -3,7 +3,7 @@
 out-of-fold fit over five folds by database. Nothing here looks at HELD-OUT.
 
 A study adds or changes columns of the model's features, then calls :func:`oof` with each
-variant's rows and :func:`summary` to print the figures docs/benchmarks.md reports.
+variant's rows and :func:`summary` to print the figures bench/studies/round-*.md report.
 """
 
 from __future__ import annotations
