@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from wrenmem import Memory
-from wrenmem.recall import adapt, model
+from wrenmem.pairs.catalog import scan
+from wrenmem.recall import adapt, evaluate, model
 
 FIXTURE = Path(__file__).parent / "fixtures" / "suite" / "spider-syn-train" / "questions.json"
 
@@ -83,12 +84,24 @@ def test_the_fit_is_made_at_a_sync_that_writes_and_never_at_a_no_op(tmp_path: Pa
     path.unlink()
     memory.recall("How many authors are there?", 3)
     assert not path.exists()
+    assert memory.sync().noop and not path.exists()  # nor does a no-op sync
     monkeypatch.undo()
+    assert memory.fit_recall()["fingerprint"] == first["fingerprint"]
 
-    # a new phrasing of a stored SQL: the questions changed, so the sync fits again
-    (root / "knowledge" / "sql" / "zz-new.md").write_text(
-        "---\nnl: \"Count the authors.\"\ndatasource: icfp_1\n---\n\n```sql\n"
-        "SELECT count(*) FROM authors\n```\n", encoding="utf-8")
+    # a sync that writes but changes no question (a tag added) leaves the fit alone; a
+    # sampled question reworded changes the questions, so the sync fits again
+    sampled = adapt.sample(evaluate.probes(scan(memory.settings).pairs), adapt.PROBES)
+    tagged = root / "knowledge" / "sql" / "q000.md"
+    tagged.write_text(tagged.read_text("utf-8").replace("datasource:", "tags: [x]\ndatasource:"),
+                      encoding="utf-8")
+    mtime = path.stat().st_mtime_ns
+    assert not memory.sync().noop
+    assert path.stat().st_mtime_ns == mtime
+    inside = next(p for p in sampled if p.task == "answered")
+    text = (root / inside.path).read_text("utf-8")
+    (root / inside.path).write_text(text.replace(json.dumps(inside.question),
+                                                 json.dumps("Tell me: " + inside.question)),
+                                    encoding="utf-8")
     assert not memory.sync().noop
     again = json.loads(path.read_text("utf-8"))
     assert again["fingerprint"] != first["fingerprint"]

@@ -5,7 +5,7 @@ one skeleton (*new question*), the two leave-one-out protocols of ``wrenmem eval
 (:mod:`wrenmem.recall.evaluate`). At a sync that changed the pairs (never a no-op one, never
 at recall), when the set of those questions differs from the one last fitted on, the hybrid
 backend's candidates and evidence are gathered once for up to :data:`PROBES` of each task
-(spread evenly), and four rankings are compared on them:
+(a sample by hash, stable as pairs come and go), and four rankings are compared on them:
 
 - ``prior``: the shipped model alone;
 - ``grep-heavy`` and ``vector-heavy``: the shipped model plus a large weight on the
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 VERSION = 1  # of the fit file and of how it is made
-PROBES = 150  # questions asked of each task, at most (spread evenly over the pairs)
+PROBES = 150  # questions asked of each task, at most (sampled by hash)
 MIN_PROBES = 30  # fewer questions in all: the prior alone
 SHRINK = 50.0  # a weight is multiplied by n / (n + SHRINK)
 MIN_GAIN = 0.01  # mean R@1 a ranking must gain over the prior to be chosen
@@ -89,6 +89,21 @@ def fingerprint(probes: Sequence[evaluate.Probe], model_id: str) -> str:
         digest.update(json.dumps([p.task, p.question, p.datasource, sorted(p.exclude),
                                   sorted(map(str, p.right))], ensure_ascii=False).encode())
     return digest.hexdigest()[:32]
+
+
+def _probe_hash(p: evaluate.Probe) -> str:
+    return hashlib.sha256(json.dumps([p.task, p.question, sorted(p.exclude)],
+                                     ensure_ascii=False).encode()).hexdigest()
+
+
+def sample(probes: Sequence[evaluate.Probe], limit: int) -> list[evaluate.Probe]:
+    """At most ``limit`` probes of each task: those of the smallest hashes, so one pair
+    added or removed changes the sample by a probe or two, not all of it."""
+    out: list[evaluate.Probe] = []
+    for task in evaluate.TASKS:
+        mine = [p for p in probes if p.task == task]
+        out += sorted(mine, key=_probe_hash)[:limit] if len(mine) > limit else mine
+    return out
 
 
 def read(settings: Settings) -> dict[str, Any] | None:
@@ -292,7 +307,13 @@ def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair], *,
             glossary: Any = None, force: bool = False) -> dict[str, Any]:
     """Fit the project's ranking when its questions changed since the last fit (``force``:
     fit again anyway), write it, and return the fit file's contents."""
-    probes = evaluate.probes(pairs, limit=PROBES)
+    from wrenmem.recall.vector import SHAPES_FILE
+
+    shapes = sqlshape.ShapeCache(settings.state_dir / SHAPES_FILE)
+    shapes.load()  # the pairs' SQL parsed by an earlier search or fit (10,000 pairs: 2 s)
+    probes = sample(evaluate.probes(pairs), PROBES)
+    if settings.state_dir.is_dir():
+        shapes.save()
     key = fingerprint(probes, embedder.model_id)
     old = read(settings)
     if old is not None and old.get("fingerprint") == key and not force:
