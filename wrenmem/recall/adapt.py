@@ -16,8 +16,9 @@ backend's candidates and evidence are gathered once for up to :data:`PROBES` of 
 
 Every weight is shrunk toward the prior by ``n / (n + SHRINK)`` (``n``: the questions
 asked), and a ranking other than the prior is chosen only when it puts at least
-:data:`MIN_GAIN` more of them right first (mean R@1 of the two tasks, each task weighing the
-same) and loses at most :data:`TASK_LOSS` on either task. Below :data:`MIN_PROBES`
+:data:`MIN_GAIN` more of them right first (mean R@1 of the two tasks, each weighing its
+probes up to :data:`TASK_WEIGHT`) and loses at most :data:`TASK_LOSS` on either task (of
+:data:`TASK_FLOOR` probes or more). Below :data:`MIN_PROBES`
 questions the prior stays. The result is written to ``.wrenmem/recall-fit.json`` (derived,
 safe to delete), keyed by a fingerprint of the questions, the shipped weights and the
 embedder; the learned scorer reads it (again only when the file changed) and adds the tilt.
@@ -52,6 +53,8 @@ MIN_PROBES = 30  # fewer questions in all: the prior alone
 SHRINK = 50.0  # a weight is multiplied by n / (n + SHRINK)
 MIN_GAIN = 0.01  # mean R@1 a ranking must gain over the prior to be chosen
 TASK_LOSS = 0.05  # ... and R@1 it may lose on either task, at most
+TASK_WEIGHT = 50  # a task weighs as many probes as it has, up to this many
+TASK_FLOOR = 20  # a task of fewer probes is not held to TASK_LOSS (too few to tell)
 FOLDS = 5
 KEYWORD_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 DENSE_GRID = (0.0, 5.0, 10.0, 20.0, 40.0)
@@ -237,20 +240,31 @@ def _first_right(g: Gathered, keyword: float, dense: float) -> bool:
 
 
 def _r1(found: Sequence[Gathered], hits: Sequence[bool]) -> dict[str, float]:
-    """R@1 per task, and their mean (``"mean"``)."""
+    """R@1 per task, and their mean (``"mean"``), each task weighing as many probes as it
+    has up to :data:`TASK_WEIGHT` (so two tasks of many probes weigh the same, and a task
+    of two probes does not outweigh one of 150)."""
     out: dict[str, float] = {}
+    weight: dict[str, int] = {}
     for task in evaluate.TASKS:
         mine = [h for g, h in zip(found, hits, strict=True) if g.task == task]
         if mine:
             out[task] = sum(mine) / len(mine)
-    out["mean"] = sum(out.values()) / len(out) if out else 0.0
+            weight[task] = min(len(mine), TASK_WEIGHT)
+    total = sum(weight.values())
+    out["mean"] = sum(out[t] * w for t, w in weight.items()) / total if total else 0.0
     return out
 
 
-def _eligible(r1: dict[str, float], prior: dict[str, float]) -> bool:
-    """No task loses more than :data:`TASK_LOSS` of R@1 against the prior."""
+def _eligible(r1: dict[str, float], prior: dict[str, float],
+              counts: dict[str, int]) -> bool:
+    """No task of :data:`TASK_FLOOR` probes or more loses more than :data:`TASK_LOSS` of
+    R@1 against the prior."""
     return all(r1.get(task, 0.0) >= prior[task] - TASK_LOSS
-               for task in evaluate.TASKS if task in prior)
+               for task in evaluate.TASKS if task in prior and counts.get(task, 0) >= TASK_FLOOR)
+
+
+def _counts(found: Sequence[Gathered]) -> dict[str, int]:
+    return {task: sum(1 for g in found if g.task == task) for task in evaluate.TASKS}
 
 
 def _best(found: Sequence[Gathered], grid: Sequence[tuple[float, float]]
@@ -261,7 +275,7 @@ def _best(found: Sequence[Gathered], grid: Sequence[tuple[float, float]]
     scored = []
     for t in grid:
         r1 = _r1(found, [_first_right(g, *t) for g in found])
-        if _eligible(r1, prior):
+        if _eligible(r1, prior, _counts(found)):
             scored.append(((r1["mean"], -abs(t[0]) - abs(t[1]) / 5), t))
     return max(scored)[1] if scored else (0.0, 0.0)
 
@@ -290,7 +304,8 @@ def choose(found: Sequence[Gathered]) -> dict[str, Any]:
     tilts["adapted"] = _best(found, grid)
     scores = {name: _r1(found, h) for name, h in hits.items()}
     prior = scores["prior"]["mean"]
-    chosen = max((c for c in CANDIDATES if _eligible(scores[c], scores["prior"])),
+    counts = _counts(found)
+    chosen = max((c for c in CANDIDATES if _eligible(scores[c], scores["prior"], counts)),
                  key=lambda c: (scores[c]["mean"], c == "prior"))
     if scores[chosen]["mean"] < prior + MIN_GAIN:
         chosen = "prior"
