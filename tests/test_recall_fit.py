@@ -141,3 +141,20 @@ def test_a_tilt_reorders_by_keyword_or_dense_evidence():
     dense = model.ranking("q", cands, tilt=model.Tilt(dense=500.0))
     assert keyword[1] > keyword[0] and dense[0] > dense[1]
     assert model.ranking("q", cands, tilt=model.Tilt()) == model.ranking("q", cands)
+
+
+@pytest.mark.slow
+def test_a_fit_that_fails_leaves_the_sync_done_and_says_so(tmp_path: Path, monkeypatch):
+    root = _spider_project(tmp_path / "spider")
+    said: list[str] = []
+    memory = Memory(root, backend="hybrid", notify=said.append)
+
+    def broken(*_args, **_kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(adapt, "gather", broken)
+    report = memory.sync()
+    assert report.embedded and not report.noop
+    assert any("recall fit: not made (disk full)" in s for s in said)
+    assert not adapt.fit_path(memory.settings).exists()
+    assert memory.recall("How many authors are there?", 1)  # recall answers, the prior's way

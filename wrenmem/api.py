@@ -712,7 +712,12 @@ class Memory:
                 return handed
         report = sync_pairs(self.settings, full=full, progress=progress, embedder=self.embedder)
         if not report.noop:
-            self.fit_recall()
+            try:
+                self.fit_recall()
+            except (WrenmemError, OSError, ValueError) as e:  # the sync itself is done
+                if self.notify is not None:
+                    self.notify(f"recall fit: not made ({e}); recall uses the last fit or "
+                                "the shipped model")
         return report
 
     def fit_recall(self, *, force: bool = False, pairs: Sequence[Pair] | None = None
