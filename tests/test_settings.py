@@ -53,14 +53,17 @@ def test_widening_settings_come_only_from_the_person_running_it(
         'allow_writes = true\nmcp_forget = true\nignore = ["WM004", "wm008"]\n')
     with caplog.at_level("WARNING", logger="wrenmem.settings"):
         s = load_settings(project, environ={})
-    assert (s.allow_writes, s.mcp_forget, s.ignore) == (False, False, ("WM004",))
+    from wrenmem.checks.validate import ignored_codes
+
+    assert (s.allow_writes, s.mcp_forget, ignored_codes(s)) == (False, False, {"WM004"})
     assert (s.origins["allow_writes"], s.origins["mcp_forget"]) == ("default", "default")
     said = caplog.text
     assert "'allow_writes' ignored" in said and "'mcp_forget' ignored" in said
     assert str(project / "wrenmem.toml") in said and "WM008" in said
     (project / "wrenmem.toml").write_text('ignore = ["all"]\n')
-    everything_but = load_settings(project, environ={}).ignore
+    everything_but = ignored_codes(load_settings(project, environ={}))
     assert "WM008" not in everything_but and "WM004" in everything_but
+    assert "WM008" in ignored_codes(load_settings(project, environ={"WRENMEM_IGNORE": "WM008"}))
     env = {"WRENMEM_ALLOW_WRITES": "1", "WRENMEM_MCP_FORGET": "true"}
     s = load_settings(project, environ=env)
     assert (s.allow_writes, s.mcp_forget) == (True, True)

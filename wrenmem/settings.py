@@ -375,22 +375,16 @@ def _warn_once(message: str) -> None:
 
 
 def _toml_ignore(root: Path, raw: Any) -> Any:
-    """The ``ignore`` list of wrenmem.toml without the read-only rule (``WM008``, also
-    within ``all``): ignoring it project-wide is ``allow_writes``, a personal setting."""
+    """The ``ignore`` list of wrenmem.toml, with a warning when it names the read-only rule
+    (``WM008``, also within ``all``): :func:`wrenmem.checks.validate.ignored_codes` never
+    accepts it from there, since ignoring it project-wide is ``allow_writes``, personal."""
     items = raw.replace(",", " ").split() if isinstance(raw, str) else raw
-    if not isinstance(items, list | tuple):
-        return raw  # the converter names the problem
-    codes = [str(item).strip().upper() for item in items]
-    if READ_ONLY_CODE not in codes and "ALL" not in codes:
-        return raw
-    from wrenmem.checks.rules import RULES
-
-    _warn_once(f"{root / CONFIG_FILE}: setting 'ignore' may not name {READ_ONLY_CODE} (the "
-               f"read-only rule): ignored; accepting SQL that writes is personal (a flag, "
-               f"or WRENMEM_ALLOW_WRITES=1)")
-    if "ALL" in codes:
-        return [code for code in RULES if code != READ_ONLY_CODE]
-    return [item for item, code in zip(items, codes, strict=True) if code != READ_ONLY_CODE]
+    if isinstance(items, list | tuple) and {str(i).strip().upper() for i in items} & {
+            READ_ONLY_CODE, "ALL"}:
+        _warn_once(f"{root / CONFIG_FILE}: setting 'ignore' may not name {READ_ONLY_CODE} "
+                   f"(the read-only rule): ignored; accepting SQL that writes is personal (a "
+                   f"flag, or WRENMEM_ALLOW_WRITES=1)")
+    return raw
 
 
 def _require_inside(root: Path, name: str, value: str, origin: str) -> None:

@@ -34,7 +34,7 @@ from wrenmem.pairs.pairfile import (
     read_pair_bytes,
 )
 from wrenmem.schema.manifest import Manifest, load_manifest
-from wrenmem.settings import Settings
+from wrenmem.settings import CONFIG_FILE, READ_ONLY_CODE, Settings
 from wrenmem.sqlcheck import outside_problem, parse_checked, unknown_dialect, write_problem
 
 
@@ -77,11 +77,14 @@ class Problem:
 
 
 def ignored_codes(settings: Settings) -> frozenset[str]:
-    """Codes the ``ignore`` setting accepts project-wide."""
+    """Codes the ``ignore`` setting accepts project-wide; never the read-only rule (WM008)
+    when the setting comes from wrenmem.toml, which a pull request can change (accepting
+    writes is personal: ``allow_writes``)."""
     try:
-        return parse_codes(list(settings.ignore))
+        codes = parse_codes(list(settings.ignore))
     except ValueError as e:
         raise SettingsError(f"setting 'ignore': {e}") from e
+    return codes - {READ_ONLY_CODE} if settings.origins.get("ignore") == CONFIG_FILE else codes
 
 
 @dataclass
