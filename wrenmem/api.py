@@ -577,6 +577,26 @@ class Memory:
         found = glossary_of(self.settings, self.knowledge())
         return list(found.entries if term is None else found.used_by(term))
 
+    def add_rule(self, title: str, text: str, *, kind: str = "rule",
+                 file: str | None = None) -> Entry:
+        """Write a business rule (``kind`` rule, caveat or metric) as a ``##`` entry of a
+        file in ``knowledge/rules/`` (``caveats/``, ``metrics/``): its own file named after
+        the title, or ``file`` of that folder appended to. Returns the entry as read back."""
+        from wrenmem.knowledge.write import add_entry
+
+        if kind == "glossary":
+            raise WrenmemError("a glossary term is added with add_term")
+        return add_entry(self.settings, kind, title, text, file=file)
+
+    def add_term(self, term: str, definition: str, *, synonyms: Iterable[str] = (),
+                 columns: Iterable[str] = (), file: str | None = None) -> Entry:
+        """Write a glossary term (its synonyms, the ``table`` or ``table.column`` it means,
+        its definition) as a ``##`` entry of a file in ``knowledge/glossary/``."""
+        from wrenmem.knowledge.write import add_entry
+
+        return add_entry(self.settings, "glossary", term, definition,
+                         synonyms=tuple(synonyms), columns=tuple(columns), file=file)
+
     def sync_knowledge(self) -> KnowledgeSyncReport | None:
         """Bring the knowledge index to the knowledge files (only changed entries are
         embedded); None in a grep-only project."""
