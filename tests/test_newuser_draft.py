@@ -11,7 +11,7 @@ from pathlib import Path
 from wrenmem import Memory
 
 QUESTION = "What was our revenue per month?"
-RIGHT = "knowledge/sql/sales/2024年每个月的收入是多少.md"
+RIGHT = "knowledge/sql/sales/monthly-revenue-in-2024.md"  # its English twin, as asked
 # The monthly revenue pair without its status filter and date range: a plausible first try.
 CLOSE_DRAFT = ("SELECT DATE_TRUNC('month', ordered_at) AS month, SUM(amount) AS revenue "
                "FROM orders GROUP BY 1")

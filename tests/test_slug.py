@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from wrenmem.pairs.slug import MAX_SLUG_BYTES, slugify
+from wrenmem.knowledge.slug import MAX_SLUG_BYTES, slugify
 
 
 def test_english_and_chinese() -> None:

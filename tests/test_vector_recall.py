@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,10 @@ def test_recall_syncs_first_and_a_long_lived_backend_sees_changes(
 def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("acme")
     shutil.copytree(EXAMPLE_KNOWLEDGE, root / "knowledge")
+    # committed, as in a clone: a verification counts once it is in git history
+    for args in (["init", "-q"], ["add", "-A"],
+                 ["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "x"]):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
     return root
 
 

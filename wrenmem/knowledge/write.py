@@ -17,7 +17,7 @@ from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import atomic_write_text, read_text_file
 from wrenmem.knowledge.entries import FOLDERS, Entry, parse_knowledge
 from wrenmem.knowledge.files import knowledge_root
-from wrenmem.pairs.slug import slugify
+from wrenmem.knowledge.slug import slugify
 from wrenmem.settings import Settings
 
 KIND_FOLDERS = {kind: folder for folder, kind in FOLDERS.items()}  # rule -> rules …

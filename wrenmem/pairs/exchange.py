@@ -12,6 +12,7 @@ from typing import Any
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fsutil import file_mode_for, read_text_file
+from wrenmem.knowledge.slug import MAX_SUFFIX, numbered_names, slugify
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import (
     Pair,
@@ -21,7 +22,6 @@ from wrenmem.pairs.pairfile import (
     render_pair,
     yaml_problem,
 )
-from wrenmem.pairs.slug import MAX_SUFFIX, numbered_names, slugify
 from wrenmem.pairs.store import (
     clean_pair,
     merged_update,

@@ -10,6 +10,7 @@ from pathlib import Path, PurePosixPath
 
 from wrenmem.errors import PairError, WrenmemError
 from wrenmem.fsutil import atomic_write_bytes, link_target, remove_stale_temps
+from wrenmem.knowledge.slug import MAX_SUFFIX, numbered_names, slugify
 from wrenmem.pairs.catalog import read_pair_file, require_listed_pair, scan, skipped_name
 from wrenmem.pairs.pairfile import (
     REVIEWED,
@@ -24,7 +25,6 @@ from wrenmem.pairs.pairfile import (
     render_pair,
     sql_fingerprint,
 )
-from wrenmem.pairs.slug import MAX_SUFFIX, numbered_names, slugify
 from wrenmem.pairs.swap import pair_temp_folder
 from wrenmem.pairs.text import clean_question, clean_text, question_key
 from wrenmem.settings import Settings

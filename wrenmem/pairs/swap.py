@@ -27,7 +27,7 @@ from wrenmem.fsutil import (
     temp_folder,
     write_temp_file,
 )
-from wrenmem.pairs.slug import numbered_names
+from wrenmem.knowledge.slug import numbered_names
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
