@@ -30,9 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=1_000_000)
     parser.add_argument("--questions", type=int, default=30)
     args = parser.parse_args(argv)
-    from wrenmem import lance
-    from wrenmem.embedders import get_embedder
+    from wrenmem.embed.embedders import get_embedder
     from wrenmem.index import table as index
+    from wrenmem.storage import lance
 
     table = index.open_table(lance.connect(args.index))
     questions = team_scale.held_out(args.pairs, args.questions)

@@ -40,14 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="copy here (default: a temp folder)")
     args = parser.parse_args(argv)
 
-    from wrenmem import lance
-    from wrenmem.embedders import get_embedder
+    from wrenmem.embed.embedders import get_embedder
     from wrenmem.index import maintenance
     from wrenmem.index import table as index
     from wrenmem.index.sync import sync_pairs
     from wrenmem.index.table import query_terms
     from wrenmem.pairs.catalog import scan
     from wrenmem.settings import load_settings
+    from wrenmem.storage import lance
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="wm-compaction-"))
     root = work / "project"
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     counter = maintenance.counter(settings)
     held = lance.maintenance_record(counter)
     held["due"] = True
-    from wrenmem.fsutil import write_marshal
+    from wrenmem.fs.fsutil import write_marshal
 
     write_marshal(counter, held)
     cpu, wall = time.process_time(), time.perf_counter()

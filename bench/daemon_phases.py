@@ -61,7 +61,7 @@ def main() -> int:
     parser.add_argument("--prefix-dims", type=int, help="vectorscan.PREFIX_DIMS to try")
     args = parser.parse_args()
 
-    from wrenmem import embedders
+    from wrenmem.embed import embedders
     from wrenmem.index import recallcopy, vectorscan
     from wrenmem.index import table as index
     from wrenmem.recall import model, vector

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _data import DATA
 
 from wrenmem.checks.references import Schema, check_schema
-from wrenmem.sqlcheck import check_sql
+from wrenmem.sql.check import check_sql
 
 DEFAULT_DATA = DATA / "bird-minidev"
 FILES = {"sqlite": "sqlite", "postgresql": "postgres", "mysql": "mysql"}

@@ -260,10 +260,10 @@ _EMBEDDER: list = []  # the suite's embedder (the product's default), loaded on 
 
 def unknown(question: str) -> float:
     """The share of the question's pieces the default embedder does not know, as the
-    product computes it at recall (:func:`wrenmem.embedders.unknown_share`)."""
+    product computes it at recall (:func:`wrenmem.embed.embedders.unknown_share`)."""
     got = _UNKNOWN.get(question)
     if got is None:
-        from wrenmem.embedders import DEFAULT_EMBEDDER, get_embedder, unknown_share
+        from wrenmem.embed.embedders import DEFAULT_EMBEDDER, get_embedder, unknown_share
 
         if not _EMBEDDER:
             _EMBEDDER.append(get_embedder(DEFAULT_EMBEDDER))

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sync_bench import REPO, make_project, questions  # noqa: E402
 
 sys.path.insert(0, str(REPO))
-from wrenmem import statedir  # noqa: E402
+from wrenmem.fs import statedir  # noqa: E402
 from wrenmem.recall.hits import Filters  # noqa: E402
 from wrenmem.settings import load_settings  # noqa: E402
 from wrenmem.watch.client import ping, remote_recall  # noqa: E402

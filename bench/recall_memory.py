@@ -28,13 +28,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale  # noqa: E402
 
-from wrenmem import lance  # noqa: E402
 from wrenmem.index import recallcopy, vectorscan  # noqa: E402
 from wrenmem.index import table as index  # noqa: E402
 from wrenmem.recall import vector  # noqa: E402
 from wrenmem.recall.hits import Filters  # noqa: E402
 from wrenmem.recall.vector import HybridBackend  # noqa: E402
 from wrenmem.settings import load_settings  # noqa: E402
+from wrenmem.storage import lance  # noqa: E402
 
 
 def bench_questions(n: int) -> list[str]:

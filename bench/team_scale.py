@@ -197,7 +197,7 @@ class DerivedEmbedder:
     def load(cls, root: Path, n: int) -> DerivedEmbedder:
         import numpy as np
 
-        from wrenmem.embedders import get_embedder
+        from wrenmem.embed.embedders import get_embedder
 
         saved = np.load(root / "vectors.npz")
         vectors = dict(zip(saved["texts"].tolist(), saved["matrix"], strict=True))
@@ -227,7 +227,7 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import numpy as np
 import team_scale
-from wrenmem.embedders import get_embedder
+from wrenmem.embed.embedders import get_embedder
 root, n = Path(sys.argv[2]), int(sys.argv[3])
 origins = team_scale.origins_of(n)
 texts = sorted({b for b, _ in origins.values()} | {q for _, q in origins.values() if q})
@@ -284,8 +284,8 @@ print(json.dumps({"version": info.version, "copied": info.copied, "deleted": inf
 ANN = """
 import json, random, statistics, sys, time
 from pathlib import Path
-from wrenmem import lance
-from wrenmem.embedders import get_embedder
+from wrenmem.storage import lance
+from wrenmem.embed.embedders import get_embedder
 from wrenmem.index import replica
 from wrenmem.index import table as index
 from wrenmem.settings import load_settings
@@ -325,7 +325,7 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import scale, team_scale
-from wrenmem import lance
+from wrenmem.storage import lance
 from wrenmem.index import table as index
 from wrenmem.pairs.pairfile import Pair
 root, n, uri, edit = Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
@@ -352,7 +352,7 @@ print(json.dumps({"rows": table.count_rows(), "version": table.version,
 
 ENGINE_INDEX = """
 import json, sys
-from wrenmem import lance
+from wrenmem.storage import lance
 from wrenmem.index import table as index
 db = lance.connect(sys.argv[1])
 table = index.open_table(db)

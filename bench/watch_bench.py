@@ -32,9 +32,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from wrenmem.lance import index_unavailable  # noqa: E402
 from wrenmem.recall.hits import Filters  # noqa: E402
 from wrenmem.settings import load_settings  # noqa: E402
+from wrenmem.storage.lance import index_unavailable  # noqa: E402
 from wrenmem.watch.client import ping, remote_recall  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "LANCE_LOG": "error",

@@ -92,7 +92,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.fixture(scope="session")
 def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One derived-model cache (wrenmem.fsutil.user_cache_dir) for the whole session."""
+    """One derived-model cache (wrenmem.fs.fsutil.user_cache_dir) for the whole session."""
     return tmp_path_factory.mktemp("model-cache")
 
 
@@ -184,9 +184,9 @@ def indexed_example(_indexed_example: Path, tmp_path: Path,
 
 
 SHORT_RACY_SECONDS = 0.5
-# Every module that reads wrenmem.fsutil.RACY_SECONDS (the clock's granularity a file's
+# Every module that reads wrenmem.fs.fsutil.RACY_SECONDS (the clock's granularity a file's
 # stat must be older than to vouch for it; 2 s, for file systems with coarse timestamps).
-RACY_MODULES = ("wrenmem.fsutil", "wrenmem.pairs.listing", "wrenmem.pairs.questions",
+RACY_MODULES = ("wrenmem.fs.fsutil", "wrenmem.pairs.listing", "wrenmem.pairs.questions",
                 "wrenmem.recall.grepsnap", "wrenmem.index.state")
 
 
@@ -196,7 +196,7 @@ def short_racy_window(monkeypatch: pytest.MonkeyPatch) -> float:
     a few milliseconds, far finer than either. Returns it."""
     import importlib
 
-    from wrenmem import fsutil
+    from wrenmem.fs import fsutil
 
     for name in RACY_MODULES:
         importlib.import_module(name)
@@ -298,7 +298,7 @@ def documentation() -> str:
 def index_lock_held(settings: object) -> Iterator[threading.Event]:
     """The index lock held by another thread for the block, as a writer holds it: yields
     the event that lets it go (set at the block's end in any case, and the thread joined)."""
-    from wrenmem.lock import index_lock
+    from wrenmem.storage.lock import index_lock
 
     held, release = threading.Event(), threading.Event()
 

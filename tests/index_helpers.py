@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes import RecordingEmbedder
-from wrenmem.embedders import _CACHE, EMBEDDERS
+from wrenmem.embed.embedders import _CACHE, EMBEDDERS
 from wrenmem.settings import Settings, load_settings
 
 

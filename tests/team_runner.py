@@ -57,7 +57,7 @@ def slow_main_writes(seconds: float) -> None:
 
 def main() -> None:
     from wrenmem.cli import main as cli_main
-    from wrenmem.embedders import EMBEDDERS
+    from wrenmem.embed.embedders import EMBEDDERS
 
     fake = SlowEmbedder()
     EMBEDDERS["fake"] = lambda arg, root: fake

@@ -55,7 +55,7 @@ def test_the_cli_loads_no_heavy_library_for_help_or_grep_recall(example_project:
     _modules_after(argv)
     loaded = _modules_after(argv)
     assert "wrenmem.api" in loaded and "wrenmem.recall.recaller" in loaded
-    for name in (*HEAVY, "wrenmem.recall.vector", "wrenmem.index.sync", "wrenmem.embedders",
+    for name in (*HEAVY, "wrenmem.recall.vector", "wrenmem.index.sync", "wrenmem.embed.embedders",
                  "wrenmem.checks.validate", "wrenmem.git.diff", "wrenmem.schema.fetch",
                  "wrenmem.pairs.exchange", "wrenmem.recall.glossary"):
         assert name not in loaded, name
@@ -116,7 +116,7 @@ def test_an_injected_embedder_builds_and_answers_the_index(project: Path) -> Non
 def test_recall_goes_through_one_recaller_built_on_first_use(project: Path) -> None:
     """A Memory that never recalls builds no recaller (and imports none of it); one that
     recalls keeps one, holding the embedder it was given; nothing is registered anywhere."""
-    import wrenmem.embedders as embedders
+    import wrenmem.embed.embedders as embedders
 
     write_pair(project, "a.md", "How many orders?", "SELECT COUNT(*) FROM orders")
     code = ("import sys\n"

@@ -82,7 +82,7 @@ import json, sys
 from pathlib import Path
 from wrenmem.index import embedpipe
 from wrenmem.index.sync import sync_pairs
-from wrenmem.embedders import get_embedder
+from wrenmem.embed.embedders import get_embedder
 from wrenmem.settings import load_settings
 embedpipe.PIPE_MIN = 64  # a small project takes the path of a big one
 import wrenmem.index.sync as sync_module
@@ -219,7 +219,7 @@ def test_the_reader_holds_a_few_batches_ahead_and_never_blocks_a_caller(
 
     import numpy as np
 
-    from wrenmem.embedders import Usem3Embedder
+    from wrenmem.embed.embedders import Usem3Embedder
 
     monkeypatch.setattr(embedpipe, "AHEAD", 2)
     texts = sorted({f"{q.rstrip('?？')} in region {n}?" for q in QUESTIONS for n in range(12)})

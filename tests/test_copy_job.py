@@ -26,14 +26,15 @@ from test_recall_copy import (
     recall_results,
 )
 
-from wrenmem import lance, statedir
-from wrenmem.fsutil import read_marshal
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import read_marshal
 from wrenmem.index import copyjob, recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.sync import sync_pairs
 from wrenmem.recall.hits import Filters
 from wrenmem.recall.vector import HybridBackend
 from wrenmem.settings import Settings, load_settings
+from wrenmem.storage import lance
 
 JOB_SECONDS = 180.0  # a job imports LanceDB and the model's tables on a loaded machine
 

@@ -248,8 +248,8 @@ def test_index_backends_through_the_daemon(server, settings, monkeypatch) -> Non
     from conftest import write_pair
 
     from wrenmem.index.sync import sync_pairs
-    from wrenmem.lock import index_lock
     from wrenmem.recall import recaller
+    from wrenmem.storage.lock import index_lock
 
     monkeypatch.setattr(recaller, "WRITER_WAIT", 0.5)
 
@@ -295,8 +295,8 @@ def test_index_backends_through_the_daemon(server, settings, monkeypatch) -> Non
 
 def test_a_busy_index_with_no_whole_version_known_is_refused(server, settings,
                                                              monkeypatch) -> None:
-    from wrenmem.lock import index_lock
     from wrenmem.recall import backends as recall
+    from wrenmem.storage.lock import index_lock
 
     hybrid = dataclasses.replace(settings, backend="hybrid")
     monkeypatch.setitem(recall.BACKENDS, "hybrid", lambda _s: _FakeIndexBackend())
@@ -318,8 +318,8 @@ class _FakeIndexBackend:
 
 
 def test_status_through_the_daemon_is_the_same(server, settings) -> None:
-    from wrenmem.lock import index_lock
     from wrenmem.recall.status import status_data
+    from wrenmem.storage.lock import index_lock
     from wrenmem.watch.client import remote_call
 
     remote = remote_call(settings, "status", {})

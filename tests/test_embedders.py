@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from wrenmem import usem3_fast
-from wrenmem.embedders import (
+from wrenmem.embed import usem3_fast
+from wrenmem.embed.embedders import (
     EMBEDDERS,
     SentenceTransformerEmbedder,
     Usem3Embedder,
@@ -69,7 +69,7 @@ TRICKY = ["Total revenue by region last quarter", "上季度每个地区的营�
 
 def test_cached_usem3_gives_the_packages_own_vectors(usem3: Usem3Embedder,
                                                      usem3_package: object) -> None:
-    from wrenmem.embedders import cache_dir
+    from wrenmem.embed.embedders import cache_dir
 
     ours = usem3.embed(TRICKY)
     folder = next(cache_dir().glob(f"usem3-*-{usem3_fast.FORMAT}"))
@@ -87,7 +87,7 @@ def test_cached_usem3_gives_the_packages_own_vectors(usem3: Usem3Embedder,
 
 
 def test_piece_lookup_answers_as_the_tokenizers_prefix_table(usem3_package: object) -> None:
-    from wrenmem.usem3_fast import PieceLookup
+    from wrenmem.embed.usem3_fast import PieceLookup
 
     tokenizer = usem3_package._tokenizer  # type: ignore[attr-defined]
     table = tokenizer._prefixes
@@ -101,7 +101,7 @@ def test_piece_lookup_answers_as_the_tokenizers_prefix_table(usem3_package: obje
 
 def test_the_pieces_held_as_one_string_answer_as_the_tokenizers_own_list_and_table(
         monkeypatch: pytest.MonkeyPatch, usem3_package: object) -> None:
-    from wrenmem.usem3_fast import PieceLookup, PiecesById, SortedPieces
+    from wrenmem.embed.usem3_fast import PieceLookup, PiecesById, SortedPieces
 
     tokenizer = usem3_package._tokenizer  # type: ignore[attr-defined]
     pieces, table = tokenizer._pieces, tokenizer._prefixes
@@ -125,7 +125,7 @@ def test_the_pieces_held_as_one_string_answer_as_the_tokenizers_own_list_and_tab
 def test_a_damaged_usem3_cache_falls_back_to_the_package(tmp_path: Path) -> None:
     import usem3 as package
 
-    from wrenmem import usem3_fast
+    from wrenmem.embed import usem3_fast
 
     folder = tmp_path / "cache"
     model = usem3_fast.load(package, 1, folder)
@@ -181,7 +181,7 @@ def test_minilm_loads_offline_and_quietly(capfd: pytest.CaptureFixture[str]) -> 
 
 def test_many_texts_are_encoded_in_threads_to_the_same_vectors(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from wrenmem import embedders
+    from wrenmem.embed import embedders
 
     texts = [f"How many orders did customer {n} place in {2000 + n}?" for n in range(70)]
     texts += [f"第{n}家门店的销售额是多少？" for n in range(30)]
@@ -209,7 +209,7 @@ def test_many_texts_are_encoded_in_threads_to_the_same_vectors(
 
 def test_a_few_texts_are_encoded_with_one_blas_thread_to_the_same_vectors(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from wrenmem import embedders
+    from wrenmem.embed import embedders
 
     two = Usem3Embedder(threads=2)
     model = two.load()
@@ -239,7 +239,7 @@ def test_a_few_texts_are_encoded_with_one_blas_thread_to_the_same_vectors(
 
 
 def test_the_threaded_encoder_falls_back_to_the_models_own_call() -> None:
-    from wrenmem.embedders import _encode_in_threads
+    from wrenmem.embed.embedders import _encode_in_threads
 
     class Plain:  # no usem3 internals: the model's own encode answers
         def encode(self, texts: list[str]) -> np.ndarray:
@@ -299,7 +299,7 @@ def test_the_version_read_from_dist_info_is_importlib_s(
     that is asked); the first folder on sys.path wins, as there."""
     from importlib import metadata
 
-    from wrenmem.embedders import dist_info_version
+    from wrenmem.embed.embedders import dist_info_version
 
     names = sorted({d.metadata["Name"] for d in metadata.distributions() if d.metadata["Name"]})
     assert len(names) > 10
@@ -321,8 +321,8 @@ def test_the_version_read_from_dist_info_is_importlib_s(
 LOAD_IN_A_NEW_PROCESS = """
 import json, sys
 import numpy as np
-from wrenmem import usem3_fast
-from wrenmem.embedders import Usem3Embedder
+from wrenmem.embed import usem3_fast
+from wrenmem.embed.embedders import Usem3Embedder
 if sys.argv[1] == "unknown":
     usem3_fast.KNOWN_INITS = frozenset()
 elif sys.argv[1] == "imported":
@@ -390,8 +390,8 @@ def test_threads_importing_usem3_at_once_all_get_the_whole_package() -> None:
 
     code = """
 import sys, threading
-from wrenmem import usem3_fast
-from wrenmem.embedders import package_version
+from wrenmem.embed import usem3_fast
+from wrenmem.embed.embedders import package_version
 got, start = [], threading.Barrier(4)
 def work():
     start.wait()

@@ -9,7 +9,7 @@ from wrenmem.pairs.catalog import scan
 from wrenmem.recall.bm25f import GrepBackend
 from wrenmem.recall.hits import Filters
 from wrenmem.settings import load_settings
-from wrenmem.sqlcheck import check_sql
+from wrenmem.sql.check import check_sql
 
 
 def test_every_example_pair_is_valid_and_canonical() -> None:

@@ -175,7 +175,7 @@ def test_labels_do_not_change_under_one_fingerprint():
     import hashlib
     import json
 
-    from wrenmem import sqllabels
+    from wrenmem.sql import labels as sqllabels
 
     found = [sqllabels.labels(sql) for sql in _LABELLED]
     digest = hashlib.sha256(json.dumps(found).encode()).hexdigest()[:16]

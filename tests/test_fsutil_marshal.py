@@ -1,4 +1,4 @@
-"""Derived-state files (:func:`wrenmem.fsutil.read_marshal`): what was written is read back,
+"""Derived-state files (:func:`wrenmem.fs.fsutil.read_marshal`): what was written is read back,
 and anything missing, short, damaged or foreign reads as None (the caller rebuilds)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.fs.fsutil import read_marshal, write_marshal
 
 DATA = {"v": 1, "postings": {"term": (b"\x01\x00\x00\x00", b"\x00" * 8)},
         "rows": [("a", 1.5, None, ["x"])], "blob": b"\xff" * 100_000}

@@ -171,7 +171,7 @@ def test_embedded_text_is_capped(project: Path, monkeypatch: pytest.MonkeyPatch)
 
 def _forge_catalog(root: Path, rel: str, record: object) -> None:
     """Rewrite the catalog entry of ``rel`` (a well-formed file, valid checksum)."""
-    from wrenmem.fsutil import read_marshal, write_marshal
+    from wrenmem.fs.fsutil import read_marshal, write_marshal
 
     path = root / ".wrenmem" / "catalog.bin"
     data = read_marshal(path)
@@ -528,7 +528,7 @@ def peak():  # VmHWM: this process's own peak (ru_maxrss would include its paren
     print("\\nPEAK_RSS_KB", kb, file=sys.stderr, flush=True)
 atexit.register(peak)
 from tests.fakes import RecordingEmbedder
-from wrenmem.embedders import EMBEDDERS
+from wrenmem.embed.embedders import EMBEDDERS
 EMBEDDERS["fake"] = lambda arg, root: RecordingEmbedder()
 from wrenmem.cli import main
 main(sys.argv[1:])
@@ -787,7 +787,7 @@ def _git_commit_all(root: Path, message: str) -> None:
 ])
 def test_sql_out_of_bounds_is_a_problem_not_a_crash(sql: str, reason: str) -> None:
     from wrenmem.recall.sqlshape import shape
-    from wrenmem.sqlcheck import check_sql
+    from wrenmem.sql.check import check_sql
 
     problems = check_sql(sql, None)
     assert len(problems) == 1 and reason in problems[0].message, problems
@@ -795,7 +795,7 @@ def test_sql_out_of_bounds_is_a_problem_not_a_crash(sql: str, reason: str) -> No
 
 
 def test_sql_bounds_point_at_the_spot_and_spare_real_queries() -> None:
-    from wrenmem.sqlcheck import check_sql
+    from wrenmem.sql.check import check_sql
 
     sql = "SELECT a\nFROM t\nWHERE b = ')' -- (((\n  AND c IN " + "(" * 101 + "1" + ")" * 101
     problem = check_sql(sql, None)[0]
@@ -859,7 +859,7 @@ def test_sql_bounds_hold_in_threads_and_restore_the_limit() -> None:
     import sys
     from concurrent.futures import ThreadPoolExecutor
 
-    from wrenmem.sqlcheck import check_sql
+    from wrenmem.sql.check import check_sql
 
     before = sys.getrecursionlimit()
     sqls = ["SELECT a FROM t WHERE " + "NOT " * 3000 + "a", _deep_sql(),
@@ -1051,7 +1051,7 @@ def test_a_full_disk_from_the_lancedb_write_is_a_message(
         project: Path, monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
     """The same, with LanceDB's write failing as it does on a full disk (any machine)."""
     from tests.index_helpers import install_fake
-    from wrenmem import lance
+    from wrenmem.storage import lance
 
     install_fake(monkeypatch)
     real = lance.upsert
@@ -1080,7 +1080,7 @@ def test_a_full_disk_from_the_lancedb_write_is_a_message(
 def test_calls_named_like_types_are_bounded_before_they_hang_the_parser(sql: str) -> None:
     """sqlglot backtracks on each call named like a data type: 18 levels took minutes."""
     from wrenmem.checks.engine import duck_type
-    from wrenmem.sqlcheck import check_sql
+    from wrenmem.sql.check import check_sql
 
     def on_alarm(signum: int, frame: object) -> None:
         raise Hang("still parsing after 10 s")

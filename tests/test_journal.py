@@ -20,8 +20,7 @@ from conftest import REPO, copy_of, forget_process_state, imported_modules, run_
 from test_daemon import assert_same_answers
 from test_recall_copy import QUESTIONS, _fill, recall_results
 
-from wrenmem import lance
-from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.fs.fsutil import read_marshal, write_marshal
 from wrenmem.index import journal, recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.drift import check_drift
@@ -30,6 +29,7 @@ from wrenmem.index.sync import sync_pairs
 from wrenmem.recall.hits import Filters
 from wrenmem.recall.vector import HybridBackend, VectorBackend
 from wrenmem.settings import Settings, load_settings
+from wrenmem.storage import lance
 
 ASKED = [*QUESTIONS, "How many capybaras were adopted?", "Average weight of parcels",
          "Which of the reviews has the highest rating?", "How many invoices are there?"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wrenmem import lance
+from wrenmem.storage import lance
 
 
 def _table(tmp_path: Path, rows: int) -> object:

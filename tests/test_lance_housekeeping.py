@@ -17,13 +17,13 @@ from conftest import REPO, write_pair
 
 from tests.fakes import RecordingEmbedder
 from tests.index_helpers import install_fake, settings_for
-from wrenmem import lance
 from wrenmem.index import table as index
 from wrenmem.index.sync import sync_pairs
+from wrenmem.storage import lance
 
 LAZY = textwrap.dedent("""
     import json, sys
-    from wrenmem import lance
+    from wrenmem.storage import lance
     lancedb = lance.import_lancedb()
     api = sorted(m for m in sys.modules if m.startswith("lance_namespace_urllib3_client.api"))
     import pyarrow as pa

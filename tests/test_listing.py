@@ -15,8 +15,8 @@ from tests.conftest import SHORT_RACY_SECONDS as RACY
 from tests.conftest import short_racy_window, write_pair
 from tests.fakes import RecordingEmbedder
 from tests.index_helpers import catalog_stats, install_fake, settings_for
-from wrenmem import statedir
-from wrenmem.fsutil import write_marshal
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import write_marshal
 from wrenmem.index import state
 from wrenmem.index.sync import sync_pairs
 from wrenmem.pairs import listing

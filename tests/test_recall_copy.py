@@ -13,8 +13,7 @@ import pytest
 from conftest import copy_of, imported_modules, index_lock_held, run_wrenmem, write_pair
 from test_daemon import assert_same_answers
 
-from wrenmem import lance, sqllabels
-from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.fs.fsutil import read_marshal, write_marshal
 from wrenmem.index import copyjob, recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.sync import sync_pairs
@@ -23,6 +22,8 @@ from wrenmem.recall.hits import Filters
 from wrenmem.recall.recaller import recall_many
 from wrenmem.recall.vector import HybridBackend, VectorBackend, _Derived
 from wrenmem.settings import Settings, load_settings
+from wrenmem.sql import labels as sqllabels
+from wrenmem.storage import lance
 
 THINGS = ["orders", "customers", "products", "invoices", "stores", "employees", "suppliers",
           "shipments", "refunds", "reviews"]

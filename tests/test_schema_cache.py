@@ -80,7 +80,7 @@ def test_memoised_item_terms_equal_plain_tokenizing() -> None:
 def test_rewritten_identical_manifest_is_not_parsed_again(settings: Settings,
                                                           monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
-    from wrenmem.fsutil import read_marshal
+    from wrenmem.fs.fsutil import read_marshal
 
     path = settings.manifest_path
     first = schema_cache.prepare(settings, path)
@@ -216,7 +216,7 @@ def test_a_warm_re_read_reuses_unchanged_models_and_equals_a_fresh_parse(
 
 def test_a_warm_process_writes_the_cache_file_after_the_work_in_order(
         settings: Settings) -> None:
-    from wrenmem.fsutil import read_marshal
+    from wrenmem.fs.fsutil import read_marshal
     from wrenmem.schema import later
 
     path, cache_file = settings.manifest_path, settings.state_dir / schema_cache.CACHE_FILE

@@ -13,7 +13,7 @@ import pytest
 from conftest import imported_modules, run_wrenmem
 
 from tests.schema_helpers import edit_manifest, settle
-from wrenmem.embedders import get_embedder
+from wrenmem.embed.embedders import get_embedder
 from wrenmem.schema import searchcopy
 from wrenmem.schema import table as schema_index
 from wrenmem.schema.table import sync_schema, vector_search
@@ -303,9 +303,10 @@ def test_a_compaction_after_a_sync_keeps_the_copy_and_the_state_current(
     """The tenth commit compacts the table (rewrites its files): in the watcher after the
     index is up to date (queued with the file writes, wrenmem/schema/later.py), in any
     other process inside the sync; either way the copy and the state name the new files."""
-    from wrenmem import lance, statedir
-    from wrenmem.fsutil import write_marshal
+    from wrenmem.fs import statedir
+    from wrenmem.fs.fsutil import write_marshal
     from wrenmem.schema import later
+    from wrenmem.storage import lance
 
     settings = load_settings(project_copy)
     embedder = get_embedder(settings.embedder, root=settings.root)
@@ -335,7 +336,7 @@ def test_a_compaction_after_a_sync_keeps_the_copy_and_the_state_current(
 
 def test_a_queued_copy_write_that_a_newer_one_superseded_is_not_made(
         project_copy: Path) -> None:
-    from wrenmem.fsutil import read_marshal
+    from wrenmem.fs.fsutil import read_marshal
     from wrenmem.schema import later
 
     settings = load_settings(project_copy)

@@ -185,7 +185,7 @@ def test_a_warm_process_keeps_its_table_open(settings: Settings,
 
 def test_first_index_appends_its_later_chunks(settings: Settings,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from wrenmem import lance
+    from wrenmem.storage import lance
 
     def no_merge(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("a table this sync created has no rows to merge with")

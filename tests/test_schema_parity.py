@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import write_pair
 from tests.index_helpers import install_fake
 from tests.schema_helpers import edit_manifest, settle
-from wrenmem.embedders import EMBEDDERS
+from wrenmem.embed.embedders import EMBEDDERS
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def test_a_grep_only_project_never_loads_a_model(example_project: Path, cli,
 
     for name in list(EMBEDDERS):
         monkeypatch.setitem(EMBEDDERS, name, no_model)
-    monkeypatch.setattr("wrenmem.embedders._CACHE", {})  # nothing created earlier either
+    monkeypatch.setattr("wrenmem.embed.embedders._CACHE", {})  # nothing created earlier either
     root = example_project
     (root / "wrenmem.toml").write_text('backend = "grep"\n')
     write_pair(root, "x.md", "How many stores?", "SELECT COUNT(*) FROM stores")

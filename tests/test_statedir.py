@@ -6,10 +6,10 @@ import subprocess
 from pathlib import Path
 
 from tests.conftest import write_pair
-from wrenmem import statedir
-from wrenmem.fsutil import write_marshal
-from wrenmem.lock import index_lock
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import write_marshal
 from wrenmem.settings import load_settings
+from wrenmem.storage.lock import index_lock
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -16,9 +16,9 @@ from wrenmem.index import table as index
 from wrenmem.index.drift import check_drift, reset_index
 from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.sync import load_state, sync_pairs
-from wrenmem.lance import COMPACT_EVERY
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.settings import load_settings
+from wrenmem.storage.lance import COMPACT_EVERY
 
 ids = st.sampled_from([f"p{i}" for i in range(8)])
 hashes = st.sampled_from(["h1", "h2", "h3", "h4"])
@@ -387,7 +387,7 @@ def test_the_embedding_caches_keys_spare_reading_it_and_never_change_a_vector(
     without them, or damaged) are not used."""
     import numpy as np
 
-    from wrenmem.fsutil import read_marshal, write_marshal
+    from wrenmem.fs.fsutil import read_marshal, write_marshal
     from wrenmem.index import embedcache
     from wrenmem.index.embedcache import EmbedCache, keys_path
 

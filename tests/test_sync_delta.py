@@ -196,8 +196,8 @@ def test_a_small_sync_raced_by_another_writer_looks_again_not_at_every_file(
     and never scans every file; the index ends as the files say."""
     import threading
 
-    from wrenmem import lance
     from wrenmem.index import sync as sync_module
+    from wrenmem.storage import lance
 
     _many(project)
     settings = settings_for(project)

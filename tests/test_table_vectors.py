@@ -13,8 +13,7 @@ from conftest import write_pair
 from test_daemon import assert_same_answers
 from test_recall_copy import QUESTIONS, _fill, recall_results
 
-from wrenmem import lance
-from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.fs.fsutil import read_marshal, write_marshal
 from wrenmem.index import recallcopy, tablevectors, vectorscan
 from wrenmem.index import table as index
 from wrenmem.index.sync import sync_pairs
@@ -22,6 +21,7 @@ from wrenmem.recall import vector
 from wrenmem.recall.hits import Filters
 from wrenmem.recall.vector import HybridBackend
 from wrenmem.settings import Settings, load_settings
+from wrenmem.storage import lance
 
 
 @pytest.fixture(scope="module")

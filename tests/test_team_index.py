@@ -22,13 +22,13 @@ from conftest import REPO, write_pair
 from index_helpers import RecordingEmbedder
 from s3_helpers import READ_KEY, READ_SECRET, S3Server, weed_binary
 
-from wrenmem import lance
-from wrenmem.embedders import _CACHE, EMBEDDERS
+from wrenmem.embed.embedders import _CACHE, EMBEDDERS
 from wrenmem.errors import ReaderRoleError, WrenmemError
 from wrenmem.index import table as index
 from wrenmem.index.drift import check_drift
 from wrenmem.index.sync import sync_pairs
 from wrenmem.settings import Settings, load_settings
+from wrenmem.storage import lance
 
 RUNNER = Path(__file__).resolve().parent / "team_runner.py"
 BUCKET = "wrenmem-team"

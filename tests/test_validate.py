@@ -11,7 +11,7 @@ from tests.conftest import BIRD, write_pair
 from wrenmem.checks.references import check_schema
 from wrenmem.checks.validate import validate_files
 from wrenmem.settings import load_settings
-from wrenmem.sqlcheck import check_sql
+from wrenmem.sql.check import check_sql
 
 SCHEMA = {
     "orders": {"id": "INT", "customer_id": "INT", "amount": "DECIMAL", "status": "TEXT",

@@ -14,12 +14,12 @@ import pytest
 from conftest import run_wrenmem, write_pair
 from test_recall_copy import QUESTIONS, _fill
 
-from wrenmem import lance
 from wrenmem.index import table as index
 from wrenmem.index.sync import sync_pairs
 from wrenmem.recall.hits import Filters
 from wrenmem.recall.vector import HybridBackend
 from wrenmem.settings import load_settings
+from wrenmem.storage import lance
 
 
 @pytest.fixture(scope="module")

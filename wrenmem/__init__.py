@@ -37,7 +37,7 @@ _EXPORTS = {
     "FmtReport": "wrenmem.pairs.fmt",
     "Problem": "wrenmem.checks.validate",
     "Settings": "wrenmem.settings",
-    "Embedder": "wrenmem.embedders",
+    "Embedder": "wrenmem.embed.embedders",
     "WrenmemError": "wrenmem.errors",
     "PairError": "wrenmem.errors",
     "SqlCheckError": "wrenmem.errors",
@@ -58,7 +58,7 @@ __all__ = [
 if TYPE_CHECKING:
     from wrenmem.api import Memory
     from wrenmem.checks.validate import Problem
-    from wrenmem.embedders import Embedder
+    from wrenmem.embed.embedders import Embedder
     from wrenmem.errors import (
         ExtraMissingError,
         LockTimeoutError,

@@ -23,7 +23,7 @@ from wrenmem.watch.client import remote_call, remote_fetch, remote_recall, watch
 if TYPE_CHECKING:
     from wrenmem.checks.review import Verified
     from wrenmem.checks.validate import Problem, Validator
-    from wrenmem.embedders import Embedder
+    from wrenmem.embed.embedders import Embedder
     from wrenmem.git.diff import PairDiff
     from wrenmem.index.autosync import IndexUpdate
     from wrenmem.index.drift import Drift
@@ -383,7 +383,7 @@ class Memory:
                seeds: bool = False) -> str:
         """Wren's ``queries.yml`` text of the pairs (with ``seeds``, the manifest's seed
         pairs too); also written to ``path`` when given."""
-        from wrenmem.fsutil import atomic_write_text
+        from wrenmem.fs.fsutil import atomic_write_text
         from wrenmem.pairs.exchange import export_document
 
         text = export_document(self.list(source=source, seeds=seeds))
@@ -601,7 +601,7 @@ class Memory:
 
     def check_knowledge(self) -> KnowledgeDrift:
         """Whether the knowledge index holds the current entries (read-only, no model)."""
-        from wrenmem.embedders import get_embedder
+        from wrenmem.embed.embedders import get_embedder
         from wrenmem.knowledge.table import knowledge_drift
 
         embedder = self.embedder or get_embedder(self.settings.embedder, root=self.settings.root)
@@ -736,7 +736,7 @@ class Memory:
     def grep_only(self) -> bool:
         """No index here: the ``backend`` setting is grep, or the index extra is missing.
         Recall then reads the files; nothing is synced and no model is ever loaded."""
-        from wrenmem.lance import index_unavailable
+        from wrenmem.storage.lance import index_unavailable
 
         return self.settings.backend == "grep" or index_unavailable(self.settings) is not None
 
@@ -771,7 +771,7 @@ class Memory:
 
     def check_schema(self) -> SchemaDrift:
         """Whether the schema index holds the current manifest (read-only, no model)."""
-        from wrenmem.embedders import get_embedder
+        from wrenmem.embed.embedders import get_embedder
         from wrenmem.schema.table import schema_drift
 
         embedder = self.embedder or get_embedder(self.settings.embedder, root=self.settings.root)

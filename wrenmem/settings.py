@@ -9,9 +9,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from wrenmem.encoding import not_utf8
 from wrenmem.errors import SettingsError
-from wrenmem.statedir import INDEX, STATE_DIR, check_state_dir
+from wrenmem.fs.encoding import not_utf8
+from wrenmem.fs.statedir import INDEX, STATE_DIR, check_state_dir
 
 log = logging.getLogger(__name__)
 

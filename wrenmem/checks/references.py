@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from wrenmem.sqlcheck import SqlProblem, position
+from wrenmem.sql.check import SqlProblem, position
 
 
 class Schema:
@@ -49,7 +49,7 @@ def check_schema(sql: str, dialect: str | None,
     from sqlglot.optimizer.qualify import qualify
     from sqlglot.optimizer.scope import traverse_scope
 
-    from wrenmem.sqlbounds import headroom, parse_one
+    from wrenmem.sql.bounds import headroom, parse_one
 
     prepared = tables if isinstance(tables, Schema) else Schema(tables)
     known = prepared.known

@@ -14,10 +14,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from wrenmem import statedir
 from wrenmem.checks.references import Schema
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import read_marshal, write_marshal
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.schema.manifest import Manifest
 from wrenmem.settings import Settings
@@ -34,7 +34,7 @@ def used_items(sql: str, dialect: str | None, tables: Mapping[str, Mapping[str, 
     from sqlglot.optimizer.qualify import qualify
     from sqlglot.optimizer.scope import traverse_scope
 
-    from wrenmem.sqlbounds import headroom, parse_one
+    from wrenmem.sql.bounds import headroom, parse_one
 
     prepared = schema or Schema(tables)
     names = {t.lower(): (t, {c.lower(): c for c in cols}) for t, cols in tables.items()}

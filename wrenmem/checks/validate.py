@@ -35,7 +35,7 @@ from wrenmem.pairs.pairfile import (
 )
 from wrenmem.schema.manifest import Manifest, load_manifest
 from wrenmem.settings import CONFIG_FILE, READ_ONLY_CODE, Settings
-from wrenmem.sqlcheck import outside_problem, parse_checked, unknown_dialect, write_problem
+from wrenmem.sql.check import outside_problem, parse_checked, unknown_dialect, write_problem
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ class WrenmemGroup(click.Group):
         except (OSError, RuntimeError) as e:  # the environment: a message, never a traceback
             from pathlib import Path
 
-            from wrenmem.fsutil import disk_full_message, is_disk_full
+            from wrenmem.fs.fsutil import disk_full_message, is_disk_full
 
             if is_disk_full(e):  # whatever was writing (the index's own writes say more)
                 where = getattr(e, "filename", None) or Path.cwd()

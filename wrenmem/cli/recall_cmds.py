@@ -9,7 +9,7 @@ import click
 
 from wrenmem.cli.common import emit_json, get_memory, json_option, output_option
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import read_text_file
+from wrenmem.fs.fsutil import read_text_file
 from wrenmem.pairs.catalog import scan
 from wrenmem.recall.hits import require_questions
 from wrenmem.recall.render import render_text, wren_rows

@@ -28,7 +28,7 @@ from typing import Any
 from wrenmem.checks.uses import affected_by_change
 from wrenmem.checks.validate import Problem, Validator
 from wrenmem.errors import ManifestError, PairError, UnreadableFileError, WrenmemError
-from wrenmem.fsutil import check_size
+from wrenmem.fs.fsutil import check_size
 from wrenmem.git.knowledge_diff import (
     KnowledgeChange,
     compare_knowledge,

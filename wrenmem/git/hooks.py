@@ -23,17 +23,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from wrenmem import statedir
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import atomic_write_text
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import atomic_write_text
 from wrenmem.index.sync import SyncReport, sync_pairs
 from wrenmem.knowledge.files import load_knowledge
 from wrenmem.knowledge.table import read_state as read_knowledge_state
 from wrenmem.knowledge.table import sync_knowledge
-from wrenmem.lance import index_unavailable
-from wrenmem.lock import is_locked
 from wrenmem.schema.table import sync_schema
 from wrenmem.settings import Settings
+from wrenmem.storage.lance import index_unavailable
+from wrenmem.storage.lock import is_locked
 
 log = logging.getLogger(__name__)
 # Runs a hook's sync of the pairs elsewhere (the watcher) or returns None: sync here.

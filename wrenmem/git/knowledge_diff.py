@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from wrenmem.errors import UnreadableFileError
-from wrenmem.fsutil import read_regular_file
+from wrenmem.fs.fsutil import read_regular_file
 from wrenmem.knowledge.entries import FOLDERS, INSTRUCTIONS_FILE, Entry, parse_knowledge
 from wrenmem.knowledge.files import knowledge_paths
 from wrenmem.settings import Settings

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 from wrenmem.index.report import SyncReport
 from wrenmem.index.table import index_exists
-from wrenmem.lance import index_unavailable
 from wrenmem.settings import Settings
+from wrenmem.storage.lance import index_unavailable
 
 if TYPE_CHECKING:
-    from wrenmem.embedders import Embedder
+    from wrenmem.embed.embedders import Embedder
 
 log = logging.getLogger(__name__)
 LOCK_TIMEOUT = 30.0

@@ -39,11 +39,12 @@ import sys
 import time
 from pathlib import Path
 
-from wrenmem import lance, statedir
+from wrenmem.fs import statedir
 from wrenmem.index import recallcopy
 from wrenmem.index import table as index
-from wrenmem.lock import is_locked
 from wrenmem.settings import Settings
+from wrenmem.storage import lance
+from wrenmem.storage.lock import is_locked
 
 log = logging.getLogger(__name__)
 

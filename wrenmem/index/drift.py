@@ -6,9 +6,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from wrenmem import lance, statedir
-from wrenmem.embedders import Embedder, get_embedder
+from wrenmem.embed.embedders import Embedder, get_embedder
 from wrenmem.errors import PairError
+from wrenmem.fs import statedir
 from wrenmem.index import journal, recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.plan import SyncPlan, plan_sync
@@ -19,9 +19,10 @@ from wrenmem.index.state import (
     load_state,
     quick_noop,
 )
-from wrenmem.lock import index_lock
 from wrenmem.pairs.catalog import require_knowledge_dir
 from wrenmem.settings import Settings
+from wrenmem.storage import lance
+from wrenmem.storage.lock import index_lock
 
 log = logging.getLogger(__name__)
 

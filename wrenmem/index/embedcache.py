@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from wrenmem import statedir
-from wrenmem.fsutil import is_racy, read_marshal, write_marshal
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import is_racy, read_marshal, write_marshal
 from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)

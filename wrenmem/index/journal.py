@@ -31,11 +31,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from wrenmem import lance, statedir
-from wrenmem.fsutil import encode_marshal, read_marshal, remove_quietly, write_temp_file
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import encode_marshal, read_marshal, remove_quietly, write_temp_file
 from wrenmem.index import recallcopy
 from wrenmem.index import table as index
 from wrenmem.settings import Settings
+from wrenmem.storage import lance
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ def journal_path(settings: Settings) -> Any:
 
 
 def listing_digest(listing: lance.Listing | None) -> str:
-    """One hash of a table's file listing (:func:`wrenmem.lance.disk_listing`)."""
+    """One hash of a table's file listing (:func:`wrenmem.storage.lance.disk_listing`)."""
     return hashlib.sha256(marshal.dumps(sorted((listing or {}).items()))).hexdigest()
 
 
@@ -246,7 +247,7 @@ def reconcile(settings: Settings, lock_timeout: float = LOCK_TIMEOUT, *,
     if settings.remote_index or settings.is_reader or not journal_path(settings).exists():
         return False
     from wrenmem.index.state import invalidate_state, load_state, rebased
-    from wrenmem.lock import index_lock
+    from wrenmem.storage.lock import index_lock
 
     with index_lock(settings, timeout=lock_timeout):
         journal = read(settings)

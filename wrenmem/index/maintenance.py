@@ -1,14 +1,14 @@
 """The pairs table's housekeeping off the request path.
 
 Every tenth write commit (or after a big write) the table is compacted: its small fragments
-merged, the new rows folded into its indexes, old versions pruned (:func:`wrenmem.lance.
+merged, the new rows folded into its indexes, old versions pruned (:func:`wrenmem.storage.lance.
 maintain`). At 100,000 pairs that rewrites about 900 MB, seconds of work inside the sync a
 ``store`` waits for. While a watcher runs, a write in its process only counts its commits
 and records that a compaction is due (:func:`defer`); the watcher then runs :func:`run` in
 a child process in its idle time (:class:`wrenmem.watch.maintainer.Maintainer`), and kills
 it the moment a write arrives. A kill leaves the table readable: LanceDB commits a version
 only when all of it is written, and the next run deletes what the killed one left behind
-(:func:`wrenmem.lance.compact`).
+(:func:`wrenmem.storage.lance.compact`).
 
 The child holds the index lock while it works, so it never runs beside a write of the
 table. A compaction changes the table's files, not its rows, so the state mirror (which
@@ -28,14 +28,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from wrenmem import lance, statedir
 from wrenmem.errors import LockTimeoutError
-from wrenmem.fsutil import write_marshal
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import write_marshal
 from wrenmem.index import recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.state import load_state, record_disk
-from wrenmem.lock import index_lock
 from wrenmem.settings import Settings
+from wrenmem.storage import lance
+from wrenmem.storage.lock import index_lock
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def run(settings: Settings, started: Callable[[], None] | None = None) -> str:
     it, so the watcher tries again later): the compaction (or the prune, or the cleanup
     of a killed run), then the mirror and the recall copy told of the table's new files.
     ``started``: called once a kill would be noticed by the next run. Returns what was
-    done (:func:`wrenmem.lance.run_due_maintenance`), ``"busy"`` when the lock was taken."""
+    done (:func:`wrenmem.storage.lance.run_due_maintenance`), ``"busy"`` when the lock was taken."""
     try:
         with index_lock(settings, timeout=0):
             table = index.open_table(index.connect(settings))

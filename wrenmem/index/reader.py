@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from wrenmem import lance
 from wrenmem.errors import WrenmemError
 from wrenmem.index import replica
 from wrenmem.index import table as index
@@ -19,6 +18,7 @@ from wrenmem.index.origin import Origin, local_origin, other_project
 from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.snapshot import take_snapshot
 from wrenmem.settings import Settings
+from wrenmem.storage import lance
 
 
 @dataclass(frozen=True)

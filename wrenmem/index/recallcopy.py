@@ -5,13 +5,13 @@ seconds, more than the search. So after each write, the writer (sync, under the 
 also saves ``.wrenmem/recall-copy.bin``: the rows recall shows, where the table's own data
 files hold their float32 vectors (:mod:`wrenmem.index.tablevectors`: not saved twice), the
 vector scan's prefix codes past ``vectorscan.MIN_ROWS`` rows, the full-text postings of
-their ``terms`` column and the labels of their SQL (:mod:`wrenmem.sqllabels`, what the form
+their ``terms`` column and the labels of their SQL (:mod:`wrenmem.sql.labels`, what the form
 reader counts: mapped, not lexed again by every process). A process that has not opened
 LanceDB answers from it with numpy alone: the same exact cosine scan as LanceDB's flat
 search, and the same BM25 as LanceDB's full-text index over the same terms (k1 1.2, b 0.75,
 whitespace tokens: scores equal to LanceDB's to float32 rounding).
 
-The copy records the table's file listing (:func:`wrenmem.lance.disk_listing`) from before
+The copy records the table's file listing (:func:`wrenmem.storage.lance.disk_listing`) from before
 it read the table; it is used only while the listing is still exactly that, so any later
 write, compaction or damage makes it stale, and a stale, damaged or foreign copy is simply
 not used (the search then opens LanceDB and writes a new copy). A writer saves the copy of a
@@ -38,11 +38,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, overload
 
-from wrenmem import lance, sqllabels, statedir
-from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import read_marshal, write_marshal
 from wrenmem.index import table as index
 from wrenmem.index import tablevectors, vectorscan
 from wrenmem.settings import Settings
+from wrenmem.sql import labels as sqllabels
+from wrenmem.storage import lance
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +167,7 @@ def copy_lock(settings: Settings, timeout: float = 0.0) -> Iterator[bool]:
     its holder dies) for the block: one process at a time saves the copy, so none writes
     its copy over a newer one's. Yields False when it was not got within ``timeout``
     seconds (another saver has it: that one's copy will do) or cannot be opened."""
-    from wrenmem.lock import poll_flock
+    from wrenmem.storage.lock import poll_flock
 
     try:
         fd = os.open(settings.state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
@@ -814,7 +816,7 @@ class RecallCopy:
         return found
 
     def label_matrix(self) -> Any:
-        """:func:`wrenmem.sqllabels.label_matrix` of every row's SQL (removed rows
+        """:func:`wrenmem.sql.labels.label_matrix` of every row's SQL (removed rows
         included), made once per copy: the rows whose labels it holds (:attr:`labels`:
         saved, or of the copy it was made from) are not lexed again, only those past them.
         Saved labels that are not 0 or 1 (a damaged file) are made again."""

@@ -19,14 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wrenmem import lance, statedir
 from wrenmem.errors import IndexStorageError
-from wrenmem.fsutil import atomic_write_text
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import atomic_write_text
 from wrenmem.index import table as index
 from wrenmem.index.origin import Origin
-from wrenmem.lock import index_lock
 from wrenmem.schema.table import TABLE as SCHEMA_TABLE
 from wrenmem.settings import Settings
+from wrenmem.storage import lance
+from wrenmem.storage.lock import index_lock
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def refresh(settings: Settings, name: str = index.TABLE, *, max_age: float | Non
 
     Within ``max_age`` seconds (default: the ``refresh_seconds`` setting) of the last check,
     answers from the state file without touching the network. Past it, with a copy on disk,
-    the check is quick (:data:`wrenmem.lance.QUICK_OPTIONS`), and when the remote cannot be
+    the check is quick (:data:`wrenmem.storage.lance.QUICK_OPTIONS`), and when the remote cannot be
     reached the copy answers: its info then has ``stale_since`` (the last good check) and
     ``error``. Without a copy the error is raised.
     """

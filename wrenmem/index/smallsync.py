@@ -20,16 +20,16 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from wrenmem.embedders import Embedder
+from wrenmem.embed.embedders import Embedder
 from wrenmem.errors import PairError
 from wrenmem.index import journal
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache
 from wrenmem.index.report import SyncReport
 from wrenmem.index.state import IndexState, StatDelta, load_state
-from wrenmem.lock import index_lock
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.settings import Settings
+from wrenmem.storage.lock import index_lock
 
 log = logging.getLogger(__name__)
 

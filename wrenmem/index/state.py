@@ -28,9 +28,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from wrenmem import statedir
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import RACY_SECONDS, read_marshal, write_marshal
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import RACY_SECONDS, read_marshal, write_marshal
 from wrenmem.index import table as index
 from wrenmem.pairs import listing
 from wrenmem.pairs.catalog import is_pair_name, skipped_name
@@ -333,7 +333,7 @@ def record_walk(settings: Settings, state: IndexState, walk: Listing) -> IndexSt
     stat as recorded), written only if the lock is free right now and nobody wrote
     meanwhile: the next no-op then compares bytes."""
     from wrenmem.errors import LockTimeoutError
-    from wrenmem.lock import index_lock
+    from wrenmem.storage.lock import index_lock
 
     updated = replace(state, walk_id=walk.id, walk_keys=walk.keys)
     try:
@@ -371,7 +371,7 @@ def invalidate_state(settings: Settings) -> None:
 def same_target(settings: Settings, state: IndexState | None, model_id: str) -> bool:
     """The mirror describes this project, URI, embedder and table schema, and the table
     is there with exactly the files it had when the mirror was written (nothing deleted,
-    truncated or rewritten behind its back: see :func:`wrenmem.lance.disk_listing`). A
+    truncated or rewritten behind its back: see :func:`wrenmem.storage.lance.disk_listing`). A
     remote index holds only while the table is still at the version this process left."""
     if (state is None or state.schema != index.SCHEMA_VERSION
             or state.uri != settings.index_uri or state.root != str(settings.root)

@@ -25,8 +25,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
-from wrenmem import lance, statedir
-from wrenmem.embedders import Embedder, get_embedder
+from wrenmem.embed.embedders import Embedder, get_embedder
 from wrenmem.errors import (
     IndexStorageError,
     LockTimeoutError,
@@ -34,6 +33,7 @@ from wrenmem.errors import (
     ReaderRoleError,
     WrenmemError,
 )
+from wrenmem.fs import statedir
 from wrenmem.index import embedpipe, journal, maintenance, recallcopy, smallsync
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache, cache_path
@@ -54,11 +54,12 @@ from wrenmem.index.state import (
     stat_delta,
     usable_state,
 )
-from wrenmem.lock import index_lock
 from wrenmem.pairs.catalog import read_paths, require_knowledge_dir
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.pairs.seeds import seed_pairs
 from wrenmem.settings import MAX_EMBED_CHARS, Settings
+from wrenmem.storage import lance
+from wrenmem.storage.lock import index_lock
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
 
     ``full`` rebuilds from scratch. ``paths`` (relative pair paths) limits the work to
     those pairs, for ``store`` and friends. Safe from many processes and threads at once:
-    writers take :func:`wrenmem.lock.index_lock`; the no-op check needs no lock.
+    writers take :func:`wrenmem.storage.lock.index_lock`; the no-op check needs no lock.
     ``embedder``: instead of the ``embedder`` setting's (``Memory(embedder=...)``).
     ``delta``: the :func:`~wrenmem.index.state.stat_delta` the caller just took for these
     ``paths`` (the daemon, which looked at the size of the change first): not taken again.
@@ -701,7 +702,7 @@ def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: dict[st
 
 def _prune_due(settings: Settings, table: Any) -> bool:
     """Before a write's commits: prune the copy the last compaction superseded, once its
-    grace period is over (:func:`wrenmem.lance.prune_due`); a watcher in this process
+    grace period is over (:func:`wrenmem.storage.lance.prune_due`); a watcher in this process
     does it in its idle time instead (:mod:`wrenmem.index.maintenance`)."""
     if maintenance.is_deferred(settings):
         return False

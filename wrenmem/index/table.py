@@ -3,7 +3,7 @@
 One row per pair (file or seed): ``id`` (the relative path, or ``seed:<hash>``), the
 pair's ``content_hash``, its question, SQL and metadata, the text that was embedded and
 its vector. The table's schema metadata records the embedder that built it. Every write
-here happens under :func:`wrenmem.lock.index_lock`; readers may come and go at any time.
+here happens under :func:`wrenmem.storage.lock.index_lock`; readers may come and go at any time.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wrenmem import lance
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.settings import Settings
+from wrenmem.storage import lance
 from wrenmem.textsearch import FIELD_WEIGHTS, tokenize
 
 if TYPE_CHECKING:
@@ -341,7 +341,7 @@ def _review_extra(pair: Pair, meta: Mapping[str, Any]) -> dict[str, Any]:
 
 def write(table: Any, rows: Sequence[dict[str, Any]], delete_ids: Sequence[str]) -> None:
     """Upsert ``rows`` by id and delete ``delete_ids``, as ONE commit (see
-    :func:`wrenmem.lance.upsert`)."""
+    :func:`wrenmem.storage.lance.upsert`)."""
     if not rows and not delete_ids:
         return
     lance.upsert(table, "id", arrow_rows(table.schema, rows) if rows else None, delete_ids)

@@ -8,7 +8,7 @@ bytes are, as runs of consecutive rows, each run checked row by row (the unit ro
 from the bytes found there must equal the copy's rows bit for bit, or the run ends there).
 A reader maps those files and makes the unit rows of just the rows a search re-scores
 (:class:`MappedRows`), with the same float32 operations as the copy's own rows were made
-(:func:`wrenmem.lance.unit_rows`), so they are the same rows bit for bit.
+(:func:`wrenmem.storage.lance.unit_rows`), so they are the same rows bit for bit.
 
 LanceDB never rewrites a data file in place, and the copy is used only while the table's
 file listing is still the one it was made from (sizes and times included), so the runs
@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wrenmem import lance
+from wrenmem.storage import lance
 
 Run = tuple[str, int, int, int]  # (file, relative to the table's folder; byte offset;
 #                                   first row; rows)

@@ -14,9 +14,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from wrenmem.encoding import not_utf8
 from wrenmem.errors import PairError, UnreadableFileError
-from wrenmem.fsutil import is_racy, os_error_reason, read_regular_file
+from wrenmem.fs.encoding import not_utf8
+from wrenmem.fs.fsutil import is_racy, os_error_reason, read_regular_file
 from wrenmem.knowledge.entries import (
     FOLDERS,
     INSTRUCTIONS_FILE,

@@ -6,7 +6,7 @@ fresh project serves no made-up rule to an agent. A folder that exists is left a
 
 from __future__ import annotations
 
-from wrenmem.fsutil import atomic_write_text
+from wrenmem.fs.fsutil import atomic_write_text
 from wrenmem.knowledge.files import knowledge_root
 from wrenmem.settings import Settings
 

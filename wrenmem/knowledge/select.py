@@ -23,7 +23,7 @@ from wrenmem.settings import Settings
 from wrenmem.textsearch import Bm25Index, document_terms, tokenize
 
 if TYPE_CHECKING:
-    from wrenmem.embedders import Embedder
+    from wrenmem.embed.embedders import Embedder
 
 log = logging.getLogger(__name__)
 RRF_K = 60
@@ -118,9 +118,9 @@ def _vector_rank(settings: Settings, knowledge: Knowledge, rules: Sequence[Entry
                  question: str, embedder: Embedder | None = None) -> list[Entry] | None:
     """Rules by cosine to the question from the knowledge index (synced first); None when
     the index is not in use here."""
-    from wrenmem.embedders import get_embedder
+    from wrenmem.embed.embedders import get_embedder
     from wrenmem.knowledge.table import sync_knowledge, vector_search
-    from wrenmem.lance import index_unavailable
+    from wrenmem.storage.lance import index_unavailable
 
     if index_unavailable(settings) is not None:
         return None

@@ -16,14 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wrenmem import lance, statedir
-from wrenmem.embedders import Embedder, get_embedder
+from wrenmem.embed.embedders import Embedder, get_embedder
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import atomic_write_text
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import atomic_write_text
 from wrenmem.knowledge.entries import Entry
 from wrenmem.knowledge.files import Knowledge, load_knowledge
-from wrenmem.lock import index_lock
 from wrenmem.settings import Settings
+from wrenmem.storage import lance
+from wrenmem.storage.lock import index_lock
 from wrenmem.textsearch import tokenize
 
 log = logging.getLogger(__name__)

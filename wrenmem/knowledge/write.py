@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import atomic_write_text, read_text_file
+from wrenmem.fs.fsutil import atomic_write_text, read_text_file
 from wrenmem.knowledge.entries import FOLDERS, Entry, parse_knowledge
 from wrenmem.knowledge.files import knowledge_root
 from wrenmem.knowledge.slug import slugify

@@ -23,7 +23,7 @@ from pydantic import Field, ValidationError
 from wrenmem import __version__
 from wrenmem.api import Memory
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import read_text_file
+from wrenmem.fs.fsutil import read_text_file
 from wrenmem.knowledge.files import load_knowledge, read_knowledge_text
 from wrenmem.mcp.tools import (
     DescribeOutput,

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wrenmem import statedir
 from wrenmem.errors import PairError, WrenmemError
-from wrenmem.fsutil import (
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import (
     file_kind,
     is_racy,
     os_error_reason,

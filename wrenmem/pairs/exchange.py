@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import file_mode_for, read_text_file
+from wrenmem.fs.fsutil import file_mode_for, read_text_file
 from wrenmem.knowledge.slug import MAX_SUFFIX, numbered_names, slugify
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import (
@@ -32,7 +32,7 @@ from wrenmem.pairs.store import (
 from wrenmem.pairs.swap import Planned, replace_set
 from wrenmem.pairs.text import question_key
 from wrenmem.settings import Settings
-from wrenmem.sqlcheck import check_sql
+from wrenmem.sql.check import check_sql
 
 MODES = ("skip", "upsert", "overwrite")
 MAX_EXCHANGE_BYTES = 256 * 1024 * 1024  # a queries.yml larger than this is not read

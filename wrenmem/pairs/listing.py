@@ -13,7 +13,7 @@ key (ctime, mtime, inode), and a folder whose key is unchanged is not listed aga
 recorded names are stat'ed one by one. Adding, removing or renaming an entry changes the
 folder's mtime and ctime; ``touch`` or a restored mtime still changes its ctime, which no
 program can set back. A folder is trusted only when its ctime was older than the moment it
-was listed by more than the clock's granularity (:data:`wrenmem.fsutil.RACY_SECONDS`), and
+was listed by more than the clock's granularity (:data:`wrenmem.fs.fsutil.RACY_SECONDS`), and
 never when one of its entries could not be classified; an edit in place changes only the
 file, and every file is stat'ed on every walk, so no edit is missed.
 
@@ -37,9 +37,9 @@ from itertools import chain
 from operator import attrgetter
 from pathlib import Path
 
-from wrenmem import statedir
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import RACY_SECONDS, read_marshal, write_marshal
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import RACY_SECONDS, read_marshal, write_marshal
 from wrenmem.pairs.catalog import SKIPPED_NAMES
 from wrenmem.settings import Settings
 
@@ -316,7 +316,7 @@ def _identity(base: str, dirs: list[str], names: list[tuple[str, ...]]) -> str:
 def _plain_walk(settings: Settings, taken_at: float) -> Listing:
     """The walk without the folder record, where paths are not plain strings below the
     root (Windows, a knowledge folder outside the project): one "folder" of paths."""
-    from wrenmem.fsutil import walk_files
+    from wrenmem.fs.fsutil import walk_files
     from wrenmem.pairs.catalog import is_pair_name, skipped_name
 
     folder = str(settings.knowledge_path)

@@ -15,9 +15,9 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
-from wrenmem.encoding import not_utf8, wide_encoding
 from wrenmem.errors import PairError, UnreadableFileError, WrenmemError
-from wrenmem.fsutil import os_error_reason, read_regular_file
+from wrenmem.fs.encoding import not_utf8, wide_encoding
+from wrenmem.fs.fsutil import os_error_reason, read_regular_file
 from wrenmem.settings import MAX_PAIR_BYTES
 
 KNOWN_KEYS = ("nl", "also", "datasource", "dialect", "tags", "source", "created_at",

@@ -11,7 +11,7 @@ seconds. ``.wrenmem/questions.bin`` keeps, for the pair files as one stat walk f
 :func:`asking` walks the files again (one ``stat`` each) and reads only the files that may
 ask the question: those whose recorded code is the question's, and every file that is new
 or whose stat is not as recorded (or too recent for its stat to vouch for it, as
-:data:`wrenmem.fsutil.RACY_SECONDS` says). Each is read and parsed afresh, and the question
+:data:`wrenmem.fs.fsutil.RACY_SECONDS` says). Each is read and parsed afresh, and the question
 compared as text, so a code shared by chance costs one read, never a wrong answer. Past
 ``REBUILD_AFTER`` such files, the catalog is scanned as before and the record rebuilt. The
 record keeps the walk's folders and names, so the codes are carried over folder by folder
@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from wrenmem import statedir
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import RACY_SECONDS, read_marshal, write_marshal
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import RACY_SECONDS, read_marshal, write_marshal
 from wrenmem.pairs.catalog import read_paths, require_knowledge_dir, scan
 from wrenmem.pairs.listing import Listing, walk
 from wrenmem.pairs.pairfile import Pair

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wrenmem import statedir
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import atomic_write_text, is_racy
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import atomic_write_text, is_racy
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.pairs.store import store_pair

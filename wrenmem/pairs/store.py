@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from wrenmem.errors import PairError, WrenmemError
-from wrenmem.fsutil import atomic_write_bytes, link_target, remove_stale_temps
+from wrenmem.fs.fsutil import atomic_write_bytes, link_target, remove_stale_temps
 from wrenmem.knowledge.slug import MAX_SUFFIX, numbered_names, slugify
 from wrenmem.pairs.catalog import read_pair_file, require_listed_pair, scan, skipped_name
 from wrenmem.pairs.pairfile import (

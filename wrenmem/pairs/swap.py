@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wrenmem import statedir
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import (
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import (
     atomic_write_text,
     remove_quietly,
     remove_stale_temps,
@@ -169,7 +169,7 @@ def _journal_path(settings: Settings) -> Path:
 def _swap_lock(settings: Settings) -> Iterator[None]:
     """Held while moves are made: a scan that finds the journal waits for a live import
     to finish its moves instead of making them twice."""
-    import fcntl  # here, as wrenmem.lock does: the module imports everywhere
+    import fcntl  # here, as wrenmem.storage.lock does: the module imports everywhere
 
     path = settings.state_dir / statedir.IMPORT_SWAP_LOCK
     statedir.ensure_parent(path)

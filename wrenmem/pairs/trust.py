@@ -30,8 +30,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from wrenmem import statedir
-from wrenmem.fsutil import atomic_write_bytes
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import atomic_write_bytes
 from wrenmem.pairs.pairfile import CLAIMED, Pair, decode_file, parse_pair
 from wrenmem.settings import Settings
 

@@ -42,7 +42,7 @@ class WrenStore:
 def read_wren_store(path: Path, *, include_seed: bool = False) -> WrenStore:
     """The pairs of the Wren store at ``path`` (a LanceDB folder), newest row per question,
     in the order Wren's ``export`` writes them (oldest first)."""
-    from wrenmem.lance import import_lancedb, table_names
+    from wrenmem.storage.lance import import_lancedb, table_names
 
     if not path.is_dir():
         raise WrenmemError(f"{path}: no Wren memory store here (expected the LanceDB folder "

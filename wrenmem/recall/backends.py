@@ -8,13 +8,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wrenmem.errors import DiskFullError, LockTimeoutError
-from wrenmem.lance import index_unavailable
 from wrenmem.recall.bm25f import GrepBackend
 from wrenmem.recall.hits import RecallBackend, require_questions
 from wrenmem.settings import Settings
+from wrenmem.storage.lance import index_unavailable
 
 if TYPE_CHECKING:
-    from wrenmem.embedders import Embedder
+    from wrenmem.embed.embedders import Embedder
     from wrenmem.recall.glossary import Glossary
 
 # The hybrid fusion: (question, the candidates' signals, draft_sql=None, unknown=0.0) -> their

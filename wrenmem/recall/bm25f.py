@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from wrenmem import statedir
 from wrenmem.errors import PairError
-from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import read_marshal, write_marshal
 from wrenmem.knowledge import expansions
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair, search_fields

@@ -16,7 +16,7 @@ A new question with no stored answer still has words the memory has seen answere
 form reader is what ranks the pairs of the structure it asks for above those that merely
 share its topic.
 
-The labels come from a keyword lexer over the SQL text (:mod:`wrenmem.sqllabels`: string
+The labels come from a keyword lexer over the SQL text (:mod:`wrenmem.sql.labels`: string
 literals and quoted names skipped), about 20 times cheaper than sqlglot's tokenizer, because
 every pair a search sees is read, not only the candidates; a saved recall copy holds them.
 """
@@ -27,7 +27,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from wrenmem.sqllabels import LABELS, label_matrix, labels
+from wrenmem.sql.labels import LABELS, label_matrix, labels
 from wrenmem.textsearch import is_cjk_term
 
 __all__ = ["LABELS", "Tally", "fit", "label_matrix", "label_weights", "labels", "tally_of"]

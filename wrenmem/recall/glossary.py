@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 
-from wrenmem.fsutil import read_marshal, user_cache_dir, write_marshal
+from wrenmem.fs.fsutil import read_marshal, user_cache_dir, write_marshal
 from wrenmem.textsearch import tokenize
 
 log = logging.getLogger(__name__)

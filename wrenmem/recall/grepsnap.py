@@ -9,7 +9,7 @@ stores it (decoded only when shown), the twin groups of :func:`wrenmem.recall.hi
 and the files that could not be read. It is keyed by the stat (mtime, size, inode) of every
 pair file and of the manifest (for the seeds) as listed before the build read them, and
 used only while a fresh listing gives the same key and no file is too recent for a stat to
-vouch for it (:func:`wrenmem.fsutil.is_racy`).
+vouch for it (:func:`wrenmem.fs.fsutil.is_racy`).
 
 A question is then scored with numpy, with the same float64 operations in the same order
 as :class:`wrenmem.textsearch.Bm25Index` (the same scores, bit for bit), and only the best
@@ -32,9 +32,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wrenmem import statedir
 from wrenmem.errors import PairError
-from wrenmem.fsutil import RACY_SECONDS, read_marshal, write_marshal
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import RACY_SECONDS, read_marshal, write_marshal
 from wrenmem.pairs import listing
 from wrenmem.pairs.catalog import _pair_from_record, _pair_to_record
 from wrenmem.pairs.pairfile import Pair

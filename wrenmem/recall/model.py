@@ -336,7 +336,7 @@ def features(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
              ) -> list[tuple[float, ...]]:
     """The :data:`FEATURES` of each candidate for ``question``; ``unknown``: the share of
     the question's pieces the embedder does not know
-    (:func:`wrenmem.embedders.unknown_share`), how far its cosines are to be trusted."""
+    (:func:`wrenmem.embed.embedders.unknown_share`), how far its cosines are to be trusted."""
     if not candidates:
         return []
     shapes = [_shape(c) for c in candidates]

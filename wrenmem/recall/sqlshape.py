@@ -130,7 +130,7 @@ def shape(sql: str, dialect: str | None = None) -> Shape:
 
 
 def _shape(sql: str, dialect: str | None) -> Shape:
-    from wrenmem.sqlbounds import MAX_SQL_CHARS, headroom, parse
+    from wrenmem.sql.bounds import MAX_SQL_CHARS, headroom, parse
 
     if len(sql) > MAX_SQL_CHARS:  # even its tokens would cost seconds: its words
         return _words(sql.strip().rstrip(";").strip())
@@ -219,7 +219,7 @@ class ShapeCache:
         self._written: float | None = None
 
     def load(self) -> None:
-        from wrenmem.fsutil import read_marshal
+        from wrenmem.fs.fsutil import read_marshal
 
         data = read_marshal(self.path)
         if not isinstance(data, dict) or data.get("version") != VERSION:
@@ -238,7 +238,7 @@ class ShapeCache:
         many seconds of the last write (a long-lived process saves now and then)."""
         import time
 
-        from wrenmem.fsutil import write_marshal
+        from wrenmem.fs.fsutil import write_marshal
 
         if _COMPUTED[0] == self._computed:
             return

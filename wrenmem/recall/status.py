@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 from wrenmem.index.drift import check_drift
 from wrenmem.knowledge.files import load_knowledge
 from wrenmem.knowledge.table import knowledge_drift
-from wrenmem.lance import index_unavailable
 from wrenmem.recall.backends import choose_backend
 from wrenmem.schema.table import schema_drift
 from wrenmem.settings import Settings
+from wrenmem.storage.lance import index_unavailable
 
 if TYPE_CHECKING:
-    from wrenmem.embedders import Embedder
+    from wrenmem.embed.embedders import Embedder
 
 
 def status_data(settings: Settings, embedder: Embedder | None = None) -> dict[str, Any]:

@@ -19,8 +19,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from wrenmem import lance
-from wrenmem.embedders import Embedder, get_embedder, unknown_share
+from wrenmem.embed.embedders import Embedder, get_embedder, unknown_share
 from wrenmem.errors import WrenmemError
 from wrenmem.index import journal, recallcopy, replica, vectorscan
 from wrenmem.index import table as index
@@ -31,6 +30,7 @@ from wrenmem.recall import model as rank_model
 from wrenmem.recall.fusion import Signals, at_least_identical, is_cjk
 from wrenmem.recall.hits import SEED_WEIGHT, VERIFIED_META, Filters, Hit, rank, sql_key
 from wrenmem.settings import Settings
+from wrenmem.storage import lance
 
 if TYPE_CHECKING:
     from wrenmem.recall.glossary import Glossary
@@ -196,7 +196,7 @@ class VectorBackend:
         """The latest version of the table (LanceDB's ``version``, which lists the versions
         folder through its event loop: a millisecond of a warm search), answered without
         asking while a local table's versions folder is as it was when last asked
-        (:func:`wrenmem.lance.versions_stamp`: a commit adds a file there)."""
+        (:func:`wrenmem.storage.lance.versions_stamp`: a commit adds a file there)."""
         table = self.table()
         stamp = (None if self.settings.remote_index or self._pinned
                  else lance.versions_stamp(self.settings.index_uri, index.TABLE))

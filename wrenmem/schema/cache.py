@@ -26,8 +26,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from wrenmem import statedir
-from wrenmem.fsutil import is_racy, read_marshal, write_marshal
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import is_racy, read_marshal, write_marshal
 from wrenmem.schema import items as item_format
 from wrenmem.schema import later
 from wrenmem.schema.describe import describe

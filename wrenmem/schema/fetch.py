@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from wrenmem.embedders import Embedder, get_embedder
+from wrenmem.embed.embedders import Embedder, get_embedder
 from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
 from wrenmem.knowledge.select import RuleSelection, select_rules
 from wrenmem.schema.cache import Prepared, prepare

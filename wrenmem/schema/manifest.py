@@ -18,9 +18,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
-from wrenmem.encoding import not_utf8
 from wrenmem.errors import ManifestError, ManifestNotFoundError, UnreadableFileError
-from wrenmem.fsutil import read_regular_file
+from wrenmem.fs.encoding import not_utf8
+from wrenmem.fs.fsutil import read_regular_file
 from wrenmem.schema import rawjson
 from wrenmem.settings import MAX_MANIFEST_BYTES
 
@@ -670,7 +670,7 @@ def _view_columns(statement: str, dialect: str | None,
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
 
-    from wrenmem.sqlbounds import parse_one
+    from wrenmem.sql.bounds import parse_one
 
     try:
         tree = parse_one(statement, dialect)

@@ -8,7 +8,7 @@ share one: 56,103 items, 10,492 vectors). A process searches it with numpy: an e
 scan, the filters applied first, ties broken by item id; the same ranking as LanceDB's exact
 (flat) search of the table, which past 50,000 rows only approximates it with its IVF index.
 
-The copy records the table's file listing (:func:`wrenmem.lance.disk_listing`) from after
+The copy records the table's file listing (:func:`wrenmem.storage.lance.disk_listing`) from after
 the write (under the index lock) or from before the table was read: it is used only while
 the listing is still exactly that, so any later write, compaction or damage makes it stale,
 and a stale, damaged or foreign copy is not used (the search then reads the table and saves
@@ -23,10 +23,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from wrenmem import lance, statedir
-from wrenmem.fsutil import read_marshal, write_marshal
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import read_marshal, write_marshal
 from wrenmem.schema import later
 from wrenmem.settings import Settings
+from wrenmem.storage import lance
 
 log = logging.getLogger(__name__)
 

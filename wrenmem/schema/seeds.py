@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wrenmem.schema.manifest import Column, Manifest, Model, Relationship
-from wrenmem.sqlcheck import check_sql
+from wrenmem.sql.check import check_sql
 
 if TYPE_CHECKING:
     from sqlglot import exp
@@ -101,7 +101,7 @@ def parse_conditions(manifest: Manifest) -> dict[str, Any]:
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
 
-    from wrenmem.sqlbounds import parse_one
+    from wrenmem.sql.bounds import parse_one
 
     out: dict[str, Any] = {}
     for rel in manifest.relationships:

@@ -20,17 +20,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from wrenmem import lance, statedir
-from wrenmem.embedders import Embedder, get_embedder
+from wrenmem.embed.embedders import Embedder, get_embedder
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import atomic_write_text, is_racy
-from wrenmem.lock import index_lock
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import atomic_write_text, is_racy
 from wrenmem.schema import items as item_format
 from wrenmem.schema import later, searchcopy
 from wrenmem.schema.cache import no_cyclic_gc, prepare
 from wrenmem.schema.items import SchemaItem, schema_items
 from wrenmem.schema.manifest import Manifest
 from wrenmem.settings import Settings
+from wrenmem.storage import lance
+from wrenmem.storage.lock import index_lock
 
 log = logging.getLogger(__name__)
 TABLE = "schema_items"
@@ -194,7 +195,7 @@ def _write_state(settings: Settings, path: Path, fingerprint: str, embedder_id: 
 
 
 def _disk(settings: Settings) -> dict[str, list[int]] | None:
-    """The table's files as JSON stores them (see :func:`wrenmem.lance.disk_listing`)."""
+    """The table's files as JSON stores them (see :func:`wrenmem.storage.lance.disk_listing`)."""
     listing = lance.disk_listing(settings.index_uri, TABLE)
     return None if listing is None else {k: list(v) for k, v in listing.items()}
 
@@ -367,7 +368,7 @@ def _write_changes(settings: Settings, db: Any, table: Any, embedder: Embedder,
 
 
 def _maintain(settings: Settings, model_id: str, commits: int, rows: int) -> None:
-    """Count the commits and compact the table when due (:func:`wrenmem.lance.maintain`),
+    """Count the commits and compact the table when due (:func:`wrenmem.storage.lance.maintain`),
     under the index lock. A compaction rewrites the table's files but not its rows: the
     search copy and the state of the files before it are saved again for the files after
     it (a sync writes the state after this, unless this was queued by :mod:`later`)."""

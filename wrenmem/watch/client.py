@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wrenmem import statedir
+from wrenmem.fs import statedir
 from wrenmem.recall.hits import Hit, RecallResult
 
 if TYPE_CHECKING:  # (socket, hashlib and tempfile: imported where used, 15 ms a start)

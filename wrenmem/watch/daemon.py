@@ -23,15 +23,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from wrenmem import statedir
 from wrenmem.errors import LockTimeoutError, WrenmemError
+from wrenmem.fs import statedir
 from wrenmem.index.replica import schema_read_copy
-from wrenmem.lock import index_lock
 from wrenmem.recall.hits import Filters
 from wrenmem.recall.recaller import BUSY_WAIT, Recaller, Refused
 from wrenmem.recall.status import status_data
 from wrenmem.schema.fetch import fetch
 from wrenmem.settings import Settings
+from wrenmem.storage.lock import index_lock
 from wrenmem.watch.client import PROTOCOL, settings_payload, socket_path
 from wrenmem.watch.freshness import Freshness
 from wrenmem.watch.maintainer import Maintainer
@@ -278,7 +278,7 @@ class DaemonServer:
         another embedder), a reader or a remote index is Refused, and the client syncs
         itself, with its progress shown. The index lock is held throughout, so the delta
         cannot go stale before the sync uses it; so is :attr:`sync_turn`, the loop's."""
-        from wrenmem.embedders import get_embedder
+        from wrenmem.embed.embedders import get_embedder
 
         paths = args.get("paths")
         if paths is not None and not (isinstance(paths, list)
@@ -323,7 +323,7 @@ class DaemonServer:
         """The no-op report of the pairs, from the state mirror, when no file changed since
         the last whole sync of them in this process, as the events say (with their fence:
         :meth:`Freshness.needs_sync`); else None. Call it holding :attr:`sync_turn`."""
-        from wrenmem.embedders import get_embedder
+        from wrenmem.embed.embedders import get_embedder
         from wrenmem.index.sync import report_if_unchanged
 
         if self.freshness is None or self.freshness.needs_sync():

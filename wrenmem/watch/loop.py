@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from wrenmem import statedir
 from wrenmem.errors import LockTimeoutError, PairError, WrenmemError
+from wrenmem.fs import statedir
 from wrenmem.knowledge.entries import FOLDERS
 from wrenmem.knowledge.files import is_knowledge_path, knowledge_root
 from wrenmem.pairs.catalog import is_pair_name, skipped_name

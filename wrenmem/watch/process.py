@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from wrenmem import statedir
 from wrenmem.errors import WrenmemError
-from wrenmem.lock import is_locked
+from wrenmem.fs import statedir
 from wrenmem.settings import Settings
+from wrenmem.storage.lock import is_locked
 from wrenmem.watch.client import ping, socket_path
 
 log = logging.getLogger(__name__)

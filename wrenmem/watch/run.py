@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import WrenmemError
-from wrenmem.fsutil import atomic_write_text
+from wrenmem.fs.fsutil import atomic_write_text
 from wrenmem.index import maintenance
 from wrenmem.index.sync import sync_pairs
 from wrenmem.knowledge.files import load_knowledge

@@ -435,7 +435,7 @@ def _str(value: Any) -> str:
 
 def _catalog_types(path: Path, warnings: list[str]) -> dict[str, dict[str, str]]:
     """Column types by unique id and lower-case column name, from ``catalog.json``."""
-    from wrenmem.fsutil import read_regular_file
+    from wrenmem.fs.fsutil import read_regular_file
 
     try:
         data = read_regular_file(path, _CATALOG_BYTES, "max_manifest_bytes")

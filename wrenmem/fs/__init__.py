@@ -1,0 +1,1 @@
+"""Files on disk: atomic writes, reading regular files only, the state folder, encodings."""

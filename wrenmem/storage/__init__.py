@@ -1,0 +1,1 @@
+"""The LanceDB store, its locks and object-storage errors."""
