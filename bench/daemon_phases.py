@@ -67,7 +67,7 @@ def main() -> int:
     from wrenmem.recall import model, vector
     from wrenmem.settings import load_settings
     from wrenmem.watch import loop
-    from wrenmem.watch.client import PROTOCOL, settings_payload
+    from wrenmem.recall.daemon_client import PROTOCOL, settings_payload
     from wrenmem.watch.daemon import DaemonServer
     from wrenmem.watch.freshness import Freshness
 

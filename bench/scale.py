@@ -244,7 +244,7 @@ DAEMON_CLIENT = """
 import statistics, sys, time
 from wrenmem.settings import load_settings
 from wrenmem.recall.hits import Filters
-from wrenmem.watch.client import remote_recall
+from wrenmem.recall.daemon_client import remote_recall
 from pathlib import Path
 s = load_settings(Path(sys.argv[1]))
 qs = ["How many singers do we have?", "每个国家有多少歌手？", "average age of students",
@@ -270,7 +270,7 @@ DAEMON_TASKS = """
 import os, statistics, sys, time
 from wrenmem.settings import load_settings
 from wrenmem.recall.hits import Filters
-from wrenmem.watch.client import remote_recall
+from wrenmem.recall.daemon_client import remote_recall
 from pathlib import Path
 s = load_settings(Path(sys.argv[1]))
 stored = ["How many singers do we have?", "What is the average age of all students?",
@@ -282,7 +282,7 @@ while remote_recall(s, ["warm up"], 1, Filters()) is None:  # the watcher is sti
     if time.time() > deadline:
         sys.exit("the daemon never answered")
     time.sleep(2)
-from wrenmem.watch.client import ping
+from wrenmem.recall.daemon_client import ping
 started = time.time()
 while not (ping(s.root) or {}).get("warm", True):  # its warm-up (the model, the copy)
     if time.time() > deadline:
@@ -640,7 +640,7 @@ def watcher_cpu(root: Path) -> float:
 # pairs) reads the table under the index lock, which a write handed to it waits for: the
 # writes are timed once it is warm, as they are in steady state.
 WAIT_WARM = """
-from wrenmem.watch.client import ping
+from wrenmem.recall.daemon_client import ping
 deadline = time.monotonic() + 300
 while not (ping(Path(sys.argv[1])) or {}).get("warm") and time.monotonic() < deadline:
     time.sleep(0.5)

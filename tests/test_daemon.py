@@ -15,8 +15,8 @@ import pytest
 from wrenmem.recall.hits import Filters, RecallResult
 from wrenmem.recall.recaller import recall_many
 from wrenmem.settings import load_settings
-from wrenmem.watch import client as daemon_client
-from wrenmem.watch.client import remote_recall, request, settings_payload, socket_path
+from wrenmem.recall import daemon_client
+from wrenmem.recall.daemon_client import remote_recall, request, settings_payload, socket_path
 from wrenmem.watch.daemon import DaemonServer
 
 
@@ -182,7 +182,7 @@ def test_ping_reports_the_daemon(server, settings) -> None:
 
 def test_fetch_through_the_daemon_is_the_same(server, settings) -> None:
     from wrenmem.schema.fetch import fetch
-    from wrenmem.watch.client import remote_fetch
+    from wrenmem.recall.daemon_client import remote_fetch
 
     grep = dataclasses.replace(settings, backend="grep")
     for kw in ({}, {"threshold": 0}, {"threshold": 0, "types": ("column",), "k": 3},
@@ -233,7 +233,7 @@ def test_a_draft_sql_reaches_the_daemon_and_the_same_answer_comes_back(server, s
 
 
 def test_fetch_errors_fall_back(server, settings) -> None:
-    from wrenmem.watch.client import remote_fetch
+    from wrenmem.recall.daemon_client import remote_fetch
 
     missing = dataclasses.replace(settings, manifest="nope.json")
     assert remote_fetch(missing, "x") is None  # other settings: refused
@@ -320,7 +320,7 @@ class _FakeIndexBackend:
 def test_status_through_the_daemon_is_the_same(server, settings) -> None:
     from wrenmem.recall.status import status_data
     from wrenmem.storage.lock import index_lock
-    from wrenmem.watch.client import remote_call
+    from wrenmem.recall.daemon_client import remote_call
 
     remote = remote_call(settings, "status", {})
     assert remote == status_data(settings)

@@ -465,7 +465,7 @@ def test_a_stopped_watcher_is_not_waited_for(project: Path) -> None:
     import time
 
     from wrenmem.settings import load_settings
-    from wrenmem.watch.client import request, socket_path
+    from wrenmem.recall.daemon_client import request, socket_path
 
     settings = load_settings(project)
     path = socket_path(project)

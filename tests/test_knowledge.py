@@ -374,7 +374,7 @@ def test_a_running_watcher_keeps_the_knowledge_index_in_step(shop: Path) -> None
     import time
 
     from tests.conftest import run_wrenmem
-    from wrenmem.watch.client import ping
+    from wrenmem.recall.daemon_client import ping
 
     def wait_until(predicate, what: str, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout

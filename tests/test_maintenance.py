@@ -288,7 +288,7 @@ def test_the_watcher_maintains_in_its_idle_time(project: Path, fake: RecordingEm
     compacting; the watcher compacts once they stop, and its daemon answers throughout."""
     import threading
 
-    from wrenmem.watch.client import watcher_sync
+    from wrenmem.recall.daemon_client import watcher_sync
     from wrenmem.watch.run import WatchOptions, run_watch
 
     monkeypatch.setattr(maintainer_module, "QUIET", 0.5)
@@ -324,7 +324,7 @@ def test_the_watcher_maintains_in_its_idle_time(project: Path, fake: RecordingEm
         assert not lance.maintenance_record(maintenance.counter(settings)).get("due")
         assert sync_pairs(settings).noop
         # Due again: a write handed to the daemon while the run is under way kills it.
-        from wrenmem.watch.client import ping
+        from wrenmem.recall.daemon_client import ping
 
         for n in range(lance.COMPACT_EVERY):
             rel = write_pair(project, f"g1/q{n * 5 + 1}.md", f"Again {n}?",

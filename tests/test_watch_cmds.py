@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_wrenmem, write_pair
 
-from wrenmem.watch.client import ping
+from wrenmem.recall.daemon_client import ping
 
 NO_DAEMON = {"WRENMEM_NO_DAEMON": "1"}
 # Most tests need no model: the grep backend indexes nothing. One test runs the default.
@@ -330,7 +330,7 @@ def recall_outcome(settings: object, question: str) -> str:
     "flagged" (an older answer said to be stale), "declined" (the CLI would answer
     in-process), or what came back instead."""
     from wrenmem.recall.hits import Filters
-    from wrenmem.watch.client import remote_recall
+    from wrenmem.recall.daemon_client import remote_recall
 
     notes: list[str] = []
     got = remote_recall(settings, [question], 1, Filters(), notify=notes.append)
@@ -352,7 +352,7 @@ def test_recall_through_the_daemon_sees_every_saved_edit_or_says_stale(
     writer)."""
     from wrenmem.recall.hits import Filters
     from wrenmem.settings import load_settings
-    from wrenmem.watch.client import remote_recall
+    from wrenmem.recall.daemon_client import remote_recall
 
     monkeypatch.setenv("WRENMEM_BACKEND", "hybrid")
     root = tmp_path / "p"

@@ -89,7 +89,7 @@ def _questions(settings: Settings) -> dict[str, str]:
 
 def test_the_loop_syncs_the_named_files_without_a_walk(
         project: Path, fake: RecordingEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
-    from wrenmem.watch.client import watcher_sync
+    from wrenmem.recall.daemon_client import watcher_sync
     from wrenmem.watch.run import WatchOptions, run_watch
 
     for i in range(60):

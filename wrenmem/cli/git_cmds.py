@@ -20,7 +20,7 @@ from wrenmem.git.hooks import (
     run_hook,
     uninstall_hooks,
 )
-from wrenmem.watch.client import watcher_sync
+from wrenmem.recall.daemon_client import watcher_sync
 
 
 @click.group()

@@ -21,18 +21,20 @@ reads every file writes it too (:func:`record_scan`).
 
 from __future__ import annotations
 
+import os
 import zlib
 from array import array
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
 from wrenmem.fs.fsutil import RACY_SECONDS, read_marshal, write_marshal
-from wrenmem.pairs.catalog import read_paths, require_knowledge_dir, scan
+from wrenmem.pairs.catalog import read_pair_file, read_paths, require_knowledge_dir, scan
 from wrenmem.pairs.listing import Listing, walk
 from wrenmem.pairs.pairfile import Pair
+from wrenmem.pairs.store import matching_pairs
 from wrenmem.pairs.swap import finish_interrupted
 from wrenmem.pairs.text import loose_question, question_key
 from wrenmem.settings import Settings
@@ -227,3 +229,28 @@ def _save(settings: Settings, found: Listing, ask: array, loose: array) -> None:
         write_marshal(_path(settings), record)
     except WrenmemError:
         pass
+
+
+def find_pair(settings: Settings, target: str,
+              closest: Callable[[str], Sequence[Any]]) -> Pair:
+    """``Memory.get``: the pair of the file ``target`` (relative to the cwd or the project)
+    or the one pair asking the question ``target`` (exactly, else but for case); otherwise
+    a WrenmemError that lists the candidates, or names the ``closest`` hits."""
+    for candidate in (Path(target), settings.root / target):
+        if os.path.lexists(candidate) and not candidate.is_dir():  # a FIFO: say so
+            return read_pair_file(candidate, settings.relpath(candidate),
+                                  settings.max_pair_bytes)[0]
+    # Every pair asking this question, exactly or but for case, is among those
+    # :func:`asking` reads (no scan of the catalog).
+    found, by_case = matching_pairs(asking(settings, target), target)
+    if len(found) == 1:
+        return found[0]
+    if found:
+        how = " (they differ only in case)" if by_case else ""
+        listing = "".join(f"\n  {p.path}  ({p.nl})" for p in found)
+        raise WrenmemError(f"{target!r} matches {len(found)} stored questions{how}: "
+                           f"nothing done; name one by its file path:{listing}")
+    close = closest(target)
+    hint = ("; closest: " + "; ".join(f"{h.path} ({h.question})" for h in close)
+            if close else "")
+    raise WrenmemError(f"no pair file or stored question matches {target!r}{hint}")

@@ -24,12 +24,16 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.recall import sqlshape
+from wrenmem.recall.backends import choose_backend
+from wrenmem.recall.hits import Filters, Hit
+from wrenmem.settings import Settings
 
 TASKS = ("answered", "new", "gold")
 NO_ANSWER_MIN_SCORE = 0.5  # a no-answer gold question should score below this (--min-score)
@@ -272,3 +276,54 @@ def miss(probe: Probe, found: Sequence[tuple[float, Any]], right: Sequence[bool]
             "first_score": round(found[0][0], 4) if found else None,
             "right_rank": at,
             "right_path": getattr(found[at - 1][1], "path", None) if at else None}
+
+
+def measure(settings: Settings, recall: Callable[..., Any], *, sync: Callable[[], Any],
+            default_run: Callable[[], str], notify: Callable[[str], None] | None,
+            backends: Sequence[str], fusions: Sequence[str], k: int, limit: int,
+            misses: bool) -> dict[str, Any]:
+    """``Memory.evaluate`` (see its docstring): the probes of the project's pairs and gold
+    file, each run per backend and fusion through ``recall`` (``Recaller.recall``), the
+    index brought up to date first by ``sync`` when an index backend runs;
+    ``default_run``: the name of the configured backend's run."""
+    found = scan(settings, use_cache=settings.state_dir.is_dir())
+    if notify is not None:
+        for error in found.errors:
+            notify(f"{error.location()}: {error.reason} (skipped)")
+    asked = probes(found.pairs, limit=limit)
+    gold, problems = gold_probes(settings.root / settings.knowledge_root / GOLD_FILE,
+                                 found.pairs, settings.root)
+    if notify is not None:
+        for problem in problems:
+            notify(problem)
+    asked += gold
+    counts = {task: sum(1 for p in asked if p.task == task) for task in TASKS
+              if task != "gold" or gold}  # "gold": only with a gold file's questions
+    if any(p.task == "none" for p in gold):
+        counts["none"] = sum(1 for p in gold if p.task == "none")
+    runs: dict[str, Any] = {}
+    missed: list[dict[str, Any]] = []
+    default = default_run()
+    # the index backends, when this install has them, measured over a fresh index
+    indexed = choose_backend(replace(settings, backend="auto")) != "grep"
+    names = [n for n in backends if n == "grep" or indexed]
+    if any(n != "grep" for n in names):
+        sync()
+    for name in names:
+        for fusion in (fusions if name == "hybrid" else ("",)):
+            chosen = replace(settings, backend=name, fusion=fusion or settings.fusion)
+
+            def search(probe: Any, chosen: Settings = chosen) -> list[tuple[float, Hit]]:
+                [result] = recall([probe.question], k, Filters(exclude=probe.exclude),
+                                  settings=chosen, sync=False)
+                return [(h.score, h) for h in result.hits]
+
+            run_name = f"{name}:{fusion}" if fusion else name
+            wanted = missed if misses and run_name == default else None
+            runs[run_name] = run(asked, search, wanted)
+    report: dict[str, Any] = {
+        "probes": counts, "runs": runs, "default": default,
+        "nothing_to_measure": None if asked else nothing_to_measure(found.pairs)}
+    if misses:  # None: the configured backend was not among the runs asked for
+        report["misses"] = missed if default in runs else None
+    return report

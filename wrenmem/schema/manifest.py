@@ -278,6 +278,30 @@ def load_manifest(path: str | Path, data: bytes | None = None, *,
     return parse_manifest(document, str(path), _public=True, reuse=reuse, _model_texts=texts)
 
 
+class KeptManifest:
+    """The manifest a long-lived ``Memory`` loaded, kept while the file's path, size and
+    mtime stay the same, with what callers derived from it (:attr:`derived`: the validator
+    of ``store`` and import)."""
+
+    def __init__(self) -> None:
+        self._held: tuple[tuple[Any, ...], Manifest, dict[str, Any]] | None = None
+
+    def load(self, path: Path, max_bytes: int) -> Manifest:
+        try:
+            st = path.stat()
+            key: tuple[Any, ...] = (str(path), st.st_size, st.st_mtime_ns)
+        except OSError:
+            return load_manifest(path, max_bytes=max_bytes)  # its error names the file
+        if self._held is None or self._held[0] != key:
+            self._held = (key, load_manifest(path, max_bytes=max_bytes), {})
+        return self._held[1]
+
+    def derived(self, manifest: Manifest | None) -> dict[str, Any]:
+        """What is kept with ``manifest`` (empty for another one)."""
+        held = self._held
+        return held[2] if held is not None and held[1] is manifest else {}
+
+
 def _database_json(path: Path, kind: str, max_bytes: int, data: bytes | None = None) -> bytes:
     """The schema of the database at ``path`` (or of its bytes ``data``, copied to a
     temporary file first) as MDL JSON of at most ``max_bytes``."""

@@ -32,7 +32,7 @@ from wrenmem.recall.status import status_data
 from wrenmem.schema.fetch import fetch
 from wrenmem.settings import Settings
 from wrenmem.storage.lock import index_lock
-from wrenmem.watch.client import PROTOCOL, settings_payload, socket_path
+from wrenmem.recall.daemon_client import PROTOCOL, settings_payload, socket_path
 from wrenmem.watch.freshness import Freshness
 from wrenmem.watch.maintainer import Maintainer
 

@@ -21,7 +21,7 @@ from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
 from wrenmem.settings import Settings
 from wrenmem.storage.lock import is_locked
-from wrenmem.watch.client import ping, socket_path
+from wrenmem.recall.daemon_client import ping, socket_path
 
 log = logging.getLogger(__name__)
 LOCK_FILE, PID_FILE = statedir.WATCH_LOCK, statedir.WATCH_PID

@@ -1,4 +1,8 @@
-"""The CLI's side of the warm daemon: ask the running watcher, or return None.
+"""The client's side of the warm daemon: ask the running watcher, or return None.
+
+:func:`ask` is the one entry ``Memory`` (:mod:`wrenmem.api`) uses, for its four operations
+that the watcher can answer (``recall``, ``fetch``, ``status``, a small ``sync``); whether
+to ask at all is decided once, by ``Memory``.
 
 Standard library only and nothing heavy at import, so a ``recall`` answered by the daemon
 never loads LanceDB, numpy or a model. Every failure (no socket, a stale one left by a killed
@@ -16,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wrenmem.fs import statedir
-from wrenmem.recall.hits import Hit, RecallResult
+from wrenmem.recall.hits import Hit, RecallResult, above
 
 if TYPE_CHECKING:  # (socket, hashlib and tempfile: imported where used, 15 ms a start)
     import socket
@@ -199,6 +203,24 @@ def watcher_sync(settings: Any, paths: Sequence[str] | None = None) -> Any | Non
         return SyncReport.from_wire(wire)
     except (KeyError, TypeError, ValueError):  # another version's reply
         return None
+
+
+def ask(settings: Any, op: str, args: dict[str, Any],
+        notify: Callable[[str], None] | None = None) -> Any | None:
+    """The watcher's answer to ``op`` as the in-process call returns it, or None (then the
+    caller answers in-process): ``recall`` a list of ``RecallResult`` (``args``: queries,
+    k, filters, sql, min_score), ``fetch`` a ``RemoteFetch`` (question, types, model, k,
+    threshold), ``status`` its dict, ``sync`` a ``SyncReport`` (paths)."""
+    if op == "recall":
+        found = remote_recall(settings, args["queries"], args["k"], args["filters"],
+                              notify, sql=args.get("sql"))
+        return None if found is None else above(found, args.get("min_score", 0.0))
+    if op == "fetch":
+        return remote_fetch(settings, **args)
+    if op == "sync":
+        return watcher_sync(settings, args.get("paths"))
+    result = remote_call(settings, op, args, notify)
+    return result if isinstance(result, dict) else None
 
 
 def _replay_notes(reply: dict[str, Any], notify: Callable[[str], None] | None) -> None:
