@@ -65,9 +65,9 @@ def main() -> int:
     from wrenmem.index import recallcopy, vectorscan
     from wrenmem.index import table as index
     from wrenmem.recall import model, vector
+    from wrenmem.recall.daemon_client import PROTOCOL, settings_payload
     from wrenmem.settings import load_settings
     from wrenmem.watch import loop
-    from wrenmem.recall.daemon_client import PROTOCOL, settings_payload
     from wrenmem.watch.daemon import DaemonServer
     from wrenmem.watch.freshness import Freshness
 

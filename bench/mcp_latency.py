@@ -44,9 +44,9 @@ from sync_bench import REPO, make_project, questions  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from wrenmem.fs import statedir  # noqa: E402
+from wrenmem.recall.daemon_client import ping, remote_recall  # noqa: E402
 from wrenmem.recall.hits import Filters  # noqa: E402
 from wrenmem.settings import load_settings  # noqa: E402
-from wrenmem.recall.daemon_client import ping, remote_recall  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 

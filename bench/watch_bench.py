@@ -32,10 +32,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from wrenmem.recall.daemon_client import ping, remote_recall  # noqa: E402
 from wrenmem.recall.hits import Filters  # noqa: E402
 from wrenmem.settings import load_settings  # noqa: E402
 from wrenmem.storage.lance import index_unavailable  # noqa: E402
-from wrenmem.recall.daemon_client import ping, remote_recall  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "LANCE_LOG": "error",
        "HF_HUB_DISABLE_PROGRESS_BARS": "1"}

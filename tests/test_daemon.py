@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from wrenmem.recall import daemon_client
+from wrenmem.recall.daemon_client import remote_recall, request, settings_payload, socket_path
 from wrenmem.recall.hits import Filters, RecallResult
 from wrenmem.recall.recaller import recall_many
 from wrenmem.settings import load_settings
-from wrenmem.recall import daemon_client
-from wrenmem.recall.daemon_client import remote_recall, request, settings_payload, socket_path
 from wrenmem.watch.daemon import DaemonServer
 
 
@@ -181,8 +181,8 @@ def test_ping_reports_the_daemon(server, settings) -> None:
 
 
 def test_fetch_through_the_daemon_is_the_same(server, settings) -> None:
-    from wrenmem.schema.fetch import fetch
     from wrenmem.recall.daemon_client import remote_fetch
+    from wrenmem.schema.fetch import fetch
 
     grep = dataclasses.replace(settings, backend="grep")
     for kw in ({}, {"threshold": 0}, {"threshold": 0, "types": ("column",), "k": 3},
@@ -318,9 +318,9 @@ class _FakeIndexBackend:
 
 
 def test_status_through_the_daemon_is_the_same(server, settings) -> None:
+    from wrenmem.recall.daemon_client import remote_call
     from wrenmem.recall.status import status_data
     from wrenmem.storage.lock import index_lock
-    from wrenmem.recall.daemon_client import remote_call
 
     remote = remote_call(settings, "status", {})
     assert remote == status_data(settings)

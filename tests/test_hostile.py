@@ -464,8 +464,8 @@ def test_a_stopped_watcher_is_not_waited_for(project: Path) -> None:
     import sys
     import time
 
-    from wrenmem.settings import load_settings
     from wrenmem.recall.daemon_client import request, socket_path
+    from wrenmem.settings import load_settings
 
     settings = load_settings(project)
     path = socket_path(project)

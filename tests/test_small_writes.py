@@ -22,10 +22,10 @@ from wrenmem.index import recallcopy, state
 from wrenmem.index import table as index
 from wrenmem.index.autosync import update_after_write
 from wrenmem.index.sync import SyncReport, sync_pairs
+from wrenmem.recall.daemon_client import remote_recall, remote_sync
 from wrenmem.recall.hits import Filters
 from wrenmem.recall.recaller import recall_many
 from wrenmem.settings import Settings, load_settings
-from wrenmem.recall.daemon_client import remote_recall, remote_sync
 from wrenmem.watch.daemon import DaemonServer
 
 COLUMNS = ["id", "path", "content_hash", "question", "sql", "datasource", "dialect", "tags",

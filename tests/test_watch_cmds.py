@@ -329,8 +329,8 @@ def recall_outcome(settings: object, question: str) -> str:
     """Recall ``question`` through the daemon: "seen" (its pair is the first hit),
     "flagged" (an older answer said to be stale), "declined" (the CLI would answer
     in-process), or what came back instead."""
-    from wrenmem.recall.hits import Filters
     from wrenmem.recall.daemon_client import remote_recall
+    from wrenmem.recall.hits import Filters
 
     notes: list[str] = []
     got = remote_recall(settings, [question], 1, Filters(), notify=notes.append)
@@ -350,9 +350,9 @@ def test_recall_through_the_daemon_sees_every_saved_edit_or_says_stale(
     watcher's own sync of it may hold the index lock. Every answer has the change, or says
     that it is stale (or the daemon declines, and the CLI answers in-process after the
     writer)."""
+    from wrenmem.recall.daemon_client import remote_recall
     from wrenmem.recall.hits import Filters
     from wrenmem.settings import load_settings
-    from wrenmem.recall.daemon_client import remote_recall
 
     monkeypatch.setenv("WRENMEM_BACKEND", "hybrid")
     root = tmp_path / "p"

@@ -26,13 +26,13 @@ from typing import Any
 from wrenmem.errors import LockTimeoutError, WrenmemError
 from wrenmem.fs import statedir
 from wrenmem.index.replica import schema_read_copy
+from wrenmem.recall.daemon_client import PROTOCOL, settings_payload, socket_path
 from wrenmem.recall.hits import Filters
 from wrenmem.recall.recaller import BUSY_WAIT, Recaller, Refused
 from wrenmem.recall.status import status_data
 from wrenmem.schema.fetch import fetch
 from wrenmem.settings import Settings
 from wrenmem.storage.lock import index_lock
-from wrenmem.recall.daemon_client import PROTOCOL, settings_payload, socket_path
 from wrenmem.watch.freshness import Freshness
 from wrenmem.watch.maintainer import Maintainer
 

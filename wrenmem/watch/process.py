@@ -19,9 +19,9 @@ from typing import Any
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
+from wrenmem.recall.daemon_client import ping, socket_path
 from wrenmem.settings import Settings
 from wrenmem.storage.lock import is_locked
-from wrenmem.recall.daemon_client import ping, socket_path
 
 log = logging.getLogger(__name__)
 LOCK_FILE, PID_FILE = statedir.WATCH_LOCK, statedir.WATCH_PID
