@@ -142,10 +142,10 @@ class Memory:
                                                freshness=self._freshness)
         return self._recaller
 
-    def keep_warm(self, freshness: Freshness) -> None:
-        """Keep recall warm between calls (a long-lived process: the MCP server): the
-        catch-up sync and grep's snapshot are renewed only when ``freshness`` says a file
-        may have changed (:class:`wrenmem.watch.freshness.Freshness`)."""
+    def keep_warm(self, freshness: Freshness | None) -> None:
+        """Keep recall warm between calls (a long-lived process: the MCP server, the daemon):
+        the catch-up sync and grep's snapshot are renewed only when ``freshness`` says a file
+        may have changed (:class:`wrenmem.watch.freshness.Freshness`; None: at every call)."""
         self._freshness = freshness
         self._recaller = None
 

@@ -23,10 +23,8 @@ manifest_option = click.option(
 def _memory(ctx: click.Context, manifest: str | None, **overrides: object) -> Memory:
     # A path typed on the command line is relative to the shell's folder, not the project.
     path = str(Path(manifest).resolve()) if manifest else None
-    memory = get_memory(ctx, manifest=path, **overrides)
-    # The daemon answers for the project's own manifest only.
-    memory.use_daemon = manifest is None
-    return memory
+    # (Memory asks the daemon only for the project's own manifest, not one given here.)
+    return get_memory(ctx, manifest=path, **overrides)
 
 
 def _warn_manifest(warnings: tuple[str, ...], path: str) -> None:

@@ -7,6 +7,10 @@ request carries the settings the CLI resolved; the daemon answers only when they
 (``backend`` and ``fetch_threshold`` may differ per request), so an answer from the daemon is
 always the answer the CLI would have computed itself. Anything it will not answer is an
 ``ok: false`` reply, and the client then does the work in-process.
+
+The server holds one :class:`~wrenmem.api.Memory` (local: it never asks a daemon), kept
+warm by the watcher's events: ``recall``, ``fetch`` and ``status`` are that Memory's, the
+same code an in-process call runs.
 """
 
 from __future__ import annotations
@@ -23,14 +27,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from wrenmem.api import Memory
+from wrenmem.embed.embedders import get_embedder
 from wrenmem.errors import LockTimeoutError, WrenmemError
 from wrenmem.fs import statedir
-from wrenmem.index.replica import schema_read_copy
+from wrenmem.index.state import stat_delta
+from wrenmem.index.sync import report_if_unchanged, sync_pairs
 from wrenmem.recall.daemon_client import PROTOCOL, settings_payload, socket_path
 from wrenmem.recall.hits import Filters
 from wrenmem.recall.recaller import BUSY_WAIT, Recaller, Refused
-from wrenmem.recall.status import status_data
-from wrenmem.schema.fetch import fetch
 from wrenmem.settings import Settings
 from wrenmem.storage.lock import index_lock
 from wrenmem.watch.freshness import Freshness
@@ -62,7 +67,9 @@ class DaemonServer:
         self._thread: threading.Thread | None = None
         self._closing = threading.Event()
         self.freshness: Freshness | None = None
-        self.recaller = Recaller(settings)  # syncs before every search until ``start``
+        # What the requests are answered with; its recaller syncs before every search until
+        # ``start`` gives it the watcher's events (:meth:`Memory.keep_warm`).
+        self.memory = Memory.from_settings(settings)
         # Held by whoever syncs the pairs in this process (the watcher's loop, the ``sync``
         # request): the other then finds the change synced, by the events, and walks no
         # file (see :meth:`pairs_fresh`).
@@ -95,7 +102,7 @@ class DaemonServer:
         self._sock = sock
         if self.freshness is None:  # events say when a search must sync first
             self.freshness = Freshness(self.settings, poll=self.poll)
-            self.recaller = Recaller(self.settings, freshness=self.freshness)
+            self.memory.keep_warm(self.freshness)
         self._thread = threading.Thread(target=self._serve, name="wrenmem-daemon", daemon=True)
         self._thread.start()
         return self.path
@@ -121,7 +128,18 @@ class DaemonServer:
         if self.freshness is not None:
             self.freshness.close()
             self.freshness = None
-            self.recaller = Recaller(self.settings)
+            self.memory.keep_warm(None)
+
+    @property
+    def recaller(self) -> Recaller:
+        """The held Memory's recaller (the embedder, the backends it keeps warm)."""
+        return self.memory.recaller
+
+    def _memory(self, settings: Settings) -> Memory:
+        """The held Memory, or for a request that chose another backend or fetch threshold
+        (:data:`PER_REQUEST`), a Memory over those settings (what ``fetch`` and ``status``
+        keep warm is the index's and the schema table's, not the Memory's)."""
+        return self.memory if settings is self.settings else Memory.from_settings(settings)
 
     def _serve(self) -> None:
         assert self._sock is not None
@@ -252,10 +270,9 @@ class DaemonServer:
         if not isinstance(question, str):
             raise Refused("fetch needs a question")
         threshold = args.get("threshold")
-        result = fetch(settings, question, types=tuple(args.get("types") or ()),
-                       model=args.get("model"), k=int(args.get("k", 10)),
-                       threshold=None if threshold is None else int(threshold),
-                       read_copy=schema_read_copy(settings))
+        result = self._memory(settings).fetch(
+            question, types=tuple(args.get("types") or ()), model=args.get("model"),
+            k=int(args.get("k", 10)), threshold=None if threshold is None else int(threshold))
         return {"data": result.to_dict(), "text": result.render(),
                 "warnings": list(result.warnings), "notes": list(result.notes)}
 
@@ -264,7 +281,7 @@ class DaemonServer:
 
         try:
             with index_lock(settings, timeout=BUSY_WAIT):
-                return status_data(settings)
+                return self._memory(settings).status()
         except LockTimeoutError as e:
             raise Refused(f"the index is being written: {e}") from e
 
@@ -278,8 +295,6 @@ class DaemonServer:
         another embedder), a reader or a remote index is Refused, and the client syncs
         itself, with its progress shown. The index lock is held throughout, so the delta
         cannot go stale before the sync uses it; so is :attr:`sync_turn`, the loop's."""
-        from wrenmem.embed.embedders import get_embedder
-
         paths = args.get("paths")
         if paths is not None and not (isinstance(paths, list)
                                       and all(isinstance(p, str) for p in paths)):
@@ -299,9 +314,6 @@ class DaemonServer:
 
     def _sync(self, settings: Settings, embedder: Any, paths: list[str] | None
               ) -> dict[str, Any]:
-        from wrenmem.index.state import stat_delta
-        from wrenmem.index.sync import report_if_unchanged, sync_pairs
-
         started = time.monotonic()
         with index_lock(settings, timeout=SYNC_LOCK_WAIT):
             if paths is None and self.freshness is not None and not self.freshness.needs_sync():
@@ -323,9 +335,6 @@ class DaemonServer:
         """The no-op report of the pairs, from the state mirror, when no file changed since
         the last whole sync of them in this process, as the events say (with their fence:
         :meth:`Freshness.needs_sync`); else None. Call it holding :attr:`sync_turn`."""
-        from wrenmem.embed.embedders import get_embedder
-        from wrenmem.index.sync import report_if_unchanged
-
         if self.freshness is None or self.freshness.needs_sync():
             return None
         model_id = get_embedder(self.settings.embedder, root=self.settings.root).model_id
