@@ -7,34 +7,38 @@ block of the body, then free-form notes. Wren's form keeps ``sql:`` in the front
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
 import re
-from dataclasses import dataclass, field, replace
-from functools import cache, cached_property
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wrenmem.errors import PairError, UnreadableFileError, WrenmemError
 from wrenmem.fs.encoding import not_utf8, wide_encoding
 from wrenmem.fs.fsutil import os_error_reason, read_regular_file
+from wrenmem.lazy import lazy
+from wrenmem.pairs.record import (  # noqa: F401 (the record, imported from here by most callers)
+    ALLOW_WRITES,
+    CLAIMED,
+    KNOWN_KEYS,
+    REVIEW_KEYS,
+    REVIEWED,
+    VERIFIED_AT,
+    VERIFIED_BY,
+    VERIFIED_PAIR,
+    VERIFIED_SCHEMA,
+    VERIFIED_SQL,
+    Pair,
+    pair_fingerprint,
+    search_fields,
+    sql_fingerprint,
+)
 from wrenmem.settings import MAX_PAIR_BYTES
 
-KNOWN_KEYS = ("nl", "also", "datasource", "dialect", "tags", "source", "created_at",
-              "verified_by", "verified_at")
-# Review status (see docs/file-format.md): who verified the pair and when, the fingerprint of
-# what was verified (question, phrasings, SQL, dialect, datasource: ``verified_pair``) and of
-# the schema items it uses at that moment; ``reviewed: false`` marks a pair an agent wrote.
-# ``verified_sql`` (the SQL alone) is what versions before 0.x wrote: read, never trusted.
-# ``allow-writes: true`` accepts a pair whose SQL writes.
-VERIFIED_BY, VERIFIED_AT, VERIFIED_PAIR, VERIFIED_SQL, VERIFIED_SCHEMA = (
-    "verified_by", "verified_at", "verified_pair", "verified_sql", "verified_schema")
-REVIEWED, ALLOW_WRITES = "reviewed", "allow-writes"
-REVIEW_KEYS = (VERIFIED_BY, VERIFIED_AT, VERIFIED_PAIR, VERIFIED_SQL, VERIFIED_SCHEMA, REVIEWED)
-# Set in ``extra`` by :func:`wrenmem.pairs.trust.settle` (never read from a file: the parser
-# drops it): the pair's verification is only claimed, not yet committed nor made here by
-# ``wrenmem verify`` (docs/security.md#verification).
-CLAIMED = "\x00claimed"
+if TYPE_CHECKING:
+    from wrenmem.pairs import front
+else:  # python-frontmatter and PyYAML: imported by the first pair file read or written
+    front = lazy("wrenmem.pairs.front")
+
 _DELIM = re.compile(r"^---[ \t]*$")
 _FENCE_OPEN = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
 _ISO_TIME = re.compile(
@@ -42,138 +46,6 @@ _ISO_TIME = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Pair:
-    """One NL→SQL pair as read from (or about to be written to) a file."""
-
-    nl: str
-    sql: str
-    path: str = ""
-    datasource: str | None = None
-    dialect: str | None = None
-    tags: tuple[str, ...] = ()
-    source: str = "user"
-    created_at: str | None = None
-    notes: str = ""
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
-    sql_line: int = 1  # line of the file where the SQL text starts
-    wren_format: bool = False  # SQL was in the front matter
-    # YAML comments of the front matter, kept when the file is rewritten: (key, text,
-    # inline). A comment is written before its key's line, or after it when inline; the
-    # key "" (or one no longer written) puts it at the end of the front matter.
-    comments: tuple[tuple[str, str, bool], ...] = field(default=(), compare=False)
-    # Other phrasings of the same question (front matter ``also:``): searched with the pair.
-    also: tuple[str, ...] = ()
-
-    @cached_property
-    def content_hash(self) -> str:
-        """Hash of everything the index stores about the pair (not notes, not timestamps).
-
-        The ``also`` phrasings and being verified (a verified pair's row says so) are part
-        of it, added only when present: the hash of every other pair stays what earlier
-        versions computed. Computed once per pair (a sync asks for it three or four times;
-        a pair's fields, ``extra`` included, are never changed once it is made)."""
-        fields: list[Any] = [self.nl, self.sql, self.datasource, self.dialect,
-                             list(self.tags), self.source]
-        if self.also:
-            fields.append(list(self.also))
-        if self.verified:
-            fields.append("verified")
-        elif self.claimed_by:
-            fields.append(["claimed", self.claimed_by])
-        if self.allows_writes:
-            fields.append("allow-writes")
-        payload = json.dumps(fields, ensure_ascii=False)
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-    @property
-    def verification_intact(self) -> bool:
-        """The file says a person verified this very pair: ``verified_by`` is set and
-        ``verified_pair``, the fingerprint ``wrenmem verify`` records, is that of the
-        question, phrasings, SQL, dialect and datasource as they are now (editing any of
-        them un-verifies the pair). Without that fingerprint (a ``verified_by`` written by
-        hand, or only the SQL-only ``verified_sql`` of older versions) nothing says what was
-        verified: the pair needs ``wrenmem verify`` again. Whether the verification is
-        settled is :attr:`verified`."""
-        if not self.extra.get(VERIFIED_BY):
-            return False
-        recorded = self.extra.get(VERIFIED_PAIR)
-        return recorded is not None and str(recorded) == pair_fingerprint(self)
-
-    @property
-    def verified(self) -> bool:
-        """Verified (:attr:`verification_intact`), and not only claimed: on a pair read
-        through the catalog, the verification is committed in git or was made on this
-        machine by ``wrenmem verify`` (:func:`wrenmem.pairs.trust.settle`)."""
-        return self.verification_intact and not self.extra.get(CLAIMED)
-
-    @property
-    def claimed_by(self) -> str | None:
-        """The ``verified_by`` of an intact verification that is only claimed."""
-        if self.extra.get(CLAIMED) and self.verification_intact:
-            return str(self.extra.get(VERIFIED_BY))
-        return None
-
-    @property
-    def old_fingerprint(self) -> bool:
-        """Verified by a version that fingerprinted only the SQL, or by hand (no
-        ``verified_pair``): the pair needs ``wrenmem verify`` again."""
-        return bool(self.extra.get(VERIFIED_BY)) and self.extra.get(VERIFIED_PAIR) is None
-
-    @property
-    def stamp(self) -> str | None:
-        """What identifies this verification (who, when, what): the same stamp in two
-        versions of a pair is the same verification. None unless :attr:`verification_intact`."""
-        if not self.verification_intact:
-            return None
-        payload = json.dumps([str(self.extra.get(VERIFIED_BY)), str(self.extra.get(
-            VERIFIED_AT) or ""), str(self.extra.get(VERIFIED_PAIR))], ensure_ascii=False)
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:24]
-
-    @property
-    def unreviewed(self) -> bool:
-        """Waiting for a person: marked ``reviewed: false`` (an agent wrote it), written by
-        something other than a person, or verified once and edited since."""
-        if self.verified:
-            return False
-        return (self.extra.get(REVIEWED) is False or self.source != "user"
-                or bool(self.extra.get(VERIFIED_BY)))
-
-    @property
-    def allows_writes(self) -> bool:
-        """``allow-writes: true`` in the front matter: this pair's SQL may write."""
-        return self.extra.get(ALLOW_WRITES) is True
-
-    def to_dict(self) -> dict[str, Any]:
-        """Stable JSON shape used by ``--json`` outputs."""
-        return {
-            "path": self.path,
-            "nl": self.nl,
-            "sql": self.sql,
-            "datasource": self.datasource,
-            "dialect": self.dialect,
-            "tags": list(self.tags),
-            "source": self.source,
-            "created_at": self.created_at,
-            "verified": self.verified,
-        }
-
-    def with_changes(self, **changes: Any) -> Pair:
-        return replace(self, **changes)
-
-
-def sql_fingerprint(sql: str) -> str:
-    """A short hash of a SQL text, blind to whitespace (re-indenting keeps a pair verified)."""
-    return hashlib.sha256(" ".join(sql.split()).encode("utf-8")).hexdigest()[:16]
-
-
-def pair_fingerprint(pair: Pair) -> str:
-    """``verified_pair``: a short hash of what an agent relies on in a pair, its question,
-    other phrasings, SQL, dialect and datasource, blind to whitespace in the texts."""
-    fields = [" ".join(pair.nl.split()), [" ".join(a.split()) for a in pair.also],
-              " ".join(pair.sql.split()), pair.dialect or "", pair.datasource or ""]
-    payload = json.dumps(["pair-v2", *fields], ensure_ascii=False)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
 # YAML aliases may expand to at most this many nodes in one front matter: a few hundred
@@ -224,11 +96,10 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     if close is None:
         raise PairError(path, "front matter is not closed by a '---' line", first + 1)
     yaml_text = "\n".join(lines[first + 1 : close])
-    from wrenmem.pairs.front import repeated_key
 
     try:
         meta = _handler().load(yaml_text)  # python-frontmatter's handler, libyaml's loader
-        repeated = repeated_key(yaml_text) if isinstance(meta, dict) else None
+        repeated = front.repeated_key(yaml_text) if isinstance(meta, dict) else None
     except RecursionError as e:
         raise PairError(path, "front matter is nested too deeply", first + 1) from e
     except yaml.YAMLError as e:
@@ -311,8 +182,8 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     except ValueError as e:
         raise PairError(path, f"'also' {e}", key_line("also")) from e
     extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS and k not in ("sql", CLAIMED)}
-    front = lines[first + 1 : close]
-    comments = _front_comments(front, meta) if "#" in yaml_text else ()
+    front_lines = lines[first + 1 : close]
+    comments = _front_comments(front_lines, meta) if "#" in yaml_text else ()
     return Pair(
         nl=nl.strip(),
         sql=sql,
@@ -427,9 +298,7 @@ def _load_yaml(text: str) -> Any:
 def _handler() -> Any:
     """python-frontmatter's YAML handler for pair files, loading with :func:`_load_yaml`
     (imported on first use: a recall that reads no pair file needs neither PyYAML nor it)."""
-    from wrenmem.pairs.front import PairYAML
-
-    return PairYAML(_load_yaml)
+    return front.PairYAML(_load_yaml)
 
 
 def _bounded_loader() -> type:
@@ -591,9 +460,7 @@ def render_pair(pair: Pair, style: str = "fenced") -> str:
         body += [fence + "sql", pair.sql.strip("\n").rstrip(), fence, ""]
     if pair.notes.strip():
         body.append(pair.notes.strip())
-    from wrenmem.pairs.front import dumps
-
-    return dumps(_handler(), _with_comments(items, pair.comments), "\n".join(body))
+    return front.dumps(_handler(), _with_comments(items, pair.comments), "\n".join(body))
 
 
 def checked_file_bytes(text: str, rel: str, pair: Pair, max_bytes: int) -> bytes:
@@ -687,10 +554,3 @@ def _yaml_item(key: str, value: Any) -> str:
 
     return yaml.safe_dump({key: value}, allow_unicode=True, sort_keys=False,
                           default_flow_style=False, width=10**9).rstrip("\n")
-
-
-def search_fields(pair: Pair) -> dict[str, str]:
-    """The pair's text by field, as keyword search weighs it (question and its other
-    phrasings, tags, SQL)."""
-    return {"nl": "\n".join((pair.nl, *pair.also)), "sql": pair.sql,
-            "tags": " ".join(pair.tags)}
