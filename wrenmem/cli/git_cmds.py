@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from wrenmem.cli.common import emit_json, get_memory, get_settings, json_option, warn
-from wrenmem.git.diff import render_github, render_markdown, render_text, summary_line
+from wrenmem.git.diffrender import render_github, render_markdown, render_text, summary_line
 from wrenmem.git.hooks import (
     HOOK_NAMES,
     LOG_NAME,
