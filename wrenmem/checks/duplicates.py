@@ -18,6 +18,7 @@ from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.pairs.text import loose_question
 from wrenmem.settings import Settings
+from wrenmem.sql.bounds import headroom, parse_one
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,6 @@ def sql_key(pair: Pair, dialect: str | None) -> str:
     text = " ".join(pair.sql.split()).rstrip(";").strip()
     try:
         from sqlglot.errors import SqlglotError
-
-        from wrenmem.sql.bounds import headroom, parse_one
 
         tree = parse_one(pair.sql, pair.dialect or dialect or None)
         with headroom():

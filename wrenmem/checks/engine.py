@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wrenmem.schema.manifest import Manifest
+from wrenmem.sql.bounds import SqlOutOfBounds, check_bounds, headroom, parse_one
 from wrenmem.sql.check import outside_problem, position
 
 log = logging.getLogger(__name__)
@@ -191,8 +192,6 @@ class Engine:
         from sqlglot.errors import SqlglotError
         from sqlglot.optimizer.annotate_types import annotate_types
         from sqlglot.optimizer.qualify import qualify
-
-        from wrenmem.sql.bounds import headroom
 
         try:
             with headroom():
@@ -367,7 +366,6 @@ def duck_type(kind: str, dialect: str | None) -> str | None:
 
     if not kind or not kind.strip():
         return None
-    from wrenmem.sql.bounds import check_bounds, headroom
 
     try:
         check_bounds(kind)  # out of bounds: a ValueError
@@ -388,8 +386,6 @@ def transpile(sql: str, dialect: str | None, tree: Any = None,
     with a catalog or schema lose the qualification when the table is a model (the empty
     tables live in DuckDB's main schema).
     """
-    from wrenmem.sql.bounds import SqlOutOfBounds, headroom
-
     try:
         with headroom():
             return _transpile(sql, dialect, tree, known)
@@ -401,8 +397,6 @@ def _transpile(sql: str, dialect: str | None, tree: Any,
                known: set[str] | None) -> tuple[str | None, str]:
     from sqlglot import exp
     from sqlglot.errors import ErrorLevel, SqlglotError
-
-    from wrenmem.sql.bounds import parse_one
 
     try:
         parsed = tree.copy() if tree is not None else parse_one(sql, dialect)

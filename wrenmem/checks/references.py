@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from wrenmem.sql.bounds import headroom, parse_one
 from wrenmem.sql.check import SqlProblem, position
 
 
@@ -48,8 +49,6 @@ def check_schema(sql: str, dialect: str | None,
     from sqlglot.errors import SqlglotError
     from sqlglot.optimizer.qualify import qualify
     from sqlglot.optimizer.scope import traverse_scope
-
-    from wrenmem.sql.bounds import headroom, parse_one
 
     prepared = tables if isinstance(tables, Schema) else Schema(tables)
     known = prepared.known

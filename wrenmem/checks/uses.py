@@ -21,6 +21,7 @@ from wrenmem.fs.fsutil import read_marshal, write_marshal
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.schema.manifest import Manifest
 from wrenmem.settings import Settings
+from wrenmem.sql.bounds import headroom, parse_one
 
 CACHE_VERSION = 1
 
@@ -33,8 +34,6 @@ def used_items(sql: str, dialect: str | None, tables: Mapping[str, Mapping[str, 
     from sqlglot.errors import SqlglotError
     from sqlglot.optimizer.qualify import qualify
     from sqlglot.optimizer.scope import traverse_scope
-
-    from wrenmem.sql.bounds import headroom, parse_one
 
     prepared = schema or Schema(tables)
     names = {t.lower(): (t, {c.lower(): c for c in cols}) for t, cols in tables.items()}

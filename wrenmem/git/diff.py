@@ -44,6 +44,7 @@ from wrenmem.pairs.pairfile import (
     parse_pair,
     read_pair_bytes,
 )
+from wrenmem.pairs.trust import stamp_recorded
 from wrenmem.schema.manifest import Manifest, load_manifest, manifest_too_large
 from wrenmem.settings import Settings
 
@@ -223,7 +224,6 @@ def diff_pairs(settings: Settings, base: str | None = None, head: str | None = N
                                 head_knowledge, settings)
     def claimant(path: str, stamp: str) -> str | None:
         if head is None:  # the working tree: what `wrenmem verify` made here is settled
-            from wrenmem.pairs.trust import stamp_recorded
 
             return None if stamp_recorded(settings, stamp) else (
                 "the working tree (not committed)")

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
-from wrenmem.fs.fsutil import RACY_SECONDS, read_marshal, write_marshal
+from wrenmem.fs.fsutil import RACY_SECONDS, read_marshal, walk_files, write_marshal
 from wrenmem.pairs.catalog import SKIPPED_NAMES
 from wrenmem.settings import Settings
 
@@ -316,7 +316,6 @@ def _identity(base: str, dirs: list[str], names: list[tuple[str, ...]]) -> str:
 def _plain_walk(settings: Settings, taken_at: float) -> Listing:
     """The walk without the folder record, where paths are not plain strings below the
     root (Windows, a knowledge folder outside the project): one "folder" of paths."""
-    from wrenmem.fs.fsutil import walk_files
     from wrenmem.pairs.catalog import is_pair_name, skipped_name
 
     folder = str(settings.knowledge_path)

@@ -41,6 +41,7 @@ from importlib import resources
 from typing import Any, Protocol
 
 from wrenmem.recall import sqlshape
+from wrenmem.textsearch import tokenize
 
 WEIGHTS_FILE = "weights.json"
 VERSION = 6
@@ -243,8 +244,6 @@ def _lead(values: Sequence[float], group: Sequence[int]) -> list[float]:
 
 @lru_cache(maxsize=65536)
 def _question_terms(text: str) -> frozenset[str]:
-    from wrenmem.textsearch import tokenize
-
     return frozenset(tokenize(text))
 
 

@@ -42,6 +42,7 @@ from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
 from wrenmem.recall.backends import BACKENDS, Scorer, catch_up, choose_backend
 from wrenmem.recall.hits import Filters, Hit, RecallBackend, RecallResult, above, require_questions
 from wrenmem.settings import Settings
+from wrenmem.storage.lock import index_lock
 
 if TYPE_CHECKING:
     from wrenmem.embed.embedders import Embedder
@@ -251,8 +252,6 @@ class Recaller:
         holding the lock, a shared or remote index, or an error gets a new one, as a CLI
         process would have. A handle kept across a sync would keep the version (and the
         full-text index) it first read."""
-        from wrenmem.storage.lock import index_lock
-
         key = (name, settings)
         with contextlib.ExitStack() as stack:
             try:
@@ -338,8 +337,6 @@ class Recaller:
         freshness's ``max_age``, run by the freshness's thread before a question needs it
         (a writer holding the index lock is left alone: its sync, or the next question's,
         does it)."""
-        from wrenmem.storage.lock import index_lock
-
         try:
             with index_lock(self.settings, timeout=BUSY_WAIT):
                 self._catch_up(self.settings, time.monotonic(), log.info)

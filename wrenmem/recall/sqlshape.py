@@ -20,6 +20,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from wrenmem.fs.fsutil import read_marshal, write_marshal
+from wrenmem.sql.bounds import MAX_SQL_CHARS, headroom, parse
+
 VALUE = "?"  # what a masked value reads as in a skeleton
 NAME = "_"  # what a masked identifier reads as in an identifier-free skeleton
 _SPACE = re.compile(r"\s+")
@@ -130,8 +133,6 @@ def shape(sql: str, dialect: str | None = None) -> Shape:
 
 
 def _shape(sql: str, dialect: str | None) -> Shape:
-    from wrenmem.sql.bounds import MAX_SQL_CHARS, headroom, parse
-
     if len(sql) > MAX_SQL_CHARS:  # even its tokens would cost seconds: its words
         return _words(sql.strip().rstrip(";").strip())
     try:
@@ -219,8 +220,6 @@ class ShapeCache:
         self._written: float | None = None
 
     def load(self) -> None:
-        from wrenmem.fs.fsutil import read_marshal
-
         data = read_marshal(self.path)
         if not isinstance(data, dict) or data.get("version") != VERSION:
             return
@@ -237,8 +236,6 @@ class ShapeCache:
         """Write the shapes if any were computed since; ``every``: not again within that
         many seconds of the last write (a long-lived process saves now and then)."""
         import time
-
-        from wrenmem.fs.fsutil import write_marshal
 
         if _COMPUTED[0] == self._computed:
             return

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wrenmem.schema.manifest import Column, Manifest, Model, Relationship
+from wrenmem.sql.bounds import parse_one
 from wrenmem.sql.check import check_sql
 
 if TYPE_CHECKING:
@@ -100,8 +101,6 @@ def parse_conditions(manifest: Manifest) -> dict[str, Any]:
     """Relationship name → parsed join condition (sqlglot tree), for those that parse."""
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
-
-    from wrenmem.sql.bounds import parse_one
 
     out: dict[str, Any] = {}
     for rel in manifest.relationships:

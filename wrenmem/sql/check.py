@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from wrenmem.sql.bounds import SqlOutOfBounds, headroom, parse
+
 
 @dataclass(frozen=True)
 class SqlProblem:
@@ -69,8 +71,6 @@ def parse_checked(sql: str, dialect: str | None) -> tuple[Any, list[SqlProblem]]
 def _check(sql: str, dialect: str | None) -> list[SqlProblem] | tuple[Any]:
     from sqlglot import exp
     from sqlglot.errors import ParseError, TokenError
-
-    from wrenmem.sql.bounds import SqlOutOfBounds, headroom, parse
 
     dialect = dialect or ""
     label = dialect or "generic"

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from wrenmem.fs.fsutil import read_regular_file
 from wrenmem.schema.sources import DBT, source_block
 from wrenmem.schema.sources.ddl import key_relationship
 
@@ -435,8 +436,6 @@ def _str(value: Any) -> str:
 
 def _catalog_types(path: Path, warnings: list[str]) -> dict[str, dict[str, str]]:
     """Column types by unique id and lower-case column name, from ``catalog.json``."""
-    from wrenmem.fs.fsutil import read_regular_file
-
     try:
         data = read_regular_file(path, _CATALOG_BYTES, "max_manifest_bytes")
     except FileNotFoundError:

@@ -20,6 +20,7 @@ from typing import Any
 
 from wrenmem.errors import ManifestError
 from wrenmem.schema.sources import DDL, source_block
+from wrenmem.sql.bounds import SqlOutOfBounds, check_bounds, headroom
 
 # Characters of one statement given to sqlglot: a flat CREATE TABLE of 5,000 columns is
 # 200,000 and parses in 0.7 s, linearly; a pair's SQL is held to a tenth of this.
@@ -92,8 +93,6 @@ class _Reader:
     def read(self, line: int, statement: str) -> None:
         from sqlglot import exp
         from sqlglot.errors import SqlglotError
-
-        from wrenmem.sql.bounds import SqlOutOfBounds, check_bounds
 
         try:
             check_bounds(statement, MAX_STATEMENT_CHARS)
@@ -353,8 +352,6 @@ class _Unsupported(Exception):
 
 def _parse(statement: str, dialect: str | None) -> list[Any]:
     import sqlglot
-
-    from wrenmem.sql.bounds import headroom
 
     with _quiet_sqlglot(), headroom():
         return [t for t in sqlglot.parse(statement, read=dialect or None) if t is not None]
