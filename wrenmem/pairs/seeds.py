@@ -13,15 +13,23 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
 from wrenmem.fs.fsutil import atomic_write_text, is_racy
+from wrenmem.lazy import lazy
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.pairs.store import store_pair
 from wrenmem.settings import Settings
+
+if TYPE_CHECKING:
+    from wrenmem.schema import manifest as schema_manifest
+    from wrenmem.schema import seeds as schema_seeds
+else:  # imported on first use (wrenmem/lazy.py)
+    schema_manifest = lazy("wrenmem.schema.manifest")
+    schema_seeds = lazy("wrenmem.schema.seeds")
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 1
@@ -64,10 +72,9 @@ def seed_pairs(settings: Settings) -> list[Pair]:
             return pairs
     # The manifest changed (or was never read): only now are the schema modules needed. Every
     # grep recall passes here, so with a fresh cache it must not pay for importing them.
-    from wrenmem.schema.manifest import load_manifest
 
     try:
-        manifest = load_manifest(path, max_bytes=settings.max_manifest_bytes)
+        manifest = schema_manifest.load_manifest(path, max_bytes=settings.max_manifest_bytes)
     except WrenmemError as e:
         log.warning("no seed queries: %s", e)
         return []
@@ -81,12 +88,10 @@ def seed_pairs(settings: Settings) -> list[Pair]:
 
 def build_records(manifest: Any) -> list[dict[str, Any]]:
     """Seeds of a loaded manifest as plain records (what the cache stores)."""
-    from wrenmem.schema.seeds import generate_seeds  # see seed_pairs
-
     datasource = manifest.data_source or None
     return [{"nl": s.nl, "sql": s.sql, "path": f"seed:{s.key}", "dialect": manifest.dialect,
              "datasource": datasource, "tags": ["seed", s.kind], "model": s.model}
-            for s in generate_seeds(manifest)]
+            for s in schema_seeds.generate_seeds(manifest)]
 
 
 def _pairs(records: list[Any]) -> list[Pair] | None:

@@ -22,6 +22,7 @@ from wrenmem.errors import WrenmemError
 from wrenmem.pairs.pairfile import Pair, canonical_time
 from wrenmem.pairs.store import clean_pair
 from wrenmem.pairs.text import question_key
+from wrenmem.storage.lance import import_lancedb, table_names
 
 QUERY_TABLE = "query_history"
 COLUMNS = ("nl_query", "sql_query", "datasource", "created_at", "tags")
@@ -42,8 +43,6 @@ class WrenStore:
 def read_wren_store(path: Path, *, include_seed: bool = False) -> WrenStore:
     """The pairs of the Wren store at ``path`` (a LanceDB folder), newest row per question,
     in the order Wren's ``export`` writes them (oldest first)."""
-    from wrenmem.storage.lance import import_lancedb, table_names
-
     if not path.is_dir():
         raise WrenmemError(f"{path}: no Wren memory store here (expected the LanceDB folder "
                            "Wren writes, by default .wren/memory)")

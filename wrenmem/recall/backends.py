@@ -8,10 +8,21 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wrenmem.errors import DiskFullError, LockTimeoutError
+from wrenmem.lazy import lazy
 from wrenmem.recall.bm25f import GrepBackend
 from wrenmem.recall.hits import RecallBackend, require_questions
 from wrenmem.settings import Settings
 from wrenmem.storage.lance import index_unavailable
+
+if TYPE_CHECKING:
+    from wrenmem.index import reader, replica
+    from wrenmem.index import sync as index_sync
+    from wrenmem.recall import vector
+else:  # imported on first use (wrenmem/lazy.py)
+    vector = lazy("wrenmem.recall.vector")
+    index_sync = lazy("wrenmem.index.sync")
+    reader = lazy("wrenmem.index.reader")
+    replica = lazy("wrenmem.index.replica")
 
 if TYPE_CHECKING:
     from wrenmem.embed.embedders import Embedder
@@ -48,16 +59,12 @@ def _grep(settings: Settings, owner: Owner) -> RecallBackend:
 
 
 def _vector(settings: Settings, owner: Owner) -> RecallBackend:
-    from wrenmem.recall.vector import VectorBackend
-
-    return VectorBackend(settings, owner.embedder)
+    return vector.VectorBackend(settings, owner.embedder)
 
 
 def _hybrid(settings: Settings, owner: Owner) -> RecallBackend:
-    from wrenmem.recall.vector import HybridBackend
-
-    return HybridBackend(settings, owner.embedder, owner.glossary,
-                         owner.scorer(settings.fusion), owner.second_reader())
+    return vector.HybridBackend(settings, owner.embedder, owner.glossary,
+                                owner.scorer(settings.fusion), owner.second_reader())
 
 
 # Backend name -> factory(settings, the recaller that owns the backend).
@@ -86,13 +93,10 @@ def catch_up(settings: Settings, embedder: Embedder | None = None) -> str | None
     last committed version and returns a note saying how far that is behind its files.
     ``embedder``: the one the recaller holds, when it was handed one (else the setting's)."""
     if settings.is_reader:
-        from wrenmem.index.reader import behind_note  # see BACKENDS
-
-        return behind_note(settings)
-    from wrenmem.index.sync import sync_pairs  # see BACKENDS
+        return reader.behind_note(settings)
 
     try:
-        report = sync_pairs(settings, lock_timeout=SYNC_LOCK_TIMEOUT, embedder=embedder)
+        report = index_sync.sync_pairs(settings, lock_timeout=SYNC_LOCK_TIMEOUT, embedder=embedder)
     except LockTimeoutError:
         log.warning("recall: another process is updating the index; answering from the "
                     "last committed version")
@@ -103,7 +107,5 @@ def catch_up(settings: Settings, embedder: Embedder | None = None) -> str | None
     if report.embedded:
         log.info("recall: indexed %d new or changed pair(s) first", report.embedded)
     if settings.remote_index and not report.noop:
-        from wrenmem.index import replica
-
         replica.refresh(settings, max_age=0)  # search what was just written
     return None

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wrenmem.fs import statedir
+from wrenmem.lazy import lazy
 from wrenmem.recall.hits import Hit, RecallResult, above
+
+if TYPE_CHECKING:
+    from wrenmem.index import report as index_report
+else:  # imported on first use (wrenmem/lazy.py)
+    index_report = lazy("wrenmem.index.report")
 
 if TYPE_CHECKING:  # (socket, hashlib and tempfile: imported where used, 15 ms a start)
     import socket
@@ -197,10 +203,9 @@ def watcher_sync(settings: Any, paths: Sequence[str] | None = None) -> Any | Non
     wire = remote_sync(settings, paths)
     if wire is None:
         return None
-    from wrenmem.index.report import SyncReport
 
     try:
-        return SyncReport.from_wire(wire)
+        return index_report.SyncReport.from_wire(wire)
     except (KeyError, TypeError, ValueError):  # another version's reply
         return None
 

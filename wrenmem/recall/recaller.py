@@ -39,10 +39,27 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
+from wrenmem.lazy import lazy
 from wrenmem.recall.backends import BACKENDS, Scorer, catch_up, choose_backend
+from wrenmem.recall.bm25f import WarmGrep
 from wrenmem.recall.hits import Filters, Hit, RecallBackend, RecallResult, above, require_questions
 from wrenmem.settings import Settings
 from wrenmem.storage.lock import index_lock
+
+if TYPE_CHECKING:
+    from wrenmem.embed import embedders
+    from wrenmem.fs import statedir
+    from wrenmem.index import replica
+    from wrenmem.recall import glossary as recall_glossary
+    from wrenmem.recall import model as rank_model
+    from wrenmem.recall import second
+else:  # imported on first use (wrenmem/lazy.py)
+    embedders = lazy("wrenmem.embed.embedders")
+    recall_glossary = lazy("wrenmem.recall.glossary")
+    rank_model = lazy("wrenmem.recall.model")
+    statedir = lazy("wrenmem.fs.statedir")
+    second = lazy("wrenmem.recall.second")
+    replica = lazy("wrenmem.index.replica")
 
 if TYPE_CHECKING:
     from wrenmem.embed.embedders import Embedder
@@ -108,9 +125,8 @@ class Recaller:
         """The embedder: the one given, else the ``embedder`` setting's (model not loaded)."""
         with self._lock:
             if self._embedder is None:
-                from wrenmem.embed.embedders import get_embedder
-
-                self._embedder = get_embedder(self.settings.embedder, root=self.settings.root)
+                self._embedder = embedders.get_embedder(self.settings.embedder,
+                                                        root=self.settings.root)
             return self._embedder
 
     @property
@@ -122,9 +138,7 @@ class Recaller:
         """The CC-CEDICT glossary, read on first use; None without the dictionary."""
         with self._lock:
             if self._glossary is _UNLOADED:
-                from wrenmem.recall.glossary import load
-
-                self._glossary = load()
+                self._glossary = recall_glossary.load()
             return self._glossary
 
     def scorer(self, fusion: str | None = None) -> Scorer:
@@ -136,9 +150,7 @@ class Recaller:
         with self._lock:
             found = self._scorers.get(name)
             if found is None:
-                from wrenmem.recall.model import Scorer as ModelScorer
-
-                found = self._scorers[name] = ModelScorer(name)
+                found = self._scorers[name] = rank_model.Scorer(name)
             return found
 
     def second_reader(self) -> Any:
@@ -147,10 +159,7 @@ class Recaller:
         stored questions' vectors stay for the next call)."""
         with self._lock:
             if self._second is None:
-                from wrenmem.fs import statedir
-                from wrenmem.recall.second import SecondReader
-
-                self._second = SecondReader(self.settings.state_dir / statedir.SECOND_CACHE)
+                self._second = second.SecondReader(self.settings.state_dir / statedir.SECOND_CACHE)
             return self._second
 
     def backend(self, name: str, settings: Settings | None = None) -> RecallBackend:
@@ -229,8 +238,6 @@ class Recaller:
 
     def _grep_search(self, settings: Settings, queries: list[str], k: int, filters: Filters,
                      sql: str | None, say: Notify) -> tuple[str, list[list[Hit]]]:
-        from wrenmem.recall.bm25f import WarmGrep
-
         with self._grep_lock:
             stale, started = self._stale(GREP)
             if stale or self._grep is None or self._grep.settings != settings:
@@ -358,7 +365,6 @@ class Recaller:
         None (a writer, a local index, or no freshness to say that no file changed)."""
         if self.freshness is None or not (settings.is_reader and settings.remote_index):
             return None
-        from wrenmem.index import replica
 
         info = replica.refresh(settings)
         return (settings.index_uri, info.version, info.stale_since, info.error)

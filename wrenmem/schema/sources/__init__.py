@@ -14,7 +14,14 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from wrenmem.lazy import lazy
+
+if TYPE_CHECKING:
+    from wrenmem.schema.sources import database
+else:  # imported on first use (wrenmem/lazy.py)
+    database = lazy("wrenmem.schema.sources.database")
 
 # What the manifest says it was read from (``Manifest.source``).
 WREN_MDL = "Wren MDL"
@@ -65,8 +72,6 @@ def is_dbt_manifest(document: Any) -> bool:
 
 def database_document(path: Path, kind: str) -> dict[str, Any]:
     """The MDL document of the database file at ``path`` (opened read-only)."""
-    from wrenmem.schema.sources import database
-
     if kind == SQLITE:
         return database.sqlite_document(path)
     return database.duckdb_document(path)

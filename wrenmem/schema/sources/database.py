@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from wrenmem.errors import ManifestError
 from wrenmem.schema.sources import DUCKDB, SQLITE, source_block
-from wrenmem.schema.sources.ddl import key_relationship
+from wrenmem.schema.sources.ddl import ddl_document, key_relationship
 
 
 def sqlite_document(path: Path) -> dict[str, Any]:
@@ -140,8 +140,6 @@ def duckdb_document(path: Path) -> dict[str, Any]:
 def _view(name: str, sql: str, dialect: str, warnings: list[str]) -> dict[str, Any]:
     """A view's MDL entry: its ``SELECT`` (the column list of ``CREATE VIEW v (a, b)``
     made aliases), read from its ``CREATE VIEW`` text."""
-    from wrenmem.schema.sources.ddl import ddl_document
-
     try:
         views = ddl_document(sql, name, dialect=dialect)["views"]
     except ManifestError:
