@@ -76,7 +76,7 @@ def main() -> int:
     settings = load_settings(args.project.resolve())
     server = DaemonServer(settings)
     server.freshness = Freshness(settings)  # what start() makes, without the socket
-    server.recaller = type(server.recaller)(settings, freshness=server.freshness)
+    server.memory.keep_warm(server.freshness)
     for owner, name, label in [
             (DaemonServer, "handle", "request"), (vector.HybridBackend, "search", "search"),
             (vector.HybridBackend, "_one", "ranking one question"),
