@@ -97,10 +97,10 @@ class Memory:
     ``.git``. ``settings`` override ``wrenmem.toml`` and ``WRENMEM_*`` variables (the same
     names, e.g. ``backend="grep"``). ``embedder`` is any object with ``model_id``, ``dim``
     and ``embed(texts)``, used instead of the configured model (for reading and writing the
-    index; a Memory with its own embedder never asks the daemon). ``use_daemon`` lets
-    recall and fetch ask a running ``wrenmem watch`` first (warm model, same answers).
-    Recall goes through one :class:`~wrenmem.recall.recaller.Recaller`, built on the first
-    recall and kept: it holds the embedder, the backends and what they keep warm.
+    index). ``use_daemon``: recall, fetch, status and small syncs ask a running ``wrenmem
+    watch`` first (warm model, same answers), unless this Memory has its own embedder or
+    ``manifest`` setting. Recall goes through one :class:`~wrenmem.recall.recaller.Recaller`,
+    built on first use and kept: it holds the embedder, the backends and what they keep warm.
     """
 
     def __init__(self, root: str | Path | None = None, *, embedder: Embedder | None = None,
