@@ -208,6 +208,15 @@ def short_racy_window(monkeypatch: pytest.MonkeyPatch) -> float:
     return SHORT_RACY_SECONDS
 
 
+def settle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let every file written so far settle: stat keys compare a file's change time (ctime,
+    which ``os.utime`` cannot set back: see wrenmem.fs.fsutil.stat_key), so a test cannot age
+    a file; it waits out a :func:`short_racy_window` instead."""
+    import time
+
+    time.sleep(short_racy_window(monkeypatch) * 1.2)
+
+
 def forget_process_state(monkeypatch: pytest.MonkeyPatch) -> None:
     """As a new process: no recall copy or pairs journal held from an earlier search."""
     from wrenmem.index import journal, recallcopy

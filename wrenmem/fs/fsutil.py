@@ -376,6 +376,24 @@ def write_marshal(path: Path, data: Any) -> bool:
 RACY_SECONDS = 2.0
 
 
+# The time a file last changed, the first field of every stat key of a file a user edits
+# (pairs, knowledge files): its change time (ctime), which a write, a chmod or a rename
+# sets to now and no program can set back, unlike the mtime (`touch -d`, `cp -p`, editors
+# and checkouts that restore it after a same-size edit). Windows has no change time in
+# ``os.stat`` (its ``st_ctime`` is the creation time): the mtime there.
+CHANGE_FIELD = "st_mtime_ns" if os.name == "nt" else "st_ctime_ns"
+
+
+def change_ns(st: os.stat_result) -> int:
+    """When the file of ``st`` last changed (see :data:`CHANGE_FIELD`)."""
+    return int(getattr(st, CHANGE_FIELD))
+
+
+def stat_key(st: os.stat_result) -> tuple[int, int, int]:
+    """(change time, size, inode): what a stat-keyed cache of a user's file compares."""
+    return getattr(st, CHANGE_FIELD), st.st_size, st.st_ino
+
+
 def is_racy(mtime_ns: int, now: float | None = None) -> bool:
     """Whether a file with this mtime is too fresh for a stat-keyed cache to trust."""
     return (time.time() if now is None else now) - mtime_ns / 1e9 < RACY_SECONDS

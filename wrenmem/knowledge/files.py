@@ -16,7 +16,7 @@ from pathlib import Path
 
 from wrenmem.errors import PairError, UnreadableFileError
 from wrenmem.fs.encoding import not_utf8
-from wrenmem.fs.fsutil import is_racy, os_error_reason, read_regular_file
+from wrenmem.fs.fsutil import change_ns, is_racy, os_error_reason, read_regular_file
 from wrenmem.knowledge.entries import (
     FOLDERS,
     INSTRUCTIONS_FILE,
@@ -118,7 +118,7 @@ def load_knowledge(settings: Settings) -> Knowledge:
         except OSError as e:
             errors.append(PairError(rel, os_error_reason(path, e)))
             continue
-        key = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
+        key = (st.st_mtime_ns, change_ns(st), st.st_size, st.st_ino, st.st_mode)
         cache_key = f"{path}\0{kind}"
         with _cache_lock:
             cached = _cache.get(cache_key)
@@ -132,7 +132,7 @@ def load_knowledge(settings: Settings) -> Knowledge:
                 continue
             parsed = parse_knowledge(text, rel, kind)
             content = hashlib.sha256(data).hexdigest()
-            if not is_racy(st.st_mtime_ns):
+            if not is_racy(change_ns(st)):
                 with _cache_lock:
                     _cache[cache_key] = (key, parsed, content)
         digest.update(f"{rel}\0{kind}\0{content}\0".encode())

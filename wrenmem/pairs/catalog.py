@@ -1,7 +1,8 @@
 """Every pair file of a project, read through a stat-keyed cache.
 
-A scan lists ``knowledge/sql/**/*.md``, and re-reads only the files whose (mtime, size,
-inode) changed since the last scan; the rest come from ``.wrenmem/catalog.bin``. Files
+A scan lists ``knowledge/sql/**/*.md``, and re-reads only the files whose (change time,
+size, inode) changed since the last scan (:func:`wrenmem.fs.fsutil.stat_key`: an edit whose
+mtime was put back still changes the ctime); the rest come from ``.wrenmem/catalog.bin``. Files
 modified within the last two seconds are re-hashed on the next scan too, because a
 same-size edit in the same clock tick would otherwise be missed.
 """
@@ -26,6 +27,7 @@ from wrenmem.fs.fsutil import (
     is_racy,
     os_error_reason,
     read_marshal,
+    stat_key,
     walk_files,
     write_marshal,
 )
@@ -304,13 +306,13 @@ def _entry(settings: Settings, path: Path, rel: str, cached: Any, now: float,
     if not stat.S_ISREG(st.st_mode):  # a FIFO would block, /dev/zero never end
         errors.append(PairError(rel, f"not a regular file: {file_kind(st.st_mode)}"))
         return None, False
-    key = (st.st_mtime_ns, st.st_size, st.st_ino)
+    key = stat_key(st)
     cached = _valid_entry(cached)
     if st.st_size > settings.max_pair_bytes:
         return _read_entry(path, rel, key, True, None, settings.max_pair_bytes), False
     if cached is not None and tuple(cached[0]) == key and not cached[3]:
         return cached, False
-    return _read_entry(path, rel, key, is_racy(st.st_mtime_ns, now), cached,
+    return _read_entry(path, rel, key, is_racy(key[0], now), cached,
                        settings.max_pair_bytes), True
 
 
