@@ -16,7 +16,6 @@ from wrenmem.index import table as index
 from wrenmem.index.state import STATE_NAME, load_state, stat_delta
 from wrenmem.index.sync import sync_pairs
 
-
 _PATCH: list[pytest.MonkeyPatch] = []
 
 

@@ -103,7 +103,7 @@ def is_knowledge_path(settings: Settings, path: Path) -> bool:
 
 # path -> (stat key, parsed file, content digest); racy files are never kept. The key holds
 # the mode, so a file made unreadable by chmod is read again (and said to be unreadable).
-_cache: dict[str, tuple[tuple[int, int, int, int], ParsedFile, str]] = {}
+_cache: dict[str, tuple[tuple[int, int, int, int, int], ParsedFile, str]] = {}
 _cache_lock = threading.Lock()
 
 
