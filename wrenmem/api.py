@@ -623,7 +623,7 @@ class Memory:
         path = self.settings.manifest_path
         try:
             st = path.stat()
-            key: tuple[Any, ...] = (str(path), st.st_size, st.st_mtime_ns)
+            key: tuple[Any, ...] = (str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         except OSError:
             return load_manifest(path, max_bytes=self.settings.max_manifest_bytes)
         cached = self._manifest_cache
