@@ -242,7 +242,8 @@ class Memory:
         for candidate in (Path(target), self.root / target):
             if os.path.lexists(candidate) and not candidate.is_dir():  # a FIFO: say so
                 return read_pair_file(candidate, self.settings.relpath(candidate),
-                                      self.settings.max_pair_bytes)[0]
+                                      self.settings.max_pair_bytes,
+                                      inside=self.settings.root)[0]
         # Every pair asking this question, exactly or but for case, is among those
         # :func:`asking` reads (no scan of the catalog).
         found, by_case = matching_pairs(asking(self.settings, target), target)

@@ -245,7 +245,8 @@ class Validator:
         """Read and check one file. Unreadable files are a problem, never an exception."""
         shown = display or _display(path)
         try:
-            text = decode_file(read_pair_bytes(path, shown, self.settings.max_pair_bytes), shown)
+            text = decode_file(read_pair_bytes(path, shown, self.settings.max_pair_bytes,
+                                               inside=self.settings.root), shown)
         except PairError as e:
             return [Problem(shown, e.line, 1, e.reason, "pair")]
         return self.check_text(text, shown)[1]

@@ -33,17 +33,26 @@ def file_kind(mode: int) -> str:
 
 
 def read_regular_file(path: str | Path, max_bytes: int,
-                      setting: str = "max_pair_bytes") -> bytes:
+                      setting: str = "max_pair_bytes", *,
+                      inside: str | Path | None = None) -> bytes:
     """The bytes of a regular file of at most ``max_bytes``.
 
     A FIFO, a device (a link to /dev/zero) or a folder is refused before a byte is read,
     so no input can block or exhaust a command: the file is opened non-blocking and
-    checked with fstat (no race between the check and the read). Raises
+    checked with fstat (no race between the check and the read). With ``inside`` (the
+    project's root), a file reached through a symbolic link that leads out of it is refused
+    too (:mod:`wrenmem.fs.inside`: the file opened is the one checked). Raises
     :class:`UnreadableFileError` for those, OSError when it cannot be opened.
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags)
     try:
+        if inside is not None:
+            from wrenmem.fs.inside import opened_path, outside_reason
+
+            reason = outside_reason(path, inside, opened_path(fd, path))
+            if reason is not None:
+                raise UnreadableFileError(reason)
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise UnreadableFileError(f"not a regular file: {file_kind(st.st_mode)}")
@@ -399,11 +408,12 @@ def is_racy(mtime_ns: int, now: float | None = None) -> bool:
     return (time.time() if now is None else now) - mtime_ns / 1e9 < RACY_SECONDS
 
 
-def read_text_file(path: Path, max_bytes: int) -> str:
+def read_text_file(path: Path, max_bytes: int, *, inside: Path | None = None) -> str:
     """A user-named text file (UTF-8, BOM allowed) as text; anything that is not a regular
-    file, too big, unreadable or not UTF-8 is a WrenmemError naming the file."""
+    file, too big, unreadable or not UTF-8 (or, with ``inside``, a link out of that folder)
+    is a WrenmemError naming the file."""
     try:
-        data = read_regular_file(path, max_bytes)
+        data = read_regular_file(path, max_bytes, inside=inside)
         return data.decode("utf-8-sig")
     except UnreadableFileError as e:
         raise WrenmemError(f"{path}: {e.reason}") from e

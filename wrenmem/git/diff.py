@@ -360,7 +360,7 @@ def _read_working(path: Path, settings: Settings) -> bytes | PairError:
     """A working-tree file; a FIFO, a device, a dangling link is an error, never a hang."""
     rel = settings.relpath(path)
     try:
-        return read_pair_bytes(path, rel, settings.max_pair_bytes)
+        return read_pair_bytes(path, rel, settings.max_pair_bytes, inside=settings.root)
     except PairError as e:
         return e
 

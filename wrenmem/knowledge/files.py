@@ -135,6 +135,9 @@ def load_knowledge(settings: Settings) -> Knowledge:
             if not is_racy(change_ns(st)):
                 with _cache_lock:
                     _cache[cache_key] = (key, parsed, content)
+        if parsed.refused is not None:  # said where and why; the other files still served
+            errors.append(parsed.refused)
+            continue
         digest.update(f"{rel}\0{kind}\0{content}\0".encode())
         files.append(parsed)
     return Knowledge(tuple(files), tuple(errors), digest.hexdigest())
@@ -145,7 +148,7 @@ def _read(path: Path, settings: Settings) -> tuple[bytes, str]:
     regular file, too big, a link loop, no permission, not UTF-8)."""
     data = b""
     try:
-        data = read_regular_file(path, settings.max_pair_bytes)
+        data = read_regular_file(path, settings.max_pair_bytes, inside=settings.root)
         return data, data.decode("utf-8-sig")
     except OSError as e:
         raise UnreadableFileError(os_error_reason(path, e)) from e
@@ -157,8 +160,12 @@ def read_knowledge_text(settings: Settings, rel: str) -> str:
     """The text of the knowledge file ``rel`` (project-relative), refusing anything that is
     not one of the project's knowledge files (FileNotFoundError) and saying why one cannot
     be read (:class:`UnreadableFileError`, as ``validate`` words it): what MCP resources
-    serve."""
+    serve. A file :func:`load_knowledge` does not serve (a link out of the project, a NUL
+    byte, front matter that does not read) is refused with its reason."""
     for path, known, _kind in knowledge_paths(settings):
         if known == rel:
+            refused = next((e for e in load_knowledge(settings).errors if e.path == rel), None)
+            if refused is not None:
+                raise UnreadableFileError(refused.reason)
             return _read(path, settings)[1]
     raise FileNotFoundError(rel)
