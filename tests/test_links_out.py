@@ -134,3 +134,36 @@ def test_an_agent_over_mcp_reads_no_file_outside_the_project(linked: Path) -> No
     assert "outside the project" in out["read"]["wrenmem://knowledge/rules/credentials.md"]
     listed = json.dumps(out["list"])
     assert "knowledge/sql/refunds.md" in listed and "knowledge/sql/more" not in listed
+
+
+def test_a_manifest_or_dbt_catalog_linked_out_of_the_project_is_not_read(
+        tmp_path: Path) -> None:
+    """The manifest through a committed link out is refused (the settings rule, naming the
+    file and how to name that place on purpose); a dbt ``catalog.json`` linked out of its
+    folder is not read (a warning), the manifest beside it still is."""
+    import shutil
+
+    from tests.test_schema_sources import DBT
+
+    root = tmp_path / "shop"
+    (root / "knowledge" / "sql").mkdir(parents=True)
+    (root / "target").mkdir()
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    shutil.copyfile(DBT, away / "manifest.json")
+    os.symlink(away / "manifest.json", root / "target" / "mdl.json")
+    done = _run(root, "describe")
+    assert done.returncode != 0
+    assert "'manifest' = 'target/mdl.json'" in done.stderr
+    assert "outside the project" in done.stderr and "WRENMEM_MANIFEST" in done.stderr
+    os.remove(root / "target" / "mdl.json")
+    shutil.copyfile(DBT, root / "target" / "mdl.json")
+    catalog = {"metadata": {}, "nodes": {"model.jaffle_shop.orders": {"columns": {
+        "AMOUNT": {"name": "amount", "type": f"DECIMAL_{SECRET}", "index": 9}}}}}
+    (away / "catalog.json").write_text(json.dumps(catalog), encoding="utf-8")
+    os.symlink(away / "catalog.json", root / "target" / "catalog.json")
+    described = _run(root, "describe")
+    assert described.returncode == 0, described.stderr
+    assert SECRET not in described.stdout + described.stderr
+    assert "orders" in described.stdout
+    assert "catalog.json: not read (a symbolic link to" in described.stdout + described.stderr

@@ -438,7 +438,8 @@ def _catalog_types(path: Path, warnings: list[str]) -> dict[str, dict[str, str]]
     from wrenmem.fs.fsutil import read_regular_file
 
     try:
-        data = read_regular_file(path, _CATALOG_BYTES, "max_manifest_bytes")
+        data = read_regular_file(path, _CATALOG_BYTES, "max_manifest_bytes",
+                                 inside=path.parent)  # never a link out of its folder
     except FileNotFoundError:
         return {}
     except Exception as e:  # noqa: BLE001 - the catalog is optional: say so, read on
