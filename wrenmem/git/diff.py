@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from wrenmem.checks.rules import IGNORE_KEY, parse_codes
 from wrenmem.checks.uses import affected_by_change
 from wrenmem.checks.validate import Problem, Validator
 from wrenmem.errors import ManifestError, PairError, UnreadableFileError, WrenmemError
@@ -133,6 +134,7 @@ class Entry:
             "verified": bool(self.pair and self.pair.verified),
             "verification": self.verification(),
             "allows_writes": bool(self.pair and self.pair.allows_writes),
+            "ignores": silenced(self.pair),
             "valid": self.valid, "problems": [p.to_dict() for p in self.problems],
         }
         if self.status in ("changed", "moved"):
@@ -415,7 +417,8 @@ def _compare(base: Side, head: Side, validator: Validator,
         old = _quiet_parse(path, base.files[path])
         if new is not None and old is not None and old.nl == new.nl and _same_sql(
                 old.sql, new.sql):
-            if problems or claimed or new.allows_writes != old.allows_writes:
+            if (problems or claimed or new.allows_writes != old.allows_writes
+                    or silenced(new) != silenced(old)):
                 # still report it: e.g. the manifest changed under it, a verification or
                 # an opt-out of the read-only rule appeared
                 entries.append(Entry("changed", path, new, old, problems=tuple(problems),
@@ -503,6 +506,8 @@ def render_text(d: PairDiff) -> str:
         state = "" if e.status == "removed" else ("  ok" if e.valid else "  INVALID")
         if state and e.pair and e.pair.allows_writes:
             state += "  [WRITES: allow-writes opts out of the read-only rule]"
+        if state and silenced(e.pair):
+            state += f"  [SILENCED: {IGNORE_KEY} {', '.join(silenced(e.pair))}]"
         review = f"  [review: {_review_reason(e)}]" if e.needs_review and e.pair else (
             "  [verified]" if e.pair and e.pair.verified and e.status != "removed" else "")
         out.append(f"{marks[e.status]} {where}  {question}{state}{review}")
@@ -540,10 +545,13 @@ def render_markdown(d: PairDiff) -> str:
     checked = len([e for e in d.entries if e.status != "removed"])
     writes = len([e for e in d.entries if e.status != "removed" and e.pair
                   and e.pair.allows_writes])
+    quiet = len([e for e in d.entries if e.status != "removed" and silenced(e.pair)])
     verdict = (f"❌ {len(d.invalid)} of {checked} added, changed or moved pair(s) do not "
                "validate" if d.invalid else (
                    f"⚠️ {writes} pair(s) opt out of the read-only rule (`allow-writes: true`)"
-                   if writes else "✅ every added, changed and moved pair validates"))
+                   if writes else f"⚠️ {quiet} pair(s) silence checks of their own "
+                   f"(`{IGNORE_KEY}`)" if quiet
+                   else "✅ every added, changed and moved pair validates"))
     out = [MARKER, "## wrenmem: NL→SQL pairs in this change", "",
            f"**{summary_line(d)}** — {verdict}", "",
            f"<sub>base `{d.base.label}`{_short(d.base.commit)} · head "
@@ -567,8 +575,8 @@ def render_markdown(d: PairDiff) -> str:
     if moved:
         out += ["", f"### Moved ({len(moved)})", ""]
         for e in moved:
-            mark = ("❌" if not e.valid else "⚠️" if e.pair and e.pair.allows_writes
-                    else "✅")
+            mark = ("❌" if not e.valid else "⚠️" if e.pair and (
+                e.pair.allows_writes or silenced(e.pair)) else "✅")
             out.append(f"- {mark} `{e.old_path}` → `{e.path}` — "
                        f"{_inline(e.pair.nl) if e.pair else ''}")
             out += [f"  - `{p.path}:{p.line}:{p.col}` {p.code} {_inline(p.message)}"
@@ -591,8 +599,20 @@ def render_markdown(d: PairDiff) -> str:
     return "\n".join(out) + "\n"
 
 
+def silenced(pair: Pair | None) -> list[str]:
+    """The check codes a pair's own ``wrenmem-ignore`` names (a pull request writes that key
+    too: shown, never a plain check mark); [] when none or unreadable."""
+    if pair is None or pair.extra.get(IGNORE_KEY) is None:
+        return []
+    try:
+        return sorted(parse_codes(pair.extra[IGNORE_KEY]))
+    except ValueError:
+        return [str(pair.extra[IGNORE_KEY])]
+
+
 def _markdown_entry(e: Entry) -> list[str]:
-    mark = ("❌" if not e.valid else "⚠️" if e.pair and e.pair.allows_writes else "✅")
+    mark = ("❌" if not e.valid else "⚠️" if e.pair and (e.pair.allows_writes
+                                                       or silenced(e.pair)) else "✅")
     question = _inline(e.pair.nl) if e.pair else "(does not parse)"
     where = f"`{e.old_path}` → `{e.path}`" if e.old_path else f"`{e.path}`"
     facts = []
@@ -603,6 +623,10 @@ def _markdown_entry(e: Entry) -> list[str]:
         if e.pair.tags:
             facts.append("tags: " + ", ".join(f"`{t}`" for t in e.pair.tags))
     out = [f"#### {mark} {question}", "", " · ".join([where, *facts])]
+    if silenced(e.pair):
+        out += ["", f"> ⚠️ **Checks silenced:** this pair says `{IGNORE_KEY}: "
+                    f"{', '.join(silenced(e.pair))}`, so those checks do not report on it. "
+                    "Make sure that is intended before merging."]
     if e.pair and e.pair.allows_writes:
         out += ["", "> ⚠️ **Writes allowed:** this pair says `allow-writes: true`, which opts "
                     "it out of the read-only rule: its SQL may change data. Make sure that is "
