@@ -41,8 +41,8 @@ UNIT_FILES = frozenset({
     "test_schema_items", "test_seeds", "test_slug", "test_suite_build",
 })
 SYSTEM_FILES = frozenset({
-    "test_ci_workflow", "test_cli", "test_cli_progress", "test_copy_job", "test_daemon",
-    "test_docs", "test_duplicates", "test_exchange", "test_githooks",
+    "test_branch_flip", "test_ci_workflow", "test_cli", "test_cli_progress", "test_copy_job",
+    "test_daemon", "test_docs", "test_duplicates", "test_exchange", "test_githooks",
     "test_index_cmds", "test_journal", "test_knowledge", "test_links_out", "test_mcp",
     "test_mcp_http", "test_newuser_files", "test_newuser_shared_folder",
     "test_pair_ignore_flagged", "test_precommit", "test_recall_copy", "test_round3_ux",
