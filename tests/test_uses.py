@@ -142,7 +142,7 @@ def test_a_same_size_edit_with_its_mtime_restored_is_seen(
 
     install_fake(monkeypatch)
     (shop / "wrenmem.toml").write_text('embedder = "fake"\n')
-    window = short_racy_window(monkeypatch)
+    window = short_racy_window(monkeypatch, 0.05)  # ext4 ticks every few ms
     star = shop / "knowledge" / "sql" / "star.md"
     past = time.time() - 3600
     for path in (shop / "knowledge" / "sql").glob("*.md"):
