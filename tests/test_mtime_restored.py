@@ -60,3 +60,20 @@ def test_a_manifest_edited_with_its_mtime_restored_is_read_again(
     assert any("payouts1" in s for s in seeds) and not any("payments" in s for s in seeds)
     assert not schema_index.is_fresh(settings, path, model)  # the index syncs it again
     assert schema_index.sync_schema(settings, embedder=fake).embedded > 0
+
+
+def test_a_knowledge_file_edited_with_its_mtime_restored_is_read_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_knowledge import knowledge_project
+    from wrenmem.knowledge.files import load_knowledge
+
+    root = knowledge_project(tmp_path / "shop")
+    settings = load_settings(root)
+    settle(monkeypatch)
+    first = {e.title: e.body for e in load_knowledge(settings).rules}
+    assert "starts in April" in first["Fiscal year"]
+    _edit_keeping_the_stat(root / "knowledge" / "rules" / "rules.md", "starts in April",
+                           "starts in March")
+    settle(monkeypatch)
+    again = {e.title: e.body for e in load_knowledge(settings).rules}
+    assert "starts in March" in again["Fiscal year"]
