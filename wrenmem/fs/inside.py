@@ -41,7 +41,8 @@ def _real_root(root: str) -> str:
 def is_inside(real: str, root: str | Path) -> bool:
     """Whether the resolved path ``real`` is ``root`` (resolved) or below it."""
     top = _real_root(str(root))
-    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+    return real.startswith(top) and (len(real) == len(top) or real[len(top)] == os.sep
+                                     or top.endswith(os.sep))
 
 
 def outside_reason(path: str | Path, root: str | Path, real: str | None = None) -> str | None:
@@ -49,11 +50,11 @@ def outside_reason(path: str | Path, root: str | Path, real: str | None = None) 
     ``root``), or None when it may (a path given outside the project is a local user's
     choice, never refused here). ``real``: its resolved path, when known. The reason
     names the link as the project wrote it, never the resolved place on this machine."""
-    if not is_inside(os.path.abspath(path), root):
-        return None  # a file named outside the project (by a local user): no link of its
     real = os.path.realpath(path) if real is None else real
     if is_inside(real, root):
         return None
+    if not is_inside(os.path.abspath(path), root):
+        return None  # a file named outside the project (by a local user): no link of its
     text = str(path)
     if os.path.islink(text):
         try:

@@ -330,8 +330,9 @@ def _collect(rel: str, entry: tuple[Any, ...], pairs: list[Pair], errors: list[P
 
 def _read_entry(path: Path, rel: str, key: tuple[int, int, int], racy: bool,
                 cached: Any, max_bytes: int, root: Path) -> tuple[Any, ...]:
-    try:  # a link out of the project is an error entry: never read, never served
-        data = read_pair_bytes(path, rel, max_bytes, inside=root)
+    try:  # a link out of the project is an error entry: never read, never served (the
+        # paths come from walks that follow no linked folder: only the file may be a link)
+        data = read_pair_bytes(path, rel, max_bytes, inside=root, walked=True)
     except PairError as e:
         return (key, "", ("error", e.reason, e.line), True)
     digest = hashlib.sha256(data).hexdigest()
