@@ -96,6 +96,32 @@ def test_the_cli_serves_no_file_outside_the_project(linked: Path) -> None:
     assert shown.returncode != 0 and "outside the project" in shown.stderr
 
 
+def test_the_python_api_reads_no_file_outside_the_project(linked: Path) -> None:
+    """Memory, with the real LanceDB index and the default model: sync, recall, list,
+    rules, knowledge sync, add_rule through a link out, fmt and validate."""
+    from wrenmem import Memory
+    from wrenmem.errors import WrenmemError
+
+    memory = Memory(linked, backend="hybrid")
+    report = memory.sync()
+    assert "knowledge/sql/deploy-token.md" in [e.path for e in report.errors]
+    assert "knowledge/sql/refunds.md" in report.added
+    hits = memory.recall("What is the secret deploy token?", k=10)
+    assert hits and not any("deploy-token" in h.path or SECRET in h.sql for h in hits)
+    assert SECRET not in json.dumps([p.to_dict() for p in memory.list()])
+    rules = memory.rules()
+    assert "Inner rule" in rules.render() and SECRET not in rules.render()
+    memory.sync_knowledge()
+    assert SECRET not in json.dumps([e.to_dict() for e in memory.knowledge().entries])
+    with pytest.raises(WrenmemError, match="outside the project"):
+        memory.add_rule("Another", "More text.", file="credentials")  # through the link
+    assert SECRET in (linked.parent / "elsewhere" / "credentials.md").read_text()
+    assert "More text" not in (linked.parent / "elsewhere" / "credentials.md").read_text()
+    said = {Path(p.path).as_posix(): p.message for p in memory.validate()}
+    for rel in ("knowledge/sql/deploy-token.md", "knowledge/rules/credentials.md"):
+        assert any(k.endswith(rel) and "outside the project" in v for k, v in said.items())
+
+
 def test_an_agent_over_mcp_reads_no_file_outside_the_project(linked: Path) -> None:
     pytest.importorskip("mcp")
     from mcp import ClientSession
