@@ -41,7 +41,9 @@ from wrenmem.settings import Settings
 log = logging.getLogger(__name__)
 
 STATE_NAME = statedir.INDEX_STATE
-STATE_VERSION = 5  # 4: compact (paths, hashes and stat keys packed); 5: the walk's keys
+STATE_VERSION = 6  # 4: compact (paths, hashes and stat keys packed); 5: the walk's keys;
+# 6: stat keys by change time, links out of the project refused (an older mirror, whose keys
+# may equal the new ones, would keep such a link's row: the slow path decides once)
 
 Stats = dict[str, tuple[int, int, int]]
 
@@ -184,8 +186,8 @@ class IndexState:
         """The state in a record read back from disk; None for anything of the wrong shape
         (another version, a damaged or foreign file): the slow path then decides."""
         try:
-            if not isinstance(data, dict) or data.get("v") not in (4, STATE_VERSION):
-                return None  # (4: the same without the walk, recorded at the next no-op)
+            if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
+                return None
             text, hashes, extras, stats = (data["paths"], data["hashes"], data["extras"],
                                            data["stats"])
             if not (isinstance(text, str) and isinstance(hashes, bytes) and _str_map(extras)):
