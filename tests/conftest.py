@@ -41,10 +41,11 @@ UNIT_FILES = frozenset({
     "test_schema_items", "test_seeds", "test_slug", "test_suite_build",
 })
 SYSTEM_FILES = frozenset({
-    "test_ci_workflow", "test_cli", "test_cli_progress", "test_copy_job", "test_daemon",
-    "test_docs", "test_duplicates", "test_exchange", "test_githooks",
-    "test_index_cmds", "test_journal", "test_knowledge", "test_mcp", "test_mcp_http",
-    "test_newuser_files", "test_newuser_shared_folder", "test_precommit", "test_recall_copy",
+    "test_branch_flip", "test_ci_workflow", "test_cli", "test_cli_progress", "test_copy_job",
+    "test_daemon", "test_docs", "test_duplicates", "test_exchange", "test_githooks",
+    "test_index_cmds", "test_journal", "test_knowledge", "test_links_out", "test_mcp",
+    "test_mcp_http", "test_newuser_files", "test_newuser_shared_folder",
+    "test_pair_ignore_flagged", "test_precommit", "test_recall_copy", "test_round3_ux",
     "test_schema_cmds", "test_schema_copy", "test_security", "test_service", "test_small_writes",
     "test_team_index", "test_validate", "test_version_stamp", "test_watch_cmds",
 })
@@ -190,10 +191,15 @@ RACY_MODULES = ("wrenmem.fs.fsutil", "wrenmem.pairs.listing", "wrenmem.pairs.que
                 "wrenmem.recall.grepsnap", "wrenmem.index.state")
 
 
-def short_racy_window(monkeypatch: pytest.MonkeyPatch) -> float:
-    """RACY_SECONDS set to :data:`SHORT_RACY_SECONDS` in this process (forked children
-    too), for a test that waits the window out: this file system's timestamps are exact to
-    a few milliseconds, far finer than either. Returns it."""
+# The window :func:`settle` waits out: ext4's timestamps tick every few milliseconds.
+SETTLE_RACY_SECONDS = 0.05
+
+
+def short_racy_window(monkeypatch: pytest.MonkeyPatch,
+                      seconds: float = SHORT_RACY_SECONDS) -> float:
+    """RACY_SECONDS set to ``seconds`` (:data:`SHORT_RACY_SECONDS`) in this process (forked
+    children too), for a test that waits the window out: this file system's timestamps are
+    exact to a few milliseconds, far finer than either. Returns it."""
     import importlib
 
     from wrenmem.fs import fsutil
@@ -203,9 +209,19 @@ def short_racy_window(monkeypatch: pytest.MonkeyPatch) -> float:
     for name, module in list(sys.modules.items()):
         if name.startswith("wrenmem.") and hasattr(module, "RACY_SECONDS"):
             assert name in RACY_MODULES, f"{name} reads RACY_SECONDS: add it to RACY_MODULES"
-            monkeypatch.setattr(module, "RACY_SECONDS", SHORT_RACY_SECONDS)
-    assert fsutil.RACY_SECONDS == SHORT_RACY_SECONDS
-    return SHORT_RACY_SECONDS
+            monkeypatch.setattr(module, "RACY_SECONDS", seconds)
+    assert fsutil.RACY_SECONDS == seconds
+    return seconds
+
+
+def settle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let every file written so far settle: stat keys compare a file's change time (ctime,
+    which ``os.utime`` cannot set back: see wrenmem.fs.fsutil.stat_key), so a test cannot age
+    a file; it waits out a racy window of :data:`SETTLE_RACY_SECONDS` instead (60 ms, not
+    the 2 s a coarse file system needs)."""
+    import time
+
+    time.sleep(short_racy_window(monkeypatch, SETTLE_RACY_SECONDS) * 1.2)
 
 
 def forget_process_state(monkeypatch: pytest.MonkeyPatch) -> None:

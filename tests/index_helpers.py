@@ -35,8 +35,9 @@ def table_rows(settings: Settings) -> list[dict[str, Any]]:
 
 
 def catalog_stats(settings: Settings) -> dict[str, tuple[int, int, int]]:
-    """(mtime_ns, size, inode) of every pair file the catalog lists (its own walk, no
+    """(change time ns, size, inode) of every pair file the catalog lists (its own walk, no
     record, no shortcut): what the stat walk must find."""
+    from wrenmem.fs.fsutil import stat_key
     from wrenmem.pairs.catalog import iter_pair_files
 
     want = {}
@@ -45,6 +46,5 @@ def catalog_stats(settings: Settings) -> dict[str, tuple[int, int, int]]:
             st = os.stat(path)
         except OSError:
             continue
-        want[path.relative_to(settings.root).as_posix()] = (st.st_mtime_ns, st.st_size,
-                                                            st.st_ino)
+        want[path.relative_to(settings.root).as_posix()] = stat_key(st)
     return want

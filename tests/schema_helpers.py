@@ -18,5 +18,8 @@ def edit_manifest(path: Path, change: Any) -> None:
 
 
 def settle(path: Path, seconds: float = 10) -> None:
+    """Set the file's mtime in the past. Its change time (ctime), which the stat-keyed caches
+    compare, a utime sets to now: a test that needs a cache to trust the stat also waits a
+    short racy window out (tests.conftest.settle)."""
     past = time.time() - seconds
     os.utime(path, (past, past))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_pair
+from tests.conftest import settle, write_pair
 from wrenmem.pairs import catalog
 from wrenmem.pairs.catalog import scan
 from wrenmem.settings import load_settings
@@ -46,7 +46,8 @@ def test_unchanged_files_are_not_reread(project: Path, monkeypatch: pytest.Monke
     settings = load_settings(project)
     old = os.path.getmtime(project / "knowledge/sql/p0.md") - 10
     for p in (project / "knowledge/sql").iterdir():
-        os.utime(p, (old, old))  # out of the racy window
+        os.utime(p, (old, old))
+    settle(monkeypatch)  # the change times too, out of the racy window
     first = scan(settings)
     reads: list[str] = []
     real = catalog._read_entry

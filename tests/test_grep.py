@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_pair
+from tests.conftest import settle, write_pair
 from wrenmem.pairs import catalog
 from wrenmem.recall.bm25f import GrepBackend
 from wrenmem.recall.hits import Filters
@@ -71,6 +71,7 @@ def test_repeat_queries_read_no_files(shop: Path, monkeypatch: pytest.MonkeyPatc
     past = os.path.getmtime(shop / "knowledge/sql/rev.md") - 60
     for p in (shop / "knowledge/sql").iterdir():
         os.utime(p, (past, past))
+    settle(monkeypatch)  # the change times too
     top(shop, "revenue")
     monkeypatch.setattr(catalog, "_read_entry", lambda *a: pytest.fail("re-read a file"))
     assert top(shop, "revenue")[0] == "rev.md"

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import write_pair
+from conftest import settle, write_pair
 
 from wrenmem.recall import bm25f, grepsnap
 from wrenmem.recall.bm25f import GrepBackend
@@ -67,6 +67,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     past = time.time() - 60  # older than a stat can be trusted for
     for path in (root / "knowledge").rglob("*.md"):
         os.utime(path, (past, past))
+    settle(monkeypatch)  # the change times too
     return root
 
 
@@ -107,6 +108,7 @@ def test_a_changed_file_or_manifest_makes_the_snapshot_stale(
     assert grepsnap.listing_key(settings) is None  # too recent for a stat to vouch for
     past = time.time() - 30
     os.utime(target, (past, past))
+    settle(monkeypatch)
     assert grepsnap.load(settings, grepsnap.listing_key(settings)) is None  # stale
     [hits, *_rest] = GrepBackend(settings).search(["How many capybaras are there?"], 1,
                                                    Filters())
@@ -179,6 +181,7 @@ def test_seeds_rank_from_the_snapshot_as_from_the_files(example_project: Path,
     past = time.time() - 60
     for path in [*example_project.rglob("*.md"), *example_project.rglob("*.json")]:
         os.utime(path, (past, past))
+    settle(monkeypatch)
     settings = load_settings(example_project)
     asked = ["revenue per month", "customers who never ordered", "How many orders?",
              "top products by sales", "orders per customer", "average order value"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, JAFFLE, write_pair
+from tests.conftest import FIXTURES, JAFFLE, settle, write_pair
 from tests.fakes import RecordingEmbedder
 from wrenmem.api import Memory
 from wrenmem.knowledge import load_knowledge, parse_knowledge
@@ -445,7 +445,8 @@ def test_a_changed_mode_is_read_again(shop: Path, monkeypatch: pytest.MonkeyPatc
     from wrenmem.knowledge import files
 
     rules = shop / "knowledge" / "rules" / "rules.md"
-    os.utime(rules, (1_000_000_000, 1_000_000_000))  # long settled: cacheable
+    os.utime(rules, (1_000_000_000, 1_000_000_000))
+    settle(monkeypatch)  # its change time too: cacheable
     settings = load_settings(shop)
     load_knowledge(settings)
     reads: list[str] = []

@@ -217,3 +217,16 @@ def test_http_options_need_http(cli) -> None:
     for args in (["--no-token"], ["--allow-host", "example.com"]):
         result = cli("mcp", *args)
         assert result.exit_code == 2 and "--http" in result.output
+
+
+def test_a_host_name_in_capitals_is_the_same_host(shop: Path, servers: list[Server]) -> None:
+    """Issue 39 item 13: host names are case-insensitive; `LOCALHOST:PORT` got 421 from
+    the SDK's own check behind wrenmem's. Another name is still refused."""
+    server = start(shop, "--http", "0")
+    servers.append(server)
+    token, port = server.token(), server.port
+    for spelling in ("LOCALHOST", "LocalHost"):
+        assert post(server.url, token, Host=f"{spelling}:{port}").status_code == 200, spelling
+    assert post(server.url, token, Host=f"LOCALHOST:{port}",
+                Origin=f"HTTP://LOCALHOST:{port}").status_code == 200
+    assert post(server.url, token, Host=f"EVIL.EXAMPLE:{port}").status_code == 421

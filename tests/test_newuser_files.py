@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.conftest import write_pair
 from wrenmem import Memory
-from wrenmem.errors import PairError, WrenmemError
+from wrenmem.errors import PairError
 
 
 def validate_findings(cli, expected: list[str]) -> str:
@@ -66,18 +66,21 @@ def test_no_rewrite_goes_through_a_link_leading_out_of_the_project(project: Path
     assert result.exit_code == 1
     assert victim.read_text() == NOT_CANONICAL
     assert (knowledge / "link.md").is_symlink()
-    assert "knowledge/sql/link.md:1: is a symbolic link to" in result.output, result.output
+    assert "knowledge/sql/link.md:1: a symbolic link to" in result.output, result.output
+    assert "outside the project: not read" in result.output  # not even read (issue 39)
     assert "reformatted knowledge/sql/kept.md" in result.output
     assert (knowledge / "kept.md").is_symlink() and "source: user" in kept.read_text()
 
     # store over the linked pair's question, and the API's fmt: refused the same way
+    # (the link is not even read, so its question is not this project's: a new file)
     memory = Memory(project, backend="grep")
-    try:
-        memory.store("Outside pair", "SELECT 2")
-    except WrenmemError as e:
-        assert "outside the project" in str(e)
-    else:
-        raise AssertionError("store wrote through a link leading out of the project")
+    stored = memory.store("Outside pair", "SELECT 2")
+    assert stored.path != "knowledge/sql/link.md" and not (project / stored.path).is_symlink()
+    assert victim.read_text() == NOT_CANONICAL
+    (knowledge / "outside-pair.md").unlink()
+    (knowledge / "outside-pair.md").symlink_to(victim)  # the very name store would take
+    again = memory.store("Outside pair", "SELECT 3")
+    assert again.path != "knowledge/sql/outside-pair.md"
     assert victim.read_text() == NOT_CANONICAL
     report = memory.fmt([knowledge / "link.md"])
     assert not report.changed and isinstance(report.errors[0], PairError)

@@ -299,7 +299,7 @@ def test_a_sync_reading_its_changes_from_the_copy_writes_what_comparing_the_tabl
 
 @pytest.mark.parametrize("queued", [False, True])
 def test_a_compaction_after_a_sync_keeps_the_copy_and_the_state_current(
-        project_copy: Path, queued: bool) -> None:
+        project_copy: Path, queued: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """The tenth commit compacts the table (rewrites its files): in the watcher after the
     index is up to date (queued with the file writes, wrenmem/schema/later.py), in any
     other process inside the sync; either way the copy and the state name the new files."""
@@ -316,6 +316,9 @@ def test_a_compaction_after_a_sync_keeps_the_copy_and_the_state_current(
     counter = settings.state_dir / statedir.SCHEMA_MAINT
     write_marshal(counter, lance.COMPACT_EVERY - 1)
     edit_manifest(path, lambda d: d["models"][1].update(properties={"description": "B."}))
+    from tests.conftest import settle as settle_ctime
+
+    settle_ctime(monkeypatch)  # its change time too: the state records its stat
     if queued:
         with later.collect() as files:
             sync_schema(settings)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import write_pair
+from conftest import settle, write_pair
 from hypothesis import given
 from hypothesis import strategies as st
 from index_helpers import RecordingEmbedder, install_fake, settings_for, table_rows
@@ -262,7 +262,7 @@ def test_seed_pairs_are_indexed_beside_files(project: Path, fake: RecordingEmbed
                   source="seed")]
     _seed_source(monkeypatch, lambda settings: list(seeds))
     _three(project)
-    _age(project)
+    _age(project, monkeypatch)
     settings = settings_for(project)
     report = sync_pairs(settings)
     assert "seed:orders/list" in report.added and report.embedded == 4
@@ -424,13 +424,14 @@ def test_the_embedding_caches_keys_spare_reading_it_and_never_change_a_vector(
     assert last.lookup(["yet another question"]) == {} and last._loaded is None
 
 
-def _age(project: Path, seconds: float = 10.0) -> None:
+def _age(project: Path, monkeypatch: pytest.MonkeyPatch, seconds: float = 10.0) -> None:
     import os
     import time
 
     past = time.time() - seconds
     for path in (project / "knowledge").rglob("*.md"):
         os.utime(path, (past, past))
+    settle(monkeypatch)  # the change times too
 
 
 def test_quick_noop_reads_no_file(project: Path, fake: RecordingEmbedder,
@@ -438,7 +439,7 @@ def test_quick_noop_reads_no_file(project: Path, fake: RecordingEmbedder,
     from wrenmem.index import snapshot as sync_module
     _three(project)
     (project / "knowledge/sql/bad.md").write_text("no front matter\n")
-    _age(project)
+    _age(project, monkeypatch)
     settings = settings_for(project)
     sync_pairs(settings)
 
@@ -458,7 +459,7 @@ def test_quick_noop_reads_no_file(project: Path, fake: RecordingEmbedder,
     assert sync_pairs(settings_for(project)).noop and not fake.calls
     # A new file is never missed by the quick path.
     write_pair(project, "new.md", "Brand new question", "SELECT 9")
-    _age(project)
+    _age(project, monkeypatch)
     report = sync_pairs(settings_for(project))
     assert report.added == ("knowledge/sql/new.md",)
 

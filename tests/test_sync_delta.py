@@ -9,16 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_pair
+from tests.conftest import settle, write_pair
 from tests.fakes import RecordingEmbedder
 from tests.index_helpers import install_fake, settings_for, table_rows
 from wrenmem.index import table as index
 from wrenmem.index.state import STATE_NAME, load_state, stat_delta
 from wrenmem.index.sync import sync_pairs
 
+_PATCH: list[pytest.MonkeyPatch] = []
+
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> RecordingEmbedder:
+    _PATCH[:] = [monkeypatch]
     return install_fake(monkeypatch)
 
 
@@ -26,6 +29,7 @@ def _age(project: Path, seconds: float = 60.0) -> None:
     past = time.time() - seconds
     for path in (project / "knowledge").rglob("*.md"):
         os.utime(path, (past, past))
+    settle(_PATCH[0])  # the change times too
 
 
 def _many(project: Path, n: int = 12) -> None:
@@ -120,6 +124,7 @@ def test_touched_files_are_rechecked_once_then_trusted(project: Path,
     sync_pairs(settings)
     past = time.time() - 30
     os.utime(project / "knowledge/sql/g0/q0.md", (past, past))  # same content, new stat
+    settle(_PATCH[0])  # (its new change time out of the racy window)
     delta = stat_delta(settings, fake.model_id)
     assert delta is not None and delta.touched == ("knowledge/sql/g0/q0.md",)
     assert sync_pairs(settings).noop and not fake.calls[1:]

@@ -127,3 +127,44 @@ def test_fingerprints_follow_type_expression_and_relationship(shop: Path) -> Non
     # the relationship's condition named orders.customer_id and customers.id, now it names
     # orders.store_id and customers.id: the three columns it joins on; a description is no change
     assert changed == {"orders.customer_id", "orders.store_id", "customers.id"}
+
+
+def test_a_same_size_edit_with_its_mtime_restored_is_seen(
+        shop: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cp -p`, `touch -d` and some editors put the old mtime back after an in-place edit of
+    the same size: the change time (which no program can set back) must show it, to `check`
+    and to `list --uses`, without `sync --full`."""
+    import os
+    import time
+
+    from tests.conftest import forget_process_state, short_racy_window
+    from tests.index_helpers import install_fake
+
+    install_fake(monkeypatch)
+    (shop / "wrenmem.toml").write_text('embedder = "fake"\n')
+    window = short_racy_window(monkeypatch, 0.05)  # ext4 ticks every few ms
+    star = shop / "knowledge" / "sql" / "star.md"
+    past = time.time() - 3600
+    for path in (shop / "knowledge" / "sql").glob("*.md"):
+        os.utime(path, (past, past))
+    time.sleep(window * 2)  # every file's change time is past the racy window
+    assert cli("sync", root=shop).exit_code == 0
+    assert "knowledge/sql/star.md" in cli("list", "--uses", "orders.amount", root=shop).output
+    time.sleep(window * 2)  # what was recorded is trusted by its stat from now on
+    forget_process_state(monkeypatch)
+    assert json.loads(cli("check", "--json", root=shop).output)["fresh"] is True
+    st = star.stat()
+    text = star.read_text(encoding="utf-8")
+    star.write_text(text.replace("SELECT * FROM", "SELECT 1 FROM"), encoding="utf-8")
+    os.utime(star, ns=(st.st_atime_ns, st.st_mtime_ns))  # as `touch -d` or `cp -p` does
+    assert (star.stat().st_size, star.stat().st_mtime_ns, star.stat().st_ino) == (
+        st.st_size, st.st_mtime_ns, st.st_ino)
+    time.sleep(window * 2)  # not saved by the racy window: by the change time alone
+    forget_process_state(monkeypatch)
+    checked = cli("check", "--json", root=shop)
+    assert checked.exit_code == 1, checked.output
+    assert json.loads(checked.output)["changed"] == ["knowledge/sql/star.md"]
+    listed = cli("list", "--uses", "orders.amount", root=shop).output
+    assert "knowledge/sql/star.md" not in listed and "knowledge/sql/cte.md" in listed
+    assert cli("sync", root=shop).exit_code == 0
+    assert json.loads(cli("check", "--json", root=shop).output)["fresh"] is True

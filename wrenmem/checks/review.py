@@ -125,7 +125,8 @@ def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool 
             text = render_pair(marked, settings.format)
             write_pair_bytes(settings, absolute,
                              checked_file_bytes(text, rel, marked, settings.max_pair_bytes))
-        reread = read_pair_file(absolute, rel, settings.max_pair_bytes)[0]
+        reread = read_pair_file(absolute, rel, settings.max_pair_bytes,
+                                inside=settings.root)[0]
         record_verified(settings, [reread])
         out.append(Verified(rel, reread, not already, tuple(problems), replaced))
     return out
@@ -139,7 +140,8 @@ def _checked(validator: Validator, settings: Settings, absolute: Path, rel: str
     if not os.path.lexists(absolute):
         return None, [Problem(rel, 1, 1, "no such pair file", "pair")]
     try:
-        text = decode_file(read_pair_bytes(absolute, rel, settings.max_pair_bytes), rel)
+        text = decode_file(read_pair_bytes(absolute, rel, settings.max_pair_bytes,
+                                           inside=settings.root), rel)
     except PairError as e:
         return None, [Problem(rel, e.line, e.col or 1, e.reason, "pair")]
     return validator.check_text(text, rel)

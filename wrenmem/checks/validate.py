@@ -153,15 +153,25 @@ class Validator:
     def accepted(self, problems: list[Problem], pair: Pair | None = None,
                  lines: list[str] | None = None) -> list[Problem]:
         """``problems`` without those the ``ignore`` setting or the pair's own
-        ``wrenmem-ignore`` key accepts (an unknown code there is itself a WM001 finding)."""
+        ``wrenmem-ignore`` key accepts (an unknown code there is itself a WM001 finding).
+        A pair's own key never accepts the read-only rule (WM008: writes, files, the
+        network): a pull request writes that key too, and the one opt-out of writes is
+        ``allow-writes: true``, which ``diff`` flags; naming it there is a finding."""
         ignored = self.ignored
         extra: list[Problem] = []
         if pair is not None and pair.extra.get(IGNORE_KEY) is not None:
+            at = key_line(lines or [], IGNORE_KEY)
             try:
-                ignored = ignored | parse_codes(pair.extra[IGNORE_KEY], f"{IGNORE_KEY}: ")
+                own = parse_codes(pair.extra[IGNORE_KEY], f"{IGNORE_KEY}: ")
             except ValueError as e:
-                extra.append(Problem(pair.path, key_line(lines or [], IGNORE_KEY), 1, str(e),
-                                     "pair"))
+                extra.append(Problem(pair.path, at, 1, str(e), "pair"))
+                own = frozenset()
+            if READ_ONLY_CODE in own:
+                extra.append(Problem(pair.path, at, 1, (
+                    f"{IGNORE_KEY} cannot name {READ_ONLY_CODE} (the read-only rule): a "
+                    "pair opts out of it only with `allow-writes: true`, which `diff` "
+                    "flags; reading files or the network is never accepted"), "pair"))
+            ignored = ignored | (own - {READ_ONLY_CODE})
         return extra + [p for p in problems if p.code not in ignored]
 
     def check_pair(self, pair: Pair, text: str) -> list[Problem]:
@@ -250,7 +260,8 @@ class Validator:
         """Read and check one file. Unreadable files are a problem, never an exception."""
         shown = display or _display(path)
         try:
-            text = decode_file(read_pair_bytes(path, shown, self.settings.max_pair_bytes), shown)
+            text = decode_file(read_pair_bytes(path, shown, self.settings.max_pair_bytes,
+                                               inside=self.settings.root), shown)
         except PairError as e:
             return [Problem(shown, e.line, 1, e.reason, "pair")]
         return self.check_text(text, shown)[1]

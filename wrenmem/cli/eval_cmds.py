@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from wrenmem.cli.common import emit_json, get_settings, json_option, warn
@@ -18,6 +20,19 @@ def _names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
     return names
 
 
+class _Fraction(click.FloatRange):
+    """A number in [0, 1]: ``nan`` too is refused (every comparison with it is false, so a
+    gate of nan would never fail)."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        number = super().convert(value, param, ctx)
+        if number != number:
+            self.fail(f"{value!r} is not a number in the range 0.0<=x<=1.0 (a fraction, "
+                      "such as 0.6)", param, ctx)
+        return float(number)
+
+
 @click.command("eval")
 @click.option("--backends", default=",".join(BACKEND_RUNS), show_default=True,
               help="Comma-separated backends to measure.")
@@ -25,7 +40,7 @@ def _names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
               help="Comma-separated fusions of the hybrid backend to measure.")
 @click.option("--limit", type=click.IntRange(0), default=500, show_default=True,
               help="At most this many questions per task (spread evenly; 0: all).")
-@click.option("--fail-under", type=click.FloatRange(0.0, 1.0),
+@click.option("--fail-under", type=_Fraction(0.0, 1.0),
               help="Exit 1 when the default backend's R@1 on a task is below this, or when "
                    "there is nothing to measure.")
 @click.option("--misses", is_flag=True,

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import click
 
-from wrenmem.cli.common import emit_json, get_memory, json_option, output_option
+from wrenmem.cli.common import emit_json, get_memory, json_option, output_option, warn
 from wrenmem.errors import WrenmemError
 from wrenmem.fs.fsutil import read_text_file
 from wrenmem.pairs.catalog import scan
 from wrenmem.recall.hits import require_questions
 from wrenmem.recall.render import render_text, wren_rows
 from wrenmem.settings import BACKENDS
+from wrenmem.sql.draft import draft_note
 
 MAX_QUESTIONS_BYTES = 64 * 1024 * 1024
 
@@ -81,6 +82,9 @@ def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | Non
     memory = get_memory(ctx, backend=backend)  # the running watcher answers warm when it can
     results = memory.recall_many(questions, k, datasource=datasource, tags=tags, source=source,
                                  min_score=min_score, sql=draft_sql, verified=verified)
+    drafted = draft_note(draft_sql, results[0].backend) if results else None
+    if drafted is not None:
+        warn(f"recall: {drafted}")
     if row_format == "wren":
         created = {p.path: p.created_at for p in scan(memory.settings).pairs}
         emit_json(wren_rows(results, created))

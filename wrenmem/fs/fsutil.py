@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -13,6 +14,7 @@ from typing import Any
 
 from wrenmem.errors import UnreadableFileError, WrenmemError
 from wrenmem.fs.encoding import not_utf8
+from wrenmem.fs.inside import opened_path, outside_reason
 from wrenmem.fs.statedir import ensure_parent
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
@@ -33,17 +35,35 @@ def file_kind(mode: int) -> str:
 
 
 def read_regular_file(path: str | Path, max_bytes: int,
-                      setting: str = "max_pair_bytes") -> bytes:
+                      setting: str = "max_pair_bytes", *,
+                      inside: str | Path | None = None, walked: bool = False) -> bytes:
     """The bytes of a regular file of at most ``max_bytes``.
 
     A FIFO, a device (a link to /dev/zero) or a folder is refused before a byte is read,
     so no input can block or exhaust a command: the file is opened non-blocking and
-    checked with fstat (no race between the check and the read). Raises
+    checked with fstat (no race between the check and the read). With ``inside`` (the
+    project's root), a file reached through a symbolic link that leads out of it is refused
+    too (:mod:`wrenmem.fs.inside`: the file opened is the one checked). ``walked``: the
+    path comes from a walk below a resolved folder of ``inside`` that follows no linked
+    folder (the catalog's), so only its last part can be a link: a file that opens with
+    ``O_NOFOLLOW`` needs no further check (the check costs as much as the read). Raises
     :class:`UnreadableFileError` for those, OSError when it cannot be opened.
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    nofollow = getattr(os, "O_NOFOLLOW", 0) if inside is not None and walked else 0
     try:
+        fd = os.open(path, flags | nofollow)
+        settled = bool(nofollow)  # not a link, in a walked folder: inside
+    except OSError as e:
+        if not nofollow or e.errno != errno.ELOOP:
+            raise
+        fd = os.open(path, flags)  # a link (or a loop, which raises here)
+        settled = False
+    try:
+        if inside is not None and not settled:
+            reason = outside_reason(path, inside, opened_path(fd, path))
+            if reason is not None:
+                raise UnreadableFileError(reason)
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise UnreadableFileError(f"not a regular file: {file_kind(st.st_mode)}")
@@ -65,8 +85,6 @@ def read_regular_file(path: str | Path, max_bytes: int,
 
 def os_error_reason(path: str | Path, error: OSError) -> str:
     """Why a file could not be opened, in words a user acts on (links named as such)."""
-    import errno
-
     if error.errno == errno.ELOOP:
         return "cannot read: a symbolic link loop"
     if error.errno == errno.ENOENT and os.path.islink(path):
@@ -83,8 +101,6 @@ def os_error_reason(path: str | Path, error: OSError) -> str:
 def is_disk_full(error: BaseException | None) -> bool:
     """Whether ``error`` (or what caused it) is a full disk or quota: ``OSError`` ENOSPC or
     EDQUOT, or LanceDB's ``RuntimeError`` that quotes the OS error in its text."""
-    import errno
-
     for _ in range(8):
         if error is None:
             return False
@@ -376,16 +392,35 @@ def write_marshal(path: Path, data: Any) -> bool:
 RACY_SECONDS = 2.0
 
 
+# The time a file last changed, the first field of every stat key of a file a user edits
+# (pairs, knowledge files): its change time (ctime), which a write, a chmod or a rename
+# sets to now and no program can set back, unlike the mtime (`touch -d`, `cp -p`, editors
+# and checkouts that restore it after a same-size edit). Windows has no change time in
+# ``os.stat`` (its ``st_ctime`` is the creation time): the mtime there.
+CHANGE_FIELD = "st_mtime_ns" if os.name == "nt" else "st_ctime_ns"
+
+
+def change_ns(st: os.stat_result) -> int:
+    """When the file of ``st`` last changed (see :data:`CHANGE_FIELD`)."""
+    return int(getattr(st, CHANGE_FIELD))
+
+
+def stat_key(st: os.stat_result) -> tuple[int, int, int]:
+    """(change time, size, inode): what a stat-keyed cache of a user's file compares."""
+    return getattr(st, CHANGE_FIELD), st.st_size, st.st_ino
+
+
 def is_racy(mtime_ns: int, now: float | None = None) -> bool:
     """Whether a file with this mtime is too fresh for a stat-keyed cache to trust."""
     return (time.time() if now is None else now) - mtime_ns / 1e9 < RACY_SECONDS
 
 
-def read_text_file(path: Path, max_bytes: int) -> str:
+def read_text_file(path: Path, max_bytes: int, *, inside: Path | None = None) -> str:
     """A user-named text file (UTF-8, BOM allowed) as text; anything that is not a regular
-    file, too big, unreadable or not UTF-8 is a WrenmemError naming the file."""
+    file, too big, unreadable or not UTF-8 (or, with ``inside``, a link out of that folder)
+    is a WrenmemError naming the file."""
     try:
-        data = read_regular_file(path, max_bytes)
+        data = read_regular_file(path, max_bytes, inside=inside)
         return data.decode("utf-8-sig")
     except UnreadableFileError as e:
         raise WrenmemError(f"{path}: {e.reason}") from e

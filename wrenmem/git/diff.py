@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from wrenmem.checks.rules import IGNORE_KEY, parse_codes
 from wrenmem.checks.uses import affected_by_change
 from wrenmem.checks.validate import Problem, Validator
 from wrenmem.errors import ManifestError, PairError, UnreadableFileError, WrenmemError
@@ -131,6 +132,7 @@ class Entry:
             "verified": bool(self.pair and self.pair.verified),
             "verification": self.verification(),
             "allows_writes": bool(self.pair and self.pair.allows_writes),
+            "ignores": silenced(self.pair),
             "valid": self.valid, "problems": [p.to_dict() for p in self.problems],
         }
         if self.status in ("changed", "moved"):
@@ -357,7 +359,7 @@ def _read_working(path: Path, settings: Settings) -> bytes | PairError:
     """A working-tree file; a FIFO, a device, a dangling link is an error, never a hang."""
     rel = settings.relpath(path)
     try:
-        return read_pair_bytes(path, rel, settings.max_pair_bytes)
+        return read_pair_bytes(path, rel, settings.max_pair_bytes, inside=settings.root)
     except PairError as e:
         return e
 
@@ -412,7 +414,8 @@ def _compare(base: Side, head: Side, validator: Validator,
         old = _quiet_parse(path, base.files[path])
         if new is not None and old is not None and old.nl == new.nl and _same_sql(
                 old.sql, new.sql):
-            if problems or claimed or new.allows_writes != old.allows_writes:
+            if (problems or claimed or new.allows_writes != old.allows_writes
+                    or silenced(new) != silenced(old)):
                 # still report it: e.g. the manifest changed under it, a verification or
                 # an opt-out of the read-only rule appeared
                 entries.append(Entry("changed", path, new, old, problems=tuple(problems),
@@ -475,3 +478,14 @@ def _pair_renames(entries: list[Entry], gone: dict[str, Pair | None]) -> None:
         e = entries[i]
         entries[i] = Entry("moved", e.path, e.pair, gone.pop(path), path, e.problems,
                            e.claimed_in)
+
+
+def silenced(pair: Pair | None) -> list[str]:
+    """The check codes a pair's own ``wrenmem-ignore`` names (a pull request writes that key
+    too: shown, never a plain check mark); [] when none or unreadable."""
+    if pair is None or pair.extra.get(IGNORE_KEY) is None:
+        return []
+    try:
+        return sorted(parse_codes(pair.extra[IGNORE_KEY]))
+    except ValueError:
+        return [str(pair.extra[IGNORE_KEY])]

@@ -7,7 +7,8 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from wrenmem.git.diff import Entry, PairDiff
+from wrenmem.checks.rules import IGNORE_KEY
+from wrenmem.git.diff import Entry, PairDiff, silenced
 from wrenmem.git.knowledge_diff import render_knowledge_markdown, render_knowledge_text
 
 # First line of the Markdown: a bot looks for it to update its one comment instead of adding one.
@@ -31,6 +32,8 @@ def render_text(d: PairDiff) -> str:
         state = "" if e.status == "removed" else ("  ok" if e.valid else "  INVALID")
         if state and e.pair and e.pair.allows_writes:
             state += "  [WRITES: allow-writes opts out of the read-only rule]"
+        if state and silenced(e.pair):
+            state += f"  [SILENCED: {IGNORE_KEY} {', '.join(silenced(e.pair))}]"
         review = f"  [review: {_review_reason(e)}]" if e.needs_review and e.pair else (
             "  [verified]" if e.pair and e.pair.verified and e.status != "removed" else "")
         out.append(f"{marks[e.status]} {where}  {question}{state}{review}")
@@ -68,10 +71,13 @@ def render_markdown(d: PairDiff) -> str:
     checked = len([e for e in d.entries if e.status != "removed"])
     writes = len([e for e in d.entries if e.status != "removed" and e.pair
                   and e.pair.allows_writes])
+    quiet = len([e for e in d.entries if e.status != "removed" and silenced(e.pair)])
     verdict = (f"❌ {len(d.invalid)} of {checked} added, changed or moved pair(s) do not "
                "validate" if d.invalid else (
                    f"⚠️ {writes} pair(s) opt out of the read-only rule (`allow-writes: true`)"
-                   if writes else "✅ every added, changed and moved pair validates"))
+                   if writes else f"⚠️ {quiet} pair(s) silence checks of their own "
+                   f"(`{IGNORE_KEY}`)" if quiet
+                   else "✅ every added, changed and moved pair validates"))
     out = [MARKER, "## wrenmem: NL→SQL pairs in this change", "",
            f"**{summary_line(d)}** — {verdict}", "",
            f"<sub>base `{d.base.label}`{_short(d.base.commit)} · head "
@@ -95,8 +101,8 @@ def render_markdown(d: PairDiff) -> str:
     if moved:
         out += ["", f"### Moved ({len(moved)})", ""]
         for e in moved:
-            mark = ("❌" if not e.valid else "⚠️" if e.pair and e.pair.allows_writes
-                    else "✅")
+            mark = ("❌" if not e.valid else "⚠️" if e.pair and (
+                e.pair.allows_writes or silenced(e.pair)) else "✅")
             out.append(f"- {mark} `{e.old_path}` → `{e.path}` — "
                        f"{_inline(e.pair.nl) if e.pair else ''}")
             out += [f"  - `{p.path}:{p.line}:{p.col}` {p.code} {_inline(p.message)}"
@@ -120,7 +126,8 @@ def render_markdown(d: PairDiff) -> str:
 
 
 def _markdown_entry(e: Entry) -> list[str]:
-    mark = ("❌" if not e.valid else "⚠️" if e.pair and e.pair.allows_writes else "✅")
+    mark = ("❌" if not e.valid else "⚠️" if e.pair and (e.pair.allows_writes
+                                                       or silenced(e.pair)) else "✅")
     question = _inline(e.pair.nl) if e.pair else "(does not parse)"
     where = f"`{e.old_path}` → `{e.path}`" if e.old_path else f"`{e.path}`"
     facts = []
@@ -131,6 +138,10 @@ def _markdown_entry(e: Entry) -> list[str]:
         if e.pair.tags:
             facts.append("tags: " + ", ".join(f"`{t}`" for t in e.pair.tags))
     out = [f"#### {mark} {question}", "", " · ".join([where, *facts])]
+    if silenced(e.pair):
+        out += ["", f"> ⚠️ **Checks silenced:** this pair says `{IGNORE_KEY}: "
+                    f"{', '.join(silenced(e.pair))}`, so those checks do not report on it. "
+                    "Make sure that is intended before merging."]
     if e.pair and e.pair.allows_writes:
         out += ["", "> ⚠️ **Writes allowed:** this pair says `allow-writes: true`, which opts "
                     "it out of the read-only rule: its SQL may change data. Make sure that is "

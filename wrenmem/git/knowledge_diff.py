@@ -75,7 +75,7 @@ def knowledge_files_here(settings: Settings) -> dict[str, bytes]:
     out: dict[str, bytes] = {}
     for path, rel, _kind in knowledge_paths(settings):
         try:
-            out[rel] = read_regular_file(path, settings.max_pair_bytes)
+            out[rel] = read_regular_file(path, settings.max_pair_bytes, inside=settings.root)
         except (OSError, UnreadableFileError):
             continue
     return out

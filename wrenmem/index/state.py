@@ -1,11 +1,11 @@
 """The index's state mirror: what the index holds, so that a no-op sync costs almost nothing.
 
 ``.wrenmem/index-state.bin`` records, for the pairs table as last written: the raw hash and
-the stat key (mtime, size, inode) of every pair file, the content hash of every seed, the
-embedder, the table schema and the URI. Two checks use it:
+the stat key (change time, size, inode: :func:`wrenmem.fs.fsutil.stat_key`) of every pair
+file, the content hash of every seed, the embedder, the table schema and the URI. Two checks use it:
 
 - :func:`quick_noop`: one ``stat`` per file and nothing else (no file read, no parse, no
-  LanceDB, no model). Trusts a file only when its stat key is unchanged and its mtime is
+  LanceDB, no model). Trusts a file only when its stat key is unchanged and its change time is
   older than the moment the stats were taken by more than the clock's granularity.
 - :func:`state_matches`: compares a full snapshot's hashes (the catalog re-read the files).
 
@@ -30,7 +30,7 @@ from typing import Any
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
-from wrenmem.fs.fsutil import RACY_SECONDS, read_marshal, write_marshal
+from wrenmem.fs.fsutil import RACY_SECONDS, read_marshal, stat_key, write_marshal
 from wrenmem.index import table as index
 from wrenmem.pairs import listing
 from wrenmem.pairs.catalog import is_pair_name, skipped_name
@@ -41,13 +41,15 @@ from wrenmem.settings import Settings
 log = logging.getLogger(__name__)
 
 STATE_NAME = statedir.INDEX_STATE
-STATE_VERSION = 5  # 4: compact (paths, hashes and stat keys packed); 5: the walk's keys
+STATE_VERSION = 6  # 4: compact (paths, hashes and stat keys packed); 5: the walk's keys;
+# 6: stat keys by change time, links out of the project refused (an older mirror, whose keys
+# may equal the new ones, would keep such a link's row: the slow path decides once)
 
 Stats = dict[str, tuple[int, int, int]]
 
 
 def walk_stats(settings: Settings) -> Stats:
-    """``relative path -> (mtime_ns, size, inode)`` of every pair file.
+    """``relative path -> (change time ns, size, inode)`` of every pair file.
 
     The same files as :func:`wrenmem.pairs.catalog.iter_pair_files` (same rules: hidden and
     ``~`` names skipped, ``*.md`` only, no README, symlinked folders not followed): the
@@ -86,7 +88,7 @@ def stat_some(settings: Settings, paths: Iterable[str]) -> Stats:
         except OSError:
             continue
         if not os.path.isdir(path):
-            out[rel] = (st.st_mtime_ns, st.st_size, st.st_ino)
+            out[rel] = stat_key(st)
     return out
 
 
@@ -117,7 +119,7 @@ class IndexState:
     extras: dict[str, str]  # seed id -> content hash
     rows: int
     errors: tuple[tuple[str, str, int], ...]  # (path, reason, line) of unreadable files
-    stat_keys: bytes | None  # (mtime_ns, size, inode) of each of ``paths``, as int64s
+    stat_keys: bytes | None  # (change time ns, size, inode) of each of ``paths``, as int64s
     stats_at: float  # the stats were taken before the files were read, at this time
     seeds: str | None  # :func:`seeds_digest` when recorded
     root: str = ""  # the project it was written for: a mirror copied elsewhere is not trusted
@@ -138,7 +140,7 @@ class IndexState:
 
     @cached_property
     def stats(self) -> Stats | None:
-        """pair path -> (mtime_ns, size, inode), taken before the files were read."""
+        """pair path -> (change time ns, size, inode), taken before the files were read."""
         if self.stat_keys is None:
             return None
         keys = array("q")
@@ -184,8 +186,8 @@ class IndexState:
         """The state in a record read back from disk; None for anything of the wrong shape
         (another version, a damaged or foreign file): the slow path then decides."""
         try:
-            if not isinstance(data, dict) or data.get("v") not in (4, STATE_VERSION):
-                return None  # (4: the same without the walk, recorded at the next no-op)
+            if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
+                return None
             text, hashes, extras, stats = (data["paths"], data["hashes"], data["extras"],
                                            data["stats"])
             if not (isinstance(text, str) and isinstance(hashes, bytes) and _str_map(extras)):
@@ -444,7 +446,7 @@ class StatDelta:
 
     @property
     def stats(self) -> Stats:
-        """path -> (mtime_ns, size, inode) of every file found (or looked at)."""
+        """path -> (change time ns, size, inode) of every file found (or looked at)."""
         return self.found.stats if isinstance(self.found, Listing) else self.found
 
     @property

@@ -126,6 +126,9 @@ class ParsedFile:
     entries: tuple[Entry, ...] = ()
     problems: tuple[PairError, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    # Why the file is not served at all (front matter that does not read, a NUL byte): the
+    # rest of the project's knowledge is; None for a file that is.
+    refused: PairError | None = None
 
 
 def kind_of(rel_in_knowledge: str) -> str | None:
@@ -144,7 +147,17 @@ def parse_knowledge(text: str, path: str, kind: str) -> ParsedFile:
     text = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     lines = text.split("\n")
     problems: list[PairError] = []
+    nul = next((n for n, line in enumerate(lines) if "\x00" in line), None)
+    if nul is not None:  # binary, or text made to hide what follows from a reviewer
+        return ParsedFile(path, kind, PurePosixPath(path).stem, refused=PairError(
+            path, "contains a NUL byte (a binary file?): not served; save it as plain text",
+            nul + 1))
     meta, start = _front_matter(lines, path, problems)
+    if problems:  # front matter that does not read: what it meant to say is unknown
+        first = problems[0]
+        return ParsedFile(path, kind, PurePosixPath(path).stem, problems=tuple(problems),
+                          refused=PairError(path, f"{first.reason}: not served until fixed",
+                                            first.line))
     tags = _tags(meta.get("tags"), path, problems, lines)
     given_title = meta.get("title")
     if given_title is not None and not isinstance(given_title, str):

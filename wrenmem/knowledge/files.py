@@ -16,7 +16,7 @@ from pathlib import Path
 
 from wrenmem.errors import PairError, UnreadableFileError
 from wrenmem.fs.encoding import not_utf8
-from wrenmem.fs.fsutil import is_racy, os_error_reason, read_regular_file
+from wrenmem.fs.fsutil import change_ns, is_racy, os_error_reason, read_regular_file
 from wrenmem.knowledge.entries import (
     FOLDERS,
     INSTRUCTIONS_FILE,
@@ -103,7 +103,7 @@ def is_knowledge_path(settings: Settings, path: Path) -> bool:
 
 # path -> (stat key, parsed file, content digest); racy files are never kept. The key holds
 # the mode, so a file made unreadable by chmod is read again (and said to be unreadable).
-_cache: dict[str, tuple[tuple[int, int, int, int], ParsedFile, str]] = {}
+_cache: dict[str, tuple[tuple[int, int, int, int, int], ParsedFile, str]] = {}
 _cache_lock = threading.Lock()
 
 
@@ -118,7 +118,7 @@ def load_knowledge(settings: Settings) -> Knowledge:
         except OSError as e:
             errors.append(PairError(rel, os_error_reason(path, e)))
             continue
-        key = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
+        key = (st.st_mtime_ns, change_ns(st), st.st_size, st.st_ino, st.st_mode)
         cache_key = f"{path}\0{kind}"
         with _cache_lock:
             cached = _cache.get(cache_key)
@@ -132,9 +132,12 @@ def load_knowledge(settings: Settings) -> Knowledge:
                 continue
             parsed = parse_knowledge(text, rel, kind)
             content = hashlib.sha256(data).hexdigest()
-            if not is_racy(st.st_mtime_ns):
+            if not is_racy(change_ns(st)):
                 with _cache_lock:
                     _cache[cache_key] = (key, parsed, content)
+        if parsed.refused is not None:  # said where and why; the other files still served
+            errors.append(parsed.refused)
+            continue
         digest.update(f"{rel}\0{kind}\0{content}\0".encode())
         files.append(parsed)
     return Knowledge(tuple(files), tuple(errors), digest.hexdigest())
@@ -145,7 +148,7 @@ def _read(path: Path, settings: Settings) -> tuple[bytes, str]:
     regular file, too big, a link loop, no permission, not UTF-8)."""
     data = b""
     try:
-        data = read_regular_file(path, settings.max_pair_bytes)
+        data = read_regular_file(path, settings.max_pair_bytes, inside=settings.root)
         return data, data.decode("utf-8-sig")
     except OSError as e:
         raise UnreadableFileError(os_error_reason(path, e)) from e
@@ -157,8 +160,12 @@ def read_knowledge_text(settings: Settings, rel: str) -> str:
     """The text of the knowledge file ``rel`` (project-relative), refusing anything that is
     not one of the project's knowledge files (FileNotFoundError) and saying why one cannot
     be read (:class:`UnreadableFileError`, as ``validate`` words it): what MCP resources
-    serve."""
+    serve. A file :func:`load_knowledge` does not serve (a link out of the project, a NUL
+    byte, front matter that does not read) is refused with its reason."""
     for path, known, _kind in knowledge_paths(settings):
         if known == rel:
+            refused = next((e for e in load_knowledge(settings).errors if e.path == rel), None)
+            if refused is not None:
+                raise UnreadableFileError(refused.reason)
             return _read(path, settings)[1]
     raise FileNotFoundError(rel)

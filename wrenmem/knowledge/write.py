@@ -15,6 +15,7 @@ from pathlib import Path
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fs.fsutil import atomic_write_text, read_text_file
+from wrenmem.fs.inside import outside_reason
 from wrenmem.knowledge.entries import FOLDERS, Entry, parse_knowledge
 from wrenmem.knowledge.files import knowledge_root
 from wrenmem.knowledge.slug import slugify
@@ -48,7 +49,8 @@ def add_entry(settings: Settings, kind: str, title: str, text: str, *,
                            "without folders")
     path = folder / (name if name.endswith(".md") else f"{name}.md")
     rel = settings.relpath(path)
-    old = read_text_file(path, MAX_KNOWLEDGE_FILE) if path.exists() else ""
+    old = (read_text_file(path, MAX_KNOWLEDGE_FILE, inside=settings.root)  # never a link out
+           if path.exists() else "")
     before = parse_knowledge(old, rel, kind) if old else None
     if before is not None:
         same = [e for e in before.entries if e.title.casefold() == title.casefold()]
@@ -68,9 +70,13 @@ def add_entry(settings: Settings, kind: str, title: str, text: str, *,
     after = parse_knowledge(new, rel, kind)
     added = [e for e in after.entries if e.title == title]
     count = len(before.entries) if before is not None else 0
-    if len(added) != 1 or len(after.entries) != count + 1 or after.problems:
+    if (len(added) != 1 or len(after.entries) != count + 1 or after.problems
+            or after.refused is not None):
         raise WrenmemError(f"{rel}: the entry would not read back as one {kind} (the file's "
                            "headings are nested otherwise): add it by hand")
+    outside = outside_reason(path, settings.root)  # a dangling link out: never written
+    if outside is not None:
+        raise WrenmemError(f"{rel}: {outside}")
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(path), new)
     return added[0]

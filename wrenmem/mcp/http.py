@@ -150,6 +150,11 @@ class Guard:
                                         f"(the token wrenmem mcp printed, or {TOKEN_ENV})",
                              [(b"www-authenticate", b'Bearer realm="wrenmem"')])
                 return
+        # Host names are case-insensitive (RFC 9110): `LOCALHOST:PORT` passed here, so the
+        # SDK's own (case-sensitive) check gets the lower-case spelling it was given too.
+        scope = dict(scope, headers=[
+            (k, v.lower()) if k.lower() in (b"host", b"origin") else (k, v)
+            for k, v in scope.get("headers", [])])
         await self.app(scope, receive, send)
 
 

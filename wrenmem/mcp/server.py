@@ -95,6 +95,9 @@ class _Server(MCPServer[Any]):
     whose argument errors are one line naming each argument and what it expects."""
 
     refresh_resources: Callable[[], None] | None = None
+    # Write tools this server does not offer -> why, and how to turn them on: a call to one
+    # is answered with that, not "Unknown tool".
+    withheld: dict[str, str] = {}
 
     async def list_resources(self) -> Any:
         if self.refresh_resources is not None:
@@ -115,6 +118,8 @@ class _Server(MCPServer[Any]):
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Any = None) -> Any:
+        if name in self.withheld and self._tool_manager.get_tool(name) is None:
+            raise ToolError(self.withheld[name])
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as e:
@@ -193,6 +198,7 @@ def build_server(memory: Memory, *, freshness: Freshness | None = None,
     server = _Server(
         name="wrenmem", title="wrenmem: SQL memory", version=__version__,
         instructions=_instructions(read_only, forget), log_level="WARNING")
+    server.withheld = _withheld(read_only, forget)
 
     @server.tool(annotations=ToolAnnotations(title="Recall similar NL→SQL pairs",
                                              **_read_only()))
@@ -424,6 +430,23 @@ def _uri(settings: Any, rel: str) -> str:
     knowledge folder); ``instructions.md`` -> ``wrenmem://instructions.md``."""
     root = settings.knowledge_root.strip("/") + "/"
     return KNOWLEDGE_URI + rel[len(root):] if rel.startswith(root) else "wrenmem://" + rel
+
+
+def _withheld(read_only: bool, forget: bool) -> dict[str, str]:
+    """The write tools a server started this way does not offer, each with why and how to
+    offer it (only the person starting the server can)."""
+    out: dict[str, str] = {}
+    if read_only:
+        out["store_query"] = ("store_query is not available: this server is read-only (it "
+                              "was started with `wrenmem mcp --read-only`); to let agents "
+                              "store pairs, start it without --read-only")
+    if not forget:
+        how = ("start it without --read-only and with --forget (or WRENMEM_MCP_FORGET=1)"
+               if read_only else "start it with --forget (or WRENMEM_MCP_FORGET=1)")
+        what = "this server is read-only" if read_only else "forgetting is off by default"
+        out["forget_query"] = (f"forget_query is not available: {what}; to let agents "
+                               f"delete pairs, {how}")
+    return out
 
 
 def _read_only() -> dict[str, Any]:

@@ -21,6 +21,7 @@ from wrenmem.errors import ManifestNotFoundError, SqlCheckError, WrenmemError
 from wrenmem.knowledge.entries import Entry
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.recall.hits import Hit
+from wrenmem.sql.draft import draft_note
 from wrenmem.watch.freshness import Freshness
 
 
@@ -174,6 +175,9 @@ class Tools:
                                              tags=tuple(tags or ()), min_score=min_score or 0.0,
                                              sql=sql or None)
             hits = result[0].hits
+            drafted = draft_note(sql, result[0].backend)  # a draft unused, or not parsed
+            if drafted is not None:
+                notes.append(drafted.replace(" (--sql)", ""))
             return {"question": question, "backend": result[0].backend,
                     "pairs": [_recalled(h) for h in hits], "notes": list(notes)}
 

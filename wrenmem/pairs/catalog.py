@@ -1,7 +1,8 @@
 """Every pair file of a project, read through a stat-keyed cache.
 
-A scan lists ``knowledge/sql/**/*.md``, and re-reads only the files whose (mtime, size,
-inode) changed since the last scan; the rest come from ``.wrenmem/catalog.bin``. Files
+A scan lists ``knowledge/sql/**/*.md``, and re-reads only the files whose (change time,
+size, inode) changed since the last scan (:func:`wrenmem.fs.fsutil.stat_key`: an edit whose
+mtime was put back still changes the ctime); the rest come from ``.wrenmem/catalog.bin``. Files
 modified within the last two seconds are re-hashed on the next scan too, because a
 same-size edit in the same clock tick would otherwise be missed.
 """
@@ -26,6 +27,7 @@ from wrenmem.fs.fsutil import (
     is_racy,
     os_error_reason,
     read_marshal,
+    stat_key,
     walk_files,
     write_marshal,
 )
@@ -35,7 +37,7 @@ from wrenmem.pairs.trust import settle
 from wrenmem.settings import MAX_PAIR_BYTES, Settings
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 5  # 5: the also: phrasings
+CACHE_VERSION = 6  # 5: the also: phrasings; 6: links out of the project refused
 SKIPPED_NAMES = {"readme.md"}
 
 
@@ -85,10 +87,11 @@ def iter_pair_files(folder: Path) -> Iterator[Path]:
             yield Path(entry.path)
 
 
-def read_pair_file(path: Path, rel: str, max_bytes: int = MAX_PAIR_BYTES
-                   ) -> tuple[Pair, str]:
-    """Read and parse one file; returns the pair and the sha256 of its bytes."""
-    data = read_pair_bytes(path, rel, max_bytes)
+def read_pair_file(path: Path, rel: str, max_bytes: int = MAX_PAIR_BYTES, *,
+                   inside: Path | None = None) -> tuple[Pair, str]:
+    """Read and parse one file; returns the pair and the sha256 of its bytes (``inside``:
+    the project's root, out of which no link is followed)."""
+    data = read_pair_bytes(path, rel, max_bytes, inside=inside)
     digest = hashlib.sha256(data).hexdigest()
     return parse_pair(decode_file(data, rel), rel), digest
 
@@ -304,14 +307,15 @@ def _entry(settings: Settings, path: Path, rel: str, cached: Any, now: float,
     if not stat.S_ISREG(st.st_mode):  # a FIFO would block, /dev/zero never end
         errors.append(PairError(rel, f"not a regular file: {file_kind(st.st_mode)}"))
         return None, False
-    key = (st.st_mtime_ns, st.st_size, st.st_ino)
+    key = stat_key(st)
     cached = _valid_entry(cached)
     if st.st_size > settings.max_pair_bytes:
-        return _read_entry(path, rel, key, True, None, settings.max_pair_bytes), False
+        return _read_entry(path, rel, key, True, None, settings.max_pair_bytes,
+                           settings.root), False
     if cached is not None and tuple(cached[0]) == key and not cached[3]:
         return cached, False
-    return _read_entry(path, rel, key, is_racy(st.st_mtime_ns, now), cached,
-                       settings.max_pair_bytes), True
+    return _read_entry(path, rel, key, is_racy(key[0], now), cached,
+                       settings.max_pair_bytes, settings.root), True
 
 
 def _collect(rel: str, entry: tuple[Any, ...], pairs: list[Pair], errors: list[PairError],
@@ -325,9 +329,10 @@ def _collect(rel: str, entry: tuple[Any, ...], pairs: list[Pair], errors: list[P
 
 
 def _read_entry(path: Path, rel: str, key: tuple[int, int, int], racy: bool,
-                cached: Any, max_bytes: int) -> tuple[Any, ...]:
-    try:
-        data = read_pair_bytes(path, rel, max_bytes)
+                cached: Any, max_bytes: int, root: Path) -> tuple[Any, ...]:
+    try:  # a link out of the project is an error entry: never read, never served (the
+        # paths come from walks that follow no linked folder: only the file may be a link)
+        data = read_pair_bytes(path, rel, max_bytes, inside=root, walked=True)
     except PairError as e:
         return (key, "", ("error", e.reason, e.line), True)
     digest = hashlib.sha256(data).hexdigest()

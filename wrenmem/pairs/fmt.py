@@ -53,7 +53,7 @@ def format_files(settings: Settings, paths: Iterable[Path] | None = None, *,
                                          "(wrenmem formats only its own pair files)"))
             continue
         try:
-            raw = read_pair_bytes(path, rel, settings.max_pair_bytes)
+            raw = read_pair_bytes(path, rel, settings.max_pair_bytes, inside=settings.root)
             pair = parse_pair(decode_file(raw, rel), rel)
         except PairError as e:
             broken.append(e)

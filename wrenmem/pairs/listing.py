@@ -2,10 +2,11 @@
 
 Every freshness check (a no-op sync, the catch-up sync before a one-shot recall, the grep
 snapshot's key) asks the same question: which pair files are there, and what is the stat
-key (mtime, size, inode) of each? :func:`walk` answers it for all of them, with the same
-rules as :func:`wrenmem.pairs.catalog.iter_pair_files` (hidden and ``~`` names skipped,
-``*.md`` only, no README, symlinked folders not followed, a symlinked file stat'ed through
-its link).
+key (change time, size, inode) of each (:func:`wrenmem.fs.fsutil.stat_key`: the ctime, which
+an edit whose mtime was put back still changes)? :func:`walk` answers it for all of them,
+with the same rules as :func:`wrenmem.pairs.catalog.iter_pair_files` (hidden and ``~``
+names skipped, ``*.md`` only, no README, symlinked folders not followed, a symlinked file
+stat'ed through its link).
 
 At 100,000 files, listing the folders costs as much again as the stats themselves. So the
 names found in each folder are kept in ``.wrenmem/pair-listing.bin`` with the folder's own
@@ -39,7 +40,14 @@ from pathlib import Path
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
-from wrenmem.fs.fsutil import RACY_SECONDS, read_marshal, walk_files, write_marshal
+from wrenmem.fs.fsutil import (
+    CHANGE_FIELD,
+    RACY_SECONDS,
+    read_marshal,
+    stat_key,
+    walk_files,
+    write_marshal,
+)
 from wrenmem.pairs.catalog import SKIPPED_NAMES
 from wrenmem.settings import Settings
 
@@ -65,7 +73,7 @@ class Listing:
 
     @property
     def newest_ns(self) -> int:
-        """The newest mtime of the files found (-1 when there are none)."""
+        """The newest change time of the files found (-1 when there are none)."""
         values = array("q")
         values.frombytes(self.keys)
         return max(values[0::3], default=-1)
@@ -110,12 +118,13 @@ class Listing:
                                          strict=True), strict=True) if k != MISSING}
 
     def racy(self, before: float) -> bool:
-        """Some file's mtime is too close to ``before`` for its stat to vouch for it."""
+        """Some file's change time is too close to ``before`` for its stat to vouch for
+        it."""
         return self.newest_ns >= (before - RACY_SECONDS) * 1e9
 
 
 def differing(a: bytes, b: bytes) -> list[int]:
-    """The positions of the (mtime, size, inode) keys that differ between two key strings
+    """The positions of the (change time, size, inode) keys that differ between two key strings
     of one listing (the same length): compared by blocks, each block in C."""
     out: list[int] = []
     block = 24 * 512
@@ -256,7 +265,7 @@ def walk(settings: Settings) -> Listing:
 
 
 def _stat_jobs(jobs: list[tuple[str, tuple[str, ...]]]) -> tuple[bytes, bool]:
-    """The (mtime, size, inode) keys of the names of each folder, in order, MISSING where a
+    """The (change time, size, inode) keys of the names of each folder, in order, MISSING where a
     stat fails; whether every one could be taken."""
     keys = array("q")
     extend = keys.extend
@@ -286,7 +295,7 @@ def _stat_jobs(jobs: list[tuple[str, tuple[str, ...]]]) -> tuple[bytes, bool]:
     return keys.tobytes(), complete
 
 
-_KEY = attrgetter("st_mtime_ns", "st_size", "st_ino")
+_KEY = attrgetter(CHANGE_FIELD, "st_size", "st_ino")  # fsutil.stat_key
 
 
 def _stat_each(names: list[str] | tuple[str, ...], stat: Callable[[str], os.stat_result],
@@ -301,7 +310,7 @@ def _stat_each(names: list[str] | tuple[str, ...], stat: Callable[[str], os.stat
             clean = False
             extend(MISSING)
             continue
-        extend((st.st_mtime_ns, st.st_size, st.st_ino))
+        extend(stat_key(st))
     return clean
 
 
@@ -333,7 +342,7 @@ def _plain_walk(settings: Settings, taken_at: float) -> Listing:
                 complete = False
                 keys.extend(MISSING)
                 continue
-            keys.extend((st.st_mtime_ns, st.st_size, st.st_ino))
+            keys.extend(stat_key(st))
     names = [tuple(found)]
     return Listing("", ("",), tuple(names), keys.tobytes(), _identity("", [""], names),
                    taken_at, complete)

@@ -54,11 +54,13 @@ MAX_ALIAS_NODES = 10_000
 
 
 def read_pair_bytes(path: str | Path, rel: str,
-                    max_bytes: int = MAX_PAIR_BYTES) -> bytes:
+                    max_bytes: int = MAX_PAIR_BYTES, *, inside: Path | None = None,
+                    walked: bool = False) -> bytes:
     """The bytes of a pair file; :class:`PairError` naming ``rel`` when it is not a regular
-    file (a FIFO, a device, a dangling link, a loop) or is larger than ``max_bytes``."""
+    file (a FIFO, a device, a dangling link, a loop), is larger than ``max_bytes`` or (with
+    ``inside``, the project's root) is a symbolic link that leads out of the project."""
     try:
-        return read_regular_file(path, max_bytes)
+        return read_regular_file(path, max_bytes, inside=inside, walked=walked)
     except UnreadableFileError as e:
         raise PairError(rel, e.reason) from e
     except OSError as e:

@@ -239,7 +239,7 @@ def find_pair(settings: Settings, target: str,
     for candidate in (Path(target), settings.root / target):
         if os.path.lexists(candidate) and not candidate.is_dir():  # a FIFO: say so
             return read_pair_file(candidate, settings.relpath(candidate),
-                                  settings.max_pair_bytes)[0]
+                                  settings.max_pair_bytes, inside=settings.root)[0]
     # Every pair asking this question, exactly or but for case, is among those
     # :func:`asking` reads (no scan of the catalog).
     found, by_case = matching_pairs(asking(settings, target), target)

@@ -19,6 +19,7 @@ from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
 from wrenmem.fs.fsutil import atomic_write_text, is_racy
 from wrenmem.lazy import lazy
+from wrenmem.fs.fsutil import stat_key as fs_stat_key
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.pairs.store import store_pair
@@ -61,11 +62,11 @@ def seed_pairs(settings: Settings) -> list[Pair]:
         st = path.stat()
     except OSError:
         return []
-    stat_key = [st.st_mtime_ns, st.st_size, st.st_ino]
+    stat_key = list(fs_stat_key(st))  # the change time: an mtime put back is seen
     cache_path = settings.state_dir / CACHE_FILE
     cache = _read_cache(cache_path)
     same_file = cache.get("manifest") == str(path)
-    racy = is_racy(st.st_mtime_ns)
+    racy = is_racy(stat_key[0])
     if same_file and cache.get("stat") == stat_key and not racy:
         pairs = _pairs(cache["seeds"])
         if pairs is not None:

@@ -161,7 +161,8 @@ def store_pair(settings: Settings, pair: Pair, *, folder: str = "",
             # Somebody owns that name: if it holds our question (a concurrent store of the
             # same question), update it; otherwise try the next suffix.
             try:
-                other, _digest = read_pair_file(target, rel, settings.max_pair_bytes)
+                other, _digest = read_pair_file(target, rel, settings.max_pair_bytes,
+                                                inside=settings.root)
             except PairError as e:
                 passed.append(e)
                 continue

@@ -34,7 +34,7 @@ from typing import Any
 
 from wrenmem.errors import PairError
 from wrenmem.fs import statedir
-from wrenmem.fs.fsutil import RACY_SECONDS, read_marshal, write_marshal
+from wrenmem.fs.fsutil import RACY_SECONDS, read_marshal, stat_key, write_marshal
 from wrenmem.pairs import listing
 from wrenmem.pairs.catalog import _pair_from_record, _pair_to_record
 from wrenmem.pairs.pairfile import Pair
@@ -72,9 +72,10 @@ def listing_key(settings: Settings) -> str | None:
              f"{settings.max_pair_bytes}\0{settings.seeds}\0{settings.manifest_path}"]
     try:
         st = os.stat(settings.manifest_path)
-        if now - st.st_mtime_ns / 1e9 < RACY_SECONDS:
+        changed, size, inode = stat_key(st)  # the ctime: an mtime put back is seen
+        if now - changed / 1e9 < RACY_SECONDS:
             return None
-        parts.append(f"manifest\0{st.st_mtime_ns}\0{st.st_size}\0{st.st_ino}")
+        parts.append(f"manifest\0{changed}\0{size}\0{inode}")
     except OSError:
         parts.append("no manifest")
     parts.append(walk.id)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.fs import statedir
-from wrenmem.fs.fsutil import is_racy, read_marshal, write_marshal
+from wrenmem.fs.fsutil import is_racy, read_marshal, stat_key, write_marshal
 from wrenmem.schema import items as item_format
 from wrenmem.schema import later
 from wrenmem.schema.describe import describe
@@ -173,8 +173,8 @@ def prepare(settings: Settings, path: Path) -> Prepared:
 
     try:
         st = path.stat()
-        key: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
-        if is_racy(st.st_mtime_ns):
+        key: tuple[int, int, int] | None = stat_key(st)  # ctime: an mtime put back is seen
+        if is_racy(stat_key(st)[0]):
             key = None  # a same-size edit within the clock tick would look unchanged
     except OSError:
         # raises the proper ManifestError

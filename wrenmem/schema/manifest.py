@@ -134,7 +134,7 @@ class KeptManifest:
     def load(self, path: Path, max_bytes: int) -> Manifest:
         try:
             st = path.stat()
-            key: tuple[Any, ...] = (str(path), st.st_size, st.st_mtime_ns)
+            key: tuple[Any, ...] = (str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         except OSError:
             return load_manifest(path, max_bytes=max_bytes)  # its error names the file
         if self._held is None or self._held[0] != key:

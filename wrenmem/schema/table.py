@@ -23,7 +23,7 @@ from typing import Any
 from wrenmem.embed.embedders import Embedder, get_embedder
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
-from wrenmem.fs.fsutil import atomic_write_text, is_racy
+from wrenmem.fs.fsutil import atomic_write_text, is_racy, stat_key
 from wrenmem.schema import items as item_format
 from wrenmem.schema import later, searchcopy
 from wrenmem.schema.cache import no_cyclic_gc, prepare
@@ -82,9 +82,10 @@ def _stat_key(path: Path) -> list[int] | None:
         st = path.stat()
     except OSError:
         return None
-    if is_racy(st.st_mtime_ns):
+    key = stat_key(st)  # the change time: an edit whose mtime was put back is seen
+    if is_racy(key[0]):
         return None  # a same-size edit within the clock tick would look unchanged
-    return [st.st_mtime_ns, st.st_size, st.st_ino]
+    return list(key)
 
 
 def read_state(settings: Settings) -> dict[str, Any]:

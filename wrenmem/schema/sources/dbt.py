@@ -437,7 +437,8 @@ def _str(value: Any) -> str:
 def _catalog_types(path: Path, warnings: list[str]) -> dict[str, dict[str, str]]:
     """Column types by unique id and lower-case column name, from ``catalog.json``."""
     try:
-        data = read_regular_file(path, _CATALOG_BYTES, "max_manifest_bytes")
+        data = read_regular_file(path, _CATALOG_BYTES, "max_manifest_bytes",
+                                 inside=path.parent)  # never a link out of its folder
     except FileNotFoundError:
         return {}
     except Exception as e:  # noqa: BLE001 - the catalog is optional: say so, read on
