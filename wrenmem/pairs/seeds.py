@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
 from wrenmem.fs.fsutil import atomic_write_text, is_racy
-from wrenmem.lazy import lazy
 from wrenmem.fs.fsutil import stat_key as fs_stat_key
+from wrenmem.lazy import lazy
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.pairs.store import store_pair
