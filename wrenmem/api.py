@@ -293,16 +293,17 @@ class Memory:
         return pairs_using(index, chosen, builtins.list(items), validator.dialect_of)
 
     def verify(self, paths: Iterable[str | Path], *, by: str | None = None,
-               force: bool = False) -> builtins.list[Verified]:
+               force: bool = False, progress: Callable[[int, int], None] | None = None
+               ) -> builtins.list[Verified]:
         """Mark pair files verified by ``by`` (default: git config user.name and email),
         recording the SQL's and the used schema items' fingerprints. A pair that does not
-        validate is refused unless ``force``."""
+        validate is refused unless ``force``. ``progress(done, total)``: files done."""
         from wrenmem.checks.review import reviewer_name, verify_pairs
 
         targets = [Path(p) if Path(p).is_absolute() else self._pair_path(str(p))
                    for p in paths]
         results = verify_pairs(self.settings, targets, by or reviewer_name(self.root),
-                               force=force)
+                               force=force, progress=progress)
         self._after_write([r.path for r in results if r.changed])
         return results
 
@@ -348,14 +349,19 @@ class Memory:
         return format_files(self.settings, self._named_files(paths), check=check)
 
     def import_(self, path: str | Path, *, mode: str = "skip", dry_run: bool = False,
-                force: bool = False) -> ImportReport:
+                force: bool = False, progress: Callable[[int, int], None] | None = None
+                ) -> ImportReport:
         """Import Wren's ``queries.yml``: each pair becomes a file (``skip``, ``upsert`` or
         ``overwrite`` existing questions). SQL that does not parse refuses the import
-        (:class:`ImportRefused`, nothing written) unless ``force``."""
+        (:class:`ImportRefused`, nothing written) unless ``force``. A project without its
+        knowledge folder is refused first, before any pair is read or checked.
+        ``progress(done, total)``: pairs checked."""
+        from wrenmem.pairs.catalog import require_knowledge_dir
         from wrenmem.pairs.exchange import import_pairs, read_queries_yml
 
+        require_knowledge_dir(self.settings)
         pairs = read_queries_yml(Path(path))
-        self._check_import(pairs, force)
+        self._check_import(pairs, force, progress)
         report = import_pairs(self.settings, pairs, mode, dry_run=dry_run, force=force)
         report.read = len(pairs)
         if not dry_run:
@@ -363,16 +369,19 @@ class Memory:
         return report
 
     def import_wren(self, path: str | Path, *, mode: str = "skip", dry_run: bool = False,
-                    force: bool = False, include_seed: bool = False
+                    force: bool = False, include_seed: bool = False,
+                    progress: Callable[[int, int], None] | None = None
                     ) -> tuple[ImportReport, WrenStore]:
         """Migrate a Wren memory store (its LanceDB folder, e.g. ``.wren/memory``): each pair
         becomes a file, as :meth:`import_` does with a ``queries.yml`` (Wren's ``export``).
         Seed rows are left out unless ``include_seed``. A second run changes nothing."""
+        from wrenmem.pairs.catalog import require_knowledge_dir
         from wrenmem.pairs.exchange import import_pairs
         from wrenmem.pairs.wren_store import read_wren_store
 
+        require_knowledge_dir(self.settings)
         store = read_wren_store(Path(path), include_seed=include_seed)
-        self._check_import(store.pairs, force)
+        self._check_import(store.pairs, force, progress)
         report = import_pairs(self.settings, store.pairs, mode, dry_run=dry_run, force=force)
         report.read = len(store.pairs)
         if not dry_run:
@@ -396,12 +405,15 @@ class Memory:
         """Every problem of the pair files: parse, SQL, and tables/columns of the manifest."""
         return self.validate_files(paths, schema=schema)[1]
 
-    def validate_files(self, paths: Iterable[str | Path] | None = None, *, schema: bool = True
+    def validate_files(self, paths: Iterable[str | Path] | None = None, *, schema: bool = True,
+                       progress: Callable[[int, int], None] | None = None
                        ) -> tuple[int, builtins.list[Problem]]:
-        """(files checked, problems): what the ``wrenmem-validate`` hook reports."""
+        """(files checked, problems): what the ``wrenmem-validate`` hook reports.
+        ``progress(done, total)``: pair files checked."""
         from wrenmem.checks.validate import validate_files
 
-        return validate_files(self.settings, self._named_files(paths), check_schema=schema)
+        return validate_files(self.settings, self._named_files(paths), check_schema=schema,
+                              progress=progress)
 
     def _named_files(self, paths: Iterable[str | Path] | None) -> builtins.list[Path] | None:
         """Files a caller named, as ``verify``, ``forget`` and ``show`` take them: a relative
@@ -480,7 +492,8 @@ class Memory:
 
     def evaluate(self, *, backends: Sequence[str] = ("grep", "vector", "hybrid"),
                  fusions: Sequence[str] = ("learned", "rrf", "linear"), k: int = 5,
-                 limit: int = 0, misses: bool = False) -> dict[str, Any]:
+                 limit: int = 0, misses: bool = False,
+                 progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """The memory measured on its own pairs (``wrenmem eval``): leave-one-out over
         phrasings that share a SQL (*answered before*) and over SQLs that share a skeleton
         (*new question*), and the questions of the gold file ``<knowledge_root>/eval.json``
@@ -491,7 +504,7 @@ class Memory:
         ``limit`` caps the probes of each task (0: all); with ``misses``, ``"misses"`` lists
         the questions the default run did not answer right first
         (:func:`wrenmem.recall.evaluate.miss`). Writes nothing but the index (brought up to
-        date first)."""
+        date first). ``progress(done, total)``: questions asked, over every run."""
         from dataclasses import replace
 
         from wrenmem.pairs.catalog import scan
@@ -520,6 +533,8 @@ class Memory:
         names = [n for n in backends if n == "grep" or indexed]
         if any(n != "grep" for n in names):
             self.sync()
+        runs_asked = sum(len(fusions) if n == "hybrid" else 1 for n in names)
+        asked = [0, runs_asked * len(probes)]  # questions asked, of all runs
         for name in names:
             for fusion in (fusions if name == "hybrid" else ("",)):
                 settings = replace(self.settings, backend=name,
@@ -529,6 +544,9 @@ class Memory:
                     filters = Filters(exclude=probe.exclude)
                     [result] = self.recaller.recall([probe.question], k, filters,
                                                     settings=settings, sync=False)
+                    asked[0] += 1
+                    if progress is not None:
+                        progress(*asked)
                     return [(h.score, h) for h in result.hits]
 
                 run_name = f"{name}:{fusion}" if fusion else name
@@ -656,7 +674,8 @@ class Memory:
         found: Validator = prepared["validator"]
         return found
 
-    def _check_import(self, pairs: Sequence[Pair], force: bool) -> None:
+    def _check_import(self, pairs: Sequence[Pair], force: bool,
+                      progress: Callable[[int, int], None] | None = None) -> None:
         """Refuse an import with SQL that writes (always), or that the manifest or the
         engine rejects (unless ``force``); parse problems are ``import_pairs``' to report."""
         from wrenmem.pairs.exchange import ImportRefused
@@ -674,6 +693,8 @@ class Memory:
                     writes.append(line)
                 elif kind in ("schema", "engine"):
                     rejected.append(line)
+            if progress is not None:
+                progress(n, len(pairs))
         if writes:
             raise ImportRefused(writes, "SQL that writes (the allow_writes setting accepts it)")
         if rejected and not force:

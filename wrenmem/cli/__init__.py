@@ -81,7 +81,7 @@ def cli(ctx: click.Context, project: str | None, verbose: int) -> None:
     """Memory for text-to-SQL agents: NL→SQL pairs as Markdown files in git, recalled on demand,
     with schema context from a Wren MDL manifest."""
     log_to_stderr(verbose)
-    ctx.obj = {"project": project}
+    ctx.obj = {"project": project, "verbose": verbose}
 
 
 def main(argv: list[str] | None = None) -> None:

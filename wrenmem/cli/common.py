@@ -21,6 +21,19 @@ output_option = click.option("-o", "--output", "output", type=click.Choice(["jso
                              help="json (as --json) or table (the default text), as in Wren.")
 
 
+# Commands that write many files name each one up to this many; past it, counts (-v: all).
+LIST_AT_MOST = 20
+verbose_option = click.option("-v", "--verbose", "verbose", count=True,
+                              help=f"Name every file (past {LIST_AT_MOST}, only counts).")
+
+
+def list_each(ctx: click.Context, verbose: int, count: int) -> bool:
+    """Whether a command names each of ``count`` files: a few, or when asked with ``-v``
+    (the command's own or the global one, ``wrenmem -v …``)."""
+    root_obj = ctx.find_root().obj or {}
+    return count <= LIST_AT_MOST or verbose + int(root_obj.get("verbose") or 0) > 0
+
+
 def get_settings(ctx: click.Context, **overrides: Any) -> Settings:
     """Settings for this command: flags given here override env, wrenmem.toml and defaults."""
     root_obj = ctx.find_root().obj or {}

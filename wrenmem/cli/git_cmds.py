@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from wrenmem.cli.common import emit_json, get_memory, get_settings, json_option, warn
+from wrenmem.cli.progress import Progress
 from wrenmem.git.diff import render_github, render_markdown, render_text, summary_line
 from wrenmem.git.hooks import (
     HOOK_NAMES,
@@ -162,7 +163,10 @@ def validate(ctx: click.Context, files: tuple[Path, ...], no_schema: bool, fmt: 
     `ignore` setting accepts codes project-wide.
     """
 
-    count, problems = get_memory(ctx).validate_files(files or None, schema=not no_schema)
+    memory = get_memory(ctx)
+    with Progress("validate") as shown:
+        count, problems = memory.validate_files(files or None, schema=not no_schema,
+                                                progress=shown.counter("files checked"))
     errors = [p for p in problems if p.is_error]
     if as_json:
         emit_json({"files": count, "ok": not errors,
