@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -313,8 +314,23 @@ def read_config_file(root: Path) -> dict[str, Any]:
             table[name] = table.pop(alias)
     unknown = sorted(set(table) - set(SETTINGS))
     if unknown:
-        raise SettingsError(f"{path}: unknown setting(s): {', '.join(unknown)}")
+        raise SettingsError(f"{path}: " + "; ".join(
+            _unknown_setting(name, raw) for name in unknown))
     return table
+
+
+def _unknown_setting(name: str, raw: bytes) -> str:
+    """``line 3: unknown setting 'backnd' (did you mean 'backend'?)`` (difflib over every
+    setting name and alias); the line where the key is written, when it is found."""
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted({*SETTINGS, *ALIASES}), n=2, cutoff=0.6)
+    key = re.compile(rf"^\s*['\"]?{re.escape(name)}['\"]?\s*=")
+    lines = raw.decode("utf-8-sig", "replace").splitlines()
+    line = next((n for n, text in enumerate(lines, 1) if key.match(text)), None)
+    return ((f"line {line}: " if line else "") + f"unknown setting {name!r}"
+            + (f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else
+               " (every setting: docs/settings.md)"))
 
 
 def load_settings(

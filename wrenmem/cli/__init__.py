@@ -8,6 +8,7 @@ import sys
 import click
 
 from wrenmem import __version__
+from wrenmem.cli.common import SuggestingGroup
 from wrenmem.errors import WrenmemError, log_to_stderr
 
 # Command name -> module of wrenmem.cli that defines it (in its COMMANDS list). Modules are
@@ -28,7 +29,7 @@ COMMAND_MODULES: dict[str, str] = {
 }
 
 
-class WrenmemGroup(click.Group):
+class WrenmemGroup(SuggestingGroup):
     """Loads command modules on first use, and turns library errors into one
     ``error: ...`` line on stderr and exit status 1."""
 

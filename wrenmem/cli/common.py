@@ -52,6 +52,29 @@ def get_memory(ctx: click.Context, **overrides: Any) -> Memory:
     return Memory.from_settings(get_settings(ctx, **overrides), use_daemon=True, notify=warn)
 
 
+class SuggestingGroup(click.Group):
+    """A group whose mistyped command says the close names: ``wrenmem sotre`` asks "did
+    you mean 'store'?" (difflib, over every command, loaded or not)."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = str(args[0]) if args else ""
+        if (name and not name.startswith("-") and not ctx.resilient_parsing
+                and self.get_command(ctx, name) is None):
+            hint = close_names(name, self.list_commands(ctx))
+            raise click.UsageError(f"No such command {name!r}.{hint}", ctx)
+        return super().resolve_command(ctx, args)
+
+
+def close_names(name: str, known: Iterable[str]) -> str:
+    """`` Did you mean 'a' or 'b'?`` for the names of ``known`` close to ``name`` (else
+    ``""``): what a mistyped command, option or setting says."""
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(set(known)), n=3, cutoff=0.6)
+    return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
 def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False))
 

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from wrenmem.cli.common import emit_json, get_memory, get_settings, json_option, warn
+from wrenmem.cli.common import (
+    SuggestingGroup,
+    emit_json,
+    get_memory,
+    get_settings,
+    json_option,
+    warn,
+)
 from wrenmem.cli.progress import Progress
 from wrenmem.git.diff import render_github, render_markdown, render_text, summary_line
 from wrenmem.git.hooks import (
@@ -24,7 +31,7 @@ from wrenmem.git.hooks import (
 from wrenmem.watch.client import watcher_sync
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def hooks() -> None:
     """Git hooks that sync the index after checkout, merge, rebase, commit, reset and stash."""
 
