@@ -35,6 +35,7 @@ demo: $(VENV)/.demo
 	$(VENV)/bin/wrenmem sync
 	$(VENV)/bin/wrenmem recall -k 3 -q "What was our revenue per month?" -q "哪些商品从未被下单？"
 	$(VENV)/bin/wrenmem fetch --threshold 0 -k 1 -q "What was our average order value last month?"
+	@echo "wrenmem is in $(VENV)/bin: '. $(VENV)/bin/activate' puts it on PATH (README: A tour)"
 
 # --dist loadscope keeps a module's tests on one worker, so its module fixtures are built once.
 # The serial run exits 5 when no test is marked serial: that is not a failure.

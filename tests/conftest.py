@@ -44,8 +44,9 @@ SYSTEM_FILES = frozenset({
     "test_ci_workflow", "test_cli", "test_cli_progress", "test_cli_quiet", "test_copy_job",
     "test_daemon", "test_docs", "test_duplicates", "test_exchange", "test_githooks",
     "test_index_cmds", "test_journal", "test_knowledge", "test_mcp", "test_mcp_http",
-    "test_newuser_files", "test_newuser_shared_folder", "test_precommit", "test_recall_copy",
-    "test_schema_cmds", "test_schema_copy", "test_security", "test_small_writes",
+    "test_newuser_files", "test_newuser_shared_folder", "test_precommit", "test_quickstart",
+    "test_recall_copy", "test_schema_cmds", "test_schema_copy", "test_security",
+    "test_small_writes",
     "test_team_index", "test_validate", "test_version_stamp", "test_watch_cmds",
 })
 SERIAL_FILES: frozenset[str] = frozenset()
