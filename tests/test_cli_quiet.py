@@ -31,6 +31,7 @@ def test_a_big_import_prints_counts_and_its_progress(project: Path, tmp_path: Pa
     assert f"{MANY} file(s) written or deleted, not named one by one (-v names them)" \
         in quiet.stderr
     assert f"import: {MANY}/{MANY} pairs checked (100%)" in quiet.stderr, quiet.stderr
+    assert f"import: {MANY}/{MANY} files written (100%)" in quiet.stderr, quiet.stderr
     assert len(list((project / "knowledge" / "sql").glob("*.md"))) == MANY
 
 
@@ -115,3 +116,15 @@ def test_a_refused_verification_is_named_among_many(project: Path) -> None:
         "not verified: knowledge/sql/bad.md",
         f"verified: {MANY} pair(s), 0 already verified, 1 not verified (-v names each)"]
     assert "verified_by" not in bad.read_text()
+
+
+def test_a_wren_store_import_without_init_fails_before_reading_it(tmp_path: Path) -> None:
+    """Before, the store was opened first: a folder that is no Wren store said that, and
+    the missing project came only after."""
+    empty = tmp_path / "empty"
+    (empty / ".git").mkdir(parents=True)
+    not_a_store = tmp_path / "memory"
+    not_a_store.mkdir()
+    result = run_wrenmem(["import", "--from-wren", str(not_a_store)], empty)
+    assert result.returncode == 1
+    assert "run `wrenmem init`" in result.stderr.splitlines()[-1], result.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -164,3 +165,20 @@ def test_shell_completion_is_what_the_docs_say(project: Path, shell_path: dict[s
                                "COMP_WORDS": "wrenmem sto", "COMP_CWORD": "1"})
     assert done.stdout.split() == ["plain,store"]
     assert '"$(_WRENMEM_COMPLETE=bash_source wrenmem)"' in README.read_text(encoding="utf-8")
+
+
+def test_the_demo_fetch_shows_the_examples_rule_caveat_and_term(example_project: Path) -> None:
+    """`make demo`'s fetch, as the Makefile runs it, on the bundled example: its rule, its
+    caveat and its glossary term come with the schema items."""
+    recipe = (REPO / "Makefile").read_text(encoding="utf-8")
+    [line] = [x.strip() for x in recipe.splitlines() if x.strip().startswith(
+        "$(VENV)/bin/wrenmem fetch")]
+    args = shlex.split(line)[1:]
+    result = run_wrenmem(args, example_project)
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert "## Business rules and caveats" in text
+    assert "Revenue excludes cancelled and returned orders" in text  # knowledge/rules/
+    assert "Coupons before March 2024 are not recorded" in text      # knowledge/caveats/
+    assert "## Glossary terms in this question\n\n### AOV" in text    # knowledge/glossary/
+    assert "average_order_value" in text  # and the schema item it searched for

@@ -349,20 +349,21 @@ class Memory:
         return format_files(self.settings, self._named_files(paths), check=check)
 
     def import_(self, path: str | Path, *, mode: str = "skip", dry_run: bool = False,
-                force: bool = False, progress: Callable[[int, int], None] | None = None
-                ) -> ImportReport:
+                force: bool = False, progress: Callable[[int, int], None] | None = None,
+                written: Callable[[int, int], None] | None = None) -> ImportReport:
         """Import Wren's ``queries.yml``: each pair becomes a file (``skip``, ``upsert`` or
         ``overwrite`` existing questions). SQL that does not parse refuses the import
         (:class:`ImportRefused`, nothing written) unless ``force``. A project without its
         knowledge folder is refused first, before any pair is read or checked.
-        ``progress(done, total)``: pairs checked."""
+        ``progress(done, total)``: pairs checked; ``written(done, total)``: files written."""
         from wrenmem.pairs.catalog import require_knowledge_dir
         from wrenmem.pairs.exchange import import_pairs, read_queries_yml
 
         require_knowledge_dir(self.settings)
         pairs = read_queries_yml(Path(path))
         self._check_import(pairs, force, progress)
-        report = import_pairs(self.settings, pairs, mode, dry_run=dry_run, force=force)
+        report = import_pairs(self.settings, pairs, mode, dry_run=dry_run, force=force,
+                              progress=written)
         report.read = len(pairs)
         if not dry_run:
             self._after_write([*report.created, *report.updated, *report.deleted])
@@ -370,7 +371,8 @@ class Memory:
 
     def import_wren(self, path: str | Path, *, mode: str = "skip", dry_run: bool = False,
                     force: bool = False, include_seed: bool = False,
-                    progress: Callable[[int, int], None] | None = None
+                    progress: Callable[[int, int], None] | None = None,
+                    written: Callable[[int, int], None] | None = None
                     ) -> tuple[ImportReport, WrenStore]:
         """Migrate a Wren memory store (its LanceDB folder, e.g. ``.wren/memory``): each pair
         becomes a file, as :meth:`import_` does with a ``queries.yml`` (Wren's ``export``).
@@ -382,7 +384,8 @@ class Memory:
         require_knowledge_dir(self.settings)
         store = read_wren_store(Path(path), include_seed=include_seed)
         self._check_import(store.pairs, force, progress)
-        report = import_pairs(self.settings, store.pairs, mode, dry_run=dry_run, force=force)
+        report = import_pairs(self.settings, store.pairs, mode, dry_run=dry_run, force=force,
+                              progress=written)
         report.read = len(store.pairs)
         if not dry_run:
             self._after_write([*report.created, *report.updated, *report.deleted])

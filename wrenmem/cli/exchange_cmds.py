@@ -68,13 +68,15 @@ def import_cmd(ctx: click.Context, file: str | None, from_wren: str | None,
     memory.notify = notes.append
     store: WrenStore | None = None
 
-    def run(dry: bool, progress: Callable[[int, int], None] | None = None) -> ImportReport:
+    def run(dry: bool, shown: Progress | None = None) -> ImportReport:
         nonlocal store
+        steps: dict[str, Callable[[int, int], None]] = {} if shown is None else {
+            "progress": shown.counter("pairs checked"),
+            "written": shown.counter("files written")}
         if from_wren is None:
-            return memory.import_(file or "", mode=mode, dry_run=dry, force=force,
-                                  progress=progress)
+            return memory.import_(file or "", mode=mode, dry_run=dry, force=force, **steps)
         report, store = memory.import_wren(from_wren, mode=mode, dry_run=dry, force=force,
-                                           include_seed=include_seed, progress=progress)
+                                           include_seed=include_seed, **steps)
         return report
 
     if overwrite and not dry_run and not yes:
@@ -88,7 +90,7 @@ def import_cmd(ctx: click.Context, file: str | None, from_wren: str | None,
             click.confirm(f"Delete {len(doomed)} pair file(s) and import?", abort=True,
                           err=True)
     with Progress("import") as shown:
-        report = run(dry_run, shown.counter("pairs checked"))
+        report = run(dry_run, shown)
     note = "; ".join(notes) or None
     wren = None if store is None else {
         "rows": store.rows, "seeds_left_out": store.seeds, "empty_rows": store.empty,
