@@ -68,7 +68,7 @@ class SuggestingGroup(click.Group):
 
 def close_names(name: str, known: Iterable[str]) -> str:
     """`` Did you mean 'a' or 'b'?`` for the names of ``known`` close to ``name`` (else
-    ``""``): what a mistyped command, option or setting says."""
+    ``""``): what a mistyped command says (a setting's, in wrenmem.settings, is its own)."""
     import difflib
 
     close = difflib.get_close_matches(name, sorted(set(known)), n=3, cutoff=0.6)
