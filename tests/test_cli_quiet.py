@@ -128,3 +128,18 @@ def test_a_wren_store_import_without_init_fails_before_reading_it(tmp_path: Path
     result = run_wrenmem(["import", "--from-wren", str(not_a_store)], empty)
     assert result.returncode == 1
     assert "run `wrenmem init`" in result.stderr.splitlines()[-1], result.stderr
+
+
+def test_eval_shows_the_texts_its_sync_embeds_then_the_questions(project: Path) -> None:
+    for n in range(30):
+        write_pair(project, f"q{n}.md", f"How many orders of customer {n}?",
+                   f"SELECT COUNT(*) FROM orders WHERE customer_id = {n}")
+    measured = run_wrenmem(["eval", "--backends", "vector", "--json"], project,
+                           env={**ASKED, "WRENMEM_BACKEND": "vector"})
+    assert measured.returncode == 0, measured.stderr
+    lines = measured.stderr.splitlines()
+    embedded = [n for n, line in enumerate(lines) if "30/30 texts embedded (100%)" in line]
+    asked = sum(json.loads(measured.stdout)["probes"].values())
+    questions = [n for n, line in enumerate(lines)
+                 if f"{asked}/{asked} questions asked (100%)" in line]
+    assert embedded and questions and embedded[0] < questions[0], measured.stderr

@@ -496,7 +496,8 @@ class Memory:
     def evaluate(self, *, backends: Sequence[str] = ("grep", "vector", "hybrid"),
                  fusions: Sequence[str] = ("learned", "rrf", "linear"), k: int = 5,
                  limit: int = 0, misses: bool = False,
-                 progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                 progress: Callable[[int, int], None] | None = None,
+                 embedded: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """The memory measured on its own pairs (``wrenmem eval``): leave-one-out over
         phrasings that share a SQL (*answered before*) and over SQLs that share a skeleton
         (*new question*), and the questions of the gold file ``<knowledge_root>/eval.json``
@@ -507,7 +508,8 @@ class Memory:
         ``limit`` caps the probes of each task (0: all); with ``misses``, ``"misses"`` lists
         the questions the default run did not answer right first
         (:func:`wrenmem.recall.evaluate.miss`). Writes nothing but the index (brought up to
-        date first). ``progress(done, total)``: questions asked, over every run."""
+        date first). ``progress(done, total)``: questions asked, over every run;
+        ``embedded(done, total)``: the texts that sync embeds first."""
         from dataclasses import replace
 
         from wrenmem.pairs.catalog import scan
@@ -535,7 +537,7 @@ class Memory:
         indexed = choose_backend(replace(self.settings, backend="auto")) != "grep"
         names = [n for n in backends if n == "grep" or indexed]
         if any(n != "grep" for n in names):
-            self.sync()
+            self.sync(progress=embedded)
         runs_asked = sum(len(fusions) if n == "hybrid" else 1 for n in names)
         asked = [0, runs_asked * len(probes)]  # questions asked, of all runs
         for name in names:

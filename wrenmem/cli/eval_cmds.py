@@ -65,7 +65,8 @@ def eval_(ctx: click.Context, backends: str, fusions: str, limit: int,
                 + (f" and fusion {fusion}" if fusion else "") + ", or leave the option out")
     with Progress("eval") as shown:
         report = memory.evaluate(backends=backend_names, fusions=fusion_names, limit=limit,
-                                 misses=misses, progress=shown.counter("questions asked"))
+                                 misses=misses, progress=shown.counter("questions asked"),
+                                 embedded=shown)
     failed = []
     default = report["runs"].get(report["default"], {})
     if fail_under is not None and not default and not report["nothing_to_measure"]:
