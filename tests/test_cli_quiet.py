@@ -4,6 +4,7 @@ line per file, and a missing project refused before any of the work (issue 41 it
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from conftest import run_wrenmem, write_pair
@@ -143,3 +144,15 @@ def test_eval_shows_the_texts_its_sync_embeds_then_the_questions(project: Path) 
     questions = [n for n, line in enumerate(lines)
                  if f"{asked}/{asked} questions asked (100%)" in line]
     assert embedded and questions and embedded[0] < questions[0], measured.stderr
+
+
+def test_a_first_fetch_search_shows_the_schema_items_it_embeds(example_project: Path) -> None:
+    first = run_wrenmem(["fetch", "-q", "revenue per store", "--threshold", "0", "--json"],
+                        example_project, env=ASKED)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["strategy"] == "search"
+    assert re.search(r"^fetch: (\d+)/\1 schema items embedded \(100%\)", first.stderr, re.M), \
+        first.stderr
+    again = run_wrenmem(["fetch", "-q", "revenue per store", "--threshold", "0"],
+                        example_project, env=ASKED)
+    assert again.returncode == 0 and "schema items embedded" not in again.stderr  # nothing new
