@@ -70,7 +70,7 @@ def test_the_readme_tour_runs_as_written_in_an_empty_folder(tmp_path: Path,
     steps = tour_steps()
     assert steps[0].startswith("git init") and len(steps) > 10
     outputs: dict[str, str] = {}
-    # one shell for the whole tour, as a reader types it (its `export` holds for the rest);
+    # one shell for the whole tour, as a reader types it (in one terminal);
     # each step's output to its own files, and the first failing step stops it, by number
     script = ["set -u"]
     for n, step in enumerate(steps):
