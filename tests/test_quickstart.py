@@ -182,3 +182,14 @@ def test_the_demo_fetch_shows_the_examples_rule_caveat_and_term(example_project:
     assert "Coupons before March 2024 are not recorded" in text      # knowledge/caveats/
     assert "## Glossary terms in this question\n\n### AOV" in text    # knowledge/glossary/
     assert "average_order_value" in text  # and the schema item it searched for
+
+
+def test_a_mistyped_setting_variable_is_said_not_ignored_silently(project: Path) -> None:
+    result = run_wrenmem(["status", "--json"], project,
+                         env={"WRENMEM_BACKNED": "grep", "WRENMEM_PROGRESS": "0"})
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "wrenmem: WRENMEM_BACKNED is not a setting, so it is ignored: did you mean "
+        "WRENMEM_BACKEND?"]
+    assert json.loads(result.stdout)  # the command ran, its JSON on stdout; and
+    # WRENMEM_PROGRESS, a variable that is no setting either, is far from every name: silent

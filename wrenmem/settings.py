@@ -373,10 +373,32 @@ def load_settings(
         except ValueError as e:
             raise SettingsError(f"setting {name!r} from {origin}: {e}") from e
         origins[name] = origin
+    _warn_mistyped_env(environ)
     check_state_dir(root)  # first: a .wrenmem link is the reason the index path leads out
     for name in PROJECT_PATHS:
         _require_inside(root, name, values[FIELDS.get(name, name)], origins[name])
     return Settings(root=root, origins=origins, **values)
+
+
+# wrenmem's own variables that are not settings yet close to one's name (the git hooks').
+NOT_SETTINGS = frozenset({"WRENMEM_BACKGROUND"})
+
+
+def _warn_mistyped_env(environ: Mapping[str, str]) -> None:
+    """A warning for a ``WRENMEM_*`` variable that names no setting but nearly names one
+    (``WRENMEM_BACKNED``): it would be ignored without a word. Other variables of that
+    prefix (``WRENMEM_PROJECT``, ``WRENMEM_PROGRESS``…) are far from every setting's name."""
+    import difflib
+
+    names = sorted({*SETTINGS, *ALIASES})
+    for variable in environ:
+        if (not variable.startswith("WRENMEM_") or variable[8:].lower() in names
+                or variable in NOT_SETTINGS):
+            continue
+        close = difflib.get_close_matches(variable[8:].lower(), names, n=1, cutoff=0.8)
+        if close:
+            _warn_once(f"{variable} is not a setting, so it is ignored: did you mean "
+                       f"WRENMEM_{close[0].upper()}?")
 
 
 def _warn_once(message: str) -> None:
