@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   create .venv, install wrenmem with its index extra only (no torch), index and
-#               query the example knowledge base
+#               query the example knowledge base (recall, and fetch with its rules and glossary)
 #   make test   create .venv, install wrenmem with test tools, run the whole test suite:
 #               in parallel (TEST_WORKERS processes, pytest-xdist), then the `serial` tests
 #               alone in one process (docs/testing.md)
@@ -34,6 +34,8 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.demo
 	$(VENV)/bin/wrenmem sync
 	$(VENV)/bin/wrenmem recall -k 3 -q "What was our revenue per month?" -q "哪些商品从未被下单？"
+	$(VENV)/bin/wrenmem fetch --threshold 0 -k 1 -q "What was our average order value last month?"
+	@echo "wrenmem is in $(VENV)/bin: '. $(VENV)/bin/activate' puts it on PATH (README: A tour)"
 
 # --dist loadscope keeps a module's tests on one worker, so its module fixtures are built once.
 # The serial run exits 5 when no test is marked serial: that is not a failure.

@@ -41,12 +41,13 @@ UNIT_FILES = frozenset({
     "test_schema_items", "test_seeds", "test_slug", "test_suite_build",
 })
 SYSTEM_FILES = frozenset({
-    "test_branch_flip", "test_ci_workflow", "test_cli", "test_cli_progress", "test_copy_job",
-    "test_daemon", "test_docs", "test_duplicates", "test_exchange", "test_githooks",
-    "test_index_cmds", "test_journal", "test_knowledge", "test_links_out", "test_mcp",
-    "test_mcp_http", "test_newuser_files", "test_newuser_shared_folder",
-    "test_pair_ignore_flagged", "test_precommit", "test_recall_copy", "test_round3_ux",
-    "test_schema_cmds", "test_schema_copy", "test_security", "test_service", "test_small_writes",
+    "test_branch_flip", "test_ci_workflow", "test_cli", "test_cli_progress", "test_cli_quiet",
+    "test_copy_job", "test_daemon", "test_docs", "test_duplicates", "test_exchange",
+    "test_githooks", "test_index_cmds", "test_journal", "test_knowledge", "test_links_out",
+    "test_mcp", "test_mcp_http", "test_newuser_files", "test_newuser_shared_folder",
+    "test_pair_ignore_flagged", "test_precommit", "test_quickstart", "test_recall_copy",
+    "test_round3_ux", "test_schema_cmds", "test_schema_copy", "test_security", "test_service",
+    "test_small_writes",
     "test_team_index", "test_validate", "test_version_stamp", "test_watch_cmds",
 })
 SERIAL_FILES: frozenset[str] = frozenset()
@@ -112,6 +113,7 @@ def isolate(monkeypatch: pytest.MonkeyPatch, home: Path, model_cache: Path) -> N
     for name in list(os.environ):
         if name.startswith("WRENMEM_"):
             monkeypatch.delenv(name)
+    monkeypatch.delenv("CI", raising=False)  # a CI log gets progress lines: asked for by name
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(model_cache))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")

@@ -23,9 +23,56 @@ def test_a_counting_step_on_a_terminal_is_redrawn_in_place() -> None:
     progress(10, 10)
     progress.close()
     out = stream.getvalue()
-    assert out.startswith("\rsync: 3/10 texts embedded (30%), 0 s")
-    assert "\rsync: 10/10 texts embedded (100%), 0 s" in out
+    assert out.startswith("\rsync: [######..............] 3/10 texts embedded (30%), 0 s")
+    assert "\rsync: [####################] 10/10 texts embedded (100%), 0 s" in out
     assert out.endswith("\n") and out.count("\n") == 1
+
+
+def test_each_counting_step_has_its_unit_and_its_own_pace(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step in other units (files checked, questions asked) says so, and the time left is
+    guessed from that step's pace, not from the seconds of the steps before it."""
+    clock = [100.0]
+    monkeypatch.setattr("wrenmem.cli.progress.time.monotonic", lambda: clock[0])
+    log = io.StringIO()
+    progress = Progress("eval", stream=log, after=0, enabled=True)
+    clock[0] += 30  # 30 s of loading and embedding first
+    progress(8, 8)
+    asked = progress.counter("questions asked")
+    asked(0, 400)
+    clock[0] += 10
+    asked(100, 400)  # 10 s for 100: 30 s left
+    clock[0] += 1
+    asked(400, 400)
+    progress.close()
+    assert log.getvalue().splitlines() == [
+        "eval: 8/8 texts embedded (100%), 30 s",  # (0/400 at once: not a line of its own)
+        "eval: 100/400 questions asked (25%), 40 s, about 30 s left",
+        "eval: 400/400 questions asked (100%), 41 s"]
+
+
+def test_a_finished_step_shows_its_count_while_the_rest_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [0.0]
+    monkeypatch.setattr("wrenmem.cli.progress.time.monotonic", lambda: clock[0])
+    screen = Terminal()
+    progress = Progress("import", stream=screen, after=0)
+    progress.counter("pairs checked")(5000, 5000)
+    clock[0] += 6
+    progress._draw()  # what the ticker draws while the files are written
+    progress.close()
+    assert screen.getvalue().endswith("\rimport: 5000 pairs checked, 6 s"
+                                      + " " * 35 + "\n")
+
+
+def test_a_ci_log_gets_plain_lines_unless_told_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    assert wanted(io.StringIO())
+    monkeypatch.setenv(PROGRESS_ENV, "0")
+    assert not wanted(io.StringIO())
+    monkeypatch.delenv(PROGRESS_ENV)
+    monkeypatch.setenv("CI", "false")
+    assert not wanted(io.StringIO())
 
 
 def test_nothing_before_the_first_second_or_when_not_wanted() -> None:

@@ -49,7 +49,12 @@ def test_small_schema_is_returned_whole(settings: Settings, fake: RecordingEmbed
     assert result.strategy == "full" and result.method == "full"
     assert result.schema == describe(load_manifest(settings.manifest_path))
     assert result.characters == len(result.schema) <= 30000
-    assert result.render() == result.schema
+    # the example's rule and caveat follow the schema (all of them: their text is small)
+    rendered = result.render()
+    assert rendered.startswith(result.schema)
+    assert rendered[len(result.schema):].lstrip().startswith("## Business rules and caveats")
+    assert "Revenue excludes cancelled and returned orders" in rendered
+    assert "Coupons before March 2024 are not recorded" in rendered
     assert fake.calls == []  # no model needed
     assert not (settings.state_dir / "schema_index.json").exists()
     filtered = fetch(settings, "x", model="orders")

@@ -340,7 +340,7 @@ def test_install_never_loses_a_foreign_hook(repo: Path, cli) -> None:
 def test_not_a_git_repository(project: Path, cli) -> None:
     result = cli("hooks", "install", root=project)
     assert result.exit_code == 1
-    assert "not inside a git repository" in result.output
+    assert "not inside a git repository: run `git init` there first" in result.output
 
 
 def test_render_hook_quotes_paths() -> None:

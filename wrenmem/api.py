@@ -236,14 +236,15 @@ class Memory:
         return checks_uses.pairs_using(index, chosen, builtins.list(items), validator.dialect_of)
 
     def verify(self, paths: Iterable[str | Path], *, by: str | None = None,
-               force: bool = False) -> builtins.list[Verified]:
+               force: bool = False, progress: Callable[[int, int], None] | None = None
+               ) -> builtins.list[Verified]:
         """Mark pair files verified by ``by`` (default: git config user.name and email),
         recording the SQL's and the used schema items' fingerprints. A pair that does not
-        validate is refused unless ``force``."""
+        validate is refused unless ``force``. ``progress(done, total)``: files done."""
         targets = [Path(p) if Path(p).is_absolute() else self._pair_path(str(p))
                    for p in paths]
         results = review.verify_pairs(self.settings, targets, by or review.reviewer_name(self.root),
-                               force=force)
+                                      force=force, progress=progress)
         self._after_write([r.path for r in results if r.changed])
         return results
 
@@ -280,21 +281,28 @@ class Memory:
         return pair_fmt.format_files(self.settings, self._named_files(paths), check=check)
 
     def import_(self, path: str | Path, *, mode: str = "skip", dry_run: bool = False,
-                force: bool = False) -> ImportReport:
+                force: bool = False, progress: Callable[[int, int], None] | None = None,
+                written: Callable[[int, int], None] | None = None) -> ImportReport:
         """Import Wren's ``queries.yml``: each pair becomes a file (``skip``, ``upsert`` or
         ``overwrite`` existing questions). SQL that does not parse refuses the import
-        (:class:`ImportRefused`, nothing written) unless ``force``."""
+        (:class:`ImportRefused`, nothing written) unless ``force``. A project without its
+        knowledge folder is refused first, before any pair is read or checked.
+        ``progress(done, total)``: pairs checked; ``written(done, total)``: files written."""
+        catalog.require_knowledge_dir(self.settings)
         pairs = exchange.read_queries_yml(Path(path))
-        return self._import(pairs, mode, dry_run, force)
+        return self._import(pairs, mode, dry_run, force, progress, written)
 
     def import_wren(self, path: str | Path, *, mode: str = "skip", dry_run: bool = False,
-                    force: bool = False, include_seed: bool = False
+                    force: bool = False, include_seed: bool = False,
+                    progress: Callable[[int, int], None] | None = None,
+                    written: Callable[[int, int], None] | None = None
                     ) -> tuple[ImportReport, WrenStore]:
         """Migrate a Wren memory store (its LanceDB folder, e.g. ``.wren/memory``): each pair
         becomes a file, as :meth:`import_` does with a ``queries.yml`` (Wren's ``export``).
         Seed rows are left out unless ``include_seed``. A second run changes nothing."""
+        catalog.require_knowledge_dir(self.settings)
         store = wren_store.read_wren_store(Path(path), include_seed=include_seed)
-        return self._import(store.pairs, mode, dry_run, force), store
+        return self._import(store.pairs, mode, dry_run, force, progress, written), store
 
     def export(self, path: str | Path | None = None, *, source: str | None = None,
                seeds: bool = False) -> str:
@@ -310,11 +318,13 @@ class Memory:
         """Every problem of the pair files: parse, SQL, and tables/columns of the manifest."""
         return self.validate_files(paths, schema=schema)[1]
 
-    def validate_files(self, paths: Iterable[str | Path] | None = None, *, schema: bool = True
+    def validate_files(self, paths: Iterable[str | Path] | None = None, *, schema: bool = True,
+                       progress: Callable[[int, int], None] | None = None
                        ) -> tuple[int, builtins.list[Problem]]:
-        """(files checked, problems): what the ``wrenmem-validate`` hook reports."""
+        """(files checked, problems): what the ``wrenmem-validate`` hook reports.
+        ``progress(done, total)``: pair files checked."""
         return checks_validate.validate_files(self.settings, self._named_files(paths),
-                                              check_schema=schema)
+                                              check_schema=schema, progress=progress)
 
     def _named_files(self, paths: Iterable[str | Path] | None) -> builtins.list[Path] | None:
         """Files a caller named, as ``verify``, ``forget`` and ``show`` take them: a relative
@@ -384,7 +394,9 @@ class Memory:
 
     def evaluate(self, *, backends: Sequence[str] = ("grep", "vector", "hybrid"),
                  fusions: Sequence[str] = ("learned", "rrf", "linear"), k: int = 5,
-                 limit: int = 0, misses: bool = False) -> dict[str, Any]:
+                 limit: int = 0, misses: bool = False,
+                 progress: Callable[[int, int], None] | None = None,
+                 embedded: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """The memory measured on its own pairs (``wrenmem eval``): leave-one-out over
         phrasings that share a SQL (*answered before*) and over SQLs that share a skeleton
         (*new question*), and the questions of the gold file ``<knowledge_root>/eval.json``
@@ -395,11 +407,13 @@ class Memory:
         ``limit`` caps the probes of each task (0: all); with ``misses``, ``"misses"`` lists
         the questions the default run did not answer right first
         (:func:`wrenmem.recall.evaluate.miss`). Writes nothing but the index (brought up to
-        date first)."""
+        date first). ``progress(done, total)``: questions asked, over every run;
+        ``embedded(done, total)``: the texts that sync embeds first."""
         return evaluation.measure(
-            self.settings, self.recaller.recall, sync=self.sync, default_run=self.default_run,
+            self.settings, self.recaller.recall,
+            sync=lambda: self.sync(progress=embedded), default_run=self.default_run,
             notify=self.notify, backends=backends, fusions=fusions, k=k, limit=limit,
-            misses=misses)
+            misses=misses, progress=progress)
 
     # -- knowledge -----------------------------------------------------------------
     def knowledge(self) -> Knowledge:
@@ -474,14 +488,17 @@ class Memory:
         return admit.prepared_validator(self.settings, manifest, check_schema,
                                         self._manifest.derived(manifest))
 
-    def _import(self, pairs: Sequence[Pair], mode: str, dry_run: bool, force: bool
-                ) -> ImportReport:
+    def _import(self, pairs: Sequence[Pair], mode: str, dry_run: bool, force: bool,
+                progress: Callable[[int, int], None] | None = None,
+                written: Callable[[int, int], None] | None = None) -> ImportReport:
         """``pairs`` written as files (``import_``), refused first for SQL that writes or
         that the manifest or the engine rejects (:func:`wrenmem.checks.admit.check_import`)."""
         manifest = self._manifest_if_any()
+        manifest = self._manifest_if_any()
         admit.check_import(self.settings, pairs, force, manifest,
-                           self._validator(manifest, True))
-        report = exchange.import_pairs(self.settings, pairs, mode, dry_run=dry_run, force=force)
+                           self._validator(manifest, True), progress)
+        report = exchange.import_pairs(self.settings, pairs, mode, dry_run=dry_run, force=force,
+                                       progress=written)
         report.read = len(pairs)
         if not dry_run:
             self._after_write([*report.created, *report.updated, *report.deleted])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -313,8 +314,23 @@ def read_config_file(root: Path) -> dict[str, Any]:
             table[name] = table.pop(alias)
     unknown = sorted(set(table) - set(SETTINGS))
     if unknown:
-        raise SettingsError(f"{path}: unknown setting(s): {', '.join(unknown)}")
+        raise SettingsError(f"{path}: " + "; ".join(
+            _unknown_setting(name, raw) for name in unknown))
     return table
+
+
+def _unknown_setting(name: str, raw: bytes) -> str:
+    """``line 3: unknown setting 'backnd' (did you mean 'backend'?)`` (difflib over every
+    setting name and alias); the line where the key is written, when it is found."""
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted({*SETTINGS, *ALIASES}), n=2, cutoff=0.6)
+    key = re.compile(rf"^\s*['\"]?{re.escape(name)}['\"]?\s*=")
+    lines = raw.decode("utf-8-sig", "replace").splitlines()
+    line = next((n for n, text in enumerate(lines, 1) if key.match(text)), None)
+    return ((f"line {line}: " if line else "") + f"unknown setting {name!r}"
+            + (f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else
+               " (every setting: docs/settings.md)"))
 
 
 def load_settings(
@@ -357,10 +373,32 @@ def load_settings(
         except ValueError as e:
             raise SettingsError(f"setting {name!r} from {origin}: {e}") from e
         origins[name] = origin
+    _warn_mistyped_env(environ)
     check_state_dir(root)  # first: a .wrenmem link is the reason the index path leads out
     for name in PROJECT_PATHS:
         _require_inside(root, name, values[FIELDS.get(name, name)], origins[name])
     return Settings(root=root, origins=origins, **values)
+
+
+# wrenmem's own variables that are not settings yet close to one's name (the git hooks').
+NOT_SETTINGS = frozenset({"WRENMEM_BACKGROUND"})
+
+
+def _warn_mistyped_env(environ: Mapping[str, str]) -> None:
+    """A warning for a ``WRENMEM_*`` variable that names no setting but nearly names one
+    (``WRENMEM_BACKNED``): it would be ignored without a word. Other variables of that
+    prefix (``WRENMEM_PROJECT``, ``WRENMEM_PROGRESS``…) are far from every setting's name."""
+    import difflib
+
+    names = sorted({*SETTINGS, *ALIASES})
+    for variable in environ:
+        if (not variable.startswith("WRENMEM_") or variable[8:].lower() in names
+                or variable in NOT_SETTINGS):
+            continue
+        close = difflib.get_close_matches(variable[8:].lower(), names, n=1, cutoff=0.8)
+        if close:
+            _warn_once(f"{variable} is not a setting, so it is ignored: did you mean "
+                       f"WRENMEM_{close[0].upper()}?")
 
 
 def _warn_once(message: str) -> None:

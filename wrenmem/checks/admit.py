@@ -132,9 +132,11 @@ def warn_duplicates(settings: Settings, pair: Pair, known: Sequence[Pair],
 
 
 def check_import(settings: Settings, pairs: Sequence[Pair], force: bool,
-                 manifest: Manifest | None, validator: Validator) -> None:
+                 manifest: Manifest | None, validator: Validator,
+                 progress: Callable[[int, int], None] | None = None) -> None:
     """Refuse an import with SQL that writes (always), or that the manifest or the
-    engine rejects (unless ``force``); parse problems are ``import_pairs``' to report."""
+    engine rejects (unless ``force``); parse problems are ``import_pairs``' to report.
+    ``progress(done, total)``: pairs checked."""
     writes, rejected = [], []
     for n, pair in enumerate(pairs, 1):
         dialect = pair.dialect or default_dialect(
@@ -145,6 +147,8 @@ def check_import(settings: Settings, pairs: Sequence[Pair], force: bool,
                 writes.append(line)
             elif kind in ("schema", "engine"):
                 rejected.append(line)
+        if progress is not None:
+            progress(n, len(pairs))
     if writes:
         raise ImportRefused(writes, "SQL that writes (the allow_writes setting accepts it)")
     if rejected and not force:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,9 +79,11 @@ def reviewer_name(root: Path) -> str:
 
 
 def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool = False,
-                 now: str | None = None) -> list[Verified]:
+                 now: str | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> list[Verified]:
     """Mark the pair files ``paths`` verified by ``by``. A pair with a validation error is
-    refused (and left as it is) unless ``force``; a file that cannot be read is reported."""
+    refused (and left as it is) unless ``force``; a file that cannot be read is reported.
+    ``progress(done, total)`` is told the files done before each one and at the end."""
     if not by.strip():
         raise WrenmemError("the reviewer's name is empty")
     validator = Validator(settings)
@@ -88,7 +91,9 @@ def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool 
     fingerprints = item_fingerprints(validator.manifest) if validator.manifest else {}
     stamp = now or utc_now()
     out: list[Verified] = []
-    for path in paths:
+    for done, path in enumerate(paths):
+        if progress is not None:
+            progress(done, len(paths))
         rel = settings.relpath(path)
         try:
             absolute = (settings.root / rel).resolve()
@@ -129,6 +134,8 @@ def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool 
                                 inside=settings.root)[0]
         record_verified(settings, [reread])
         out.append(Verified(rel, reread, not already, tuple(problems), replaced))
+    if progress is not None:
+        progress(len(paths), len(paths))
     return out
 
 

@@ -268,8 +268,11 @@ class Validator:
 
 
 def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
-                   *, check_schema: bool = True) -> tuple[int, list[Problem]]:
-    """Check ``paths`` (default: every pair file of the project): (files checked, problems)."""
+                   *, check_schema: bool = True,
+                   progress: Callable[[int, int], None] | None = None
+                   ) -> tuple[int, list[Problem]]:
+    """Check ``paths`` (default: every pair file of the project): (files checked, problems).
+    ``progress(done, total)`` is told after each pair file."""
 
     validator = Validator(settings, check_schema=check_schema)
     given = None if paths is None else list(paths)
@@ -284,8 +287,10 @@ def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
         files = [p for p in given if p.name.lower() not in SKIPPED_NAMES
                  and not p.name.startswith(".") and settings.relpath(p) not in knowledge]
     problems: list[Problem] = []
-    for path in files:
+    for done, path in enumerate(files, 1):
         problems += validator.check_file(path)
+        if progress is not None:
+            progress(done, len(files))
     if check_schema:
         validator.load_manifest()
     counted, found = knowledge_problems(settings, validator.tables if check_schema else None,

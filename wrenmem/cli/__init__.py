@@ -8,6 +8,7 @@ import sys
 import click
 
 from wrenmem import __version__
+from wrenmem.cli.common import SuggestingGroup
 from wrenmem.errors import WrenmemError, log_to_stderr
 
 # Command name -> module of wrenmem.cli that defines it (in its COMMANDS list). Modules are
@@ -28,7 +29,7 @@ COMMAND_MODULES: dict[str, str] = {
 }
 
 
-class WrenmemGroup(click.Group):
+class WrenmemGroup(SuggestingGroup):
     """Loads command modules on first use, and turns library errors into one
     ``error: ...`` line on stderr and exit status 1."""
 
@@ -81,7 +82,7 @@ def cli(ctx: click.Context, project: str | None, verbose: int) -> None:
     """Memory for text-to-SQL agents: NL→SQL pairs as Markdown files in git, recalled on demand,
     with schema context from a Wren MDL manifest."""
     log_to_stderr(verbose)
-    ctx.obj = {"project": project}
+    ctx.obj = {"project": project, "verbose": verbose}
 
 
 def main(argv: list[str] | None = None) -> None:

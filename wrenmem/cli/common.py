@@ -21,6 +21,19 @@ output_option = click.option("-o", "--output", "output", type=click.Choice(["jso
                              help="json (as --json) or table (the default text), as in Wren.")
 
 
+# Commands that write many files name each one up to this many; past it, counts (-v: all).
+LIST_AT_MOST = 20
+verbose_option = click.option("-v", "--verbose", "verbose", count=True,
+                              help=f"Name every file (past {LIST_AT_MOST}, only counts).")
+
+
+def list_each(ctx: click.Context, verbose: int, count: int) -> bool:
+    """Whether a command names each of ``count`` files: a few, or when asked with ``-v``
+    (the command's own or the global one, ``wrenmem -v …``)."""
+    root_obj = ctx.find_root().obj or {}
+    return count <= LIST_AT_MOST or verbose + int(root_obj.get("verbose") or 0) > 0
+
+
 def get_settings(ctx: click.Context, **overrides: Any) -> Settings:
     """Settings for this command: flags given here override env, wrenmem.toml and defaults."""
     root_obj = ctx.find_root().obj or {}
@@ -37,6 +50,29 @@ def get_memory(ctx: click.Context, **overrides: Any) -> Memory:
     from wrenmem.api import Memory
 
     return Memory.from_settings(get_settings(ctx, **overrides), use_daemon=True, notify=warn)
+
+
+class SuggestingGroup(click.Group):
+    """A group whose mistyped command says the close names: ``wrenmem sotre`` asks "did
+    you mean 'store'?" (difflib, over every command, loaded or not)."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = str(args[0]) if args else ""
+        if (name and not name.startswith("-") and not ctx.resilient_parsing
+                and self.get_command(ctx, name) is None):
+            hint = close_names(name, self.list_commands(ctx))
+            raise click.UsageError(f"No such command {name!r}.{hint}", ctx)
+        return super().resolve_command(ctx, args)
+
+
+def close_names(name: str, known: Iterable[str]) -> str:
+    """`` Did you mean 'a' or 'b'?`` for the names of ``known`` close to ``name`` (else
+    ``""``): what a mistyped command says (a setting's, in wrenmem.settings, is its own)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(set(known)), n=3, cutoff=0.6)
+    return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def emit_json(data: Any) -> None:

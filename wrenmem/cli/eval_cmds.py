@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from wrenmem.cli.common import emit_json, get_settings, json_option, warn
+from wrenmem.cli.progress import Progress
 
 BACKEND_RUNS = ("grep", "vector", "hybrid")
 FUSION_RUNS = ("learned", "rrf", "linear")
@@ -77,8 +78,10 @@ def eval_(ctx: click.Context, backends: str, fusions: str, limit: int,
                 f"this eval does not measure (--backends {backends}"
                 + (f" --fusions {fusions}" if fusion else "") + f"): add {name}"
                 + (f" and fusion {fusion}" if fusion else "") + ", or leave the option out")
-    report = memory.evaluate(backends=backend_names, fusions=fusion_names, limit=limit,
-                             misses=misses)
+    with Progress("eval") as shown:
+        report = memory.evaluate(backends=backend_names, fusions=fusion_names, limit=limit,
+                                 misses=misses, progress=shown.counter("questions asked"),
+                                 embedded=shown)
     failed = []
     default = report["runs"].get(report["default"], {})
     if fail_under is not None and not default and not report["nothing_to_measure"]:

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
 
-from wrenmem.cli.common import alias, emit_json, get_memory, json_option, warn
+from wrenmem.cli.common import (
+    alias,
+    emit_json,
+    get_memory,
+    json_option,
+    list_each,
+    verbose_option,
+    warn,
+)
 from wrenmem.cli.progress import Progress
 
 if TYPE_CHECKING:
@@ -29,11 +38,12 @@ if TYPE_CHECKING:
 @click.option("--force", is_flag=True, help="Import pairs whose SQL does not parse, too.")
 @click.option("--yes", "-y", is_flag=True,
               help="With --overwrite: delete files without asking.")
+@verbose_option
 @json_option
 @click.pass_context
 def import_cmd(ctx: click.Context, file: str | None, from_wren: str | None,
                include_seed: bool, upsert: bool, overwrite: bool, dry_run: bool,
-               force: bool, yes: bool, as_json: bool) -> None:
+               force: bool, yes: bool, verbose: int, as_json: bool) -> None:
     """Import a queries.yml: each pair becomes a Markdown file (existing questions are
     skipped unless --upsert or --overwrite).
 
@@ -43,6 +53,9 @@ def import_cmd(ctx: click.Context, file: str | None, from_wren: str | None,
 
     --from-wren PATH reads the pairs of a Wren memory store (table query_history) instead
     of a file: the newest row of each question, its source, tags, datasource and created_at.
+
+    Each file written is named (`create: PATH`) when there are a few; past 20, only the
+    counts, unless -v. A long import shows its progress on stderr.
     """
 
     if (file is None) == (from_wren is None):
@@ -55,12 +68,15 @@ def import_cmd(ctx: click.Context, file: str | None, from_wren: str | None,
     memory.notify = notes.append
     store: WrenStore | None = None
 
-    def run(dry: bool) -> ImportReport:
+    def run(dry: bool, shown: Progress | None = None) -> ImportReport:
         nonlocal store
+        steps: dict[str, Callable[[int, int], None]] = {} if shown is None else {
+            "progress": shown.counter("pairs checked"),
+            "written": shown.counter("files written")}
         if from_wren is None:
-            return memory.import_(file or "", mode=mode, dry_run=dry, force=force)
+            return memory.import_(file or "", mode=mode, dry_run=dry, force=force, **steps)
         report, store = memory.import_wren(from_wren, mode=mode, dry_run=dry, force=force,
-                                           include_seed=include_seed)
+                                           include_seed=include_seed, **steps)
         return report
 
     if overwrite and not dry_run and not yes:
@@ -73,8 +89,8 @@ def import_cmd(ctx: click.Context, file: str | None, from_wren: str | None,
                                        "--yes to confirm (or --dry-run to look first)")
             click.confirm(f"Delete {len(doomed)} pair file(s) and import?", abort=True,
                           err=True)
-    with Progress("import"):
-        report = run(dry_run)
+    with Progress("import") as shown:
+        report = run(dry_run, shown)
     note = "; ".join(notes) or None
     wren = None if store is None else {
         "rows": store.rows, "seeds_left_out": store.seeds, "empty_rows": store.empty,
@@ -92,14 +108,21 @@ def import_cmd(ctx: click.Context, file: str | None, from_wren: str | None,
              + (f", {store.empty} row(s) without question or SQL" if store.empty else ""))
     verb = "would " if dry_run else ""
     renewed = set(report.created) & set(report.deleted)  # --overwrite: written anew in place
+    lines = []
     for label, items in (("create", report.created), ("update", report.updated),
                          ("delete", report.deleted)):
         for item in items:
             if item in renewed:
                 if label == "create":
-                    click.echo(f"{verb}replace: {item}")
+                    lines.append(f"{verb}replace: {item}")
                 continue
-            click.echo(f"{verb}{label}: {item}")
+            lines.append(f"{verb}{label}: {item}")
+    if list_each(ctx, verbose, len(lines)):
+        for line in lines:
+            click.echo(line)
+    else:
+        done = "to write or delete" if dry_run else "written or deleted"
+        warn(f"{len(lines)} file(s) {done}, not named one by one (-v names them)")
     click.echo(f"{report.read} pair(s) read [{mode}]: {len(report.created)} new, "
                f"{len(report.updated)} updated, {len(report.unchanged)} unchanged, "
                f"{len(report.deleted)} deleted, {len(report.skipped)} skipped"

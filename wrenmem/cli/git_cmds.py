@@ -6,7 +6,15 @@ from pathlib import Path
 
 import click
 
-from wrenmem.cli.common import emit_json, get_memory, get_settings, json_option, warn
+from wrenmem.cli.common import (
+    SuggestingGroup,
+    emit_json,
+    get_memory,
+    get_settings,
+    json_option,
+    warn,
+)
+from wrenmem.cli.progress import Progress
 from wrenmem.git.diffrender import render_github, render_markdown, render_text, summary_line
 from wrenmem.git.hooks import (
     HOOK_NAMES,
@@ -23,7 +31,7 @@ from wrenmem.git.hooks import (
 from wrenmem.recall.daemon_client import watcher_sync
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def hooks() -> None:
     """Git hooks that sync the index after checkout, merge, rebase, commit, reset and stash."""
 
@@ -162,7 +170,10 @@ def validate(ctx: click.Context, files: tuple[Path, ...], no_schema: bool, fmt: 
     `ignore` setting accepts codes project-wide.
     """
 
-    count, problems = get_memory(ctx).validate_files(files or None, schema=not no_schema)
+    memory = get_memory(ctx)
+    with Progress("validate") as shown:
+        count, problems = memory.validate_files(files or None, schema=not no_schema,
+                                                progress=shown.counter("files checked"))
     errors = [p for p in problems if p.is_error]
     if as_json:
         emit_json({"files": count, "ok": not errors,

@@ -10,8 +10,10 @@ from wrenmem.cli.common import (
     emit_json,
     get_memory,
     json_option,
+    list_each,
     output_option,
     report_pair_errors,
+    verbose_option,
     warn,
 )
 from wrenmem.cli.progress import Progress
@@ -235,24 +237,30 @@ def fmt(ctx: click.Context, files: tuple[str, ...], check: bool, fail_on_change:
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--by", "by", help="Who verifies (default: git config user.name <user.email>).")
 @click.option("--force", is_flag=True, help="Verify even a pair that does not validate.")
+@verbose_option
 @json_option
 @click.pass_context
 def verify(ctx: click.Context, files: tuple[str, ...], by: str | None, force: bool,
-           as_json: bool) -> None:
+           verbose: int, as_json: bool) -> None:
     """Mark pairs verified: who and when, and fingerprints of the question, phrasings, SQL,
     dialect and datasource and of the tables and columns it uses (editing any of them, or a
     change of those in the manifest, shows again).
 
     What a reviewer runs in a pull request. A pair that does not validate is refused (exit
-    1) unless --force. Replacing another reviewer's verification is said (on stderr).
+    1) unless --force. Replacing another reviewer's verification is said (on stderr). Each
+    pair verified is named when there are a few; past 20, only the counts, unless -v (a
+    pair refused is always named).
     """
     memory = get_memory(ctx)
     notes: list[str] = []
     memory.notify = notes.append
-    results = memory.verify(files, by=by, force=force)
+    with Progress("verify") as shown:
+        results = memory.verify(files, by=by, force=force,
+                                progress=shown.counter("files verified"))
     if as_json:
         emit_json([r.to_dict() for r in results])
     else:
+        each = list_each(ctx, verbose, len(results))
         for r in results:
             if not r.ok and not force:
                 click.echo(f"not verified: {r.path}")
@@ -260,11 +268,18 @@ def verify(ctx: click.Context, files: tuple[str, ...], by: str | None, force: bo
                     warn(f"  {p.render()}")
                 continue
             who = r.pair.extra.get("verified_by") if r.pair else by
-            click.echo(f"{'verified' if r.changed else 'already verified'}: {r.path} "
-                       f"(by {who})")
+            if each:
+                click.echo(f"{'verified' if r.changed else 'already verified'}: {r.path} "
+                           f"(by {who})")
             if r.replaced:
                 at = f" at {r.replaced[1]}" if r.replaced[1] else ""
-                warn(f"  replaces the verification by {r.replaced[0]}{at}")
+                warn(f"  replaces the verification by {r.replaced[0]}{at}"
+                     + ("" if each else f": {r.path}"))
+        if not each:
+            done = [r for r in results if r.ok or force]
+            changed = sum(1 for r in done if r.changed)
+            click.echo(f"verified: {changed} pair(s), {len(done) - changed} already verified"
+                       f", {len(results) - len(done)} not verified (-v names each)")
     if notes:
         warn("; ".join(notes))
     if any(not r.ok for r in results) and not force:

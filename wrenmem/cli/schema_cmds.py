@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ import click
 
 from wrenmem.api import Memory
 from wrenmem.cli.common import emit_json, get_memory, json_option, output_option, warn
+from wrenmem.cli.progress import Progress
 from wrenmem.pairs.seeds import build_records
 from wrenmem.schema.describe import describe as describe_text
 from wrenmem.settings import BACKENDS
@@ -30,22 +30,6 @@ def _memory(ctx: click.Context, manifest: str | None, **overrides: object) -> Me
 def _warn_manifest(warnings: tuple[str, ...], path: str) -> None:
     for message in warnings:
         warn(f"warning: {path}: {message}")
-
-
-def _progress() -> Callable[[int, int], None] | None:
-    """A one-line counter on a terminal's stderr while schema items are embedded."""
-    import sys
-
-    if not sys.stderr.isatty():
-        return None
-
-    def show(done: int, total: int) -> None:
-        end = "\n" if done >= total else ""
-        click.echo(f"\rembedding schema items: {done}/{total}", err=True, nl=False)
-        if end:
-            click.echo(err=True)
-
-    return show
 
 
 @click.command()
@@ -99,8 +83,10 @@ def fetch(ctx: click.Context, question: str, types: tuple[str, ...], model: str 
 
     memory = _memory(ctx, manifest, backend=backend)
     settings = memory.settings
-    result: Any = memory.fetch(question, types=types, model=model, k=k, threshold=threshold,
-                               progress=_progress())
+    with Progress("fetch") as shown:  # (search mode embeds the schema items that changed)
+        result: Any = memory.fetch(question, types=types, model=model, k=k,
+                                   threshold=threshold,
+                                   progress=shown.counter("schema items embedded"))
     _warn_manifest(result.warnings, settings.relpath(settings.manifest_path))
     for note in result.notes:
         warn(f"note: {note}")

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import click
 
-from wrenmem.cli.common import get_settings
+from wrenmem.cli.common import SuggestingGroup, get_settings
 
 # The subcommands of Wren 0.17's `wren memory --help`.
 WREN_COMMANDS = ("check", "describe", "dump", "export", "fetch", "forget", "index", "list",
                  "load", "recall", "reset", "status", "store", "watch")
 
 
-class WrenMemoryGroup(click.Group):
+class WrenMemoryGroup(SuggestingGroup):
     """The commands of the top-level group under Wren's names. Wren's ``--path DIR`` (its
     LanceDB folder) is taken out of every command but ``export`` with a note: wrenmem's
     index is the setting ``index``."""

@@ -190,7 +190,8 @@ def diff_pairs(settings: Settings, base: str | None = None, head: str | None = N
     try:
         repo = git.Repo(settings.root, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as e:
-        raise WrenmemError(f"{settings.root} is not inside a git repository") from e
+        raise WrenmemError(f"{settings.root} is not inside a git repository: run `git init` "
+                           "and commit the pair files first (diff compares revisions)") from e
     if repo.working_tree_dir is None:
         raise WrenmemError("a bare repository has no pair files to compare")
     top = Path(repo.working_tree_dir).resolve()

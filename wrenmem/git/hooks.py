@@ -123,7 +123,8 @@ def find_hook_repo(project_root: Path) -> HookRepo:
     try:
         repo = git.Repo(project_root, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as e:
-        raise WrenmemError(f"{project_root} is not inside a git repository") from e
+        raise WrenmemError(f"{project_root} is not inside a git repository: run `git init` "
+                           "there first (the hooks are git's)") from e
     if repo.bare or repo.working_tree_dir is None:
         raise WrenmemError(f"{project_root}: a bare repository has no working tree to sync")
     worktree = Path(repo.working_tree_dir).resolve()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,13 +116,15 @@ def check_import(settings: Settings, pairs: Sequence[Pair]) -> list[str]:
 
 
 def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
-                 dry_run: bool = False, force: bool = False) -> ImportReport:
+                 dry_run: bool = False, force: bool = False,
+                 progress: Callable[[int, int], None] | None = None) -> ImportReport:
     """Write imported pairs as files. ``skip`` keeps existing questions, ``upsert`` updates
     them, ``overwrite`` replaces every file whose source appears in the input.
 
     SQL that does not parse refuses the whole import (nothing written) unless ``force``.
     The files are written as one change (:func:`wrenmem.pairs.swap.replace_set`): a kill
     or a full disk leaves the old set or the new one. One scan, one pass: linear time.
+    ``progress(done, total)``: files written.
     """
     if mode not in MODES:
         raise WrenmemError(f"unknown import mode {mode!r}")
@@ -183,7 +185,7 @@ def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
     if not dry_run:
         planned = {settings.relpath(w.path) for w in writes}
         renamed = replace_set(settings, writes, [settings.root / rel for rel in report.deleted
-                                                 if rel not in planned])
+                                                 if rel not in planned], progress)
         moved = {settings.relpath(a): settings.relpath(b) for a, b in renamed.items()}
         report.created = [moved.get(rel, rel) for rel in report.created]
     return report

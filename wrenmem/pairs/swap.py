@@ -13,7 +13,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,11 +50,12 @@ def pair_temp_folder(settings: Settings, target_folder: Path) -> Path:
     return temp_folder(target_folder, settings.state_dir / statedir.TMP)
 
 
-def replace_set(settings: Settings, writes: Sequence[Planned], deletes: Sequence[Path]
-                ) -> dict[Path, Path]:
+def replace_set(settings: Settings, writes: Sequence[Planned], deletes: Sequence[Path],
+                progress: Callable[[int, int], None] | None = None) -> dict[Path, Path]:
     """Write ``writes`` and delete ``deletes`` as one change; returns the final path of
     each created file whose name another writer took meanwhile (planned -> written). An
-    OSError while writing (a full disk) is a :class:`WrenmemError` and changes nothing."""
+    OSError while writing (a full disk) is a :class:`WrenmemError` and changes nothing.
+    ``progress(done, total)`` is told after each file written (under its temporary name)."""
     remove_stale_temps(settings.state_dir / statedir.TMP)
     staged: list[tuple[str, str, bool]] = []
     try:
@@ -63,6 +64,8 @@ def replace_set(settings: Settings, writes: Sequence[Planned], deletes: Sequence
             tmp = write_temp_file(pair_temp_folder(settings, item.path.parent), item.data,
                                   item.mode)
             staged.append((tmp, str(item.path), item.create))
+            if progress is not None:
+                progress(len(staged), len(writes))
         with _swap_lock(settings):
             root = str(settings.root)  # paths relative to it: a moved project still replays
             journal: dict[str, list[Any]] = {

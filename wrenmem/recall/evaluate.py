@@ -281,7 +281,8 @@ def miss(probe: Probe, found: Sequence[tuple[float, Any]], right: Sequence[bool]
 def measure(settings: Settings, recall: Callable[..., Any], *, sync: Callable[[], Any],
             default_run: Callable[[], str], notify: Callable[[str], None] | None,
             backends: Sequence[str], fusions: Sequence[str], k: int, limit: int,
-            misses: bool) -> dict[str, Any]:
+            misses: bool, progress: Callable[[int, int], None] | None = None
+            ) -> dict[str, Any]:
     """``Memory.evaluate`` (see its docstring): the probes of the project's pairs and gold
     file, each run per backend and fusion through ``recall`` (``Recaller.recall``), the
     index brought up to date first by ``sync`` when an index backend runs;
@@ -309,6 +310,8 @@ def measure(settings: Settings, recall: Callable[..., Any], *, sync: Callable[[]
     names = [n for n in backends if n == "grep" or indexed]
     if any(n != "grep" for n in names):
         sync()
+    runs_asked = sum(len(fusions) if n == "hybrid" else 1 for n in names)
+    done = [0, runs_asked * len(asked)]  # questions asked, of all runs
     for name in names:
         for fusion in (fusions if name == "hybrid" else ("",)):
             chosen = replace(settings, backend=name, fusion=fusion or settings.fusion)
@@ -316,6 +319,9 @@ def measure(settings: Settings, recall: Callable[..., Any], *, sync: Callable[[]
             def search(probe: Any, chosen: Settings = chosen) -> list[tuple[float, Hit]]:
                 [result] = recall([probe.question], k, Filters(exclude=probe.exclude),
                                   settings=chosen, sync=False)
+                done[0] += 1
+                if progress is not None:
+                    progress(*done)
                 return [(h.score, h) for h in result.hits]
 
             run_name = f"{name}:{fusion}" if fusion else name
