@@ -107,7 +107,7 @@ def render(report: dict) -> str:
             if task == "none":  # questions nothing stored answers: how low they score
                 low, high = m["under_min_score_interval"]
                 kept = ("" if m.get("answered_kept") is None else
-                        f"; answered before, right first: {m['answered_kept']:.3f} of "
+                        f"; right first (answered before, gold): {m['answered_kept']:.3f} of "
                         f"{m['answered_right']} score {m['min_score']} or more")
                 lines.append(f"{name + mark:16s} {task:9s} {m['n']:5d} "
                              f"{m['under_min_score']:.3f} ({low:.3f}-{high:.3f}) of them "

@@ -149,10 +149,15 @@ def english_senses(question: str, glossary: Callable[[], Glossary | None] | None
             for senses in found.translate(question)]
 
 
+_ASCII = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
 @lru_cache(maxsize=8)
 def _letters(vocabulary: frozenset[str]) -> frozenset[str]:
-    """The characters of a vocabulary's terms (its scripts, its letters with accents)."""
-    return frozenset("".join(vocabulary))
+    """The characters of a vocabulary's terms (its scripts, its letters with accents); all
+    of a-z and the digits once it has one of them (a few pairs need not use every letter)."""
+    found = frozenset("".join(vocabulary))
+    return found | _ASCII if found & _ASCII else found
 
 
 def question_features(question: str, hits: Sequence[Hit], vocabulary: frozenset[str],

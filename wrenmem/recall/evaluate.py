@@ -232,7 +232,7 @@ def run(probes_: Sequence[Probe], search: Search,
     each question whose first answer is not right is appended to it (:func:`miss`)."""
     tallies = {task: Tally() for task in TASKS}
     tops: list[float] = []  # the best score of each no-answer question
-    right_tops: list[float] = []  # the score of each right first answer (answered before)
+    right_tops: list[float] = []  # the score of each right first answer (answered, gold)
     for probe in probes_:
         ranks = []
         found = list(search(probe))
@@ -243,7 +243,7 @@ def run(probes_: Sequence[Probe], search: Search,
             got = _skeleton(pair) if probe.by_skeleton else _key(pair)
             ranks.append((score, got in probe.right))
         tallies[probe.task].add(ranks)
-        if probe.task == "answered" and ranks and ranks[0][1]:
+        if probe.task in ("answered", "gold") and ranks and ranks[0][1]:
             right_tops.append(ranks[0][0])
         if misses is not None and not (ranks and ranks[0][1]):
             misses.append(miss(probe, found, [ok for _s, ok in ranks]))
@@ -258,8 +258,8 @@ def no_answer_report(tops: Sequence[float], right_tops: Sequence[float] = ()
     """How low the questions nothing stored answers score: their number, the share whose
     best score is below :data:`NO_ANSWER_MIN_SCORE` (with its 95 % Wilson interval), the
     mean and highest best score; and beside it what that threshold costs the questions a
-    stored pair answers: of the answered-before questions whose first answer is right
-    (``right_tops``, their scores), the share that scores at least the threshold."""
+    stored pair answers: of the answered-before and gold questions whose first answer is
+    right (``right_tops``, their scores), the share that scores at least the threshold."""
     under = sum(t < NO_ANSWER_MIN_SCORE for t in tops) / len(tops)
     kept = (sum(t >= NO_ANSWER_MIN_SCORE for t in right_tops) / len(right_tops)
             if right_tops else None)
