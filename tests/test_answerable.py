@@ -8,10 +8,12 @@ example ships questions nothing in it answers (``knowledge/eval.json``, ``"expec
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import short_racy_window
 from wrenmem import Memory
 from wrenmem.recall import answerable
 from wrenmem.recall.hits import Hit
@@ -81,20 +83,27 @@ def test_the_constants_are_checked_against_the_features_this_code_computes() -> 
                              backwards)
 
 
-def test_the_project_vocabulary_follows_the_pair_files(example_project: Path) -> None:
+def test_the_project_vocabulary_follows_the_pair_files(
+        example_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from wrenmem.fs import statedir
     from wrenmem.settings import load_settings
 
+    time.sleep(short_racy_window(monkeypatch))  # the copied files old enough to vouch for
     settings = load_settings(example_project)
+    saved = settings.state_dir / statedir.VOCABULARY
     before = answerable.project_vocabulary(settings)
     assert "employee" not in before and "customer" in before
-    assert (settings.state_dir / statedir.VOCABULARY).is_file()
+    assert saved.is_file()
     assert answerable.project_vocabulary(settings) == before  # read back, the same
     pair = example_project / "knowledge" / "sql" / "staff.md"
     pair.write_text("---\nnl: How many employees do we have?\n---\n\n```sql\n"
                     "SELECT COUNT(*) FROM staff\n```\n", encoding="utf-8")
-    after = answerable.project_vocabulary(settings)
+    after = answerable.project_vocabulary(settings)  # (just saved: read from the files)
     assert {"employee", "staff"} <= after and before < after
+    time.sleep(short_racy_window(monkeypatch))
+    assert answerable.project_vocabulary(settings) == after
+    pair.unlink()
+    assert answerable.project_vocabulary(settings) == before
 
 
 # -- the product, with the real model ------------------------------------------------------

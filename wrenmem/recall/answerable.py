@@ -115,24 +115,26 @@ def uncovered(question: str, covered: frozenset[str],
 
 def project_vocabulary(settings: Settings) -> frozenset[str]:
     """The search terms of every stored pair of the project (:func:`pair_terms`): read
-    from ``.wrenmem/vocabulary.bin`` while the pair files' hashes are those it was made
-    from (the catalog's stat-keyed scan says), else made again and saved."""
-    import hashlib
-
+    from ``.wrenmem/vocabulary.bin`` while the pair files are those it was made from (the
+    stat walk of a no-op sync, :func:`wrenmem.recall.grepsnap.listing_key`, says so),
+    else made from the files (the catalog's scan) and saved. A walk too recent to vouch
+    for the files (a file saved within the last seconds) reads them again."""
     from wrenmem.fs import statedir
     from wrenmem.fs.fsutil import read_marshal, write_marshal
     from wrenmem.pairs.catalog import scan
+    from wrenmem.recall.grepsnap import listing_key
 
-    found = scan(settings)
-    key = hashlib.sha256("\0".join(f"{p}\0{h}" for p, h in sorted(found.file_hashes.items()))
-                         .encode()).hexdigest()
+    key = listing_key(settings)
     path = settings.state_dir / statedir.VOCABULARY
-    held = read_marshal(path)
-    if isinstance(held, dict) and held.get("key") == key and isinstance(held.get("terms"), list):
-        return frozenset(held["terms"])
+    if key is not None:
+        held = read_marshal(path)
+        if (isinstance(held, dict) and held.get("key") == key
+                and isinstance(held.get("terms"), list)):
+            return frozenset(held["terms"])
     terms: frozenset[str] = frozenset().union(*(pair_terms(p.nl, p.also, p.sql)
-                                                for p in found.pairs))
-    write_marshal(path, {"key": key, "terms": sorted(terms)})
+                                                for p in scan(settings).pairs))
+    if key is not None:
+        write_marshal(path, {"key": key, "terms": sorted(terms)})
     return terms
 
 
