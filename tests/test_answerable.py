@@ -169,3 +169,17 @@ def test_grep_scores_are_left_as_they_were(example_project: Path) -> None:
     backend = memory.recaller.backend("grep")
     [raw] = backend.search([EMPLOYEES], 2, _filters())
     assert result.hits and [h.score for h in result.hits] == [h.score for h in raw]
+
+
+@pytest.mark.slow
+def test_without_pair_files_here_the_scores_are_the_rankings(indexed_example: Path) -> None:
+    """A recall that cannot read the pair files (their folder gone, the index kept) still
+    answers: the ranking's scores are shown, not scores against an empty vocabulary."""
+    import shutil
+
+    shutil.rmtree(indexed_example / "knowledge")
+    memory = Memory(indexed_example)
+    [result] = memory.recall_many(["How many repeat customers do we have?"], k=2, sync=False)
+    [raw] = memory.recaller.backend("hybrid").search(
+        ["How many repeat customers do we have?"], 2, _filters())
+    assert result.hits and [h.score for h in result.hits] == [h.score for h in raw]

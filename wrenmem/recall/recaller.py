@@ -242,7 +242,11 @@ class Recaller:
         if backend == "hybrid" and settings.fusion == "learned" and any(hits):
             from wrenmem.recall.answerable import calibrate
 
-            vocabulary = self.vocabulary(settings)
+            try:
+                vocabulary = self.vocabulary(settings)
+            except WrenmemError as e:  # no pair files here (a reader of a remote index)
+                log.info("the shown scores are the ranking's: %s", e)
+                return _results(queries, backend, hits, min_score, settings.prefer_verified)
             hits = [calibrate(q, h, vocabulary, self.glossary)
                     for q, h in zip(queries, hits, strict=True)]
         return _results(queries, backend, hits, min_score, settings.prefer_verified)
