@@ -311,11 +311,12 @@ def test_eval_reads_the_gold_file_with_the_real_model(example_project: Path):
     gold = report["runs"]["hybrid:learned"]["gold"]
     assert gold["n"] == 20 and gold["R@1"] >= 0.9 and gold["R@5"] == 1.0
     assert report["runs"]["grep"]["gold"]["n"] == 20
-    # and 8 questions nothing stored answers ("expected": null): how low they score
+    # and 16 questions nothing stored answers ("expected": null): how low they score
     none = report["runs"]["hybrid:learned"]["none"]
-    assert report["probes"]["none"] == none["n"] == 8
+    assert report["probes"]["none"] == none["n"] == 16
     assert 0.0 <= none["mean_top_score"] <= none["max_top_score"] <= 1.0
-    assert none["under_min_score"] >= 0.5  # 0.75 measured; the aim (issue 40) is 0.95
+    # 0.75 before the shown score's calibration (issue 40 item 5; the aim is 0.95): 1.0
+    assert none["under_min_score"] == 1.0
 
 
 def test_gold_file_counts_the_expected_pair_and_names_bad_items(example_project: Path):

@@ -628,6 +628,7 @@ def test_while_a_writer_holds_the_lock_the_kept_copy_answers_for_its_version(
     """A warm search that finds the index lock held and no file saved since the last whole
     version answers from the copy of that version its kept backend holds (no LanceDB
     table opened again), with the answers of a search pinned to that version."""
+    from wrenmem.recall.answerable import calibrate
     from wrenmem.recall.recaller import Recaller
     from wrenmem.watch.freshness import Freshness
 
@@ -652,7 +653,11 @@ def test_while_a_writer_holds_the_lock_the_kept_copy_answers_for_its_version(
             want = pinned.search(QUESTIONS, 5, Filters())
         assert made == []  # the kept backend answered
         assert_same_answers(during, before)
-        assert_same_answers(during, recall_results(QUESTIONS, "hybrid", want))
+        # the pinned search's hits as the recaller shows them (wrenmem.recall.answerable)
+        vocabulary = recaller.vocabulary()
+        shown = [calibrate(q, h, vocabulary, recaller.glossary)
+                 for q, h in zip(QUESTIONS, want, strict=True)]
+        assert_same_answers(during, recall_results(QUESTIONS, "hybrid", shown))
         after = recaller.recall(QUESTIONS, 5, Filters())
         assert_same_answers(after, before)
     finally:

@@ -240,3 +240,52 @@ def test_the_fresh_bird_set_takes_what_mini_dev_did_not_on_held_out_databases(
     assert answered and answered[0]["asked"] == 4  # ids 3, 5, 7, 9: long questions
     (tmp_path / "extra" / "bird-dev" / "data" / "bird_dev.json").unlink()
     assert sources.bird_fresh(tmp_path) is None
+
+
+def _write_mimicsql(tmp_path: Path, rows: dict[str, list[tuple[str, str, str, str]]]) -> Path:
+    """MIMICSQL's four files (JSON lines of key, question_refine, sql) under ``tmp_path``."""
+    folder = tmp_path / "extra" / "mimicsql" / "mimicsql_data"
+    for name, part in rows.items():
+        for kind, at in (("mimicsql_template", 1), ("mimicsql_natural_v2", 2)):
+            path = folder / kind / f"{name}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(json.dumps({"key": r[0], "question_refine": r[at],
+                                                "sql": r[3]}) + "\n" for r in part))
+    return folder
+
+
+def test_mimicsql_pairs_each_template_question_with_its_rephrasing_held_out_only(
+        tmp_path: Path) -> None:
+    import sources
+
+    def sql(age: int, table: str = "DEMOGRAPHIC") -> str:
+        return f'SELECT COUNT ( DISTINCT {table}."SUBJECT_ID" ) FROM {table} WHERE {table}."AGE" < "{age}"'
+
+    dev = [(f"k{n}", f"count the number of patients whose age is less than {n}",
+            f"how many patients are younger than {n}?", sql(n)) for n in range(20, 28)]
+    test = [(f"t{n}", f"what is the maximum age of patients with admission year {n}",
+             f"give the oldest age of patients admitted in {n}",
+             f'SELECT MAX ( DEMOGRAPHIC."AGE" ) FROM DEMOGRAPHIC WHERE DEMOGRAPHIC."ADMITYEAR" = "{n}"')
+            for n in range(2100, 2106)]
+    # a key whose two versions disagree on the SQL is left out, not guessed at
+    test.append(("bad", "q", "q2", sql(99)))
+    folder = _write_mimicsql(tmp_path, {"dev": dev, "test": test})
+    lines = (folder / "mimicsql_natural_v2" / "test.json").read_text().splitlines()
+    lines[-1] = json.dumps({"key": "bad", "question_refine": "q2", "sql": sql(98)})
+    (folder / "mimicsql_natural_v2" / "test.json").write_text("\n".join(lines) + "\n")
+    items = sources.mimicsql(tmp_path)
+    assert items is not None
+    by_id = {i.id: i for i in items}
+    assert len(items) == 2 * (len(dev) + len(test) - 1)
+    assert by_id["mim-t00000"].sql == by_id["mim-n00000"].sql == sql(20)
+    assert by_id["mim-n00000"].question == "how many patients are younger than 20?"
+    assert by_id["mim-t10000"].group == by_id["mim-n10000"].group == "mim-10000"
+    assert "mim-t10006" not in by_id
+    manifest = build.build(tmp_path, tmp_path / "suite", sets=["mimicsql"])
+    info = manifest["sets"]["mimicsql"]
+    assert info["split_databases"] == {"tuning": [], "held-out": ["mimicsql"]}
+    assert {c["split"] for c in info["cases"]} == {"held-out"}
+    answered = [c for c in info["cases"] if c["name"] == "mimicsql/answered-one/held-out"]
+    assert answered and answered[0]["asked"] == len(dev) + len(test) - 1
+    (folder / "mimicsql_template" / "dev.json").unlink()
+    assert sources.mimicsql(tmp_path) is None

@@ -466,6 +466,16 @@ SETS: dict[str, dict] = {
                      Variant("new", "new", "g", "g", new_questions),
                      Variant("new-tables", "new", "g", "g", _new_tables),
                      Variant("new-values", "new", "g", "g", new_values)]},
+    "mimicsql": {
+        "about": "MIMICSQL: one hospital database (medicine); people's rephrasings asked of "
+                 "the machine-made template questions they rephrase, and new questions "
+                 "among people's; HELD-OUT only, added in round 13 and never tuned on",
+        "held_out_only": True,
+        "pools": {"t": "mim-t", "n": "mim-n"},
+        "variants": [Variant("answered-one", "answered", "t", "n", answered_one),
+                     Variant("new", "new", "n", "n", new_questions),
+                     Variant("new-tables", "new", "n", "n", _new_tables),
+                     Variant("new-values", "new", "n", "n", new_values)]},
     "kaggledbqa": {
         "about": "KaggleDBQA: 8 real Kaggle databases, questions written without seeing "
                  "the SQL (fetched extra)",
@@ -514,6 +524,9 @@ def load_items(data: Path) -> dict[str, list[Item]]:
     kdb = sources.kaggledbqa(data)
     if kdb is not None:
         out["kaggledbqa"] = kdb
+    mim = sources.mimicsql(data)
+    if mim is not None:
+        out["mimicsql"] = mim
     return out
 
 
@@ -523,7 +536,7 @@ FAMILY = {"spider-en": "spider", "spider-syn": "spider", "spider-keyword": "spid
           "mspider-vi": "mspider", "mspider-vi-en": "mspider", "bird": "bird",
           "bird-fresh": "bird-fresh", "bird-dev": "bird-dev",
           "kaggledbqa": "kaggledbqa", "ko-wikisql": "ko-wikisql",
-          "ko-wikisql-fresh": "ko-wikisql-fresh"}
+          "ko-wikisql-fresh": "ko-wikisql-fresh", "mimicsql": "mimicsql"}
 
 
 def sample(asked: list[dict], limit: int, name: str) -> list[dict]:

@@ -123,9 +123,14 @@ def render(report: dict) -> str:
         mark = " *" if name == report["default"] else ""
         for task, m in tasks.items():
             if task == "none":  # questions nothing stored answers: how low they score
+                low, high = m["under_min_score_interval"]
+                kept = ("" if m.get("answered_kept") is None else
+                        f"; right first (answered before, gold): {m['answered_kept']:.3f} of "
+                        f"{m['answered_right']} score {m['min_score']} or more")
                 lines.append(f"{name + mark:16s} {task:9s} {m['n']:5d} "
-                             f"{m['under_min_score']:.3f} of them score below "
-                             f"{m['min_score']} (highest {m['max_top_score']:.3f})")
+                             f"{m['under_min_score']:.3f} ({low:.3f}-{high:.3f}) of them "
+                             f"score below {m['min_score']} (highest "
+                             f"{m['max_top_score']:.3f}){kept}")
                 continue
             low, high = m["R@1_interval"]
             lines.append(f"{name + mark:16s} {task:9s} {m['n']:5d} {m['R@1']:6.3f} "

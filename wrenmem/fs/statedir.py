@@ -21,6 +21,7 @@ INDEX_STATE = "index-state.bin"  # mirror of what the pairs table holds (no-op s
 INDEX_MAINT = "index-maint.bin"  # commits since the last compaction
 CATALOG = "catalog.bin"  # parsed pair files by stat key
 GREP_TERMS = "grep-terms.bin"  # BM25F term vectors by content hash
+VOCABULARY = "vocabulary.bin"  # every pair's search terms, keyed by the pair files' hashes
 GREP_SNAPSHOT = "grep-snapshot.bin"  # a one-shot grep's whole BM25F index, keyed by stats
 PAIR_LISTING = "pair-listing.bin"  # the pair folders' names by folder key (the stat walk)
 QUESTIONS = "questions.bin"  # each pair file's question codes by stat key (store's lookup)

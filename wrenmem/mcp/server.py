@@ -52,7 +52,8 @@ whole schema when it is small), with the business rules and caveats that bear on
 question and the glossary's definitions of its terms. Use only names that appear there, and \
 follow the rules.
 2. recall_queries(question): similar questions answered before, with their SQL. Reuse their \
-joins, filters and conventions; a high score means a very similar question.
+joins, filters and conventions. A score is the chance the pair answers the question: when \
+every pair scores below 0.5, nothing stored answers it (write the SQL from the schema).
 3. Write the SQL in the dialect the context names and run it with your database tool.
 4. Only after it ran and the user accepts the answer: store_query(question, sql). It checks \
 the SQL against the schema (names, and DuckDB binding it over empty tables) and refuses with \

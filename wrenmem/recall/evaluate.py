@@ -236,6 +236,7 @@ def run(probes_: Sequence[Probe], search: Search,
     each question whose first answer is not right is appended to it (:func:`miss`)."""
     tallies = {task: Tally() for task in TASKS}
     tops: list[float] = []  # the best score of each no-answer question
+    right_tops: list[float] = []  # the score of each right first answer (answered, gold)
     for probe in probes_:
         ranks = []
         found = list(search(probe))
@@ -246,21 +247,33 @@ def run(probes_: Sequence[Probe], search: Search,
             got = _skeleton(pair) if probe.by_skeleton else _key(pair)
             ranks.append((score, got in probe.right))
         tallies[probe.task].add(ranks)
+        if probe.task in ("answered", "gold") and ranks and ranks[0][1]:
+            right_tops.append(ranks[0][0])
         if misses is not None and not (ranks and ranks[0][1]):
             misses.append(miss(probe, found, [ok for _s, ok in ranks]))
     report: dict[str, dict] = {task: t.report() for task, t in tallies.items() if t.n}
     if tops:
-        report["none"] = no_answer_report(tops)
+        report["none"] = no_answer_report(tops, right_tops)
     return report
 
 
-def no_answer_report(tops: Sequence[float]) -> dict[str, Any]:
+def no_answer_report(tops: Sequence[float], right_tops: Sequence[float] = ()
+                     ) -> dict[str, Any]:
     """How low the questions nothing stored answers score: their number, the share whose
-    best score is below :data:`NO_ANSWER_MIN_SCORE`, and the mean and highest best score."""
+    best score is below :data:`NO_ANSWER_MIN_SCORE` (with its 95 % Wilson interval), the
+    mean and highest best score; and beside it what that threshold costs the questions a
+    stored pair answers: of the answered-before and gold questions whose first answer is
+    right (``right_tops``, their scores), the share that scores at least the threshold."""
+    under = sum(t < NO_ANSWER_MIN_SCORE for t in tops) / len(tops)
+    kept = (sum(t >= NO_ANSWER_MIN_SCORE for t in right_tops) / len(right_tops)
+            if right_tops else None)
     return {"n": len(tops), "min_score": NO_ANSWER_MIN_SCORE,
-            "under_min_score": round(sum(t < NO_ANSWER_MIN_SCORE for t in tops) / len(tops), 4),
+            "under_min_score": round(under, 4),
+            "under_min_score_interval": [round(v, 4) for v in wilson(under, len(tops))],
             "mean_top_score": round(sum(tops) / len(tops), 4),
-            "max_top_score": round(max(tops), 4)}
+            "max_top_score": round(max(tops), 4),
+            "answered_right": len(right_tops),
+            "answered_kept": None if kept is None else round(kept, 4)}
 
 
 def miss(probe: Probe, found: Sequence[tuple[float, Any]], right: Sequence[bool]

@@ -56,6 +56,11 @@ FUNCTION_WORDS = frozenset(
     "我".split())
 
 
+def has_han(text: str) -> bool:
+    """Whether ``text`` has Chinese characters (words the glossary may translate)."""
+    return _HAN.search(text) is not None
+
+
 class Glossary:
     """Chinese headword → its English search terms (space-separated)."""
 

@@ -72,7 +72,7 @@ WARM_WAIT = 60.0  # a warm-up's wait for the index lock, a writer or a request h
 # ... and how long it waits when a file was saved since that version: the writer is most
 # likely syncing that very change (the watcher), so its answer is worth the wait
 WRITER_WAIT = 5.0
-INDEX, GREP = "index", "grep"  # what the freshness tracks for a recaller
+INDEX, GREP, VOCABULARY = "index", "grep", "vocabulary"  # what the freshness tracks
 Notify = Callable[[str], None]
 _UNLOADED: Any = object()
 
@@ -105,6 +105,7 @@ class Recaller:
         self._second: Any = None  # wrenmem.recall.second.SecondReader, made on first use
         self._lock = threading.Lock()  # the lazily built parts
         self._grep: WarmGrep | None = None
+        self._vocabulary: dict[Settings, frozenset[str]] = {}  # kept while no file changed
         self._grep_lock = threading.Lock()
         self._complete: dict[tuple[str, Settings], int] = {}  # last index version seen whole
         self._kept: dict[tuple[str, Settings], Any] = {}  # backends open on that version
@@ -152,6 +153,20 @@ class Recaller:
             if found is None:
                 found = self._scorers[name] = rank_model.Scorer(name)
             return found
+
+    def vocabulary(self, settings: Settings | None = None) -> frozenset[str]:
+        """Every stored pair's search terms (:func:`wrenmem.recall.answerable.
+        project_vocabulary`), kept by a warm recaller while no file changed."""
+        from wrenmem.recall.answerable import project_vocabulary
+
+        settings = settings or self.settings
+        stale, started = self._stale(VOCABULARY)
+        held = self._vocabulary.get(settings)
+        if held is not None and not stale:
+            return held
+        held = self._vocabulary[settings] = project_vocabulary(settings)
+        self._synced(VOCABULARY, started)
+        return held
 
     def second_reader(self) -> Any:
         """The second reader of questions the embedder cannot read whole
@@ -210,7 +225,7 @@ class Recaller:
         else:
             used, hits = self._index_search(name, settings, list(queries), k, filters, sql,
                                             say, sync)
-        return _results(queries, used, hits, min_score, settings.prefer_verified)
+        return self._results(queries, used, hits, min_score, settings)
 
     def _recall_once(self, queries: Sequence[str], k: int, filters: Filters, *,
                      sql: str | None, min_score: float, sync: bool, notify: Notify | None,
@@ -224,7 +239,27 @@ class Recaller:
                 notify(note)
         hits = backend.search(list(queries), k, filters, sql=sql)
         _say_skipped(backend, notify)
-        return _results(queries, backend.name, hits, min_score, settings.prefer_verified)
+        return self._results(queries, backend.name, hits, min_score, settings)
+
+    def _results(self, queries: Sequence[str], backend: str,
+                 hits: Sequence[Sequence[Hit]], min_score: float, settings: Settings
+                 ) -> list[RecallResult]:
+        """The results as every door shows them. The hybrid backend's hits (with the
+        ``learned`` fusion its calibration was fitted on) get their shown scores here
+        (:func:`wrenmem.recall.answerable.calibrate`: the chance the hit answers the
+        question, "nothing stored answers it" included; the order is the ranking's);
+        then ``min_score`` and ``prefer_verified``."""
+        if backend == "hybrid" and settings.fusion == "learned" and any(hits):
+            from wrenmem.recall.answerable import calibrate
+
+            try:
+                vocabulary = self.vocabulary(settings)
+            except WrenmemError as e:  # no pair files here (a reader of a remote index)
+                log.info("the shown scores are the ranking's: %s", e)
+                return _results(queries, backend, hits, min_score, settings.prefer_verified)
+            hits = [calibrate(q, h, vocabulary, self.glossary)
+                    for q, h in zip(queries, hits, strict=True)]
+        return _results(queries, backend, hits, min_score, settings.prefer_verified)
 
     # -- warm ----------------------------------------------------------------------
     def _stale(self, key: str) -> tuple[bool, float]:
