@@ -486,8 +486,10 @@ class Memory:
         (*new question*), and the questions of the gold file ``<knowledge_root>/eval.json``
         with their expected pair (*gold*), per backend and, for hybrid, per fusion. Returns
         ``{"probes": {task: n}, "runs": {name: {task: {"R@1", "R@5", "MRR", "ECE", ...}}},
-        "default": name, "nothing_to_measure": why}`` (``why``: None, or the line that says
-        why no question could be asked, :func:`wrenmem.recall.evaluate.nothing_to_measure`);
+        "default": name, "nothing_to_measure": why, "fit": fit}`` (``why``: None, or the
+        line that says why no question could be asked,
+        :func:`wrenmem.recall.evaluate.nothing_to_measure`; ``fit``: what
+        :meth:`fit_recall` fitted, which the ``hybrid:learned`` run uses, or None);
         ``limit`` caps the probes of each task (0: all); with ``misses``, ``"misses"`` lists
         the questions the default run did not answer right first
         (:func:`wrenmem.recall.evaluate.miss`). Writes nothing but the index (brought up to
@@ -518,8 +520,12 @@ class Memory:
         # the index backends, when this install has them, measured over a fresh index
         indexed = choose_backend(replace(self.settings, backend="auto")) != "grep"
         names = [n for n in backends if n == "grep" or indexed]
+        fit = None
         if any(n != "grep" for n in names):
             self.sync()
+            # the ranking fitted to these pairs (made now if they changed since the last
+            # fit), which the default hybrid run below uses
+            fit = self.fit_recall(pairs=found.pairs)
         for name in names:
             for fusion in (fusions if name == "hybrid" else ("",)):
                 settings = replace(self.settings, backend=name,
@@ -536,7 +542,8 @@ class Memory:
                 runs[run_name] = evaluate.run(probes, search, wanted)
         report: dict[str, Any] = {
             "probes": counts, "runs": runs, "default": default,
-            "nothing_to_measure": None if probes else evaluate.nothing_to_measure(found.pairs)}
+            "nothing_to_measure": None if probes else evaluate.nothing_to_measure(found.pairs),
+            "fit": fit}
         if misses:  # None: the configured backend was not among the runs asked for
             report["misses"] = missed if default in runs else None
         return report
@@ -751,7 +758,35 @@ class Memory:
             handed = self._sync_in_watcher(None)
             if handed is not None:
                 return handed
-        return sync_pairs(self.settings, full=full, progress=progress, embedder=self.embedder)
+        report = sync_pairs(self.settings, full=full, progress=progress, embedder=self.embedder)
+        if not report.noop:
+            try:
+                self.fit_recall()
+            except (WrenmemError, OSError, ValueError) as e:  # the sync itself is done
+                if self.notify is not None:
+                    self.notify(f"recall fit: not made ({e}); recall uses the last fit or "
+                                "the shipped model")
+        return report
+
+    def fit_recall(self, *, force: bool = False, pairs: Sequence[Pair] | None = None
+                   ) -> dict[str, Any] | None:
+        """Fit hybrid recall to this project's own pairs (:mod:`wrenmem.recall.adapt`)
+        when their questions changed since the last fit (``force``: anyway); the fit's
+        report, or None where nothing is fitted (the ``recall_fit`` setting off, a reader
+        of a shared index, no index backend). Run by :meth:`sync` when it wrote, and by
+        :meth:`evaluate`; never at recall."""
+        if (not self.settings.recall_fit or self.settings.is_reader or self.grep_only
+                or self.settings.fusion != "learned"):
+            return None
+        from wrenmem.recall import adapt
+
+        if pairs is None:
+            from wrenmem.pairs.catalog import scan
+
+            pairs = scan(self.settings, use_cache=self.settings.state_dir.is_dir()).pairs
+        recaller = self.recaller
+        return adapt.refresh(self.settings, recaller.embedder, pairs,
+                             glossary=recaller.glossary, force=force)
 
     def sync_schema(self, progress: Callable[[int, int], None] | None = None
                     ) -> SchemaSyncReport | None:

@@ -34,7 +34,7 @@ import json
 import math
 import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -129,6 +129,19 @@ class Weights:
     fingerprint: str
     models: dict[str, Model]
     meta: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Tilt:
+    """A project's own fit of the learned ranking (:mod:`wrenmem.recall.adapt`): added to
+    each candidate's ranking score, ``keyword`` times its BM25 relative to the best and
+    ``dense`` times its cosine's gap to the best (both zero: the shipped model alone)."""
+
+    keyword: float = 0.0
+    dense: float = 0.0
+
+    def __bool__(self) -> bool:
+        return bool(self.keyword or self.dense)
 
 
 CALIBRATION_FEATURES = ("rank score", "rank score - best", "lead of the best")
@@ -337,8 +350,16 @@ def features(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
     """The :data:`FEATURES` of each candidate for ``question``; ``unknown``: the share of
     the question's pieces the embedder does not know
     (:func:`wrenmem.embed.embedders.unknown_share`), how far its cosines are to be trusted."""
+    return evidence(question, candidates, unknown)[0]
+
+
+def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
+             ) -> tuple[list[tuple[float, ...]], list[float], list[float]]:
+    """(:func:`features`, each candidate's BM25 relative to the best, each one's cosine
+    gap to the best), twins sharing their best: the last two are what a project's fit
+    tilts the ranking by (:class:`Tilt`)."""
     if not candidates:
-        return []
+        return [], [], []
     shapes = [_shape(c) for c in candidates]
     group = twins(candidates, shapes)
     dense = _group_max([c.dense if c.dense is not None else -1.0 for c in candidates], group)
@@ -391,7 +412,7 @@ def features(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
             support[n] * (1.0 - best_overlap), gap * best_cov, dense_lead[n] * best_cov,
             shaped * best_cov, last_gain[n], gap * unknown, lex * unknown,
             form_gap, form_gap * (1.0 - best_cov)))
-    return rows
+    return rows, relative, [d - best_dense for d in dense]
 
 
 def draft_features(base: float, draft: sqlshape.Shape, candidate: sqlshape.Shape
@@ -401,14 +422,13 @@ def draft_features(base: float, draft: sqlshape.Shape, candidate: sqlshape.Shape
 
 
 def raw_scores(fusion: str, question: str, candidates: Sequence[Evidence],
-               weights: Weights | None = None, unknown: float = 0.0) -> list[float]:
-    """Each candidate's log-odds under ``fusion`` (before any draft)."""
+               weights: Weights | None = None, unknown: float = 0.0,
+               tilt: Tilt | None = None) -> list[float]:
+    """Each candidate's log-odds under ``fusion`` (before any draft); ``tilt``: the
+    project's fit of the learned ranking (:class:`Tilt`)."""
     w = weights or load()
     if fusion == "learned":
-        # beyond the largest share of the fitting data the weights would extrapolate
-        unknown = min(unknown, float(w.meta.get("unknown_max", 0.0)))
-        return calibrated(w, [w.models["learned"].logit(row)
-                              for row in features(question, candidates, unknown)])
+        return calibrated(w, ranking(question, candidates, w, unknown, tilt))
     group = twins(candidates)
     if fusion == "rrf":
         dense_rank = _ranks([c.dense for c in candidates], group)
@@ -426,6 +446,21 @@ def raw_scores(fusion: str, question: str, candidates: Sequence[Evidence],
         return [calibration.logit((mix.logit((d, lx / best_lex if best_lex > 0 else 0.0)),))
                 for d, lx in zip(dense, lexical, strict=True)]
     raise ValueError(f"unknown fusion {fusion!r}: one of {', '.join(FUSIONS)}")
+
+
+def ranking(question: str, candidates: Sequence[Evidence], weights: Weights | None = None,
+            unknown: float = 0.0, tilt: Tilt | None = None) -> list[float]:
+    """The learned ranking score of each candidate (before the calibration), tilted by a
+    project's fit."""
+    w = weights or load()
+    # beyond the largest share of the fitting data the weights would extrapolate
+    unknown = min(unknown, float(w.meta.get("unknown_max", 0.0)))
+    model = w.models["learned"]
+    if not tilt:
+        return [model.logit(row) for row in features(question, candidates, unknown)]
+    rows, relative, gaps = evidence(question, candidates, unknown)
+    return [model.logit(row) + tilt.keyword * lex + tilt.dense * gap
+            for row, lex, gap in zip(rows, relative, gaps, strict=True)]
 
 
 def calibration_rows(ranking: Sequence[float]) -> list[tuple[float, float, float]]:
@@ -449,14 +484,16 @@ def calibrated(weights: Weights, ranking: Sequence[float]) -> list[float]:
 
 def score(question: str, candidates: Sequence[Evidence], *, fusion: str = "learned",
           draft_sql: str | None = None, draft_dialect: str | None = None,
-          weights: Weights | None = None, unknown: float = 0.0) -> list[float]:
+          weights: Weights | None = None, unknown: float = 0.0,
+          tilt: Tilt | None = None) -> list[float]:
     """The score of each candidate in [0, 1]. With ``draft_sql`` (an agent's draft query)
     the pairs whose SQL is closest to it in structure gain (:data:`DRAFT_FEATURES`);
-    ``unknown``: the share of the question's pieces the embedder does not know."""
+    ``unknown``: the share of the question's pieces the embedder does not know;
+    ``tilt``: the project's fit of the learned ranking."""
     if not candidates:
         return []
     w = weights or load()
-    raw = raw_scores(fusion, question, candidates, w, unknown)
+    raw = raw_scores(fusion, question, candidates, w, unknown, tilt)
     if draft_sql and draft_sql.strip():
         draft = sqlshape.shape(draft_sql, draft_dialect)
         model = w.models["draft"]
@@ -467,20 +504,25 @@ def score(question: str, candidates: Sequence[Evidence], *, fusion: str = "learn
 
 class Scorer:
     """The scorer a hybrid backend calls: :func:`score` under one ``fusion``, its weights
-    read on first use and kept."""
+    read on first use and kept. ``tilt``: gives the project's fit of the learned ranking
+    (:func:`wrenmem.recall.adapt.tilt_of`, which reads it again only when its file
+    changed), asked at each call."""
 
-    def __init__(self, fusion: str = "learned", weights: Weights | None = None):
+    def __init__(self, fusion: str = "learned", weights: Weights | None = None,
+                 tilt: Callable[[], Tilt | None] | None = None):
         if fusion not in FUSIONS:
             raise ValueError(f"unknown fusion {fusion!r}: one of {', '.join(FUSIONS)}")
         self.fusion = fusion
         self._weights = weights
+        self._tilt = tilt if fusion == "learned" else None
 
     def __call__(self, question: str, candidates: Sequence[Evidence], *,
                  draft_sql: str | None = None, draft_dialect: str | None = None,
                  unknown: float = 0.0) -> list[float]:
         # the shipped weights are read once per process (load is cached)
         return score(question, candidates, fusion=self.fusion, draft_sql=draft_sql,
-                     draft_dialect=draft_dialect, weights=self._weights, unknown=unknown)
+                     draft_dialect=draft_dialect, weights=self._weights, unknown=unknown,
+                     tilt=self._tilt() if self._tilt is not None else None)
 
 
 def dense_score(cosines: Sequence[float], weights: Weights | None = None) -> list[float]:

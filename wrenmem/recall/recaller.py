@@ -135,9 +135,14 @@ class Recaller:
         with self._lock:
             found = self._scorers.get(name)
             if found is None:
+                from wrenmem.recall.adapt import TiltFile
                 from wrenmem.recall.model import Scorer as ModelScorer
 
-                found = self._scorers[name] = ModelScorer(name)
+                # the project's fit (.wrenmem/recall-fit.json), when made for this embedder
+                model_id = (self._injected.model_id if self._injected is not None
+                            else None)
+                tilt = TiltFile(self.settings, model_id) if self.settings.recall_fit else None
+                found = self._scorers[name] = ModelScorer(name, tilt=tilt)
             return found
 
     def second_reader(self) -> Any:

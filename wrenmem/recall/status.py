@@ -74,4 +74,10 @@ def status_data(settings: Settings, embedder: Embedder | None = None) -> dict[st
                       "removed": len(drift.plan.removed),
                       "renamed": len(drift.plan.renamed)},
         })
+        if settings.recall_fit:
+            from wrenmem.recall import adapt
+
+            # what the last sync (or eval) fitted hybrid recall to: None, none yet
+            data["recall_fit"] = adapt.read(settings)
+            data["recall_fit_summary"] = adapt.summary(data["recall_fit"])
     return data
