@@ -524,8 +524,8 @@ class Memory:
         if any(n != "grep" for n in names):
             self.sync()
             # the ranking fitted to these pairs (made now if they changed since the last
-            # fit), which the default hybrid run below uses
-            fit = self.fit_recall(pairs=found.pairs)
+            # fit), which the default hybrid run below uses when recall_fit is on
+            fit = self.fit_recall(pairs=found.pairs, measure=True)
         for name in names:
             for fusion in (fusions if name == "hybrid" else ("",)):
                 settings = replace(self.settings, backend=name,
@@ -768,15 +768,17 @@ class Memory:
                                 "the shipped model")
         return report
 
-    def fit_recall(self, *, force: bool = False, pairs: Sequence[Pair] | None = None
-                   ) -> dict[str, Any] | None:
+    def fit_recall(self, *, force: bool = False, pairs: Sequence[Pair] | None = None,
+                   measure: bool = False) -> dict[str, Any] | None:
         """Fit hybrid recall to this project's own pairs (:mod:`wrenmem.recall.adapt`)
         when their questions changed since the last fit (``force``: anyway); the fit's
-        report, or None where nothing is fitted (the ``recall_fit`` setting off, a reader
-        of a shared index, no index backend). Run by :meth:`sync` when it wrote, and by
-        :meth:`evaluate`; never at recall."""
-        if (not self.settings.recall_fit or self.settings.is_reader or self.grep_only
-                or self.settings.fusion != "learned"):
+        report (``"applied"``: whether recall uses it, the ``recall_fit`` setting), or
+        None where nothing is fitted (the setting off unless ``measure``, a reader of a
+        shared index, no index backend). Run by :meth:`sync` when it wrote and the
+        setting is on, and by :meth:`evaluate` (``measure``: to report it); never at
+        recall."""
+        if ((not self.settings.recall_fit and not measure) or self.settings.is_reader
+                or self.grep_only or self.settings.fusion != "learned"):
             return None
         from wrenmem.recall import adapt
 
@@ -785,8 +787,9 @@ class Memory:
 
             pairs = scan(self.settings, use_cache=self.settings.state_dir.is_dir()).pairs
         recaller = self.recaller
-        return adapt.refresh(self.settings, recaller.embedder, pairs,
-                             glossary=recaller.glossary, force=force)
+        fit = adapt.refresh(self.settings, recaller.embedder, pairs,
+                            glossary=recaller.glossary, force=force)
+        return {**fit, "applied": self.settings.recall_fit}
 
     def sync_schema(self, progress: Callable[[int, int], None] | None = None
                     ) -> SchemaSyncReport | None:

@@ -11,17 +11,22 @@ backend's candidates and evidence are gathered once for up to :data:`PROBES` of 
 - ``grep-heavy`` and ``vector-heavy``: the shipped model plus a large weight on the
   keyword (BM25 relative to the best) or the dense (cosine gap to the best) evidence, which
   rank about as the grep and vector backends do;
-- ``adapted``: the weights of the two, from a small grid, that put most right answers first
-  (chosen inside each fold of a five-fold cross-validation, so its figure is out of fold).
+- ``adapted``: a tilt of the shipped model by the keyword and dense evidence and by the
+  candidate's SQL read against the question (the schema names the question says that the
+  SQL uses, and those the SQL uses that the question does not say:
+  :func:`wrenmem.recall.model.name_agreement`), its weights from a small grid, chosen inside
+  each fold of a five-fold cross-validation (so its figure is out of fold).
 
 Every weight is shrunk toward the prior by ``n / (n + SHRINK)`` (``n``: the questions
-asked), and a ranking other than the prior is chosen only when it puts at least
-:data:`MIN_GAIN` more of them right first (mean R@1 of the two tasks, each weighing its
-probes up to :data:`TASK_WEIGHT`) and loses at most :data:`TASK_LOSS` on either task (of
-:data:`TASK_FLOOR` probes or more). Below :data:`MIN_PROBES`
-questions the prior stays. The result is written to ``.wrenmem/recall-fit.json`` (derived,
-safe to delete), keyed by a fingerprint of the questions, the shipped weights and the
-embedder; the learned scorer reads it (again only when the file changed) and adds the tilt.
+asked). A ranking other than the prior is chosen only when its mean R@1 over the two tasks
+gains at least :data:`MIN_GAIN` and neither task loses more than :data:`TASK_LOSS` or more
+than the half-width of the prior's 95 % interval there. With fewer than :data:`MIN_PROBES`
+probes of either task the prior stays: a fit could not be checked on that task (the fit of
+an earlier attempt, checked on answered-before alone where new-question probes were few,
+lost new-question R@1 on the suite). The result is written to ``.wrenmem/recall-fit.json``
+(derived, safe to delete), keyed by a fingerprint of the questions, the shipped weights
+and the embedder; the learned scorer reads it (again only when the file changed) and adds
+the tilt: nothing is fitted at recall.
 """
 
 from __future__ import annotations
@@ -36,43 +41,46 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wrenmem import statedir
-from wrenmem.fsutil import atomic_write_text
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import atomic_write_text
 from wrenmem.recall import evaluate, model, sqlshape
 from wrenmem.recall.hits import Filters
 
 if TYPE_CHECKING:
-    from wrenmem.embedders import Embedder
+    from wrenmem.embed.embedders import Embedder
     from wrenmem.pairs.pairfile import Pair
     from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
-VERSION = 1  # of the fit file and of how it is made
+VERSION = 2  # of the fit file and of how it is made
 PROBES = 150  # questions asked of each task, at most (sampled by hash)
-MIN_PROBES = 30  # fewer questions in all: the prior alone
+MIN_PROBES = 30  # fewer questions of either task: the prior alone (that task is not checked)
 SHRINK = 50.0  # a weight is multiplied by n / (n + SHRINK)
 MIN_GAIN = 0.01  # mean R@1 a ranking must gain over the prior to be chosen
 TASK_LOSS = 0.05  # ... and R@1 it may lose on either task, at most
-TASK_WEIGHT = 50  # a task weighs as many probes as it has, up to this many
-TASK_FLOOR = 20  # a task of fewer probes is not held to TASK_LOSS (too few to tell)
+LOSS_WEIGHT = 3.0  # R@1 lost on a task counts this many times R@1 gained
 FOLDS = 5
 KEYWORD_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 DENSE_GRID = (0.0, 5.0, 10.0, 20.0, 40.0)
+NAMES_GRID = (0.0, 1.0, 2.0, 4.0)  # the question's schema names its SQL uses (model.TILT_TERMS)
+EXTRA_GRID = (0.0, 1.0, 2.0)  # its SQL's names the question does not say
 HEAVY_KEYWORD = 40.0  # grep-heavy: the keyword evidence outweighs the rest
 HEAVY_DENSE = 200.0  # vector-heavy: the cosine's gap outweighs the rest
-CANDIDATES = ("prior", "grep-heavy", "vector-heavy", "adapted")
+FIXED = ("prior", "grep-heavy", "vector-heavy")
+CANDIDATES = (*FIXED, "adapted")
+FITTED_TASKS = ("answered", "new")
+TASK_NAMES = {"answered": "answered-before", "new": "new-question"}
 
 
 @dataclass(frozen=True)
 class Gathered:
-    """One question's candidates: their ranking score under the prior, their BM25 relative
-    to the best and cosine gap to the best (twins sharing their best), and which are
+    """One question's candidates: their ranking score under the prior, their
+    :data:`wrenmem.recall.model.TILT_TERMS` (twins sharing their best), and which are
     right."""
 
     task: str
     base: tuple[float, ...]
-    keyword: tuple[float, ...]
-    dense: tuple[float, ...]
+    terms: tuple[tuple[float, ...], ...]
     right: tuple[bool, ...]
     fold: int
 
@@ -149,10 +157,10 @@ def _tilt(data: dict[str, Any] | None, model_id: str | None) -> model.Tilt | Non
             or (model_id is not None and data.get("embedder") != model_id)):
         return None
     try:
-        keyword, dense = (float(v) for v in data["tilt"])
+        weights_ = [float(v) for v in data["tilt"]]
+        tilt = model.Tilt(*weights_)
     except (KeyError, TypeError, ValueError):
         return None
-    tilt = model.Tilt(keyword, dense)
     return tilt or None
 
 
@@ -216,12 +224,12 @@ def gather(settings: Settings, embedder: Embedder, probes: Sequence[evaluate.Pro
         question, signals, unknown = recorder.seen[0]
         if not signals:
             continue
-        rows, keyword, dense = model.evidence(question, signals, min(
+        rows, terms = model.evidence(question, signals, min(
             unknown, float(weights.meta.get("unknown_max", 0.0))))
         learned = weights.models["learned"]
         right = {(ds or None, key) for ds, key in p.right}
         out.append(Gathered(
-            p.task, tuple(learned.logit(r) for r in rows), tuple(keyword), tuple(dense),
+            p.task, tuple(learned.logit(r) for r in rows), tuple(terms),
             tuple(_answer_key(c, p.by_skeleton) in right for c in signals),
             int(hashlib.sha256(str(sorted(map(str, p.right))).encode()).hexdigest(), 16)
             % FOLDS))
@@ -230,90 +238,114 @@ def gather(settings: Settings, embedder: Embedder, probes: Sequence[evaluate.Pro
 
 # -- choosing ------------------------------------------------------------------------------
 
-def _first_right(g: Gathered, keyword: float, dense: float) -> bool:
-    best, at = -math.inf, -1
-    for n, (b, k, d) in enumerate(zip(g.base, g.keyword, g.dense, strict=True)):
-        s = b + keyword * k + dense * d
-        if s > best:
-            best, at = s, n
-    return at >= 0 and g.right[at]
+def _grid(shrink: float) -> Any:
+    """Every tilt compared (rows: :class:`wrenmem.recall.model.Tilt`'s weights): the
+    prior, grep-heavy and vector-heavy first, then the adapted grid; shrunk."""
+    import itertools
+
+    import numpy as np
+
+    fixed = [(0.0, 0.0, 0.0, 0.0), (HEAVY_KEYWORD, 0.0, 0.0, 0.0), (0.0, HEAVY_DENSE, 0.0, 0.0)]
+    grid = [t for t in itertools.product(KEYWORD_GRID, DENSE_GRID, NAMES_GRID, EXTRA_GRID)
+            if any(t)]
+    return np.array(fixed + grid, dtype=np.float64) * shrink
 
 
-def _r1(found: Sequence[Gathered], hits: Sequence[bool]) -> dict[str, float]:
-    """R@1 per task, and their mean (``"mean"``), each task weighing as many probes as it
-    has up to :data:`TASK_WEIGHT` (so two tasks of many probes weigh the same, and a task
-    of two probes does not outweigh one of 150)."""
-    out: dict[str, float] = {}
-    weight: dict[str, int] = {}
-    for task in evaluate.TASKS:
-        mine = [h for g, h in zip(found, hits, strict=True) if g.task == task]
-        if mine:
-            out[task] = sum(mine) / len(mine)
-            weight[task] = min(len(mine), TASK_WEIGHT)
-    total = sum(weight.values())
-    out["mean"] = sum(out[t] * w for t, w in weight.items()) / total if total else 0.0
+def _hits(found: Sequence[Gathered], grid: Any) -> Any:
+    """hits[t, q]: under tilt ``t`` the first answer to question ``q`` is right (the first
+    of equal scores, as a strict ``>`` over the candidates in order would pick)."""
+    import numpy as np
+
+    out = np.zeros((len(grid), len(found)), dtype=bool)
+    for q, g in enumerate(found):
+        scores = np.asarray(g.base)[None, :] + grid @ np.asarray(g.terms, dtype=np.float64).T
+        out[:, q] = np.asarray(g.right)[scores.argmax(axis=1)]
     return out
 
 
-def _eligible(r1: dict[str, float], prior: dict[str, float],
-              counts: dict[str, int]) -> bool:
-    """No task of :data:`TASK_FLOOR` probes or more loses more than :data:`TASK_LOSS` of
-    R@1 against the prior."""
-    return all(r1.get(task, 0.0) >= prior[task] - TASK_LOSS
-               for task in evaluate.TASKS if task in prior and counts.get(task, 0) >= TASK_FLOOR)
+def _task_r1(hits: Any, tasks: Any) -> dict[str, Any]:
+    """R@1 per task (rows: tilts) over the questions of ``tasks``."""
+    return {t: hits[:, tasks == t].mean(axis=1) for t in FITTED_TASKS if (tasks == t).any()}
 
 
-def _counts(found: Sequence[Gathered]) -> dict[str, int]:
-    return {task: sum(1 for g in found if g.task == task) for task in evaluate.TASKS}
+def _allowed_loss(r1: float, n: int) -> float:
+    """The R@1 a task may lose against the prior's: at most :data:`TASK_LOSS`, and at most
+    the half-width of the prior's 95 % interval there."""
+    low, high = evaluate.wilson(r1, n)
+    return min(TASK_LOSS, (high - low) / 2)
 
 
-def _best(found: Sequence[Gathered], grid: Sequence[tuple[float, float]]
-          ) -> tuple[float, float]:
-    """The grid's tilt of the highest mean R@1 on ``found`` among those that lose at most
-    :data:`TASK_LOSS` on either task (the smaller weights first among equals)."""
-    prior = _r1(found, [_first_right(g, 0.0, 0.0) for g in found])
-    scored = []
-    for t in grid:
-        r1 = _r1(found, [_first_right(g, *t) for g in found])
-        if _eligible(r1, prior, _counts(found)):
-            scored.append(((r1["mean"], -abs(t[0]) - abs(t[1]) / 5), t))
-    return max(scored)[1] if scored else (0.0, 0.0)
+def _pick(hits: Any, tasks: Any, among: Any) -> tuple[int, dict[str, Any]]:
+    """The tilt (row of ``among``, a boolean mask) that gains most over the prior (row 0)
+    on these questions, a task's loss counting :data:`LOSS_WEIGHT` times its gain (the
+    mean over the tasks), among those that lose no task beyond :func:`_allowed_loss`; the
+    prior unless one gains :data:`MIN_GAIN`; ties: the earlier row (smaller weights)."""
+    import numpy as np
+
+    r1 = _task_r1(hits, tasks)
+    counts = {t: int((tasks == t).sum()) for t in r1}
+    ok = among.copy()
+    for t, values in r1.items():
+        ok &= values >= values[0] - _allowed_loss(float(values[0]), counts[t]) - 1e-12
+    gains = [values - values[0] for values in r1.values()]
+    worth = np.mean([np.where(g < 0, LOSS_WEIGHT * g, g) for g in gains], axis=0)
+    best = int(np.flatnonzero(ok)[np.argmax(worth[ok])]) if ok.any() else 0
+    if worth[best] < MIN_GAIN:
+        best = 0
+    return best, r1
 
 
 def choose(found: Sequence[Gathered]) -> dict[str, Any]:
-    """The ranking for this project, with each candidate's R@1 (the adapted one's out of
-    fold)."""
+    """The ranking for this project, with each candidate's R@1 per task (the adapted
+    one's out of fold: the tilt chosen on the other four folds, for each fold's
+    questions), and its gain over the prior with a paired interval."""
+    import numpy as np
+
     n = len(found)
     shrink = n / (n + SHRINK)
-    grid = [(k * shrink, d * shrink) for k in KEYWORD_GRID for d in DENSE_GRID]
-    fixed = {"prior": (0.0, 0.0), "grep-heavy": (HEAVY_KEYWORD * shrink, 0.0),
-             "vector-heavy": (0.0, HEAVY_DENSE * shrink)}
-    hits = {name: [_first_right(g, *t) for g in found] for name, t in fixed.items()}
-    # adapted: the grid's best on the other folds, for each fold's questions
-    adapted = [False] * n
+    grid = _grid(shrink)
+    hits = _hits(found, grid)
+    tasks = np.array([g.task for g in found])
+    folds = np.array([g.fold for g in found])
+    rows = np.arange(len(grid))
+    adapted_rows = rows >= len(FIXED)
+    adapted = np.zeros(n, dtype=bool)
     for fold in range(FOLDS):
-        train = [g for g in found if g.fold != fold]
-        if not train:
-            train = list(found)
-        best = _best(train, grid)
-        for i, g in enumerate(found):
-            if g.fold == fold:
-                adapted[i] = _first_right(g, *best)
-    hits["adapted"] = adapted
-    tilts = dict(fixed)
-    tilts["adapted"] = _best(found, grid)
-    scores = {name: _r1(found, h) for name, h in hits.items()}
-    prior = scores["prior"]["mean"]
-    counts = _counts(found)
-    chosen = max((c for c in CANDIDATES if _eligible(scores[c], scores["prior"], counts)),
-                 key=lambda c: (scores[c]["mean"], c == "prior"))
-    if scores[chosen]["mean"] < prior + MIN_GAIN:
-        chosen = "prior"
-    return {"chosen": chosen, "tilt": list(tilts[chosen]) if chosen != "prior" else [0.0, 0.0],
+        inside = folds == fold
+        train = ~inside if (~inside).any() else np.ones(n, dtype=bool)
+        best, _ = _pick(hits[:, train], tasks[train], adapted_rows)
+        adapted[inside] = hits[best, inside]
+    # the candidates' hits: the fixed three, and the adapted one out of fold
+    per = {name: hits[i] for i, name in enumerate(FIXED)}
+    per["adapted"] = adapted
+    table = np.stack([per[c] for c in CANDIDATES])
+    picked, r1 = _pick(table, tasks, np.ones(len(CANDIDATES), dtype=bool))
+    chosen = CANDIDATES[picked]
+    if chosen == "adapted":  # the tilt itself: the adapted grid's best on every question
+        weights = grid[_pick(hits, tasks, adapted_rows)[0]]
+    else:
+        weights = grid[FIXED.index(chosen)]
+    gains = {c: {t: _paired_gain(table[i, tasks == t], table[0, tasks == t]) for t in r1}
+             for i, c in enumerate(CANDIDATES)}
+    gain = gains[chosen]
+    return {"chosen": chosen, "tilt": [round(float(w), 4) for w in weights],
             "shrink": round(shrink, 4),
-            "candidates": {c: {k: round(v, 4) for k, v in scores[c].items()}
-                           for c in CANDIDATES},
-            "gain": round(scores[chosen]["mean"] - prior, 4)}
+            "candidates": {c: {**{t: round(float(v[i]), 4) for t, v in r1.items()},
+                               "mean": round(float(np.mean([v[i] for v in r1.values()])), 4)}
+                           for i, c in enumerate(CANDIDATES)},
+            "gain": round(float(np.mean([g[0] for g in gain.values()])), 4),
+            "task_gain": gain, "candidate_gain": gains}
+
+
+def _paired_gain(mine: Any, prior: Any) -> list[float]:
+    """R@1 gained over the prior on one task's questions, with a 95 % interval of the
+    paired difference (normal approximation on the per-question differences)."""
+    d = mine.astype(float) - prior.astype(float)
+    if not len(d):
+        return [0.0, 0.0, 0.0]
+    mean = float(d.mean())
+    half = 1.96 * float(d.std(ddof=1)) / math.sqrt(len(d)) if len(d) > 1 else 0.0
+    return [round(mean, 4), round(mean - half, 4), round(mean + half, 4)]
 
 
 # -- the fit of a project --------------------------------------------------------------
@@ -339,10 +371,14 @@ def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair], *,
     data: dict[str, Any] = {"version": VERSION, "fingerprint": key,
                             "weights": [weights.version, weights.fingerprint],
                             "embedder": embedder.model_id, "probes": counts}
-    if len(probes) < MIN_PROBES:
-        data.update(chosen="prior", tilt=[0.0, 0.0], shrink=0.0, candidates={}, gain=0.0,
-                    reason=f"{len(probes)} question(s) to measure, fewer than {MIN_PROBES}: "
-                           "the shipped model alone")
+    few = [t for t in FITTED_TASKS if counts.get(t, 0) < MIN_PROBES]
+    if few:
+        data.update(chosen="prior", tilt=[0.0] * len(model.TILT_TERMS), shrink=0.0,
+                    candidates={}, gain=0.0, task_gain={},
+                    reason=" and ".join(f"{counts.get(t, 0)} {TASK_NAMES[t]} probes"
+                                        for t in few)
+                    + f", fewer than {MIN_PROBES}: a fit could not be checked there, so the "
+                      "shipped model alone")
     else:
         found = gather(settings, embedder, probes, glossary)
         data.update(choose(found))
@@ -354,7 +390,8 @@ def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair], *,
 
 
 def summary(data: dict[str, Any] | None) -> str:
-    """One line of what was fitted (``status``, ``eval``)."""
+    """One line of what was fitted (``status``, ``eval``): the ranking chosen, on how many
+    probes, and its gain over the prior on each task with a 95 % interval."""
     if not data:
         return "none yet (made by `wrenmem sync` or `wrenmem eval`)"
     probes = data.get("probes", {})
@@ -362,14 +399,29 @@ def summary(data: dict[str, Any] | None) -> str:
              "new-question probes")
     if data.get("reason"):
         return f"prior ({asked}; {data['reason']})"
-    cands = data.get("candidates", {})
-    prior = cands.get("prior", {}).get("mean", 0.0)
     chosen = data.get("chosen", "prior")
-    got = cands.get(chosen, {}).get("mean", prior)
-    keyword, dense = data.get("tilt", [0.0, 0.0])
-    return (f"{chosen} on {asked} (mean R@1 {got:.3f} against the prior's "
-            f"{prior:.3f}, gain {data.get('gain', 0.0):+.3f}; keyword weight {keyword:.2f}, "
-            f"dense weight {dense:.2f})")
+
+    def gains_of(task_gain: dict[str, Any]) -> str:
+        return "; ".join(f"{TASK_NAMES.get(t, t)} {g[0]:+.3f} ({g[1]:+.3f} to {g[2]:+.3f})"
+                         for t, g in task_gain.items())
+
+    if chosen == "prior":
+        cands = data.get("candidates") or {}
+        other = max((c for c in CANDIDATES[1:] if c in cands),
+                    key=lambda c: cands[c].get("mean", 0.0), default=None)
+        if other is None:
+            return f"prior on {asked}"
+        return (f"prior kept on {asked}: the best other ranking, {other}, would change "
+                f"R@1 by {gains_of((data.get('candidate_gain') or {}).get(other, {}))} "
+                f"(95 % intervals), short of the gain asked without losing a task")
+    gains = gains_of(data.get("task_gain") or {})
+    tilt = ", ".join(f"{name} {w:.2f}" for name, w in zip(model.TILT_TERMS,
+                                                           data.get("tilt", []), strict=False)
+                     if w)
+    unused = ("; not used by recall (recall_fit = false)"
+              if data.get("applied") is False and chosen != "prior" else "")
+    return (f"{chosen} on {asked}; R@1 gained over the shipped model: {gains or 'none'}"
+            + (f" (weights added: {tilt})" if tilt else "") + unused)
 
 
 def render_fit(data: dict[str, Any]) -> list[str]:
@@ -377,8 +429,11 @@ def render_fit(data: dict[str, Any]) -> list[str]:
     lines = [f"recall fit: {summary(data)}"]
     cands = data.get("candidates") or {}
     if cands:
-        lines.append("  fitted on these pairs' own probes (R@1; adapted: out of fold): "
+        lines.append("  compared on these pairs' own probes (R@1 answered/new; adapted: out "
+                     "of fold): "
                      + ", ".join(f"{name} {m.get('answered', 0.0):.3f}/{m.get('new', 0.0):.3f}"
                                  for name, m in cands.items())
-                     + " (answered/new); hybrid:learned above uses the chosen one")
+                     + ("; hybrid:learned above uses the chosen one" if data.get("applied")
+                        else "; hybrid:learned above is the shipped model (recall_fit = "
+                             "false)"))
     return lines

@@ -134,14 +134,28 @@ class Weights:
 @dataclass(frozen=True)
 class Tilt:
     """A project's own fit of the learned ranking (:mod:`wrenmem.recall.adapt`): added to
-    each candidate's ranking score, ``keyword`` times its BM25 relative to the best and
-    ``dense`` times its cosine's gap to the best (both zero: the shipped model alone)."""
+    each candidate's ranking score, the weight of each of its :data:`TILT_TERMS` times the
+    term (all zero: the shipped model alone)."""
 
     keyword: float = 0.0
     dense: float = 0.0
+    names: float = 0.0
+    extra: float = 0.0
 
     def __bool__(self) -> bool:
-        return bool(self.keyword or self.dense)
+        return bool(self.keyword or self.dense or self.names or self.extra)
+
+    def weights(self) -> tuple[float, float, float, float]:
+        return (self.keyword, self.dense, self.names, self.extra)
+
+
+# what a project's fit weighs (Tilt's fields, in order): the BM25 relative to the best, the
+# cosine's gap to the best, and the candidate's SQL read against the question
+# (:func:`name_agreement`): the share of the schema names the question says that its SQL
+# uses, and the share of its SQL's names the question does not say, each as a gap to the
+# best candidate's
+TILT_TERMS = ("bm25 / best", "cosine - best", "names asked in sql - best",
+              "-(names not asked - least)")
 
 
 CALIBRATION_FEATURES = ("rank score", "rank score - best", "lead of the best")
@@ -350,16 +364,16 @@ def features(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
     """The :data:`FEATURES` of each candidate for ``question``; ``unknown``: the share of
     the question's pieces the embedder does not know
     (:func:`wrenmem.embed.embedders.unknown_share`), how far its cosines are to be trusted."""
-    return evidence(question, candidates, unknown)[0]
+    return evidence(question, candidates, unknown, terms=False)[0]
 
 
-def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
-             ) -> tuple[list[tuple[float, ...]], list[float], list[float]]:
-    """(:func:`features`, each candidate's BM25 relative to the best, each one's cosine
-    gap to the best), twins sharing their best: the last two are what a project's fit
-    tilts the ranking by (:class:`Tilt`)."""
+def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0,
+             terms: bool = True) -> tuple[list[tuple[float, ...]], list[tuple[float, ...]]]:
+    """(:func:`features`, each candidate's :data:`TILT_TERMS`), twins sharing their best:
+    the terms are what a project's fit tilts the ranking by (:class:`Tilt`); ``terms``
+    false: not computed (an empty list)."""
     if not candidates:
-        return [], [], []
+        return [], []
     shapes = [_shape(c) for c in candidates]
     group = twins(candidates, shapes)
     dense = _group_max([c.dense if c.dense is not None else -1.0 for c in candidates], group)
@@ -412,7 +426,45 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
             support[n] * (1.0 - best_overlap), gap * best_cov, dense_lead[n] * best_cov,
             shaped * best_cov, last_gain[n], gap * unknown, lex * unknown,
             form_gap, form_gap * (1.0 - best_cov)))
-    return rows, relative, [d - best_dense for d in dense]
+    if not terms:
+        return rows, []
+    asked, extra = name_agreement(question, shapes)
+    asked = _group_max(asked, group)
+    extra = [-e for e in _group_max([-e for e in extra], group)]
+    best_asked, least_extra = max(asked), min(extra)
+    return rows, [(relative[n], dense[n] - best_dense, asked[n] - best_asked,
+                   least_extra - extra[n]) for n in range(len(candidates))]
+
+
+_CALL = re.compile(r"\b\w+\s*\(")  # a function's name and its parenthesis
+
+
+@lru_cache(maxsize=65536)
+def sql_names(skeleton: str) -> frozenset[str]:
+    """The search terms of the names a query's SQL uses (tables, columns, aliases; its
+    values are masked in the skeleton, its keywords and functions dropped, identifiers
+    split on ``_``), stemmed as a question's words are."""
+    from wrenmem.textsearch import tokenize
+
+    return frozenset(t for t in tokenize(_CALL.sub("(", skeleton), sql=True)
+                     if not t.isdigit())
+
+
+def name_agreement(question: str, shapes: Sequence[sqlshape.Shape]
+                   ) -> tuple[list[float], list[float]]:
+    """The candidates' SQL read against the question, by the names it uses. The schema's
+    words here are the names any candidate's SQL uses; of those the question says, the
+    share each candidate's SQL uses (a column, table or condition asked for and missing:
+    one column or condition less, another entity), and of each candidate's own names, the
+    share the question does not say (a column or condition more than asked). No word list:
+    the names are the team's, the words the question's."""
+    said = _question_terms(question)
+    names = [sql_names(s.skeleton) for s in shapes]
+    schema = frozenset().union(*names) if names else frozenset()
+    asked = said & schema
+    share = [len(asked & n) / len(asked) if asked else 0.0 for n in names]
+    extra = [len(n - said) / len(n) if n else 0.0 for n in names]
+    return share, extra
 
 
 def draft_features(base: float, draft: sqlshape.Shape, candidate: sqlshape.Shape
@@ -458,9 +510,10 @@ def ranking(question: str, candidates: Sequence[Evidence], weights: Weights | No
     model = w.models["learned"]
     if not tilt:
         return [model.logit(row) for row in features(question, candidates, unknown)]
-    rows, relative, gaps = evidence(question, candidates, unknown)
-    return [model.logit(row) + tilt.keyword * lex + tilt.dense * gap
-            for row, lex, gap in zip(rows, relative, gaps, strict=True)]
+    rows, terms = evidence(question, candidates, unknown)
+    tilted = tilt.weights()
+    return [model.logit(row) + math.fsum(map(operator.mul, tilted, t))
+            for row, t in zip(rows, terms, strict=True)]
 
 
 def calibration_rows(ranking: Sequence[float]) -> list[tuple[float, float, float]]:
