@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     probes = evaluate.probes(pairs, limit=adapt.PROBES)
     adapt.fingerprint(probes, memory.recaller.embedder.model_id)
     t1, c1 = time.perf_counter(), time.process_time()
-    fit = memory.fit_recall(force=True, pairs=pairs)
+    fit = memory.fit_recall(force=True, pairs=pairs, measure=True)
     t2, c2 = time.perf_counter(), time.process_time()
     assert fit is not None
     print(f"{len(pairs)} pairs, {len(probes)} probes ({fit['probes']})")

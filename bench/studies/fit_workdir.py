@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (root / ".wrenmem" / "index").exists():
             continue  # a grep-only project (never synced)
         started = time.process_time()
-        fit = Memory(root, backend="hybrid").fit_recall(force=args.force)
+        fit = Memory(root, backend="hybrid", recall_fit=True).fit_recall(force=args.force)
         if fit is None:
             continue
         fits[root.name] = fit

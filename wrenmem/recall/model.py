@@ -152,7 +152,7 @@ class Tilt:
 # what a project's fit weighs (Tilt's fields, in order): the BM25 relative to the best, the
 # cosine's gap to the best, and the candidate's SQL read against the question
 # (:func:`name_agreement`): the share of the schema names the question says that its SQL
-# uses, and the share of its SQL's names the question does not say, each as a gap to the
+# uses, and how many of its SQL's names the question does not say, each as a gap to the
 # best candidate's
 TILT_TERMS = ("bm25 / best", "cosine - best", "names asked in sql - best",
               "-(names not asked - least)")
@@ -455,15 +455,15 @@ def name_agreement(question: str, shapes: Sequence[sqlshape.Shape]
     """The candidates' SQL read against the question, by the names it uses. The schema's
     words here are the names any candidate's SQL uses; of those the question says, the
     share each candidate's SQL uses (a column, table or condition asked for and missing:
-    one column or condition less, another entity), and of each candidate's own names, the
-    share the question does not say (a column or condition more than asked). No word list:
+    one column or condition less, another entity), and how many of each candidate's own
+    names the question does not say (a column or condition more than asked). No word list:
     the names are the team's, the words the question's."""
     said = _question_terms(question)
     names = [sql_names(s.skeleton) for s in shapes]
     schema = frozenset().union(*names) if names else frozenset()
     asked = said & schema
     share = [len(asked & n) / len(asked) if asked else 0.0 for n in names]
-    extra = [len(n - said) / len(n) if n else 0.0 for n in names]
+    extra = [float(len(n - said)) for n in names]
     return share, extra
 
 
