@@ -196,7 +196,7 @@ def test_a_fit_that_fails_leaves_the_sync_done_and_says_so(tmp_path: Path, monke
 
 def _probe(task: str, base: tuple[float, ...], keyword: tuple[float, ...],
            right: tuple[bool, ...], fold: int) -> adapt.Gathered:
-    return adapt.Gathered(task, base, tuple((k, 0.0, 0.0, 0.0) for k in keyword), right,
+    return adapt.Gathered(task, base, tuple((k, 0.0, 0.0, 0.0, 0.0) for k in keyword), right,
                           fold)
 
 
@@ -243,8 +243,8 @@ def test_the_sql_read_against_the_question_prefers_the_sibling_it_asks_for(
     stored = [_pair("q", wrong), _pair("q", right)]
     rows, terms = model.evidence(asked, stored)
     # names the question says that the SQL uses; names the SQL uses that it does not say
-    assert terms[1][2] >= terms[0][2] and terms[1][3] >= terms[0][3]
-    assert terms[1][2:] != terms[0][2:]
+    assert terms[1][3] >= terms[0][3] and terms[1][4] >= terms[0][4]
+    assert terms[1][3:] != terms[0][3:]
     plain = model.ranking(asked, stored)
     tilted = model.ranking(asked, stored, tilt=model.Tilt(names=2.0, extra=2.0))
     assert tilted[1] - tilted[0] > plain[1] - plain[0]

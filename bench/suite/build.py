@@ -430,6 +430,14 @@ _BIRD_VARIANTS = [Variant("answered", "answered", "q", "e", _answered_all(False)
                   Variant("new-tables", "new", "q", "e", _new_tables),
                   Variant("new-values", "new", "q", "q", _new_values_keep)]
 
+
+# decisive-word siblings among one pool's questions (word Jaccard: not for Chinese text,
+# whose words \w+ does not split)
+def _sibling_variants(pool: str) -> list[Variant]:
+    return [Variant("siblings", "answered", pool, pool, _siblings(False)),
+            Variant("siblings-new", "new", pool, pool, _siblings(True))]
+
+
 SETS: dict[str, dict] = {
     "spider-en": {
         "about": "Spider train (via Spider-Syn) English analytics questions, 140 databases",
@@ -472,7 +480,8 @@ SETS: dict[str, dict] = {
                      Variant("answered-all", "answered", "e", "e", _answered_all(False)),
                      Variant("new", "new", "e", "e", new_questions),
                      Variant("new-tables", "new", "e", "e", _new_tables),
-                     Variant("new-values", "new", "e", "e", new_values)]},
+                     Variant("new-values", "new", "e", "e", new_values),
+                     *_sibling_variants("e")]},
     "mspider-zh": {
         "about": "mSpider dev Chinese (CSpider translations), stored and asked in Chinese",
         "pools": {"z": "msp-zh"},
@@ -510,7 +519,7 @@ SETS: dict[str, dict] = {
         "about": "BIRD mini-dev: long questions (question + evidence) asked of stored short "
                  "questions; SQL in one dialect per database (SQLite, PostgreSQL or MySQL)",
         "pools": {"q": "bird-q", "e": "bird-e"},
-        "variants": _BIRD_VARIANTS},
+        "variants": _BIRD_VARIANTS + _sibling_variants("q")},
     "bird-fresh": {
         "about": "BIRD dev's questions that mini-dev did not take, on the databases of "
                  "bird's HELD-OUT part only; SQLite SQL; HELD-OUT only, added in round 11 "
@@ -523,7 +532,7 @@ SETS: dict[str, dict] = {
                  "bird's TUNING part (bird-fresh has the others); SQLite SQL; TUNING only, "
                  "added in round 12",
         "pools": {"q": "bdf-q", "e": "bdf-e"},
-        "variants": _BIRD_VARIANTS},
+        "variants": _BIRD_VARIANTS + _sibling_variants("q")},
     "ko-wikisql": {
         "about": "Korean: WikiSQL train questions machine-translated into Korean "
                  "(short questions over one table each; a hand-refined second translation "
@@ -532,7 +541,8 @@ SETS: dict[str, dict] = {
         "variants": [Variant("answered-one", "answered", "g", "r", answered_one),
                      Variant("new", "new", "g", "g", new_questions),
                      Variant("new-tables", "new", "g", "g", _new_tables),
-                     Variant("new-values", "new", "g", "g", new_values)]},
+                     Variant("new-values", "new", "g", "g", new_values),
+                     *_sibling_variants("g")]},
     "ko-wikisql-fresh": {
         "about": "Korean, fresh: the same translation of WikiSQL's dev and test questions "
                  "(tables no train question is on); HELD-OUT only, added in round 10 and "
@@ -551,7 +561,8 @@ SETS: dict[str, dict] = {
                      Variant("new", "new", "k", "k", new_questions),
                      Variant("new-tables", "new", "k", "k", _new_tables),
                      Variant("new-values", "new", "k", "k", new_values),
-                     Variant("trap", "trap", "k", "k", _traps(False))]},
+                     Variant("trap", "trap", "k", "k", _traps(False)),
+                     *_sibling_variants("k")]},
 }
 
 

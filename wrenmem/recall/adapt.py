@@ -11,7 +11,8 @@ backend's candidates and evidence are gathered once for up to :data:`PROBES` of 
 - ``grep-heavy`` and ``vector-heavy``: the shipped model plus a large weight on the
   keyword (BM25 relative to the best) or the dense (cosine gap to the best) evidence, which
   rank about as the grep and vector backends do;
-- ``adapted``: a tilt of the shipped model by the keyword and dense evidence and by the
+- ``adapted``: a tilt of the shipped model by the keyword and dense evidence, the keyword
+  evidence of the structure (the search without the SQL's values), and by the
   candidate's SQL read against the question (the schema names the question says that the
   SQL uses, and those the SQL uses that the question does not say:
   :func:`wrenmem.recall.model.name_agreement`), its weights from a small grid, chosen inside
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
-VERSION = 2  # of the fit file and of how it is made
+VERSION = 3  # of the fit file and of how it is made
 PROBES = 150  # questions asked of each task, at most (sampled by hash)
 MIN_PROBES = 30  # fewer questions of either task: the prior alone (that task is not checked)
 SHRINK = 50.0  # a weight is multiplied by n / (n + SHRINK)
@@ -60,10 +61,12 @@ MIN_GAIN = 0.01  # mean R@1 a ranking must gain over the prior to be chosen
 TASK_LOSS = 0.05  # ... and R@1 it may lose on either task, at most
 LOSS_WEIGHT = 3.0  # R@1 lost on a task counts this many times R@1 gained
 FOLDS = 5
-KEYWORD_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
-DENSE_GRID = (0.0, 5.0, 10.0, 20.0, 40.0)
-NAMES_GRID = (0.0, 1.0, 2.0, 4.0)  # the question's schema names its SQL uses (model.TILT_TERMS)
-EXTRA_GRID = (0.0, 0.25, 0.5, 1.0)  # per name its SQL uses that the question does not say
+# the adapted grid, one tuple per model.TILT_TERMS
+KEYWORD_GRID = (0.0, 1.0, 2.0, 4.0)
+DENSE_GRID = (0.0, 5.0, 20.0)
+STRUCTURE_GRID = (0.0, 1.0, 2.0, 4.0)  # the BM25 without values: the structure asked for
+NAMES_GRID = (0.0, 1.0, 2.0, 4.0)  # the question's schema names its SQL uses
+EXTRA_GRID = (0.0, 0.05, 0.1, 0.2)  # per name its SQL uses that the question does not say
 HEAVY_KEYWORD = 40.0  # grep-heavy: the keyword evidence outweighs the rest
 HEAVY_DENSE = 200.0  # vector-heavy: the cosine's gap outweighs the rest
 FIXED = ("prior", "grep-heavy", "vector-heavy")
@@ -245,9 +248,10 @@ def _grid(shrink: float) -> Any:
 
     import numpy as np
 
-    fixed = [(0.0, 0.0, 0.0, 0.0), (HEAVY_KEYWORD, 0.0, 0.0, 0.0), (0.0, HEAVY_DENSE, 0.0, 0.0)]
-    grid = [t for t in itertools.product(KEYWORD_GRID, DENSE_GRID, NAMES_GRID, EXTRA_GRID)
-            if any(t)]
+    rest = (0.0,) * (len(model.TILT_TERMS) - 2)
+    fixed = [(0.0, 0.0, *rest), (HEAVY_KEYWORD, 0.0, *rest), (0.0, HEAVY_DENSE, *rest)]
+    grid = [t for t in itertools.product(KEYWORD_GRID, DENSE_GRID, STRUCTURE_GRID, NAMES_GRID,
+                                         EXTRA_GRID) if any(t)]
     return np.array(fixed + grid, dtype=np.float64) * shrink
 
 

@@ -139,23 +139,25 @@ class Tilt:
 
     keyword: float = 0.0
     dense: float = 0.0
+    structure: float = 0.0
     names: float = 0.0
     extra: float = 0.0
 
     def __bool__(self) -> bool:
-        return bool(self.keyword or self.dense or self.names or self.extra)
+        return any(self.weights())
 
-    def weights(self) -> tuple[float, float, float, float]:
-        return (self.keyword, self.dense, self.names, self.extra)
+    def weights(self) -> tuple[float, float, float, float, float]:
+        return (self.keyword, self.dense, self.structure, self.names, self.extra)
 
 
 # what a project's fit weighs (Tilt's fields, in order): the BM25 relative to the best, the
-# cosine's gap to the best, and the candidate's SQL read against the question
+# cosine's gap to the best, the BM25 of the search without the SQL's values (the structure
+# asked for) relative to the best, and the candidate's SQL read against the question
 # (:func:`name_agreement`): the share of the schema names the question says that its SQL
 # uses, and how many of its SQL's names the question does not say, each as a gap to the
 # best candidate's
-TILT_TERMS = ("bm25 / best", "cosine - best", "names asked in sql - best",
-              "-(names not asked - least)")
+TILT_TERMS = ("bm25 / best", "cosine - best", "structure bm25 / best",
+              "names asked in sql - best", "-(names not asked - least)")
 
 
 CALIBRATION_FEATURES = ("rank score", "rank score - best", "lead of the best")
@@ -432,8 +434,10 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
     asked = _group_max(asked, group)
     extra = [-e for e in _group_max([-e for e in extra], group)]
     best_asked, least_extra = max(asked), min(extra)
-    return rows, [(relative[n], dense[n] - best_dense, asked[n] - best_asked,
-                   least_extra - extra[n]) for n in range(len(candidates))]
+    return rows, [(relative[n], dense[n] - best_dense,
+                   structure[n] / best_structure if best_structure > 0 else 0.0,
+                   asked[n] - best_asked, least_extra - extra[n])
+                  for n in range(len(candidates))]
 
 
 _CALL = re.compile(r"\b\w+\s*\(")  # a function's name and its parenthesis
