@@ -35,7 +35,7 @@ def _r1(report: dict, run: str, task: str) -> float:
 @pytest.mark.slow
 def test_eval_reports_the_fit_and_the_default_never_loses_a_task_to_it(tmp_path: Path):
     root = _spider_project(tmp_path / "spider")
-    memory = Memory(root, backend="hybrid")  # recall_fit off: the shipped model answers
+    memory = Memory(root, backend="hybrid", recall_fit=False)  # the shipped model answers
     report = memory.evaluate(backends=("grep", "vector", "hybrid"), fusions=("learned",))
     fit = report["fit"]
     assert fit["applied"] is False
@@ -50,10 +50,8 @@ def test_eval_reports_the_fit_and_the_default_never_loses_a_task_to_it(tmp_path:
     for task in ("answered", "new"):  # the chosen ranking loses no task beyond its allowance
         prior = cands["prior"][task]
         assert chosen[task] >= prior - adapt._allowed_loss(prior, fit["probes"][task]) - 1e-9
-    # (open, issue 40: on answered-before the shipped model's interval here ends just below
-    # grep's 0.706, 0.705; no ranking compared gains it without losing new questions)
-    low, high = report["runs"]["hybrid:learned"]["new"]["R@1_interval"]
-    assert high >= max(_r1(report, "grep", "new"), _r1(report, "vector", "new"))
+    # (the shipped model alone is below grep here answering before: 0.642 against 0.706)
+    assert _r1(report, "hybrid:learned", "answered") < _r1(report, "grep", "answered")
     # eval and status say what was fitted, on how many probes, and each task's gain
     from wrenmem.cli.eval_cmds import render
 
@@ -63,13 +61,19 @@ def test_eval_reports_the_fit_and_the_default_never_loses_a_task_to_it(tmp_path:
     status = memory.status()
     assert status["recall_fit"]["fingerprint"] == fit["fingerprint"]
     assert "150 answered-before and 49 new-question probes" in status["recall_fit_summary"]
-    # with recall_fit on, recall uses exactly what was chosen (the prior here: same ranks)
-    on = Memory(root, backend="hybrid", recall_fit=True)
+    # the default (recall_fit on) uses what was chosen: here a tilt that gains on both
+    # tasks out of fold, and lifts the default to its best single part's level on both
+    assert fit["chosen"] == "adapted", fit
+    assert all(fit["task_gain"][t][0] > 0 for t in ("answered", "new"))
+    on = Memory(root, backend="hybrid")
     again = on.evaluate(backends=("hybrid",), fusions=("learned",))
     assert again["fit"]["applied"] is True
     assert again["fit"]["fingerprint"] == fit["fingerprint"]  # cached, not fitted again
-    if fit["chosen"] == "prior":
-        assert again["runs"]["hybrid:learned"] == report["runs"]["hybrid:learned"]
+    for task in ("answered", "new"):
+        assert _r1(again, "hybrid:learned", task) > _r1(report, "hybrid:learned", task)
+        low, high = again["runs"]["hybrid:learned"][task]["R@1_interval"]
+        assert high >= max(_r1(report, "grep", task), _r1(report, "vector", task))
+    assert _r1(again, "hybrid:learned", "answered") > _r1(report, "grep", "answered")
 
 
 @pytest.mark.slow
@@ -78,7 +82,7 @@ def test_below_the_minimum_of_either_task_the_prior_is_used_unmeasured(tmp_path:
     root = _spider_project(tmp_path / "spider")
     for path in sorted((root / "knowledge" / "sql").glob("*.md"))[60:]:
         path.unlink()  # 60 pairs: many phrasings, few skeleton siblings
-    memory = Memory(root, backend="hybrid", recall_fit=True)
+    memory = Memory(root, backend="hybrid")
     counts = {t: sum(1 for p in evaluate.probes(scan(memory.settings).pairs) if p.task == t)
               for t in ("answered", "new")}
     assert counts["new"] < adapt.MIN_PROBES <= counts["answered"]
@@ -98,8 +102,8 @@ def test_below_the_minimum_of_either_task_the_prior_is_used_unmeasured(tmp_path:
 def test_the_fit_is_made_at_a_sync_that_writes_and_never_at_a_no_op(tmp_path: Path,
                                                                      monkeypatch):
     root = _spider_project(tmp_path / "spider")
-    assert not Memory(root, backend="hybrid").sync().noop  # recall_fit off: no fit at sync
-    memory = Memory(root, backend="hybrid", recall_fit=True)
+    assert not Memory(root, backend="hybrid", recall_fit=False).sync().noop  # no fit made
+    memory = Memory(root, backend="hybrid")
     path = adapt.fit_path(memory.settings)
     assert not path.exists()
     (root / "knowledge" / "sql" / "q001.md").unlink()  # a write: now the sync fits
@@ -181,7 +185,7 @@ def test_a_tilt_reorders_by_keyword_or_dense_evidence():
 def test_a_fit_that_fails_leaves_the_sync_done_and_says_so(tmp_path: Path, monkeypatch):
     root = _spider_project(tmp_path / "spider")
     said: list[str] = []
-    memory = Memory(root, backend="hybrid", notify=said.append, recall_fit=True)
+    memory = Memory(root, backend="hybrid", notify=said.append)
 
     def broken(*_args, **_kwargs):
         raise OSError("disk full")

@@ -132,15 +132,15 @@ class Recaller:
         calibrated score (:class:`wrenmem.recall.model.Scorer`, the shipped weights read
         once)."""
         name = fusion or self.settings.fusion
+        # the project's fit (.wrenmem/recall-fit.json) is used when made for this embedder
+        # (its id is known without loading the model)
+        model_id = self.embedder.model_id if self.settings.recall_fit else None
         with self._lock:
             found = self._scorers.get(name)
             if found is None:
                 from wrenmem.recall.adapt import TiltFile
                 from wrenmem.recall.model import Scorer as ModelScorer
 
-                # the project's fit (.wrenmem/recall-fit.json), when made for this embedder
-                model_id = (self._injected.model_id if self._injected is not None
-                            else None)
                 tilt = TiltFile(self.settings, model_id) if self.settings.recall_fit else None
                 found = self._scorers[name] = ModelScorer(name, tilt=tilt)
             return found
