@@ -77,19 +77,38 @@ def test_relevance_labels(suite: Path) -> None:
                 if case["task"] == "new":
                     # the asked SQL is stored nowhere (not even as an excluded item)
                     assert all(_keys(s)[0] != same for s in stored if s["db"] == a["db"])
-                    level = 2 if case["variant"] == "new-tables" else 1
+                    level = 2 if case["variant"] in ("new-tables", "siblings-new") else 1
                     want = {s["id"] for s in on_db if _keys(s)[level] == _keys_of(sql, level)}
                 else:
                     want = {s["id"] for s in on_db if _keys(s)[0] == same}
                 assert set(a["relevant"]) == want and want, (case["name"], a)
                 assert a["item"] not in a["relevant"]
+                if case["variant"].startswith("siblings"):
+                    # decisive-word siblings: stored, most words shared, another SQL
+                    # (of another shape for a new question)
+                    assert a["traps"]
+                    words = _word_set(a["question"])
+                    for t in a["traps"]:
+                        trap = items[t]
+                        assert t in case["stored"] and _keys(trap)[0] != same
+                        shared = words & _word_set(trap["question"])
+                        assert len(shared) / len(words | _word_set(trap["question"])) >= 0.6
+                        if case["task"] == "new":
+                            assert _keys(trap)[2] != _keys_of(sql, 2)
+                    checked["siblings"] = checked.get("siblings", 0) + 1
                 if case["task"] == "trap":
                     assert a["traps"]
                     for t in a["traps"]:
                         trap = items[t]
                         assert t in case["stored"] and _keys(trap)[0] != same
                 checked[case["task"]] += 1
-    assert all(checked.values()), checked
+    assert all(checked.values()) and checked.get("siblings"), checked
+
+
+def _word_set(text: str) -> set[str]:
+    import re
+
+    return {w.lower() for w in re.findall(r"\w+", text)}
 
 
 def _keys_of(sql: str, level: int) -> str:

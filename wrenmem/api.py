@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from wrenmem.pairs.seeds import SeedWrite
     from wrenmem.pairs.store import StoreResult
     from wrenmem.pairs.wren_store import WrenStore
+    from wrenmem.recall import adapt as rank_adapt
     from wrenmem.recall import backends as recall_backends
     from wrenmem.recall import bm25f, recaller
     from wrenmem.recall import evaluate as evaluation
@@ -81,8 +82,8 @@ else:
     catalog, exchange, pairfile, project, questions, pair_fmt, pair_seeds, pair_store, \
         wren_store = lazies("wrenmem.pairs", "catalog exchange pairfile project questions "
                                              "fmt seeds store wren_store")
-    bm25f, recaller, recall_backends, evaluation, recall_status = lazies(
-        "wrenmem.recall", "bm25f recaller backends evaluate status")
+    bm25f, recaller, recall_backends, evaluation, recall_status, rank_adapt = lazies(
+        "wrenmem.recall", "bm25f recaller backends evaluate status adapt")
     schema_describe, schema_fetch, schema_manifest, schema_table = lazies(
         "wrenmem.schema", "describe fetch manifest table")
     lance = lazy("wrenmem.storage.lance")
@@ -402,18 +403,22 @@ class Memory:
         (*new question*), and the questions of the gold file ``<knowledge_root>/eval.json``
         with their expected pair (*gold*), per backend and, for hybrid, per fusion. Returns
         ``{"probes": {task: n}, "runs": {name: {task: {"R@1", "R@5", "MRR", "ECE", ...}}},
-        "default": name, "nothing_to_measure": why}`` (``why``: None, or the line that says
-        why no question could be asked, :func:`wrenmem.recall.evaluate.nothing_to_measure`);
+        "default": name, "nothing_to_measure": why, "fit": fit}`` (``why``: None, or the
+        line that says why no question could be asked,
+        :func:`wrenmem.recall.evaluate.nothing_to_measure`; ``fit``: what
+        :meth:`fit_recall` fitted, which the ``hybrid:learned`` run uses, or None);
         ``limit`` caps the probes of each task (0: all); with ``misses``, ``"misses"`` lists
         the questions the default run did not answer right first
         (:func:`wrenmem.recall.evaluate.miss`). Writes nothing but the index (brought up to
         date first). ``progress(done, total)``: questions asked, over every run;
-        ``embedded(done, total)``: the texts that sync embeds first."""
+        ``embedded(done, total)``: the texts that sync embeds first. ``"fit"``: the ranking
+        fitted to these pairs (:meth:`fit_recall`), made first if they changed."""
         return evaluation.measure(
             self.settings, self.recaller.recall,
             sync=lambda: self.sync(progress=embedded), default_run=self.default_run,
             notify=self.notify, backends=backends, fusions=fusions, k=k, limit=limit,
-            misses=misses, progress=progress)
+            misses=misses, progress=progress,
+            fit=lambda pairs: self.fit_recall(pairs=pairs, measure=True))
 
     # -- knowledge -----------------------------------------------------------------
     def knowledge(self) -> Knowledge:
@@ -561,8 +566,36 @@ class Memory:
             handed: SyncReport | None = self._ask("sync", paths=None)
             if handed is not None:
                 return handed
-        return index_sync.sync_pairs(self.settings, full=full, progress=progress,
-                                     embedder=self.embedder)
+        report = index_sync.sync_pairs(self.settings, full=full, progress=progress,
+                                       embedder=self.embedder)
+        if not report.noop:
+            try:
+                self.fit_recall()
+            except (WrenmemError, OSError, ValueError) as e:  # the sync itself is done
+                if self.notify is not None:
+                    self.notify(f"recall fit: not made ({e}); recall uses the last fit or "
+                                "the shipped model")
+        return report
+
+    def fit_recall(self, *, force: bool = False, pairs: Sequence[Pair] | None = None,
+                   measure: bool = False) -> dict[str, Any] | None:
+        """Fit hybrid recall to this project's own pairs (:mod:`wrenmem.recall.adapt`)
+        when their questions changed since the last fit (``force``: anyway); the fit's
+        report (``"applied"``: whether recall uses it, the ``recall_fit`` setting), or
+        None where nothing is fitted (the setting off unless ``measure``, a reader of a
+        shared index, no index backend). Run by :meth:`sync` when it wrote and the
+        setting is on, and by :meth:`evaluate` (``measure``: to report it); never at
+        recall."""
+        if ((not self.settings.recall_fit and not measure) or self.settings.is_reader
+                or self.grep_only or self.settings.fusion != "learned"):
+            return None
+        if pairs is None:
+            pairs = catalog.scan(self.settings,
+                                 use_cache=self.settings.state_dir.is_dir()).pairs
+        recaller = self.recaller
+        fit = rank_adapt.refresh(self.settings, recaller.embedder, pairs,
+                                 glossary=recaller.glossary, force=force)
+        return {**fit, "applied": self.settings.recall_fit}
 
     def sync_schema(self, progress: Callable[[int, int], None] | None = None
                     ) -> SchemaSyncReport | None:

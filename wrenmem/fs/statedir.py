@@ -43,6 +43,7 @@ HOOKS_DEFERRED = "hooks-deferred.lock"  # held by the one sync waiting for a reb
 EMBED_CACHE = "embed-cache.bin"  # vectors by (model id, content hash), kept across deletions
 EMBED_CACHE_KEYS = "embed-cache-keys.bin"  # which texts the embedding cache holds (its stat)
 SECOND_CACHE = "second-reader-cache.bin"  # the second reader's vectors of stored questions
+RECALL_FIT = "recall-fit.json"  # the ranking fitted to the project's own pairs (recall.adapt)
 RECALL_COPY = "recall-copy.bin"  # the pairs table as a one-shot recall reads it, without LanceDB
 RECALL_COPY_LOCK = "recall-copy.lock"  # flock held by whoever saves the recall copy
 PAIRS_JOURNAL = "pairs-journal.bin"  # small syncs' rows not yet in the pairs table (no LanceDB)
@@ -58,7 +59,7 @@ ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, GREP_SN
        DAEMON_SOCKET, WATCH_LOCK, WATCH_PID, WATCH_STATE, WATCH_LOG, HOOKS_LOG, HOOKS_DEFERRED,
        EMBED_CACHE, EMBED_CACHE_KEYS, REPLICA, REPLICA_STATE, REPLICA_MAINT, RECALL_COPY, USES,
        KNOWLEDGE_STATE, TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK, PAIRS_JOURNAL, RECALL_COPY_LOCK,
-       VERIFICATIONS)
+       VERIFICATIONS, RECALL_FIT)
 
 
 def check_state_dir(root: Path) -> Path:

@@ -294,8 +294,8 @@ def miss(probe: Probe, found: Sequence[tuple[float, Any]], right: Sequence[bool]
 def measure(settings: Settings, recall: Callable[..., Any], *, sync: Callable[[], Any],
             default_run: Callable[[], str], notify: Callable[[str], None] | None,
             backends: Sequence[str], fusions: Sequence[str], k: int, limit: int,
-            misses: bool, progress: Callable[[int, int], None] | None = None
-            ) -> dict[str, Any]:
+            misses: bool, progress: Callable[[int, int], None] | None = None,
+            fit: Callable[[Sequence[Pair]], Any] | None = None) -> dict[str, Any]:
     """``Memory.evaluate`` (see its docstring): the probes of the project's pairs and gold
     file, each run per backend and fusion through ``recall`` (``Recaller.recall``), the
     index brought up to date first by ``sync`` when an index backend runs;
@@ -321,8 +321,13 @@ def measure(settings: Settings, recall: Callable[..., Any], *, sync: Callable[[]
     # the index backends, when this install has them, measured over a fresh index
     indexed = choose_backend(replace(settings, backend="auto")) != "grep"
     names = [n for n in backends if n == "grep" or indexed]
+    fitted = None
     if any(n != "grep" for n in names):
         sync()
+        # the ranking fitted to these pairs (made now if they changed since the last fit),
+        # which the default hybrid run below uses when recall_fit is on
+        if fit is not None:
+            fitted = fit(found.pairs)
     runs_asked = sum(len(fusions) if n == "hybrid" else 1 for n in names)
     done = [0, runs_asked * len(asked)]  # questions asked, of all runs
     for name in names:
@@ -342,7 +347,8 @@ def measure(settings: Settings, recall: Callable[..., Any], *, sync: Callable[[]
             runs[run_name] = run(asked, search, wanted)
     report: dict[str, Any] = {
         "probes": counts, "runs": runs, "default": default,
-        "nothing_to_measure": None if asked else nothing_to_measure(found.pairs)}
+        "nothing_to_measure": None if asked else nothing_to_measure(found.pairs),
+        "fit": fitted}
     if misses:  # None: the configured backend was not among the runs asked for
         report["misses"] = missed if default in runs else None
     return report

@@ -34,7 +34,7 @@ import json
 import math
 import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -130,6 +130,35 @@ class Weights:
     fingerprint: str
     models: dict[str, Model]
     meta: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Tilt:
+    """A project's own fit of the learned ranking (:mod:`wrenmem.recall.adapt`): added to
+    each candidate's ranking score, the weight of each of its :data:`TILT_TERMS` times the
+    term (all zero: the shipped model alone)."""
+
+    keyword: float = 0.0
+    dense: float = 0.0
+    structure: float = 0.0
+    names: float = 0.0
+    extra: float = 0.0
+
+    def __bool__(self) -> bool:
+        return any(self.weights())
+
+    def weights(self) -> tuple[float, float, float, float, float]:
+        return (self.keyword, self.dense, self.structure, self.names, self.extra)
+
+
+# what a project's fit weighs (Tilt's fields, in order): the BM25 relative to the best, the
+# cosine's gap to the best, the BM25 of the search without the SQL's values (the structure
+# asked for) relative to the best, and the candidate's SQL read against the question
+# (:func:`name_agreement`): the share of the schema names the question says that its SQL
+# uses, and how many of its SQL's names the question does not say, each as a gap to the
+# best candidate's
+TILT_TERMS = ("bm25 / best", "cosine - best", "structure bm25 / best",
+              "names asked in sql - best", "-(names not asked - least)")
 
 
 CALIBRATION_FEATURES = ("rank score", "rank score - best", "lead of the best")
@@ -336,8 +365,16 @@ def features(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
     """The :data:`FEATURES` of each candidate for ``question``; ``unknown``: the share of
     the question's pieces the embedder does not know
     (:func:`wrenmem.embed.embedders.unknown_share`), how far its cosines are to be trusted."""
+    return evidence(question, candidates, unknown, terms=False)[0]
+
+
+def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0,
+             terms: bool = True) -> tuple[list[tuple[float, ...]], list[tuple[float, ...]]]:
+    """(:func:`features`, each candidate's :data:`TILT_TERMS`), twins sharing their best:
+    the terms are what a project's fit tilts the ranking by (:class:`Tilt`); ``terms``
+    false: not computed (an empty list)."""
     if not candidates:
-        return []
+        return [], []
     shapes = [_shape(c) for c in candidates]
     group = twins(candidates, shapes)
     dense = _group_max([c.dense if c.dense is not None else -1.0 for c in candidates], group)
@@ -390,7 +427,47 @@ def features(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
             support[n] * (1.0 - best_overlap), gap * best_cov, dense_lead[n] * best_cov,
             shaped * best_cov, last_gain[n], gap * unknown, lex * unknown,
             form_gap, form_gap * (1.0 - best_cov)))
-    return rows
+    if not terms:
+        return rows, []
+    asked, extra = name_agreement(question, shapes)
+    asked = _group_max(asked, group)
+    extra = [-e for e in _group_max([-e for e in extra], group)]
+    best_asked, least_extra = max(asked), min(extra)
+    return rows, [(relative[n], dense[n] - best_dense,
+                   structure[n] / best_structure if best_structure > 0 else 0.0,
+                   asked[n] - best_asked, least_extra - extra[n])
+                  for n in range(len(candidates))]
+
+
+_CALL = re.compile(r"\b\w+\s*\(")  # a function's name and its parenthesis
+
+
+@lru_cache(maxsize=65536)
+def sql_names(skeleton: str) -> frozenset[str]:
+    """The search terms of the names a query's SQL uses (tables, columns, aliases; its
+    values are masked in the skeleton, its keywords and functions dropped, identifiers
+    split on ``_``), stemmed as a question's words are."""
+    from wrenmem.textsearch import tokenize
+
+    return frozenset(t for t in tokenize(_CALL.sub("(", skeleton), sql=True)
+                     if not t.isdigit())
+
+
+def name_agreement(question: str, shapes: Sequence[sqlshape.Shape]
+                   ) -> tuple[list[float], list[float]]:
+    """The candidates' SQL read against the question, by the names it uses. The schema's
+    words here are the names any candidate's SQL uses; of those the question says, the
+    share each candidate's SQL uses (a column, table or condition asked for and missing:
+    one column or condition less, another entity), and how many of each candidate's own
+    names the question does not say (a column or condition more than asked). No word list:
+    the names are the team's, the words the question's."""
+    said = _question_terms(question)
+    names = [sql_names(s.skeleton) for s in shapes]
+    schema = frozenset().union(*names) if names else frozenset()
+    asked = said & schema
+    share = [len(asked & n) / len(asked) if asked else 0.0 for n in names]
+    extra = [float(len(n - said)) for n in names]
+    return share, extra
 
 
 def draft_features(base: float, draft: sqlshape.Shape, candidate: sqlshape.Shape
@@ -400,14 +477,13 @@ def draft_features(base: float, draft: sqlshape.Shape, candidate: sqlshape.Shape
 
 
 def raw_scores(fusion: str, question: str, candidates: Sequence[Evidence],
-               weights: Weights | None = None, unknown: float = 0.0) -> list[float]:
-    """Each candidate's log-odds under ``fusion`` (before any draft)."""
+               weights: Weights | None = None, unknown: float = 0.0,
+               tilt: Tilt | None = None) -> list[float]:
+    """Each candidate's log-odds under ``fusion`` (before any draft); ``tilt``: the
+    project's fit of the learned ranking (:class:`Tilt`)."""
     w = weights or load()
     if fusion == "learned":
-        # beyond the largest share of the fitting data the weights would extrapolate
-        unknown = min(unknown, float(w.meta.get("unknown_max", 0.0)))
-        return calibrated(w, [w.models["learned"].logit(row)
-                              for row in features(question, candidates, unknown)])
+        return calibrated(w, ranking(question, candidates, w, unknown, tilt))
     group = twins(candidates)
     if fusion == "rrf":
         dense_rank = _ranks([c.dense for c in candidates], group)
@@ -425,6 +501,22 @@ def raw_scores(fusion: str, question: str, candidates: Sequence[Evidence],
         return [calibration.logit((mix.logit((d, lx / best_lex if best_lex > 0 else 0.0)),))
                 for d, lx in zip(dense, lexical, strict=True)]
     raise ValueError(f"unknown fusion {fusion!r}: one of {', '.join(FUSIONS)}")
+
+
+def ranking(question: str, candidates: Sequence[Evidence], weights: Weights | None = None,
+            unknown: float = 0.0, tilt: Tilt | None = None) -> list[float]:
+    """The learned ranking score of each candidate (before the calibration), tilted by a
+    project's fit."""
+    w = weights or load()
+    # beyond the largest share of the fitting data the weights would extrapolate
+    unknown = min(unknown, float(w.meta.get("unknown_max", 0.0)))
+    model = w.models["learned"]
+    if not tilt:
+        return [model.logit(row) for row in features(question, candidates, unknown)]
+    rows, terms = evidence(question, candidates, unknown)
+    tilted = tilt.weights()
+    return [model.logit(row) + math.fsum(map(operator.mul, tilted, t))
+            for row, t in zip(rows, terms, strict=True)]
 
 
 def calibration_rows(ranking: Sequence[float]) -> list[tuple[float, float, float]]:
@@ -448,14 +540,16 @@ def calibrated(weights: Weights, ranking: Sequence[float]) -> list[float]:
 
 def score(question: str, candidates: Sequence[Evidence], *, fusion: str = "learned",
           draft_sql: str | None = None, draft_dialect: str | None = None,
-          weights: Weights | None = None, unknown: float = 0.0) -> list[float]:
+          weights: Weights | None = None, unknown: float = 0.0,
+          tilt: Tilt | None = None) -> list[float]:
     """The score of each candidate in [0, 1]. With ``draft_sql`` (an agent's draft query)
     the pairs whose SQL is closest to it in structure gain (:data:`DRAFT_FEATURES`);
-    ``unknown``: the share of the question's pieces the embedder does not know."""
+    ``unknown``: the share of the question's pieces the embedder does not know;
+    ``tilt``: the project's fit of the learned ranking."""
     if not candidates:
         return []
     w = weights or load()
-    raw = raw_scores(fusion, question, candidates, w, unknown)
+    raw = raw_scores(fusion, question, candidates, w, unknown, tilt)
     if draft_sql and draft_sql.strip():
         draft = sqlshape.shape(draft_sql, draft_dialect)
         model = w.models["draft"]
@@ -466,20 +560,25 @@ def score(question: str, candidates: Sequence[Evidence], *, fusion: str = "learn
 
 class Scorer:
     """The scorer a hybrid backend calls: :func:`score` under one ``fusion``, its weights
-    read on first use and kept."""
+    read on first use and kept. ``tilt``: gives the project's fit of the learned ranking
+    (:func:`wrenmem.recall.adapt.tilt_of`, which reads it again only when its file
+    changed), asked at each call."""
 
-    def __init__(self, fusion: str = "learned", weights: Weights | None = None):
+    def __init__(self, fusion: str = "learned", weights: Weights | None = None,
+                 tilt: Callable[[], Tilt | None] | None = None):
         if fusion not in FUSIONS:
             raise ValueError(f"unknown fusion {fusion!r}: one of {', '.join(FUSIONS)}")
         self.fusion = fusion
         self._weights = weights
+        self._tilt = tilt if fusion == "learned" else None
 
     def __call__(self, question: str, candidates: Sequence[Evidence], *,
                  draft_sql: str | None = None, draft_dialect: str | None = None,
                  unknown: float = 0.0) -> list[float]:
         # the shipped weights are read once per process (load is cached)
         return score(question, candidates, fusion=self.fusion, draft_sql=draft_sql,
-                     draft_dialect=draft_dialect, weights=self._weights, unknown=unknown)
+                     draft_dialect=draft_dialect, weights=self._weights, unknown=unknown,
+                     tilt=self._tilt() if self._tilt is not None else None)
 
 
 def dense_score(cosines: Sequence[float], weights: Weights | None = None) -> list[float]:

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from wrenmem.embed import embedders
     from wrenmem.fs import statedir
     from wrenmem.index import replica
+    from wrenmem.recall import adapt as rank_adapt
+    from wrenmem.recall import answerable
     from wrenmem.recall import glossary as recall_glossary
     from wrenmem.recall import model as rank_model
     from wrenmem.recall import second
@@ -57,6 +59,8 @@ else:  # imported on first use (wrenmem/lazy.py)
     embedders = lazy("wrenmem.embed.embedders")
     recall_glossary = lazy("wrenmem.recall.glossary")
     rank_model = lazy("wrenmem.recall.model")
+    rank_adapt = lazy("wrenmem.recall.adapt")
+    answerable = lazy("wrenmem.recall.answerable")
     statedir = lazy("wrenmem.fs.statedir")
     second = lazy("wrenmem.recall.second")
     replica = lazy("wrenmem.index.replica")
@@ -148,23 +152,26 @@ class Recaller:
         calibrated score (:class:`wrenmem.recall.model.Scorer`, the shipped weights read
         once)."""
         name = fusion or self.settings.fusion
+        # the project's fit (.wrenmem/recall-fit.json) is used when made for this embedder
+        # (its id is known without loading the model)
+        model_id = self.embedder.model_id if self.settings.recall_fit else None
         with self._lock:
             found = self._scorers.get(name)
             if found is None:
-                found = self._scorers[name] = rank_model.Scorer(name)
+                tilt = (rank_adapt.TiltFile(self.settings, model_id) if self.settings.recall_fit
+                        else None)
+                found = self._scorers[name] = rank_model.Scorer(name, tilt=tilt)
             return found
 
     def vocabulary(self, settings: Settings | None = None) -> frozenset[str]:
         """Every stored pair's search terms (:func:`wrenmem.recall.answerable.
         project_vocabulary`), kept by a warm recaller while no file changed."""
-        from wrenmem.recall.answerable import project_vocabulary
-
         settings = settings or self.settings
         stale, started = self._stale(VOCABULARY)
         held = self._vocabulary.get(settings)
         if held is not None and not stale:
             return held
-        held = self._vocabulary[settings] = project_vocabulary(settings)
+        held = self._vocabulary[settings] = answerable.project_vocabulary(settings)
         self._synced(VOCABULARY, started)
         return held
 
@@ -250,14 +257,12 @@ class Recaller:
         question, "nothing stored answers it" included; the order is the ranking's);
         then ``min_score`` and ``prefer_verified``."""
         if backend == "hybrid" and settings.fusion == "learned" and any(hits):
-            from wrenmem.recall.answerable import calibrate
-
             try:
                 vocabulary = self.vocabulary(settings)
             except WrenmemError as e:  # no pair files here (a reader of a remote index)
                 log.info("the shown scores are the ranking's: %s", e)
                 return _results(queries, backend, hits, min_score, settings.prefer_verified)
-            hits = [calibrate(q, h, vocabulary, self.glossary)
+            hits = [answerable.calibrate(q, h, vocabulary, self.glossary)
                     for q, h in zip(queries, hits, strict=True)]
         return _results(queries, backend, hits, min_score, settings.prefer_verified)
 

@@ -78,4 +78,12 @@ def status_data(settings: Settings, embedder: Embedder | None = None) -> dict[st
                       "removed": len(drift.plan.removed),
                       "renamed": len(drift.plan.renamed)},
         })
+        from wrenmem.recall import adapt
+
+        # what the last sync (or eval) fitted hybrid recall to (None: none yet), and
+        # whether recall uses it
+        fit = adapt.read(settings)
+        if fit is not None or settings.recall_fit:
+            data["recall_fit"] = fit and {**fit, "applied": settings.recall_fit}
+            data["recall_fit_summary"] = adapt.summary(data["recall_fit"])
     return data

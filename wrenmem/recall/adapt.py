@@ -1,0 +1,443 @@
+"""Recall fitted to the team's own pairs: a tilt of the learned ranking, chosen at sync.
+
+A project's pairs are labelled data: phrasings of one SQL (*answered before*) and SQLs of
+one skeleton (*new question*), the two leave-one-out protocols of ``wrenmem eval``
+(:mod:`wrenmem.recall.evaluate`). At a sync that changed the pairs (never a no-op one, never
+at recall), when the set of those questions differs from the one last fitted on, the hybrid
+backend's candidates and evidence are gathered once for up to :data:`PROBES` of each task
+(a sample by hash, stable as pairs come and go), and four rankings are compared on them:
+
+- ``prior``: the shipped model alone;
+- ``grep-heavy`` and ``vector-heavy``: the shipped model plus a large weight on the
+  keyword (BM25 relative to the best) or the dense (cosine gap to the best) evidence, which
+  rank about as the grep and vector backends do;
+- ``adapted``: a tilt of the shipped model by the keyword and dense evidence, the keyword
+  evidence of the structure (the search without the SQL's values), and by the
+  candidate's SQL read against the question (the schema names the question says that the
+  SQL uses, and those the SQL uses that the question does not say:
+  :func:`wrenmem.recall.model.name_agreement`), its weights from a small grid, chosen inside
+  each fold of a five-fold cross-validation (so its figure is out of fold).
+
+Every weight is shrunk toward the prior by ``n / (n + SHRINK)`` (``n``: the questions
+asked). A ranking other than the prior is chosen only when its mean R@1 over the two tasks
+gains at least :data:`MIN_GAIN` and neither task loses more than :data:`TASK_LOSS` or more
+than the half-width of the prior's 95 % interval there. With fewer than :data:`MIN_PROBES`
+probes of either task the prior stays: a fit could not be checked on that task (the fit of
+an earlier attempt, checked on answered-before alone where new-question probes were few,
+lost new-question R@1 on the suite). The result is written to ``.wrenmem/recall-fit.json``
+(derived, safe to delete), keyed by a fingerprint of the questions, the shipped weights
+and the embedder; the learned scorer reads it (again only when the file changed) and adds
+the tilt: nothing is fitted at recall.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from wrenmem.fs import statedir
+from wrenmem.fs.fsutil import atomic_write_text
+from wrenmem.recall import evaluate, model, sqlshape
+from wrenmem.recall.hits import Filters
+
+if TYPE_CHECKING:
+    from wrenmem.embed.embedders import Embedder
+    from wrenmem.pairs.pairfile import Pair
+    from wrenmem.settings import Settings
+
+log = logging.getLogger(__name__)
+VERSION = 3  # of the fit file and of how it is made
+PROBES = 150  # questions asked of each task, at most (sampled by hash)
+MIN_PROBES = 30  # fewer questions of either task: the prior alone (that task is not checked)
+SHRINK = 50.0  # a weight is multiplied by n / (n + SHRINK)
+MIN_GAIN = 0.01  # mean R@1 a ranking must gain over the prior to be chosen
+TASK_LOSS = 0.05  # ... and R@1 it may lose on either task, at most
+LOSS_WEIGHT = 3.0  # R@1 lost on a task counts this many times R@1 gained
+FOLDS = 5
+# the adapted grid, one tuple per model.TILT_TERMS
+KEYWORD_GRID = (0.0, 1.0, 2.0, 4.0)
+DENSE_GRID = (0.0, 5.0, 20.0)
+STRUCTURE_GRID = (0.0, 1.0, 2.0, 4.0)  # the BM25 without values: the structure asked for
+NAMES_GRID = (0.0, 1.0, 2.0, 4.0)  # the question's schema names its SQL uses
+EXTRA_GRID = (0.0, 0.05, 0.1, 0.2)  # per name its SQL uses that the question does not say
+HEAVY_KEYWORD = 40.0  # grep-heavy: the keyword evidence outweighs the rest
+HEAVY_DENSE = 200.0  # vector-heavy: the cosine's gap outweighs the rest
+FIXED = ("prior", "grep-heavy", "vector-heavy")
+CANDIDATES = (*FIXED, "adapted")
+FITTED_TASKS = ("answered", "new")
+TASK_NAMES = {"answered": "answered-before", "new": "new-question"}
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """One question's candidates: their ranking score under the prior, their
+    :data:`wrenmem.recall.model.TILT_TERMS` (twins sharing their best), and which are
+    right."""
+
+    task: str
+    base: tuple[float, ...]
+    terms: tuple[tuple[float, ...], ...]
+    right: tuple[bool, ...]
+    fold: int
+
+
+def fit_path(settings: Settings) -> Any:
+    return settings.state_dir / statedir.RECALL_FIT
+
+
+def fingerprint(probes: Sequence[evaluate.Probe], model_id: str) -> str:
+    """What a fit depends on: the questions and their right answers, the shipped weights,
+    the embedder and this module's version."""
+    digest = hashlib.sha256()
+    weights = model.load()
+    digest.update(f"{VERSION}\0{weights.version}\0{weights.fingerprint}\0{model_id}\0"
+                  f"{PROBES}\0".encode())
+    for p in probes:
+        digest.update(json.dumps([p.task, p.question, p.datasource, sorted(p.exclude),
+                                  sorted(map(str, p.right))], ensure_ascii=False).encode())
+    return digest.hexdigest()[:32]
+
+
+def _probe_hash(p: evaluate.Probe) -> str:
+    return hashlib.sha256(json.dumps([p.task, p.question, sorted(p.exclude)],
+                                     ensure_ascii=False).encode()).hexdigest()
+
+
+def sample(probes: Sequence[evaluate.Probe], limit: int) -> list[evaluate.Probe]:
+    """At most ``limit`` probes of each task: those of the smallest hashes, so one pair
+    added or removed changes the sample by a probe or two, not all of it."""
+    out: list[evaluate.Probe] = []
+    for task in evaluate.TASKS:
+        mine = [p for p in probes if p.task == task]
+        out += sorted(mine, key=_probe_hash)[:limit] if len(mine) > limit else mine
+    return out
+
+
+def read(settings: Settings) -> dict[str, Any] | None:
+    """The project's fit file, or None (absent, unreadable, another version)."""
+    try:
+        data = json.loads(fit_path(settings).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("version") == VERSION else None
+
+
+class TiltFile:
+    """The tilt of ``.wrenmem/recall-fit.json`` for the scorer: read again only when the
+    file's stat changed, and used only when it was fitted for the shipped weights and this
+    embedder (else the prior)."""
+
+    def __init__(self, settings: Settings, model_id: str | None):
+        self.settings = settings
+        self.model_id = model_id
+        self._stat: tuple[int, int] | None = None
+        self._tilt: model.Tilt | None = None
+
+    def __call__(self) -> model.Tilt | None:
+        try:
+            st = os.stat(fit_path(self.settings))
+        except OSError:
+            self._stat, self._tilt = None, None
+            return None
+        key = (st.st_mtime_ns, st.st_size)
+        if key != self._stat:
+            self._stat, self._tilt = key, _tilt(read(self.settings), self.model_id)
+        return self._tilt
+
+
+def _tilt(data: dict[str, Any] | None, model_id: str | None) -> model.Tilt | None:
+    if not data:
+        return None
+    weights = model.load()
+    if (data.get("weights") != [weights.version, weights.fingerprint]
+            or (model_id is not None and data.get("embedder") != model_id)):
+        return None
+    try:
+        weights_ = [float(v) for v in data["tilt"]]
+        tilt = model.Tilt(*weights_)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return tilt or None
+
+
+# -- gathering ---------------------------------------------------------------------------
+
+class _Recorder:
+    """A scorer that keeps each question's candidates (the ranking is made afterwards)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, list[Any], float]] = []
+
+    def __call__(self, question: str, signals: Sequence[Any], *, draft_sql: str | None = None,
+                 draft_dialect: str | None = None, unknown: float = 0.0) -> list[float]:
+        self.seen.append((question, list(signals), unknown))
+        return [0.5] * len(signals)
+
+
+class _Batched:
+    """An embedder whose answers for the probe questions were computed in one batch."""
+
+    def __init__(self, embedder: Embedder, texts: Sequence[str]):
+        self._embedder = embedder
+        self.model_id = embedder.model_id
+        self.dim = embedder.dim
+        unique = list(dict.fromkeys(texts))
+        vectors: Any = embedder.embed(unique) if unique else []
+        self._known = {t: v for t, v in zip(unique, vectors, strict=True)}
+        self.unknown_share = getattr(embedder, "unknown_share", None)
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        if all(t in self._known for t in texts):
+            return np.stack([self._known[t] for t in texts]) if texts else np.zeros(
+                (0, self.dim), dtype=np.float32)
+        return self._embedder.embed(list(texts))
+
+
+def _answer_key(c: Any, by_skeleton: bool) -> tuple[str | None, str]:
+    shape = sqlshape.shape(c.sql, c.dialect or None)
+    return (c.datasource or None, shape.skeleton if by_skeleton else shape.key)
+
+
+def gather(settings: Settings, embedder: Embedder, probes: Sequence[evaluate.Probe],
+           glossary: Any = None) -> list[Gathered]:
+    """Each probe's candidates and evidence, through the hybrid backend itself (its
+    left-out phrasings filtered before ranking, as ``eval`` does)."""
+    from wrenmem.recall.vector import HybridBackend
+
+    recorder = _Recorder()
+    cap = settings.max_embed_chars
+    batched: Any = _Batched(embedder, [p.question[:cap] for p in probes])
+    backend = HybridBackend(settings, batched, glossary or (lambda: None), recorder)
+    weights = model.load()
+    out = []
+    for p in probes:
+        recorder.seen.clear()
+        backend.search([p.question], 1, Filters(exclude=p.exclude))
+        if not recorder.seen:
+            continue
+        question, signals, unknown = recorder.seen[0]
+        if not signals:
+            continue
+        rows, terms = model.evidence(question, signals, min(
+            unknown, float(weights.meta.get("unknown_max", 0.0))))
+        learned = weights.models["learned"]
+        right = {(ds or None, key) for ds, key in p.right}
+        out.append(Gathered(
+            p.task, tuple(learned.logit(r) for r in rows), tuple(terms),
+            tuple(_answer_key(c, p.by_skeleton) in right for c in signals),
+            int(hashlib.sha256(str(sorted(map(str, p.right))).encode()).hexdigest(), 16)
+            % FOLDS))
+    return out
+
+
+# -- choosing ------------------------------------------------------------------------------
+
+def _grid(shrink: float) -> Any:
+    """Every tilt compared (rows: :class:`wrenmem.recall.model.Tilt`'s weights): the
+    prior, grep-heavy and vector-heavy first, then the adapted grid; shrunk."""
+    import itertools
+
+    import numpy as np
+
+    rest = (0.0,) * (len(model.TILT_TERMS) - 2)
+    fixed = [(0.0, 0.0, *rest), (HEAVY_KEYWORD, 0.0, *rest), (0.0, HEAVY_DENSE, *rest)]
+    grid = [t for t in itertools.product(KEYWORD_GRID, DENSE_GRID, STRUCTURE_GRID, NAMES_GRID,
+                                         EXTRA_GRID) if any(t)]
+    return np.array(fixed + grid, dtype=np.float64) * shrink
+
+
+def _hits(found: Sequence[Gathered], grid: Any) -> Any:
+    """hits[t, q]: under tilt ``t`` the first answer to question ``q`` is right (the first
+    of equal scores, as a strict ``>`` over the candidates in order would pick)."""
+    import numpy as np
+
+    out = np.zeros((len(grid), len(found)), dtype=bool)
+    for q, g in enumerate(found):
+        scores = np.asarray(g.base)[None, :] + grid @ np.asarray(g.terms, dtype=np.float64).T
+        out[:, q] = np.asarray(g.right)[scores.argmax(axis=1)]
+    return out
+
+
+def _task_r1(hits: Any, tasks: Any) -> dict[str, Any]:
+    """R@1 per task (rows: tilts) over the questions of ``tasks``."""
+    return {t: hits[:, tasks == t].mean(axis=1) for t in FITTED_TASKS if (tasks == t).any()}
+
+
+def _allowed_loss(r1: float, n: int) -> float:
+    """The R@1 a task may lose against the prior's: at most :data:`TASK_LOSS`, and at most
+    the half-width of the prior's 95 % interval there."""
+    low, high = evaluate.wilson(r1, n)
+    return min(TASK_LOSS, (high - low) / 2)
+
+
+def _pick(hits: Any, tasks: Any, among: Any) -> tuple[int, dict[str, Any]]:
+    """The tilt (row of ``among``, a boolean mask) that gains most over the prior (row 0)
+    on these questions, a task's loss counting :data:`LOSS_WEIGHT` times its gain (the
+    mean over the tasks), among those that lose no task beyond :func:`_allowed_loss`; the
+    prior unless one gains :data:`MIN_GAIN`; ties: the earlier row (smaller weights)."""
+    import numpy as np
+
+    r1 = _task_r1(hits, tasks)
+    counts = {t: int((tasks == t).sum()) for t in r1}
+    ok = among.copy()
+    for t, values in r1.items():
+        ok &= values >= values[0] - _allowed_loss(float(values[0]), counts[t]) - 1e-12
+    gains = [values - values[0] for values in r1.values()]
+    worth = np.mean([np.where(g < 0, LOSS_WEIGHT * g, g) for g in gains], axis=0)
+    best = int(np.flatnonzero(ok)[np.argmax(worth[ok])]) if ok.any() else 0
+    if worth[best] < MIN_GAIN:
+        best = 0
+    return best, r1
+
+
+def choose(found: Sequence[Gathered]) -> dict[str, Any]:
+    """The ranking for this project, with each candidate's R@1 per task (the adapted
+    one's out of fold: the tilt chosen on the other four folds, for each fold's
+    questions), and its gain over the prior with a paired interval."""
+    import numpy as np
+
+    n = len(found)
+    shrink = n / (n + SHRINK)
+    grid = _grid(shrink)
+    hits = _hits(found, grid)
+    tasks = np.array([g.task for g in found])
+    folds = np.array([g.fold for g in found])
+    rows = np.arange(len(grid))
+    adapted_rows = rows >= len(FIXED)
+    adapted = np.zeros(n, dtype=bool)
+    for fold in range(FOLDS):
+        inside = folds == fold
+        train = ~inside if (~inside).any() else np.ones(n, dtype=bool)
+        best, _ = _pick(hits[:, train], tasks[train], adapted_rows)
+        adapted[inside] = hits[best, inside]
+    # the candidates' hits: the fixed three, and the adapted one out of fold
+    per = {name: hits[i] for i, name in enumerate(FIXED)}
+    per["adapted"] = adapted
+    table = np.stack([per[c] for c in CANDIDATES])
+    picked, r1 = _pick(table, tasks, np.ones(len(CANDIDATES), dtype=bool))
+    chosen = CANDIDATES[picked]
+    if chosen == "adapted":  # the tilt itself: the adapted grid's best on every question
+        weights = grid[_pick(hits, tasks, adapted_rows)[0]]
+    else:
+        weights = grid[FIXED.index(chosen)]
+    gains = {c: {t: _paired_gain(table[i, tasks == t], table[0, tasks == t]) for t in r1}
+             for i, c in enumerate(CANDIDATES)}
+    gain = gains[chosen]
+    return {"chosen": chosen, "tilt": [round(float(w), 4) for w in weights],
+            "shrink": round(shrink, 4),
+            "candidates": {c: {**{t: round(float(v[i]), 4) for t, v in r1.items()},
+                               "mean": round(float(np.mean([v[i] for v in r1.values()])), 4)}
+                           for i, c in enumerate(CANDIDATES)},
+            "gain": round(float(np.mean([g[0] for g in gain.values()])), 4),
+            "task_gain": gain, "candidate_gain": gains}
+
+
+def _paired_gain(mine: Any, prior: Any) -> list[float]:
+    """R@1 gained over the prior on one task's questions, with a 95 % interval of the
+    paired difference (normal approximation on the per-question differences)."""
+    d = mine.astype(float) - prior.astype(float)
+    if not len(d):
+        return [0.0, 0.0, 0.0]
+    mean = float(d.mean())
+    half = 1.96 * float(d.std(ddof=1)) / math.sqrt(len(d)) if len(d) > 1 else 0.0
+    return [round(mean, 4), round(mean - half, 4), round(mean + half, 4)]
+
+
+# -- the fit of a project --------------------------------------------------------------
+
+def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair], *,
+            glossary: Any = None, force: bool = False) -> dict[str, Any]:
+    """Fit the project's ranking when its questions changed since the last fit (``force``:
+    fit again anyway), write it, and return the fit file's contents."""
+    from wrenmem.recall.vector import SHAPES_FILE
+
+    shapes = sqlshape.ShapeCache(settings.state_dir / SHAPES_FILE)
+    shapes.load()  # the pairs' SQL parsed by an earlier search or fit (10,000 pairs: 2 s)
+    probes = sample(evaluate.probes(pairs), PROBES)
+    if settings.state_dir.is_dir():
+        shapes.save()
+    key = fingerprint(probes, embedder.model_id)
+    old = read(settings)
+    if old is not None and old.get("fingerprint") == key and not force:
+        return old
+    started = time.process_time()
+    counts = {task: sum(1 for p in probes if p.task == task) for task in evaluate.TASKS}
+    weights = model.load()
+    data: dict[str, Any] = {"version": VERSION, "fingerprint": key,
+                            "weights": [weights.version, weights.fingerprint],
+                            "embedder": embedder.model_id, "probes": counts}
+    few = [t for t in FITTED_TASKS if counts.get(t, 0) < MIN_PROBES]
+    if few:
+        data.update(chosen="prior", tilt=[0.0] * len(model.TILT_TERMS), shrink=0.0,
+                    candidates={}, gain=0.0, task_gain={},
+                    reason=" and ".join(f"{counts.get(t, 0)} {TASK_NAMES[t]} probes"
+                                        for t in few)
+                    + f", fewer than {MIN_PROBES}: a fit could not be checked there, so the "
+                      "shipped model alone")
+    else:
+        found = gather(settings, embedder, probes, glossary)
+        data.update(choose(found))
+        data["reason"] = ""
+    data["cpu_seconds"] = round(time.process_time() - started, 3)
+    if settings.state_dir.is_dir():
+        atomic_write_text(fit_path(settings), json.dumps(data, indent=1) + "\n")
+    return data
+
+
+def summary(data: dict[str, Any] | None) -> str:
+    """One line of what was fitted (``status``, ``eval``): the ranking chosen, on how many
+    probes, and its gain over the prior on each task with a 95 % interval."""
+    if not data:
+        return "none yet (made by `wrenmem sync` or `wrenmem eval`)"
+    probes = data.get("probes", {})
+    asked = (f"{probes.get('answered', 0)} answered-before and {probes.get('new', 0)} "
+             "new-question probes")
+    if data.get("reason"):
+        return f"prior ({asked}; {data['reason']})"
+    chosen = data.get("chosen", "prior")
+
+    def gains_of(task_gain: dict[str, Any]) -> str:
+        return "; ".join(f"{TASK_NAMES.get(t, t)} {g[0]:+.3f} ({g[1]:+.3f} to {g[2]:+.3f})"
+                         for t, g in task_gain.items())
+
+    if chosen == "prior":
+        cands = data.get("candidates") or {}
+        other = max((c for c in CANDIDATES[1:] if c in cands),
+                    key=lambda c: cands[c].get("mean", 0.0), default=None)
+        if other is None:
+            return f"prior on {asked}"
+        return (f"prior kept on {asked}: the best other ranking, {other}, would change "
+                f"R@1 by {gains_of((data.get('candidate_gain') or {}).get(other, {}))} "
+                f"(95 % intervals), short of the gain asked without losing a task")
+    gains = gains_of(data.get("task_gain") or {})
+    tilt = ", ".join(f"{name} {w:.2f}" for name, w in zip(model.TILT_TERMS,
+                                                           data.get("tilt", []), strict=False)
+                     if w)
+    unused = ("; not used by recall (recall_fit = false)"
+              if data.get("applied") is False and chosen != "prior" else "")
+    return (f"{chosen} on {asked}; R@1 gained over the shipped model: {gains or 'none'}"
+            + (f" (weights added: {tilt})" if tilt else "") + unused)
+
+
+def render_fit(data: dict[str, Any]) -> list[str]:
+    """``eval``'s lines on the fit: the summary, then each ranking compared."""
+    lines = [f"recall fit: {summary(data)}"]
+    cands = data.get("candidates") or {}
+    if cands:
+        lines.append("  compared on these pairs' own probes (R@1 answered/new; adapted: out "
+                     "of fold): "
+                     + ", ".join(f"{name} {m.get('answered', 0.0):.3f}/{m.get('new', 0.0):.3f}"
+                                 for name, m in cands.items())
+                     + ("; hybrid:learned above uses the chosen one" if data.get("applied")
+                        else "; hybrid:learned above is the shipped model (recall_fit = "
+                             "false)"))
+    return lines
