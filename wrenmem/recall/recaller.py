@@ -51,10 +51,9 @@ if TYPE_CHECKING:
     from wrenmem.fs import statedir
     from wrenmem.index import replica
     from wrenmem.recall import adapt as rank_adapt
-    from wrenmem.recall import answerable
+    from wrenmem.recall import answerable, second
     from wrenmem.recall import glossary as recall_glossary
     from wrenmem.recall import model as rank_model
-    from wrenmem.recall import second
 else:  # imported on first use (wrenmem/lazy.py)
     embedders = lazy("wrenmem.embed.embedders")
     recall_glossary = lazy("wrenmem.recall.glossary")
