@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import time
 from pathlib import Path
 
 import pytest
 
 import wrenmem.schema.manifest
-from tests.conftest import write_pair
+from tests.conftest import settle, write_pair
 from wrenmem.pairs.seeds import extra_pairs
 from wrenmem.settings import load_settings
-
-
-def age(path: Path, seconds: float = 10) -> None:
-    """Make a file look older than the racy window, as an unedited manifest does."""
-    past = time.time() - seconds
-    os.utime(path, (past, past))
 
 
 def test_seed_pairs_of_the_example(example_project: Path) -> None:
@@ -36,7 +28,7 @@ def test_cached_by_stat_then_regenerated_on_change(example_project: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings(example_project)
     manifest = settings.manifest_path
-    age(manifest)
+    settle(monkeypatch)  # out of the racy window: its change time cannot be aged
     first = extra_pairs(settings, exclude_questions=[])
     calls = []
     real = wrenmem.schema.manifest.load_manifest
