@@ -41,10 +41,10 @@ UNIT_FILES = frozenset({
     "test_schema_items", "test_seeds", "test_slug", "test_suite_build",
 })
 SYSTEM_FILES = frozenset({
-    "test_ci_workflow", "test_cli", "test_cli_progress", "test_copy_job", "test_daemon",
+    "test_ci_workflow", "test_cli", "test_cli_progress", "test_daemon",
     "test_docs", "test_duplicates", "test_exchange", "test_githooks",
-    "test_index_cmds", "test_journal", "test_knowledge", "test_mcp", "test_mcp_http",
-    "test_newuser_files", "test_newuser_shared_folder", "test_precommit", "test_recall_copy",
+    "test_index_cmds", "test_knowledge", "test_mcp", "test_mcp_http",
+    "test_newuser_files", "test_newuser_shared_folder", "test_precommit", "test_read_copy",
     "test_schema_cmds", "test_schema_copy", "test_security", "test_small_writes",
     "test_team_index", "test_validate", "test_version_stamp", "test_watch_cmds",
 })
@@ -112,6 +112,9 @@ def isolate(monkeypatch: pytest.MonkeyPatch, home: Path, model_cache: Path) -> N
         if name.startswith("WRENMEM_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(home))
+    # A recall that no watcher answers starts none (the default starts one: a test that
+    # wants it says so, tests/test_watch_cmds.py)
+    monkeypatch.setenv("WRENMEM_DAEMON", "running")
     monkeypatch.setenv("XDG_CACHE_HOME", str(model_cache))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
@@ -123,9 +126,6 @@ def isolate(monkeypatch: pytest.MonkeyPatch, home: Path, model_cache: Path) -> N
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     monkeypatch.setenv("LANCE_LOG", "error")
     monkeypatch.setenv("LANCEDB_LOG", "error")  # what lancedb 0.40 actually reads
-    # No detached recall-copy job after a write (its own tests turn it on): a test that
-    # lowers recallcopy.MAX_ROWS would otherwise race a process saving the copy beside it
-    monkeypatch.setenv("WRENMEM_BACKGROUND_COPY", "false")
 
 
 @pytest.fixture(autouse=True)
@@ -177,10 +177,8 @@ def indexed_example(_indexed_example: Path, tmp_path: Path,
                     monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the example project as :func:`example_project` gives it, already synced
     (``.wrenmem/`` copied along): for a test that reads the index rather than tests its
-    first build. Seen as by a new process (:func:`forget_process_state`)."""
-    root = copy_of(_indexed_example, tmp_path / "acme")
-    forget_process_state(monkeypatch)
-    return root
+    first build."""
+    return copy_of(_indexed_example, tmp_path / "acme")
 
 
 SHORT_RACY_SECONDS = 0.5
@@ -208,15 +206,6 @@ def short_racy_window(monkeypatch: pytest.MonkeyPatch) -> float:
     return SHORT_RACY_SECONDS
 
 
-def forget_process_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As a new process: no recall copy or pairs journal held from an earlier search."""
-    from wrenmem.index import journal, recallcopy
-
-    monkeypatch.setattr(recallcopy, "_RECENT", {})
-    monkeypatch.setattr(journal, "_OVERLAID", {})
-    monkeypatch.setattr(journal, "_PEEKED", {})
-
-
 def copy_of(source: Path, root: Path, *, index: bool = True) -> Path:
     """A copy of the indexed project ``source`` at ``root``, ``.wrenmem/`` along (links kept
     as links); ``index=False``: its ``knowledge/`` only (the same files, to index anew)."""
@@ -232,12 +221,10 @@ def copy_of(source: Path, root: Path, *, index: bool = True) -> Path:
 @pytest.fixture
 def copy_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
     """``copy_project(source, name="proj")``: :func:`copy_of` the indexed project ``source``
-    in this test's folder, seen as by a new process (:func:`forget_process_state`)."""
+    in this test's folder."""
 
     def make(source: Path, name: str = "proj", *, index: bool = True) -> Path:
-        root = copy_of(source, tmp_path / name, index=index)
-        forget_process_state(monkeypatch)
-        return root
+        return copy_of(source, tmp_path / name, index=index)
 
     return make
 

@@ -466,6 +466,9 @@ class Memory:
                                    sql=sql)
             if remote is not None:
                 return above(remote, min_score)
+            from wrenmem.watch.process import start_on_demand
+
+            start_on_demand(self.settings)  # the next call is answered warm
         return self.recaller.recall(questions, k, filters, sql=sql, min_score=min_score,
                                     sync=sync, notify=self.notify)
 

@@ -31,7 +31,6 @@ from typing import Any
 from wrenmem.errors import LockTimeoutError
 from wrenmem.fs import statedir
 from wrenmem.fs.fsutil import write_marshal
-from wrenmem.index import recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.state import load_state, record_disk
 from wrenmem.settings import Settings
@@ -74,9 +73,10 @@ def due(settings: Settings) -> bool:
 def run(settings: Settings, started: Callable[[], None] | None = None) -> str:
     """What :func:`due` says, holding the index lock (taken without waiting: a writer has
     it, so the watcher tries again later): the compaction (or the prune, or the cleanup
-    of a killed run), then the mirror and the recall copy told of the table's new files.
-    ``started``: called once a kill would be noticed by the next run. Returns what was
-    done (:func:`wrenmem.storage.lance.run_due_maintenance`), ``"busy"`` when the lock was taken."""
+    of a killed run), then the mirror told of the table's new files. ``started``: called
+    once a kill would be noticed by the next run. Returns what was done
+    (:func:`wrenmem.storage.lance.run_due_maintenance`), ``"busy"`` when the lock was
+    taken."""
     try:
         with index_lock(settings, timeout=0):
             table = index.open_table(index.connect(settings))
@@ -89,7 +89,6 @@ def run(settings: Settings, started: Callable[[], None] | None = None) -> str:
             done = lance.run_due_maintenance(table, counter(settings), started=started)
             if index.disk_listing(settings) != before:
                 _repoint(settings, before)
-                recallcopy.save(settings, table)
             held = lance.maintenance_record(counter(settings))
             if held.pop("before", None) is not None and held.get("started") is None:
                 write_marshal(counter(settings), held)

@@ -41,7 +41,10 @@ from wrenmem.settings import Settings
 log = logging.getLogger(__name__)
 
 STATE_NAME = statedir.INDEX_STATE
-STATE_VERSION = 5  # 4: compact (paths, hashes and stat keys packed); 5: the walk's keys
+# 4: compact (paths, hashes and stat keys packed); 5: the walk's keys; 6: no pairs journal
+# beside it (a mirror of 5 may record a small sync's rows that only the journal holds, so
+# it is not trusted: the next sync compares the files with the table's rows)
+STATE_VERSION = 6
 
 Stats = dict[str, tuple[int, int, int]]
 
@@ -184,8 +187,8 @@ class IndexState:
         """The state in a record read back from disk; None for anything of the wrong shape
         (another version, a damaged or foreign file): the slow path then decides."""
         try:
-            if not isinstance(data, dict) or data.get("v") not in (4, STATE_VERSION):
-                return None  # (4: the same without the walk, recorded at the next no-op)
+            if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
+                return None
             text, hashes, extras, stats = (data["paths"], data["hashes"], data["extras"],
                                            data["stats"])
             if not (isinstance(text, str) and isinstance(hashes, bytes) and _str_map(extras)):
@@ -344,15 +347,6 @@ def record_walk(settings: Settings, state: IndexState, walk: Listing) -> IndexSt
     except LockTimeoutError:
         pass
     return state
-
-
-def rebased(settings: Settings, state: IndexState, rows: int) -> IndexState:
-    """The mirror ``state`` re-keyed to the table's files now, after a write that made the
-    table hold exactly what the mirror (with the pairs journal) described: the journal's
-    application (:func:`wrenmem.index.journal.reconcile`)."""
-    updated = replace(state, disk=index.disk_listing(settings), rows=rows)
-    write_marshal(_path(settings), updated.to_record())  # unwritable: the slow path decides
-    return updated
 
 
 def record_disk(settings: Settings, state: IndexState,

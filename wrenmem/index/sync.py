@@ -10,10 +10,6 @@ files still match it, a sync returns at once without importing LanceDB or loadin
 The state file is deleted before any index write and rewritten after it, so a kill at any
 point leaves either a true mirror or none; without one, the plan is made against the
 table's own (id, content_hash) column, which is always the truth.
-
-A small sync in a process that has not imported LanceDB writes the changed rows to the
-pairs journal instead of the table (:mod:`wrenmem.index.smallsync`,
-:mod:`wrenmem.index.journal`); every process that opens the table applies it first.
 """
 
 from __future__ import annotations
@@ -34,7 +30,7 @@ from wrenmem.errors import (
     WrenmemError,
 )
 from wrenmem.fs import statedir
-from wrenmem.index import embedpipe, journal, maintenance, recallcopy, smallsync
+from wrenmem.index import embedpipe, maintenance
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache, cache_path
 from wrenmem.index.embedpipe import EmbedPipe, can_fork
@@ -172,7 +168,6 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
             _warm_up(embedder, snap, seen, full, cache, settings.max_embed_chars)
         lance.import_lancedb()  # seconds of CPU: not while holding the lock writers wait for
         with index_lock(settings, timeout=lock_timeout):
-            journal.apply_pending(settings, lock_timeout)  # before the mirror is read
             state = load_state(settings)
             if state != seen:  # another writer finished meanwhile: read the files again
                 snap = take_snapshot(settings, reread=full)
@@ -261,23 +256,11 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
     if shadows & {p.nl.strip().casefold() for p in pairs.values()}:
         return None  # the question of a seed: which seeds the index holds changes too
     cache = EmbedCache(cache_path(settings), embedder.model_id)
-    if journal.wanted(settings, len(differs)):  # no LanceDB in this process: the journal
-        texts = {i: embed_text(p, settings.max_embed_chars) for i, p in pairs.items()}
-        try:
-            small = smallsync.journal_sync(settings, embedder, delta, read, scope, differs,
-                                           pairs, texts, cache, lock_timeout, _save_delta)
-        except smallsync.Raced:
-            raise _Raced from None
-        if small is not None:
-            return small
     if pairs and not cache.has_all(embed_text(p, settings.max_embed_chars)
                                    for p in pairs.values()):
         _load_in_background(embedder)
     lance.import_lancedb()  # seconds of CPU: not while holding the lock other writers wait for
     with index_lock(settings, timeout=lock_timeout):
-        # the pairs journal into the table first: that re-keys (or drops) the mirror, and
-        # this sync then looks at the files again against the mirror as it is now
-        journal.apply_pending(settings, lock_timeout)
         if load_state(settings) != state:
             raise _Raced  # another writer finished meanwhile
         table = index.open_table(index.connect(settings))
@@ -302,7 +285,7 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
                                   sample_rate=lance.PAIRS_IVF_SAMPLE_RATE)
         optimized = _maintain(settings, table, commits, embedded)
         rows = table.count_rows()
-        recallcopy.save(settings, table)
+        statedir.remove_old_files(settings.state_dir)
         after = _save_delta(settings, embedder.model_id, delta, read, scope, rows, False)
     moved = set(plan.added) | set(plan.changed) | {new for _old, new in plan.renamed}
     return SyncReport(plan.added, plan.changed, plan.removed, plan.renamed,
@@ -461,7 +444,6 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     created = table is None or reason is not None
     if created:
         invalidate_state(settings)
-        journal.discard(settings)  # the new table is made from the files, journal included
         if reason is not None:
             log.warning("rebuilding the index: %s", reason)
         dim = pipe.dim() if pipe is not None else None  # not loading the model here
@@ -530,7 +512,7 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     if not compact_first:
         optimized = _maintain(settings, table, commits, embedded, fresh=fresh)
     rows = table.count_rows()
-    recallcopy.save(settings, table)
+    statedir.remove_old_files(settings.state_dir)
     # A scoped sync vouches for its paths only: never for a remote table's other rows.
     version = (_verified_version(table, desired, scope, snap.extras_ok)
                if remote and scope is None else None)

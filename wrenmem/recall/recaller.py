@@ -24,9 +24,7 @@ Two ways to answer, one result:
 
 What stays process-wide, on purpose: models built from an ``embedder`` setting
 (:func:`wrenmem.embed.embedders.get_embedder`: a process loads a model once, whichever project
-asks), the pure functions' memo caches in :mod:`wrenmem.recall.fusion`, and the recall copy
-a writer of this process hands to the next search (:func:`wrenmem.index.recallcopy.remember`,
-keyed by the table's file listing, so it can never be stale).
+asks) and the pure functions' memo caches in :mod:`wrenmem.recall.fusion`.
 """
 
 from __future__ import annotations
