@@ -281,17 +281,17 @@ def load_manifest(path: str | Path, data: bytes | None = None, *,
 def _database_json(path: Path, kind: str, max_bytes: int, data: bytes | None = None) -> bytes:
     """The schema of the database at ``path`` (or of its bytes ``data``, copied to a
     temporary file first) as MDL JSON of at most ``max_bytes``."""
-    from wrenmem.schema import sources
+    from wrenmem.schema.sources.database import database_document
 
     if data is None:
-        document = sources.database_document(path, kind)
+        document = database_document(path, kind)
     else:
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="wrenmem-db-") as folder:
             copy = Path(folder) / path.name
             copy.write_bytes(data)
-            document = sources.database_document(copy, kind)
+            document = database_document(copy, kind)
     out = json.dumps(document, ensure_ascii=False, sort_keys=True).encode("utf-8")
     if len(out) > max_bytes:
         raise ManifestError(manifest_too_large(path, len(out), max_bytes)
