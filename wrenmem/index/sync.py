@@ -54,7 +54,7 @@ from wrenmem.pairs.catalog import read_paths, require_knowledge_dir
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.pairs.seeds import seed_pairs
 from wrenmem.settings import MAX_EMBED_CHARS, Settings
-from wrenmem.storage import lance
+from wrenmem.storage import compaction, lance
 from wrenmem.storage.lock import index_lock
 
 log = logging.getLogger(__name__)
@@ -684,16 +684,16 @@ def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: dict[st
 
 def _prune_due(settings: Settings, table: Any) -> bool:
     """Before a write's commits: prune the copy the last compaction superseded, once its
-    grace period is over (:func:`wrenmem.storage.lance.prune_due`); a watcher in this process
+    grace period is over (:func:`wrenmem.storage.compaction.prune_due`); a watcher in this process
     does it in its idle time instead (:mod:`wrenmem.index.maintenance`)."""
     if maintenance.is_deferred(settings):
         return False
-    return lance.prune_due(table, settings.state_dir / MAINT_NAME)
+    return compaction.prune_due(table, settings.state_dir / MAINT_NAME)
 
 
 def _maintain(settings: Settings, table: Any, commits: int, embedded: int,
               fresh: bool = False) -> bool:
     """Compaction now and then (not of a table this sync created: ``fresh``); only
     recorded as due when a watcher in this process does it in its idle time."""
-    return lance.maintain(table, settings.state_dir / MAINT_NAME, commits, embedded,
+    return compaction.maintain(table, settings.state_dir / MAINT_NAME, commits, embedded,
                           fresh=fresh, defer=maintenance.is_deferred(settings))

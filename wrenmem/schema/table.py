@@ -30,7 +30,7 @@ from wrenmem.schema.cache import no_cyclic_gc, prepare
 from wrenmem.schema.items import SchemaItem, schema_items
 from wrenmem.schema.manifest import Manifest
 from wrenmem.settings import Settings
-from wrenmem.storage import lance
+from wrenmem.storage import compaction, lance
 from wrenmem.storage.lock import index_lock
 
 log = logging.getLogger(__name__)
@@ -368,14 +368,15 @@ def _write_changes(settings: Settings, db: Any, table: Any, embedder: Embedder,
 
 
 def _maintain(settings: Settings, model_id: str, commits: int, rows: int) -> None:
-    """Count the commits and compact the table when due (:func:`wrenmem.storage.lance.maintain`),
-    under the index lock. A compaction rewrites the table's files but not its rows: the
+    """Count the commits and compact the table when due
+    (:func:`wrenmem.storage.compaction.maintain`), under the index lock. A compaction rewrites
+    the table's files but not its rows: the
     search copy and the state of the files before it are saved again for the files after
     it (a sync writes the state after this, unless this was queued by :mod:`later`)."""
     with index_lock(settings):
         files = searchcopy.listing(settings)
         table = open_table(connect(settings))
-        if table is None or not lance.maintain(
+        if table is None or not compaction.maintain(
                 table, settings.state_dir / statedir.SCHEMA_MAINT, commits, rows):
             return
         copy = searchcopy.load(settings, model_id, files) if files else None
