@@ -713,7 +713,7 @@ class Memory:
                     pass
         read_copy = None  # a local index is read where it is
         if self.settings.remote_index:  # (the replica module and its imports: only then)
-            from wrenmem.index import replica
+            from wrenmem.index.team import replica
 
             read_copy = replica.schema_read_copy(self.settings)
         return fetch_context(self.settings, question, types=tuple(types), model=model, k=k,

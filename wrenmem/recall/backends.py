@@ -86,7 +86,7 @@ def catch_up(settings: Settings, embedder: Embedder | None = None) -> str | None
     last committed version and returns a note saying how far that is behind its files.
     ``embedder``: the one the recaller holds, when it was handed one (else the setting's)."""
     if settings.is_reader:
-        from wrenmem.index.reader import behind_note  # see BACKENDS
+        from wrenmem.index.team.reader import behind_note  # see BACKENDS
 
         return behind_note(settings)
     from wrenmem.index.sync import sync_pairs  # see BACKENDS
@@ -103,7 +103,7 @@ def catch_up(settings: Settings, embedder: Embedder | None = None) -> str | None
     if report.embedded:
         log.info("recall: indexed %d new or changed pair(s) first", report.embedded)
     if settings.remote_index and not report.noop:
-        from wrenmem.index import replica
+        from wrenmem.index.team import replica
 
         replica.refresh(settings, max_age=0)  # search what was just written
     return None

@@ -359,7 +359,7 @@ class Recaller:
         None (a writer, a local index, or no freshness to say that no file changed)."""
         if self.freshness is None or not (settings.is_reader and settings.remote_index):
             return None
-        from wrenmem.index import replica
+        from wrenmem.index.team import replica
 
         info = replica.refresh(settings)
         return (settings.index_uri, info.version, info.stale_since, info.error)

@@ -43,7 +43,7 @@ def status_data(settings: Settings, embedder: Embedder | None = None) -> dict[st
         unavailable = "backend is grep: the pair files are the index"
         data["index_unavailable_reason"] = unavailable
     if unavailable is None and settings.is_reader:
-        from wrenmem.index.reader import reader_view
+        from wrenmem.index.team.reader import reader_view
 
         view = reader_view(settings)
         data.update({"version": view.version,

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from wrenmem.embed.embedders import Embedder, get_embedder, unknown_share
 from wrenmem.errors import WrenmemError
-from wrenmem.index import replica
 from wrenmem.index import table as index
 from wrenmem.index.readcopy import vectorscan
 from wrenmem.index.readcopy.held import POSITION, RecallCopy
 from wrenmem.index.table import query_terms, row_pair
+from wrenmem.index.team import replica
 from wrenmem.knowledge import expansions
 from wrenmem.recall import forms, glossary, second, sqlshape
 from wrenmem.recall import model as rank_model

@@ -25,7 +25,7 @@ from typing import Any
 
 from wrenmem.errors import LockTimeoutError, WrenmemError
 from wrenmem.fs import statedir
-from wrenmem.index.replica import schema_read_copy
+from wrenmem.index.team.replica import schema_read_copy
 from wrenmem.recall.hits import Filters
 from wrenmem.recall.recaller import BUSY_WAIT, Recaller, Refused
 from wrenmem.recall.status import status_data
