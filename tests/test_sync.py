@@ -18,7 +18,7 @@ from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.sync import load_state, sync_pairs
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.settings import load_settings
-from wrenmem.storage.lance import COMPACT_EVERY
+from wrenmem.storage.compaction import COMPACT_EVERY
 
 ids = st.sampled_from([f"p{i}" for i in range(8)])
 hashes = st.sampled_from(["h1", "h2", "h3", "h4"])
