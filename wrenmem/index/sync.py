@@ -19,6 +19,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from wrenmem.embed.embedders import Embedder, get_embedder
@@ -54,7 +55,7 @@ from wrenmem.pairs.catalog import read_paths, require_knowledge_dir
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.pairs.seeds import seed_pairs
 from wrenmem.settings import MAX_EMBED_CHARS, Settings
-from wrenmem.storage import compaction, lance
+from wrenmem.storage import compaction, embedsync, lance
 from wrenmem.storage.lock import index_lock
 
 log = logging.getLogger(__name__)
@@ -640,24 +641,19 @@ def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, lis
     wanted = sorted({texts_of[i] for i in todo})
     vectors: dict[str, Any] = cache.lookup(wanted) if wanted and use_cache else {}
     texts = [t for t in wanted if t not in vectors]  # never embedded by this model before
-    total, done = len(texts), 0
+    total = len(texts)
     if progress is not None and total:
         progress(0, total)
     pending: list[str] = list(todo)
+    embed = None if pipe is None else partial(pipe.embed, fallback=embedder.embed)
     for start in range(0, len(texts), WRITE_CHUNK):
-        chunk = texts[start:start + WRITE_CHUNK]
-        for b in range(0, len(chunk), EMBED_BATCH):
-            batch = chunk[b:b + EMBED_BATCH]
-            made = (embedder.embed(batch) if pipe is None
-                    else pipe.embed(batch, embedder.embed))
-            fresh = dict(zip(batch, made, strict=True))
-            vectors.update(fresh)
-            if memo is not None:
-                memo.update(fresh)
-            cache.store(fresh)
-            done += len(batch)
-            if progress is not None:
-                progress(done, total)
+        fresh = embedsync.vectors(embedder, texts[start:start + WRITE_CHUNK],
+                                  progress=progress, offset=start, total=total,
+                                  batch=EMBED_BATCH, embed=embed)
+        vectors.update(fresh)
+        if memo is not None:
+            memo.update(fresh)
+        cache.store(fresh)
         commits += _write_ripe(table, snap, pending, vectors, texts_of, new_table)
     commits += _write_ripe(table, snap, pending, vectors, texts_of, new_table)  # the rest
     cache.save()
