@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from wrenmem.index.table import query_terms
     from wrenmem.pairs.catalog import scan
     from wrenmem.settings import load_settings
-    from wrenmem.storage import lance
+    from wrenmem.storage import compaction, lance
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="wm-compaction-"))
     root = work / "project"
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         reads(str(target))
     before = folder_bytes(table_dir)
     counter = maintenance.counter(settings)
-    held = lance.maintenance_record(counter)
+    held = compaction.maintenance_record(counter)
     held["due"] = True
     from wrenmem.fs.fsutil import write_marshal
 

@@ -62,8 +62,9 @@ def main() -> int:
     args = parser.parse_args()
 
     from wrenmem.embed import embedders
-    from wrenmem.index import recallcopy, vectorscan
     from wrenmem.index import table as index
+    from wrenmem.index.readcopy import vectorscan
+    from wrenmem.index.readcopy.held import RecallCopy
     from wrenmem.recall import model, vector
     from wrenmem.recall.daemon_client import PROTOCOL, settings_payload
     from wrenmem.settings import load_settings
@@ -114,7 +115,9 @@ def main() -> int:
     for label in sorted(CPU, key=lambda k: -CPU[k]):
         print(f"  {label:28} {CPU[label] / count * 1000:6.2f} ms CPU  "
               f"{WALL[label] / count * 1000:6.2f} ms wall")
-    for copy in recallcopy._RECENT.values():
+    import gc
+
+    for copy in [o for o in gc.get_objects() if isinstance(o, RecallCopy)]:
         scan = copy.scan()
         print(f"scan of {len(copy.matrix):,} rows: {scan.proved} proved by a bound "
               f"({getattr(scan, 'prefixed', 0)} by the prefix codes), {scan.rescanned} "
@@ -133,7 +136,6 @@ def main() -> int:
 def check(scan: Any, embedder: Any, questions: list[str]) -> None:
     """The scan's answers against the float32 scan of every row."""
     import numpy as np
-
     from wrenmem.index.vectorscan import best, exact_cosines
 
     same = 0

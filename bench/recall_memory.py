@@ -28,8 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale  # noqa: E402
 
-from wrenmem.index import recallcopy, vectorscan  # noqa: E402
 from wrenmem.index import table as index  # noqa: E402
+from wrenmem.index.readcopy import held as recallcopy  # noqa: E402
+from wrenmem.index.readcopy import vectorscan  # noqa: E402
 from wrenmem.recall import vector  # noqa: E402
 from wrenmem.recall.hits import Filters  # noqa: E402
 from wrenmem.recall.vector import HybridBackend  # noqa: E402
@@ -112,7 +113,6 @@ def main() -> int:
         ours_ms.append(ms)
         ours_cpu.append(cpu)
     vector.IN_MEMORY_MAX_ROWS = 0
-    recallcopy.MAX_ROWS = 0
     lance.ANN_NPROBES = 1_000_000  # every partition: the IVF search is exact
     for q in questions:  # its own warm pass
         full.search([q], 10, Filters())
@@ -132,13 +132,11 @@ def main() -> int:
     print(f"hybrid top 10: the same {same}/{len(questions)}; load {os.getloadavg()[0]:.1f}")
     if args.edit:
         vector.IN_MEMORY_MAX_ROWS = 200_000
-        recallcopy.MAX_ROWS = 20_000
         from wrenmem.index.sync import sync_pairs
 
         target = sorted((args.project / "knowledge" / "sql").rglob("*.md"))[7]
         target.write_text(target.read_text().replace('nl: "', 'nl: "Edited again: ', 1))
         sync_pairs(settings)
-        recallcopy._RECENT.clear()  # as the watcher's daemon: another process wrote
         _hits, ms, cpu = timed(lambda: warm.search(questions[:1], 10, Filters()))
         print(f"after one edit, the warm backend's next search: {ms:.0f} ms (cpu {cpu:.0f}), "
               f"its copy brought up to date; live rows "

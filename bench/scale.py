@@ -12,11 +12,8 @@ files, and a manifest from ``bench/gen_manifest.py`` (56,103 schema items). Then
 - the ANN index: recall@10 of the indexed search against an exact scan, 200 queries;
 - fetch (schema search): first build of the schema index, no-op, one changed column;
 - disk used by ``.wrenmem/``, peak memory (max RSS) of each process;
-- with ``--writes`` (after ``--reuse``): one edited file, ``store`` and ``forget`` of one
-  pair without a watcher, through the pairs journal and through the path that writes
-  LanceDB (interleaved, with the ratio), a one-shot recall over the journal and the process
-  that applies it; then ``store`` and ``forget`` in their own process and through a running
-  watcher, and a no-op and one edit through the watcher;
+- with ``--writes`` (after ``--reuse``): ``store`` and ``forget`` in their own process and
+  through a running watcher, and a no-op and one edit through the watcher;
 - with ``--schema-search`` (nothing else): the schema search in a new process at 9,929
   items (``fetch --threshold 0``, 5 runs after one that settles the index), and with
   ``--baseline OTHER_CHECKOUT`` the same for that code in a copy of the project, the runs
@@ -313,32 +310,15 @@ print(*out, warming)
 """
 
 
-def recall_copy_mb(root: Path, since: float, wait: float = 180.0) -> tuple[float, float]:
-    """(MB of the recall copy's files, MB of ``.wrenmem/``) once the copy a warm daemon
-    saves in the background after ``since`` is written (a copy still current is not
-    saved again: 15 s, then what is there; at most ``wait`` seconds)."""
-    state = root / ".wrenmem"
-    deadline = time.time() + wait
-    while time.time() < deadline:
-        head = state / "recall-copy.bin"
-        if (head.is_file() and not list(state.glob("recall-copy.*.tmp"))
-                and (head.stat().st_mtime >= since or time.time() > since + 15)):
-            break
-        time.sleep(1)
-    copy = sum(f.stat().st_size for f in state.glob("recall-copy*") if f.is_file())
-    return copy / 1e6, du_mb(state)
-
-
 def bench_daemon(root: Path, steps: list[Step], baseline: Path | None = None) -> None:
     """Only the warm daemon's hybrid recall, both tasks (``--daemon`` with ``--reuse``),
-    then the disk its recall copy takes. With ``baseline`` (a checkout): this code and the
+    then the disk ``.wrenmem/`` takes. With ``baseline`` (a checkout): this code and the
     baseline's, each in its own copy of the project (``DIR-baseline``, made and synced once
     by the baseline's code), three runs each, interleaved, every question asked 5 times."""
     if baseline is not None:
         bench_daemon_against(root, steps, baseline.resolve())
         return
     run = Runner(root)
-    started = time.time()
     watch = run.wrenmem("watch", "--detach", env={"WRENMEM_NO_DAEMON": ""})
     step(steps, "watcher start (--detach returns)", watch)
     try:
@@ -353,9 +333,8 @@ def bench_daemon(root: Path, steps: list[Step], baseline: Path | None = None) ->
         step(steps, "daemon recall, a new question (ms, median)",
              (new, result[1], result[2], ""),
              f"max {new_max:.0f} ms; the daemon's CPU {new_cpu:.1f} ms a request")
-        copy, total = recall_copy_mb(root, started - 2)
-        step(steps, "disk used by .wrenmem/ with the daemon's recall copy (MB)",
-             (total, 0.0, 0.0, ""), f"the recall copy {copy:.0f} MB of it")
+        step(steps, "disk used by .wrenmem/ with the daemon running (MB)",
+             (du_mb(root / ".wrenmem"), 0.0, 0.0, ""))
     finally:
         run.wrenmem("watch", "--stop")
 
@@ -713,84 +692,6 @@ def bench_writes(root: Path, steps: list[Step]) -> None:
         run.wrenmem("watch", "--stop", env=daemon)
 
 
-APPLY_JOURNAL = """
-import sys
-from pathlib import Path
-from wrenmem.index import journal
-from wrenmem.settings import load_settings
-journal.reconcile(load_settings(Path(sys.argv[1])))
-"""
-
-
-SAVE_COPY = """
-import sys
-from pathlib import Path
-from wrenmem.index import journal, recallcopy
-from wrenmem.index import table as index
-from wrenmem.settings import load_settings
-s = load_settings(Path(sys.argv[1]))
-journal.reconcile(s)
-listing = index.disk_listing(s)
-table = index.open_table(index.connect(s))
-assert recallcopy.write(s, recallcopy.RecallCopy.from_table(table), listing)
-"""
-
-
-def bench_journal(root: Path, steps: list[Step], rounds: int = 3) -> None:
-    """Small changes without a watcher: one edited file (``sync``), ``store`` and ``forget``
-    of one pair, each through the pairs journal (the default: no LanceDB in the process)
-    and through the path that writes LanceDB (``WRENMEM_JOURNAL=never``), interleaved, with
-    the ratio; the journal is applied (untimed) before each LanceDB run, so that run does
-    not apply it. Then a one-shot hybrid recall over the copy with the journal laid over
-    it, and the process that applies it."""
-    run = Runner(root)
-    files = sorted((root / "knowledge" / "sql").rglob("*.md"))
-    modes = [("journal", None), ("LanceDB", {"WRENMEM_JOURNAL": "never"})]
-    stamp = int(time.time())
-    timed: dict[str, dict[str, list[tuple[float, float, float, str]]]] = {
-        m: {"edit": [], "store": [], "forget": []} for m, _env in modes}
-    run.wrenmem("sync", "--json")
-    time.sleep(3)  # past the racy window of the settling sync's stats
-    for n in range(rounds):
-        for label, env in modes:
-            if env is not None:
-                run.python(APPLY_JOURNAL, str(root))
-            target = files[(n * 2 + (env is not None)) * 7919 % len(files)]
-            target.write_text(target.read_text().replace('nl: "', f'nl: "Journal {n}: ', 1))
-            result = run.wrenmem("sync", "--json", "--pairs-only", env=env)
-            timed[label]["edit"].append(result)
-            question = f"How many journal widgets were sold in week {stamp % 1000}.{n} ({label})?"
-            stored = run.wrenmem("store", "--json", "--force", "-q", question, "-s", "SELECT 1",
-                                 env=env)
-            timed[label]["store"].append(stored)
-            path = json.loads(stored[3])["path"]
-            timed[label]["forget"].append(run.wrenmem("forget", "--yes", "--json", path,
-                                                      env=env))
-    names = {"edit": "one file edited, sync, no watcher", "store": "store one pair, no watcher",
-             "forget": "forget one pair, no watcher"}
-    for kind, name in names.items():
-        mids = {m: sorted(timed[m][kind], key=lambda r: r[0])[len(timed[m][kind]) // 2]
-                for m, _env in modes}
-        for label, _env in modes:
-            step(steps, f"{name} ({label}, median of {rounds})", mids[label])
-        steps[-1].note = (f"journal / LanceDB: wall {mids['journal'][0] / mids['LanceDB'][0]:.2f}x,"
-                          f" cpu {mids['journal'][1] / max(mids['LanceDB'][1], 1e-9):.2f}x")
-    # one-shot recalls with a recall copy (as a long-lived process leaves one past 20,000
-    # pairs), without and with a journal laid over it
-    run.python(SAVE_COPY, str(root))
-    recall = ("recall", "-k", "5", "--json", "-q", QUESTION)
-    alone = sorted((run.wrenmem(*recall) for _ in range(rounds)), key=lambda r: r[0])
-    target = files[len(files) // 3]
-    target.write_text(target.read_text().replace('nl: "', 'nl: "Journal read: ', 1))
-    run.wrenmem("sync", "--json", "--pairs-only")
-    over = sorted((run.wrenmem(*recall) for _ in range(rounds)), key=lambda r: r[0])
-    step(steps, f"recall, new process, recall copy (median of {rounds})", alone[rounds // 2])
-    step(steps, f"recall, new process, copy + journal (median of {rounds})", over[rounds // 2],
-         f"{over[rounds // 2][1] - alone[rounds // 2][1]:+.2f} s cpu")
-    step(steps, "applying a journal of 1 row (a process opening LanceDB)",
-         run.python(APPLY_JOURNAL, str(root)))
-
-
 def bench_schema(root: Path, steps: list[Step]) -> None:
     run = Runner(root)
     manifest = root / "target" / "mdl.json"
@@ -1039,7 +940,6 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr, flush=True)
             bench_pairs(root, args.pairs, steps, reuse=args.reuse, build_only=args.build_only)
             if args.writes:
-                bench_journal(root, steps)
                 bench_writes(root, steps)
             if args.steady_disk:
                 bench_steady_disk(root, steps)

@@ -275,7 +275,7 @@ print(json.dumps({**report.to_dict(), "derived": getattr(embedder, "derived", 0)
 REFRESH = """
 import json, sys
 from pathlib import Path
-from wrenmem.index import replica
+from wrenmem.index.team import replica
 from wrenmem.settings import load_settings
 info = replica.refresh(load_settings(Path(sys.argv[1])), max_age=0)
 print(json.dumps({"version": info.version, "copied": info.copied, "deleted": info.deleted}))
@@ -286,7 +286,7 @@ import json, random, statistics, sys, time
 from pathlib import Path
 from wrenmem.storage import lance
 from wrenmem.embed.embedders import get_embedder
-from wrenmem.index import replica
+from wrenmem.index.team import replica
 from wrenmem.index import table as index
 from wrenmem.settings import load_settings
 settings = load_settings(Path(sys.argv[1]))

@@ -42,12 +42,11 @@ UNIT_FILES = frozenset({
 })
 SYSTEM_FILES = frozenset({
     "test_branch_flip", "test_ci_workflow", "test_cli", "test_cli_progress", "test_cli_quiet",
-    "test_copy_job", "test_daemon", "test_docs", "test_duplicates", "test_exchange",
-    "test_githooks", "test_index_cmds", "test_journal", "test_knowledge", "test_links_out",
-    "test_mcp", "test_mcp_http", "test_newuser_files", "test_newuser_shared_folder",
-    "test_pair_ignore_flagged", "test_precommit", "test_quickstart", "test_recall_copy",
-    "test_round3_ux", "test_schema_cmds", "test_schema_copy", "test_security", "test_service",
-    "test_small_writes",
+    "test_daemon", "test_docs", "test_duplicates", "test_exchange", "test_githooks",
+    "test_index_cmds", "test_knowledge", "test_links_out", "test_mcp", "test_mcp_http",
+    "test_newuser_files", "test_newuser_shared_folder", "test_pair_ignore_flagged",
+    "test_precommit", "test_quickstart", "test_read_copy", "test_round3_ux", "test_schema_cmds",
+    "test_schema_copy", "test_security", "test_service", "test_small_writes",
     "test_team_index", "test_validate", "test_version_stamp", "test_watch_cmds",
 })
 SERIAL_FILES: frozenset[str] = frozenset()
@@ -115,6 +114,9 @@ def isolate(monkeypatch: pytest.MonkeyPatch, home: Path, model_cache: Path) -> N
             monkeypatch.delenv(name)
     monkeypatch.delenv("CI", raising=False)  # a CI log gets progress lines: asked for by name
     monkeypatch.setenv("HOME", str(home))
+    # A recall that no watcher answers starts none (the default starts one: a test that
+    # wants it says so, tests/test_watch_cmds.py)
+    monkeypatch.setenv("WRENMEM_DAEMON", "running")
     monkeypatch.setenv("XDG_CACHE_HOME", str(model_cache))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
@@ -126,9 +128,6 @@ def isolate(monkeypatch: pytest.MonkeyPatch, home: Path, model_cache: Path) -> N
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     monkeypatch.setenv("LANCE_LOG", "error")
     monkeypatch.setenv("LANCEDB_LOG", "error")  # what lancedb 0.40 actually reads
-    # No detached recall-copy job after a write (its own tests turn it on): a test that
-    # lowers recallcopy.MAX_ROWS would otherwise race a process saving the copy beside it
-    monkeypatch.setenv("WRENMEM_BACKGROUND_COPY", "false")
 
 
 @pytest.fixture(autouse=True)
@@ -180,10 +179,8 @@ def indexed_example(_indexed_example: Path, tmp_path: Path,
                     monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the example project as :func:`example_project` gives it, already synced
     (``.wrenmem/`` copied along): for a test that reads the index rather than tests its
-    first build. Seen as by a new process (:func:`forget_process_state`)."""
-    root = copy_of(_indexed_example, tmp_path / "acme")
-    forget_process_state(monkeypatch)
-    return root
+    first build."""
+    return copy_of(_indexed_example, tmp_path / "acme")
 
 
 SHORT_RACY_SECONDS = 0.5
@@ -226,15 +223,6 @@ def settle(monkeypatch: pytest.MonkeyPatch) -> None:
     time.sleep(short_racy_window(monkeypatch, SETTLE_RACY_SECONDS) * 1.2)
 
 
-def forget_process_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As a new process: no recall copy or pairs journal held from an earlier search."""
-    from wrenmem.index import journal, recallcopy
-
-    monkeypatch.setattr(recallcopy, "_RECENT", {})
-    monkeypatch.setattr(journal, "_OVERLAID", {})
-    monkeypatch.setattr(journal, "_PEEKED", {})
-
-
 def copy_of(source: Path, root: Path, *, index: bool = True) -> Path:
     """A copy of the indexed project ``source`` at ``root``, ``.wrenmem/`` along (links kept
     as links); ``index=False``: its ``knowledge/`` only (the same files, to index anew)."""
@@ -250,12 +238,10 @@ def copy_of(source: Path, root: Path, *, index: bool = True) -> Path:
 @pytest.fixture
 def copy_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
     """``copy_project(source, name="proj")``: :func:`copy_of` the indexed project ``source``
-    in this test's folder, seen as by a new process (:func:`forget_process_state`)."""
+    in this test's folder."""
 
     def make(source: Path, name: str = "proj", *, index: bool = True) -> Path:
-        root = copy_of(source, tmp_path / name, index=index)
-        forget_process_state(monkeypatch)
-        return root
+        return copy_of(source, tmp_path / name, index=index)
 
     return make
 

@@ -101,8 +101,8 @@ def test_the_model_reads_the_gap_to_the_best_form_fit_shared_by_twins():
 def test_the_index_and_its_copy_count_the_same_pairs(indexed_example: Path):
     """Held in memory or searched in LanceDB (a table too big to hold, a pinned version),
     the form reader sees the same pairs and gives the same weights."""
-    from wrenmem.index import recallcopy
     from wrenmem.index import table as index
+    from wrenmem.index.readcopy.held import RecallCopy
     from wrenmem.recall.hits import Filters
     from wrenmem.recall.vector import HybridBackend, _Derived
     from wrenmem.settings import load_settings
@@ -110,7 +110,7 @@ def test_the_index_and_its_copy_count_the_same_pairs(indexed_example: Path):
     settings = load_settings(indexed_example)
     backend = HybridBackend(settings)
     table = index.open_table(index.connect(settings))
-    copy = recallcopy.RecallCopy.from_table(table)
+    copy = RecallCopy.from_table(table)
     held = _Derived.of(copy).tally(copy.live)
     read = backend._table_tally(table, None)
     assert held.count == read.count == table.count_rows()

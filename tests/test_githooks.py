@@ -64,11 +64,7 @@ def install(cli: Callable[..., Result], root: Path, *extra: str) -> Result:
 def assert_in_step(cli: Callable[..., Result], root: Path, after: str = "") -> Result:
     """`check --json` exits 0, run in this process as a new process would run it: the git
     hooks under test are real processes, the check of what they left need not be."""
-    from tests.conftest import forget_process_state
-
-    with pytest.MonkeyPatch.context() as patch:
-        forget_process_state(patch)
-        done = cli("check", "--json", root=root)
+    done = cli("check", "--json", root=root)
     assert done.exit_code == 0, f"after {after}: {done.output}"
     return done
 

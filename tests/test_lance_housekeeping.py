@@ -19,7 +19,7 @@ from tests.fakes import RecordingEmbedder
 from tests.index_helpers import install_fake, settings_for
 from wrenmem.index import table as index
 from wrenmem.index.sync import sync_pairs
-from wrenmem.storage import lance
+from wrenmem.storage import compaction
 
 LAZY = textwrap.dedent("""
     import json, sys
@@ -73,18 +73,18 @@ def test_a_first_build_leaves_one_copy_of_each_index(project: Path,
     built, which rewrote them and left the first copies on disk (about 400 MB at 100,000
     pairs); a new table's indexes are built once over its rows and kept."""
     settings = settings_for(project)
-    for i in range(lance.COMPACT_AFTER_ROWS + 10):
+    for i in range(compaction.COMPACT_AFTER_ROWS + 10):
         write_pair(project, f"g{i % 7}/q{i}.md", f"How many orders in region {i}?",
                    f"SELECT {i}")
     report = sync_pairs(settings)
-    assert report.rows == lance.COMPACT_AFTER_ROWS + 10 and not report.optimized
+    assert report.rows == compaction.COMPACT_AFTER_ROWS + 10 and not report.optimized
     table = index.open_table(index.connect(settings))
     assert len(_index_folders(settings)) == len(table.list_indices()) == 1
     assert sync_pairs(settings).noop
     rebuilt = sync_pairs(settings, full=True)  # a rebuild is a new table too
     assert rebuilt.rebuilt and not rebuilt.optimized
     # ... and small syncs after it are counted from zero towards the next compaction.
-    for n in range(lance.COMPACT_EVERY - 1):
+    for n in range(compaction.COMPACT_EVERY - 1):
         write_pair(project, f"g0/q{n}.md", f"Edited question {n}?", f"SELECT {n}")
         assert not sync_pairs(settings).optimized
     write_pair(project, "g0/last.md", "The tenth small sync compacts", "SELECT 0")
@@ -101,9 +101,9 @@ def test_a_compaction_keeps_what_it_superseded_for_the_grace_period_then_prunes_
     still be reading it (CLEANUP_AFTER after it stopped being the latest, not after it was
     made), and the first write after that prunes it, so `.wrenmem/` holds one copy again."""
     grace = 2.0
-    monkeypatch.setattr(lance, "CLEANUP_AFTER", timedelta(seconds=grace))
+    monkeypatch.setattr(compaction, "CLEANUP_AFTER", timedelta(seconds=grace))
     settings = settings_for(project)
-    n = lance.COMPACT_AFTER_ROWS + 10
+    n = compaction.COMPACT_AFTER_ROWS + 10
     for i in range(n):
         write_pair(project, f"g{i % 7}/q{i}.md", f"How many orders in region {i}?",
                    f"SELECT {i}")
@@ -115,7 +115,7 @@ def test_a_compaction_keeps_what_it_superseded_for_the_grace_period_then_prunes_
     pinned = index.open_table(index.connect(settings))
     before = pinned.version
     pinned.checkout(before)
-    for i in range(lance.COMPACT_AFTER_ROWS):
+    for i in range(compaction.COMPACT_AFTER_ROWS):
         write_pair(project, f"g{i % 7}/q{i}.md", f"How many returns in region {i}?",
                    f"SELECT {i}")
     assert sync_pairs(settings).optimized  # a write this big compacts
@@ -132,7 +132,7 @@ def test_a_compaction_keeps_what_it_superseded_for_the_grace_period_then_prunes_
     rows = live.search().select(["id", "question"]).limit(None).to_arrow().to_pylist()
     questions = sorted(r["question"] for r in rows)
     assert len(rows) == n and questions.count("How many refunds in region 0?") == 1
-    assert sum("returns" in q for q in questions) == lance.COMPACT_AFTER_ROWS - 1
+    assert sum("returns" in q for q in questions) == compaction.COMPACT_AFTER_ROWS - 1
     assert not [v for v in live.list_versions() if v["version"] < live.version - 3]
 
 
@@ -151,18 +151,18 @@ def test_the_grace_period_counts_from_when_a_version_was_superseded() -> None:
             return [{"version": n + 1, "timestamp": now - timedelta(seconds=s)}
                     for n, s in enumerate(self.made)]
 
-    grace = lance.CLEANUP_AFTER.total_seconds()
+    grace = compaction.CLEANUP_AFTER.total_seconds()
     margin = timedelta(seconds=1)
     # v1 made an hour ago, superseded by v2 ten seconds ago: v1 stays (a compaction now).
-    assert lance.cleanup_age(Versions(3600, 10), superseding=True, margin=margin,
+    assert compaction.cleanup_age(Versions(3600, 10), superseding=True, margin=margin,
                              now=now) > timedelta(days=3000)
     # v2 made longer ago than the grace: v1 may go, v2 stays (cut at v2's time).
-    age = lance.cleanup_age(Versions(3600, grace + 30, 5), superseding=True, margin=margin,
+    age = compaction.cleanup_age(Versions(3600, grace + 30, 5), superseding=True, margin=margin,
                             now=now)
     assert age == timedelta(seconds=grace + 30) + margin
     # Nothing writes now and the latest is older than the grace: all but the latest go.
-    assert lance.cleanup_age(Versions(3600, grace + 30), superseding=False,
+    assert compaction.cleanup_age(Versions(3600, grace + 30), superseding=False,
                              now=now) == timedelta(seconds=1)
     # ... but not while the latest is younger than it (then only what it allows).
-    assert lance.cleanup_age(Versions(3600, 10), superseding=False,
+    assert compaction.cleanup_age(Versions(3600, 10), superseding=False,
                              now=now) > timedelta(days=3000)

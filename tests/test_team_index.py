@@ -353,7 +353,7 @@ def test_a_reader_of_another_branch_sees_what_differs(tmp_path: Path, s3_env: di
     reader = machine(tmp_path, "laptop", uri, role="reader", pairs=6)
     write_pair(reader, "p0001.md", "Orders per region, this branch's wording?", "SELECT 1")
     git_checkout(reader, "feature-x")
-    from wrenmem.index.reader import reader_view
+    from wrenmem.index.team.reader import reader_view
 
     view = reader_view(settings(reader))
     assert view.built_from is not None and view.built_from.branch == "main"
@@ -618,7 +618,7 @@ def test_a_warm_readers_note_is_made_again_only_when_something_changed(
     when a file changed or the copy took a new version; otherwise it repeats the note, and
     answers exactly as a one-shot reader (the full path) does."""
     from wrenmem.api import Memory
-    from wrenmem.index import reader as reader_module
+    from wrenmem.index.team import reader as reader_module
     from wrenmem.watch.freshness import Freshness
 
     uri = new_uri()
@@ -679,7 +679,7 @@ def test_a_readers_copy_holds_the_remote_rows_first_and_after_a_sync(
         tmp_path: Path, s3_env: dict[str, str], fake: RecordingEmbedder) -> None:
     """The first copy (streamed into a new table) and a refresh (by content hash) both end
     with exactly the remote's rows: every column, vectors included."""
-    from wrenmem.index import replica
+    from wrenmem.index.team import replica
 
     uri = new_uri()
     writer = machine(tmp_path, "ci", uri, pairs=30)

@@ -191,12 +191,8 @@ def test_a_warm_backend_searches_its_table_in_memory_with_lancedbs_answers(
 
     with monkeypatch.context() as patched:  # every search through LanceDB
         patched.setattr(vector, "IN_MEMORY_MAX_ROWS", 0)
-        patched.setattr(vector.recallcopy, "MAX_ROWS", 0)
-        patched.setattr(vector.recallcopy, "load", lambda *a: None)
         lancedb_answers = answers(Recaller(settings).backend(backend))
-    # the table read whole (the saved copy, which a process uses first, has its own tests)
-    monkeypatch.setattr(vector.recallcopy, "load", lambda *a: None)
-    monkeypatch.setattr(vector.recallcopy, "_RECENT", {})
+    # the table read whole from the backend's second search on
     warm = Recaller(settings).backend(backend)
     assert answers(warm) == lancedb_answers
     assert warm._memory is not None  # the later searches ran on the copy in memory
@@ -210,7 +206,6 @@ def test_a_warm_backend_searches_its_table_in_memory_with_lancedbs_answers(
     write_pair(tmp_path, "unicorns.md", "How many unicorns live in the stable?",
                "SELECT count(*) FROM unicorns")
     sync_pairs(settings)
-    vector.recallcopy._RECENT.clear()  # as if another process wrote: no copy handed over
     [hits] = warm.search(["How many unicorns live in the stable?"], 3, Filters())
     assert hits[0].path == "knowledge/sql/unicorns.md"
     assert warm._memory is not None and warm._memory is not copy  # the new version, read

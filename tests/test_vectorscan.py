@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wrenmem.index import vectorscan
-from wrenmem.index.vectorscan import VectorScan, exact_cosines
+from wrenmem.index.readcopy import vectorscan
+from wrenmem.index.readcopy.vectorscan import VectorScan, exact_cosines
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:

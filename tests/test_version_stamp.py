@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import run_wrenmem, write_pair
-from test_recall_copy import QUESTIONS, _fill
+from test_read_copy import QUESTIONS, _fill
 
 from wrenmem.index import table as index
 from wrenmem.index.sync import sync_pairs
@@ -69,7 +69,7 @@ def test_a_settled_unchanged_folder_answers_and_a_write_is_seen(
     assert asked == [1]
     for _ in range(3):
         assert backend.latest_version() == first
-        backend.search(QUESTIONS[:1], 3, Filters())  # (the first holds the saved copy)
+        backend.search(QUESTIONS[:1], 3, Filters())  # (the first holds the copy)
     assert asked == [1]  # the folder said nothing was committed
     assert backend._memory is not None and backend._memory[1] == first
     write_pair(root, "new/okapi.md", "How many okapis were adopted?", "SELECT 2")

@@ -445,3 +445,26 @@ def test_a_manifest_added_while_watching_gets_its_schema_index(
     finally:
         watcher.terminate()
         watcher.wait(timeout=30)
+
+
+def test_a_recall_no_watcher_answers_starts_one_and_the_next_is_answered_warm(
+        watched: Path) -> None:
+    """``daemon = "on-demand"`` (the default; the tests' environment says ``running``): a
+    one-shot recall that finds no watcher answers in-process and starts one in the
+    background; the next recall is the daemon's, with the same answer. ``running`` starts
+    none."""
+    root = watched
+    question = ["recall", "-q", "revenue per month", "--json"]
+    running = run_wrenmem(question, root, env={"WRENMEM_DAEMON": "running"})
+    assert running.returncode == 0, running.stderr
+    time.sleep(0.5)
+    assert ping(root) is None and not (root / ".wrenmem" / "watch.pid").exists()
+    first = run_wrenmem(question, root, env={"WRENMEM_DAEMON": "on-demand"})
+    assert first.returncode == 0, first.stderr
+    wait_until(lambda: (ping(root) or {}).get("warm") is True, timeout=120,
+               what="the watcher the recall started")
+    before = (ping(root) or {})["requests"]
+    again = run_wrenmem(question, root, env={"WRENMEM_DAEMON": "on-demand"})
+    assert again.returncode == 0, again.stderr
+    assert (ping(root) or {})["requests"] > before  # the daemon answered it
+    assert json.loads(again.stdout) == json.loads(first.stdout) == json.loads(running.stdout)

@@ -36,11 +36,12 @@ if TYPE_CHECKING:
     from wrenmem.fs import fsutil
     from wrenmem.git import diff as git_diff
     from wrenmem.git.diff import PairDiff
-    from wrenmem.index import autosync, drift, replica
+    from wrenmem.index import autosync, drift
     from wrenmem.index import sync as index_sync
     from wrenmem.index.autosync import IndexUpdate
     from wrenmem.index.drift import Drift
     from wrenmem.index.sync import SyncReport
+    from wrenmem.index.team import replica
     from wrenmem.knowledge import files as knowledge_files
     from wrenmem.knowledge import scaffold, select, terms, write
     from wrenmem.knowledge import table as knowledge_table
@@ -76,7 +77,8 @@ else:
     admit, review, checks_duplicates, checks_uses, checks_validate = lazies(
         "wrenmem.checks", "admit review duplicates uses validate")
     embedders, fsutil, git_diff = lazies("wrenmem", "embed.embedders fs.fsutil git.diff")
-    autosync, drift, replica, index_sync = lazies("wrenmem.index", "autosync drift replica sync")
+    autosync, drift, index_sync = lazies("wrenmem.index", "autosync drift sync")
+    replica = lazy("wrenmem.index.team.replica")
     knowledge_files, scaffold, select, terms, write, knowledge_table = lazies(
         "wrenmem.knowledge", "files scaffold select terms write table")
     catalog, exchange, pairfile, project, questions, pair_fmt, pair_seeds, pair_store, \

@@ -21,6 +21,7 @@ BACKENDS = ("auto", "grep", "vector", "hybrid")
 FUSIONS = ("learned", "rrf", "linear")  # wrenmem.recall.model.FUSIONS
 SECOND_READERS = ("auto", "off")  # wrenmem.recall.second: "auto" uses it where installed
 ROLES = ("writer", "reader")
+DAEMON_MODES = ("on-demand", "running")
 # Older spellings of a setting (in wrenmem.toml, as WRENMEM_<NAME>, or as a keyword).
 ALIASES = {"index": "index_uri"}
 # Setting name -> Settings field, where they differ (``index_uri`` is the resolved URI).
@@ -84,6 +85,13 @@ def _role(value: Any) -> str:
     text = _text(value).strip().lower()
     if text not in ROLES:
         raise ValueError(f"expected one of {', '.join(ROLES)}, got {value!r}")
+    return text
+
+
+def _daemon(value: Any) -> str:
+    text = _text(value).strip().lower()
+    if text not in DAEMON_MODES:
+        raise ValueError(f"expected one of {', '.join(DAEMON_MODES)}, got {value!r}")
     return text
 
 
@@ -197,10 +205,11 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
                     "IVF_FLAT"),
     "mcp_forget": (False, _bool, "offer the forget_query tool over MCP (off: agents cannot "
                                  "delete pair files)"),
-    "background_copy": (True, _bool,
-                        "after a write to a pairs table past 20,000 pairs, a detached, niced "
-                        "process saves the recall copy one-shot recalls read (false: only "
-                        "a long-lived process saves it)"),
+    "daemon": ("on-demand", _daemon,
+               "on-demand: a recall no watcher answers starts one in the background, so the "
+               "next ones are answered warm; running: only ask a watcher already running"),
+    "background_copy": (True, _bool, "no longer used (the recall copy it saved is gone): "
+                                     "accepted so older settings files still load"),
 }
 
 
@@ -235,6 +244,7 @@ class Settings:
     knowledge_threshold: int = 8000
     mcp_forget: bool = False
     ivf_pq_rows: int = 250_000
+    daemon: str = "on-demand"
     background_copy: bool = True
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 

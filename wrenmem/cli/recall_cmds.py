@@ -15,6 +15,7 @@ from wrenmem.recall.hits import require_questions
 from wrenmem.recall.render import render_text, wren_rows
 from wrenmem.settings import BACKENDS
 from wrenmem.sql.draft import draft_note
+from wrenmem.watch.process import start_on_demand
 
 MAX_QUESTIONS_BYTES = 64 * 1024 * 1024
 
@@ -82,6 +83,10 @@ def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | Non
     memory = get_memory(ctx, backend=backend)  # the running watcher answers warm when it can
     results = memory.recall_many(questions, k, datasource=datasource, tags=tags, source=source,
                                  min_score=min_score, sql=draft_sql, verified=verified)
+    if memory.use_daemon and results and results[0].backend != "grep":
+        # no watcher answered (none running, or it refused): start one in the background
+        # (the ``daemon`` setting, on-demand by default), so the next call is answered warm
+        start_on_demand(memory.settings)
     drafted = draft_note(draft_sql, results[0].backend) if results else None
     if drafted is not None:
         warn(f"recall: {drafted}")

@@ -6,6 +6,7 @@ the manifest. Modules ask for ``settings.state_dir / NAME`` with a name from thi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -44,9 +45,6 @@ EMBED_CACHE = "embed-cache.bin"  # vectors by (model id, content hash), kept acr
 EMBED_CACHE_KEYS = "embed-cache-keys.bin"  # which texts the embedding cache holds (its stat)
 SECOND_CACHE = "second-reader-cache.bin"  # the second reader's vectors of stored questions
 RECALL_FIT = "recall-fit.json"  # the ranking fitted to the project's own pairs (recall.adapt)
-RECALL_COPY = "recall-copy.bin"  # the pairs table as a one-shot recall reads it, without LanceDB
-RECALL_COPY_LOCK = "recall-copy.lock"  # flock held by whoever saves the recall copy
-PAIRS_JOURNAL = "pairs-journal.bin"  # small syncs' rows not yet in the pairs table (no LanceDB)
 USES = "uses.bin"  # tables and columns each pair's SQL uses, by SQL, dialect and manifest
 KNOWLEDGE_STATE = "knowledge_index.json"  # what the knowledge table holds
 TMP = "tmp"  # temporary files of pair writes, renamed into knowledge/sql (git ignores them here)
@@ -57,9 +55,25 @@ VERIFICATIONS = "verifications.json"  # stamps `wrenmem verify` made here or fou
 ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, GREP_SNAPSHOT,
        PAIR_LISTING, QUESTIONS, SEEDS, SCHEMA_CACHE, SCHEMA_STATE, SCHEMA_MAINT, SCHEMA_COPY,
        DAEMON_SOCKET, WATCH_LOCK, WATCH_PID, WATCH_STATE, WATCH_LOG, HOOKS_LOG, HOOKS_DEFERRED,
-       EMBED_CACHE, EMBED_CACHE_KEYS, REPLICA, REPLICA_STATE, REPLICA_MAINT, RECALL_COPY, USES,
-       KNOWLEDGE_STATE, TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK, PAIRS_JOURNAL, RECALL_COPY_LOCK,
-       VERIFICATIONS, RECALL_FIT)
+       EMBED_CACHE, EMBED_CACHE_KEYS, REPLICA, REPLICA_STATE, REPLICA_MAINT, USES,
+       KNOWLEDGE_STATE, TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK, VERIFICATIONS, RECALL_FIT)
+# Written by earlier versions, removed by the next write of the pairs table or a reset: the
+# saved recall copy (and its data files, ``recall-copy.<token>.data``), the lock of its
+# saver, and the pairs journal of small syncs (issue 42: the warm daemon answers instead).
+OLD = ("recall-copy.bin", "recall-copy.lock", "pairs-journal.bin")
+OLD_PREFIX = "recall-copy."
+
+
+def remove_old_files(folder: Path) -> None:
+    """Remove what earlier versions kept in ``folder`` (a ``.wrenmem/``) and no longer use
+    (:data:`OLD`); quietly, whatever is missing or cannot be removed."""
+    try:
+        names = [n for n in os.listdir(folder) if n in OLD or n.startswith(OLD_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        with contextlib.suppress(OSError):
+            os.unlink(folder / name)
 
 
 def check_state_dir(root: Path) -> Path:

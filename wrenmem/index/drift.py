@@ -9,7 +9,6 @@ from typing import Any
 from wrenmem.embed.embedders import Embedder, get_embedder
 from wrenmem.errors import PairError
 from wrenmem.fs import statedir
-from wrenmem.index import journal, recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.snapshot import SEED_PREFIX, mirror_matches, take_snapshot
@@ -127,8 +126,7 @@ def reset_index(settings: Settings) -> bool:
     with index_lock(settings, timeout=LOCK_TIMEOUT):
         invalidate_state(settings)
         (settings.state_dir / MAINT_NAME).unlink(missing_ok=True)
-        recallcopy.discard(settings)  # of a table that is no more (320 MB at 100,000 pairs)
-        journal.discard(settings)  # its rows are the files' (the next sync indexes them)
+        statedir.remove_old_files(settings.state_dir)  # of earlier versions (see statedir)
         if not index.index_exists(settings):
             return False
         return index.drop_table(index.connect(settings), settings)

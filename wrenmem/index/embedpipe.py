@@ -5,7 +5,7 @@ creating the table, building every row's full-text terms and Arrow columns, comm
 chunks, all in Python holding the GIL, while the embedder's two threads waited or had to
 share it. :class:`EmbedPipe` forks a child (before LanceDB is imported, while this process
 has no other thread) that loads the model and embeds the texts, in the order and the
-batches :func:`wrenmem.index.sync._apply` asks for them, and sends each batch's vectors back
+batches :func:`wrenmem.index.rowwrite.write_plan` asks for them, and sends each batch's vectors back
 through a pipe; this process does its own work meanwhile and takes each batch as it comes.
 The child calls the same ``embedder.embed`` on the same batches as this process would: the
 vectors are the embedder's (``tests/test_build_fast.py`` compares the two paths). A text

@@ -8,7 +8,7 @@ and records that a compaction is due (:func:`defer`); the watcher then runs :fun
 a child process in its idle time (:class:`wrenmem.watch.maintainer.Maintainer`), and kills
 it the moment a write arrives. A kill leaves the table readable: LanceDB commits a version
 only when all of it is written, and the next run deletes what the killed one left behind
-(:func:`wrenmem.storage.lance.compact`).
+(:func:`wrenmem.storage.compaction.compact`).
 
 The child holds the index lock while it works, so it never runs beside a write of the
 table. A compaction changes the table's files, not its rows, so the state mirror (which
@@ -31,11 +31,10 @@ from typing import Any
 from wrenmem.errors import LockTimeoutError
 from wrenmem.fs import statedir
 from wrenmem.fs.fsutil import write_marshal
-from wrenmem.index import recallcopy
 from wrenmem.index import table as index
 from wrenmem.index.state import load_state, record_disk
 from wrenmem.settings import Settings
-from wrenmem.storage import lance
+from wrenmem.storage import compaction, lance
 from wrenmem.storage.lock import index_lock
 
 log = logging.getLogger(__name__)
@@ -68,29 +67,29 @@ def due(settings: Settings) -> bool:
     """There is housekeeping to do (a compaction, a prune, a killed run's leftovers), by
     the record alone: no LanceDB."""
     return (not settings.remote_index and not settings.is_reader
-            and lance.maintenance_due(counter(settings)) and index.index_exists(settings))
+            and compaction.maintenance_due(counter(settings)) and index.index_exists(settings))
 
 
 def run(settings: Settings, started: Callable[[], None] | None = None) -> str:
     """What :func:`due` says, holding the index lock (taken without waiting: a writer has
     it, so the watcher tries again later): the compaction (or the prune, or the cleanup
-    of a killed run), then the mirror and the recall copy told of the table's new files.
-    ``started``: called once a kill would be noticed by the next run. Returns what was
-    done (:func:`wrenmem.storage.lance.run_due_maintenance`), ``"busy"`` when the lock was taken."""
+    of a killed run), then the mirror told of the table's new files. ``started``: called
+    once a kill would be noticed by the next run. Returns what was done
+    (:func:`wrenmem.storage.compaction.run_due_maintenance`), ``"busy"`` when the lock was
+    taken."""
     try:
         with index_lock(settings, timeout=0):
             table = index.open_table(index.connect(settings))
             if table is None:
                 return ""
             before = index.disk_listing(settings)
-            held = lance.maintenance_record(counter(settings))
+            held = compaction.maintenance_record(counter(settings))
             held["before"] = before  # what :func:`settle` needs if this run is killed
             write_marshal(counter(settings), held)
-            done = lance.run_due_maintenance(table, counter(settings), started=started)
+            done = compaction.run_due_maintenance(table, counter(settings), started=started)
             if index.disk_listing(settings) != before:
                 _repoint(settings, before)
-                recallcopy.save(settings, table)
-            held = lance.maintenance_record(counter(settings))
+            held = compaction.maintenance_record(counter(settings))
             if held.pop("before", None) is not None and held.get("started") is None:
                 write_marshal(counter(settings), held)
             return done
@@ -104,7 +103,7 @@ def settle(settings: Settings) -> bool:
     mirror is told the new listing. Returns whether it was. Holding the index lock."""
     try:
         with index_lock(settings, timeout=SETTLE_WAIT):
-            held = lance.maintenance_record(counter(settings))
+            held = compaction.maintenance_record(counter(settings))
             if held.get("started") is None:
                 return False  # finished (or never began): it settled itself
             before = held.get("before")

@@ -30,8 +30,6 @@ class SyncReport:
     model_id: str = ""
     rows: int = 0
     optimized: bool = False
-    # written to the pairs journal, not the table (:mod:`wrenmem.index.journal`)
-    journaled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,7 +39,8 @@ class SyncReport:
             "renamed": [{"from": a, "to": b} for a, b in self.renamed],
             "unchanged": len(self.unchanged),
             "embedded": self.embedded, "rows": self.rows, "embedder": self.model_id,
-            "optimized": self.optimized, "journal": self.journaled,
+            "optimized": self.optimized,
+            "journal": False,  # (the pairs journal went; the key stays for scripts reading it)
             "errors": [{"path": e.path, "line": e.line, "reason": e.reason}
                        for e in self.errors],
             "warnings": list(self.warnings),
@@ -66,7 +65,7 @@ class SyncReport:
                    paths("warnings"), bool(data["rebuilt"]),
                    None if data["rebuild_reason"] is None else str(data["rebuild_reason"]),
                    bool(data["noop"]), str(data["embedder"]), int(data["rows"]),
-                   bool(data["optimized"]), bool(data.get("journal", False)))
+                   bool(data["optimized"]))
 
     def summary(self) -> str:
         """One line for people: counts, never the lists of paths."""
@@ -77,8 +76,7 @@ class SyncReport:
                   f"{len(self.unchanged)} unchanged"]
         texts = "text" if self.embedded == 1 else "texts"
         return (f"{'rebuilt' if self.rebuilt else 'synced'}: {', '.join(counts)}; "
-                f"{self.embedded} {texts} embedded; {self.rows} rows ({self.model_id})"
-                + ("; in the journal" if self.journaled else ""))
+                f"{self.embedded} {texts} embedded; {self.rows} rows ({self.model_id})")
 
 
 def render_sync(report: SyncReport | None, schema: Any, knowledge: Any, *, as_json: bool

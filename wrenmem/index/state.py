@@ -41,9 +41,11 @@ from wrenmem.settings import Settings
 log = logging.getLogger(__name__)
 
 STATE_NAME = statedir.INDEX_STATE
-STATE_VERSION = 6  # 4: compact (paths, hashes and stat keys packed); 5: the walk's keys;
+STATE_VERSION = 7  # 4: compact (paths, hashes and stat keys packed); 5: the walk's keys;
 # 6: stat keys by change time, links out of the project refused (an older mirror, whose keys
-# may equal the new ones, would keep such a link's row: the slow path decides once)
+# may equal the new ones, would keep such a link's row: the slow path decides once);
+# 7: no pairs journal beside it (a mirror of 5 or 6 may record a small sync's rows that only
+# the journal holds, so it is not trusted: the next sync compares the files with the table's rows)
 
 Stats = dict[str, tuple[int, int, int]]
 
@@ -346,15 +348,6 @@ def record_walk(settings: Settings, state: IndexState, walk: Listing) -> IndexSt
     except LockTimeoutError:
         pass
     return state
-
-
-def rebased(settings: Settings, state: IndexState, rows: int) -> IndexState:
-    """The mirror ``state`` re-keyed to the table's files now, after a write that made the
-    table hold exactly what the mirror (with the pairs journal) described: the journal's
-    application (:func:`wrenmem.index.journal.reconcile`)."""
-    updated = replace(state, disk=index.disk_listing(settings), rows=rows)
-    write_marshal(_path(settings), updated.to_record())  # unwritable: the slow path decides
-    return updated
 
 
 def record_disk(settings: Settings, state: IndexState,

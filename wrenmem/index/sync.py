@@ -10,10 +10,6 @@ files still match it, a sync returns at once without importing LanceDB or loadin
 The state file is deleted before any index write and rewritten after it, so a kill at any
 point leaves either a true mirror or none; without one, the plan is made against the
 table's own (id, content_hash) column, which is always the truth.
-
-A small sync in a process that has not imported LanceDB writes the changed rows to the
-pairs journal instead of the table (:mod:`wrenmem.index.smallsync`,
-:mod:`wrenmem.index.journal`); every process that opens the table applies it first.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from wrenmem.embed.embedders import Embedder, get_embedder
@@ -34,7 +30,7 @@ from wrenmem.errors import (
     WrenmemError,
 )
 from wrenmem.fs import statedir
-from wrenmem.index import embedpipe, journal, maintenance, recallcopy, smallsync
+from wrenmem.index import embedpipe, rowwrite
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache, cache_path
 from wrenmem.index.embedpipe import EmbedPipe, can_fork
@@ -55,7 +51,6 @@ from wrenmem.index.state import (
     usable_state,
 )
 from wrenmem.pairs.catalog import read_paths, require_knowledge_dir
-from wrenmem.pairs.pairfile import Pair
 from wrenmem.pairs.seeds import seed_pairs
 from wrenmem.settings import MAX_EMBED_CHARS, Settings
 from wrenmem.storage import lance
@@ -64,8 +59,6 @@ from wrenmem.storage.lock import index_lock
 log = logging.getLogger(__name__)
 
 MAINT_NAME = statedir.INDEX_MAINT
-EMBED_BATCH = 256
-WRITE_CHUNK = 2048  # rows per commit during a big build: progress survives a kill
 LOCK_TIMEOUT = 120.0
 # A remote index has no lock across machines: a writer re-plans against the latest version
 # after writing, until a plan comes back empty (the table equals its files), this often.
@@ -81,18 +74,6 @@ Progress = Callable[[int, int], None]
 
 
 # ------------------------------------------------------------------------ sync ----
-
-def embed_text(pair: Pair, max_chars: int = MAX_EMBED_CHARS) -> str:
-    """What the vector stands for: the question (queries are questions too), cut to
-    ``max_chars`` (the ``max_embed_chars`` setting), because a model's memory grows with
-    the text and a question of megabytes would take gigabytes."""
-    text = pair.nl.strip()
-    if len(text) > max_chars:
-        log.warning("%s: the question has %d characters; only the first %d are embedded "
-                    "(setting max_embed_chars)", pair.path, len(text), max_chars)
-        return text[:max_chars]
-    return text
-
 
 def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | None = None,
                paths: Collection[str] | None = None,
@@ -156,7 +137,7 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
             return report
         break
     # A first index or a rebuild: a child loads the model while this process reads files.
-    early = (EmbedPipe(embedder, EMBED_BATCH)
+    early = (EmbedPipe(embedder, rowwrite.EMBED_BATCH)
              if (full or delta is None) and paths is None and can_fork(embedder) else None)
     pipe = None
     try:
@@ -172,7 +153,6 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
             _warm_up(embedder, snap, seen, full, cache, settings.max_embed_chars)
         lance.import_lancedb()  # seconds of CPU: not while holding the lock writers wait for
         with index_lock(settings, timeout=lock_timeout):
-            journal.apply_pending(settings, lock_timeout)  # before the mirror is read
             state = load_state(settings)
             if state != seen:  # another writer finished meanwhile: read the files again
                 snap = take_snapshot(settings, reread=full)
@@ -199,7 +179,7 @@ def _embed_pipe(embedder: Embedder, snap: Snapshot, state: IndexState | None, fu
         return None
     files = set() if full or state is None else set(state.files.values())
     extras = set() if full or state is None else set(state.extras.values())
-    # embed_text's texts, without its warning about a long question (_apply gives it)
+    # embed_text's texts, without its warning about a long question (write_plan gives it)
     fresh = {p.nl.strip()[:max_chars] for path, p in snap.pairs.items()
              if (snap.file_hashes[path] not in files if path in snap.file_hashes
                  else snap.extra_hashes.get(path) not in extras)}
@@ -211,7 +191,7 @@ def _embed_pipe(embedder: Embedder, snap: Snapshot, state: IndexState | None, fu
         wanted = [t for t in wanted if t not in known]
     if len(wanted) < embedpipe.PIPE_MIN:
         return None
-    pipe = early or EmbedPipe(embedder, EMBED_BATCH)
+    pipe = early or EmbedPipe(embedder, rowwrite.EMBED_BATCH)
     pipe.start(wanted)
     return pipe
 
@@ -261,23 +241,11 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
     if shadows & {p.nl.strip().casefold() for p in pairs.values()}:
         return None  # the question of a seed: which seeds the index holds changes too
     cache = EmbedCache(cache_path(settings), embedder.model_id)
-    if journal.wanted(settings, len(differs)):  # no LanceDB in this process: the journal
-        texts = {i: embed_text(p, settings.max_embed_chars) for i, p in pairs.items()}
-        try:
-            small = smallsync.journal_sync(settings, embedder, delta, read, scope, differs,
-                                           pairs, texts, cache, lock_timeout, _save_delta)
-        except smallsync.Raced:
-            raise _Raced from None
-        if small is not None:
-            return small
-    if pairs and not cache.has_all(embed_text(p, settings.max_embed_chars)
+    if pairs and not cache.has_all(rowwrite.embed_text(p, settings.max_embed_chars)
                                    for p in pairs.values()):
         _load_in_background(embedder)
     lance.import_lancedb()  # seconds of CPU: not while holding the lock other writers wait for
     with index_lock(settings, timeout=lock_timeout):
-        # the pairs journal into the table first: that re-keys (or drops) the mirror, and
-        # this sync then looks at the files again against the mirror as it is now
-        journal.apply_pending(settings, lock_timeout)
         if load_state(settings) != state:
             raise _Raced  # another writer finished meanwhile
         table = index.open_table(index.connect(settings))
@@ -293,16 +261,16 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
         embedded, commits = 0, 0
         invalidate_state(settings)
         if not plan.in_sync:
-            _prune_due(settings, table)
+            rowwrite.prune_due(settings, table)
             snap = Snapshot(pairs, read.file_hashes, {}, read.errors)
-            embedded, commits = _apply(table, snap, plan, indexed, embedder, progress,
+            embedded, commits = rowwrite.write_plan(table, snap, plan, indexed, embedder, progress,
                                        settings.max_embed_chars, cache)
             lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
             lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows,
                                   sample_rate=lance.PAIRS_IVF_SAMPLE_RATE)
-        optimized = _maintain(settings, table, commits, embedded)
+        optimized = rowwrite.maintain(settings, table, commits, embedded)
         rows = table.count_rows()
-        recallcopy.save(settings, table)
+        statedir.remove_old_files(settings.state_dir)
         after = _save_delta(settings, embedder.model_id, delta, read, scope, rows, False)
     moved = set(plan.added) | set(plan.changed) | {new for _old, new in plan.renamed}
     return SyncReport(plan.added, plan.changed, plan.removed, plan.renamed,
@@ -401,7 +369,7 @@ def _warm_up(embedder: Embedder, snap: Snapshot, state: IndexState | None, full:
         if not fresh:
             return
     if not full and cache is not None and cache.has_all(
-            embed_text(p, max_chars) for p in snap.pairs.values()):
+            rowwrite.embed_text(p, max_chars) for p in snap.pairs.values()):
         return  # every question was embedded before (a branch flip back): no model needed
 
     _load_in_background(embedder)
@@ -461,7 +429,6 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     created = table is None or reason is not None
     if created:
         invalidate_state(settings)
-        journal.discard(settings)  # the new table is made from the files, journal included
         if reason is not None:
             log.warning("rebuilding the index: %s", reason)
         dim = pipe.dim() if pipe is not None else None  # not loading the model here
@@ -499,9 +466,9 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
                 f"({REMOTE_ROUNDS} rounds); run `wrenmem sync` again")
         invalidate_state(settings)
         if round_no == 1 and not created:
-            _prune_due(settings, table)
+            rowwrite.prune_due(settings, table)
         cache = EmbedCache(cache_path(settings), embedder.model_id)
-        done, made = _apply(table, snap, plan, indexed_scope, embedder, progress,
+        done, made = rowwrite.write_plan(table, snap, plan, indexed_scope, embedder, progress,
                             settings.max_embed_chars, cache, use_cache=not full, memo=memo,
                             new_table=fresh, pipe=pipe)
         embedded, commits = embedded + done, commits + made
@@ -512,14 +479,14 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     # Every row is written: the pairs' memory goes back before LanceDB builds the indexes
     # (at 100,000 pairs the vector index's build takes about 480 MB on top of this process).
     snap.pairs.clear()
-    if embedded >= WRITE_CHUNK:
+    if embedded >= rowwrite.WRITE_CHUNK:
         _give_back_memory()
     # A new local table keeps its fragments (no superseded copies on disk); on object
     # storage, where every fragment is a request for a reader, a new table's chunks are
     # compacted before its indexes are built, so they are built once.
     compact_first = fresh and settings.remote_index
     if compact_first:
-        optimized = _maintain(settings, table, commits, embedded)
+        optimized = rowwrite.maintain(settings, table, commits, embedded)
     # The vector index first: its build is the peak of a big first index (about 480 MB at
     # 100,000 pairs), and the full-text index's pages would add to it.
     lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows,
@@ -528,9 +495,9 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     if here is not None:
         index.record_origin(table, here)
     if not compact_first:
-        optimized = _maintain(settings, table, commits, embedded, fresh=fresh)
+        optimized = rowwrite.maintain(settings, table, commits, embedded, fresh=fresh)
     rows = table.count_rows()
-    recallcopy.save(settings, table)
+    statedir.remove_old_files(settings.state_dir)
     # A scoped sync vouches for its paths only: never for a remote table's other rows.
     version = (_verified_version(table, desired, scope, snap.extras_ok)
                if remote and scope is None else None)
@@ -617,101 +584,3 @@ def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
                version=version)
 
 
-def _apply(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str, list[str]],
-           embedder: Embedder, progress: Progress | None, max_chars: int,
-           cache: EmbedCache, use_cache: bool = True,
-           memo: dict[str, Any] | None = None, new_table: bool = False,
-           pipe: EmbedPipe | None = None) -> tuple[int, int]:
-    """Write the plan: reused vectors (from the table or the embedding cache) and deletions
-    first, then embedded chunks. Returns (texts embedded, commits). ``use_cache`` False (a
-    full rebuild asked for) embeds every text again, and refreshes the cache with it.
-    ``memo`` (text -> vector) keeps what was embedded for a later round of the same sync
-    (a remote index's; None: nothing is kept past its rows' write). ``new_table``: the table
-    was created by this sync and has no other writer: rows are added without a join.
-    ``pipe``: the child process embedding this sync's texts (:func:`_embed_pipe`)."""
-    texts_of = {i: embed_text(snap.pairs[i], max_chars) for i in
-                (*plan.added, *plan.changed, *(new for _old, new in plan.renamed))}
-    commits = 0
-    duplicated = [i for i in plan.changed if len(indexed.get(i, ())) > 1]
-    targets = list(plan.added) + list(plan.changed) + [new for _old, new in plan.renamed]
-    stored_hashes = {h for hs in indexed.values() for h in hs}
-    wanted_hashes = {snap.pairs[i].content_hash for i in targets}
-    pool = (index.vectors_by_hash(table, wanted_hashes & stored_hashes)
-            if wanted_hashes & stored_hashes else {})
-    if duplicated:  # merge_insert refuses ids that match twice: clear them first
-        index.write(table, [], duplicated)
-        commits += 1
-    ready, todo = [], []
-    for row_id in targets:
-        pair = snap.pairs[row_id]
-        vector = pool.get(pair.content_hash)
-        if vector is None and memo is not None:
-            vector = memo.get(texts_of[row_id])
-        if vector is not None:
-            ready.append(index.pair_row(row_id, pair, texts_of[row_id], vector))
-        else:
-            todo.append(row_id)
-    deletes = list(plan.removed) + [old for old, _new in plan.renamed]
-    if ready or deletes:
-        index.write(table, ready, deletes)
-        commits += 1
-    wanted = sorted({texts_of[i] for i in todo})
-    vectors: dict[str, Any] = cache.lookup(wanted) if wanted and use_cache else {}
-    texts = [t for t in wanted if t not in vectors]  # never embedded by this model before
-    total, done = len(texts), 0
-    if progress is not None and total:
-        progress(0, total)
-    pending: list[str] = list(todo)
-    for start in range(0, len(texts), WRITE_CHUNK):
-        chunk = texts[start:start + WRITE_CHUNK]
-        for b in range(0, len(chunk), EMBED_BATCH):
-            batch = chunk[b:b + EMBED_BATCH]
-            made = (embedder.embed(batch) if pipe is None
-                    else pipe.embed(batch, embedder.embed))
-            fresh = dict(zip(batch, made, strict=True))
-            vectors.update(fresh)
-            if memo is not None:
-                memo.update(fresh)
-            cache.store(fresh)
-            done += len(batch)
-            if progress is not None:
-                progress(done, total)
-        commits += _write_ripe(table, snap, pending, vectors, texts_of, new_table)
-    commits += _write_ripe(table, snap, pending, vectors, texts_of, new_table)  # the rest
-    cache.save()
-    return total, commits
-
-
-def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: dict[str, Any],
-                texts_of: Mapping[str, str], new_table: bool = False) -> int:
-    """Write the pending rows whose vectors are ready (and drop them from ``pending``).
-    Then no pending row wants any of ``vectors`` (texts are embedded once): they are
-    dropped, so a first index holds one chunk of vectors at a time, not all of them."""
-    ripe = [i for i in pending if texts_of[i] in vectors]
-    if not ripe:
-        return 0
-    pending[:] = [i for i in pending if texts_of[i] not in vectors]
-    rows = [index.pair_row(i, snap.pairs[i], texts_of[i], vectors[texts_of[i]]) for i in ripe]
-    if new_table:
-        index.append(table, rows)
-    else:
-        index.write(table, rows, [])
-    vectors.clear()
-    return 1
-
-
-def _prune_due(settings: Settings, table: Any) -> bool:
-    """Before a write's commits: prune the copy the last compaction superseded, once its
-    grace period is over (:func:`wrenmem.storage.lance.prune_due`); a watcher in this process
-    does it in its idle time instead (:mod:`wrenmem.index.maintenance`)."""
-    if maintenance.is_deferred(settings):
-        return False
-    return lance.prune_due(table, settings.state_dir / MAINT_NAME)
-
-
-def _maintain(settings: Settings, table: Any, commits: int, embedded: int,
-              fresh: bool = False) -> bool:
-    """Compaction now and then (not of a table this sync created: ``fresh``); only
-    recorded as due when a watcher in this process does it in its idle time."""
-    return lance.maintain(table, settings.state_dir / MAINT_NAME, commits, embedded,
-                          fresh=fresh, defer=maintenance.is_deferred(settings))

@@ -46,12 +46,7 @@ class IndexedRow:
 
 
 def connect(settings: Settings) -> Any:
-    """A connection to the project's index (always the latest committed version), after
-    the pairs journal of small syncs is applied to the table
-    (:func:`wrenmem.index.journal.apply_pending`)."""
-    from wrenmem.index import journal
-
-    journal.apply_pending(settings)
+    """A connection to the project's index (always the latest committed version)."""
     return lance.connect(settings.index_uri)
 
 

@@ -23,7 +23,7 @@ from wrenmem.fs.fsutil import atomic_write_text
 from wrenmem.knowledge.entries import Entry
 from wrenmem.knowledge.files import Knowledge, load_knowledge
 from wrenmem.settings import Settings
-from wrenmem.storage import lance
+from wrenmem.storage import embedsync, lance
 from wrenmem.storage.lock import index_lock
 from wrenmem.textsearch import tokenize
 
@@ -138,61 +138,37 @@ def _write_state(settings: Settings, fp: str, embedder_id: str, entries: int) ->
 
 
 def _apply(settings: Settings, entries: list[Entry], embedder: Embedder) -> tuple[int, int]:
-    """Write what changed: returns (texts embedded, rows deleted)."""
+    """Write what changed (:mod:`wrenmem.storage.embedsync`): returns (texts embedded, rows
+    deleted)."""
     db = lance.connect(settings.index_uri)
-    table, problems = lance.probe_table(db, TABLE)
-    existing: dict[str, tuple[str, str, str]] = {}
-    if table is not None and not problems:
-        try:
-            data = table.search().select(["id", "entry_hash", "embedder", "text"]).limit(
-                None).to_arrow()
-            existing = {i: (h, m, t) for i, h, m, t in zip(
-                data["id"].to_pylist(), data["entry_hash"].to_pylist(),
-                data["embedder"].to_pylist(), data["text"].to_pylist(), strict=True)}
-        except Exception as e:  # a missing or truncated data file
-            problems.append(f"its data cannot be read: {lance.short_error(e)}")
-    rebuild = table is None or bool(problems) or any(
-        row[1] != embedder.model_id for row in existing.values())
-    if rebuild:
-        if table is not None:
-            log.warning("rebuilding the knowledge index (%s)",
-                        "; ".join(problems) or "another embedder built it")
-            lance.drop_table(db, TABLE, settings.index_uri)
-        existing = {}
+    held = embedsync.read(db, TABLE, "entry_hash")
     wanted = {e.id: e for e in entries}
-    removed = sorted(set(existing) - set(wanted))
-    todo = [e for e in entries if existing.get(e.id, ("",))[0] != e.entry_hash]
-    if not todo and not removed and not rebuild:
+    plan = embedsync.plan({e.id: (e.entry_hash, e.search_text()) for e in entries}, held,
+                          embedder.model_id)
+    if plan.empty:
         return 0, 0
-    if not entries:
-        if not rebuild and table is not None:
+    if plan.rebuild and held.table is not None:
+        log.warning("rebuilding the knowledge index (%s)",
+                    "; ".join(held.problems) or "another embedder built it")
+        lance.drop_table(db, TABLE, settings.index_uri)
+    if not entries:  # no table at all
+        if not plan.rebuild:
             lance.drop_table(db, TABLE, settings.index_uri)
-        return 0, len(removed)
-    if not todo:
-        assert table is not None  # deletions only: the table holds them
-        lance.upsert(table, "id", None, removed)
-        return 0, len(removed)
-    reuse_text = {t: i for i, (_h, _m, t) in existing.items()}
-    reused = {e.id: reuse_text[e.search_text()] for e in todo
-              if e.search_text() in reuse_text}
-    stored: dict[str, Any] = {}
-    if reused and table is not None and not rebuild:
-        data = table.search().select(["id", "vector"]).limit(None).to_arrow()
-        stored = dict(zip(data["id"].to_pylist(),
-                          data["vector"].to_numpy(zero_copy_only=False), strict=True))
-    texts = list(dict.fromkeys(e.search_text() for e in todo if reused.get(e.id) not in stored))
-    vectors: dict[str, Any] = {}
-    for start in range(0, len(texts), EMBED_BATCH):
-        batch = texts[start:start + EMBED_BATCH]
-        vectors.update(zip(batch, embedder.embed(batch), strict=True))
-    rows = _arrow_rows(todo, [stored[reused[e.id]] if reused.get(e.id) in stored
-                              else vectors[e.search_text()] for e in todo], embedder.model_id)
-    if rebuild:
+        return 0, len(plan.removed)
+    if not plan.todo:  # deletions only: the table holds them
+        lance.upsert(held.table, "id", None, plan.removed)
+        return 0, len(plan.removed)
+    kept = embedsync.kept_vectors(held.table, plan.reuse) if not plan.rebuild else {}
+    todo = [wanted[i] for i in plan.todo]
+    made = embedsync.vectors(embedder, [e.search_text() for e in todo if e.id not in kept],
+                             batch=EMBED_BATCH)
+    rows = _arrow_rows(todo, [kept[e.id] if e.id in kept else made[e.search_text()]
+                              for e in todo], embedder.model_id)
+    if plan.rebuild:
         db.create_table(TABLE, rows, mode="overwrite")
     else:
-        assert table is not None
-        lance.upsert(table, "id", rows, removed)
-    return len(texts), len(removed)
+        lance.upsert(held.table, "id", rows, plan.removed)
+    return len(made), len(plan.removed)
 
 
 def _arrow_rows(entries: list[Entry], vectors: list[Any], embedder_id: str) -> Any:

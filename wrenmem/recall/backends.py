@@ -15,14 +15,14 @@ from wrenmem.settings import Settings
 from wrenmem.storage.lance import index_unavailable
 
 if TYPE_CHECKING:
-    from wrenmem.index import reader, replica
     from wrenmem.index import sync as index_sync
+    from wrenmem.index.team import reader, replica
     from wrenmem.recall import vector
 else:  # imported on first use (wrenmem/lazy.py)
     vector = lazy("wrenmem.recall.vector")
     index_sync = lazy("wrenmem.index.sync")
-    reader = lazy("wrenmem.index.reader")
-    replica = lazy("wrenmem.index.replica")
+    reader = lazy("wrenmem.index.team.reader")
+    replica = lazy("wrenmem.index.team.replica")
 
 if TYPE_CHECKING:
     from wrenmem.embed.embedders import Embedder

@@ -22,7 +22,7 @@ from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.pairs.seeds import extra_pairs
 from wrenmem.recall import grepsnap
-from wrenmem.recall.fusion import at_least_identical
+from wrenmem.recall.fusion import at_least_a_phrasing
 from wrenmem.recall.hits import Filters, Hit, rank
 from wrenmem.recall.model import lexical_score
 from wrenmem.settings import Settings
@@ -124,16 +124,8 @@ class GrepIndex:
         text = " ".join([query, *extra])
         found = [(i, s) for i, s in self.bm25.scores(text).items() if s > 0]
         calibrated = lexical_score([s for _i, s in found], self.bm25.best_possible(text))
-        return rank([(_identical(p, query, self.pairs[i]), self.pairs[i], s)
+        return rank([(at_least_a_phrasing(p, query, self.pairs[i]), self.pairs[i], s)
                      for (i, s), p in zip(found, calibrated, strict=True)], k, backend, query)
-
-
-def _identical(score: float, query: str, pair: Pair) -> float:
-    """``score``, raised when the question is one of the pair's phrasings (``nl`` or
-    ``also``), as the index backends do for each phrasing's row."""
-    for phrasing in (pair.nl, *pair.also):
-        score = at_least_identical(score, query, phrasing)
-    return score
 
 
 class WarmGrep(GrepBackend):

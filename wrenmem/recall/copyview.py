@@ -1,4 +1,4 @@
-"""What the hybrid backend reads from a held recall copy (:mod:`wrenmem.index.recallcopy`):
+"""What the hybrid backend reads from a held recall copy (:mod:`wrenmem.index.readcopy.held`):
 the copy seen through recall filters (:class:`_CopyView`), what is derived once per row of
 it (:class:`_Derived`), the hits of scored rows (:func:`rank_rows`) and the extra terms a
 question brings (:func:`value_terms`, :func:`english_words`). Moved whole out of
@@ -11,7 +11,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from wrenmem.index import recallcopy, vectorscan
+from wrenmem.index.readcopy import vectorscan
+from wrenmem.index.readcopy.held import POSITION, RecallCopy
 from wrenmem.index.table import query_terms, row_pair
 from wrenmem.recall import forms, glossary, sqlshape
 from wrenmem.recall import model as rank_model
@@ -56,14 +57,14 @@ class _Derived:
     _held: weakref.WeakKeyDictionary[Any, _Derived] = weakref.WeakKeyDictionary()
     _lock = threading.Lock()
 
-    def __init__(self, copy: recallcopy.RecallCopy):
+    def __init__(self, copy: RecallCopy):
         self.copy = copy
         self._terms: dict[int, frozenset[str]] = {}
         self._pairs: dict[int, Any] = {}
         self._tallies: dict[int, tuple[Any, forms.Tally]] = {}  # by the mask's id
 
     @classmethod
-    def of(cls, copy: recallcopy.RecallCopy) -> _Derived:
+    def of(cls, copy: RecallCopy) -> _Derived:
         with cls._lock:
             found = cls._held.get(copy)
             if found is None:
@@ -147,21 +148,21 @@ def _glossary_once() -> Callable[[], Glossary | None]:
 
 
 class _CopyView:
-    """A :class:`~wrenmem.index.recallcopy.RecallCopy` seen through recall filters: the
+    """A :class:`~wrenmem.index.readcopy.held.RecallCopy` seen through recall filters: the
     dense and keyword searches of LanceDB (with its prefilter), over the copy's rows."""
 
-    def __init__(self, copy: recallcopy.RecallCopy, filters: Filters):
+    def __init__(self, copy: RecallCopy, filters: Filters):
         self.copy = copy
         self.allowed: Any = copy.live  # the rows the filters accept (None: every row)
         if filters != Filters():
-            at = [recallcopy.POSITION[c] for c in ("datasource", "source", "tags", "meta",
+            at = [POSITION[c] for c in ("datasource", "source", "tags", "meta",
                                                    "path", "question")]
             self.allowed = copy.allowed_by(filters, lambda r: (
                 filters.accepts_fields(r[at[0]], r[at[1]], r[at[2]], r[at[3]])
                 and not filters.excludes(r[at[4]], r[at[5]])))
 
     def _id(self, n: int) -> str:
-        return str(self.copy.rows[n][recallcopy.POSITION["id"]])
+        return str(self.copy.rows[n][POSITION["id"]])
 
     def nearest(self, vector: Any, depth: int, columns: Sequence[str]
                 ) -> list[dict[str, Any]]:

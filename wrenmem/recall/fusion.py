@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 _WORD = re.compile(r"\w", re.UNICODE)
@@ -49,6 +50,14 @@ def _normal(text: str) -> str:
     import unicodedata
 
     return "".join(_WORD.findall(unicodedata.normalize("NFKC", text).casefold()))
+
+
+def at_least_a_phrasing(score: float, asked: str, pair: Any) -> float:
+    """``score``, raised when the question is one of the pair's phrasings (``nl`` or
+    ``also``), as the index backends do for each phrasing's row."""
+    for phrasing in (pair.nl, *pair.also):
+        score = at_least_identical(score, asked, phrasing)
+    return score
 
 
 def at_least_identical(score: float, asked: str, stored: str) -> float:

@@ -38,7 +38,7 @@ from wrenmem.fs.fsutil import RACY_SECONDS, read_marshal, stat_key, write_marsha
 from wrenmem.pairs import listing
 from wrenmem.pairs.catalog import _pair_from_record, _pair_to_record
 from wrenmem.pairs.pairfile import Pair
-from wrenmem.recall.fusion import _normal
+from wrenmem.recall.fusion import _normal, at_least_a_phrasing
 from wrenmem.recall.hits import SEED_WEIGHT, Hit, rank, sql_key
 from wrenmem.recall.model import lexical_score
 from wrenmem.settings import Settings
@@ -222,7 +222,7 @@ class Snapshot:
         found = set(docs.tolist())
         code = zlib.crc32(_normal(query).encode("utf-8", "surrogateescape"))
         at = int(np.searchsorted(self.codes, code))
-        identical = set()  # maybe the question asked (_identical decides), a superset
+        identical = set()  # maybe the question asked (at_least_a_phrasing decides), a superset
         while query and at < len(self.codes) and int(self.codes[at]) == code:
             if int(self.code_docs[at]) in found:
                 identical.add(int(self.code_docs[at]))
@@ -240,7 +240,7 @@ class Snapshot:
             picked = docs[members].tolist()
             scores = dict(zip(docs.tolist(), raw.tolist(), strict=True))
             calibrated = _calibrated(picked, scores, best, best_possible)
-            scored = [(_identical(c, query, self.pair(n)), self.pair(n), scores[n])
+            scored = [(at_least_a_phrasing(c, query, self.pair(n)), self.pair(n), scores[n])
                       for n, c in zip(picked, calibrated, strict=True)]
             if cut < 0:
                 return rank(scored, k, backend, query)
@@ -261,12 +261,6 @@ def _calibrated(picked: Sequence[int], scores: dict[int, float], best: float,
     raw score of all the pairs found, which :func:`lexical_score` divides by."""
     values = [scores[n] for n in picked]
     return lexical_score([*values, best], best_possible)[:len(values)]
-
-
-def _identical(score: float, query: str, pair: Pair) -> float:
-    from wrenmem.recall.bm25f import _identical as raise_identical
-
-    return raise_identical(score, query, pair)
 
 
 def read_ahead(settings: Settings) -> Callable[[], Any]:

@@ -24,9 +24,7 @@ Two ways to answer, one result:
 
 What stays process-wide, on purpose: models built from an ``embedder`` setting
 (:func:`wrenmem.embed.embedders.get_embedder`: a process loads a model once, whichever project
-asks), the pure functions' memo caches in :mod:`wrenmem.recall.fusion`, and the recall copy
-a writer of this process hands to the next search (:func:`wrenmem.index.recallcopy.remember`,
-keyed by the table's file listing, so it can never be stale).
+asks) and the pure functions' memo caches in :mod:`wrenmem.recall.fusion`.
 """
 
 from __future__ import annotations
@@ -49,7 +47,7 @@ from wrenmem.storage.lock import index_lock
 if TYPE_CHECKING:
     from wrenmem.embed import embedders
     from wrenmem.fs import statedir
-    from wrenmem.index import replica
+    from wrenmem.index.team import replica
     from wrenmem.recall import adapt as rank_adapt
     from wrenmem.recall import answerable, second
     from wrenmem.recall import glossary as recall_glossary
@@ -62,7 +60,7 @@ else:  # imported on first use (wrenmem/lazy.py)
     answerable = lazy("wrenmem.recall.answerable")
     statedir = lazy("wrenmem.fs.statedir")
     second = lazy("wrenmem.recall.second")
-    replica = lazy("wrenmem.index.replica")
+    replica = lazy("wrenmem.index.team.replica")
 
 if TYPE_CHECKING:
     from wrenmem.embed.embedders import Embedder

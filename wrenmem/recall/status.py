@@ -18,9 +18,9 @@ from wrenmem.settings import Settings
 from wrenmem.storage.lance import index_unavailable
 
 if TYPE_CHECKING:
-    from wrenmem.index import reader
+    from wrenmem.index.team import reader
 else:  # imported on first use (wrenmem/lazy.py)
-    reader = lazy("wrenmem.index.reader")
+    reader = lazy("wrenmem.index.team.reader")
 
 if TYPE_CHECKING:
     from wrenmem.embed.embedders import Embedder

@@ -20,14 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from wrenmem.embed.embedders import Embedder, get_embedder, unknown_share
 from wrenmem.errors import WrenmemError
-from wrenmem.index import (
-    journal,
-    recallcopy,
-    replica,
-    vectorscan,  # noqa: F401 (tests patch it as vector.vectorscan)
-)
 from wrenmem.index import table as index
+from wrenmem.index.readcopy import vectorscan  # noqa: F401 (tests patch it as vector.vectorscan)
+from wrenmem.index.readcopy.held import RecallCopy
 from wrenmem.index.table import query_terms
+from wrenmem.index.team import replica
 from wrenmem.knowledge import expansions
 from wrenmem.recall import forms, glossary, second, sqlshape
 from wrenmem.recall import model as rank_model
@@ -54,14 +51,18 @@ log = logging.getLogger(__name__)
 DEPTH = 50
 SHAPES_FILE = "recall-shapes.bin"  # the candidates' SQL shapes (sqlshape.ShapeCache)
 SHAPES_SAVE_SECONDS = 10.0  # a long-lived backend saves new shapes at most this often
-# A long-lived backend holds a table up to this size in memory: the exact vector scan of
-# :mod:`wrenmem.index.vectorscan` (LanceDB's flat search, where LanceDB past
+# A backend that searches again holds a table up to this size in memory
+# (:mod:`wrenmem.index.readcopy`): the exact vector scan (LanceDB's flat search, where LanceDB past
 # lance.ANN_MIN_ROWS searches its approximate IVF index) and the BM25 of its full-text
 # index, in numpy. 200,000 rows of 512 dimensions hold about 800 MB; a bigger table is
 # searched by LanceDB (its ANN and full-text indexes).
 IN_MEMORY_MAX_ROWS = 200_000
+# A backend's first search holds a table up to this size too (past it, LanceDB answers a
+# one-shot call: reading the table whole would cost it more than the search). Its answers
+# are then exactly the daemon's, whose copy holds every row's BM25 statistics, where
+# LanceDB's full-text index keeps those of the rows it indexed until it is built again.
+FIRST_SEARCH_MAX_ROWS = 20_000
 COLUMNS = ["id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta"]
-READY_WAIT = 300.0  # seconds a warm-up waits for the saved copy it started (see ready)
 
 
 def _quietly(fn: Any) -> None:
@@ -104,7 +105,7 @@ class VectorBackend:
         self._pinned = False  # searching one version (see pin), not the latest
         self._searches = 0
         # the table's latest version in memory, when small: (table, version, copy)
-        self._memory: tuple[Any, int, recallcopy.RecallCopy] | None = None
+        self._memory: tuple[Any, int, RecallCopy] | None = None
         # (table, the stamp of its versions folder, its version then): see latest_version
         self._stamped: tuple[Any, tuple[int, ...], int] | None = None
         load = getattr(self.embedder, "load", None)
@@ -117,8 +118,6 @@ class VectorBackend:
         if self.settings.remote_index:
             self._refresh_replica()
         if self._table is None:
-            if not self.settings.remote_index:  # small syncs' rows first (index.connect)
-                journal.apply_pending(self.settings, compact=False)
             if self._db is None:
                 self._db = lance.connect(replica.reading_uri(self.settings))
             table = index.open_table(self._db)
@@ -133,7 +132,7 @@ class VectorBackend:
 
     def pin(self, version: int) -> None:
         """Search this version of the table, not the latest (while a writer is between
-        commits): no saved or shared copy is used, and none is kept for others."""
+        commits): no copy is held of it."""
         self.table().checkout(version)
         self._pinned = True
 
@@ -171,37 +170,27 @@ class VectorBackend:
         :meth:`search`), or None: the search goes to LanceDB."""
         return table if isinstance(table, _CopyView) else None
 
-    def _held(self, table: Any, listing: lance.Listing | None = None
-              ) -> recallcopy.RecallCopy | None:
+    def _held(self, table: Any) -> RecallCopy | None:
         """The table's latest version in memory, read whole when it has at most
-        IN_MEMORY_MAX_ROWS rows (recallcopy.MAX_ROWS for a backend's first search; else
-        None: LanceDB searches it): kept while the version stays the same, and for a
-        local index handed to every backend of the process (:func:`recallcopy.load`
-        finds it) while its files are those of ``listing`` (taken before the table was
-        opened or its version checked)."""
+        FIRST_SEARCH_MAX_ROWS rows, or IN_MEMORY_MAX_ROWS once this backend searches again;
+        kept while the version stays the same, and made from the one held before by
+        reading only the rows written since (:meth:`RecallCopy.updated`)."""
         version = self.latest_version() if table is self._table else table.version
         held = self._memory
         if held is not None and held[0] is table and held[1] == version:
             return held[2]
         self._memory = None  # let the old copy go before the new one is read
-        rows = table.count_rows()
-        # Read whole when it pays: a copy that can be saved serves the next process too;
-        # a bigger one only a backend that searches again (not a one-shot call's first).
-        limit = IN_MEMORY_MAX_ROWS if self._searches > 1 else recallcopy.MAX_ROWS
-        if not 0 < rows <= limit:
+        if self._pinned:
             return None
-        # A new version of the table held before: only the rows written since are read
+        rows = table.count_rows()
+        if not 0 < rows <= (IN_MEMORY_MAX_ROWS if self._searches > 1
+                            else min(FIRST_SEARCH_MAX_ROWS, IN_MEMORY_MAX_ROWS)):
+            return None
         copy = held[2].updated(table) if held is not None else None
         if copy is None:
             del held
-            copy = recallcopy.RecallCopy.from_table(table)
+            copy = RecallCopy.from_table(table)
         self._memory = (table, version, copy)
-        if not self._pinned:
-            recallcopy.remember(self.settings, copy, listing)
-            if listing and len(copy.rows) > recallcopy.MAX_ROWS:
-                # too big for a writer to save after each write: saved from here, for the
-                # one-shot processes to come, while this one answers
-                recallcopy.write_later(self.settings, copy, listing)
         return copy
 
     def latest_version(self) -> int:
@@ -219,7 +208,7 @@ class VectorBackend:
         self._stamped = (table, stamp, version) if stamp is not None else None
         return version
 
-    def _still_held(self) -> recallcopy.RecallCopy | None:
+    def _still_held(self) -> RecallCopy | None:
         """The copy this backend holds, while its table's latest version is the one held."""
         held, table = self._memory, self._table
         if held is None or table is None or held[0] is not table:
@@ -231,13 +220,11 @@ class VectorBackend:
 
     def ready(self) -> None:
         """Make now what later searches would start in the background (a warm-up's last
-        step): the held copy's prefix codes, and the saved copy its search started writing
-        (:func:`~wrenmem.index.recallcopy.write_later`), so the first requests after the
-        warm-up do not share the interpreter with them."""
+        step): the held copy's prefix codes, so the first requests after the warm-up do not
+        share the interpreter with them."""
         copy = self._still_held()
         if copy is not None:
             copy.scan().make_prefix(wait=True)
-        recallcopy.written(timeout=READY_WAIT)
 
     def _open_version(self) -> int | None:
         """The version of the table this backend has open (None: none open, or unreadable)."""
@@ -293,71 +280,28 @@ class VectorBackend:
             return []
         cap = self.settings.max_embed_chars  # a question of megabytes must not take gigabytes
         self._searches += 1
-        local = not self.settings.remote_index and not self._pinned
-        # The table's files, listed before it is opened: a process that has not opened it
-        # (a one-shot CLI call, an agent's Memory) searches the saved copy while they are
-        # the same (no LanceDB import at all); else they key the copy read from the table,
-        # kept for the next search and saved for the next process.
-        # A backend holding the table's latest version needs neither (its version is the
-        # table's own word: a write, a compaction, anything that changes files, commits).
-        # Small syncs' rows not yet in the table (:mod:`wrenmem.index.journal`): a backend
-        # with the table open applies them; else they are laid over the saved copy.
-        pending = journal.peek(self.settings) if local else None
-        if pending is not None and self._table is not None:
-            journal.apply_pending(self.settings, compact=False)
-            pending = None
-        copy = self._still_held() if local else None
-        listing = None
-        if copy is None and local and pending is not None:
-            listing = index.disk_listing(self.settings)
-            copy = (recallcopy.load(self.settings, self.embedder.model_id, listing)
-                    if pending.based_on(listing) else None)
-            if copy is not None:
-                copy = journal.overlaid(self.settings, copy, pending)
-            else:  # no copy to lay it over: the table answers, the journal applied first
-                journal.apply_pending(self.settings, compact=False)
-                pending = None
-        if copy is None and local and pending is None:
-            # An open table's version, read before the listing: a copy found by the listing
-            # is then of that version or (written meanwhile) a later one, so holding it as
-            # of that version lets the next search check the version alone (listing the
-            # table's files costs a warm search milliseconds at 100,000 rows)
-            version = self._open_version()
-            listing = index.disk_listing(self.settings)
-            copy = recallcopy.load(self.settings, self.embedder.model_id, listing)
-            if copy is not None and version is not None:
-                self._memory = (self._table, version, copy)
+        # A backend holding the table's latest version searches it in memory (its version
+        # is the table's own word: a write, a compaction, anything that changes files,
+        # commits); else it is read whole when small enough (_held), or LanceDB answers
+        copy = self._still_held() if not self._pinned else None
         vectors = self.embedder.embed([q[:cap] for q in queries])
         if copy is None:
-            saved = self._table is None
-            copy = self._retrying(lambda table: self._held(table, listing))
-            if copy is not None and listing and saved:
-                recallcopy.write(self.settings, copy, listing)
+            copy = self._retrying(self._held)
         if copy is not None:  # a small table: exact search in memory, filters applied first
-            found = self._search_copy(copy, queries, vectors, k, filters, sql)
-            if found is not None:
-                return found
+            return self._search_copy(copy, queries, vectors, k, filters, sql)
         where = where_clause(filters)
         return [self._retrying(lambda t, q=q, v=v: self._one(t, q, v, k, where, sql))
                 for q, v in zip(queries, vectors, strict=True)]
 
-    def _search_copy(self, copy: recallcopy.RecallCopy, queries: Sequence[str], vectors: Any,
-                     k: int, filters: Filters, sql: str | None) -> list[list[Hit]] | None:
-        """The search over a copy in memory; None when a saved file's row cannot be read
-        (the copy is then forgotten: LanceDB answers)."""
+    def _search_copy(self, copy: RecallCopy, queries: Sequence[str], vectors: Any,
+                     k: int, filters: Filters, sql: str | None) -> list[list[Hit]]:
+        """The search over a copy in memory."""
         scan = copy.scan()
         scan.batches += 1
         if scan.batches > 1:  # searched again (by any backend): a long-lived process
             scan.make_prefix()  # (in a thread; the int8 scan answers meanwhile)
-        try:
-            view = _CopyView(copy, filters)
-            return [self._one(view, q, v, k, None, sql)
-                    for q, v in zip(queries, vectors, strict=True)]
-        except recallcopy.DamagedCopy as e:  # a saved file's row: LanceDB answers
-            log.warning("recall: %s; searching the index itself", e)
-            recallcopy.forget(self.settings, self.embedder.model_id)
-            recallcopy.discard(self.settings)
-            return None
+        view = _CopyView(copy, filters)
+        return [self._one(view, q, v, k, None, sql) for q, v in zip(queries, vectors, strict=True)]
 
     def search_version(self, version: int, queries: Sequence[str], k: int, filters: Filters,
                        *, sql: str | None = None) -> list[list[Hit]] | None:
@@ -418,7 +362,8 @@ class HybridBackend(VectorBackend):
     def _table_tally(self, table: Any, where: str | None) -> forms.Tally:
         """The form reader's tally of the rows a search of ``table`` in LanceDB sees (a
         table too big to hold, or a pinned version): read once per version and filter."""
-        key = (id(table), int(table.version), where)
+        version = self.latest_version() if table is self._table else int(table.version)
+        key = (id(table), version, where)
         if self._tallied is not None and self._tallied[0] == key:
             return self._tallied[1]
         self._tallied = None

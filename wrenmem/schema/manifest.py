@@ -38,9 +38,9 @@ from wrenmem.schema.mdlparse import _canonical, fingerprint, parse_manifest  # n
 from wrenmem.settings import MAX_MANIFEST_BYTES
 
 if TYPE_CHECKING:
-    from wrenmem.schema.sources import dbt, ddl
-else:  # the readers of a dbt manifest and of SQL DDL: only for such a file
-    dbt, ddl = lazies("wrenmem.schema.sources", "dbt ddl")
+    from wrenmem.schema.sources import database, dbt, ddl
+else:  # the readers of a dbt manifest, of SQL DDL and of a database: only for such a file
+    database, dbt, ddl = lazies("wrenmem.schema.sources", "database dbt ddl")
 
 
 # Where a manifest comes from and how to name another, for "not found" (CLI, API and MCP).
@@ -151,14 +151,14 @@ def _database_json(path: Path, kind: str, max_bytes: int, data: bytes | None = N
     """The schema of the database at ``path`` (or of its bytes ``data``, copied to a
     temporary file first) as MDL JSON of at most ``max_bytes``."""
     if data is None:
-        document = sources.database_document(path, kind)
+        document = database.database_document(path, kind)
     else:
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="wrenmem-db-") as folder:
             copy = Path(folder) / path.name
             copy.write_bytes(data)
-            document = sources.database_document(copy, kind)
+            document = database.database_document(copy, kind)
     out = json.dumps(document, ensure_ascii=False, sort_keys=True).encode("utf-8")
     if len(out) > max_bytes:
         raise ManifestError(manifest_too_large(path, len(out), max_bytes)

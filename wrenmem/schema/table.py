@@ -30,7 +30,7 @@ from wrenmem.schema.cache import no_cyclic_gc, prepare
 from wrenmem.schema.items import SchemaItem, schema_items
 from wrenmem.schema.manifest import Manifest
 from wrenmem.settings import Settings
-from wrenmem.storage import lance
+from wrenmem.storage import compaction, embedsync, lance
 from wrenmem.storage.lock import index_lock
 
 log = logging.getLogger(__name__)
@@ -215,63 +215,37 @@ def open_table(db: Any) -> Any | None:
         return None
 
 
-def _existing(table: Any) -> dict[str, tuple[str, str, str]]:
-    """id → (item_hash, embedder, text) of every row, without reading vectors."""
-    data = table.search().select(["id", "item_hash", "embedder", "text"]).limit(None).to_arrow()
-    return {i: (h, e, t) for i, h, e, t in zip(
-        data["id"].to_pylist(), data["item_hash"].to_pylist(), data["embedder"].to_pylist(),
-        data["text"].to_pylist(), strict=True)}
-
-
-def _stored_vectors(table: Any, ids: Sequence[str]) -> dict[str, Any]:
-    """Vectors already in the table for ``ids`` (a changed item whose text did not change)."""
-    query = table.search().select(["id", "vector"]).limit(None)
-    if len(ids) <= 500:
-        query = query.where(lance.in_filter("id", ids))
-    data = query.to_arrow()
-    wanted = set(ids)
-    vectors = data["vector"].to_numpy(zero_copy_only=False)
-    return {i: v for i, v in zip(data["id"].to_pylist(), vectors, strict=True) if i in wanted}
-
-
 def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
            progress: Callable[[int, int], None] | None) -> tuple[int, int, int, bool]:
-    """Embed and write what changed: returns (embedded, deleted, written, rebuilt)."""
+    """Embed and write what changed (:mod:`wrenmem.storage.embedsync`): returns
+    (embedded, deleted, written, rebuilt)."""
     before = searchcopy.listing(settings)  # under the index lock: no write since
     db = connect(settings)
     table, problems = lance.probe_table(db, TABLE)
-    existing: dict[str, tuple[str, str, str]] = {}
-    known = _known_changes(settings, table, items, embedder, before) \
-        if table is not None and not problems else None
-    if known is not None:
-        return _write_changes(settings, db, table, embedder, progress, before, *known)
     if table is not None and not problems:
-        try:
-            existing = _existing(table)
-        except Exception as e:  # a missing or truncated data file
-            problems.append(f"its data cannot be read: {lance.short_error(e)}")
-    if problems:  # damaged: drop it (from disk if LanceDB cannot) and build it again
-        log.warning("the schema index is damaged (%s); rebuilding it", "; ".join(problems))
+        known = _known_changes(settings, table, items, embedder, before)
+        if known is not None:
+            return _write_changes(settings, db, table, embedder, progress, before, *known)
+    held = embedsync.read(db, TABLE, "item_hash", (table, problems))
+    if held.problems:  # damaged: drop it (from disk if LanceDB cannot) and build it again
+        log.warning("the schema index is damaged (%s); rebuilding it", "; ".join(held.problems))
         lance.drop_table(db, TABLE, settings.index_uri)
         forget_handles()
-        table, existing = None, {}
-    rebuild = table is None or any(row[1] != embedder.model_id for row in existing.values())
-    if table is not None and rebuild:
-        log.warning("schema index was built with another embedder; rebuilding it")
-        existing = {}
+        held.table = None
     current = {item.id: item for item in items}
     # A row is current when its hash and its embedded text are this item's (an index made
     # when columns embedded their model's name has other texts under the same hashes).
-    todo = [item for item in items
-            if existing.get(item.id, ("", "", ""))[::2] != (item.item_hash, item.vector_text)]
-    removed = sorted(set(existing) - set(current))
-    if not todo and not removed and not rebuild:
+    plan = embedsync.plan({i.id: (i.item_hash, i.vector_text) for i in items}, held,
+                          embedder.model_id)
+    if held.table is not None and plan.rebuild:
+        log.warning("schema index was built with another embedder; rebuilding it")
+    if plan.empty:
         return 0, 0, 0, False
-    if rebuild and not todo:  # a manifest without items: no table
-        if table is not None:
+    if plan.rebuild and not plan.todo:  # a manifest without items: no table
+        if held.table is not None:
             lance.drop_table(db, TABLE, settings.index_uri)
             forget_handles()
-        return 0, len(removed), 0, True
+        return 0, len(plan.removed), 0, True
     # Large first indexes are written in chunks, so a killed sync keeps what it embedded
     # (the next one skips those rows by hash) and memory stays bounded. A normal
     # incremental sync is one chunk: one commit with its deletions. A table this sync
@@ -279,13 +253,9 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
     # The vector depends on the embedded text only: an item whose other fields changed (or
     # whose id changed, text equal) keeps the stored vector, and equal texts are embedded
     # once (every regional copy of a column, every shared audit column).
-    by_text = {row[2]: row_id for row_id, row in existing.items()}
-    reuse = {item.id: by_text[item.vector_text] for item in todo
-             if item.vector_text in by_text}
-    stored = _stored_vectors(table, sorted(set(reuse.values()))) if reuse else {}
-    kept = {item_id: stored[row_id] for item_id, row_id in reuse.items() if row_id in stored}
-    return _write_changes(settings, db, table, embedder, progress, before, todo, removed,
-                          kept, rebuild)
+    kept = embedsync.kept_vectors(held.table, plan.reuse) if plan.reuse else {}
+    return _write_changes(settings, db, held.table, embedder, progress, before,
+                          [current[i] for i in plan.todo], plan.removed, kept, plan.rebuild)
 
 
 def _known_changes(settings: Settings, table: Any, items: Sequence[SchemaItem],
@@ -338,9 +308,9 @@ def _write_changes(settings: Settings, db: Any, table: Any, embedder: Embedder,
                                    if i.id not in kept
                                    and i.vector_text not in vectors_by_text))
         if texts:
-            vectors_by_text.update(zip(texts, _embed(
-                embedder, [t[:settings.max_embed_chars] for t in texts], progress, embedded,
-                pending), strict=True))
+            vectors_by_text.update(embedsync.vectors(
+                embedder, texts, max_chars=settings.max_embed_chars, progress=progress,
+                offset=embedded, total=pending, batch=EMBED_BATCH))
         embedded += len(texts)
         vectors = [kept[i.id] if i.id in kept else vectors_by_text[i.vector_text]
                    for i in chunk]
@@ -369,14 +339,15 @@ def _write_changes(settings: Settings, db: Any, table: Any, embedder: Embedder,
 
 
 def _maintain(settings: Settings, model_id: str, commits: int, rows: int) -> None:
-    """Count the commits and compact the table when due (:func:`wrenmem.storage.lance.maintain`),
-    under the index lock. A compaction rewrites the table's files but not its rows: the
+    """Count the commits and compact the table when due
+    (:func:`wrenmem.storage.compaction.maintain`), under the index lock. A compaction rewrites
+    the table's files but not its rows: the
     search copy and the state of the files before it are saved again for the files after
     it (a sync writes the state after this, unless this was queued by :mod:`later`)."""
     with index_lock(settings):
         files = searchcopy.listing(settings)
         table = open_table(connect(settings))
-        if table is None or not lance.maintain(
+        if table is None or not compaction.maintain(
                 table, settings.state_dir / statedir.SCHEMA_MAINT, commits, rows):
             return
         copy = searchcopy.load(settings, model_id, files) if files else None
@@ -413,18 +384,6 @@ def _save_copy(settings: Settings, table: Any, model_id: str,
     except Exception as e:  # the copy is an optimisation: search works without it
         log.debug("schema search copy not written: %s", e)
         searchcopy.discard(settings)
-
-
-def _embed(embedder: Embedder, texts: list[str], progress: Callable[[int, int], None] | None,
-           offset: int = 0, total: int = 0) -> Any:
-    import numpy as np
-
-    parts = []
-    for start in range(0, len(texts), EMBED_BATCH):
-        parts.append(embedder.embed(texts[start:start + EMBED_BATCH]))
-        if progress is not None:
-            progress(offset + min(start + EMBED_BATCH, len(texts)), total or len(texts))
-    return np.concatenate(parts).astype(np.float32, copy=False)
 
 
 def _arrow_rows(items: Sequence[SchemaItem], vectors: Any, embedder_id: str) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
-from wrenmem.recall.daemon_client import ping, socket_path
+from wrenmem.recall.daemon_client import DISABLE_ENV, ping, socket_path
 from wrenmem.settings import Settings
 from wrenmem.storage.lock import is_locked
 
@@ -146,6 +146,38 @@ def watcher_status(settings: Settings) -> dict[str, Any]:
     return out
 
 
+def _spawn(settings: Settings, argv: list[str]) -> subprocess.Popen[bytes]:
+    """``wrenmem watch ARGV`` started in a new session, logging to ``.wrenmem/watch.log``."""
+    clean_stale(settings)
+    state = settings.state_dir
+    statedir.ensure_state_dir(state)
+    with open(state / LOG_FILE, "ab") as log_fh:
+        return subprocess.Popen(
+            [sys.executable, "-m", "wrenmem", "--project", str(settings.root), "watch", *argv],
+            stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT,
+            start_new_session=True, cwd=settings.root)
+
+
+def start_on_demand(settings: Settings) -> int | None:
+    """After a recall the daemon did not answer (none running): start the project's
+    watcher in the background, as ``wrenmem watch --detach`` does, without waiting for it,
+    so the next one-shot recall is answered warm (the ``daemon`` setting ``on-demand``;
+    ``running`` only asks a watcher already running). Its pid, or None: not started (the
+    setting, ``WRENMEM_NO_DAEMON``, a reader or a remote index, a watcher already there,
+    no project folder to watch)."""
+    if (settings.daemon != "on-demand" or settings.is_reader or settings.remote_index
+            or os.environ.get(DISABLE_ENV, "") not in ("", "0")
+            or not (settings.root / settings.knowledge_dir).is_dir()):
+        return None
+    try:
+        if is_running(settings):
+            return None
+        return _spawn(settings, []).pid
+    except OSError as e:  # the recall answers in-process all the same
+        log.debug("could not start the watcher: %s", e)
+        return None
+
+
 def start_detached(settings: Settings, argv: list[str], *, wait: float = 30.0) -> int:
     """Start ``wrenmem watch`` in a new session, logging to ``.wrenmem/watch.log``; return
     its pid once it holds the lock (WrenmemError with the log's last lines if it died)."""
@@ -153,15 +185,9 @@ def start_detached(settings: Settings, argv: list[str], *, wait: float = 30.0) -
         raise WrenmemError(f"a watcher is already running for {settings.root} (pid "
                            f"{_read_pid(settings.state_dir)}); stop it with `wrenmem watch "
                            "--stop`")
-    clean_stale(settings)
     state = settings.state_dir
-    statedir.ensure_state_dir(state)
     log_path = state / LOG_FILE
-    with open(log_path, "ab") as log_fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "wrenmem", "--project", str(settings.root), "watch", *argv],
-            stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT,
-            start_new_session=True, cwd=settings.root)
+    proc = _spawn(settings, argv)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -70,13 +70,6 @@ def is_dbt_manifest(document: Any) -> bool:
         "dbt_schema_version" in meta or "dbt_version" in meta)
 
 
-def database_document(path: Path, kind: str) -> dict[str, Any]:
-    """The MDL document of the database file at ``path`` (opened read-only)."""
-    if kind == SQLITE:
-        return database.sqlite_document(path)
-    return database.duckdb_document(path)
-
-
 def source_block(kind: str, warnings: list[str]) -> dict[str, Any]:
     """The ``schemaSource`` entry of a converted document."""
     return {"kind": kind, "warnings": list(warnings)}

@@ -183,3 +183,8 @@ def _quote(name: str) -> str:
 def _first_line(error: Exception) -> str:
     lines = str(error).strip().splitlines()
     return lines[0] if lines else type(error).__name__
+
+
+def database_document(path: Path, kind: str) -> dict[str, Any]:
+    """The MDL document of the database file at ``path`` (opened read-only)."""
+    return sqlite_document(path) if kind == SQLITE else duckdb_document(path)

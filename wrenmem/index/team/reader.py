@@ -1,7 +1,7 @@
 """A reader of a shared index (``role = "reader"``): how far the index is behind the files.
 
 A reader never writes the index. It searches the last committed version (through the
-local copy, :mod:`wrenmem.index.replica`, when the index is remote) and compares it with
+local copy, :mod:`wrenmem.index.team.replica`, when the index is remote) and compares it with
 its own pair files by content hash, so that an agent on another branch, or a checkout
 ahead of CI, knows what the answers are missing.
 """
@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass
 
 from wrenmem.errors import WrenmemError
-from wrenmem.index import replica
 from wrenmem.index import table as index
 from wrenmem.index.origin import Origin, local_origin, other_project
 from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.snapshot import take_snapshot
+from wrenmem.index.team import replica
 from wrenmem.settings import Settings
 from wrenmem.storage import lance
 

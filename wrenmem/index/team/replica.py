@@ -26,7 +26,7 @@ from wrenmem.index import table as index
 from wrenmem.index.origin import Origin
 from wrenmem.schema.table import TABLE as SCHEMA_TABLE
 from wrenmem.settings import Settings
-from wrenmem.storage import lance
+from wrenmem.storage import compaction, lance
 from wrenmem.storage.lock import index_lock
 
 log = logging.getLogger(__name__)
@@ -197,7 +197,7 @@ def _finish(settings: Settings, name: str, local: Any, version: int | None,
         lance.ensure_fts(local, "terms")
     lance.ensure_vector_index(local, pq_rows=settings.ivf_pq_rows,
                               sample_rate=lance.PAIRS_IVF_SAMPLE_RATE)
-    lance.maintain(local, settings.state_dir / statedir.REPLICA_MAINT, commits, copied)
+    compaction.maintain(local, settings.state_dir / statedir.REPLICA_MAINT, commits, copied)
     log.info("replica of %s: version %s, %d rows copied, %d deleted", name, version,
              copied, deleted)
     return ReplicaInfo(name, version, time.time(), copied, deleted,

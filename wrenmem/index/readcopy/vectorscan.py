@@ -15,8 +15,7 @@ among the ``depth`` best, so the answer is exactly the float32 scan's. When the 
 not prove it (many near-equal rows at the cut), the whole float32 matrix is scanned.
 
 A long-lived process (the watcher's daemon, an agent's Memory) reads less still: after
-its second search, a thread makes :class:`PrefixCodes` (or takes those the recall copy
-saved, :mod:`wrenmem.index.recallcopy`, as a one-shot process does), each row's
+its second search, a thread makes :class:`PrefixCodes`, each row's
 first ``PREFIX_DIMS`` coordinates in the rows' principal directions (most of a sentence
 embedding's length is in a few hundred of them), as int8 with the error bounds above, and
 each row's greatest possible rest beyond them. A row's cosine is at most its prefix estimate
