@@ -27,7 +27,6 @@ from wrenmem.settings import Settings, find_project_root, load_settings
 if TYPE_CHECKING:
     from wrenmem.checks import admit, review
     from wrenmem.checks import duplicates as checks_duplicates
-    from wrenmem.checks import uses as checks_uses
     from wrenmem.checks import validate as checks_validate
     from wrenmem.checks.review import Verified
     from wrenmem.checks.validate import Problem, Validator
@@ -49,7 +48,7 @@ if TYPE_CHECKING:
     from wrenmem.knowledge.files import Knowledge
     from wrenmem.knowledge.select import RuleSelection
     from wrenmem.knowledge.table import KnowledgeDrift, KnowledgeSyncReport
-    from wrenmem.pairs import catalog, exchange, pairfile, project, questions, wren_store
+    from wrenmem.pairs import catalog, exchange, project, questions, wren_store
     from wrenmem.pairs import fmt as pair_fmt
     from wrenmem.pairs import seeds as pair_seeds
     from wrenmem.pairs import store as pair_store
@@ -74,16 +73,15 @@ if TYPE_CHECKING:
     from wrenmem.schema.table import SchemaDrift, SchemaSyncReport
     from wrenmem.storage import lance
 else:
-    admit, review, checks_duplicates, checks_uses, checks_validate = lazies(
-        "wrenmem.checks", "admit review duplicates uses validate")
+    admit, review, checks_duplicates, checks_validate = lazies(
+        "wrenmem.checks", "admit review duplicates validate")
     embedders, fsutil, git_diff = lazies("wrenmem", "embed.embedders fs.fsutil git.diff")
     autosync, drift, index_sync = lazies("wrenmem.index", "autosync drift sync")
     replica = lazy("wrenmem.index.team.replica")
     knowledge_files, scaffold, select, terms, write, knowledge_table = lazies(
         "wrenmem.knowledge", "files scaffold select terms write table")
-    catalog, exchange, pairfile, project, questions, pair_fmt, pair_seeds, pair_store, \
-        wren_store = lazies("wrenmem.pairs", "catalog exchange pairfile project questions "
-                                             "fmt seeds store wren_store")
+    catalog, exchange, project, questions, pair_fmt, pair_seeds, pair_store, wren_store = \
+        lazies("wrenmem.pairs", "catalog exchange project questions fmt seeds store wren_store")
     bm25f, recaller, recall_backends, evaluation, recall_status, rank_adapt = lazies(
         "wrenmem.recall", "bm25f recaller backends evaluate status adapt")
     schema_describe, schema_fetch, schema_manifest, schema_table = lazies(
@@ -153,11 +151,10 @@ class Memory:
         self._recaller = None
 
     def _ask(self, op: str, **args: Any) -> Any | None:
-        """The running watcher's answer to ``op`` (``recall``, ``fetch``, ``status``, a
-        small ``sync``: :func:`wrenmem.recall.daemon_client.ask`), or None: this process
-        answers. The one place that decides whether to ask: only with ``use_daemon``, the
-        settings' own embedder and the project's own manifest (not one given as a flag);
-        the watcher itself answers only for settings equal to its own."""
+        """The running watcher's answer to ``op`` (recall, fetch, status, a small sync:
+        :func:`wrenmem.recall.daemon_client.ask`), or None: this process answers. The one
+        place that decides to ask: only with ``use_daemon``, the settings' own embedder and
+        manifest (not a flag's); the watcher answers only for settings equal to its own."""
         if not (self.use_daemon and self.embedder is None
                 and self.settings.origins.get("manifest") != "flag"):
             return None
@@ -232,11 +229,7 @@ class Memory:
         """The pairs (default: every stored pair) whose SQL uses any of ``items``
         (``orders`` or ``orders.amount``), each with the items it uses, resolved against
         the manifest (aliases, CTEs and ``*`` included)."""
-        manifest = self.manifest()
-        validator = checks_validate.Validator(self.settings)
-        index = checks_uses.UsesIndex(self.settings, manifest)
-        chosen = builtins.list(pairs if pairs is not None else catalog.scan(self.settings).pairs)
-        return checks_uses.pairs_using(index, chosen, builtins.list(items), validator.dialect_of)
+        return admit.pairs_using_items(self.settings, self.manifest(), items, pairs)
 
     def verify(self, paths: Iterable[str | Path], *, by: str | None = None,
                force: bool = False, progress: Callable[[int, int], None] | None = None
@@ -252,15 +245,9 @@ class Memory:
         return results
 
     def stale(self) -> builtins.list[Problem]:
-        """Verified pairs whose tables or columns changed in the manifest since (WM011);
-        reads only the verified pairs' files, binds nothing."""
-        validator = checks_validate.Validator(self.settings)
-        found: builtins.list[Problem] = []
-        for pair in catalog.scan(self.settings).pairs:
-            if pair.verified and pair.extra.get(pairfile.VERIFIED_SCHEMA):
-                text = (self.root / pair.path).read_text(encoding="utf-8-sig")
-                found += validator.stale_problems(pair, text.split("\n"))
-        return found
+        """Verified pairs whose tables or columns changed in the manifest since (WM011):
+        :func:`wrenmem.checks.review.stale_problems`."""
+        return review.stale_problems(self.settings)
 
     def forget(self, targets: Sequence[str] = (), *, source: str | None = None
                ) -> builtins.list[str]:
@@ -270,11 +257,7 @@ class Memory:
         pairs = [self.get(t) for t in targets]
         if source:
             pairs += [p for p in catalog.scan(self.settings).pairs if p.source == source]
-        paths = sorted({p.path for p in pairs})
-        for rel in paths:  # every target is a listed pair, or nothing is deleted
-            catalog.require_listed_pair(self.settings, rel)
-        for rel in paths:
-            pair_store.delete_pair_file(self.settings, rel)
+        paths = pair_store.delete_listed(self.settings, {p.path for p in pairs})
         self._after_write(paths)
         return paths
 
@@ -373,11 +356,10 @@ class Memory:
                     source: str | None = None, sync: bool = True,
                     min_score: float = 0.0, sql: str | None = None, verified: bool = False
                     ) -> builtins.list[RecallResult]:
-        """Recall for several questions in one batch (one model call). The index is first
-        brought up to date with the files, unless ``sync`` is False (the caller knows that
-        nothing changed since its last recall). Hits scoring below ``min_score`` (in
-        [0, 1], one meaning for every backend) are left out. ``sql``: a draft query, the
-        same for every question of the batch."""
+        """Recall for several questions in one batch (one model call), the index brought up
+        to date first unless ``sync`` is False (the caller knows nothing changed). Hits
+        below ``min_score`` (in [0, 1], one meaning for every backend) are left out.
+        ``sql``: a draft query, the same for every question of the batch."""
         require_questions(questions)
         filters = Filters(datasource=datasource, tags=tuple(tags), source=source,
                           verified=verified)
@@ -400,21 +382,9 @@ class Memory:
                  limit: int = 0, misses: bool = False,
                  progress: Callable[[int, int], None] | None = None,
                  embedded: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-        """The memory measured on its own pairs (``wrenmem eval``): leave-one-out over
-        phrasings that share a SQL (*answered before*) and over SQLs that share a skeleton
-        (*new question*), and the questions of the gold file ``<knowledge_root>/eval.json``
-        with their expected pair (*gold*), per backend and, for hybrid, per fusion. Returns
-        ``{"probes": {task: n}, "runs": {name: {task: {"R@1", "R@5", "MRR", "ECE", ...}}},
-        "default": name, "nothing_to_measure": why, "fit": fit}`` (``why``: None, or the
-        line that says why no question could be asked,
-        :func:`wrenmem.recall.evaluate.nothing_to_measure`; ``fit``: what
-        :meth:`fit_recall` fitted, which the ``hybrid:learned`` run uses, or None);
-        ``limit`` caps the probes of each task (0: all); with ``misses``, ``"misses"`` lists
-        the questions the default run did not answer right first
-        (:func:`wrenmem.recall.evaluate.miss`). Writes nothing but the index (brought up to
-        date first). ``progress(done, total)``: questions asked, over every run;
-        ``embedded(done, total)``: the texts that sync embeds first. ``"fit"``: the ranking
-        fitted to these pairs (:meth:`fit_recall`), made first if they changed."""
+        """The memory measured on its own pairs (``wrenmem eval``): leave-one-out per task,
+        backend and fusion (:func:`wrenmem.recall.evaluate.measure` says what it returns).
+        ``progress(done, total)``: questions asked; ``embedded``: texts the sync embeds."""
         return evaluation.measure(
             self.settings, self.recaller.recall,
             sync=lambda: self.sync(progress=embedded), default_run=self.default_run,
@@ -498,15 +468,11 @@ class Memory:
     def _import(self, pairs: Sequence[Pair], mode: str, dry_run: bool, force: bool,
                 progress: Callable[[int, int], None] | None = None,
                 written: Callable[[int, int], None] | None = None) -> ImportReport:
-        """``pairs`` written as files (``import_``), refused first for SQL that writes or
-        that the manifest or the engine rejects (:func:`wrenmem.checks.admit.check_import`)."""
+        """``pairs`` written as files (:func:`wrenmem.checks.admit.import_checked`)."""
         manifest = self._manifest_if_any()
-        manifest = self._manifest_if_any()
-        admit.check_import(self.settings, pairs, force, manifest,
-                           self._validator(manifest, True), progress)
-        report = exchange.import_pairs(self.settings, pairs, mode, dry_run=dry_run, force=force,
-                                       progress=written)
-        report.read = len(pairs)
+        report = admit.import_checked(self.settings, pairs, mode, manifest,
+                                      self._validator(manifest, True), dry_run=dry_run,
+                                      force=force, progress=progress, written=written)
         if not dry_run:
             self._after_write([*report.created, *report.updated, *report.deleted])
         return report
@@ -534,9 +500,8 @@ class Memory:
                 return schema_fetch.FetchResult.from_dict(remote.to_dict(), remote.warnings)
             except (KeyError, TypeError, ValueError):  # another version's reply
                 pass
-        # A local index is read where it is (the replica module: only for a remote one).
-        read_copy = replica.schema_read_copy(self.settings) if self.settings.remote_index \
-            else None
+        read_copy = (replica.schema_read_copy(self.settings)  # a local index: read in place
+                     if self.settings.remote_index else None)
         return schema_fetch.fetch(self.settings, question, types=tuple(types), model=model,
                                   k=k, threshold=threshold, progress=progress,
                                   read_copy=read_copy, embedder=self.embedder)
@@ -570,34 +535,17 @@ class Memory:
                 return handed
         report = index_sync.sync_pairs(self.settings, full=full, progress=progress,
                                        embedder=self.embedder)
-        if not report.noop:
-            try:
-                self.fit_recall()
-            except (WrenmemError, OSError, ValueError) as e:  # the sync itself is done
-                if self.notify is not None:
-                    self.notify(f"recall fit: not made ({e}); recall uses the last fit or "
-                                "the shipped model")
+        if not report.noop:  # the ranking fitted again when the pairs' questions changed
+            rank_adapt.fit_after_sync(self.settings, lambda: self.recaller, self.notify,
+                                      indexed=not self.grep_only)
         return report
 
     def fit_recall(self, *, force: bool = False, pairs: Sequence[Pair] | None = None,
                    measure: bool = False) -> dict[str, Any] | None:
-        """Fit hybrid recall to this project's own pairs (:mod:`wrenmem.recall.adapt`)
-        when their questions changed since the last fit (``force``: anyway); the fit's
-        report (``"applied"``: whether recall uses it, the ``recall_fit`` setting), or
-        None where nothing is fitted (the setting off unless ``measure``, a reader of a
-        shared index, no index backend). Run by :meth:`sync` when it wrote and the
-        setting is on, and by :meth:`evaluate` (``measure``: to report it); never at
-        recall."""
-        if ((not self.settings.recall_fit and not measure) or self.settings.is_reader
-                or self.grep_only or self.settings.fusion != "learned"):
-            return None
-        if pairs is None:
-            pairs = catalog.scan(self.settings,
-                                 use_cache=self.settings.state_dir.is_dir()).pairs
-        recaller = self.recaller
-        fit = rank_adapt.refresh(self.settings, recaller.embedder, pairs,
-                                 glossary=recaller.glossary, force=force)
-        return {**fit, "applied": self.settings.recall_fit}
+        """Fit hybrid recall to this project's own pairs when they changed since the last
+        fit (:func:`wrenmem.recall.adapt.fit_project`); never at recall."""
+        return rank_adapt.fit_project(self.settings, lambda: self.recaller, pairs,
+                                      force=force, measure=measure, indexed=not self.grep_only)
 
     def sync_schema(self, progress: Callable[[int, int], None] | None = None
                     ) -> SchemaSyncReport | None:

@@ -9,10 +9,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from wrenmem.checks.duplicates import find_duplicates, question_key
+from wrenmem.checks.uses import UsesIndex, pairs_using
 from wrenmem.checks.validate import Validator
 from wrenmem.errors import SqlCheckError, WrenmemError
-from wrenmem.pairs.catalog import require_knowledge_dir
-from wrenmem.pairs.exchange import ImportRefused
+from wrenmem.pairs.catalog import require_knowledge_dir, scan
+from wrenmem.pairs.exchange import ImportRefused, ImportReport, import_pairs
 from wrenmem.pairs.pairfile import ALLOW_WRITES, REVIEWED, Pair
 from wrenmem.pairs.questions import asking
 from wrenmem.pairs.store import (
@@ -153,3 +154,26 @@ def check_import(settings: Settings, pairs: Sequence[Pair], force: bool,
         raise ImportRefused(writes, "SQL that writes (the allow_writes setting accepts it)")
     if rejected and not force:
         raise ImportRefused(rejected)
+
+
+def import_checked(settings: Settings, pairs: Sequence[Pair], mode: str,
+                   manifest: Manifest | None, validator: Validator, *, dry_run: bool,
+                   force: bool, progress: Callable[[int, int], None] | None = None,
+                   written: Callable[[int, int], None] | None = None) -> ImportReport:
+    """``pairs`` written as files (``Memory.import_``), refused first for SQL that writes
+    or that the manifest or the engine rejects (:func:`check_import`);
+    ``progress(done, total)``: pairs checked, ``written(done, total)``: files written."""
+    check_import(settings, pairs, force, manifest, validator, progress)
+    report = import_pairs(settings, pairs, mode, dry_run=dry_run, force=force,
+                          progress=written)
+    report.read = len(pairs)
+    return report
+
+
+def pairs_using_items(settings: Settings, manifest: Manifest, items: Sequence[str],
+                      pairs: Sequence[Pair] | None) -> list[tuple[Pair, tuple[str, ...]]]:
+    """``Memory.using``: the pairs (default: every stored pair) whose SQL uses any of
+    ``items``, each with the items it uses, resolved against ``manifest``."""
+    index = UsesIndex(settings, manifest)
+    chosen = list(pairs if pairs is not None else scan(settings).pairs)
+    return pairs_using(index, chosen, list(items), Validator(settings).dialect_of)

@@ -19,7 +19,7 @@ from pathlib import Path
 from wrenmem.checks.uses import item_fingerprints, used_items
 from wrenmem.checks.validate import Problem, Validator
 from wrenmem.errors import PairError, WrenmemError
-from wrenmem.pairs.catalog import read_pair_file
+from wrenmem.pairs.catalog import read_pair_file, scan
 from wrenmem.pairs.pairfile import (
     REVIEW_KEYS,
     VERIFIED_AT,
@@ -152,3 +152,15 @@ def _checked(validator: Validator, settings: Settings, absolute: Path, rel: str
     except PairError as e:
         return None, [Problem(rel, e.line, e.col or 1, e.reason, "pair")]
     return validator.check_text(text, rel)
+
+
+def stale_problems(settings: Settings) -> list[Problem]:
+    """Verified pairs whose tables or columns changed in the manifest since they were
+    verified (WM011); reads only the verified pairs' files, binds nothing."""
+    validator = Validator(settings)
+    found: list[Problem] = []
+    for pair in scan(settings).pairs:
+        if pair.verified and pair.extra.get(VERIFIED_SCHEMA):
+            text = (settings.root / pair.path).read_text(encoding="utf-8-sig")
+            found += validator.stale_problems(pair, text.split("\n"))
+    return found

@@ -245,3 +245,14 @@ def delete_pair_file(settings: Settings, rel: str) -> None:
     require_listed_pair(settings, rel)
     given = settings.root / rel
     os.unlink(given.parent.resolve() / given.name)
+
+
+def delete_listed(settings: Settings, paths: set[str]) -> list[str]:
+    """Delete these pair files (``Memory.forget``), sorted: every one must be a listed pair
+    (:func:`require_listed_pair`) or nothing is deleted. Returns them."""
+    chosen = sorted(paths)
+    for rel in chosen:
+        require_listed_pair(settings, rel)
+    for rel in chosen:
+        delete_pair_file(settings, rel)
+    return chosen

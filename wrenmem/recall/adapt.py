@@ -38,12 +38,14 @@ import logging
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
 from wrenmem.fs.fsutil import atomic_write_text
+from wrenmem.pairs.catalog import scan
 from wrenmem.recall import evaluate, model, sqlshape
 from wrenmem.recall.hits import Filters
 
@@ -353,6 +355,37 @@ def _paired_gain(mine: Any, prior: Any) -> list[float]:
 
 
 # -- the fit of a project --------------------------------------------------------------
+
+def fit_project(settings: Settings, recaller: Callable[[], Any],
+                pairs: Sequence[Pair] | None, *, force: bool = False, measure: bool = False,
+                indexed: bool = True) -> dict[str, Any] | None:
+    """``Memory.fit_recall``: fit hybrid recall to the project's own pairs (default: every
+    stored one) when their questions changed since the last fit (``force``: anyway), with
+    ``recaller()``'s embedder and glossary; the fit's report (``"applied"``: whether recall
+    uses it, the ``recall_fit`` setting), or None where nothing is fitted (the setting off
+    unless ``measure``, a reader of a shared index, no index backend, a fusion other than
+    ``learned``). Run by ``Memory.sync`` when it wrote and the setting is on, and by
+    ``Memory.evaluate`` (``measure``: to report it); never at recall."""
+    if ((not settings.recall_fit and not measure) or settings.is_reader or not indexed
+            or settings.fusion != "learned"):
+        return None
+    if pairs is None:
+        pairs = scan(settings, use_cache=settings.state_dir.is_dir()).pairs
+    held = recaller()
+    fit = refresh(settings, held.embedder, pairs, glossary=held.glossary, force=force)
+    return {**fit, "applied": settings.recall_fit}
+
+
+def fit_after_sync(settings: Settings, recaller: Callable[[], Any],
+                   notify: Callable[[str], None] | None, *, indexed: bool) -> None:
+    """:func:`fit_project` after a sync that wrote: a fit that fails is said (``notify``),
+    the sync being done all the same."""
+    try:
+        fit_project(settings, recaller, None, indexed=indexed)
+    except (WrenmemError, OSError, ValueError) as e:
+        if notify is not None:
+            notify(f"recall fit: not made ({e}); recall uses the last fit or the shipped model")
+
 
 def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair], *,
             glossary: Any = None, force: bool = False) -> dict[str, Any]:

@@ -296,7 +296,20 @@ def measure(settings: Settings, recall: Callable[..., Any], *, sync: Callable[[]
             backends: Sequence[str], fusions: Sequence[str], k: int, limit: int,
             misses: bool, progress: Callable[[int, int], None] | None = None,
             fit: Callable[[Sequence[Pair]], Any] | None = None) -> dict[str, Any]:
-    """``Memory.evaluate`` (see its docstring): the probes of the project's pairs and gold
+    """``Memory.evaluate``: leave-one-out over phrasings that share a SQL (*answered
+    before*) and over SQLs that share a skeleton (*new question*), and the questions of the
+    gold file ``<knowledge_root>/eval.json`` with their expected pair (*gold*; ``null``: a
+    question nothing stored answers, *none*), per backend and, for hybrid, per fusion.
+    Returns ``{"probes": {task: n}, "runs": {name: {task: {"R@1", "R@5", "MRR", "ECE",
+    ...}}}, "default": name, "nothing_to_measure": why, "fit": fit}`` (``why``: None, or
+    the line that says why no question could be asked, :func:`nothing_to_measure`;
+    ``fit``: what ``fit(pairs)`` (``Memory.fit_recall``) fitted first, which the
+    ``hybrid:learned`` run uses, or None); ``limit`` caps the probes of each task (0: all);
+    with ``misses``, ``"misses"`` lists the questions the default run did not answer right
+    first (:func:`miss`). Writes nothing but the index (brought up to date first by
+    ``sync``); ``progress(done, total)``: questions asked, over every run.
+
+    The probes of the project's pairs and gold
     file, each run per backend and fusion through ``recall`` (``Recaller.recall``), the
     index brought up to date first by ``sync`` when an index backend runs;
     ``default_run``: the name of the configured backend's run."""
