@@ -137,7 +137,7 @@ def test_a_same_size_edit_with_its_mtime_restored_is_seen(
     import os
     import time
 
-    from tests.conftest import forget_process_state, short_racy_window
+    from tests.conftest import short_racy_window
     from tests.index_helpers import install_fake
 
     install_fake(monkeypatch)
@@ -151,7 +151,6 @@ def test_a_same_size_edit_with_its_mtime_restored_is_seen(
     assert cli("sync", root=shop).exit_code == 0
     assert "knowledge/sql/star.md" in cli("list", "--uses", "orders.amount", root=shop).output
     time.sleep(window * 2)  # what was recorded is trusted by its stat from now on
-    forget_process_state(monkeypatch)
     assert json.loads(cli("check", "--json", root=shop).output)["fresh"] is True
     st = star.stat()
     text = star.read_text(encoding="utf-8")
@@ -160,7 +159,6 @@ def test_a_same_size_edit_with_its_mtime_restored_is_seen(
     assert (star.stat().st_size, star.stat().st_mtime_ns, star.stat().st_ino) == (
         st.st_size, st.st_mtime_ns, st.st_ino)
     time.sleep(window * 2)  # not saved by the racy window: by the change time alone
-    forget_process_state(monkeypatch)
     checked = cli("check", "--json", root=shop)
     assert checked.exit_code == 1, checked.output
     assert json.loads(checked.output)["changed"] == ["knowledge/sql/star.md"]

@@ -461,7 +461,7 @@ def test_a_recall_no_watcher_answers_starts_one_and_the_next_is_answered_warm(
     assert ping(root) is None and not (root / ".wrenmem" / "watch.pid").exists()
     first = run_wrenmem(question, root, env={"WRENMEM_DAEMON": "on-demand"})
     assert first.returncode == 0, first.stderr
-    wait_until(lambda: (ping(root) or {}).get("warm") is True, timeout=120,
+    wait_until(lambda: (ping(root) or {}).get("warm") is True, timeout=40,
                what="the watcher the recall started")
     before = (ping(root) or {})["requests"]
     again = run_wrenmem(question, root, env={"WRENMEM_DAEMON": "on-demand"})

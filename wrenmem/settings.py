@@ -396,8 +396,13 @@ def load_settings(
     return Settings(root=root, origins=origins, **values)
 
 
-# wrenmem's own variables that are not settings yet close to one's name (the git hooks').
-NOT_SETTINGS = frozenset({"WRENMEM_BACKGROUND"})
+# wrenmem's own variables that are not settings (the git hooks', the watcher's, the tests'
+# and benchmarks'), some close to a setting's name (WRENMEM_NO_DAEMON and ``daemon``).
+NOT_SETTINGS = frozenset({
+    "WRENMEM_ALLOW_DOWNLOAD", "WRENMEM_BACKGROUND", "WRENMEM_BENCH_DATA", "WRENMEM_BRANCH",
+    "WRENMEM_EMBED_PROCESS", "WRENMEM_IMPORT_PATH", "WRENMEM_MCP_TOKEN", "WRENMEM_NO_DAEMON",
+    "WRENMEM_PROGRESS", "WRENMEM_PROGRESS_AFTER", "WRENMEM_PROJECT", "WRENMEM_PYTHON",
+    "WRENMEM_SCAN_SPLIT"})
 
 
 def _warn_mistyped_env(environ: Mapping[str, str]) -> None:
@@ -409,7 +414,7 @@ def _warn_mistyped_env(environ: Mapping[str, str]) -> None:
     names = sorted({*SETTINGS, *ALIASES})
     for variable in environ:
         if (not variable.startswith("WRENMEM_") or variable[8:].lower() in names
-                or variable in NOT_SETTINGS):
+                or variable in NOT_SETTINGS or variable.startswith("WRENMEM_STORAGE_")):
             continue
         close = difflib.get_close_matches(variable[8:].lower(), names, n=1, cutoff=0.8)
         if close:
