@@ -14,14 +14,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from wrenmem.lazy import lazy
-
-if TYPE_CHECKING:
-    from wrenmem.schema.sources import database
-else:  # imported on first use (wrenmem/lazy.py)
-    database = lazy("wrenmem.schema.sources.database")
+from typing import Any
 
 # What the manifest says it was read from (``Manifest.source``).
 WREN_MDL = "Wren MDL"
