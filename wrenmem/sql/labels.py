@@ -2,9 +2,8 @@
 ``SELECT``\\ s, ``JOIN``\\ s and ``AND``\\ s (:data:`LABELS`), what the form reader counts
 (:mod:`wrenmem.recall.forms`).
 
-Here, below the index, because the recall copy saves every row's labels
-(:mod:`wrenmem.index.recallcopy`): a new process maps them instead of lexing every SQL text
-again. They are read by a keyword lexer over the SQL text (string literals and quoted names
+Here, below the index, because the in-memory read copy holds every row's labels
+(:mod:`wrenmem.index.readcopy.held`), made once per table version. They are read by a keyword lexer over the SQL text (string literals and quoted names
 skipped), about 20 times cheaper than sqlglot's tokenizer.
 """
 
