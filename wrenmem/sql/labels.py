@@ -3,8 +3,9 @@
 (:mod:`wrenmem.recall.forms`).
 
 Here, below the index, because the in-memory read copy holds every row's labels
-(:mod:`wrenmem.index.readcopy.held`), made once per table version. They are read by a keyword lexer over the SQL text (string literals and quoted names
-skipped), about 20 times cheaper than sqlglot's tokenizer.
+(:mod:`wrenmem.index.readcopy.held`), made once per table version. They are read by a
+keyword lexer over the SQL text (string literals and quoted names skipped), about 20 times
+cheaper than sqlglot's tokenizer.
 """
 
 from __future__ import annotations
