@@ -468,3 +468,18 @@ def test_a_recall_no_watcher_answers_starts_one_and_the_next_is_answered_warm(
     assert again.returncode == 0, again.stderr
     assert (ping(root) or {})["requests"] > before  # the daemon answered it
     assert json.loads(again.stdout) == json.loads(first.stdout) == json.loads(running.stdout)
+
+
+def test_a_watcher_started_on_demand_stops_when_no_request_comes(watched: Path) -> None:
+    """A watcher a recall started stops by itself after its idle time without a request
+    (pings do not count), where ``wrenmem watch --detach`` runs until stopped: a one-shot
+    recall never leaves a process behind for good."""
+    root = watched
+    env = {"WRENMEM_DAEMON": "on-demand", "WRENMEM_IDLE_EXIT": "4"}
+    first = run_wrenmem(["recall", "-q", "revenue per month", "--json"], root, env=env)
+    assert first.returncode == 0, first.stderr
+    wait_until(lambda: (ping(root) or {}).get("warm") is True, timeout=40,
+               what="the watcher the recall started")
+    wait_until(lambda: ping(root) is None, timeout=40, what="the idle watcher to stop")
+    log = (root / ".wrenmem" / "watch.log").read_text()
+    assert "no request for 4 s: stopping" in log

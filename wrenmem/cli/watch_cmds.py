@@ -30,6 +30,8 @@ from wrenmem.watch.loop import LoopConfig
 @click.option("--max-polls", type=click.IntRange(1, None),
               help="Stop after this many poll intervals (5 s each unless --interval); "
                    "as Wren's.")
+@click.option("--idle-exit", type=click.FloatRange(1.0, None), hidden=True,
+              help="Stop after S seconds without a request (a watcher a recall started).")
 @click.option("--reindex-on-start/--no-reindex-on-start", default=False, hidden=True,
               help="Accepted for Wren's scripts: wrenmem always syncs when it starts.")
 @click.option("--mdl", "wren_mdl", hidden=True, type=click.Path(dir_okay=False),
@@ -40,8 +42,8 @@ from wrenmem.watch.loop import LoopConfig
 @click.pass_context
 def watch(ctx: click.Context, detach: bool, stop: bool, show_status: bool, poll: bool,
           no_daemon: bool, debounce: float, interval: float | None, max_polls: int | None,
-          reindex_on_start: bool, wren_mdl: str | None, wren_path: str | None,
-          as_json: bool) -> None:
+          idle_exit: float | None, reindex_on_start: bool, wren_mdl: str | None,
+          wren_path: str | None, as_json: bool) -> None:
     """Watch knowledge/sql/ and the manifest; sync the index after every change.
 
     While it runs it also answers `recall`, `fetch` and `status` with the model already
@@ -77,6 +79,7 @@ def watch(ctx: click.Context, detach: bool, stop: bool, show_status: bool, poll:
     argv = [*(["--poll"] if poll else []), *(["--no-daemon"] if no_daemon else []),
             "--debounce", str(debounce), *(["--interval", str(interval)] if interval else []),
             *(["--max-polls", str(max_polls)] if max_polls else []),
+            *(["--idle-exit", str(idle_exit)] if idle_exit else []),
             *(["--mdl", overrides["manifest"]] if overrides else [])]
     if detach:
         pid = process.start_detached(settings, argv)
@@ -97,7 +100,8 @@ def watch(ctx: click.Context, detach: bool, stop: bool, show_status: bool, poll:
     watch_run.run_watch(settings, reload=lambda: get_settings(ctx, **overrides),
                         options=watch_run.WatchOptions(poll=poll, daemon=not no_daemon,
                                                        config=LoopConfig(debounce=debounce),
-                                                       poll_interval=interval or 0.5),
+                                                       poll_interval=interval or 0.5,
+                                                       idle_exit=idle_exit),
                         stop=stopping, report=_report)
     warn("watch: stopped")
 

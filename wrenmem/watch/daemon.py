@@ -63,6 +63,7 @@ class DaemonServer:
         self.path = socket_path(settings.root)
         self.started_at = time.time()
         self.requests = 0
+        self.last_request = time.monotonic()  # of a request other than ping (idle exit)
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._closing = threading.Event()
@@ -191,6 +192,8 @@ class DaemonServer:
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         self.requests += 1
+        if message.get("op") != "ping":  # a ping (a status check) does not keep it busy
+            self.last_request = time.monotonic()
         if self.maintainer is not None and message.get("op") != "ping":
             self.maintainer.touch()  # housekeeping waits while requests come
         if message.get("v") != PROTOCOL:

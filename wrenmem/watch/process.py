@@ -158,6 +158,11 @@ def _spawn(settings: Settings, argv: list[str]) -> subprocess.Popen[bytes]:
             start_new_session=True, cwd=settings.root)
 
 
+# A watcher a recall started stops after this many seconds without a request (``wrenmem
+# watch --detach`` runs until stopped); the environment may shorten it (the tests do).
+ON_DEMAND_IDLE_EXIT = float(os.environ.get("WRENMEM_IDLE_EXIT") or 1800)
+
+
 def start_on_demand(settings: Settings) -> int | None:
     """After a recall the daemon did not answer (none running): start the project's
     watcher in the background, as ``wrenmem watch --detach`` does, without waiting for it,
@@ -172,7 +177,7 @@ def start_on_demand(settings: Settings) -> int | None:
     try:
         if is_running(settings):
             return None
-        return _spawn(settings, []).pid
+        return _spawn(settings, ["--idle-exit", str(ON_DEMAND_IDLE_EXIT)]).pid
     except OSError as e:  # the recall answers in-process all the same
         log.debug("could not start the watcher: %s", e)
         return None

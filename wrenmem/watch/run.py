@@ -179,6 +179,8 @@ class WatchOptions:
     daemon: bool = True
     config: LoopConfig | None = None
     poll_interval: float = 0.5  # seconds between scans when polling (Wren's --interval)
+    # stop after this many seconds without a request (a watcher started on demand): None never
+    idle_exit: float | None = None
 
 
 def run_watch(settings: Settings, *, reload: Callable[[], Settings] | None = None,
@@ -295,6 +297,11 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
         if back is False:
             say("ERROR", "another watcher took this project over after .wrenmem/ was "
                 "deleted; stopping")
+            stop.set()
+            return []
+        if (server is not None and opts.idle_exit is not None
+                and time.monotonic() - server.last_request > opts.idle_exit):
+            say("INFO", f"no request for {opts.idle_exit:g} s: stopping (started on demand)")
             stop.set()
             return []
         if server is not None and not server.path.exists():
