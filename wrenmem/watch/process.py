@@ -159,8 +159,9 @@ def _spawn(settings: Settings, argv: list[str]) -> subprocess.Popen[bytes]:
 
 
 # A watcher a recall started stops after this many seconds without a request (``wrenmem
-# watch --detach`` runs until stopped); the environment may shorten it (the tests do).
-ON_DEMAND_IDLE_EXIT = float(os.environ.get("WRENMEM_IDLE_EXIT") or 1800)
+# watch --detach`` runs until stopped); ``WRENMEM_IDLE_EXIT``, read at each start, may
+# change it (the tests shorten it).
+ON_DEMAND_IDLE_EXIT = 1800.0
 
 
 def start_on_demand(settings: Settings) -> int | None:
@@ -177,7 +178,8 @@ def start_on_demand(settings: Settings) -> int | None:
     try:
         if is_running(settings):
             return None
-        return _spawn(settings, ["--idle-exit", str(ON_DEMAND_IDLE_EXIT)]).pid
+        idle = os.environ.get("WRENMEM_IDLE_EXIT") or ON_DEMAND_IDLE_EXIT
+        return _spawn(settings, ["--idle-exit", str(idle)]).pid
     except OSError as e:  # the recall answers in-process all the same
         log.debug("could not start the watcher: %s", e)
         return None
