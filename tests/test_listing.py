@@ -318,25 +318,3 @@ def test_a_few_new_vectors_wait_in_memory_then_are_written(tmp_path: Path) -> No
     assert path.stat().st_ino != written.st_ino
     embedcache._KEPT.clear()  # another process: reads the file
     assert EmbedCache(path, "m").has_all(["a", "b", "t0"])
-
-
-def test_the_noop_report_is_the_sync_s_report(project: Path, fake: RecordingEmbedder) -> None:
-    """:func:`wrenmem.index.noop.noop_report` (no lock, no LanceDB) says what a sync says
-    when nothing changed, and None once anything did."""
-    from wrenmem.index.noop import noop_report
-
-    settings = _synced(project, 9)
-    (project / "knowledge" / "sql" / "g2" / "bad.md").write_text("no front matter\n",
-                                                                 encoding="utf-8")
-    sync_pairs(settings)
-    time.sleep(RACY + 0.1)
-    full = sync_pairs(settings)
-    assert full.noop and full.errors  # the unreadable file is reported by both
-    quick = noop_report(settings, fake.model_id)
-    assert quick is not None and quick.to_dict() == full.to_dict()
-    assert quick.unchanged == full.unchanged
-    assert noop_report(settings, "another@model") is None  # another index: the sync decides
-    write_pair(project, "g0/new.md", "How many returns?", "SELECT 10")
-    assert noop_report(settings, fake.model_id) is None
-    report = sync_pairs(settings)
-    assert report.added == ("knowledge/sql/g0/new.md",)

@@ -222,7 +222,7 @@ def test_the_stat_walk_lists_what_the_catalog_reads(project: Path) -> None:
     os.symlink(project / "missing.md", knowledge / "dangling.md")
     settings = load_settings(project)
     want = catalog_stats(settings)
-    got = state.walk_stats(settings)
+    got = state.walk_listing(settings).stats
     assert got == want
     assert "knowledge/sql/linked-file.md" in got and "knowledge/sql/ünï/中文.md" in got
     assert state.stat_some(settings, list(want) + ["knowledge/sql/README.md",

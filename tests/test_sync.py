@@ -14,11 +14,11 @@ from index_helpers import RecordingEmbedder, install_fake, settings_for, table_r
 
 from wrenmem.index import table as index
 from wrenmem.index.drift import check_drift, reset_index
-from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.sync import load_state, sync_pairs
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.settings import load_settings
 from wrenmem.storage.compaction import COMPACT_EVERY
+from wrenmem.storage.embedsync import SyncPlan, plan_sync
 
 ids = st.sampled_from([f"p{i}" for i in range(8)])
 hashes = st.sampled_from(["h1", "h2", "h3", "h4"])
@@ -465,7 +465,7 @@ def test_quick_noop_reads_no_file(project: Path, fake: RecordingEmbedder,
 
 
 def test_walk_stats_sees_the_catalogs_files(project: Path) -> None:
-    from wrenmem.index.state import walk_stats
+    from wrenmem.index.state import walk_listing
     from wrenmem.pairs.catalog import scan
 
     _three(project)
@@ -478,7 +478,7 @@ def test_walk_stats_sees_the_catalogs_files(project: Path) -> None:
     (base / "link.md").symlink_to(base / "a.md")
     settings = settings_for(project)
     expected = set(scan(settings).file_hashes)
-    assert set(walk_stats(settings)) == expected
+    assert set(walk_listing(settings).stats) == expected
     assert "knowledge/sql/link.md" in expected
 
 

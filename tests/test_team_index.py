@@ -117,7 +117,7 @@ def remote_rows(uri: str) -> list[tuple[str, str]]:
     """(id, content_hash) of every row of the shared pairs table."""
     table = lance.open_table(lance.connect(uri), index.TABLE)
     assert table is not None
-    return sorted((r.id, r.content_hash) for r in index.read_ids(table))
+    return sorted((i, h) for i, hs in index.read_ids(table).items() for h in hs)
 
 
 def file_hashes(root: Path) -> list[tuple[str, str]]:

@@ -1,9 +1,5 @@
 """Why bytes are not read as text, in the words every reader of the project's files uses
-(pair and knowledge files, the manifest, ``wrenmem.toml``).
-
-Below :mod:`wrenmem.settings` in the layers, so that the settings file is refused in the
-same words as the rest.
-"""
+(below :mod:`wrenmem.settings`, so ``wrenmem.toml`` is refused in the same words)."""
 
 from __future__ import annotations
 

@@ -37,18 +37,12 @@ def file_kind(mode: int) -> str:
 def read_regular_file(path: str | Path, max_bytes: int,
                       setting: str = "max_pair_bytes", *,
                       inside: str | Path | None = None, walked: bool = False) -> bytes:
-    """The bytes of a regular file of at most ``max_bytes``.
-
-    A FIFO, a device (a link to /dev/zero) or a folder is refused before a byte is read,
-    so no input can block or exhaust a command: the file is opened non-blocking and
-    checked with fstat (no race between the check and the read). With ``inside`` (the
-    project's root), a file reached through a symbolic link that leads out of it is refused
-    too (:mod:`wrenmem.fs.inside`: the file opened is the one checked). ``walked``: the
-    path comes from a walk below a resolved folder of ``inside`` that follows no linked
-    folder (the catalog's), so only its last part can be a link: a file that opens with
-    ``O_NOFOLLOW`` needs no further check (the check costs as much as the read). Raises
-    :class:`UnreadableFileError` for those, OSError when it cannot be opened.
-    """
+    """The bytes of a regular file of at most ``max_bytes``: a FIFO, a device or a folder
+    is refused before a byte is read (opened non-blocking, checked with fstat), and with
+    ``inside`` (the project's root) a file reached through a link out of it
+    (:mod:`wrenmem.fs.inside`). ``walked``: the path comes from the catalog's walk, so only
+    its last part can be a link and ``O_NOFOLLOW`` settles it. Raises
+    :class:`UnreadableFileError` for those, OSError when it cannot be opened."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     nofollow = getattr(os, "O_NOFOLLOW", 0) if inside is not None and walked else 0
     try:
@@ -183,13 +177,9 @@ def walk_files(folder: str, skip: Callable[[str], bool] | None = None,
 
 def atomic_write_text(path: Path, text: str, *, exclusive: bool = False,
                       tmp_dir: Path | None = None) -> None:
-    """Write ``text`` (UTF-8, newlines as given) to ``path`` through a temporary file and a
-    rename.
-
-    With ``exclusive`` the final step is a hard link, which fails with FileExistsError
-    when ``path`` already exists, so two writers can never claim the same file. The
-    temporary file is made in ``tmp_dir`` (see :func:`temp_folder`) when given.
-    """
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file (in ``tmp_dir``, when
+    given) and a rename; with ``exclusive`` a hard link, which fails with FileExistsError
+    when ``path`` exists, so two writers can never claim the same file."""
     atomic_write_bytes(link_target(path) if not exclusive else path, text.encode("utf-8"),
                        exclusive=exclusive, tmp_dir=tmp_dir)
 
@@ -340,9 +330,8 @@ def read_marshal(path: Path) -> Any:
         with open(path, "rb") as fh:
             if os.fstat(fh.fileno()).st_size < head:
                 return None
-            # Mapped, not read: checking and decoding a 50 MB file (the grep snapshot at
-            # 100,000 pairs) then copies it once, not three times (read, slice, decode).
-            # A writer replaces the file by a rename, so the mapped one never changes.
+            # Mapped, not read: a 50 MB file is copied once, not three times. A writer
+            # replaces the file by a rename, so the mapped one never changes.
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
                 with memoryview(mapped) as view:
                     return _decoded(view, head)
@@ -365,38 +354,29 @@ def _decoded(view: memoryview, head: int) -> Any:
             return None
 
 
-def encode_marshal(data: Any) -> bytes:
-    """``data`` as :func:`read_marshal` reads it back: a magic, a CRC-32, the marshal bytes
-    (ValueError for what marshal cannot hold)."""
+def write_marshal(path: Path, data: Any) -> bool:
+    """Atomically store derived state (a magic, a CRC-32, the marshal bytes); False (and a
+    debug log) when it cannot be written, e.g. in a read-only checkout."""
     import marshal
     import zlib
 
-    payload = marshal.dumps(data)
-    return _MARSHAL_MAGIC + zlib.crc32(payload).to_bytes(4, "big") + payload
-
-
-def write_marshal(path: Path, data: Any) -> bool:
-    """Atomically store derived state; False (and a debug log) when it cannot be written,
-    e.g. in a read-only checkout, where wrenmem still works, only slower."""
     try:
-        atomic_write_bytes(path, encode_marshal(data))
+        payload = marshal.dumps(data)
+        atomic_write_bytes(path, _MARSHAL_MAGIC + zlib.crc32(payload).to_bytes(4, "big")
+                           + payload)
     except (OSError, ValueError) as e:
         logging.getLogger(__name__).debug("cannot write %s: %s", path, e)
         return False
     return True
 
 
-# A file changed within this many seconds of its stat may change again without its
-# (mtime, size) key changing (coarse clocks, writes within one tick): caches keyed by stat
-# trust an entry only once the file is older than this.
+# A file changed within this many seconds of its stat may change again with the same key
+# (coarse clocks): caches keyed by stat trust an entry only once the file is older.
 RACY_SECONDS = 2.0
 
 
-# The time a file last changed, the first field of every stat key of a file a user edits
-# (pairs, knowledge files): its change time (ctime), which a write, a chmod or a rename
-# sets to now and no program can set back, unlike the mtime (`touch -d`, `cp -p`, editors
-# and checkouts that restore it after a same-size edit). Windows has no change time in
-# ``os.stat`` (its ``st_ctime`` is the creation time): the mtime there.
+# The first field of a stat key: the change time, which no program can set back, unlike
+# the mtime (`touch -d`, `cp -p`, editors restoring it); Windows has none: the mtime.
 CHANGE_FIELD = "st_mtime_ns" if os.name == "nt" else "st_ctime_ns"
 
 

@@ -1,15 +1,7 @@
-"""Links are followed only inside the project.
-
-A project's own files (pairs, knowledge files, the manifest) may be symbolic links, or sit
-in a linked folder, when the file they reach is still inside the project. A link that leads
-out of it (to ``~/.aws/credentials``, ``/etc/passwd``, another checkout) is a way for a
-pull request or a cloned repository to have wrenmem read a file of the machine and serve it
-to an agent, print it in ``validate`` or post it in a PR comment: such a file is never read.
-
-:func:`outside_reason` says why a path must not be read; :func:`wrenmem.fs.fsutil.
-read_regular_file` asks it (``inside=``) about the file it has opened, so what is checked is
-what is read. Every reader of a project file goes through that one function.
-"""
+"""Links are followed only inside the project: a link out of it (``~/.aws/credentials``)
+would let a pull request have wrenmem read a file of the machine and serve it to an agent.
+:func:`wrenmem.fs.fsutil.read_regular_file` (``inside=``) asks :func:`outside_reason` about
+the file it opened, so what is checked is what is read."""
 
 from __future__ import annotations
 
@@ -46,10 +38,9 @@ def is_inside(real: str, root: str | Path) -> bool:
 
 
 def outside_reason(path: str | Path, root: str | Path, real: str | None = None) -> str | None:
-    """Why ``path`` must not be read (it is, or lies in, a symbolic link resolving outside
-    ``root``), or None when it may (a path given outside the project is a local user's
-    choice, never refused here). ``real``: its resolved path, when known. The reason
-    names the link as the project wrote it, never the resolved place on this machine."""
+    """Why ``path`` must not be read (it is, or lies in, a link resolving outside ``root``),
+    or None (a path outside the project is the user's choice). ``real``: its resolved path,
+    when known. The reason names the link, never the place it resolves to."""
     real = os.path.realpath(path) if real is None else real
     if is_inside(real, root):
         return None

@@ -77,12 +77,8 @@ def remove_old_files(folder: Path) -> None:
 
 
 def check_state_dir(root: Path) -> Path:
-    """``root/.wrenmem``, refused unless it is absent or a real folder.
-
-    A repository can commit a ``.wrenmem`` symbolic link: every command would then write its
-    state (and ``reset`` delete files, the watcher chmod a folder) wherever the link points.
-    wrenmem never follows it, and never replaces it either: the user removes it.
-    """
+    """``root/.wrenmem``, refused unless it is absent or a real folder: a committed
+    symbolic link would have every command write (and ``reset`` delete) where it points."""
     folder = root / STATE_DIR
     try:
         st = os.lstat(folder)
@@ -105,12 +101,8 @@ def check_state_dir(root: Path) -> Path:
 
 
 def ensure_state_dir(folder: Path, mode: int = 0o777) -> Path:
-    """Create ``folder`` (a ``.wrenmem/``) if needed, with a ``.gitignore`` holding ``*``.
-
-    Whoever creates the folder writes the file, so a repository whose users never ran
-    ``wrenmem init`` (which adds ``.wrenmem/`` to the project's ``.gitignore``) still never
-    commits the index. An existing ``.gitignore`` is left as the user made it.
-    """
+    """Create ``folder`` (a ``.wrenmem/``) if needed, with a ``.gitignore`` holding ``*``
+    (so the index is never committed, ``wrenmem init`` or not); an existing one is kept."""
     if folder.name == STATE_DIR:
         check_state_dir(folder.parent)
     folder.mkdir(mode=mode, parents=True, exist_ok=True)

@@ -1,12 +1,6 @@
-"""Keep the derived index in step after the CLI writes or deletes pair files.
-
-``store``, ``forget`` and ``import`` call :func:`update_after_write` with the paths they
-touched.
-When the project already has an index, those pairs are synced at once (a scoped sync:
-only they are planned, embedded and written). When it has none, nothing is built here: a
-grep-only user never pays for a model, and the first vector/hybrid recall or
-``wrenmem sync`` builds the index from the files anyway.
-"""
+"""Keep the index in step after ``store``, ``forget`` and ``import`` write pair files: a
+scoped sync of those paths when an index exists; none is built here (a grep-only user never
+pays for a model)."""
 
 from __future__ import annotations
 
@@ -29,13 +23,9 @@ LOCK_TIMEOUT = 30.0
 
 @dataclass(frozen=True)
 class IndexUpdate:
-    """What a write did to the derived index (``store --json`` prints it as ``index``).
-
-    ``status`` is ``"updated"`` (pairs indexed or removed), ``"unchanged"`` (the index
-    already held them), ``"none"`` (no index yet: the first vector recall or ``sync``
-    builds it), ``"reader"`` (this checkout only reads a shared index) or ``"failed"``
-    (``error`` says why; the files are written and a later ``sync`` repairs the index).
-    """
+    """What a write did to the index (``store --json``'s ``index``): ``status`` is
+    ``"updated"``, ``"unchanged"``, ``"none"`` (no index yet), ``"reader"`` or ``"failed"``
+    (``error`` says why; a later ``sync`` repairs the index)."""
 
     status: str
     indexed: int = 0
@@ -68,14 +58,9 @@ def update_after_write(settings: Settings, paths: Sequence[str],
                        embedder: Embedder | None = None, *,
                        handoff: Callable[[Sequence[str]], SyncReport | None] | None = None
                        ) -> IndexUpdate:
-    """Bring the index up to date for ``paths`` (relative pair paths) if an index exists
-    (with ``embedder`` instead of the setting's when given), and say what happened.
-    ``handoff``: asked first to run that sync elsewhere (the running watcher, whose model
-    and LanceDB are loaded); None from it means this process syncs itself.
-
-    Never raises for index trouble: the files are already written and are the truth; a
-    later ``sync`` repairs the index.
-    """
+    """Bring the index up to date for ``paths`` (relative pair paths) if an index exists.
+    ``handoff``: asked first to run that sync in the running watcher (None: sync here).
+    Never raises for index trouble: the files are written and are the truth."""
     if settings.is_reader:
         return IndexUpdate("reader")
     if not paths:

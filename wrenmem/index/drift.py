@@ -10,7 +10,6 @@ from wrenmem.embed.embedders import Embedder, get_embedder
 from wrenmem.errors import PairError
 from wrenmem.fs import statedir
 from wrenmem.index import table as index
-from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.snapshot import SEED_PREFIX, mirror_matches, take_snapshot
 from wrenmem.index.state import (
     disk_changes,
@@ -21,6 +20,7 @@ from wrenmem.index.state import (
 from wrenmem.pairs.catalog import require_knowledge_dir
 from wrenmem.settings import Settings
 from wrenmem.storage import lance
+from wrenmem.storage.embedsync import SyncPlan, plan_sync
 from wrenmem.storage.lock import index_lock
 
 log = logging.getLogger(__name__)
@@ -110,9 +110,7 @@ def _check_drift(settings: Settings, embedder: Embedder | None) -> Drift:
         plan = plan_sync(snap.desired(), {})
         return Drift(plan, snap.errors, model_id, None, True, 0, len(snap.pairs) - seeds,
                      seeds, False, (changed,) if changed else ())
-    indexed: dict[str, list[str]] = {}
-    for row in check.rows:
-        indexed.setdefault(row.id, []).append(row.content_hash)
+    indexed = check.indexed
     built_by = index.table_model_id(check.table) if check.table is not None else None
     return Drift(plan_sync(snap.desired(), indexed), snap.errors, model_id,
                  built_by if not check.damaged else model_id, False,

@@ -1,18 +1,10 @@
-"""Vectors by (embedder, text): what was embedded once is never embedded again.
+"""Vectors by (embedder, text): what was embedded once is never embedded again, so a
+branch flip back embeds nothing. A bounded LRU marshal file in ``.wrenmem/``, keyed by model
+id and the SHA-256 of the text, written atomically under the index lock; derived state.
 
-The index forgets a pair's vector when the pair's file goes away (another branch checked
-out, a revert, a rebase). Switching back would embed those questions again; this cache keeps
-every vector the sync computed, keyed by the embedder's model id and the SHA-256 of the
-embedded text, across deletions. It is bounded (least recently used entries go first), a
-single marshal file in ``.wrenmem/`` written atomically under the index lock, and like all
-derived state it may be deleted at any time.
-
-Beside it, ``embed-cache-keys.bin`` (:func:`keys_path`) holds the first 64 bits of each
-entry's text hash by model id, and the stat of the cache file it describes; a cache reads
-its 40 MB only when some text asked for may be in it. A one-file sync or a ``store`` asks
-for one new text, which the keys answer is not there: 50-100 ms of CPU that such a process
-no longer spends. The keys can only cost work, never a wrong vector: keys of another cache
-file (another stat) are not used, and a text they hold is looked up in the cache itself.
+Beside it, ``embed-cache-keys.bin`` holds the first 64 bits of each entry's key and the
+stat of the cache file it describes: a ``store`` asking for one new text learns it is not
+there without reading 40 MB (50-100 ms of CPU). Keys of another cache file are not used.
 """
 
 from __future__ import annotations
@@ -85,17 +77,18 @@ class EmbedCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def _surely_missing(self, keys: list[str]) -> bool:
-        """Whether the keys file says some of ``keys`` is not cached (without the cache)."""
+    def _missing(self, keys: list[str], every: Any) -> bool:
+        """Whether the keys file says (without the cache) that ``every`` (``all`` or
+        ``any``) of ``keys`` is not cached."""
         if self._loaded is not None or not keys:
             return False
         held = _held_keys(self.path, self.model_id)
-        return held is not None and any(_short(k) not in held for k in keys)
+        return held is not None and every(_short(k) not in held for k in keys)
 
     def has_all(self, texts: Iterable[str]) -> bool:
         """Whether every one of ``texts`` has a cached vector (no use is recorded)."""
         keys = [text_key(t) for t in texts]
-        if self._surely_missing(keys):
+        if self._missing(keys, any):
             return False
         return all((self.model_id, k) in self._entries for k in keys)
 
@@ -104,13 +97,12 @@ class EmbedCache:
         import numpy as np
 
         texts = list(texts)
-        if self._loaded is None and texts:
-            held = _held_keys(self.path, self.model_id)
-            if held is not None and all(_short(text_key(t)) not in held for t in texts):
-                return {}  # none of them there: the cache is not read
+        keys = [text_key(t) for t in texts]
+        if self._missing(keys, all):
+            return {}  # none of them there: the cache is not read
         found: dict[str, Any] = {}
-        for text in texts:
-            key = (self.model_id, text_key(text))
+        for text, hashed in zip(texts, keys, strict=True):
+            key = (self.model_id, hashed)
             raw = self._entries.pop(key, None)
             if raw is None:
                 continue
@@ -135,13 +127,9 @@ class EmbedCache:
                 del self._entries[key]
 
     def save(self) -> None:
-        """Write the cache if it changed; a failure only costs re-embedding later.
-
-        A long-lived process (the watcher's daemon) that wrote the cache less than
-        ``SAVE_EVERY_SECONDS`` ago keeps a change of a few entries in memory (the copy it
-        reads next) instead of writing 40 MB for each one-file sync; the next bigger change
-        or the first one after that time writes them all. What a process keeps unwritten
-        when it ends costs at most re-embedding those few texts."""
+        """Write the cache if it changed; a failure only costs re-embedding later. A process
+        that wrote it less than ``SAVE_EVERY_SECONDS`` ago keeps a few new entries in memory
+        (the daemon's one-file syncs) instead of writing 40 MB each time."""
         if not self._dirty:
             return
         if self._added < SAVE_MIN_NEW and _defer(self.path, self._entries):

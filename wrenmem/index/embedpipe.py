@@ -1,15 +1,11 @@
 """A big sync's embedding in a child process, while this one writes the index.
 
-A first index of 10,000 pairs spent about half its wall time on one core: importing LanceDB,
-creating the table, building every row's full-text terms and Arrow columns, committing
-chunks, all in Python holding the GIL, while the embedder's two threads waited or had to
-share it. :class:`EmbedPipe` forks a child (before LanceDB is imported, while this process
-has no other thread) that loads the model and embeds the texts, in the order and the
-batches :func:`wrenmem.index.rowwrite.write_plan` asks for them, and sends each batch's vectors back
-through a pipe; this process does its own work meanwhile and takes each batch as it comes.
-The child calls the same ``embedder.embed`` on the same batches as this process would: the
-vectors are the embedder's (``tests/test_build_fast.py`` compares the two paths). A text
-the child was not given, or any failure of the child, is embedded here as before.
+A first index spent half its wall time in Python holding the GIL (LanceDB, full-text terms,
+Arrow columns) while the embedder's threads waited. :class:`EmbedPipe` forks a child
+(before LanceDB is imported, with no other thread) that embeds the texts in the order and
+batches :func:`wrenmem.index.rowwrite.write_plan` asks for and sends the vectors through a
+pipe: the same ``embedder.embed`` calls (``tests/test_build_fast.py`` compares). A text
+the child was not given, or any failure of it, is embedded here.
 """
 
 from __future__ import annotations
@@ -41,10 +37,9 @@ _ERROR_MAX = 4000
 
 
 def can_fork(embedder: Any) -> bool:
-    """Whether this process may fork the embedding child now: the embedder says its model
-    loads and runs in a forked process (``fork_safe``), the platform forks, LanceDB (whose
-    runtime starts threads) is not imported yet and no other thread runs (but the progress
-    line's). ``WRENMEM_EMBED_PROCESS=0`` turns it off."""
+    """Whether this process may fork the embedding child now: a ``fork_safe`` embedder, no
+    LanceDB imported, no other thread (but the progress line's). ``WRENMEM_EMBED_PROCESS=0``
+    turns it off."""
     others = [t for t in threading.enumerate() if t is not threading.main_thread()
               and t.name not in BENIGN_THREADS]
     return bool(getattr(embedder, "fork_safe", False) and hasattr(os, "fork")

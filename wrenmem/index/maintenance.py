@@ -1,19 +1,11 @@
 """The pairs table's housekeeping off the request path.
 
-Every tenth write commit (or after a big write) the table is compacted: its small fragments
-merged, the new rows folded into its indexes, old versions pruned (:func:`wrenmem.storage.lance.
-maintain`). At 100,000 pairs that rewrites about 900 MB, seconds of work inside the sync a
-``store`` waits for. While a watcher runs, a write in its process only counts its commits
-and records that a compaction is due (:func:`defer`); the watcher then runs :func:`run` in
-a child process in its idle time (:class:`wrenmem.watch.maintainer.Maintainer`), and kills
-it the moment a write arrives. A kill leaves the table readable: LanceDB commits a version
-only when all of it is written, and the next run deletes what the killed one left behind
-(:func:`wrenmem.storage.compaction.compact`).
-
-The child holds the index lock while it works, so it never runs beside a write of the
-table. A compaction changes the table's files, not its rows, so the state mirror (which
-records the files as they were after the last write, :mod:`wrenmem.index.state`) is told
-the new listing (:func:`settle`) and stays trusted: the next small sync stays small.
+A compaction (:mod:`wrenmem.storage.compaction`) rewrites about 900 MB at 100,000 pairs.
+While a watcher runs, a write in its process only records that one is due (:func:`defer`);
+the watcher runs :func:`run` in a child in its idle time
+(:class:`wrenmem.watch.maintainer.Maintainer`) and kills it when a write arrives (a kill
+leaves the table readable; the next run deletes its leftovers). The child holds the index
+lock; the state mirror is told the table's new files (:func:`settle`), so it stays trusted.
 """
 
 from __future__ import annotations
@@ -71,12 +63,9 @@ def due(settings: Settings) -> bool:
 
 
 def run(settings: Settings, started: Callable[[], None] | None = None) -> str:
-    """What :func:`due` says, holding the index lock (taken without waiting: a writer has
-    it, so the watcher tries again later): the compaction (or the prune, or the cleanup
-    of a killed run), then the mirror told of the table's new files. ``started``: called
-    once a kill would be noticed by the next run. Returns what was done
-    (:func:`wrenmem.storage.compaction.run_due_maintenance`), ``"busy"`` when the lock was
-    taken."""
+    """What :func:`due` says, holding the index lock (not waited for: ``"busy"``), then
+    the mirror told of the table's new files. ``started``: called once a kill would be
+    noticed. Returns what :func:`wrenmem.storage.compaction.run_due_maintenance` did."""
     try:
         with index_lock(settings, timeout=0):
             table = index.open_table(index.connect(settings))

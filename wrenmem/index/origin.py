@@ -77,13 +77,10 @@ def other_project(recorded: Origin | None, here: Origin) -> str | None:
 
 
 def is_older_checkout(root: Path, recorded: Origin | None, here: Origin) -> bool:
-    """True when this checkout's commit is a strict ancestor of the commit the index was
-    built from, on the same branch of the same project: an older CI job that finishes
-    last must not overwrite a newer index. A detached HEAD (no branch, no CI variable
-    naming one) is on whichever branch the index was built from: it has none of its own,
-    and an old commit checked out to look at it must not put the index back either.
-    False whenever git cannot tell (a shallow clone that lacks the recorded commit, no git
-    at all)."""
+    """True when this checkout's commit is a strict ancestor of the one the index was built
+    from, on the same branch of the same project (a detached HEAD counts as on it): an
+    older CI job that finishes last must not overwrite a newer index. False when git
+    cannot tell."""
     same_branch = recorded is not None and (recorded.branch == here.branch
                                             or here.branch == DETACHED)
     if (recorded is None or not recorded.commit or not here.commit

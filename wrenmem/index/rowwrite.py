@@ -1,8 +1,6 @@
-"""The pairs sync's writes: the rows of a plan (:mod:`wrenmem.index.plan`) with their
-vectors, reused from the table or the embedding cache, else embedded
-(:func:`wrenmem.storage.embedsync.vectors`, through the child process of a big sync), in
-commits of ``WRITE_CHUNK`` rows; and the compaction policy's calls after a write.
-:mod:`wrenmem.index.sync` decides what to write; this module writes it."""
+"""The pairs sync's writes: a plan's rows with their vectors, reused from the table or the
+embedding cache, else embedded (:func:`wrenmem.storage.embedsync.vectors`), in commits of
+``WRITE_CHUNK`` rows; and the compaction policy's calls after a write."""
 
 from __future__ import annotations
 
@@ -17,11 +15,11 @@ from wrenmem.index import maintenance
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache
 from wrenmem.index.embedpipe import EmbedPipe
-from wrenmem.index.plan import SyncPlan
 from wrenmem.index.snapshot import Snapshot
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.settings import MAX_EMBED_CHARS, Settings
 from wrenmem.storage import compaction, embedsync
+from wrenmem.storage.embedsync import SyncPlan
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +46,11 @@ def write_plan(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str,
            cache: EmbedCache, use_cache: bool = True,
            memo: dict[str, Any] | None = None, new_table: bool = False,
            pipe: EmbedPipe | None = None) -> tuple[int, int]:
-    """Write the plan: reused vectors (from the table or the embedding cache) and deletions
-    first, then embedded chunks. Returns (texts embedded, commits). ``use_cache`` False (a
-    full rebuild asked for) embeds every text again, and refreshes the cache with it.
-    ``memo`` (text -> vector) keeps what was embedded for a later round of the same sync
-    (a remote index's; None: nothing is kept past its rows' write). ``new_table``: the table
-    was created by this sync and has no other writer: rows are added without a join.
-    ``pipe``: the child process embedding this sync's texts (:func:`_embed_pipe`)."""
+    """Write the plan: reused vectors and deletions first, then embedded chunks. Returns
+    (texts embedded, commits). ``use_cache`` False (``--full``) embeds every text again.
+    ``memo`` (text -> vector) keeps what was embedded for a later round (a remote index's).
+    ``new_table``: created by this sync, no other writer: rows are added without a join.
+    ``pipe``: the child process embedding this sync's texts."""
     texts_of = {i: embed_text(snap.pairs[i], max_chars) for i in
                 (*plan.added, *plan.changed, *(new for _old, new in plan.renamed))}
     commits = 0
@@ -62,8 +58,7 @@ def write_plan(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str,
     targets = list(plan.added) + list(plan.changed) + [new for _old, new in plan.renamed]
     stored_hashes = {h for hs in indexed.values() for h in hs}
     wanted_hashes = {snap.pairs[i].content_hash for i in targets}
-    pool = (index.vectors_by_hash(table, wanted_hashes & stored_hashes)
-            if wanted_hashes & stored_hashes else {})
+    pool = embedsync.stored(table, wanted_hashes & stored_hashes, "content_hash")
     if duplicated:  # merge_insert refuses ids that match twice: clear them first
         index.write(table, [], duplicated)
         commits += 1

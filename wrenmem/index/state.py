@@ -1,17 +1,13 @@
 """The index's state mirror: what the index holds, so that a no-op sync costs almost nothing.
 
-``.wrenmem/index-state.bin`` records, for the pairs table as last written: the raw hash and
-the stat key (change time, size, inode: :func:`wrenmem.fs.fsutil.stat_key`) of every pair
-file, the content hash of every seed, the embedder, the table schema and the URI. Two checks use it:
-
-- :func:`quick_noop`: one ``stat`` per file and nothing else (no file read, no parse, no
-  LanceDB, no model). Trusts a file only when its stat key is unchanged and its change time is
-  older than the moment the stats were taken by more than the clock's granularity.
-- :func:`state_matches`: compares a full snapshot's hashes (the catalog re-read the files).
-
-The mirror is deleted before any index write and rewritten after it, so it is either true
-or absent. Stats are taken *before* the files are read, so a file edited in between shows
-a newer stat than recorded and takes the slow path.
+``.wrenmem/index-state.bin`` records, for the pairs table as last written, the raw hash and
+stat key (:func:`wrenmem.fs.fsutil.stat_key`) of every pair file, the content hash of every
+seed, the embedder, the table schema and the URI. :func:`stat_delta` compares one ``stat``
+per file with it (no read, no LanceDB, no model), trusting a file only when its key is
+unchanged and older than the stats by more than the clock's granularity;
+:func:`state_matches` compares a full snapshot's hashes. The mirror is deleted before any
+index write and rewritten after it, so it is either true or absent; stats are taken
+*before* the files are read, so a file edited in between takes the slow path.
 """
 
 from __future__ import annotations
@@ -28,10 +24,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from wrenmem.errors import WrenmemError
+from wrenmem.errors import PairError, WrenmemError
 from wrenmem.fs import statedir
 from wrenmem.fs.fsutil import RACY_SECONDS, read_marshal, stat_key, write_marshal
 from wrenmem.index import table as index
+from wrenmem.index.report import SyncReport
 from wrenmem.pairs import listing
 from wrenmem.pairs.catalog import is_pair_name, skipped_name
 from wrenmem.pairs.listing import Listing
@@ -41,34 +38,20 @@ from wrenmem.settings import Settings
 log = logging.getLogger(__name__)
 
 STATE_NAME = statedir.INDEX_STATE
-STATE_VERSION = 7  # 4: compact (paths, hashes and stat keys packed); 5: the walk's keys;
-# 6: stat keys by change time, links out of the project refused (an older mirror, whose keys
-# may equal the new ones, would keep such a link's row: the slow path decides once);
-# 7: no pairs journal beside it (a mirror of 5 or 6 may record a small sync's rows that only
-# the journal holds, so it is not trusted: the next sync compares the files with the table's rows)
+# 7: no pairs journal beside it (an older mirror may record rows only the journal held)
+STATE_VERSION = 7
 
 Stats = dict[str, tuple[int, int, int]]
 
 
-def walk_stats(settings: Settings) -> Stats:
-    """``relative path -> (change time ns, size, inode)`` of every pair file.
-
-    The same files as :func:`wrenmem.pairs.catalog.iter_pair_files` (same rules: hidden and
-    ``~`` names skipped, ``*.md`` only, no README, symlinked folders not followed): the
-    stats of :func:`walk_listing`.
-    """
-    return walk_listing(settings).stats
-
-
 def walk_listing(settings: Settings) -> Listing:
-    """:func:`wrenmem.pairs.listing.walk`: every pair file and its stat key, compactly."""
+    """Every pair file and its stat key (:func:`wrenmem.pairs.listing.walk`)."""
     return listing.walk(settings)
 
 
 def stat_some(settings: Settings, paths: Iterable[str]) -> Stats:
-    """:func:`walk_stats` of just these relative paths: those of them the walk would list
-    (a pair name, no hidden or backup name on the way, no symlinked folder), one ``stat``
-    each, for a sync limited to them (``store``, ``forget``)."""
+    """The stat keys of those of ``paths`` the walk would list, one ``stat`` each, for a
+    sync limited to them (``store``, ``forget``)."""
     knowledge = settings.knowledge_path
     out: Stats = {}
     for rel in paths:
@@ -96,7 +79,6 @@ def stat_some(settings: Settings, paths: Iterable[str]) -> Stats:
 
 def seeds_digest(settings: Settings) -> str:
     """One hash over every seed of the manifest (before files shadow any of them)."""
-
     h = hashlib.sha256()
     for pair in seed_pairs(settings):
         h.update(pair.path.encode() + b"\0" + pair.content_hash.encode() + b"\n")
@@ -105,13 +87,9 @@ def seeds_digest(settings: Settings) -> str:
 
 @dataclass(frozen=True)
 class IndexState:
-    """What the pairs table held when it was last written (see the module docstring).
-
-    Stored compactly, because a no-op sync loads it for every call: the sorted file paths
-    as one string, their raw hashes as 32 bytes each and their stat keys as one array of
-    integers. ``files``, ``stats`` and ``ids`` are the same data as mappings, built on
-    first use only (a no-op needs the stats, a sync the hashes, a report the ids).
-    """
+    """What the pairs table held when it was last written, packed because every no-op
+    loads it: sorted paths as one string, raw hashes 32 bytes each, stat keys as int64s.
+    ``files``, ``stats`` and ``ids`` are the same data as mappings, built on first use."""
 
     schema: str  # the table layout version (``index.SCHEMA_VERSION``)
     uri: str
@@ -126,10 +104,8 @@ class IndexState:
     seeds: str | None  # :func:`seeds_digest` when recorded
     root: str = ""  # the project it was written for: a mirror copied elsewhere is not trusted
     disk: dict[str, tuple[int, int]] | None = None  # the table's files (local indexes)
-    # The table version this process left (object storage only: others may write it).
-    version: int | None = None
-    # The walk the stats are exactly (``Listing.id`` and ``Listing.keys``), when they are:
-    # a no-op then compares one walk's keys with these bytes, and builds no mapping.
+    version: int | None = None  # the table version this process left (object storage)
+    # The walk the stats are exactly, when they are: a no-op then compares bytes.
     walk_id: str | None = None
     walk_keys: bytes | None = None
 
@@ -151,8 +127,7 @@ class IndexState:
                         strict=True))
 
     def hash_of(self, path: str) -> str | None:
-        """The recorded raw hash of one path ("" unreadable, None: not recorded), without
-        :attr:`files`."""
+        """The recorded raw hash of one path ("" unreadable, None: not recorded)."""
         at = bisect_left(self.paths, path)
         if at == len(self.paths) or self.paths[at] != path:
             return None
@@ -160,7 +135,7 @@ class IndexState:
         return "" if raw == _NO_HASH else raw.hex()
 
     def stat_of(self, path: str) -> tuple[int, int, int] | None:
-        """The recorded stat key of one path (None: not recorded), without :attr:`stats`."""
+        """The recorded stat key of one path (None: not recorded)."""
         at = bisect_left(self.paths, path)
         if self.stat_keys is None or at == len(self.paths) or self.paths[at] != path:
             return None
@@ -185,8 +160,8 @@ class IndexState:
 
     @classmethod
     def from_record(cls, data: Any) -> IndexState | None:
-        """The state in a record read back from disk; None for anything of the wrong shape
-        (another version, a damaged or foreign file): the slow path then decides."""
+        """The state in a record read back; None for anything of the wrong shape (the slow
+        path then decides)."""
         try:
             if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
                 return None
@@ -224,8 +199,8 @@ _NO_HASH = bytes(32)
 
 def pack_files(files: dict[str, str], stats: Stats | None
                ) -> tuple[tuple[str, ...], bytes, bytes | None]:
-    """(sorted paths, their raw hashes, their stat keys) as :class:`IndexState` keeps them.
-    A path without a recorded stat gets a key no file has (it is read again next time)."""
+    """(sorted paths, raw hashes, stat keys) as :class:`IndexState` keeps them; a path
+    without a stat gets a key no file has (it is read again next time)."""
     paths = tuple(sorted(files))
     hashes = b"".join(bytes.fromhex(files[p]) if files[p] else _NO_HASH for p in paths)
     if stats is None:
@@ -255,9 +230,16 @@ def save_state(settings: Settings, *, model_id: str, files: dict[str, str],
                stats: Stats | None, stats_at: float, seeds: str | None,
                version: int | None = None, walk: Listing | None = None) -> IndexState:
     """Record what the index now holds (call only right after it was made so). ``walk``:
-    the walk ``stats`` are exactly, for every file of ``files`` and no other (the caller
-    vouches for it; see :func:`walk_matches`)."""
+    the walk ``stats`` are exactly, for every file of ``files`` and no other."""
     paths, hashes, keys = pack_files(files, stats)
+    return _write(settings, model_id, paths, hashes, extras, rows, errors, keys, stats_at,
+                  seeds, version, walk)
+
+
+def _write(settings: Settings, model_id: str, paths: tuple[str, ...], hashes: bytes,
+           extras: dict[str, str], rows: int, errors: list[tuple[str, str, int]],
+           keys: bytes | None, stats_at: float, seeds: str | None, version: int | None,
+           walk: Listing | None) -> IndexState:
     state = IndexState(index.SCHEMA_VERSION, settings.index_uri, model_id, paths, hashes,
                        extras, rows, tuple(errors), keys, stats_at, seeds, str(settings.root),
                        index.disk_listing(settings), version,
@@ -274,10 +256,8 @@ def patch_state(settings: Settings, prior: IndexState,
                 errors: list[tuple[str, str, int]], stats_at: float,
                 walk: Listing | None = None, found: int = -1) -> IndexState:
     """Record the mirror ``prior`` with ``changes`` made (path -> (raw hash or "", stat),
-    or None: no longer recorded), without building a mapping of every file: its packed
-    paths, hashes and stat keys are spliced where the few changed paths sort. ``walk``:
-    the walk the stats now are, when the caller vouches for every changed path's stat and
-    the walk found ``found`` files (checked against the count recorded)."""
+    or None: no longer recorded), splicing its packed records where the changed paths sort.
+    ``walk``: the walk the stats now are, if it found ``found`` files (checked)."""
     if prior.stat_keys is None or len(changes) > PATCH_MAX:
         files = dict(prior.files)
         stats = dict(prior.stats or {})
@@ -313,15 +293,9 @@ def patch_state(settings: Settings, prior: IndexState,
             paths.insert(at, path)
             hashes[at * 32:at * 32] = raw
             keys[at * 24:at * 24] = packed
-    if walk is not None and len(paths) != found:
-        walk = None
-    state = IndexState(index.SCHEMA_VERSION, settings.index_uri, prior.model_id, tuple(paths),
-                       bytes(hashes), dict(prior.extras), rows, tuple(errors), bytes(keys),
-                       stats_at, prior.seeds, str(settings.root), index.disk_listing(settings),
-                       prior.version, None if walk is None else walk.id,
-                       None if walk is None else walk.keys)
-    write_marshal(_path(settings), state.to_record())  # unwritable: syncs stay on the slow path
-    return state
+    return _write(settings, prior.model_id, tuple(paths), bytes(hashes), dict(prior.extras),
+                  rows, errors, bytes(keys), stats_at, prior.seeds, prior.version,
+                  walk if len(paths) == found else None)
 
 
 def walk_matches(walk: Listing | None, files: Collection[str], stats: Stats | None) -> bool:
@@ -334,8 +308,7 @@ def walk_matches(walk: Listing | None, files: Collection[str], stats: Stats | No
 
 def record_walk(settings: Settings, state: IndexState, walk: Listing) -> IndexState:
     """The mirror ``state`` with ``walk`` recorded as its stats' walk (a no-op found every
-    stat as recorded), written only if the lock is free right now and nobody wrote
-    meanwhile: the next no-op then compares bytes."""
+    stat as recorded), written only if the lock is free and nobody wrote meanwhile."""
     from wrenmem.errors import LockTimeoutError
     from wrenmem.storage.lock import index_lock
 
@@ -352,8 +325,8 @@ def record_walk(settings: Settings, state: IndexState, walk: Listing) -> IndexSt
 
 def record_disk(settings: Settings, state: IndexState,
                 disk: dict[str, tuple[int, int]] | None) -> IndexState:
-    """The mirror ``state`` with the table's files recorded as ``disk``: after housekeeping
-    that rewrote the files and not the rows (a compaction, under the index lock)."""
+    """The mirror ``state`` with the table's files recorded as ``disk`` (after a
+    compaction, under the index lock)."""
     updated = replace(state, disk=disk)
     write_marshal(_path(settings), updated.to_record())
     return updated
@@ -365,9 +338,8 @@ def invalidate_state(settings: Settings) -> None:
 
 def same_target(settings: Settings, state: IndexState | None, model_id: str) -> bool:
     """The mirror describes this project, URI, embedder and table schema, and the table
-    is there with exactly the files it had when the mirror was written (nothing deleted,
-    truncated or rewritten behind its back: see :func:`wrenmem.storage.lance.disk_listing`). A
-    remote index holds only while the table is still at the version this process left."""
+    has exactly the files it had then (:func:`wrenmem.storage.lance.disk_listing`); a
+    remote table must still be at the version this process left."""
     if (state is None or state.schema != index.SCHEMA_VERSION
             or state.uri != settings.index_uri or state.root != str(settings.root)
             or state.model_id != model_id or not index.index_exists(settings)):
@@ -379,8 +351,8 @@ def same_target(settings: Settings, state: IndexState | None, model_id: str) -> 
 
 
 def disk_changes(settings: Settings, state: IndexState | None) -> str | None:
-    """Which files of the table changed since the mirror was written, in words, when the
-    mirror is this project's (None when they did not, or nothing can be said)."""
+    """Which files of the table changed since this project's mirror was written, in words
+    (None when none did, or nothing can be said)."""
     if (state is None or state.root != str(settings.root) or state.uri != settings.index_uri
             or state.disk is None):
         return None
@@ -405,8 +377,8 @@ def state_matches(settings: Settings, state: IndexState | None, model_id: str,
 
 
 def usable_state(settings: Settings, model_id: str) -> IndexState | None:
-    """The mirror, when it describes this index (:func:`same_target`), recorded the files'
-    stats, and the manifest's seeds are still those it recorded; else None."""
+    """The mirror, when it describes this index, recorded stats, and the seeds are as it
+    recorded; else None."""
     state = load_state(settings)
     if not same_target(settings, state, model_id) or state is None or state.stat_keys is None:
         return None
@@ -425,13 +397,9 @@ class StatDelta:
     stats_at: float  # taken just before the walk
     touched: tuple[str, ...]  # new files, and files whose stat changed or is too recent
     gone: tuple[str, ...]  # recorded files no longer there
-    # Only some paths were looked at (``stat_delta(only=...)``): ``stats`` holds just them,
-    # and the other files' records keep their older clock.
-    partial: bool = False
-    # Answered by comparing the walk's keys with the mirror's recorded walk (no mapping).
-    quick: bool = False
-    # The stats of the touched paths, when the delta was found without :attr:`stats`.
-    keys: Stats | None = None
+    partial: bool = False  # only some paths were looked at (``stat_delta(only=...)``)
+    quick: bool = False  # answered by comparing the walk's keys with the recorded walk's
+    keys: Stats | None = None  # the touched paths' stats, when found without :attr:`stats`
 
     @property
     def empty(self) -> bool:
@@ -460,12 +428,9 @@ class StatDelta:
 
 def stat_delta(settings: Settings, model_id: str, only: Collection[str] | None = None
                ) -> StatDelta | None:
-    """Which files may have changed since the mirror was written, by one ``stat`` each
-    (no file read, no parse, no LanceDB, no model); None when the mirror cannot be used
-    (missing, another target, no stats recorded, the seeds changed). A file is trusted
-    only when its stat key is as recorded and its mtime is older than the moment the
-    stats were recorded by more than the clock's granularity (RACY_SECONDS). ``only``:
-    look at just these relative paths (:func:`stat_some`), not the whole walk."""
+    """Which files may have changed since the mirror was written, by one ``stat`` each;
+    None when the mirror cannot be used (:func:`usable_state`). ``only``: look at just
+    these relative paths (:func:`stat_some`), not the whole walk."""
     state = usable_state(settings, model_id)
     if state is None or state.stat_keys is None:
         return None
@@ -507,8 +472,8 @@ def stat_delta(settings: Settings, model_id: str, only: Collection[str] | None =
 
 def _same_paths_delta(state: IndexState, walk: Listing, stats_at: float, limit: float
                       ) -> StatDelta:
-    """The delta of a walk of the same paths as the mirror's recorded walk (an edit in
-    place, a ``touch``): only the keys that differ, or are too recent, are looked at."""
+    """The delta of a walk of the same paths as the recorded walk's: only the keys that
+    differ, or are too recent, are looked at."""
     assert state.walk_keys is not None
     positions = set(listing.differing(state.walk_keys, walk.keys))
     if walk.newest_ns >= limit:
@@ -531,3 +496,10 @@ def quick_noop(settings: Settings, model_id: str) -> IndexState | None:
     """The mirror, when every file's stat and every seed is as recorded; else None."""
     delta = stat_delta(settings, model_id)
     return delta.state if delta is not None and delta.empty else None
+
+
+def report_from_state(state: IndexState, model_id: str) -> SyncReport:
+    """The no-op report of the index the mirror ``state`` describes."""
+    errors = tuple(PairError(p, reason, line) for p, reason, line in state.errors)
+    return SyncReport(unchanged=state.ids, errors=errors, noop=True, model_id=model_id,
+                      rows=state.rows)

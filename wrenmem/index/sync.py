@@ -18,7 +18,8 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
+from dataclasses import replace
 from typing import Any
 
 from wrenmem.embed.embedders import Embedder, get_embedder
@@ -34,9 +35,7 @@ from wrenmem.index import embedpipe, rowwrite
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache, cache_path
 from wrenmem.index.embedpipe import EmbedPipe, can_fork
-from wrenmem.index.noop import report_from_state
 from wrenmem.index.origin import is_older_checkout, local_origin
-from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.report import SyncReport
 from wrenmem.index.snapshot import SEED_PREFIX, Snapshot, mirror_matches, save_mirror, take_snapshot
 from wrenmem.index.state import (
@@ -46,14 +45,15 @@ from wrenmem.index.state import (
     load_state,
     patch_state,
     record_walk,
-    save_state,
+    report_from_state,
     stat_delta,
     usable_state,
 )
 from wrenmem.pairs.catalog import read_paths, require_knowledge_dir
 from wrenmem.pairs.seeds import seed_pairs
-from wrenmem.settings import MAX_EMBED_CHARS, Settings
+from wrenmem.settings import Settings
 from wrenmem.storage import lance
+from wrenmem.storage.embedsync import SyncPlan, plan_sync
 from wrenmem.storage.lock import index_lock
 
 log = logging.getLogger(__name__)
@@ -148,9 +148,11 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
             return _noop_report(settings, snap, embedder.model_id)
 
         cache = EmbedCache(cache_path(settings), embedder.model_id)
-        pipe = _embed_pipe(embedder, snap, seen, full, cache, settings.max_embed_chars, early)
-        if pipe is None:
-            _warm_up(embedder, snap, seen, full, cache, settings.max_embed_chars)
+        fresh = _fresh_texts(snap, seen, full, settings.max_embed_chars)
+        pipe = _embed_pipe(embedder, fresh, full, cache, early)
+        if pipe is None and fresh and (full or not cache.has_all(fresh)):
+            # (a deletion, a rename or a branch flip back needs no model: a second of CPU)
+            _load_in_background(embedder)  # while this thread imports LanceDB
         lance.import_lancedb()  # seconds of CPU: not while holding the lock writers wait for
         with index_lock(settings, timeout=lock_timeout):
             state = load_state(settings)
@@ -167,23 +169,23 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
             child.close()
 
 
-def _embed_pipe(embedder: Embedder, snap: Snapshot, state: IndexState | None, full: bool,
-                cache: EmbedCache, max_chars: int, early: EmbedPipe | None = None
-                ) -> EmbedPipe | None:
-    """The embedding child of a big sync (:mod:`wrenmem.index.embedpipe`), started with the
-    texts it will probably embed, as :func:`_apply` will ask for them: those of the files
-    and seeds whose hashes the mirror does not know, distinct, sorted, not in the embedding
-    cache. ``early``: the child forked before the files were read. None for a small sync,
-    or where this process cannot fork safely."""
-    if early is None and not can_fork(embedder):
-        return None
+def _fresh_texts(snap: Snapshot, state: IndexState | None, full: bool, max_chars: int
+                 ) -> set[str]:
+    """The texts a sync will probably embed: those of the files and seeds whose hashes
+    the mirror does not know (``embed_text``'s, without its warning: write_plan gives it)."""
     files = set() if full or state is None else set(state.files.values())
     extras = set() if full or state is None else set(state.extras.values())
-    # embed_text's texts, without its warning about a long question (write_plan gives it)
-    fresh = {p.nl.strip()[:max_chars] for path, p in snap.pairs.items()
-             if (snap.file_hashes[path] not in files if path in snap.file_hashes
-                 else snap.extra_hashes.get(path) not in extras)}
-    if len(fresh) < embedpipe.PIPE_MIN:
+    return {p.nl.strip()[:max_chars] for path, p in snap.pairs.items()
+            if (snap.file_hashes[path] not in files if path in snap.file_hashes
+                else snap.extra_hashes.get(path) not in extras)}
+
+
+def _embed_pipe(embedder: Embedder, fresh: set[str], full: bool, cache: EmbedCache,
+                early: EmbedPipe | None = None) -> EmbedPipe | None:
+    """The embedding child of a big sync (:mod:`wrenmem.index.embedpipe`), started with the
+    ``fresh`` texts not in the cache, sorted. ``early``: the child forked before the files
+    were read. None for a small sync, or where this process cannot fork safely."""
+    if (early is None and not can_fork(embedder)) or len(fresh) < embedpipe.PIPE_MIN:
         return None
     wanted = sorted(fresh)
     if not full:
@@ -229,7 +231,7 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
     differs = {p for p in scope if read.file_hashes.get(p) != state.hash_of(p)}
     if not differs:  # touched, not changed: record the new stats so the next no-op is quick
         if any(p in read.file_hashes for p in scope):  # (an unreadable file has none)
-            _save_delta(settings, embedder.model_id, delta, read, scope, state.rows, True)
+            _save_delta(settings, delta, read, scope, state.rows, True)
         if paths is not None:
             return SyncReport(model_id=embedder.model_id, rows=state.rows)
         errors = sorted([*(PairError(*e) for e in state.errors if e[0] not in scope),
@@ -271,7 +273,7 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
         optimized = rowwrite.maintain(settings, table, commits, embedded)
         rows = table.count_rows()
         statedir.remove_old_files(settings.state_dir)
-        after = _save_delta(settings, embedder.model_id, delta, read, scope, rows, False)
+        after = _save_delta(settings, delta, read, scope, rows, False)
     moved = set(plan.added) | set(plan.changed) | {new for _old, new in plan.renamed}
     return SyncReport(plan.added, plan.changed, plan.removed, plan.renamed,
                       tuple(i for i in after.ids if i not in moved), embedded,
@@ -289,7 +291,7 @@ def _seed_questions(settings: Settings) -> set[str]:
         return set()
 
 
-def _save_delta(settings: Settings, model_id: str, delta: StatDelta, read: Any,
+def _save_delta(settings: Settings, delta: StatDelta, read: Any,
                 scope: set[str], rows: int, only_if_free: bool) -> IndexState:
     """The mirror with the files of ``scope`` as just read; every other file's record
     stays (its stat is as recorded, so its content is too). ``only_if_free``: a refresh
@@ -347,32 +349,6 @@ def report_if_unchanged(settings: Settings, model_id: str) -> SyncReport | None:
     still describes this index (its target, the table's own files, the seeds)."""
     state = usable_state(settings, model_id)
     return None if state is None else report_from_state(state, model_id)
-
-
-
-
-def _warm_up(embedder: Embedder, snap: Snapshot, state: IndexState | None, full: bool,
-             cache: EmbedCache | None = None, max_chars: int = MAX_EMBED_CHARS) -> None:
-    """Load the model in a thread while this one imports LanceDB and reads the table.
-
-    Only when something will probably be embedded: a file or seed whose hash the index
-    does not hold yet (a deletion or a rename needs no model, and loading one costs a
-    second of CPU on a small machine).
-    """
-    load = getattr(embedder, "load", None)
-    if load is None:
-        return
-    if state is not None and not full:
-        known = set(state.files.values()) | set(state.extras.values())
-        fresh = [h for h in snap.file_hashes.values() if h not in known]
-        fresh += [h for h in snap.extra_hashes.values() if h not in known]
-        if not fresh:
-            return
-    if not full and cache is not None and cache.has_all(
-            rowwrite.embed_text(p, max_chars) for p in snap.pairs.values()):
-        return  # every question was embedded before (a branch flip back): no model needed
-
-    _load_in_background(embedder)
 
 
 def _load_in_background(embedder: Embedder) -> None:
@@ -435,11 +411,9 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
         table = index.create_table(db, embedder.model_id, dim or embedder.dim,
                                    str(settings.root))
         paths = None  # a new table needs every pair, whatever the caller asked for
-        rows_read: tuple[index.IndexedRow, ...] = ()
-        fresh = True
+        rows_read: dict[str, list[str]] = {}
     else:
-        rows_read = check.rows
-        fresh = False
+        rows_read = check.indexed
     assert table is not None  # opened, or created above
 
     desired = snap.desired()
@@ -506,7 +480,7 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
             save_mirror(settings, embedder.model_id, snap, rows, version)
     elif reason is None and _mirror_ok(settings, prior, embedder.model_id):
         assert prior is not None
-        _save_scoped(settings, embedder.model_id, snap, rows, prior, scope, version)
+        _save_scoped(settings, snap, rows, prior, scope, version)
     return SyncReport(plan.added, plan.changed, plan.removed, plan.renamed, plan.unchanged,
                       embedded, snap.errors, snap.warnings, reason is not None, reason,
                       False, embedder.model_id, rows, optimized)
@@ -541,12 +515,9 @@ def _verified_version(table: Any, desired: dict[str, str], scope: set[str] | Non
     return before if plan.in_sync and int(table.version) == before else None
 
 
-def _plan(rows: Iterable[index.IndexedRow], desired: dict[str, str], scope: set[str] | None,
+def _plan(indexed: dict[str, list[str]], desired: dict[str, str], scope: set[str] | None,
           extras_ok: bool) -> tuple[SyncPlan, dict[str, list[str]]]:
     """The plan against the table's rows as read, limited to ``scope`` (when given)."""
-    indexed: dict[str, list[str]] = {}
-    for row in rows:
-        indexed.setdefault(row.id, []).append(row.content_hash)
     if scope is not None:
         desired = {i: h for i, h in desired.items() if i in scope}
         indexed = {i: h for i, h in indexed.items() if i in scope}
@@ -561,26 +532,15 @@ def _mirror_ok(settings: Settings, prior: IndexState | None, model_id: str) -> b
             and prior.uri == settings.index_uri and prior.model_id == model_id)
 
 
-def _save_scoped(settings: Settings, model_id: str, snap: Snapshot, rows: int,
-                 prior: IndexState, scope: set[str], version: int | None) -> None:
+def _save_scoped(settings: Settings, snap: Snapshot, rows: int, prior: IndexState,
+                 scope: set[str], version: int | None) -> None:
     """A scoped sync vouches only for its paths: patch them into the previous mirror,
     which stayed true for every other path (any other write would have deleted it)."""
-    files = dict(prior.files)
-    stats = dict(prior.stats or {})
+    stats = snap.stats or {}
+    changes = {p: (snap.file_hashes[p], stats.get(p, (-1, -1, -1)))
+               if p in snap.file_hashes else None for p in scope}
     errors = [e for e in prior.errors if e[0] not in scope]
-    for path in scope:
-        files.pop(path, None)
-        stats.pop(path, None)
-        if path in snap.file_hashes:
-            files[path] = snap.file_hashes[path]
-        if snap.stats is not None and path in snap.stats:
-            stats[path] = snap.stats[path]
     errors += [(e.path, e.reason, e.line) for e in snap.errors if e.path in scope]
     # The recorded stats of other paths are as old as the prior mirror; keep its clock.
-    save_state(settings, model_id=model_id, files=files,
-               extras=dict(prior.extras), rows=rows,
-               errors=sorted(errors), stats=stats if prior.stats is not None else None,
-               stats_at=min(prior.stats_at, snap.stats_at), seeds=prior.seeds,
-               version=version)
-
-
+    patch_state(settings, replace(prior, version=version), changes, rows=rows,
+                errors=sorted(errors), stats_at=min(prior.stats_at, snap.stats_at))

@@ -1,9 +1,8 @@
-"""The pairs table of the LanceDB index: schema, reads, one-commit writes, maintenance.
+"""The pairs table of the LanceDB index: schema, reads, one-commit writes.
 
-One row per pair (file or seed): ``id`` (the relative path, or ``seed:<hash>``), the
-pair's ``content_hash``, its question, SQL and metadata, the text that was embedded and
-its vector. The table's schema metadata records the embedder that built it. Every write
-here happens under :func:`wrenmem.storage.lock.index_lock`; readers may come and go at any time.
+One row per pair (file or seed): ``id`` (the relative path, or ``seed:<hash>``), its
+``content_hash``, question, SQL and metadata, the embedded text and its vector; the schema
+metadata records the embedder. Writes happen under :func:`wrenmem.storage.lock.index_lock`.
 """
 
 from __future__ import annotations
@@ -37,12 +36,6 @@ META_SCHEMA = b"wrenmem.schema"
 ORIGIN_KEYS = {"project": "wrenmem.project", "branch": "wrenmem.branch",
                "commit": "wrenmem.commit"}
 META_ROOT = b"wrenmem.project"  # the project the table holds the pairs of
-
-
-@dataclass(frozen=True)
-class IndexedRow:
-    id: str
-    content_hash: str
 
 
 def connect(settings: Settings) -> Any:
@@ -135,7 +128,7 @@ class TableCheck:
     """The one integrity check of the pairs table (``status``, ``check`` and ``sync``)."""
 
     table: Any | None  # None when there is no table, or it cannot be opened
-    rows: tuple[IndexedRow, ...]
+    indexed: dict[str, list[str]]  # id -> its rows' content hashes
     problems: tuple[str, ...]  # damage: ``sync`` rebuilds the table
     owner: str | None = None  # another project this table belongs to: ``sync`` refuses
 
@@ -149,27 +142,21 @@ def inspect(settings: Settings, db: Any | None = None) -> TableCheck:
     read, its full-text index answer, and it must belong to this project."""
     db = db if db is not None else connect(settings)
     table, problems = lance.probe_table(db, TABLE, "terms")
-    rows: tuple[IndexedRow, ...] = ()
+    indexed: dict[str, list[str]] = {}
     if table is not None and not problems:
         try:
-            rows = tuple(read_ids(table))
+            indexed = read_ids(table)
         except Exception as e:  # a missing or truncated data file
             problems.append(f"the pairs table's data cannot be read: {lance.short_error(e)}")
     owner = table_owner(settings, table) if table is not None else None
-    return TableCheck(table, rows, tuple(problems), owner)
+    return TableCheck(table, indexed, tuple(problems), owner)
 
 
 def table_owner(settings: Settings, table: Any) -> str | None:
-    """The other project a table was built for, when it is not this one's to write.
-
-    An index inside the project (the default) is the project's wherever the project was
-    moved or copied; an index elsewhere (a shared path) belongs to the project that
-    built it, and two projects writing one would delete each other's rows. An index on
-    object storage is shared by design: every checkout of the team (each at its own path)
-    writes or reads it, and its origin (project, branch, commit) is recorded instead; a
-    writer whose git remote names another repository than that origin's is refused, and
-    so is a reader (it would answer with that project's pairs).
-    """
+    """The other project a table was built for, when it is not this one's to write: an
+    index inside the project is its own wherever it moved; one at a shared path belongs to
+    the project that built it; one on object storage to the git remote of its recorded
+    origin (every checkout of the team writes or reads it)."""
     if lance.is_remote(settings.index_uri):
         from wrenmem.index.origin import local_origin, other_project
 
@@ -195,12 +182,14 @@ def foreign_refusal(settings: Settings, owner: str) -> str:
             "of its own (setting `index_uri`)")
 
 
-def read_ids(table: Any) -> list[IndexedRow]:
-    """(id, content_hash) of every row; duplicates, if a crash ever made any, included."""
+def read_ids(table: Any) -> dict[str, list[str]]:
+    """id -> the content hashes of its rows (more than one if a crash ever made any)."""
     data = table.search().select(["id", "content_hash"]).limit(None).to_arrow()
-    ids = data.column("id").to_pylist()
-    hashes = data.column("content_hash").to_pylist()
-    return [IndexedRow(i, h or "") for i, h in zip(ids, hashes, strict=True)]
+    indexed: dict[str, list[str]] = {}
+    for i, h in zip(data.column("id").to_pylist(), data.column("content_hash").to_pylist(),
+                    strict=True):
+        indexed.setdefault(i, []).append(h or "")
+    return indexed
 
 
 def rows_by_id(table: Any, ids: Iterable[str]) -> list[tuple[str, str, str]]:
@@ -215,28 +204,10 @@ def rows_by_id(table: Any, ids: Iterable[str]) -> list[tuple[str, str, str]]:
     return out
 
 
-def vectors_by_hash(table: Any, hashes: Iterable[str]) -> dict[str, list[float]]:
-    """Stored vectors of rows with these content hashes (for renames and copies)."""
-    wanted = sorted(set(hashes))
-    found: dict[str, list[float]] = {}
-    for chunk in lance.chunked(wanted):
-        data = (table.search().where(lance.in_filter("content_hash", chunk))
-                .select(["content_hash", "vector"]).limit(None).to_arrow())
-        for h, v in zip(data.column("content_hash").to_pylist(),
-                        data.column("vector").to_pylist(), strict=True):
-            found.setdefault(h, v)
-    return found
-
-
 def lexical_terms(pair: Pair) -> str:
-    """The pair's search terms, space-separated, for LanceDB's full-text index.
-
-    LanceDB's own tokenizers either miss Chinese (``simple``) or do not know SQL, so the
-    terms come from wrenmem's tokenizer (the one grep uses: stemming, stop words, CJK
-    unigrams and bigrams, SQL identifiers split on ``_``) and the index splits on spaces.
-    A term is repeated by its field's weight (question 3, tags 2, SQL 1): BM25F in BM25.
-    """
-
+    """The pair's search terms, space-separated, for LanceDB's full-text index: wrenmem's
+    tokenizer (LanceDB's miss Chinese or SQL), each term repeated by its field's weight
+    (question 3, tags 2, SQL 1): BM25F in BM25."""
     weighted: dict[str, float] = {}
     for name, text in search_fields(pair).items():  # textsearch.document_terms, memoised
         weight = FIELD_WEIGHTS.get(name, 1.0)

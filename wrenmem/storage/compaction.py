@@ -1,8 +1,7 @@
 """The compaction policy of every table of the index: compact every ``COMPACT_EVERY`` write
-commits (and after a big write), prune superseded versions once they are older than
-``CLEANUP_AFTER``, and, for a writer that defers it (the watcher), record that a compaction
-is due for whoever runs it in idle time. The count is kept in a small counter file per
-table. The LanceDB calls go through :mod:`wrenmem.storage.lance`."""
+commits (and after a big write), prune superseded versions older than ``CLEANUP_AFTER``,
+or, for a writer that defers it (the watcher), record that a compaction is due. The count
+is kept in a small counter file per table."""
 
 from __future__ import annotations
 
@@ -25,19 +24,12 @@ CLEANUP_AFTER = timedelta(seconds=60)
 
 def maintain(table: Any, counter: Path, commits: int, rows_written: int, *,
              fresh: bool = False, defer: bool = False) -> bool:
-    """Compact every COMPACT_EVERY write commits (counted in ``counter``), and after any big
-    write: merge small fragments, fold new rows into the indexes, prune the versions
-    superseded more than CLEANUP_AFTER ago (:func:`cleanup_age`). The copy the compaction
-    itself supersedes is young: ``counter`` remembers that it is due, and the first write
-    past the grace period prunes it (:func:`prune_due`).
-    ``fresh``: the table was created by this write and its indexes were just built over
-    every row, so a compaction would only rewrite the table and its indexes and leave the
-    first copies on disk (about 400 MB at 100,000 pairs): it is not compacted now, and its
-    commits are not counted.
-    ``defer``: count the commits, and only record that a compaction is due (``due`` in
-    ``counter``); the running watcher does it in its idle time
-    (:func:`run_due_maintenance`), so the write it follows returns at once.
-    Housekeeping only: never fails the write it follows."""
+    """Compact every COMPACT_EVERY write commits (counted in ``counter``) and after any big
+    write; the copy the compaction supersedes is pruned by the first write past the grace
+    period (:func:`prune_due`). ``fresh``: the table was just created with its indexes over
+    every row: not compacted (that would leave 400 MB of first copies at 100,000 pairs), its
+    commits not counted. ``defer``: only record that a compaction is due, for the watcher's
+    idle time (:func:`run_due_maintenance`). Never fails the write it follows."""
     if not commits:
         return False
     held = _maint_record(counter)
@@ -59,11 +51,9 @@ def maintain(table: Any, counter: Path, commits: int, rows_written: int, *,
 
 
 def compact(table: Any, held: dict[str, Any]) -> bool:
-    """The compaction itself, on ``held`` (the record of ``counter``, written by the
-    caller): clears ``due``, sets ``prune_after``. With ``leftovers`` recorded (a run was
-    killed mid-way), it also deletes the files no version refers to, which LanceDB keeps
-    for a week unless told they are no other writer's work in progress: call it holding
-    the index lock (every local writer holds it while it writes). True when compacted."""
+    """The compaction itself, on ``held`` (the counter's record, written by the caller).
+    With ``leftovers`` recorded (a killed run), it also deletes the files no version refers
+    to: call it holding the index lock. True when compacted."""
     leftovers = bool(held.get("leftovers"))
     try:
         # LanceDB prunes after it compacted, which may take seconds: a margin of the
@@ -99,11 +89,9 @@ def maintenance_due(counter: Path, now: float | None = None) -> bool:
 def run_due_maintenance(table: Any, counter: Path, *,
                         started: Callable[[], None] | None = None) -> str:
     """Do what :func:`maintenance_due` says is due, holding the index lock: the compaction,
-    else the prune. The record says ``started`` while it runs, so a kill at any point is
-    noticed by the next run, which compacts with the killed one's files deleted
-    (:func:`compact`); a kill never harms the table (LanceDB commits a version only when
-    all of it is written). ``started`` is called once the record says so. Returns what
-    was done: ``"compacted"``, ``"pruned"`` or ``""``."""
+    else the prune. The record says ``started`` while it runs, so the next run notices a
+    kill and deletes its files (:func:`compact`); ``started`` is called once it says so.
+    Returns ``"compacted"``, ``"pruned"`` or ``""``."""
     held = _maint_record(counter)
     if held.get("started") is not None:  # a run was killed: its files are left over
         held["leftovers"] = held["due"] = True
@@ -134,12 +122,10 @@ PRUNE_MARGIN = timedelta(seconds=5)  # clock skew between our cut and LanceDB's
 
 def cleanup_age(table: Any, *, superseding: bool, margin: timedelta = PRUNE_MARGIN,
                 now: datetime | None = None) -> timedelta:
-    """The ``cleanup_older_than`` for ``table.optimize`` that prunes only versions whose
-    successor was made more than CLEANUP_AFTER ago (none of them was the latest within the
-    grace period), keeping the versions made within ``margin`` before the oldest one kept
-    (LanceDB measures the age when it reaches its prune, later than this). ``superseding``:
-    the call commits a version of its own first (a compaction), so the latest version
-    stays too. Nothing to prune: an age no version has."""
+    """The ``cleanup_older_than`` that prunes only versions whose successor is older than
+    CLEANUP_AFTER, keeping those made within ``margin`` before the oldest kept (LanceDB
+    measures the age later). ``superseding``: the call commits a version first (a
+    compaction), so the latest stays too."""
     grace = CLEANUP_AFTER
     stamps = sorted((int(v["version"]), v["timestamp"]) for v in table.list_versions())
     never = timedelta(days=36500)
@@ -159,10 +145,8 @@ def cleanup_age(table: Any, *, superseding: bool, margin: timedelta = PRUNE_MARG
 
 
 def prune_due(table: Any, counter: Path, now: float | None = None) -> bool:
-    """Prune what the last compaction superseded, once CLEANUP_AFTER has passed (the first
-    write after it calls this before its own commits). Only while the table is as the
-    compaction left it (one fragment, no deleted rows, so ``optimize`` has nothing to
-    rewrite; otherwise the next compaction prunes it). True when pruned now."""
+    """Prune what the last compaction superseded, once CLEANUP_AFTER has passed, while the
+    table is as it left it (one fragment: ``optimize`` rewrites nothing). True when pruned."""
     held = _maint_record(counter)
     due = held.get("prune_after")
     if not isinstance(due, float) or (now or time.time()) < due:
@@ -185,15 +169,6 @@ def _one_fragment(table: Any) -> bool:
     fragments = stats["fragment_stats"]
     return bool(fragments["num_fragments"] == 1
                 and fragments["lengths"]["max"] == stats["num_rows"])
-
-
-def count_commits(counter: Path, commits: int) -> None:
-    """Add ``commits`` to ``counter`` without compacting: a write made on a reader's request
-    path (a recall applying the pairs journal) leaves the compaction to the next writer."""
-    if commits:
-        held = _maint_record(counter)
-        held["commits"] = held["commits"] + commits
-        write_marshal(counter, held)
 
 
 def maintenance_record(counter: Path) -> dict[str, Any]:

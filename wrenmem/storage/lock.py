@@ -1,11 +1,7 @@
-"""The index writers' lock: one exclusive ``flock`` on ``.wrenmem/index.lock``.
-
-Every process that writes the LanceDB index (CLI sync, store, the watcher, git hooks, the
-schema index) holds it, because concurrent LanceDB upserts can duplicate rows and
-compaction fails against concurrent writes. The kernel drops a flock when its holder dies,
-so a ``kill -9`` never leaves a stale lock behind. Re-entrant within one thread, and
-threads of one process take turns (a flock alone would not serialise them reliably).
-"""
+"""The index writers' lock: one exclusive ``flock`` on ``.wrenmem/index.lock``, held by
+every writer of the index (concurrent upserts can duplicate rows). The kernel drops it when
+its holder dies, so a ``kill -9`` leaves no stale lock. Re-entrant within a thread; threads
+of one process take turns."""
 
 from __future__ import annotations
 
@@ -34,10 +30,8 @@ def lock_path(settings: Settings) -> Path:
 
 
 def is_locked(path: Path, *, exclusive: bool = True) -> bool:
-    """Whether someone holds a flock on ``path`` that a probe cannot get past: an exclusive
-    probe (the default) is stopped by any holder, a shared one (``exclusive=False``) only by
-    an exclusive holder. A missing file is unlocked. The probe takes the lock for an instant
-    and drops it when it closes the file."""
+    """Whether someone holds a flock on ``path`` that a probe (exclusive, or shared with
+    ``exclusive=False``) cannot get past; a missing file is unlocked."""
     import fcntl
 
     try:
@@ -63,10 +57,8 @@ def _rlock_for(path: str) -> threading.RLock:
 
 @contextmanager
 def index_lock(settings: Settings, timeout: float = DEFAULT_TIMEOUT) -> Iterator[None]:
-    """Hold the exclusive index lock of ``settings``' project for the ``with`` block.
-
-    Raises LockTimeoutError if another process (or thread) holds it for ``timeout`` seconds.
-    """
+    """Hold the project's index lock for the ``with`` block (LockTimeoutError after
+    ``timeout`` seconds)."""
     path = lock_path(settings)
     key = str(path)
     deadline = time.monotonic() + max(timeout, 0.0)

@@ -27,10 +27,8 @@ _BUCKET_CODES = ("NoSuchBucket", "ContainerNotFound")
 
 
 def explain(error: BaseException, uri: str = "", endpoint: str = "") -> str:
-    """One line for a failed object-store request (LanceDB's message is a Rust debug dump):
-    what failed (credentials, permission, bucket, endpoint, region) and what to check.
-    ``uri``: the index's (its scheme picks the variables named); ``endpoint``: the one the
-    environment set, if any."""
+    """One line for a failed object-store request: what failed (credentials, permission,
+    bucket, endpoint, region) and what to check. ``endpoint``: the environment's, if any."""
     text = str(error)
     scheme = uri.split("://", 1)[0].lower() if "://" in uri else "s3"
     keys, endpoint_var = STORAGE_HINTS.get(scheme, ("the credentials", "the endpoint"))

@@ -1,17 +1,12 @@
 """The in-memory read copy: a long-lived process's pairs table, searched with numpy.
 
-A warm process (the watcher's daemon, the MCP server, an agent's ``Memory``) that searches
-again holds the latest version of the pairs table in memory, up to
-``wrenmem.recall.vector.IN_MEMORY_MAX_ROWS`` rows: the rows a hit shows, their unit float32
-vectors, and the full-text postings of their ``terms`` column. The search over it is the
-same as LanceDB's: the exact cosine scan of its flat search (:mod:`.vectorscan`, through an
-int8 copy past ``vectorscan.MIN_ROWS`` rows), and the BM25 of its full-text index over the
-same terms (k1 1.2, b 0.75, whitespace tokens: scores equal to LanceDB's to float32
-rounding). It answers a warm request about 4x faster than LanceDB's own searches
-(bench/studies/recall-copy-2026-12.md). After a write, the copy of the next version is
-made from this one by reading only the rows that are new (:meth:`RecallCopy.updated`).
-
-Nothing of it is saved: a one-shot process searches LanceDB, or asks the daemon.
+A warm process (the watcher's daemon, the MCP server, an agent's ``Memory``) holds the
+latest version of the pairs table in memory (up to ``IN_MEMORY_MAX_ROWS`` rows): the rows
+a hit shows, their unit float32 vectors and the postings of their ``terms``. Its searches
+are LanceDB's: the exact cosine scan (:mod:`.vectorscan`) and the BM25 of its full-text
+index (k1 1.2, b 0.75, whitespace tokens: equal scores), about 4x faster warm
+(bench/studies/recall-copy-2026-12.md). After a write, the next version's copy reads only
+the new rows (:meth:`RecallCopy.updated`). Nothing of it is saved.
 """
 
 from __future__ import annotations
@@ -40,30 +35,7 @@ _NOT_HELD = object()
 UPDATE_MAX_ROWS = 2_000  # a held copy follows a write that changed at most this many rows
 
 
-class _Rows(Sequence[tuple[Any, ...]]):
-    """A sequence of rows read one by one (:meth:`_at`, from 0 to ``len - 1``): the index
-    handling of a list's (a slice, a negative index, IndexError past either end)."""
-
-    def _at(self, n: int) -> tuple[Any, ...]:
-        raise NotImplementedError
-
-    @overload
-    def __getitem__(self, n: int) -> tuple[Any, ...]: ...
-
-    @overload
-    def __getitem__(self, n: slice) -> list[tuple[Any, ...]]: ...
-
-    def __getitem__(self, n: int | slice) -> tuple[Any, ...] | list[tuple[Any, ...]]:
-        size = len(self)
-        if isinstance(n, slice):
-            return [self._at(i) for i in range(*n.indices(size))]
-        at = n + size if n < 0 else n
-        if not 0 <= at < size:
-            raise IndexError(n)
-        return self._at(at)
-
-
-class ChainedRows(_Rows):
+class ChainedRows(Sequence[tuple[Any, ...]]):
     """The rows of a copy followed by rows added to it, the first ones not copied."""
 
     def __init__(self, first: Sequence[tuple[Any, ...]], more: list[tuple[Any, ...]]):
@@ -84,12 +56,26 @@ class ChainedRows(_Rows):
         yield from self.first
         yield from self.more
 
+    @overload
+    def __getitem__(self, n: int) -> tuple[Any, ...]: ...
+
+    @overload
+    def __getitem__(self, n: slice) -> list[tuple[Any, ...]]: ...
+
+    def __getitem__(self, n: int | slice) -> tuple[Any, ...] | list[tuple[Any, ...]]:
+        size = len(self)
+        if isinstance(n, slice):
+            return [self._at(i) for i in range(*n.indices(size))]
+        at = n + size if n < 0 else n
+        if not 0 <= at < size:
+            raise IndexError(n)
+        return self._at(at)
+
 
 class StackedRows:
     """Two blocks of float32 rows seen as one matrix, the first not copied (200 MB at
-    100,000 rows, of which a search reads a few rows): a row, a list of
-    rows or a slice is read from the blocks; anything else (a whole scan) from the two
-    joined into one array, made once."""
+    100,000 rows): a row, a list of rows or a slice is read from the blocks; anything else
+    (a whole scan) from the two joined once."""
 
     def __init__(self, first: Any, more: Any):
         import numpy as np
@@ -225,10 +211,9 @@ class RecallCopy:
 
     def updated(self, table: Any) -> RecallCopy | None:
         """The copy of ``table``'s current version made from this one (of an earlier
-        version of the same table) by reading only the rows that are new since: the rows
-        of every (id, content hash) are compared, the new ones read, and the ones gone
-        left in place as not live. None when this copy cannot say (no content hashes, another
-        model) or when reading whole is the better deal (many rows changed, many left behind)."""
+        version) by reading only the rows whose (id, content hash) is new; the ones gone
+        stay in place, not live. None when it cannot say (no hashes, another model) or
+        reading whole is the better deal (many rows changed or left behind)."""
         import numpy as np
 
         if self.hashes is None or index.table_model_id(table) != self.model_id:
@@ -272,9 +257,8 @@ class RecallCopy:
 
     def with_rows(self, live: Any, rows: Sequence[tuple[Any, ...]], hashes: list[str] | None,
                   vectors: Sequence[Any]) -> RecallCopy:
-        """This copy with only the ``live`` rows of it kept (a boolean array) and ``rows``
-        (with their content ``hashes`` and unit float32 ``vectors``) added at the end: its
-        postings, lengths and scan are extended, none of its rows read again."""
+        """This copy with its ``live`` rows (a boolean array) and ``rows`` (their ``hashes``
+        and unit float32 ``vectors``) added at the end, its postings and scan extended."""
         import numpy as np
 
         first = len(self.rows)
@@ -303,17 +287,10 @@ class RecallCopy:
         values = self.rows[n]
         return {c: values[POSITION[c]] for c in columns}
 
-    def bm25(self, terms: Sequence[str], allowed: Any = None) -> dict[int, float]:
-        """Row -> BM25 score of the rows holding any of ``terms`` (distinct), among the
-        ``allowed`` rows (a boolean array; None: all), with every row's statistics."""
-        rows, scores = self.bm25_arrays(terms, allowed)
-        return dict(zip(rows.tolist(), scores.tolist(), strict=True))
-
     def bm25_arrays(self, terms: Sequence[str], allowed: Any = None) -> tuple[Any, Any]:
-        """:meth:`bm25` as two arrays, (rows in order, their scores), computed with numpy:
-        each term's contribution with the same float64 operations in the same order as
-        LanceDB's formula written out, so the scores are the same bit for bit whatever
-        the table's size."""
+        """(rows in order, their BM25 scores) of the rows holding any of ``terms``, among the
+        ``allowed`` rows (a boolean array; None: all), with every row's statistics: the
+        float64 operations of LanceDB's formula, so the scores equal its scores."""
         import numpy as np
 
         total = np.zeros(len(self.rows), dtype=np.float64)
@@ -333,10 +310,8 @@ class RecallCopy:
 
     def term_scores(self, term: str) -> tuple[Any, Any] | None:
         """(the live rows holding ``term``, each one's share of a BM25 score for it), or
-        None: what a search adds up, the same float64 operations per row whichever rows
-        a filter keeps (each value depends on its row and the copy's statistics alone), so
-        a long-lived process computes them once per copy and term (up to
-        ``KEPT_POSTINGS``), not on every question."""
+        None; each depends on its row and the copy's statistics alone, so they are kept
+        per copy and term (up to ``KEPT_POSTINGS``)."""
         import numpy as np
 
         held = self._term_scores.get(term, _NOT_HELD)  # (one get: another thread may clear)
@@ -364,8 +339,7 @@ class RecallCopy:
 
     def label_matrix(self) -> Any:
         """:func:`wrenmem.sql.labels.label_matrix` of every row's SQL (removed rows
-        included), made once per copy: the rows whose labels it holds (:attr:`labels`, of
-        the copy it was made from) are not lexed again, only those past them."""
+        included), made once per copy; the labels of the copy it was made from are kept."""
         import numpy as np
 
         held = self.labels

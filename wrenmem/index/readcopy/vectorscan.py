@@ -1,30 +1,18 @@
 """The exact nearest rows of a matrix of unit vectors, found through an int8 copy of it.
 
-A cosine scan of 100,000 float32 vectors of 512 dimensions reads 200 MB per question; an
-int8 copy of the same rows is a quarter of that, and SimSIMD's int8 dot products (AVX-512
-VNNI where the CPU has it) scan it several times faster than numpy scans the float32 rows.
-The int8 scores only choose candidates: the rows returned, their order and their cosines
-are those of the float32 scan, and this is proved for every question, not hoped for.
+An int8 copy of 100,000 float32 vectors is a quarter of their 200 MB, and SimSIMD's int8
+dot products scan it several times faster. The int8 scores only choose candidates: the
+answer is proved to be the float32 scan's. Each row ``x`` is ``s_x * xi`` (``xi`` int8) with
+rounding error ``e_x``, the question likewise, so ``|q.x - s_q s_x (qi.xi)| <= s_q |qi| |e_x|
++ |e_q|``: when no row outside the best ``CANDIDATES`` by int8 score can reach the
+``depth``-th of their float32 cosines, the answer is exact; else the float32 matrix is
+scanned.
 
-Each row ``x`` is stored as ``s_x * xi`` (``xi`` int8, ``s_x`` its largest magnitude / 127)
-with the length of its rounding error ``e_x``; the question ``q`` likewise as ``s_q * qi``
-with error ``e_q``. Then ``|q.x - s_q s_x (qi.xi)| <= s_q |qi| |e_x| + |e_q|`` (``x`` has unit
-length). The float32 cosines of the best ``CANDIDATES`` rows by int8 score are computed;
-when no other row's bound reaches the ``depth``-th of those cosines, no other row can be
-among the ``depth`` best, so the answer is exactly the float32 scan's. When the bound does
-not prove it (many near-equal rows at the cut), the whole float32 matrix is scanned.
-
-A long-lived process (the watcher's daemon, an agent's Memory) reads less still: after
-its second search, a thread makes :class:`PrefixCodes`, each row's
-first ``PREFIX_DIMS`` coordinates in the rows' principal directions (most of a sentence
-embedding's length is in a few hundred of them), as int8 with the error bounds above, and
-each row's greatest possible rest beyond them. A row's cosine is at most its prefix estimate
-plus those bounds plus ``|q_rest| |x_rest|`` (Cauchy-Schwarz), with the float32 rounding of
-the rotation itself bounded too; the rows of highest bound are re-scored in float32, then
-every row whose bound still reaches the ``depth``-th cosine, so the answer is again
-exactly the float32 scan's (past ``EXTRA_MAX`` such rows, the full int8 scan answers).
-
-Without SimSIMD installed (or for fewer than ``MIN_ROWS`` rows) the float32 scan answers.
+A long-lived process, from its second search, makes :class:`PrefixCodes` in a thread: each
+row's first ``PREFIX_DIMS`` coordinates in the rows' principal directions, as int8 with the
+same bounds, plus a bound on the rest (Cauchy-Schwarz) and on the rotation's rounding;
+every row whose bound reaches the ``depth``-th cosine is re-scored (past ``EXTRA_MAX``, the
+int8 scan answers). Without SimSIMD (or below ``MIN_ROWS`` rows) the float32 scan answers.
 """
 
 from __future__ import annotations

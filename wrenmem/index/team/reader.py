@@ -1,10 +1,6 @@
 """A reader of a shared index (``role = "reader"``): how far the index is behind the files.
-
-A reader never writes the index. It searches the last committed version (through the
-local copy, :mod:`wrenmem.index.team.replica`, when the index is remote) and compares it with
-its own pair files by content hash, so that an agent on another branch, or a checkout
-ahead of CI, knows what the answers are missing.
-"""
+A reader never writes it; it compares the last committed version with its own pair files by
+content hash, so an agent on another branch knows what the answers are missing."""
 
 from __future__ import annotations
 
@@ -14,11 +10,11 @@ from dataclasses import dataclass
 from wrenmem.errors import WrenmemError
 from wrenmem.index import table as index
 from wrenmem.index.origin import Origin, local_origin, other_project
-from wrenmem.index.plan import SyncPlan, plan_sync
 from wrenmem.index.snapshot import take_snapshot
 from wrenmem.index.team import replica
 from wrenmem.settings import Settings
 from wrenmem.storage import lance
+from wrenmem.storage.embedsync import SyncPlan, plan_sync
 
 
 @dataclass(frozen=True)
@@ -82,8 +78,7 @@ def reader_view(settings: Settings) -> ReaderView:
     if table is not None:
         if not settings.remote_index:
             version, origin = int(table.version), index.table_origin(table)
-        for row in index.read_ids(table):
-            indexed.setdefault(row.id, []).append(row.content_hash)
+        indexed = index.read_ids(table)
     elif not settings.remote_index:
         version = None
     here = local_origin(settings.root)

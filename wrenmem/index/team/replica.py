@@ -1,12 +1,7 @@
-"""The local read copy of a remote index: searches answer from local disk, not the network.
-
-A remote (object-storage) index is copied into ``.wrenmem/replica/``, table by table, by
-content hash: only rows whose hash the copy does not hold are downloaded (vectors included,
-nothing is embedded), rows gone from the remote are deleted. The remote version is checked
-at most every ``refresh_seconds`` (setting), so a warm reader makes no network round trip
-per query, and a copy never runs ahead of or mixes versions: it is filled from one pinned
-remote version and records which one.
-"""
+"""The local read copy of a remote index in ``.wrenmem/replica/``: searches answer from
+local disk. Filled table by table from one pinned remote version, by content hash (only
+new rows are downloaded, vectors included); the remote version is checked at most every
+``refresh_seconds``, so a warm reader makes no round trip per query."""
 
 from __future__ import annotations
 
@@ -101,14 +96,10 @@ def cached_info(settings: Settings, name: str = index.TABLE) -> ReplicaInfo | No
 
 def refresh(settings: Settings, name: str = index.TABLE, *, max_age: float | None = None
             ) -> ReplicaInfo:
-    """Bring the local copy of table ``name`` to the remote's latest committed version.
-
-    Within ``max_age`` seconds (default: the ``refresh_seconds`` setting) of the last check,
-    answers from the state file without touching the network. Past it, with a copy on disk,
-    the check is quick (:data:`wrenmem.storage.lance.QUICK_OPTIONS`), and when the remote cannot be
-    reached the copy answers: its info then has ``stale_since`` (the last good check) and
-    ``error``. Without a copy the error is raised.
-    """
+    """Bring the local copy of table ``name`` to the remote's latest committed version;
+    within ``max_age`` seconds of the last check, without the network. A copy on disk
+    answers when the remote cannot be reached (its info says ``stale_since`` and
+    ``error``); without one the error is raised."""
     max_age = settings.refresh_seconds if max_age is None else max_age
     cached = cached_info(settings, name)
     have_copy = cached is not None and _local_present(settings, name, cached)
