@@ -160,8 +160,7 @@ def test_keyword_scores_are_lancedb_full_text_scores(built: Path) -> None:
         theirs = {r["id"]: r["_score"] for r in
                   table.search(terms, query_type="fts", fts_columns="terms").limit(200)
                   .select(["id", "_score"]).to_list()}
-        rows, scores = copy.bm25_arrays(terms.split())
-        ours = {ids[n]: s for n, s in zip(rows.tolist(), scores.tolist(), strict=True)}
+        ours = {ids[n]: s for n, s in _bm25(copy, terms).items()}
         assert ours.keys() == theirs.keys()
         for key, score in theirs.items():
             assert ours[key] == pytest.approx(score, rel=1e-5)
@@ -279,7 +278,7 @@ def test_a_held_copy_follows_writes_by_reading_only_the_new_rows(
             theirs = {r["id"]: r["_score"] for r in
                       table.search(terms, query_type="fts", fts_columns="terms").limit(200)
                       .select(["id", "_score"]).to_list()}
-            ours = {ids[n]: s for n, s in held.bm25(terms.split()).items()}
+            ours = {ids[n]: s for n, s in _bm25(held, terms).items()}
             assert ours.keys() == theirs.keys()
             for key, score in theirs.items():
                 assert ours[key] == pytest.approx(score, rel=1e-5)
@@ -438,3 +437,9 @@ def test_a_copy_read_from_the_table_and_updated_from_it_labels_every_row(
         "SELECT AVG(weight_kg) FROM orders WHERE weight_kg BETWEEN 1 AND 9",
         "SELECT COUNT(*) FROM adoption WHERE animal = 'capybara'"]
     assert len(lexed) == 1
+
+
+def _bm25(copy: readcopy.RecallCopy, terms: str) -> dict[int, float]:
+    """Row -> the copy's BM25 score of the rows holding any of ``terms``."""
+    rows, scores = copy.bm25_arrays(terms.split())
+    return dict(zip(rows.tolist(), scores.tolist(), strict=True))

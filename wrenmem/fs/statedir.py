@@ -110,9 +110,7 @@ def ensure_state_dir(folder: Path, mode: int = 0o777) -> Path:
     if not ignore.exists():
         try:  # exclusive create: two processes starting at once write it once
             fd = os.open(ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return folder
-        except OSError:  # read-only checkout: nothing to protect from a commit either
+        except OSError:  # written meanwhile, or a read-only checkout (nothing to protect)
             return folder
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write("# written by wrenmem: everything here is derived state, never committed\n*\n")

@@ -9,6 +9,7 @@ from typing import Any
 from wrenmem.embed.embedders import Embedder, get_embedder
 from wrenmem.errors import PairError
 from wrenmem.fs import statedir
+from wrenmem.index import maintenance
 from wrenmem.index import table as index
 from wrenmem.index.snapshot import SEED_PREFIX, mirror_matches, take_snapshot
 from wrenmem.index.state import (
@@ -26,7 +27,6 @@ from wrenmem.storage.lock import index_lock
 log = logging.getLogger(__name__)
 
 LOCK_TIMEOUT = 120.0
-MAINT_NAME = statedir.INDEX_MAINT
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def reset_index(settings: Settings) -> bool:
 
     with index_lock(settings, timeout=LOCK_TIMEOUT):
         invalidate_state(settings)
-        (settings.state_dir / MAINT_NAME).unlink(missing_ok=True)
+        maintenance.counter(settings).unlink(missing_ok=True)
         statedir.remove_old_files(settings.state_dir)  # of earlier versions (see statedir)
         if not index.index_exists(settings):
             return False

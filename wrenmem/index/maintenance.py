@@ -55,6 +55,20 @@ def is_deferred(settings: Settings) -> bool:
     return str(settings.root) in _deferred and not settings.remote_index
 
 
+def prune_due(settings: Settings, table: Any) -> bool:
+    """Before a write's commits: prune what the last compaction superseded, once due
+    (:func:`wrenmem.storage.compaction.prune_due`), unless a watcher here does it."""
+    return not is_deferred(settings) and compaction.prune_due(table, counter(settings))
+
+
+def maintain(settings: Settings, table: Any, commits: int, embedded: int,
+             fresh: bool = False) -> bool:
+    """After a write: compaction now and then (not of a table it created: ``fresh``); only
+    recorded as due when a watcher in this process does it in its idle time."""
+    return compaction.maintain(table, counter(settings), commits, embedded, fresh=fresh,
+                               defer=is_deferred(settings))
+
+
 def due(settings: Settings) -> bool:
     """There is housekeeping to do (a compaction, a prune, a killed run's leftovers), by
     the record alone: no LanceDB."""

@@ -1,6 +1,6 @@
 """The pairs sync's writes: a plan's rows with their vectors, reused from the table or the
 embedding cache, else embedded (:func:`wrenmem.storage.embedsync.vectors`), in commits of
-``WRITE_CHUNK`` rows; and the compaction policy's calls after a write."""
+``WRITE_CHUNK`` rows."""
 
 from __future__ import annotations
 
@@ -10,20 +10,17 @@ from functools import partial
 from typing import Any
 
 from wrenmem.embed.embedders import Embedder
-from wrenmem.fs import statedir
-from wrenmem.index import maintenance
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache
 from wrenmem.index.embedpipe import EmbedPipe
 from wrenmem.index.snapshot import Snapshot
 from wrenmem.pairs.pairfile import Pair
-from wrenmem.settings import MAX_EMBED_CHARS, Settings
-from wrenmem.storage import compaction, embedsync
+from wrenmem.settings import MAX_EMBED_CHARS
+from wrenmem.storage import embedsync
 from wrenmem.storage.embedsync import SyncPlan
 
 log = logging.getLogger(__name__)
 
-MAINT_NAME = statedir.INDEX_MAINT
 EMBED_BATCH = 256
 WRITE_CHUNK = 2048  # rows per commit during a big build: progress survives a kill
 Progress = Callable[[int, int], None]
@@ -58,7 +55,7 @@ def write_plan(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str,
     targets = list(plan.added) + list(plan.changed) + [new for _old, new in plan.renamed]
     stored_hashes = {h for hs in indexed.values() for h in hs}
     wanted_hashes = {snap.pairs[i].content_hash for i in targets}
-    pool = embedsync.stored(table, wanted_hashes & stored_hashes, "content_hash")
+    pool = embedsync.stored(table, wanted_hashes & stored_hashes, "content_hash", None)
     if duplicated:  # merge_insert refuses ids that match twice: clear them first
         index.write(table, [], duplicated)
         commits += 1
@@ -114,20 +111,3 @@ def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: dict[st
         index.write(table, rows, [])
     vectors.clear()
     return 1
-
-
-def prune_due(settings: Settings, table: Any) -> bool:
-    """Before a write's commits: prune the copy the last compaction superseded, once its
-    grace period is over (:func:`wrenmem.storage.compaction.prune_due`); a watcher in this process
-    does it in its idle time instead (:mod:`wrenmem.index.maintenance`)."""
-    if maintenance.is_deferred(settings):
-        return False
-    return compaction.prune_due(table, settings.state_dir / MAINT_NAME)
-
-
-def maintain(settings: Settings, table: Any, commits: int, embedded: int,
-              fresh: bool = False) -> bool:
-    """Compaction now and then (not of a table this sync created: ``fresh``); only
-    recorded as due when a watcher in this process does it in its idle time."""
-    return compaction.maintain(table, settings.state_dir / MAINT_NAME, commits, embedded,
-                          fresh=fresh, defer=maintenance.is_deferred(settings))

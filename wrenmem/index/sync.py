@@ -1,15 +1,10 @@
 """The one sync: bring the pairs table of the index exactly to the files' state.
 
-files → parse (catalog cache) → content hashes → plan (pure) → embed only what is new →
-one commit per write → compaction now and then. Used by ``wrenmem sync``, ``store``
-(through :mod:`wrenmem.index.autosync`), recall, the watcher and the git hooks.
-
-A small state file (``.wrenmem/index-state.bin``) mirrors what the index holds: the raw
-hash of every file and the content hash of every seed, plus the embedder and URI. When the
-files still match it, a sync returns at once without importing LanceDB or loading a model.
-The state file is deleted before any index write and rewritten after it, so a kill at any
-point leaves either a true mirror or none; without one, the plan is made against the
-table's own (id, content_hash) column, which is always the truth.
+files → parse (catalog cache) → content hashes → plan (:mod:`wrenmem.storage.embedsync`) →
+embed only what is new → one commit per write → compaction now and then. When the files
+still match the state mirror (:mod:`wrenmem.index.state`), a sync returns at once without
+LanceDB or a model; without a mirror, the plan is made against the table's own
+(id, content_hash) column, which is always the truth.
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ from wrenmem.errors import (
     WrenmemError,
 )
 from wrenmem.fs import statedir
-from wrenmem.index import embedpipe, rowwrite
+from wrenmem.index import embedpipe, maintenance, rowwrite
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache, cache_path
 from wrenmem.index.embedpipe import EmbedPipe, can_fork
@@ -58,7 +53,6 @@ from wrenmem.storage.lock import index_lock
 
 log = logging.getLogger(__name__)
 
-MAINT_NAME = statedir.INDEX_MAINT
 LOCK_TIMEOUT = 120.0
 # A remote index has no lock across machines: a writer re-plans against the latest version
 # after writing, until a plan comes back empty (the table equals its files), this often.
@@ -73,8 +67,6 @@ RACE_ROUNDS = 3
 Progress = Callable[[int, int], None]
 
 
-# ------------------------------------------------------------------------ sync ----
-
 def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | None = None,
                paths: Collection[str] | None = None,
                lock_timeout: float = LOCK_TIMEOUT,
@@ -87,9 +79,8 @@ def sync_pairs(settings: Settings, *, full: bool = False, progress: Progress | N
     writers take :func:`wrenmem.storage.lock.index_lock`; the no-op check needs no lock.
     ``embedder``: instead of the ``embedder`` setting's (``Memory(embedder=...)``).
     ``delta``: the :func:`~wrenmem.index.state.stat_delta` the caller just took for these
-    ``paths`` (the daemon, which looked at the size of the change first): not taken again.
+    ``paths`` (the daemon's): not taken again.
     """
-
     if settings.is_reader:
         raise ReaderRoleError(reader_refusal(settings))
     require_knowledge_dir(settings)
@@ -217,12 +208,10 @@ def _mirror_being_written(settings: Settings) -> bool:
 def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
                 progress: Progress | None, paths: Collection[str] | None,
                 lock_timeout: float) -> SyncReport | None:
-    """The sync of a few changed files: only they are read, hashed, parsed and embedded,
-    and only their rows are read from the table; the mirror vouches for the rest (its
-    stats, the table's files and the seeds are as it recorded). None when this cannot
-    decide alone (a seed a changed question shadows, a table of another embedder): the
-    caller then takes the full snapshot; :class:`_Raced` when another writer finished
-    meanwhile (the caller looks at the files again)."""
+    """The sync of a few changed files: only they are read and embedded, only their rows
+    read from the table; the mirror vouches for the rest. None when this cannot decide
+    alone (a seed a changed question shadows, another embedder's table); :class:`_Raced`
+    when another writer finished meanwhile."""
     state = delta.state
     scope = set(delta.touched) | set(delta.gone)
     if paths is not None:
@@ -263,14 +252,14 @@ def _sync_delta(settings: Settings, embedder: Embedder, delta: StatDelta,
         embedded, commits = 0, 0
         invalidate_state(settings)
         if not plan.in_sync:
-            rowwrite.prune_due(settings, table)
+            maintenance.prune_due(settings, table)
             snap = Snapshot(pairs, read.file_hashes, {}, read.errors)
             embedded, commits = rowwrite.write_plan(table, snap, plan, indexed, embedder, progress,
                                        settings.max_embed_chars, cache)
             lance.retry_conflicts(lambda: lance.ensure_fts(table, "terms"))
             lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows,
                                   sample_rate=lance.PAIRS_IVF_SAMPLE_RATE)
-        optimized = rowwrite.maintain(settings, table, commits, embedded)
+        optimized = maintenance.maintain(settings, table, commits, embedded)
         rows = table.count_rows()
         statedir.remove_old_files(settings.state_dir)
         after = _save_delta(settings, delta, read, scope, rows, False)
@@ -440,7 +429,7 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
                 f"({REMOTE_ROUNDS} rounds); run `wrenmem sync` again")
         invalidate_state(settings)
         if round_no == 1 and not created:
-            rowwrite.prune_due(settings, table)
+            maintenance.prune_due(settings, table)
         cache = EmbedCache(cache_path(settings), embedder.model_id)
         done, made = rowwrite.write_plan(table, snap, plan, indexed_scope, embedder, progress,
                             settings.max_embed_chars, cache, use_cache=not full, memo=memo,
@@ -460,7 +449,7 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     # compacted before its indexes are built, so they are built once.
     compact_first = fresh and settings.remote_index
     if compact_first:
-        optimized = rowwrite.maintain(settings, table, commits, embedded)
+        optimized = maintenance.maintain(settings, table, commits, embedded)
     # The vector index first: its build is the peak of a big first index (about 480 MB at
     # 100,000 pairs), and the full-text index's pages would add to it.
     lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows,
@@ -469,7 +458,7 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     if here is not None:
         index.record_origin(table, here)
     if not compact_first:
-        optimized = rowwrite.maintain(settings, table, commits, embedded, fresh=fresh)
+        optimized = maintenance.maintain(settings, table, commits, embedded, fresh=fresh)
     rows = table.count_rows()
     statedir.remove_old_files(settings.state_dir)
     # A scoped sync vouches for its paths only: never for a remote table's other rows.

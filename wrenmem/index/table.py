@@ -70,10 +70,8 @@ def record_origin(table: Any, origin: Origin) -> None:
 
 def index_exists(settings: Settings) -> bool:
     """Cheap: is there a pairs table on local disk? (Remote URIs are assumed to exist.)"""
-    uri = settings.index_uri
-    if "://" in uri:
-        return True
-    return os.path.isdir(os.path.join(uri, f"{TABLE}.lance"))
+    folder = lance.table_folder(settings.index_uri, TABLE)
+    return folder is None or os.path.isdir(folder)
 
 
 def open_table(db: Any) -> Any | None:

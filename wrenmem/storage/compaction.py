@@ -32,7 +32,7 @@ def maintain(table: Any, counter: Path, commits: int, rows_written: int, *,
     idle time (:func:`run_due_maintenance`). Never fails the write it follows."""
     if not commits:
         return False
-    held = _maint_record(counter)
+    held = maintenance_record(counter)
     count = 0 if fresh else held["commits"] + commits
     done = False
     if held.get("started") is not None and not defer:  # a watcher's run was killed
@@ -80,7 +80,7 @@ def maintenance_due(counter: Path, now: float | None = None) -> bool:
     """Whether ``counter`` says there is housekeeping to do: a compaction recorded as due
     by a deferred write, the files of a run that was killed, or a prune whose grace
     period is over. Reads the record only (no LanceDB)."""
-    held = _maint_record(counter)
+    held = maintenance_record(counter)
     prune = held.get("prune_after")
     return bool(held.get("due") or held.get("started") is not None
                 or (isinstance(prune, float) and (now or time.time()) >= prune))
@@ -92,7 +92,7 @@ def run_due_maintenance(table: Any, counter: Path, *,
     else the prune. The record says ``started`` while it runs, so the next run notices a
     kill and deletes its files (:func:`compact`); ``started`` is called once it says so.
     Returns ``"compacted"``, ``"pruned"`` or ``""``."""
-    held = _maint_record(counter)
+    held = maintenance_record(counter)
     if held.get("started") is not None:  # a run was killed: its files are left over
         held["leftovers"] = held["due"] = True
     held["started"] = time.time()
@@ -107,7 +107,7 @@ def run_due_maintenance(table: Any, counter: Path, *,
     write_marshal(counter, held)
     if prune_due(table, counter):
         return "pruned"
-    held = _maint_record(counter)
+    held = maintenance_record(counter)
     if held.pop("prune_after", None) is not None:  # written since: the next compaction
         write_marshal(counter, held)                 # prunes it; not asked again until then
     return ""
@@ -147,7 +147,7 @@ def cleanup_age(table: Any, *, superseding: bool, margin: timedelta = PRUNE_MARG
 def prune_due(table: Any, counter: Path, now: float | None = None) -> bool:
     """Prune what the last compaction superseded, once CLEANUP_AFTER has passed, while the
     table is as it left it (one fragment: ``optimize`` rewrites nothing). True when pruned."""
-    held = _maint_record(counter)
+    held = maintenance_record(counter)
     due = held.get("prune_after")
     if not isinstance(due, float) or (now or time.time()) < due:
         return False
@@ -172,12 +172,8 @@ def _one_fragment(table: Any) -> bool:
 
 
 def maintenance_record(counter: Path) -> dict[str, Any]:
-    """The record :func:`maintain` keeps in ``counter`` (see :func:`_maint_record`)."""
-    return _maint_record(counter)
-
-
-def _maint_record(counter: Path) -> dict[str, Any]:
-    """``{"commits": n, "prune_after": unix time}`` from ``counter`` (once a bare count)."""
+    """The record :func:`maintain` keeps in ``counter``: ``{"commits": n, "prune_after":
+    unix time, "due"...}`` (once a bare count)."""
     stored = read_marshal(counter)
     if isinstance(stored, int):
         return {"commits": stored}

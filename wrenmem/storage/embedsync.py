@@ -131,14 +131,16 @@ def plan(wanted: Mapping[str, tuple[str, str]], held: Held, model_id: str) -> Pl
     return Plan(todo, removed, rebuild, reuse)
 
 
-def stored(table: Any, keys: Iterable[str], column: str = "id") -> dict[str, Any]:
-    """The vectors the table holds for these values of ``column`` (one per value)."""
+def stored(table: Any, keys: Iterable[str], column: str = "id",
+           whole_past: int | None = STORED_BY_ID_MAX) -> dict[str, Any]:
+    """The vectors the table holds for these values of ``column`` (one per value), read
+    with ``IN`` filters, or in one read of the table past ``whole_past`` values."""
     wanted = sorted(set(keys))
     if table is None or not wanted:
         return {}
     query = table.search().select([column, "vector"]).limit(None)
     parts = ([query.where(lance.in_filter(column, chunk)) for chunk in lance.chunked(wanted)]
-             if len(wanted) <= STORED_BY_ID_MAX else [query])
+             if whole_past is None or len(wanted) <= whole_past else [query])
     found: dict[str, Any] = {}
     keep = set(wanted)
     for part in parts:

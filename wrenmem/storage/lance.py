@@ -398,7 +398,12 @@ def ensure_fts(table: Any, column: str) -> None:
 
 
 def has_index(table: Any, column: str) -> bool:
-    return any(column in list(getattr(i, "columns", [])) for i in table.list_indices())
+    return _index_on(table, column) is not None
+
+
+def _index_on(table: Any, column: str) -> Any:
+    return next((i for i in table.list_indices() if column in list(getattr(i, "columns", []))),
+                None)
 
 
 def ensure_vector_index(table: Any, column: str = "vector", min_rows: int = ANN_MIN_ROWS,
@@ -444,12 +449,11 @@ def ensure_vector_index(table: Any, column: str = "vector", min_rows: int = ANN_
 
 def vector_index_kind(table: Any, column: str = "vector") -> str | None:
     """``IVF_FLAT``, ``IVF_PQ``... of the vector index on ``column``, or None without one."""
-    for config in table.list_indices():
-        if column in list(getattr(config, "columns", [])):
-            name = str(getattr(config, "index_type", "")).upper()
-            return {"IVFFLAT": "IVF_FLAT", "IVFPQ": "IVF_PQ"}.get(name.replace("_", ""),
-                                                                  name)
-    return None
+    config = _index_on(table, column)
+    if config is None:
+        return None
+    name = str(getattr(config, "index_type", "")).upper()
+    return {"IVFFLAT": "IVF_FLAT", "IVFPQ": "IVF_PQ"}.get(name.replace("_", ""), name)
 
 
 # table -> (when looked up, monotonic; its vector index kind): one lookup per table per

@@ -49,10 +49,7 @@ def is_locked(path: Path, *, exclusive: bool = True) -> bool:
 
 def _rlock_for(path: str) -> threading.RLock:
     with _guard:
-        lock = _thread_locks.get(path)
-        if lock is None:
-            lock = _thread_locks[path] = threading.RLock()
-        return lock
+        return _thread_locks.setdefault(path, threading.RLock())
 
 
 @contextmanager
@@ -87,7 +84,6 @@ def index_lock(settings: Settings, timeout: float = DEFAULT_TIMEOUT) -> Iterator
 
 
 def _acquire_flock(path: Path, deadline: float, timeout: float) -> int:
-
     try:
         statedir.ensure_parent(path)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)

@@ -218,10 +218,7 @@ class RecallCopy:
 
         if self.hashes is None or index.table_model_id(table) != self.model_id:
             return None
-        data = table.search().select(["id", "content_hash"]).limit(None).to_arrow()
-        wanted = Counter(zip(data.column("id").to_pylist(),
-                             [h or "" for h in data.column("content_hash").to_pylist()],
-                             strict=True))
+        wanted = Counter((i, h) for i, hs in index.read_ids(table).items() for h in hs)
         at_id = POSITION["id"]
         live = (np.ones(len(self.rows), dtype=bool) if self.live is None
                 else self.live.copy())

@@ -75,6 +75,17 @@ def quantize(matrix: Any) -> tuple[Any, Any, Any]:
     return ints, scale, error.astype(np.float32)
 
 
+def _int8_query(vector: Any) -> tuple[float, Any, float]:
+    """(scale, int8 coordinates, the length of the rounding error) of a question."""
+    import numpy as np
+
+    wide = np.asarray(vector, dtype=np.float64)
+    peak = float(np.abs(wide).max())
+    scale = peak / 127.0 if peak > 0 else 1.0
+    ints = np.rint(wide / scale).clip(-127, 127)
+    return scale, ints.astype(np.int8), float(np.linalg.norm(wide - ints * scale))
+
+
 def _gamma(terms: int) -> float:
     """The most a float32 sum of ``terms`` products can be off, relative to the sum of their
     magnitudes (Higham's gamma_n, whatever the order of summation)."""
@@ -174,11 +185,8 @@ class PrefixCodes:
         z_norm = float(np.linalg.norm(z))
         z_rest = math.sqrt(max(0.0, float(wide @ wide) - z_norm * z_norm
                                + self.skew * z_norm * z_norm + 1e-12))
-        peak = float(np.abs(z).max())
-        q_scale = peak / 127.0 if peak > 0 else 1.0
-        q_ints = np.rint(z / q_scale).clip(-127, 127)
-        q_error = float(np.linalg.norm(z - q_ints * q_scale))
-        dots = np.asarray(_simsimd().cdist(self.ints, q_ints.astype(np.int8)[None, :],
+        q_scale, q_ints, q_error = _int8_query(z)
+        dots = np.asarray(_simsimd().cdist(self.ints, q_ints[None, :],
                                            metric="dot", dtype="int8", threads=1)).reshape(-1)
         # the int8 rounding of both sides, the float32 rotation of the row, the rest
         # beyond the prefix (and the columns' distance from orthonormal)
@@ -308,10 +316,7 @@ class VectorScan:
         import numpy as np
 
         ints, scale, error = quantized
-        peak = float(np.abs(query).max())
-        q_scale = peak / 127.0 if peak > 0 else 1.0
-        q_ints = np.rint(query / q_scale).clip(-127, 127).astype(np.int8)
-        q_error = float(np.linalg.norm(query - q_ints.astype(np.float32) * q_scale))
+        q_scale, q_ints, q_error = _int8_query(query)
         dots = np.asarray(_simsimd().cdist(ints, q_ints[None, :], metric="dot",
                                            dtype="int8", threads=1)).reshape(-1)
         approx = dots * (scale * q_scale)
