@@ -323,12 +323,12 @@ def test_a_compaction_after_a_sync_keeps_the_copy_and_the_state_current(
         with later.collect() as files:
             sync_schema(settings)
         written = searchcopy.listing(settings)
-        assert files and compaction._maint_record(counter)["commits"] == compaction.COMPACT_EVERY - 1  # not yet
+        assert files and compaction.maintenance_record(counter)["commits"] == compaction.COMPACT_EVERY - 1  # not yet
         later._run(files)
         assert searchcopy.listing(settings) != written  # the compaction rewrote its files
     else:
         sync_schema(settings)
-    assert compaction._maint_record(counter)["commits"] == 0  # compacted
+    assert compaction.maintenance_record(counter)["commits"] == 0  # compacted
     after = searchcopy.listing(settings)
     assert schema_index.is_fresh(settings, path, embedder.model_id)  # its state: these files
     searchcopy._recent.clear()  # the saved copy is of these files, checked by a sync

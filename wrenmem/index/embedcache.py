@@ -160,9 +160,8 @@ def _stat_key(path: Path) -> tuple[int, int, int] | None:
 
 def _write_keys(path: Path, entries: Mapping[tuple[str, str], bytes],
                 key: tuple[int, int, int] | None = None) -> None:
-    """The keys file of the cache file at ``path`` whose stat is ``key`` (by default: as it
-    is now, just written) and which holds ``entries`` (a failure only costs reads of the
-    cache)."""
+    """Write the keys file of the cache file at ``path`` (of stat ``key``, by default as it
+    is now) holding ``entries``; unwritable, the cache is read whole, as without keys."""
     key = key or _stat_key(path)
     if key is None:
         return
@@ -171,14 +170,12 @@ def _write_keys(path: Path, entries: Mapping[tuple[str, str], bytes],
         if not (isinstance(text, str) and _HEX_KEY.fullmatch(text)):
             continue  # not a text's SHA-256 (another writer's entry): no text looks it up
         models.setdefault(model_id, []).append(_short(text))
-    # (write_marshal logs and returns False where it cannot write: a full disk, a read-only
-    # checkout; the cache is then read whole, as without keys)
     write_marshal(keys_path(path), {"version": KEYS_VERSION, "cache": key, "models": models})
 
 
 def _held_keys(path: Path, model_id: str) -> set[int] | None:
-    """The short keys of ``model_id``'s entries in the cache file now at ``path``, from its
-    keys file; None when there is no usable keys file for exactly that file."""
+    """The short keys of ``model_id``'s entries in the cache file now at ``path``; None
+    without a keys file of exactly that file."""
     key = _stat_key(path)
     if key is None:
         return None
@@ -194,8 +191,7 @@ def _held_keys(path: Path, model_id: str) -> set[int] | None:
 
 
 def _keys_of(path: Path, key: tuple[int, int, int]) -> dict[str, Any] | None:
-    """The keys file of the cache file at ``path`` when it describes that file as its stat
-    ``key`` is now; None for none, another version's or another file's."""
+    """The keys file of the cache file at ``path`` if it describes the file of stat ``key``."""
     data = read_marshal(keys_path(path))
     if isinstance(data, dict) and data.get("version") == KEYS_VERSION and (
             data.get("cache") == key):

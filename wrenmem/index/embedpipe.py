@@ -84,15 +84,12 @@ class EmbedPipe:
         self._position = {t: n for n, t in enumerate(self.texts)}
         data = marshal.dumps(self.texts)
         try:
-            _send(self._told_fd(), len(data).to_bytes(8, "little") + data)
+            if self._told is None:
+                raise OSError("already started")
+            _send(self._told, len(data).to_bytes(8, "little") + data)
         except OSError as e:  # the child is gone: the texts are embedded here
             self._finish(f"cannot reach the embedding process: {e}")
         self._close_told()
-
-    def _told_fd(self) -> int:
-        if self._told is None:
-            raise OSError("already started")
-        return self._told
 
     def _close_told(self) -> None:
         if self._told is not None:

@@ -47,11 +47,6 @@ def is_locked(path: Path, *, exclusive: bool = True) -> bool:
     return False
 
 
-def _rlock_for(path: str) -> threading.RLock:
-    with _guard:
-        return _thread_locks.setdefault(path, threading.RLock())
-
-
 @contextmanager
 def index_lock(settings: Settings, timeout: float = DEFAULT_TIMEOUT) -> Iterator[None]:
     """Hold the project's index lock for the ``with`` block (LockTimeoutError after
@@ -59,7 +54,8 @@ def index_lock(settings: Settings, timeout: float = DEFAULT_TIMEOUT) -> Iterator
     path = lock_path(settings)
     key = str(path)
     deadline = time.monotonic() + max(timeout, 0.0)
-    rlock = _rlock_for(key)
+    with _guard:
+        rlock = _thread_locks.setdefault(key, threading.RLock())
     if not rlock.acquire(timeout=max(timeout, 0.0)):
         raise LockTimeoutError(f"another thread held the index lock {path} for {timeout:g}s")
     depth: dict[str, int] = getattr(_held, "depth", None) or {}

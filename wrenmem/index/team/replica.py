@@ -102,7 +102,8 @@ def refresh(settings: Settings, name: str = index.TABLE, *, max_age: float | Non
     ``error``); without one the error is raised."""
     max_age = settings.refresh_seconds if max_age is None else max_age
     cached = cached_info(settings, name)
-    have_copy = cached is not None and _local_present(settings, name, cached)
+    folder = Path(replica_uri(settings)) / f"{name}.lance"  # (version None: nothing held)
+    have_copy = cached is not None and (cached.version is None or folder.is_dir())
     if cached is not None and have_copy and time.time() - cached.checked_at < max_age:
         return cached
     failed = _unreachable.get((settings.index_uri, name))
@@ -137,12 +138,6 @@ def _check_remote(settings: Settings, name: str, cached: ReplicaInfo | None) -> 
             return ReplicaInfo(name, version, time.time(), origin=cached.origin)
         with index_lock(settings, timeout=LOCK_TIMEOUT):
             return _copy(settings, name, remote, version)
-
-
-def _local_present(settings: Settings, name: str, info: ReplicaInfo) -> bool:
-    if info.version is None:
-        return True  # nothing to hold
-    return (Path(replica_uri(settings)) / f"{name}.lance").is_dir()
 
 
 def _keys(table: Any, hash_column: str) -> dict[str, str]:
