@@ -470,6 +470,24 @@ def test_a_recall_no_watcher_answers_starts_one_and_the_next_is_answered_warm(
     assert json.loads(again.stdout) == json.loads(first.stdout) == json.loads(running.stdout)
 
 
+def test_a_fetch_no_watcher_answers_starts_one_and_the_next_is_answered_warm(
+        watched: Path) -> None:
+    """A one-shot ``fetch`` in search mode starts the watcher on demand as recall does
+    (there is no saved copy of the schema search for a new process: issue 42); the next
+    fetch is the daemon's, with the same answer."""
+    root = watched
+    question = ["fetch", "-q", "revenue per month", "--threshold", "0", "--json"]
+    first = run_wrenmem(question, root, env={"WRENMEM_DAEMON": "on-demand"})
+    assert first.returncode == 0, first.stderr
+    wait_until(lambda: (ping(root) or {}).get("warm") is True, timeout=40,
+               what="the watcher the fetch started")
+    before = (ping(root) or {})["requests"]
+    again = run_wrenmem(question, root, env={"WRENMEM_DAEMON": "on-demand"})
+    assert again.returncode == 0, again.stderr
+    assert (ping(root) or {})["requests"] > before  # the daemon answered it
+    assert json.loads(again.stdout)["results"] == json.loads(first.stdout)["results"]
+
+
 def test_a_watcher_started_on_demand_stops_when_no_request_comes(watched: Path) -> None:
     """A watcher a recall started stops by itself after its idle time without a request
     (pings do not count), where ``wrenmem watch --detach`` runs until stopped: a one-shot

@@ -25,7 +25,7 @@ from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
 from wrenmem.fs.fsutil import atomic_write_text, is_racy, stat_key
 from wrenmem.schema import items as item_format
-from wrenmem.schema import later, searchcopy
+from wrenmem.schema import later
 from wrenmem.schema.cache import no_cyclic_gc, prepare
 from wrenmem.schema.items import SchemaItem, schema_items
 from wrenmem.schema.manifest import Manifest
@@ -39,10 +39,6 @@ STATE_FILE = statedir.SCHEMA_STATE
 STATE_VERSION = 1
 EMBED_BATCH = 256
 WRITE_CHUNK = 16384  # items embedded per commit of a large sync (56,000 items: 4 commits)
-# Changed items (and characters of their texts) up to which a sync reads what the table
-# holds from the search copy instead of reading the table's rows (_known_changes).
-KNOWN_MAX = 500
-KNOWN_TEXT_CHARS = 200_000
 
 
 class SchemaIndexMissing(WrenmemError):
@@ -219,14 +215,8 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
            progress: Callable[[int, int], None] | None) -> tuple[int, int, int, bool]:
     """Embed and write what changed (:mod:`wrenmem.storage.embedsync`): returns
     (embedded, deleted, written, rebuilt)."""
-    before = searchcopy.listing(settings)  # under the index lock: no write since
     db = connect(settings)
-    table, problems = lance.probe_table(db, TABLE)
-    if table is not None and not problems:
-        known = _known_changes(settings, table, items, embedder, before)
-        if known is not None:
-            return _write_changes(settings, db, table, embedder, progress, before, *known)
-    held = embedsync.read(db, TABLE, "item_hash", (table, problems))
+    held = embedsync.read(db, TABLE, "item_hash")
     if held.problems:  # damaged: drop it (from disk if LanceDB cannot) and build it again
         log.warning("the schema index is damaged (%s); rebuilding it", "; ".join(held.problems))
         lance.drop_table(db, TABLE, settings.index_uri)
@@ -254,52 +244,19 @@ def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
     # whose id changed, text equal) keeps the stored vector, and equal texts are embedded
     # once (every regional copy of a column, every shared audit column).
     kept = embedsync.kept_vectors(held.table, plan.reuse) if plan.reuse else {}
-    return _write_changes(settings, db, held.table, embedder, progress, before,
+    return _write_changes(settings, db, held.table, embedder, progress,
                           [current[i] for i in plan.todo], plan.removed, kept, plan.rebuild)
 
 
-def _known_changes(settings: Settings, table: Any, items: Sequence[SchemaItem],
-                   embedder: Embedder, before: lance.Listing | None
-                   ) -> tuple[list[SchemaItem], list[str], dict[str, Any], bool] | None:
-    """(items to write, ids to delete, stored vectors to keep by item id, False) read from
-    the search copy instead of the table's 56,000 rows, when the copy is of the table's
-    current files and a sync checked its texts (:attr:`SchemaCopy.texts_version`), and few
-    items changed; else None (the table is compared). The same answer as the comparison: a
-    row of the copy is the table's row, and a row with the item's hash holds its text."""
-    copy = searchcopy.load(settings, embedder.model_id, before) if before else None
-    if copy is None or copy.texts_version != item_format.ITEMS_VERSION:
-        return None
-    hashes = copy.hashes()
-    todo = [item for item in items if hashes.get(item.id) != item.item_hash]
-    texts = list(dict.fromkeys(item.vector_text for item in todo))
-    if len(todo) > KNOWN_MAX or sum(map(len, texts)) > KNOWN_TEXT_CHARS:
-        return None
-    removed = sorted(set(hashes) - {item.id for item in items})
-    by_text = _stored_by_text(table, texts) if texts else {}
-    kept = {item.id: by_text[item.vector_text] for item in todo if item.vector_text in by_text}
-    return todo, removed, kept, False
-
-
-def _stored_by_text(table: Any, texts: Sequence[str]) -> dict[str, Any]:
-    """The stored vector of each of ``texts`` some row embedded (of several rows, the last
-    in the table's order, as the comparison of every row picks it)."""
-    data = table.search().where(lance.in_filter("text", texts)).select(
-        ["text", "vector"]).limit(None).to_arrow()
-    vectors = data["vector"].to_numpy(zero_copy_only=False)
-    return dict(zip(data["text"].to_pylist(), vectors, strict=True))
-
-
 def _write_changes(settings: Settings, db: Any, table: Any, embedder: Embedder,
-                   progress: Callable[[int, int], None] | None,
-                   before: lance.Listing | None, todo: list[SchemaItem], removed: list[str],
-                   kept: dict[str, Any], rebuild: bool) -> tuple[int, int, int, bool]:
+                   progress: Callable[[int, int], None] | None, todo: list[SchemaItem],
+                   removed: list[str], kept: dict[str, Any], rebuild: bool
+                   ) -> tuple[int, int, int, bool]:
     """Embed what ``kept`` (stored vectors by item id) does not hold, write ``todo``, delete
-    ``removed``, then index, compact and save the search copy as due."""
+    ``removed``, then index and compact as due."""
     if not todo and not removed and not rebuild:
         return 0, 0, 0, False
     vectors_by_text: dict[str, Any] = {}
-    written: list[tuple[str, str, str, str, str]] = []  # for the search copy
-    written_vectors: list[Any] = []
     pending = len({i.vector_text for i in todo if i.id not in kept})
     embedded = 0
     chunks = [todo[i:i + WRITE_CHUNK] for i in range(0, len(todo), WRITE_CHUNK)]
@@ -315,8 +272,6 @@ def _write_changes(settings: Settings, db: Any, table: Any, embedder: Embedder,
         vectors = [kept[i.id] if i.id in kept else vectors_by_text[i.vector_text]
                    for i in chunk]
         rows = _arrow_rows(chunk, vectors, embedder.model_id)
-        written += [(i.id, i.item_hash, i.type, i.model, i.related) for i in chunk]
-        written_vectors += vectors
         if rebuild and n == 0:
             table = db.create_table(TABLE, rows, mode="overwrite")
             forget_handles()
@@ -330,60 +285,30 @@ def _write_changes(settings: Settings, db: Any, table: Any, embedder: Embedder,
         lance.upsert(table, "id", None, removed)
     if table is not None:
         lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows)  # once, at the end
-        _save_copy(settings, table, embedder.model_id, None if rebuild else before,
-                   written, written_vectors, removed)
     if not rebuild and table is not None:  # after the index is up to date (later.py)
-        later.write(partial(_maintain, settings, embedder.model_id, max(len(chunks), 1),
-                            embedded))
+        later.write(partial(_maintain, settings, max(len(chunks), 1), embedded))
     return embedded, len(removed), len(todo), rebuild
 
 
-def _maintain(settings: Settings, model_id: str, commits: int, rows: int) -> None:
+def _maintain(settings: Settings, commits: int, rows: int) -> None:
     """Count the commits and compact the table when due
     (:func:`wrenmem.storage.compaction.maintain`), under the index lock. A compaction rewrites
-    the table's files but not its rows: the
-    search copy and the state of the files before it are saved again for the files after
-    it (a sync writes the state after this, unless this was queued by :mod:`later`)."""
+    the table's files but not its rows: a state naming the files before it is saved again
+    for the files after it (a sync writes the state after this, unless :mod:`later` queued
+    this)."""
     with index_lock(settings):
-        files = searchcopy.listing(settings)
+        files = _disk(settings)
         table = open_table(connect(settings))
         if table is None or not compaction.maintain(
                 table, settings.state_dir / statedir.SCHEMA_MAINT, commits, rows):
             return
-        copy = searchcopy.load(settings, model_id, files) if files else None
-        if copy is not None:
-            searchcopy.save(settings, copy, searchcopy.listing(settings))
         state = read_state(settings)
-        if files and state.get("disk") == {k: list(v) for k, v in files.items()}:
+        if files and state.get("disk") == files:
             state["disk"] = _disk(settings)
             try:
                 atomic_write_text(state_path(settings), json.dumps(state))
             except OSError as e:
                 log.debug("cannot write %s: %s", state_path(settings), e)
-
-
-def _save_copy(settings: Settings, table: Any, model_id: str,
-               before: lance.Listing | None, written: list[tuple[str, str, str, str, str]],
-               vectors: list[Any], removed: Sequence[str]) -> None:
-    """Save the search copy of the table just written: the copy of its files ``before``
-    the write (None: a new table) with the rows written and removed, else read whole."""
-    if settings.remote_index:
-        return
-    try:
-        previous = searchcopy.load(settings, model_id, before) if before else None
-        if before is None:  # a new table holds exactly the rows written
-            copy = searchcopy.SchemaCopy.build(model_id, written, vectors)
-        elif previous is not None:
-            copy = previous.updated(written, vectors, removed)
-        else:
-            copy = searchcopy.SchemaCopy.from_table(table, model_id)
-        # This sync compared every row with the items (or read the changes from a copy
-        # that one had checked): every row holds its item's text.
-        copy.texts_version = item_format.ITEMS_VERSION
-        searchcopy.save(settings, copy, searchcopy.listing(settings))
-    except Exception as e:  # the copy is an optimisation: search works without it
-        log.debug("schema search copy not written: %s", e)
-        searchcopy.discard(settings)
 
 
 def _arrow_rows(items: Sequence[SchemaItem], vectors: Any, embedder_id: str) -> Any:
@@ -439,22 +364,10 @@ def vector_search(settings: Settings, question: str, *, embedder: Embedder, limi
     """(item id, item hash, cosine similarity) of the nearest rows, best first; ``uri``
     names another copy of the index to search (a remote index's local read copy)."""
     key = uri or settings.index_uri
-    local = key == settings.index_uri and not settings.remote_index
-    # The table's files, listed before it is opened: while they are those the search copy
-    # was made from, the copy answers (no LanceDB import); else it is made from the table.
-    files = searchcopy.listing(settings) if local else None
-    copy = searchcopy.load(settings, embedder.model_id, files)
-    table = None
-    if copy is None:
-        table = _search_table(settings, key)
-        if table is None:
-            raise SchemaIndexMissing("the schema index has no table; a sync builds it")
-        if files:
-            copy = _copy_of(settings, table, embedder.model_id, files)
+    table = _search_table(settings, key)
+    if table is None:
+        raise SchemaIndexMissing("the schema index has no table; a sync builds it")
     vector = embedder.embed([question[:settings.max_embed_chars]])[0]
-    if copy is not None:
-        return copy.search(vector, limit, types, model)
-    assert table is not None
     where = []
     if types:
         where.append(lance.in_filter("type", list(types)))
@@ -471,19 +384,7 @@ def vector_search(settings: Settings, question: str, *, embedder: Embedder, limi
         raise SchemaIndexMissing(f"the schema index cannot be read: {lance.short_error(e)}"
                                  ) from e
     found = [(r["id"], r["item_hash"], 1.0 - float(r["_distance"])) for r in rows]
-    return sorted(found, key=lambda r: (-r[2], r[0]))  # equal scores by id, as the copy
-
-
-def _copy_of(settings: Settings, table: Any, model_id: str, files: lance.Listing
-             ) -> searchcopy.SchemaCopy | None:
-    """The search copy read from ``table``, whose files were ``files`` before it was
-    opened, saved for the next process; None when it cannot be made."""
-    try:
-        copy = searchcopy.SchemaCopy.from_table(table, model_id)
-    except Exception as e:  # damaged: the search itself says so
-        log.debug("schema search copy not made: %s", e)
-        return None
-    return copy if searchcopy.save(settings, copy, files) else None
+    return sorted(found, key=lambda r: (-r[2], r[0]))  # equal scores by id
 
 
 @dataclass(frozen=True)
@@ -530,7 +431,6 @@ def reset_schema(settings: Settings) -> bool:
     with index_lock(settings):
         state_path(settings).unlink(missing_ok=True)
         (settings.state_dir / statedir.SCHEMA_MAINT).unlink(missing_ok=True)
-        searchcopy.discard(settings)
         forget_handles()
         if not _table_present(settings):
             return False
