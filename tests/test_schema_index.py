@@ -143,8 +143,8 @@ def test_vector_search_filters(settings: Settings) -> None:
 
 def test_killed_first_index_keeps_finished_chunks(settings: Settings,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(schema_index, "WRITE_CHUNK", 10)
-    monkeypatch.setattr(schema_index, "EMBED_BATCH", 5)
+    monkeypatch.setattr(schema_index.embedsync, "WRITE_CHUNK", 10)
+    monkeypatch.setattr(schema_index.embedsync, "EMBED_BATCH", 5)
     with pytest.raises(RuntimeError):
         sync_schema(settings, embedder=RecordingEmbedder(fail_after=25))
     assert len(rows(settings)) == 20
@@ -221,7 +221,7 @@ def test_first_index_appends_its_later_chunks(settings: Settings,
     def no_merge(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("a table this sync created has no rows to merge with")
 
-    monkeypatch.setattr(schema_index, "WRITE_CHUNK", 10)
+    monkeypatch.setattr(schema_index.embedsync, "WRITE_CHUNK", 10)
     monkeypatch.setattr(lance, "upsert", no_merge)
     fake = RecordingEmbedder()
     report = sync_schema(settings, embedder=fake)

@@ -10,7 +10,6 @@ no model.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -23,7 +22,7 @@ from typing import Any
 from wrenmem.embed.embedders import Embedder, get_embedder
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
-from wrenmem.fs.fsutil import atomic_write_text, is_racy, stat_key
+from wrenmem.fs.fsutil import is_racy, stat_key
 from wrenmem.schema import items as item_format
 from wrenmem.schema import later
 from wrenmem.schema.cache import no_cyclic_gc, prepare
@@ -37,8 +36,6 @@ log = logging.getLogger(__name__)
 TABLE = "schema_items"
 STATE_FILE = statedir.SCHEMA_STATE
 STATE_VERSION = 1
-EMBED_BATCH = 256
-WRITE_CHUNK = 16384  # items embedded per commit of a large sync (56,000 items: 4 commits)
 
 
 class SchemaIndexMissing(WrenmemError):
@@ -85,21 +82,12 @@ def _stat_key(path: Path) -> list[int] | None:
 
 
 def read_state(settings: Settings) -> dict[str, Any]:
-    try:
-        data = json.loads(state_path(settings).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
-        return {}
+    data = embedsync.read_state(state_path(settings), STATE_VERSION)
     return data if data.get("items_version") == item_format.ITEMS_VERSION else {}
 
 
 def _table_present(settings: Settings) -> bool:
-    """For a local index, whether the table folder exists (a deleted index is not fresh)."""
-    uri = settings.index_uri
-    if "://" in uri:
-        return True
-    return (Path(uri) / f"{TABLE}.lance").is_dir()
+    return embedsync.table_present(settings.index_uri, TABLE)
 
 
 def is_fresh(settings: Settings, manifest_path: Path, embedder_id: str,
@@ -181,14 +169,11 @@ def sync_items(settings: Settings, path: Path, fingerprint: str,
 
 def _write_state(settings: Settings, path: Path, fingerprint: str, embedder_id: str,
                  items: int, stat_key: list[int] | None) -> None:
-    state = {"version": STATE_VERSION, "items_version": item_format.ITEMS_VERSION,
-             "manifest": str(path), "stat": stat_key,
-             "fingerprint": fingerprint, "embedder": embedder_id,
-             "index": settings.index_uri, "items": items, "disk": _disk(settings)}
-    try:
-        atomic_write_text(state_path(settings), json.dumps(state))
-    except OSError as e:
-        log.debug("cannot write %s: %s", state_path(settings), e)
+    embedsync.write_state(state_path(settings), {
+        "version": STATE_VERSION, "items_version": item_format.ITEMS_VERSION,
+        "manifest": str(path), "stat": stat_key, "fingerprint": fingerprint,
+        "embedder": embedder_id, "index": settings.index_uri, "items": items,
+        "disk": _disk(settings)})
 
 
 def _disk(settings: Settings) -> dict[str, list[int]] | None:
@@ -213,81 +198,25 @@ def open_table(db: Any) -> Any | None:
 
 def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
            progress: Callable[[int, int], None] | None) -> tuple[int, int, int, bool]:
-    """Embed and write what changed (:mod:`wrenmem.storage.embedsync`): returns
-    (embedded, deleted, written, rebuilt)."""
-    db = connect(settings)
-    held = embedsync.read(db, TABLE, "item_hash")
-    if held.problems:  # damaged: drop it (from disk if LanceDB cannot) and build it again
-        log.warning("the schema index is damaged (%s); rebuilding it", "; ".join(held.problems))
-        lance.drop_table(db, TABLE, settings.index_uri)
+    """Embed and write what changed (:func:`wrenmem.storage.embedsync.apply`): returns
+    (embedded, deleted, written, rebuilt). A row is current when its hash and its embedded
+    text are its item's; the vector depends on the text only, so an item whose other fields
+    changed keeps the stored vector, and equal texts (every regional copy of a column,
+    every shared audit column) are embedded once."""
+    by_id = {item.id: item for item in items}
+    done = embedsync.apply(
+        connect(settings), TABLE, "item_hash",
+        {i.id: (i.item_hash, i.vector_text) for i in items}, embedder,
+        lambda ids: _columns([by_id[i] for i in ids], embedder.model_id),
+        uri=settings.index_uri, what="schema index", max_chars=settings.max_embed_chars,
+        progress=progress)
+    if done.rebuilt or done.table is None:
         forget_handles()
-        held.table = None
-    current = {item.id: item for item in items}
-    # A row is current when its hash and its embedded text are this item's (an index made
-    # when columns embedded their model's name has other texts under the same hashes).
-    plan = embedsync.plan({i.id: (i.item_hash, i.vector_text) for i in items}, held,
-                          embedder.model_id)
-    if held.table is not None and plan.rebuild:
-        log.warning("schema index was built with another embedder; rebuilding it")
-    if plan.empty:
-        return 0, 0, 0, False
-    if plan.rebuild and not plan.todo:  # a manifest without items: no table
-        if held.table is not None:
-            lance.drop_table(db, TABLE, settings.index_uri)
-            forget_handles()
-        return 0, len(plan.removed), 0, True
-    # Large first indexes are written in chunks, so a killed sync keeps what it embedded
-    # (the next one skips those rows by hash) and memory stays bounded. A normal
-    # incremental sync is one chunk: one commit with its deletions. A table this sync
-    # creates gets its later chunks appended (no id can be there yet: no merge join).
-    # The vector depends on the embedded text only: an item whose other fields changed (or
-    # whose id changed, text equal) keeps the stored vector, and equal texts are embedded
-    # once (every regional copy of a column, every shared audit column).
-    kept = embedsync.kept_vectors(held.table, plan.reuse) if plan.reuse else {}
-    return _write_changes(settings, db, held.table, embedder, progress,
-                          [current[i] for i in plan.todo], plan.removed, kept, plan.rebuild)
-
-
-def _write_changes(settings: Settings, db: Any, table: Any, embedder: Embedder,
-                   progress: Callable[[int, int], None] | None, todo: list[SchemaItem],
-                   removed: list[str], kept: dict[str, Any], rebuild: bool
-                   ) -> tuple[int, int, int, bool]:
-    """Embed what ``kept`` (stored vectors by item id) does not hold, write ``todo``, delete
-    ``removed``, then index and compact as due."""
-    if not todo and not removed and not rebuild:
-        return 0, 0, 0, False
-    vectors_by_text: dict[str, Any] = {}
-    pending = len({i.vector_text for i in todo if i.id not in kept})
-    embedded = 0
-    chunks = [todo[i:i + WRITE_CHUNK] for i in range(0, len(todo), WRITE_CHUNK)]
-    for n, chunk in enumerate(chunks):
-        texts = list(dict.fromkeys(i.vector_text for i in chunk
-                                   if i.id not in kept
-                                   and i.vector_text not in vectors_by_text))
-        if texts:
-            vectors_by_text.update(embedsync.vectors(
-                embedder, texts, max_chars=settings.max_embed_chars, progress=progress,
-                offset=embedded, total=pending, batch=EMBED_BATCH))
-        embedded += len(texts)
-        vectors = [kept[i.id] if i.id in kept else vectors_by_text[i.vector_text]
-                   for i in chunk]
-        rows = _arrow_rows(chunk, vectors, embedder.model_id)
-        if rebuild and n == 0:
-            table = db.create_table(TABLE, rows, mode="overwrite")
-            forget_handles()
-            continue
-        assert table is not None  # created above, or opened when not rebuilding
-        if rebuild:
-            lance.retry_conflicts(partial(table.add, rows))
-        else:
-            lance.upsert(table, "id", rows, removed if n == len(chunks) - 1 else ())
-    if not chunks and removed and table is not None:
-        lance.upsert(table, "id", None, removed)
-    if table is not None:
-        lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows)  # once, at the end
-    if not rebuild and table is not None:  # after the index is up to date (later.py)
-        later.write(partial(_maintain, settings, max(len(chunks), 1), embedded))
-    return embedded, len(removed), len(todo), rebuild
+    if done.table is not None and (done.written or done.deleted):
+        lance.ensure_vector_index(done.table, pq_rows=settings.ivf_pq_rows)  # once, at the end
+        if not done.rebuilt:  # after the index is up to date (later.py)
+            later.write(partial(_maintain, settings, done.commits, done.embedded))
+    return done.embedded, done.deleted, done.written, done.rebuilt
 
 
 def _maintain(settings: Settings, commits: int, rows: int) -> None:
@@ -304,31 +233,15 @@ def _maintain(settings: Settings, commits: int, rows: int) -> None:
             return
         state = read_state(settings)
         if files and state.get("disk") == files:
-            state["disk"] = _disk(settings)
-            try:
-                atomic_write_text(state_path(settings), json.dumps(state))
-            except OSError as e:
-                log.debug("cannot write %s: %s", state_path(settings), e)
+            embedsync.write_state(state_path(settings), {**state, "disk": _disk(settings)})
 
 
-def _arrow_rows(items: Sequence[SchemaItem], vectors: Any, embedder_id: str) -> Any:
-    import numpy as np
-    import pyarrow as pa
-
-    vectors = np.asarray(np.stack(vectors), dtype=np.float32)
-    dim = int(vectors.shape[1])
-    return pa.table({
-        "id": pa.array([i.id for i in items], pa.string()),
-        "item_hash": pa.array([i.item_hash for i in items], pa.string()),
-        "embedder": pa.array([embedder_id] * len(items), pa.string()),
-        "type": pa.array([i.type for i in items], pa.string()),
-        "name": pa.array([i.name for i in items], pa.string()),
-        "model": pa.array([i.model for i in items], pa.string()),
-        "related": pa.array([i.related for i in items], pa.string()),
-        "text": pa.array([i.vector_text for i in items], pa.string()),  # what was embedded
-        "vector": pa.FixedSizeListArray.from_arrays(
-            pa.array(vectors.reshape(-1), pa.float32()), dim),
-    })
+def _columns(items: Sequence[SchemaItem], embedder_id: str) -> dict[str, list[str]]:
+    return {"id": [i.id for i in items], "item_hash": [i.item_hash for i in items],
+            "embedder": [embedder_id] * len(items), "type": [i.type for i in items],
+            "name": [i.name for i in items], "model": [i.model for i in items],
+            "related": [i.related for i in items],
+            "text": [i.vector_text for i in items]}  # what was embedded
 
 
 # Open schema tables by URI. A warm process (the watcher's daemon, an agent's Memory) keeps
