@@ -21,7 +21,7 @@ _CJK = (
     "\uac00-\ud7af"  # Hangul syllables
 )
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]+", re.UNICODE)
-_CJK_RUN = re.compile(rf"[{_CJK}]")
+CJK_CHAR = re.compile(rf"[{_CJK}]")  # one Chinese, Japanese or Korean character
 
 STOPWORDS = frozenset(
     """a an the of for in on at by to from with and or is are was were be been being do does
@@ -65,7 +65,7 @@ def stem(word: str) -> str:
 def is_cjk_term(term: str) -> bool:
     """Whether a term of :func:`tokenize` comes from a Chinese, Japanese or Korean run (one
     of its characters or character pairs): a token never mixes such a run with others."""
-    return bool(_CJK_RUN.match(term))
+    return bool(CJK_CHAR.match(term))
 
 
 def tokenize(text: str, *, sql: bool = False) -> list[str]:
@@ -73,7 +73,7 @@ def tokenize(text: str, *, sql: bool = False) -> list[str]:
     text = unicodedata.normalize("NFKC", text or "").casefold()
     out: list[str] = []
     for run in _TOKEN.findall(text):
-        if _CJK_RUN.match(run):
+        if CJK_CHAR.match(run):
             chars = [c for c in run]
             out.extend(c for c in chars if c not in CJK_STOPWORDS)
             out.extend(a + b for a, b in zip(chars, chars[1:], strict=False))
