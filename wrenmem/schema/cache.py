@@ -54,8 +54,6 @@ class ModelMemo:
     models: dict[str, Model] = field(default_factory=dict)
     items: dict[str, list[SchemaItem]] = field(default_factory=dict)
     lines: dict[str, list[str]] = field(default_factory=dict)
-    # canonical JSON of each model by its text in the file (wrenmem.schema.rawjson)
-    canonical: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -204,8 +202,7 @@ def prepare(settings: Settings, path: Path) -> Prepared:
         with no_cyclic_gc():
             prepared = _build(
                 load_manifest(path, data, max_bytes=settings.max_manifest_bytes,
-                              reuse=memo.models if memo is not None else None,
-                              canonical=memo.canonical if memo is not None else None), digest,
+                              reuse=memo.models if memo is not None else None), digest,
                 previous=hit[1] if hit is not None else _from_cache(stored, name), memo=memo)
     _remember(name, key, prepared)
     old = _cache_key(stored)
@@ -239,8 +236,7 @@ def _build(manifest: Any, digest: str = "", previous: Prepared | None = None,
     """Prepare ``manifest``; with the ``previous`` version of the same file, only the items
     that changed are tokenized again when the others kept their places; with the ``memo``
     of an earlier read, only the models whose JSON changed are made into items again."""
-    memo = ModelMemo(items=dict(memo.items), lines=dict(memo.lines),
-                     canonical=memo.canonical) if memo else ModelMemo()
+    memo = ModelMemo(items=dict(memo.items), lines=dict(memo.lines)) if memo else ModelMemo()
     items = schema_items(manifest, memo.items)
     records = [_record(i) for i in items]
     changed = _changed(previous, records) if previous is not None else None
@@ -274,8 +270,7 @@ def hold(settings: Settings, path: Path) -> Prepared:
     if prepared._memo is None:
         memo = ModelMemo()
         with no_cyclic_gc():
-            manifest = load_manifest(path, max_bytes=settings.max_manifest_bytes,
-                                     canonical=memo.canonical)
+            manifest = load_manifest(path, max_bytes=settings.max_manifest_bytes)
             schema_items(manifest, memo.items)
             describe(manifest, memo.lines)
             memo.models = _models_by_key(manifest)

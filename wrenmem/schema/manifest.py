@@ -19,7 +19,7 @@ from wrenmem.errors import ManifestError, ManifestNotFoundError, UnreadableFileE
 from wrenmem.fs.encoding import not_utf8
 from wrenmem.fs.fsutil import read_regular_file
 from wrenmem.lazy import lazies
-from wrenmem.schema import rawjson, sources
+from wrenmem.schema import sources
 from wrenmem.schema.mdl import (  # noqa: F401 (the records, imported from here by most callers)
     DATASOURCE_DIALECTS,
     JOIN_TYPES,
@@ -34,7 +34,7 @@ from wrenmem.schema.mdl import (  # noqa: F401 (the records, imported from here 
     View,
     per_model,
 )
-from wrenmem.schema.mdlparse import _canonical, fingerprint, parse_manifest  # noqa: F401
+from wrenmem.schema.mdlparse import fingerprint, parse_manifest  # noqa: F401
 from wrenmem.settings import MAX_MANIFEST_BYTES
 
 if TYPE_CHECKING:
@@ -72,13 +72,10 @@ def read_manifest_bytes(path: Path, max_bytes: int = MAX_MANIFEST_BYTES) -> byte
 
 def load_manifest(path: str | Path, data: bytes | None = None, *,
                   max_bytes: int = MAX_MANIFEST_BYTES,
-                  reuse: Mapping[str, Model] | None = None,
-                  canonical: dict[str, str] | None = None) -> Manifest:
+                  reuse: Mapping[str, Model] | None = None) -> Manifest:
     """Read a manifest file (or its ``data``, already read), of at most ``max_bytes`` (the
     ``max_manifest_bytes`` setting). Raises :class:`ManifestError` naming the file and the
-    problem. ``reuse``: models of an earlier read by their key (see :func:`parse_manifest`).
-    ``canonical``: the canonical JSON of models by their text in the file (see
-    :mod:`wrenmem.schema.rawjson`), used and replaced by this read's (a warm process)."""
+    problem. ``reuse``: models of an earlier read by their key (see :func:`parse_manifest`)."""
     path = Path(path)
     if data is None:
         data = read_manifest_bytes(path, max_bytes)
@@ -99,15 +96,8 @@ def load_manifest(path: str | Path, data: bytes | None = None, *,
         # and the fingerprint ignores them, so it need not copy the document again.
         hooked = '"_' in text or _ESCAPED_SURROGATE.search(text) is not None  # 20x the regex
         # no "_key": and no escaped surrogate: the C decoder alone, 3x faster
-        decoder = json.JSONDecoder(object_pairs_hook=_public_object if hooked else None,
-                                   parse_int=_parse_int)
-        decoded = rawjson.decode_with_models(
-            text, decoder, _public_object if hooked else None) if canonical is not None \
-            else None
-        if decoded is None:
-            document, spans = decoder.decode(text), None
-        else:
-            document, spans = decoded
+        document = json.JSONDecoder(object_pairs_hook=_public_object if hooked else None,
+                                    parse_int=_parse_int).decode(text)
     except json.JSONDecodeError as e:
         raise ManifestError(f"{path}:{e.lineno}:{e.colno}: manifest is not valid JSON: "
                             f"{e.msg}") from e
@@ -117,10 +107,7 @@ def load_manifest(path: str | Path, data: bytes | None = None, *,
         document = _clean_value(document)
     if sources.is_dbt_manifest(document):
         return parse_manifest(dbt.dbt_document(document, str(path)), str(path), _public=True)
-    texts = None
-    if canonical is not None and spans is not None:
-        texts = _model_texts(document["models"], spans, hooked, canonical)
-    return parse_manifest(document, str(path), _public=True, reuse=reuse, _model_texts=texts)
+    return parse_manifest(document, str(path), _public=True, reuse=reuse)
 
 
 class KeptManifest:
@@ -164,17 +151,6 @@ def _database_json(path: Path, kind: str, max_bytes: int, data: bytes | None = N
         raise ManifestError(manifest_too_large(path, len(out), max_bytes)
                             .replace("manifest too large", "the database's schema is too large"))
     return out
-
-
-def _model_texts(models: list[Any], spans: list[str], hooked: bool,
-                 canonical: dict[str, str]) -> list[str]:
-    """The canonical JSON of each model: remembered by its text in the file, else made;
-    ``canonical`` is left holding this manifest's models only."""
-    keys = [rawjson.span_key(span, hooked) for span in spans]
-    texts = [canonical.get(k) or _canonical(m) for k, m in zip(keys, models, strict=True)]
-    canonical.clear()
-    canonical.update(zip(keys, texts, strict=True))
-    return texts
 
 
 def manifest_too_large(path: str | Path, size: int, limit: int) -> str:
