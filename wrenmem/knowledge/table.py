@@ -86,12 +86,6 @@ def _fresh(settings: Settings, state: dict[str, Any], fp: str, embedder_id: str,
     return state.get("embedder") == embedder_id and _table_present(settings)
 
 
-def knowledge_noop(settings: Settings, model_id: str) -> KnowledgeSyncReport | None:
-    """What :func:`sync_knowledge` returns when it has nothing to do (read-only, no model,
-    no LanceDB: the CLI's fast path asks it); None when it would write."""
-    return _noop(settings, model_id)[2]
-
-
 def _noop(settings: Settings, model_id: str, knowledge: Knowledge | None = None
           ) -> tuple[list[Entry], str, KnowledgeSyncReport | None]:
     entries = indexed_entries(knowledge or load_knowledge(settings))
