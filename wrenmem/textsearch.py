@@ -40,6 +40,7 @@ SQL_KEYWORDS = frozenset(
     alter true false interval cast lateral top fetch first next only nulls last""".split()
 )
 FIELD_WEIGHTS = {"nl": 3.0, "tags": 2.0, "sql": 1.0}
+RRF_K = 60
 K1 = 1.2
 B = 0.75
 
@@ -167,3 +168,13 @@ def add_term_scores(out: dict[int, float], postings: Iterable[tuple[int, float]]
     for doc, tf in postings:
         norm = K1 * (1 - B + B * lengths[doc] / average)
         out[doc] = out.get(doc, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+
+
+def rrf(*rankings: Sequence[str]) -> list[tuple[str, float]]:
+    """Reciprocal rank fusion of rankings of ids: (id, score), best first, equal scores by
+    id so the order is deterministic (the schema and knowledge searches of ``fetch``)."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, key in enumerate(ranking):
+            scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
+    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))

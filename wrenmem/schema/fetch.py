@@ -24,10 +24,10 @@ from wrenmem.schema.items import SchemaItem, normalize_types
 from wrenmem.schema.manifest import load_manifest
 from wrenmem.schema.table import SchemaIndexMissing, forget_handles, sync_items, vector_search
 from wrenmem.settings import Settings
+from wrenmem.textsearch import rrf
 
 log = logging.getLogger(__name__)
 ReadCopy = Callable[[bool], str]
-RRF_K = 60
 OVERFETCH = 4
 
 
@@ -219,14 +219,9 @@ def _vector_search(settings: Settings, path: Path, prepared: Prepared, question:
 
 def fuse(*rankings: list[ScoredItem]) -> list[ScoredItem]:
     """Reciprocal rank fusion; ties broken by item id so the order is deterministic."""
-    scores: dict[str, float] = {}
-    by_id: dict[str, SchemaItem] = {}
-    for ranking in rankings:
-        for rank, hit in enumerate(ranking):
-            scores[hit.item.id] = scores.get(hit.item.id, 0.0) + 1.0 / (RRF_K + rank + 1)
-            by_id[hit.item.id] = hit.item
-    ordered = sorted(scores, key=lambda i: (-scores[i], i))
-    return [ScoredItem(by_id[i], scores[i]) for i in ordered]
+    by_id = {hit.item.id: hit.item for ranking in rankings for hit in ranking}
+    return [ScoredItem(by_id[i], score)
+            for i, score in rrf(*([hit.item.id for hit in r] for r in rankings))]
 
 
 def render_results(question: str, results: tuple[ScoredItem, ...] | list[ScoredItem],
