@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +43,7 @@ class KnowledgeSyncReport:
     embedder: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"entries": self.entries, "embedded": self.embedded, "deleted": self.deleted,
-                "unchanged": self.unchanged, "noop": self.noop, "embedder": self.embedder}
+        return asdict(self)
 
     def summary(self) -> str:
         if self.noop:
@@ -166,8 +165,7 @@ class KnowledgeDrift:
     reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"files": self.files, "entries": self.entries, "fresh": self.fresh,
-                "missing": self.missing, "reason": self.reason}
+        return asdict(self)
 
 
 def knowledge_drift(settings: Settings, embedder_id: str) -> KnowledgeDrift:

@@ -1,11 +1,8 @@
 """The schema index: the manifest's schema items, embedded, in the LanceDB table ``schema_items``.
 
-Sync is incremental. Rows are keyed by the item id and carry the item hash and the
-embedder id; a sync embeds only items whose hash is new, deletes rows of items that are
-gone, and applies both in one LanceDB commit (``merge_insert``), so a reader never sees a
-half-applied sync. A small state file (``.wrenmem/schema_index.json``) records the manifest
-file's stat, its fingerprint and the embedder: when they match, sync opens nothing and loads
-no model.
+Sync is incremental (:func:`wrenmem.storage.embedsync.apply`). A state file
+(``.wrenmem/schema_index.json``) records the manifest file's stat, its fingerprint, the
+embedder and the table's files: when they match, sync opens nothing and loads no model.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -59,11 +56,7 @@ class SchemaSyncReport:
     written: int = 0  # rows written (items with a new hash or text; equal texts share a vector)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"manifest": self.manifest, "fingerprint": self.fingerprint,
-                "items": self.items, "embedded": self.embedded, "deleted": self.deleted,
-                "unchanged": self.unchanged, "rebuilt": self.rebuilt, "noop": self.noop,
-                "seconds": round(self.seconds, 3), "embedder": self.embedder,
-                "written": self.written}
+        return {**asdict(self), "seconds": round(self.seconds, 3)}
 
 
 def state_path(settings: Settings) -> Path:
@@ -108,11 +101,8 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
                 manifest: Manifest | None = None, embedder: Embedder | None = None,
                 progress: Callable[[int, int], None] | None = None) -> SchemaSyncReport:
     """Bring the ``schema_items`` table up to date with the manifest, embedding only changes.
-
-    Raises ManifestError for an unusable manifest and ExtraMissingError without the
-    ``index`` extra. The watcher calls this when the manifest changes.
-    """
-
+    Raises ManifestError for an unusable manifest, ExtraMissingError without the ``index``
+    extra."""
     started = time.perf_counter()
     path = (manifest_path or settings.manifest_path).resolve()
     embedder = embedder or get_embedder(settings.embedder, root=settings.root)
@@ -123,13 +113,11 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
                                 seconds=time.perf_counter() - started,
                                 embedder=embedder.model_id)
     if manifest is not None:
-        fingerprint, items = manifest.fingerprint, schema_items(manifest)
-    else:
-        prepared = prepare(settings, path)  # shared with fetch: parsed once per change
-        return sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
-                          embedder, count=len(prepared), progress=progress, started=started)
-    return sync_items(settings, path, fingerprint, items, embedder, progress=progress,
-                      started=started)
+        return sync_items(settings, path, manifest.fingerprint, schema_items(manifest),
+                          embedder, progress=progress, started=started)
+    prepared = prepare(settings, path)  # shared with fetch: parsed once per change
+    return sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
+                      embedder, count=len(prepared), progress=progress, started=started)
 
 
 def sync_items(settings: Settings, path: Path, fingerprint: str,
@@ -138,22 +126,15 @@ def sync_items(settings: Settings, path: Path, fingerprint: str,
                progress: Callable[[int, int], None] | None = None,
                started: float | None = None, force: bool = False) -> SchemaSyncReport:
     """Sync already-extracted items of the manifest at ``path`` (fetch has them cached).
-
-    ``items`` may be a function, called only when the index is not already fresh; then
-    ``count`` gives the number of items for the report. ``force`` ignores the state file
-    and compares the table itself (still embedding only what changed).
-    """
-
+    ``items`` may be a function, called only when the index is not fresh (``count``: their
+    number). ``force`` compares the table itself whatever the state file says."""
     started = time.perf_counter() if started is None else started
     total = len(items) if not callable(items) else (count or 0)
     stat_key = _stat_key(path)
-    if not force and is_fresh(settings, path, embedder.model_id, fingerprint):
-        if read_state(settings).get("stat") != stat_key:
-            _write_state(settings, path, fingerprint, embedder.model_id, total, stat_key)
-        return SchemaSyncReport(str(path), fingerprint, total, unchanged=total,
-                                noop=True, seconds=time.perf_counter() - started,
-                                embedder=embedder.model_id)
-    if settings.is_reader:  # a reader searches the shared index as its writer left it
+    fresh = not force and is_fresh(settings, path, embedder.model_id, fingerprint)
+    if fresh and read_state(settings).get("stat") != stat_key:
+        _write_state(settings, path, fingerprint, embedder.model_id, total, stat_key)
+    if fresh or settings.is_reader:  # a reader searches the shared index as its writer left it
         return SchemaSyncReport(str(path), fingerprint, total, unchanged=total, noop=True,
                                 seconds=time.perf_counter() - started,
                                 embedder=embedder.model_id)
@@ -183,7 +164,6 @@ def _disk(settings: Settings) -> dict[str, list[int]] | None:
 
 
 def connect(settings: Settings) -> Any:
-    """A LanceDB connection to the project's index (``index`` extra needed)."""
     return lance.connect(settings.index_uri)
 
 
@@ -198,11 +178,8 @@ def open_table(db: Any) -> Any | None:
 
 def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
            progress: Callable[[int, int], None] | None) -> tuple[int, int, int, bool]:
-    """Embed and write what changed (:func:`wrenmem.storage.embedsync.apply`): returns
-    (embedded, deleted, written, rebuilt). A row is current when its hash and its embedded
-    text are its item's; the vector depends on the text only, so an item whose other fields
-    changed keeps the stored vector, and equal texts (every regional copy of a column,
-    every shared audit column) are embedded once."""
+    """Embed and write what changed: (embedded, deleted, written, rebuilt). Equal texts
+    (every regional copy of a column, every shared audit column) are embedded once."""
     by_id = {item.id: item for item in items}
     done = embedsync.apply(
         connect(settings), TABLE, "item_hash",
@@ -311,8 +288,7 @@ class SchemaDrift:
     reason: str = ""  # why it is not fresh
 
     def to_dict(self) -> dict[str, Any]:
-        return {"manifest": self.manifest, "fresh": self.fresh, "missing": self.missing,
-                "items": self.items, "reason": self.reason}
+        return asdict(self)
 
 
 def schema_drift(settings: Settings, embedder_id: str) -> SchemaDrift:
