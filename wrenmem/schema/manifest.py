@@ -1,11 +1,5 @@
-"""The Wren MDL manifest, read defensively into small frozen records.
-
-A manifest is JSON (``target/mdl.json``): models with columns, relationships, views and
-cubes. Real manifests are often hand-edited, so reading never crashes: a document that is
-not a manifest at all raises :class:`ManifestError` naming the element; a single bad item
-(not an object, nameless, a relationship whose ``models`` is not two names…) is skipped and
-named in ``Manifest.warnings``.
-"""
+"""Reading a manifest file (a Wren MDL's JSON, or another schema source) into the records
+of :mod:`wrenmem.schema.mdl`; :mod:`wrenmem.schema.mdlparse` reads the decoded document."""
 
 from __future__ import annotations
 
@@ -53,9 +47,7 @@ MANIFEST_HINT = ("a Wren MDL manifest, as Wren's `wren` CLI builds it into targe
 def read_manifest_bytes(path: Path, max_bytes: int = MAX_MANIFEST_BYTES) -> bytes:
     """The manifest file's bytes; raises :class:`ManifestError` naming the file when it is
     missing, not a regular file, or larger than ``max_bytes`` (checked before reading).
-
-    A DuckDB or SQLite database file is not read whole: it is opened read-only and its
-    schema is what comes back, as the JSON of a Wren MDL (``max_bytes`` holds that JSON)."""
+    A DuckDB or SQLite database gives its schema as a Wren MDL's JSON instead."""
     kind = sources.file_database_kind(path)
     if kind is not None:
         return _database_json(path, kind, max_bytes)
@@ -92,10 +84,9 @@ def load_manifest(path: str | Path, data: bytes | None = None, *,
     if text.lstrip()[:1] not in ("{", "["):  # not JSON: SQL DDL, or nothing readable
         return parse_manifest(ddl.ddl_document(text, str(path)), str(path))
     try:
-        # Keys starting with "_" are dropped while decoding: they are not part of the schema
-        # and the fingerprint ignores them, so it need not copy the document again.
-        hooked = '"_' in text or _ESCAPED_SURROGATE.search(text) is not None  # 20x the regex
-        # no "_key": and no escaped surrogate: the C decoder alone, 3x faster
+        # Keys starting with "_" are dropped while decoding (the fingerprint ignores them);
+        # without such a key or an escaped surrogate the C decoder alone reads it, 3x faster
+        hooked = '"_' in text or _ESCAPED_SURROGATE.search(text) is not None
         document = json.JSONDecoder(object_pairs_hook=_public_object if hooked else None,
                                     parse_int=_parse_int).decode(text)
     except json.JSONDecodeError as e:
@@ -111,9 +102,8 @@ def load_manifest(path: str | Path, data: bytes | None = None, *,
 
 
 class KeptManifest:
-    """The manifest a long-lived ``Memory`` loaded, kept while the file's path, size and
-    mtime stay the same, with what callers derived from it (:attr:`derived`: the validator
-    of ``store`` and import)."""
+    """The manifest a long-lived ``Memory`` loaded, kept while the file's stat stays the
+    same, with what callers derived from it (:meth:`derived`: the validator of ``store``)."""
 
     def __init__(self) -> None:
         self._held: tuple[tuple[Any, ...], Manifest, dict[str, Any]] | None = None
@@ -136,7 +126,7 @@ class KeptManifest:
 
 def _database_json(path: Path, kind: str, max_bytes: int, data: bytes | None = None) -> bytes:
     """The schema of the database at ``path`` (or of its bytes ``data``, copied to a
-    temporary file first) as MDL JSON of at most ``max_bytes``."""
+    temporary file) as MDL JSON of at most ``max_bytes``."""
     if data is None:
         document = database.database_document(path, kind)
     else:
