@@ -85,25 +85,16 @@ def _fresh(settings: Settings, state: dict[str, Any], fp: str, embedder_id: str,
     return state.get("embedder") == embedder_id and _table_present(settings)
 
 
-def _noop(settings: Settings, model_id: str, knowledge: Knowledge | None = None
-          ) -> tuple[list[Entry], str, KnowledgeSyncReport | None]:
-    entries = indexed_entries(knowledge or load_knowledge(settings))
-    fp = fingerprint(entries)
-    if _fresh(settings, read_state(settings), fp, model_id, len(entries)) or settings.is_reader:
-        return entries, fp, KnowledgeSyncReport(len(entries), unchanged=len(entries),
-                                                noop=True, embedder=model_id)
-    return entries, fp, None
-
-
 def sync_knowledge(settings: Settings, *, knowledge: Knowledge | None = None,
                    embedder: Embedder | None = None) -> KnowledgeSyncReport:
     """Bring the ``knowledge`` table to the knowledge files, embedding only what changed."""
-    model_id = embedder.model_id if embedder is not None else get_embedder(
-        settings.embedder, root=settings.root).model_id
-    entries, fp, noop = _noop(settings, model_id, knowledge)
-    if noop is not None:
-        return noop
     embedder = embedder or get_embedder(settings.embedder, root=settings.root)
+    entries = indexed_entries(knowledge or load_knowledge(settings))
+    fp = fingerprint(entries)
+    if settings.is_reader or _fresh(settings, read_state(settings), fp, embedder.model_id,
+                                    len(entries)):
+        return KnowledgeSyncReport(len(entries), unchanged=len(entries), noop=True,
+                                   embedder=embedder.model_id)
     with lance.disk_full_errors(settings.index_uri, "syncing the knowledge index"), \
             index_lock(settings):
         embedded, deleted = _apply(settings, entries, embedder)
