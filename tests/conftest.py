@@ -46,7 +46,7 @@ SYSTEM_FILES = frozenset({
     "test_index_cmds", "test_knowledge", "test_links_out", "test_mcp", "test_mcp_http",
     "test_newuser_files", "test_newuser_shared_folder", "test_pair_ignore_flagged",
     "test_precommit", "test_quickstart", "test_read_copy", "test_round3_ux", "test_schema_cmds",
-    "test_schema_copy", "test_security", "test_service", "test_small_writes",
+    "test_security", "test_service", "test_small_writes",
     "test_team_index", "test_validate", "test_version_stamp", "test_watch_cmds",
 })
 SERIAL_FILES: frozenset[str] = frozenset()

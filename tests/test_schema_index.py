@@ -9,7 +9,6 @@ import pytest
 import wrenmem.schema.table as schema_index
 from tests.fakes import RecordingEmbedder
 from tests.schema_helpers import edit_manifest, settle
-from wrenmem.schema import searchcopy
 from wrenmem.schema.items import schema_items
 from wrenmem.schema.manifest import load_manifest
 from wrenmem.schema.table import sync_schema, vector_search
@@ -144,8 +143,8 @@ def test_vector_search_filters(settings: Settings) -> None:
 
 def test_killed_first_index_keeps_finished_chunks(settings: Settings,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(schema_index, "WRITE_CHUNK", 10)
-    monkeypatch.setattr(schema_index, "EMBED_BATCH", 5)
+    monkeypatch.setattr(schema_index.embedsync, "WRITE_CHUNK", 10)
+    monkeypatch.setattr(schema_index.embedsync, "EMBED_BATCH", 5)
     with pytest.raises(RuntimeError):
         sync_schema(settings, embedder=RecordingEmbedder(fail_after=25))
     assert len(rows(settings)) == 20
@@ -169,7 +168,6 @@ def test_a_warm_process_keeps_its_table_open(settings: Settings,
         return real_open(db)
 
     monkeypatch.setattr(schema_index, "open_table", counting)
-    searchcopy.discard(settings)  # the first search reads the table, then its copy answers
     for _ in range(3):  # the vectors stay loaded between questions
         hits = vector_search(settings, "payment method chosen at checkout", embedder=fake,
                              limit=1)
@@ -183,6 +181,39 @@ def test_a_warm_process_keeps_its_table_open(settings: Settings,
     assert {v[1] for v in rows(settings).values()} == {"fake@2"}
 
 
+@pytest.mark.parametrize("queued", [False, True])
+def test_a_compaction_after_a_sync_keeps_the_state_current(
+        settings: Settings, queued: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tenth commit compacts the table (rewrites its files): in the watcher after the
+    index is up to date (queued with the file writes, wrenmem/schema/later.py), in any
+    other process inside the sync; either way the state names the new files."""
+    from tests.conftest import settle as settle_ctime
+    from wrenmem.fs import statedir
+    from wrenmem.fs.fsutil import write_marshal
+    from wrenmem.schema import later
+    from wrenmem.storage import compaction
+
+    fake = RecordingEmbedder()
+    path = settings.manifest_path.resolve()
+    sync_schema(settings, embedder=fake)
+    counter = settings.state_dir / statedir.SCHEMA_MAINT
+    write_marshal(counter, compaction.COMPACT_EVERY - 1)
+    edit_manifest(path, lambda d: d["models"][0].update(properties={"description": "B."}))
+    settle_ctime(monkeypatch)  # its change time too: the state records its stat
+    if queued:
+        with later.collect() as files:
+            sync_schema(settings, embedder=fake)
+        written = schema_index._disk(settings)
+        assert files and compaction._maint_record(counter)["commits"] == (
+            compaction.COMPACT_EVERY - 1)  # not yet
+        later._run(files)
+        assert schema_index._disk(settings) != written  # the compaction rewrote its files
+    else:
+        sync_schema(settings, embedder=fake)
+    assert compaction._maint_record(counter)["commits"] == 0  # compacted
+    assert schema_index.is_fresh(settings, path, fake.model_id)  # its state: these files
+
+
 def test_first_index_appends_its_later_chunks(settings: Settings,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from wrenmem.storage import lance
@@ -190,7 +221,7 @@ def test_first_index_appends_its_later_chunks(settings: Settings,
     def no_merge(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("a table this sync created has no rows to merge with")
 
-    monkeypatch.setattr(schema_index, "WRITE_CHUNK", 10)
+    monkeypatch.setattr(schema_index.embedsync, "WRITE_CHUNK", 10)
     monkeypatch.setattr(lance, "upsert", no_merge)
     fake = RecordingEmbedder()
     report = sync_schema(settings, embedder=fake)

@@ -37,11 +37,14 @@ def test_example_items() -> None:
 
 
 def test_filters_match_model_and_related() -> None:
-    items = schema_items(load_manifest(EXAMPLE_MANIFEST))
-    customers = {i.id for i in items if i.matches(model="customers")}
+    from wrenmem.schema.cache import _build
+
+    prepared = _build(load_manifest(EXAMPLE_MANIFEST))
+    ids = [r[0] for r in prepared.records]
+    customers = {i for n, i in enumerate(ids) if prepared.matches(n, (), "customers")}
     assert "relationship:orders_customer" in customers  # the other end counts too
     assert "column:customers.email" in customers and "column:orders.amount" not in customers
-    cube_side = {i.id for i in items if i.matches(("measure",), "orders")}
+    cube_side = {i for n, i in enumerate(ids) if prepared.matches(n, ("measure",), "orders")}
     assert len(cube_side) == 4
 
 

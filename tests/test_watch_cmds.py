@@ -447,6 +447,20 @@ def test_a_manifest_added_while_watching_gets_its_schema_index(
         watcher.wait(timeout=30)
 
 
+def first_then_warm(root: Path, question: list[str]) -> tuple[dict, dict]:
+    """The JSON of a one-shot call no watcher answers (it starts one on demand), then of
+    the same call once that watcher is warm, checked to be the daemon's answer."""
+    first = run_wrenmem(question, root, env={"WRENMEM_DAEMON": "on-demand"})
+    assert first.returncode == 0, first.stderr
+    wait_until(lambda: (ping(root) or {}).get("warm") is True, timeout=40,
+               what=f"the watcher {question[0]} started")
+    before = (ping(root) or {})["requests"]
+    again = run_wrenmem(question, root, env={"WRENMEM_DAEMON": "on-demand"})
+    assert again.returncode == 0, again.stderr
+    assert (ping(root) or {})["requests"] > before  # the daemon answered it
+    return json.loads(first.stdout), json.loads(again.stdout)
+
+
 def test_a_recall_no_watcher_answers_starts_one_and_the_next_is_answered_warm(
         watched: Path) -> None:
     """``daemon = "on-demand"`` (the default; the tests' environment says ``running``): a
@@ -459,15 +473,18 @@ def test_a_recall_no_watcher_answers_starts_one_and_the_next_is_answered_warm(
     assert running.returncode == 0, running.stderr
     time.sleep(0.5)
     assert ping(root) is None and not (root / ".wrenmem" / "watch.pid").exists()
-    first = run_wrenmem(question, root, env={"WRENMEM_DAEMON": "on-demand"})
-    assert first.returncode == 0, first.stderr
-    wait_until(lambda: (ping(root) or {}).get("warm") is True, timeout=40,
-               what="the watcher the recall started")
-    before = (ping(root) or {})["requests"]
-    again = run_wrenmem(question, root, env={"WRENMEM_DAEMON": "on-demand"})
-    assert again.returncode == 0, again.stderr
-    assert (ping(root) or {})["requests"] > before  # the daemon answered it
-    assert json.loads(again.stdout) == json.loads(first.stdout) == json.loads(running.stdout)
+    first, again = first_then_warm(root, question)
+    assert again == first == json.loads(running.stdout)
+
+
+def test_a_fetch_no_watcher_answers_starts_one_and_the_next_is_answered_warm(
+        watched: Path) -> None:
+    """A one-shot ``fetch`` in search mode starts the watcher on demand as recall does
+    (there is no saved copy of the schema search for a new process: issue 42); the next
+    fetch is the daemon's, with the same answer."""
+    first, again = first_then_warm(
+        watched, ["fetch", "-q", "revenue per month", "--threshold", "0", "--json"])
+    assert again["results"] == first["results"] and first["strategy"] == "search"
 
 
 def test_a_watcher_started_on_demand_stops_when_no_request_comes(watched: Path) -> None:

@@ -21,7 +21,7 @@ _CJK = (
     "\uac00-\ud7af"  # Hangul syllables
 )
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]+", re.UNICODE)
-_CJK_RUN = re.compile(rf"[{_CJK}]")
+CJK_CHAR = re.compile(rf"[{_CJK}]")  # one Chinese, Japanese or Korean character
 
 STOPWORDS = frozenset(
     """a an the of for in on at by to from with and or is are was were be been being do does
@@ -40,6 +40,7 @@ SQL_KEYWORDS = frozenset(
     alter true false interval cast lateral top fetch first next only nulls last""".split()
 )
 FIELD_WEIGHTS = {"nl": 3.0, "tags": 2.0, "sql": 1.0}
+RRF_K = 60
 K1 = 1.2
 B = 0.75
 
@@ -65,7 +66,7 @@ def stem(word: str) -> str:
 def is_cjk_term(term: str) -> bool:
     """Whether a term of :func:`tokenize` comes from a Chinese, Japanese or Korean run (one
     of its characters or character pairs): a token never mixes such a run with others."""
-    return bool(_CJK_RUN.match(term))
+    return bool(CJK_CHAR.match(term))
 
 
 def tokenize(text: str, *, sql: bool = False) -> list[str]:
@@ -73,7 +74,7 @@ def tokenize(text: str, *, sql: bool = False) -> list[str]:
     text = unicodedata.normalize("NFKC", text or "").casefold()
     out: list[str] = []
     for run in _TOKEN.findall(text):
-        if _CJK_RUN.match(run):
+        if CJK_CHAR.match(run):
             chars = [c for c in run]
             out.extend(c for c in chars if c not in CJK_STOPWORDS)
             out.extend(a + b for a, b in zip(chars, chars[1:], strict=False))
@@ -167,3 +168,13 @@ def add_term_scores(out: dict[int, float], postings: Iterable[tuple[int, float]]
     for doc, tf in postings:
         norm = K1 * (1 - B + B * lengths[doc] / average)
         out[doc] = out.get(doc, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+
+
+def rrf(*rankings: Sequence[str]) -> list[tuple[str, float]]:
+    """Reciprocal rank fusion of rankings of ids: (id, score), best first, equal scores by
+    id so the order is deterministic (the schema and knowledge searches of ``fetch``)."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, key in enumerate(ranking):
+            scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
+    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))

@@ -67,7 +67,7 @@ def qtokens(text, bigrams):
     text = unicodedata.normalize("NFKC", text or "").casefold()
     out = []
     for run in ts._TOKEN.findall(text):
-        if ts._CJK_RUN.match(run):
+        if ts.CJK_CHAR.match(run):
             chars = list(run)
             out.extend(chars)
             out.extend(a + b for a, b in zip(chars, chars[1:], strict=False))

@@ -13,6 +13,7 @@ from wrenmem.cli.progress import Progress
 from wrenmem.pairs.seeds import build_records
 from wrenmem.schema.describe import describe as describe_text
 from wrenmem.settings import BACKENDS
+from wrenmem.watch.process import start_on_demand
 
 manifest_option = click.option(
     "--manifest", "--mdl", "-m", "manifest", type=click.Path(dir_okay=False),
@@ -87,6 +88,9 @@ def fetch(ctx: click.Context, question: str, types: tuple[str, ...], model: str 
         result: Any = memory.fetch(question, types=types, model=model, k=k,
                                    threshold=threshold,
                                    progress=shown.counter("schema items embedded"))
+    if memory.use_daemon and result.strategy == "search":
+        # as recall does: a watcher started in the background answers the next one warm
+        start_on_demand(settings)
     _warn_manifest(result.warnings, settings.relpath(settings.manifest_path))
     for note in result.notes:
         warn(f"note: {note}")

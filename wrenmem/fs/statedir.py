@@ -30,7 +30,6 @@ SEEDS = "seeds.json"  # seed pairs of the manifest by stat key and fingerprint
 SCHEMA_CACHE = "schema_cache.bin"  # schema items and their keyword index
 SCHEMA_STATE = "schema_index.json"  # what the schema table holds
 SCHEMA_MAINT = "schema-maint.bin"  # commits to the schema table since its last compaction
-SCHEMA_COPY = "schema-copy.bin"  # the schema table's vectors, searched without LanceDB
 DAEMON_SOCKET = "daemon.sock"  # the watcher's warm daemon (mode 0600)
 WATCH_LOCK = "watch.lock"  # held by the running watcher for its whole life
 WATCH_PID = "watch.pid"
@@ -53,14 +52,15 @@ IMPORT_SWAP_LOCK = "import-swap.lock"  # held while they are moved
 VERIFICATIONS = "verifications.json"  # stamps `wrenmem verify` made here or found committed
 
 ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, GREP_SNAPSHOT,
-       PAIR_LISTING, QUESTIONS, SEEDS, SCHEMA_CACHE, SCHEMA_STATE, SCHEMA_MAINT, SCHEMA_COPY,
+       PAIR_LISTING, QUESTIONS, SEEDS, SCHEMA_CACHE, SCHEMA_STATE, SCHEMA_MAINT,
        DAEMON_SOCKET, WATCH_LOCK, WATCH_PID, WATCH_STATE, WATCH_LOG, HOOKS_LOG, HOOKS_DEFERRED,
        EMBED_CACHE, EMBED_CACHE_KEYS, REPLICA, REPLICA_STATE, REPLICA_MAINT, USES,
        KNOWLEDGE_STATE, TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK, VERIFICATIONS, RECALL_FIT)
 # Written by earlier versions, removed by the next write of the pairs table or a reset: the
 # saved recall copy (and its data files, ``recall-copy.<token>.data``), the lock of its
-# saver, and the pairs journal of small syncs (issue 42: the warm daemon answers instead).
-OLD = ("recall-copy.bin", "recall-copy.lock", "pairs-journal.bin")
+# saver, the pairs journal of small syncs and the schema search copy (issue 42: the warm
+# daemon answers instead).
+OLD = ("recall-copy.bin", "recall-copy.lock", "pairs-journal.bin", "schema-copy.bin")
 OLD_PREFIX = "recall-copy."
 
 

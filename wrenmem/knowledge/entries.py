@@ -131,14 +131,6 @@ class ParsedFile:
     refused: PairError | None = None
 
 
-def kind_of(rel_in_knowledge: str) -> str | None:
-    """The kind of a file by its path inside the knowledge folder (``rules/x.md``)."""
-    parts = PurePosixPath(rel_in_knowledge).parts
-    if len(parts) < 2 or not parts[-1].lower().endswith(".md"):
-        return None
-    return FOLDERS.get(parts[0])
-
-
 def parse_knowledge(text: str, path: str, kind: str) -> ParsedFile:
     """Split ``text`` (the file at ``path``, of ``kind``) into entries."""
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")

@@ -21,7 +21,7 @@ from wrenmem.knowledge.files import Knowledge, load_knowledge
 from wrenmem.knowledge.terms import glossary_of
 from wrenmem.lazy import lazy
 from wrenmem.settings import Settings
-from wrenmem.textsearch import Bm25Index, document_terms, tokenize
+from wrenmem.textsearch import Bm25Index, document_terms, rrf, tokenize
 
 if TYPE_CHECKING:
     from wrenmem.embed import embedders
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from wrenmem.embed.embedders import Embedder
 
 log = logging.getLogger(__name__)
-RRF_K = 60
 VECTOR_TOP = 5  # entries the vector side may bring in without a shared word
 
 
@@ -142,10 +141,5 @@ def _vector_rank(settings: Settings, knowledge: Knowledge, rules: Sequence[Entry
 
 
 def _fuse(*rankings: list[Entry]) -> list[Entry]:
-    scores: dict[str, float] = {}
-    by_id: dict[str, Entry] = {}
-    for ranking in rankings:
-        for rank, entry in enumerate(ranking):
-            scores[entry.id] = scores.get(entry.id, 0.0) + 1.0 / (RRF_K + rank + 1)
-            by_id[entry.id] = entry
-    return [by_id[i] for i in sorted(scores, key=lambda i: (-scores[i], i))]
+    by_id = {entry.id: entry for ranking in rankings for entry in ranking}
+    return [by_id[i] for i, _ in rrf(*([e.id for e in r] for r in rankings))]

@@ -10,16 +10,14 @@ and loads no model. Everything here is derived from the files and may be deleted
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from wrenmem.embed.embedders import Embedder, get_embedder
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
-from wrenmem.fs.fsutil import atomic_write_text
 from wrenmem.knowledge.entries import Entry
 from wrenmem.knowledge.files import Knowledge, load_knowledge
 from wrenmem.settings import Settings
@@ -31,7 +29,6 @@ log = logging.getLogger(__name__)
 TABLE = "knowledge"
 STATE_FILE = statedir.KNOWLEDGE_STATE
 STATE_VERSION = 1
-EMBED_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -46,8 +43,7 @@ class KnowledgeSyncReport:
     embedder: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"entries": self.entries, "embedded": self.embedded, "deleted": self.deleted,
-                "unchanged": self.unchanged, "noop": self.noop, "embedder": self.embedder}
+        return asdict(self)
 
     def summary(self) -> str:
         if self.noop:
@@ -73,16 +69,11 @@ def state_path(settings: Settings) -> Path:
 
 
 def read_state(settings: Settings) -> dict[str, Any]:
-    try:
-        data = json.loads(state_path(settings).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) and data.get("version") == STATE_VERSION else {}
+    return embedsync.read_state(state_path(settings), STATE_VERSION)
 
 
 def _table_present(settings: Settings) -> bool:
-    uri = settings.index_uri
-    return "://" in uri or (Path(uri) / f"{TABLE}.lance").is_dir()
+    return embedsync.table_present(settings.index_uri, TABLE)
 
 
 def _fresh(settings: Settings, state: dict[str, Any], fp: str, embedder_id: str,
@@ -94,31 +85,16 @@ def _fresh(settings: Settings, state: dict[str, Any], fp: str, embedder_id: str,
     return state.get("embedder") == embedder_id and _table_present(settings)
 
 
-def knowledge_noop(settings: Settings, model_id: str) -> KnowledgeSyncReport | None:
-    """What :func:`sync_knowledge` returns when it has nothing to do (read-only, no model,
-    no LanceDB: the CLI's fast path asks it); None when it would write."""
-    return _noop(settings, model_id)[2]
-
-
-def _noop(settings: Settings, model_id: str, knowledge: Knowledge | None = None
-          ) -> tuple[list[Entry], str, KnowledgeSyncReport | None]:
-    entries = indexed_entries(knowledge or load_knowledge(settings))
-    fp = fingerprint(entries)
-    if _fresh(settings, read_state(settings), fp, model_id, len(entries)) or settings.is_reader:
-        return entries, fp, KnowledgeSyncReport(len(entries), unchanged=len(entries),
-                                                noop=True, embedder=model_id)
-    return entries, fp, None
-
-
 def sync_knowledge(settings: Settings, *, knowledge: Knowledge | None = None,
                    embedder: Embedder | None = None) -> KnowledgeSyncReport:
     """Bring the ``knowledge`` table to the knowledge files, embedding only what changed."""
-    model_id = embedder.model_id if embedder is not None else get_embedder(
-        settings.embedder, root=settings.root).model_id
-    entries, fp, noop = _noop(settings, model_id, knowledge)
-    if noop is not None:
-        return noop
     embedder = embedder or get_embedder(settings.embedder, root=settings.root)
+    entries = indexed_entries(knowledge or load_knowledge(settings))
+    fp = fingerprint(entries)
+    if settings.is_reader or _fresh(settings, read_state(settings), fp, embedder.model_id,
+                                    len(entries)):
+        return KnowledgeSyncReport(len(entries), unchanged=len(entries), noop=True,
+                                   embedder=embedder.model_id)
     with lance.disk_full_errors(settings.index_uri, "syncing the knowledge index"), \
             index_lock(settings):
         embedded, deleted = _apply(settings, entries, embedder)
@@ -128,67 +104,29 @@ def sync_knowledge(settings: Settings, *, knowledge: Knowledge | None = None,
 
 
 def _write_state(settings: Settings, fp: str, embedder_id: str, entries: int) -> None:
-    state = {"version": STATE_VERSION, "fingerprint": fp, "embedder": embedder_id,
-             "index": settings.index_uri, "entries": entries}
-    try:
-        statedir.ensure_parent(state_path(settings))
-        atomic_write_text(state_path(settings), json.dumps(state))
-    except OSError as e:
-        log.debug("cannot write %s: %s", state_path(settings), e)
+    embedsync.write_state(state_path(settings), {
+        "version": STATE_VERSION, "fingerprint": fp, "embedder": embedder_id,
+        "index": settings.index_uri, "entries": entries})
 
 
 def _apply(settings: Settings, entries: list[Entry], embedder: Embedder) -> tuple[int, int]:
-    """Write what changed (:mod:`wrenmem.storage.embedsync`): returns (texts embedded, rows
-    deleted)."""
-    db = lance.connect(settings.index_uri)
-    held = embedsync.read(db, TABLE, "entry_hash")
-    wanted = {e.id: e for e in entries}
-    plan = embedsync.plan({e.id: (e.entry_hash, e.search_text()) for e in entries}, held,
-                          embedder.model_id)
-    if plan.empty:
-        return 0, 0
-    if plan.rebuild and held.table is not None:
-        log.warning("rebuilding the knowledge index (%s)",
-                    "; ".join(held.problems) or "another embedder built it")
-        lance.drop_table(db, TABLE, settings.index_uri)
-    if not entries:  # no table at all
-        if not plan.rebuild:
-            lance.drop_table(db, TABLE, settings.index_uri)
-        return 0, len(plan.removed)
-    if not plan.todo:  # deletions only: the table holds them
-        lance.upsert(held.table, "id", None, plan.removed)
-        return 0, len(plan.removed)
-    kept = embedsync.kept_vectors(held.table, plan.reuse) if not plan.rebuild else {}
-    todo = [wanted[i] for i in plan.todo]
-    made = embedsync.vectors(embedder, [e.search_text() for e in todo if e.id not in kept],
-                             batch=EMBED_BATCH)
-    rows = _arrow_rows(todo, [kept[e.id] if e.id in kept else made[e.search_text()]
-                              for e in todo], embedder.model_id)
-    if plan.rebuild:
-        db.create_table(TABLE, rows, mode="overwrite")
-    else:
-        lance.upsert(held.table, "id", rows, plan.removed)
-    return len(made), len(plan.removed)
+    """Write what changed (:func:`wrenmem.storage.embedsync.apply`): returns (texts embedded,
+    rows deleted)."""
+    by_id = {e.id: e for e in entries}
+    done = embedsync.apply(
+        lance.connect(settings.index_uri), TABLE, "entry_hash",
+        {e.id: (e.entry_hash, e.search_text()) for e in entries}, embedder,
+        lambda ids: _columns([by_id[i] for i in ids], embedder.model_id),
+        uri=settings.index_uri, what="knowledge index")
+    return done.embedded, done.deleted
 
 
-def _arrow_rows(entries: list[Entry], vectors: list[Any], embedder_id: str) -> Any:
-    import numpy as np
-    import pyarrow as pa
-
-    matrix = np.asarray(np.stack(vectors), dtype=np.float32)
-    return pa.table({
-        "id": pa.array([e.id for e in entries], pa.string()),
-        "entry_hash": pa.array([e.entry_hash for e in entries], pa.string()),
-        "embedder": pa.array([embedder_id] * len(entries), pa.string()),
-        "kind": pa.array([e.kind for e in entries], pa.string()),
-        "path": pa.array([e.path for e in entries], pa.string()),
-        "title": pa.array([e.title for e in entries], pa.string()),
-        "terms": pa.array([" ".join(dict.fromkeys(tokenize(e.search_text())))
-                           for e in entries], pa.string()),
-        "text": pa.array([e.search_text() for e in entries], pa.string()),
-        "vector": pa.FixedSizeListArray.from_arrays(
-            pa.array(matrix.reshape(-1), pa.float32()), int(matrix.shape[1])),
-    })
+def _columns(entries: list[Entry], embedder_id: str) -> dict[str, list[str]]:
+    return {"id": [e.id for e in entries], "entry_hash": [e.entry_hash for e in entries],
+            "embedder": [embedder_id] * len(entries), "kind": [e.kind for e in entries],
+            "path": [e.path for e in entries], "title": [e.title for e in entries],
+            "terms": [" ".join(dict.fromkeys(tokenize(e.search_text()))) for e in entries],
+            "text": [e.search_text() for e in entries]}  # what was embedded
 
 
 def vector_search(settings: Settings, question: str, embedder: Embedder, limit: int
@@ -218,8 +156,7 @@ class KnowledgeDrift:
     reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"files": self.files, "entries": self.entries, "fresh": self.fresh,
-                "missing": self.missing, "reason": self.reason}
+        return asdict(self)
 
 
 def knowledge_drift(settings: Settings, embedder_id: str) -> KnowledgeDrift:

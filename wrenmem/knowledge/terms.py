@@ -10,7 +10,6 @@ tables and columns it refers to: "GMV" then also searches "gross merchandise val
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,9 +17,7 @@ from dataclasses import dataclass
 from wrenmem.knowledge.entries import Entry, split_reference
 from wrenmem.knowledge.files import Knowledge, load_knowledge
 from wrenmem.settings import Settings
-from wrenmem.textsearch import tokenize
-
-_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+from wrenmem.textsearch import CJK_CHAR, tokenize
 
 
 @dataclass(frozen=True)
@@ -41,7 +38,7 @@ class Glossary:
         if not asked:
             return []
         asked_set = set(asked)
-        cjk = _CJK.search(question) is not None
+        cjk = CJK_CHAR.search(question) is not None
         found = []
         for entry, names in zip(self.entries, self.names, strict=True):
             if any(n and (_contains(asked, n) or (cjk and set(n) <= asked_set))

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+from wrenmem.textsearch import CJK_CHAR
+
 _WORD = re.compile(r"\w", re.UNICODE)
 IDENTICAL = 0.95  # the score of a stored question identical to the one asked, at least
 
@@ -73,4 +74,4 @@ def at_least_identical(score: float, asked: str, stored: str) -> float:
 def is_cjk(text: str) -> bool:
     """Mostly Chinese, Japanese or Korean: at least a third of its word characters."""
     words = len(_WORD.findall(text))
-    return words > 0 and len(_CJK.findall(text)) * 3 >= words
+    return words > 0 and len(CJK_CHAR.findall(text)) * 3 >= words

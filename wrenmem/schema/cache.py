@@ -1,13 +1,10 @@
 """What ``fetch`` needs from the manifest, cached so a large manifest is not re-read per call.
 
-A 2,500-model manifest takes seconds to parse, turn into 56,000 items and tokenize for
-keyword search. ``prepare`` keeps the result in ``.wrenmem/schema_cache.bin`` (marshal),
-keyed by the manifest file's stat and the content hash of its bytes, and in memory for the
-warm daemon. The keyword index is stored as postings (packed arrays), so loading it costs no
-tokenizing; items are stored as plain tuples and become :class:`SchemaItem` objects only
-when used. A manifest whose stat changed, or that was edited in the last two seconds (a
-same-size edit within one clock tick would look unchanged), is hashed again: only new
-content is parsed again.
+A 2,500-model manifest takes seconds to parse, turn into 56,000 items and tokenize.
+``prepare`` keeps the result in ``.wrenmem/schema_cache.bin`` (marshal), keyed by the
+manifest file's stat and the content hash of its bytes, and in memory for a warm process.
+The keyword index is stored as postings (packed arrays), items as plain tuples that become
+:class:`SchemaItem` objects only when used.
 """
 
 from __future__ import annotations
@@ -47,15 +44,12 @@ _FIELDS_OF = attrgetter(*FIELD)  # an item's fields as a tuple, in field order
 
 @dataclass
 class ModelMemo:
-    """What one read made of each model, by the model's key (``Manifest.model_keys``): a
-    warm process (the watcher) re-reading a changed manifest parses again, turns into
-    items and describes only the models whose JSON changed."""
+    """What one read made of each model, by its key (``Manifest.model_keys``): a warm
+    re-read of a changed manifest redoes only the models whose JSON changed."""
 
     models: dict[str, Model] = field(default_factory=dict)
     items: dict[str, list[SchemaItem]] = field(default_factory=dict)
     lines: dict[str, list[str]] = field(default_factory=dict)
-    # canonical JSON of each model by its text in the file (wrenmem.schema.rawjson)
-    canonical: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -145,10 +139,7 @@ def _in_memory(name: str) -> tuple[tuple[int, int, int] | None, Prepared] | None
 def item_terms(item: SchemaItem, memo: dict[str, list[str]] | None = None
                ) -> dict[str, float]:
     """Keyword-search terms of an item: name, model and related names weigh more.
-
-    ``memo`` caches the tokens of each whitespace-separated word: tokens never span
-    whitespace, and 56,000 items repeat the same words over and over.
-    """
+    ``memo``: the tokens of each word (tokens never span whitespace; items repeat words)."""
     memo = {} if memo is None else memo
     terms: dict[str, float] = {}
     for text, weight in ((f"{item.name} {item.model} {item.related}", NAME_WEIGHT),
@@ -164,12 +155,8 @@ def item_terms(item: SchemaItem, memo: dict[str, list[str]] | None = None
 
 def prepare(settings: Settings, path: Path) -> Prepared:
     """The prepared manifest at ``path``; raises ManifestError when it cannot be used.
-
-    First check: the file's stat (nothing read). When the stat differs from the cached one
-    or the file was written too recently to trust it, the content hash of the file's bytes
-    decides (a 10 MB manifest hashes in ~30 ms): an unchanged manifest is never parsed or
-    tokenized again, whatever its mtime says.
-    """
+    The file's stat decides first; when it differs or is too recent to trust, the content
+    hash of the bytes (~30 ms for 10 MB): an unchanged manifest is never parsed again."""
 
     try:
         st = path.stat()
@@ -183,10 +170,8 @@ def prepare(settings: Settings, path: Path) -> Prepared:
     hit = _in_memory(name)
     if key is not None and hit is not None and hit[0] == key:
         return hit[1]
-    # A warm process (the watcher) holding this manifest compares the content with what it
-    # holds and does not read the cache file: a changed manifest is rebuilt from its memo
-    # at once; an unchanged one keeps the file as it is (the next process that reads the
-    # file hashes the manifest once and records the new stat).
+    # A warm process holding this manifest compares the content with what it holds and
+    # does not read the cache file (the next process that does records the new stat).
     stored = read_marshal(settings.state_dir / CACHE_FILE) if hit is None else None
     if key is not None and hit is None:
         cached = _from_cache(stored, name, stat=key)
@@ -204,22 +189,20 @@ def prepare(settings: Settings, path: Path) -> Prepared:
         with no_cyclic_gc():
             prepared = _build(
                 load_manifest(path, data, max_bytes=settings.max_manifest_bytes,
-                              reuse=memo.models if memo is not None else None,
-                              canonical=memo.canonical if memo is not None else None), digest,
+                              reuse=memo.models if memo is not None else None), digest,
                 previous=hit[1] if hit is not None else _from_cache(stored, name), memo=memo)
     _remember(name, key, prepared)
     old = _cache_key(stored)
     if old is None or old[0] != name or old[2] != digest or (key is not None and old[1] != key):
-        # An unchanged manifest: only its stat is new. Queued in a warm process (later.py).
+        # (queued in a warm process: later.py)
         later.write(partial(_write, settings, path, key, prepared))
     return prepared
 
 
 @contextmanager
 def no_cyclic_gc() -> Iterator[None]:
-    """Decoding 10 MB of JSON makes millions of objects and no reference cycles: the cyclic
-    collector would scan everything a warm process holds several times over (a third of a
-    warm re-read), to free nothing."""
+    """Decoding 10 MB of JSON makes millions of objects and no cycles: the cyclic collector
+    would scan a warm process's memory several times over (a third of a re-read)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -236,11 +219,10 @@ def content_digest(data: bytes) -> str:
 
 def _build(manifest: Any, digest: str = "", previous: Prepared | None = None,
            memo: ModelMemo | None = None) -> Prepared:
-    """Prepare ``manifest``; with the ``previous`` version of the same file, only the items
-    that changed are tokenized again when the others kept their places; with the ``memo``
-    of an earlier read, only the models whose JSON changed are made into items again."""
-    memo = ModelMemo(items=dict(memo.items), lines=dict(memo.lines),
-                     canonical=memo.canonical) if memo else ModelMemo()
+    """Prepare ``manifest``; with the ``previous`` version of the file, only changed items
+    are tokenized again (when the others kept their places); with the ``memo`` of an
+    earlier read, only models whose JSON changed are made into items again."""
+    memo = ModelMemo(items=dict(memo.items), lines=dict(memo.lines)) if memo else ModelMemo()
     items = schema_items(manifest, memo.items)
     records = [_record(i) for i in items]
     changed = _changed(previous, records) if previous is not None else None
@@ -267,15 +249,13 @@ def _models_by_key(manifest: Manifest) -> dict[str, Model]:
 
 
 def hold(settings: Settings, path: Path) -> Prepared:
-    """For a long-lived process (the watcher): :func:`prepare`, and keep with it what each
-    model was made into, so that the next change of the manifest is read again model by
-    model (a prepared manifest from the cache file has none: it is parsed once here)."""
+    """:func:`prepare` for a long-lived process (the watcher), with what each model was
+    made into, so the next change is read again model by model."""
     prepared = prepare(settings, path)
     if prepared._memo is None:
         memo = ModelMemo()
         with no_cyclic_gc():
-            manifest = load_manifest(path, max_bytes=settings.max_manifest_bytes,
-                                     canonical=memo.canonical)
+            manifest = load_manifest(path, max_bytes=settings.max_manifest_bytes)
             schema_items(manifest, memo.items)
             describe(manifest, memo.lines)
             memo.models = _models_by_key(manifest)
@@ -284,9 +264,8 @@ def hold(settings: Settings, path: Path) -> Prepared:
 
 
 def _changed(previous: Prepared, records: list[tuple[Any, ...]]) -> set[int] | None:
-    """Positions of the records that differ from ``previous``'s, when the items kept their
-    places (a changed description, type, name...) and few changed; None when items were
-    added, removed or moved, or so many changed that a full build is as quick."""
+    """Positions of the records that differ from ``previous``'s when the items kept their
+    places and few changed; else None (a full build)."""
     old = previous.records
     if (len(old) != len(records) or len(previous.hashes) != len(records)
             or len(previous.lengths) != 4 * len(records)):
@@ -315,8 +294,8 @@ def _postings(items: list[SchemaItem]) -> tuple[dict[str, tuple[bytes, bytes]], 
 
 def _patch(previous: Prepared, items: list[SchemaItem], changed: set[int]
            ) -> tuple[dict[str, tuple[bytes, bytes]], bytes]:
-    """The keyword index of ``items`` made from ``previous``'s by re-tokenizing only the
-    ``changed`` positions; it equals a full build's."""
+    """The keyword index of ``items`` from ``previous``'s, re-tokenizing only ``changed``
+    positions; it equals a full build's."""
     old = previous.records
     lengths = array("f")
     lengths.frombytes(previous.lengths)
@@ -385,8 +364,7 @@ def _cache_key(data: Any) -> tuple[Any, Any, Any] | None:
 
 def _from_cache(data: Any, name: str, *, stat: tuple[int, int, int] | None = None,
                 digest: str | None = None) -> Prepared | None:
-    """The cached prepared manifest when the cache is for ``name`` with this stat or this
-    content digest."""
+    """The cached prepared manifest when it is of ``name`` with this stat or digest."""
     key = _cache_key(data)
     if key is None or key[0] != name:
         return None

@@ -24,10 +24,10 @@ from wrenmem.schema.items import SchemaItem, normalize_types
 from wrenmem.schema.manifest import load_manifest
 from wrenmem.schema.table import SchemaIndexMissing, forget_handles, sync_items, vector_search
 from wrenmem.settings import Settings
+from wrenmem.textsearch import rrf
 
 log = logging.getLogger(__name__)
 ReadCopy = Callable[[bool], str]
-RRF_K = 60
 OVERFETCH = 4
 
 
@@ -110,12 +110,9 @@ def fetch(settings: Settings, question: str, *, types: tuple[str, ...] | list[st
           progress: Callable[[int, int], None] | None = None,
           read_copy: ReadCopy | None = None, embedder: Embedder | None = None) -> FetchResult:
     """Schema context for ``question``. Raises ManifestError when there is no usable manifest.
-    ``embedder``: instead of the ``embedder`` setting's (``Memory(embedder=...)``).
-
-    ``read_copy`` (for a remote index) brings a local copy of the schema table up to date
-    and returns where to search it: the vector search then reads local disk, not the
-    network. It is called with True when this call's sync just wrote the remote table.
-    """
+    ``embedder``: instead of the setting's. ``read_copy`` (a remote index) brings a local
+    copy of the schema table up to date and returns where to search it; it is called with
+    True when this call's sync just wrote the remote table."""
     if k <= 0:
         raise WrenmemError(f"-k must be a positive number, got {k}")
     try:
@@ -133,7 +130,6 @@ def fetch(settings: Settings, question: str, *, types: tuple[str, ...] | list[st
         if wanted or model:
             notes = (f"the whole schema fits ({prepared.characters} <= {limit} characters), "
                      "so --type and --model are not applied; use --threshold 0 to search",)
-        # Small by definition, so reading it again is cheap.
         text = describe(load_manifest(path, max_bytes=settings.max_manifest_bytes))
         knowledge, more = _knowledge(settings, question, embedder)
         return FetchResult(strategy="full", method="full", schema=text, notes=notes + more,
@@ -208,8 +204,7 @@ def _vector_search(settings: Settings, path: Path, prepared: Prepared, question:
                 stale += 1
         if not stale or attempt == 2:
             break
-        # The index does not hold exactly these items although its state said so (another
-        # process synced another manifest, or the item format changed): sync for real.
+        # The index does not hold these items although its state said so: sync for real.
         log.info("schema index held %d rows of other items; syncing again", stale)
         forget_handles()
         report = sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
@@ -219,14 +214,9 @@ def _vector_search(settings: Settings, path: Path, prepared: Prepared, question:
 
 def fuse(*rankings: list[ScoredItem]) -> list[ScoredItem]:
     """Reciprocal rank fusion; ties broken by item id so the order is deterministic."""
-    scores: dict[str, float] = {}
-    by_id: dict[str, SchemaItem] = {}
-    for ranking in rankings:
-        for rank, hit in enumerate(ranking):
-            scores[hit.item.id] = scores.get(hit.item.id, 0.0) + 1.0 / (RRF_K + rank + 1)
-            by_id[hit.item.id] = hit.item
-    ordered = sorted(scores, key=lambda i: (-scores[i], i))
-    return [ScoredItem(by_id[i], scores[i]) for i in ordered]
+    by_id = {hit.item.id: hit.item for ranking in rankings for hit in ranking}
+    return [ScoredItem(by_id[i], score)
+            for i, score in rrf(*([hit.item.id for hit in r] for r in rankings))]
 
 
 def render_results(question: str, results: tuple[ScoredItem, ...] | list[ScoredItem],
@@ -255,7 +245,7 @@ def render_results(question: str, results: tuple[ScoredItem, ...] | list[ScoredI
             if hit.item.type not in ("model", "cube", "view"):
                 lines.append("- " + hit.item.detail)
                 continue
-            # The group title already names it: "Model orders: One row…" → "One row…".
+            # the title names it: "Model orders: One row…" → "One row…"
             detail = hit.item.detail
             if detail.startswith(title + ": "):
                 detail = detail[len(title) + 2:]

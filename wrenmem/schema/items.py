@@ -72,12 +72,6 @@ class SchemaItem:
             return self.text.replace(f" in model {self.model}", "", 1)
         return self.text
 
-    def matches(self, types: tuple[str, ...] = (), model: str | None = None) -> bool:
-        """True if the item passes the ``--type`` and ``--model`` filters."""
-        if types and self.type not in types:
-            return False
-        return model is None or model in (self.model, self.related)
-
     def to_dict(self) -> dict[str, object]:
         return {"id": self.id, "type": self.type, "name": self.name, "model": self.model,
                 "related": self.related, "data_type": self.data_type,

@@ -1,13 +1,12 @@
 """File writes a warm process may make after the schema index is up to date.
 
 The watcher re-indexes a changed manifest for its own searches, which read what it holds in
-memory; ``.wrenmem/schema_cache.bin`` and ``.wrenmem/schema-copy.bin`` (32 and 28 MB for the
-56,103 items of ``bench/gen_manifest.py``) are for the next process. Writing them cost a
-one-column change a third of its time, so inside :func:`collect` they are queued instead,
-and :func:`write_in_background` writes them on one worker thread, in order, after the
-index was updated. A process that reads a file before it is written finds it stale (it is
-keyed by the manifest's content and the table's files) and does the work itself; nothing
-is lost: both files are derived and may be deleted at any time.
+memory; ``.wrenmem/schema_cache.bin`` (32 MB for the 56,103 items of
+``bench/gen_manifest.py``) is for the next process, and the table's compaction can wait.
+Inside :func:`collect` such writes are queued, and :func:`write_in_background` makes them on
+one worker thread, in order, after the index was updated. A process that reads the cache
+before it is written finds it stale (it is keyed by the manifest's content) and does the
+work itself; nothing is lost: the file is derived and may be deleted at any time.
 """
 
 from __future__ import annotations

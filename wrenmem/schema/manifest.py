@@ -1,11 +1,5 @@
-"""The Wren MDL manifest, read defensively into small frozen records.
-
-A manifest is JSON (``target/mdl.json``): models with columns, relationships, views and
-cubes. Real manifests are often hand-edited, so reading never crashes: a document that is
-not a manifest at all raises :class:`ManifestError` naming the element; a single bad item
-(not an object, nameless, a relationship whose ``models`` is not two names…) is skipped and
-named in ``Manifest.warnings``.
-"""
+"""Reading a manifest file (a Wren MDL's JSON, or another schema source) into the records
+of :mod:`wrenmem.schema.mdl`; :mod:`wrenmem.schema.mdlparse` reads the decoded document."""
 
 from __future__ import annotations
 
@@ -19,7 +13,7 @@ from wrenmem.errors import ManifestError, ManifestNotFoundError, UnreadableFileE
 from wrenmem.fs.encoding import not_utf8
 from wrenmem.fs.fsutil import read_regular_file
 from wrenmem.lazy import lazies
-from wrenmem.schema import rawjson, sources
+from wrenmem.schema import sources
 from wrenmem.schema.mdl import (  # noqa: F401 (the records, imported from here by most callers)
     DATASOURCE_DIALECTS,
     JOIN_TYPES,
@@ -34,7 +28,7 @@ from wrenmem.schema.mdl import (  # noqa: F401 (the records, imported from here 
     View,
     per_model,
 )
-from wrenmem.schema.mdlparse import _canonical, fingerprint, parse_manifest  # noqa: F401
+from wrenmem.schema.mdlparse import fingerprint, parse_manifest  # noqa: F401
 from wrenmem.settings import MAX_MANIFEST_BYTES
 
 if TYPE_CHECKING:
@@ -53,9 +47,7 @@ MANIFEST_HINT = ("a Wren MDL manifest, as Wren's `wren` CLI builds it into targe
 def read_manifest_bytes(path: Path, max_bytes: int = MAX_MANIFEST_BYTES) -> bytes:
     """The manifest file's bytes; raises :class:`ManifestError` naming the file when it is
     missing, not a regular file, or larger than ``max_bytes`` (checked before reading).
-
-    A DuckDB or SQLite database file is not read whole: it is opened read-only and its
-    schema is what comes back, as the JSON of a Wren MDL (``max_bytes`` holds that JSON)."""
+    A DuckDB or SQLite database gives its schema as a Wren MDL's JSON instead."""
     kind = sources.file_database_kind(path)
     if kind is not None:
         return _database_json(path, kind, max_bytes)
@@ -72,13 +64,10 @@ def read_manifest_bytes(path: Path, max_bytes: int = MAX_MANIFEST_BYTES) -> byte
 
 def load_manifest(path: str | Path, data: bytes | None = None, *,
                   max_bytes: int = MAX_MANIFEST_BYTES,
-                  reuse: Mapping[str, Model] | None = None,
-                  canonical: dict[str, str] | None = None) -> Manifest:
+                  reuse: Mapping[str, Model] | None = None) -> Manifest:
     """Read a manifest file (or its ``data``, already read), of at most ``max_bytes`` (the
     ``max_manifest_bytes`` setting). Raises :class:`ManifestError` naming the file and the
-    problem. ``reuse``: models of an earlier read by their key (see :func:`parse_manifest`).
-    ``canonical``: the canonical JSON of models by their text in the file (see
-    :mod:`wrenmem.schema.rawjson`), used and replaced by this read's (a warm process)."""
+    problem. ``reuse``: models of an earlier read by their key (see :func:`parse_manifest`)."""
     path = Path(path)
     if data is None:
         data = read_manifest_bytes(path, max_bytes)
@@ -95,19 +84,11 @@ def load_manifest(path: str | Path, data: bytes | None = None, *,
     if text.lstrip()[:1] not in ("{", "["):  # not JSON: SQL DDL, or nothing readable
         return parse_manifest(ddl.ddl_document(text, str(path)), str(path))
     try:
-        # Keys starting with "_" are dropped while decoding: they are not part of the schema
-        # and the fingerprint ignores them, so it need not copy the document again.
-        hooked = '"_' in text or _ESCAPED_SURROGATE.search(text) is not None  # 20x the regex
-        # no "_key": and no escaped surrogate: the C decoder alone, 3x faster
-        decoder = json.JSONDecoder(object_pairs_hook=_public_object if hooked else None,
-                                   parse_int=_parse_int)
-        decoded = rawjson.decode_with_models(
-            text, decoder, _public_object if hooked else None) if canonical is not None \
-            else None
-        if decoded is None:
-            document, spans = decoder.decode(text), None
-        else:
-            document, spans = decoded
+        # Keys starting with "_" are dropped while decoding (the fingerprint ignores them);
+        # without such a key or an escaped surrogate the C decoder alone reads it, 3x faster
+        hooked = '"_' in text or _ESCAPED_SURROGATE.search(text) is not None
+        document = json.JSONDecoder(object_pairs_hook=_public_object if hooked else None,
+                                    parse_int=_parse_int).decode(text)
     except json.JSONDecodeError as e:
         raise ManifestError(f"{path}:{e.lineno}:{e.colno}: manifest is not valid JSON: "
                             f"{e.msg}") from e
@@ -117,16 +98,12 @@ def load_manifest(path: str | Path, data: bytes | None = None, *,
         document = _clean_value(document)
     if sources.is_dbt_manifest(document):
         return parse_manifest(dbt.dbt_document(document, str(path)), str(path), _public=True)
-    texts = None
-    if canonical is not None and spans is not None:
-        texts = _model_texts(document["models"], spans, hooked, canonical)
-    return parse_manifest(document, str(path), _public=True, reuse=reuse, _model_texts=texts)
+    return parse_manifest(document, str(path), _public=True, reuse=reuse)
 
 
 class KeptManifest:
-    """The manifest a long-lived ``Memory`` loaded, kept while the file's path, size and
-    mtime stay the same, with what callers derived from it (:attr:`derived`: the validator
-    of ``store`` and import)."""
+    """The manifest a long-lived ``Memory`` loaded, kept while the file's stat stays the
+    same, with what callers derived from it (:meth:`derived`: the validator of ``store``)."""
 
     def __init__(self) -> None:
         self._held: tuple[tuple[Any, ...], Manifest, dict[str, Any]] | None = None
@@ -149,7 +126,7 @@ class KeptManifest:
 
 def _database_json(path: Path, kind: str, max_bytes: int, data: bytes | None = None) -> bytes:
     """The schema of the database at ``path`` (or of its bytes ``data``, copied to a
-    temporary file first) as MDL JSON of at most ``max_bytes``."""
+    temporary file) as MDL JSON of at most ``max_bytes``."""
     if data is None:
         document = database.database_document(path, kind)
     else:
@@ -164,17 +141,6 @@ def _database_json(path: Path, kind: str, max_bytes: int, data: bytes | None = N
         raise ManifestError(manifest_too_large(path, len(out), max_bytes)
                             .replace("manifest too large", "the database's schema is too large"))
     return out
-
-
-def _model_texts(models: list[Any], spans: list[str], hooked: bool,
-                 canonical: dict[str, str]) -> list[str]:
-    """The canonical JSON of each model: remembered by its text in the file, else made;
-    ``canonical`` is left holding this manifest's models only."""
-    keys = [rawjson.span_key(span, hooked) for span in spans]
-    texts = [canonical.get(k) or _canonical(m) for k, m in zip(keys, models, strict=True)]
-    canonical.clear()
-    canonical.update(zip(keys, texts, strict=True))
-    return texts
 
 
 def manifest_too_large(path: str | Path, size: int, limit: int) -> str:

@@ -26,8 +26,7 @@ from wrenmem.schema.mdl import (
 
 
 def parse_manifest(document: Any, path: str = "<manifest>", *, _public: bool = False,
-                   reuse: Mapping[str, Model] | None = None,
-                   _model_texts: list[str] | None = None) -> Manifest:
+                   reuse: Mapping[str, Model] | None = None) -> Manifest:
     """Build a :class:`Manifest` from decoded JSON, skipping (and naming) bad items.
 
     Each model read without a warning gets a key, a hash of its JSON (``model_keys``); a
@@ -48,7 +47,7 @@ def parse_manifest(document: Any, path: str = "<manifest>", *, _public: bool = F
         if not isinstance(value, list):
             raise ManifestError(f"{path}: '{section}' must be a list, not {_kind(value)}")
         sections[section] = _named_items(value, section, warnings)
-    digest, pieces = _fingerprint_pieces(public, _model_texts)
+    digest, pieces = _fingerprint_pieces(public)
     models_list: list[Model] = []
     keys: list[str] = []
     for where, item in sections["models"]:
@@ -108,19 +107,14 @@ def _digest(payload: str) -> str:
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _fingerprint_pieces(document: dict[str, Any], model_texts: list[str] | None = None
-                        ) -> tuple[str, dict[str, str]]:
+def _fingerprint_pieces(document: dict[str, Any]) -> tuple[str, dict[str, str]]:
     """:func:`fingerprint` of a public document, and the canonical JSON of each model by its
     ``where`` (``models[3] 'orders'``): the document's canonical JSON is assembled from them
-    (the same text ``json.dumps`` makes: keys sorted, a list's items joined by commas).
-    ``model_texts``: that of each model, already made (:func:`_model_texts`)."""
+    (the same text ``json.dumps`` makes: keys sorted, a list's items joined by commas)."""
     models = document.get("models")
     if not isinstance(models, list):
         return _digest(_canonical(document)), {}
-    if model_texts is not None and len(model_texts) == len(models):
-        texts = model_texts
-    else:
-        texts = [_canonical(m) for m in models]
+    texts = [_canonical(m) for m in models]
     parts = []
     for key in sorted(document):
         value = "[" + ",".join(texts) + "]" if key == "models" else _canonical(document[key])

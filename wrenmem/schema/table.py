@@ -1,21 +1,17 @@
 """The schema index: the manifest's schema items, embedded, in the LanceDB table ``schema_items``.
 
-Sync is incremental. Rows are keyed by the item id and carry the item hash and the
-embedder id; a sync embeds only items whose hash is new, deletes rows of items that are
-gone, and applies both in one LanceDB commit (``merge_insert``), so a reader never sees a
-half-applied sync. A small state file (``.wrenmem/schema_index.json``) records the manifest
-file's stat, its fingerprint and the embedder: when they match, sync opens nothing and loads
-no model.
+Sync is incremental (:func:`wrenmem.storage.embedsync.apply`). A state file
+(``.wrenmem/schema_index.json``) records the manifest file's stat, its fingerprint, the
+embedder and the table's files: when they match, sync opens nothing and loads no model.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,9 +19,9 @@ from typing import Any
 from wrenmem.embed.embedders import Embedder, get_embedder
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
-from wrenmem.fs.fsutil import atomic_write_text, is_racy, stat_key
+from wrenmem.fs.fsutil import is_racy, stat_key
 from wrenmem.schema import items as item_format
-from wrenmem.schema import later, searchcopy
+from wrenmem.schema import later
 from wrenmem.schema.cache import no_cyclic_gc, prepare
 from wrenmem.schema.items import SchemaItem, schema_items
 from wrenmem.schema.manifest import Manifest
@@ -37,12 +33,6 @@ log = logging.getLogger(__name__)
 TABLE = "schema_items"
 STATE_FILE = statedir.SCHEMA_STATE
 STATE_VERSION = 1
-EMBED_BATCH = 256
-WRITE_CHUNK = 16384  # items embedded per commit of a large sync (56,000 items: 4 commits)
-# Changed items (and characters of their texts) up to which a sync reads what the table
-# holds from the search copy instead of reading the table's rows (_known_changes).
-KNOWN_MAX = 500
-KNOWN_TEXT_CHARS = 200_000
 
 
 class SchemaIndexMissing(WrenmemError):
@@ -66,11 +56,7 @@ class SchemaSyncReport:
     written: int = 0  # rows written (items with a new hash or text; equal texts share a vector)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"manifest": self.manifest, "fingerprint": self.fingerprint,
-                "items": self.items, "embedded": self.embedded, "deleted": self.deleted,
-                "unchanged": self.unchanged, "rebuilt": self.rebuilt, "noop": self.noop,
-                "seconds": round(self.seconds, 3), "embedder": self.embedder,
-                "written": self.written}
+        return {**asdict(self), "seconds": round(self.seconds, 3)}
 
 
 def state_path(settings: Settings) -> Path:
@@ -89,21 +75,12 @@ def _stat_key(path: Path) -> list[int] | None:
 
 
 def read_state(settings: Settings) -> dict[str, Any]:
-    try:
-        data = json.loads(state_path(settings).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
-        return {}
+    data = embedsync.read_state(state_path(settings), STATE_VERSION)
     return data if data.get("items_version") == item_format.ITEMS_VERSION else {}
 
 
 def _table_present(settings: Settings) -> bool:
-    """For a local index, whether the table folder exists (a deleted index is not fresh)."""
-    uri = settings.index_uri
-    if "://" in uri:
-        return True
-    return (Path(uri) / f"{TABLE}.lance").is_dir()
+    return embedsync.table_present(settings.index_uri, TABLE)
 
 
 def is_fresh(settings: Settings, manifest_path: Path, embedder_id: str,
@@ -124,11 +101,8 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
                 manifest: Manifest | None = None, embedder: Embedder | None = None,
                 progress: Callable[[int, int], None] | None = None) -> SchemaSyncReport:
     """Bring the ``schema_items`` table up to date with the manifest, embedding only changes.
-
-    Raises ManifestError for an unusable manifest and ExtraMissingError without the
-    ``index`` extra. The watcher calls this when the manifest changes.
-    """
-
+    Raises ManifestError for an unusable manifest, ExtraMissingError without the ``index``
+    extra."""
     started = time.perf_counter()
     path = (manifest_path or settings.manifest_path).resolve()
     embedder = embedder or get_embedder(settings.embedder, root=settings.root)
@@ -139,13 +113,11 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
                                 seconds=time.perf_counter() - started,
                                 embedder=embedder.model_id)
     if manifest is not None:
-        fingerprint, items = manifest.fingerprint, schema_items(manifest)
-    else:
-        prepared = prepare(settings, path)  # shared with fetch: parsed once per change
-        return sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
-                          embedder, count=len(prepared), progress=progress, started=started)
-    return sync_items(settings, path, fingerprint, items, embedder, progress=progress,
-                      started=started)
+        return sync_items(settings, path, manifest.fingerprint, schema_items(manifest),
+                          embedder, progress=progress, started=started)
+    prepared = prepare(settings, path)  # shared with fetch: parsed once per change
+    return sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
+                      embedder, count=len(prepared), progress=progress, started=started)
 
 
 def sync_items(settings: Settings, path: Path, fingerprint: str,
@@ -154,22 +126,15 @@ def sync_items(settings: Settings, path: Path, fingerprint: str,
                progress: Callable[[int, int], None] | None = None,
                started: float | None = None, force: bool = False) -> SchemaSyncReport:
     """Sync already-extracted items of the manifest at ``path`` (fetch has them cached).
-
-    ``items`` may be a function, called only when the index is not already fresh; then
-    ``count`` gives the number of items for the report. ``force`` ignores the state file
-    and compares the table itself (still embedding only what changed).
-    """
-
+    ``items`` may be a function, called only when the index is not fresh (``count``: their
+    number). ``force`` compares the table itself whatever the state file says."""
     started = time.perf_counter() if started is None else started
     total = len(items) if not callable(items) else (count or 0)
     stat_key = _stat_key(path)
-    if not force and is_fresh(settings, path, embedder.model_id, fingerprint):
-        if read_state(settings).get("stat") != stat_key:
-            _write_state(settings, path, fingerprint, embedder.model_id, total, stat_key)
-        return SchemaSyncReport(str(path), fingerprint, total, unchanged=total,
-                                noop=True, seconds=time.perf_counter() - started,
-                                embedder=embedder.model_id)
-    if settings.is_reader:  # a reader searches the shared index as its writer left it
+    fresh = not force and is_fresh(settings, path, embedder.model_id, fingerprint)
+    if fresh and read_state(settings).get("stat") != stat_key:
+        _write_state(settings, path, fingerprint, embedder.model_id, total, stat_key)
+    if fresh or settings.is_reader:  # a reader searches the shared index as its writer left it
         return SchemaSyncReport(str(path), fingerprint, total, unchanged=total, noop=True,
                                 seconds=time.perf_counter() - started,
                                 embedder=embedder.model_id)
@@ -185,14 +150,11 @@ def sync_items(settings: Settings, path: Path, fingerprint: str,
 
 def _write_state(settings: Settings, path: Path, fingerprint: str, embedder_id: str,
                  items: int, stat_key: list[int] | None) -> None:
-    state = {"version": STATE_VERSION, "items_version": item_format.ITEMS_VERSION,
-             "manifest": str(path), "stat": stat_key,
-             "fingerprint": fingerprint, "embedder": embedder_id,
-             "index": settings.index_uri, "items": items, "disk": _disk(settings)}
-    try:
-        atomic_write_text(state_path(settings), json.dumps(state))
-    except OSError as e:
-        log.debug("cannot write %s: %s", state_path(settings), e)
+    embedsync.write_state(state_path(settings), {
+        "version": STATE_VERSION, "items_version": item_format.ITEMS_VERSION,
+        "manifest": str(path), "stat": stat_key, "fingerprint": fingerprint,
+        "embedder": embedder_id, "index": settings.index_uri, "items": items,
+        "disk": _disk(settings)})
 
 
 def _disk(settings: Settings) -> dict[str, list[int]] | None:
@@ -202,7 +164,6 @@ def _disk(settings: Settings) -> dict[str, list[int]] | None:
 
 
 def connect(settings: Settings) -> Any:
-    """A LanceDB connection to the project's index (``index`` extra needed)."""
     return lance.connect(settings.index_uri)
 
 
@@ -217,193 +178,47 @@ def open_table(db: Any) -> Any | None:
 
 def _apply(settings: Settings, items: Sequence[SchemaItem], embedder: Embedder,
            progress: Callable[[int, int], None] | None) -> tuple[int, int, int, bool]:
-    """Embed and write what changed (:mod:`wrenmem.storage.embedsync`): returns
-    (embedded, deleted, written, rebuilt)."""
-    before = searchcopy.listing(settings)  # under the index lock: no write since
-    db = connect(settings)
-    table, problems = lance.probe_table(db, TABLE)
-    if table is not None and not problems:
-        known = _known_changes(settings, table, items, embedder, before)
-        if known is not None:
-            return _write_changes(settings, db, table, embedder, progress, before, *known)
-    held = embedsync.read(db, TABLE, "item_hash", (table, problems))
-    if held.problems:  # damaged: drop it (from disk if LanceDB cannot) and build it again
-        log.warning("the schema index is damaged (%s); rebuilding it", "; ".join(held.problems))
-        lance.drop_table(db, TABLE, settings.index_uri)
+    """Embed and write what changed: (embedded, deleted, written, rebuilt). Equal texts
+    (every regional copy of a column, every shared audit column) are embedded once."""
+    by_id = {item.id: item for item in items}
+    done = embedsync.apply(
+        connect(settings), TABLE, "item_hash",
+        {i.id: (i.item_hash, i.vector_text) for i in items}, embedder,
+        lambda ids: _columns([by_id[i] for i in ids], embedder.model_id),
+        uri=settings.index_uri, what="schema index", max_chars=settings.max_embed_chars,
+        progress=progress)
+    if done.rebuilt or done.table is None:
         forget_handles()
-        held.table = None
-    current = {item.id: item for item in items}
-    # A row is current when its hash and its embedded text are this item's (an index made
-    # when columns embedded their model's name has other texts under the same hashes).
-    plan = embedsync.plan({i.id: (i.item_hash, i.vector_text) for i in items}, held,
-                          embedder.model_id)
-    if held.table is not None and plan.rebuild:
-        log.warning("schema index was built with another embedder; rebuilding it")
-    if plan.empty:
-        return 0, 0, 0, False
-    if plan.rebuild and not plan.todo:  # a manifest without items: no table
-        if held.table is not None:
-            lance.drop_table(db, TABLE, settings.index_uri)
-            forget_handles()
-        return 0, len(plan.removed), 0, True
-    # Large first indexes are written in chunks, so a killed sync keeps what it embedded
-    # (the next one skips those rows by hash) and memory stays bounded. A normal
-    # incremental sync is one chunk: one commit with its deletions. A table this sync
-    # creates gets its later chunks appended (no id can be there yet: no merge join).
-    # The vector depends on the embedded text only: an item whose other fields changed (or
-    # whose id changed, text equal) keeps the stored vector, and equal texts are embedded
-    # once (every regional copy of a column, every shared audit column).
-    kept = embedsync.kept_vectors(held.table, plan.reuse) if plan.reuse else {}
-    return _write_changes(settings, db, held.table, embedder, progress, before,
-                          [current[i] for i in plan.todo], plan.removed, kept, plan.rebuild)
+    if done.table is not None and (done.written or done.deleted):
+        lance.ensure_vector_index(done.table, pq_rows=settings.ivf_pq_rows)  # once, at the end
+        if not done.rebuilt:  # after the index is up to date (later.py)
+            later.write(partial(_maintain, settings, done.commits, done.embedded))
+    return done.embedded, done.deleted, done.written, done.rebuilt
 
 
-def _known_changes(settings: Settings, table: Any, items: Sequence[SchemaItem],
-                   embedder: Embedder, before: lance.Listing | None
-                   ) -> tuple[list[SchemaItem], list[str], dict[str, Any], bool] | None:
-    """(items to write, ids to delete, stored vectors to keep by item id, False) read from
-    the search copy instead of the table's 56,000 rows, when the copy is of the table's
-    current files and a sync checked its texts (:attr:`SchemaCopy.texts_version`), and few
-    items changed; else None (the table is compared). The same answer as the comparison: a
-    row of the copy is the table's row, and a row with the item's hash holds its text."""
-    copy = searchcopy.load(settings, embedder.model_id, before) if before else None
-    if copy is None or copy.texts_version != item_format.ITEMS_VERSION:
-        return None
-    hashes = copy.hashes()
-    todo = [item for item in items if hashes.get(item.id) != item.item_hash]
-    texts = list(dict.fromkeys(item.vector_text for item in todo))
-    if len(todo) > KNOWN_MAX or sum(map(len, texts)) > KNOWN_TEXT_CHARS:
-        return None
-    removed = sorted(set(hashes) - {item.id for item in items})
-    by_text = _stored_by_text(table, texts) if texts else {}
-    kept = {item.id: by_text[item.vector_text] for item in todo if item.vector_text in by_text}
-    return todo, removed, kept, False
-
-
-def _stored_by_text(table: Any, texts: Sequence[str]) -> dict[str, Any]:
-    """The stored vector of each of ``texts`` some row embedded (of several rows, the last
-    in the table's order, as the comparison of every row picks it)."""
-    data = table.search().where(lance.in_filter("text", texts)).select(
-        ["text", "vector"]).limit(None).to_arrow()
-    vectors = data["vector"].to_numpy(zero_copy_only=False)
-    return dict(zip(data["text"].to_pylist(), vectors, strict=True))
-
-
-def _write_changes(settings: Settings, db: Any, table: Any, embedder: Embedder,
-                   progress: Callable[[int, int], None] | None,
-                   before: lance.Listing | None, todo: list[SchemaItem], removed: list[str],
-                   kept: dict[str, Any], rebuild: bool) -> tuple[int, int, int, bool]:
-    """Embed what ``kept`` (stored vectors by item id) does not hold, write ``todo``, delete
-    ``removed``, then index, compact and save the search copy as due."""
-    if not todo and not removed and not rebuild:
-        return 0, 0, 0, False
-    vectors_by_text: dict[str, Any] = {}
-    written: list[tuple[str, str, str, str, str]] = []  # for the search copy
-    written_vectors: list[Any] = []
-    pending = len({i.vector_text for i in todo if i.id not in kept})
-    embedded = 0
-    chunks = [todo[i:i + WRITE_CHUNK] for i in range(0, len(todo), WRITE_CHUNK)]
-    for n, chunk in enumerate(chunks):
-        texts = list(dict.fromkeys(i.vector_text for i in chunk
-                                   if i.id not in kept
-                                   and i.vector_text not in vectors_by_text))
-        if texts:
-            vectors_by_text.update(embedsync.vectors(
-                embedder, texts, max_chars=settings.max_embed_chars, progress=progress,
-                offset=embedded, total=pending, batch=EMBED_BATCH))
-        embedded += len(texts)
-        vectors = [kept[i.id] if i.id in kept else vectors_by_text[i.vector_text]
-                   for i in chunk]
-        rows = _arrow_rows(chunk, vectors, embedder.model_id)
-        written += [(i.id, i.item_hash, i.type, i.model, i.related) for i in chunk]
-        written_vectors += vectors
-        if rebuild and n == 0:
-            table = db.create_table(TABLE, rows, mode="overwrite")
-            forget_handles()
-            continue
-        assert table is not None  # created above, or opened when not rebuilding
-        if rebuild:
-            lance.retry_conflicts(partial(table.add, rows))
-        else:
-            lance.upsert(table, "id", rows, removed if n == len(chunks) - 1 else ())
-    if not chunks and removed and table is not None:
-        lance.upsert(table, "id", None, removed)
-    if table is not None:
-        lance.ensure_vector_index(table, pq_rows=settings.ivf_pq_rows)  # once, at the end
-        _save_copy(settings, table, embedder.model_id, None if rebuild else before,
-                   written, written_vectors, removed)
-    if not rebuild and table is not None:  # after the index is up to date (later.py)
-        later.write(partial(_maintain, settings, embedder.model_id, max(len(chunks), 1),
-                            embedded))
-    return embedded, len(removed), len(todo), rebuild
-
-
-def _maintain(settings: Settings, model_id: str, commits: int, rows: int) -> None:
+def _maintain(settings: Settings, commits: int, rows: int) -> None:
     """Count the commits and compact the table when due
     (:func:`wrenmem.storage.compaction.maintain`), under the index lock. A compaction rewrites
-    the table's files but not its rows: the
-    search copy and the state of the files before it are saved again for the files after
-    it (a sync writes the state after this, unless this was queued by :mod:`later`)."""
+    the table's files but not its rows: a state naming the files before it is saved again
+    for the files after it (a sync writes the state after this, unless :mod:`later` queued
+    this)."""
     with index_lock(settings):
-        files = searchcopy.listing(settings)
+        files = _disk(settings)
         table = open_table(connect(settings))
         if table is None or not compaction.maintain(
                 table, settings.state_dir / statedir.SCHEMA_MAINT, commits, rows):
             return
-        copy = searchcopy.load(settings, model_id, files) if files else None
-        if copy is not None:
-            searchcopy.save(settings, copy, searchcopy.listing(settings))
         state = read_state(settings)
-        if files and state.get("disk") == {k: list(v) for k, v in files.items()}:
-            state["disk"] = _disk(settings)
-            try:
-                atomic_write_text(state_path(settings), json.dumps(state))
-            except OSError as e:
-                log.debug("cannot write %s: %s", state_path(settings), e)
+        if files and state.get("disk") == files:
+            embedsync.write_state(state_path(settings), {**state, "disk": _disk(settings)})
 
 
-def _save_copy(settings: Settings, table: Any, model_id: str,
-               before: lance.Listing | None, written: list[tuple[str, str, str, str, str]],
-               vectors: list[Any], removed: Sequence[str]) -> None:
-    """Save the search copy of the table just written: the copy of its files ``before``
-    the write (None: a new table) with the rows written and removed, else read whole."""
-    if settings.remote_index:
-        return
-    try:
-        previous = searchcopy.load(settings, model_id, before) if before else None
-        if before is None:  # a new table holds exactly the rows written
-            copy = searchcopy.SchemaCopy.build(model_id, written, vectors)
-        elif previous is not None:
-            copy = previous.updated(written, vectors, removed)
-        else:
-            copy = searchcopy.SchemaCopy.from_table(table, model_id)
-        # This sync compared every row with the items (or read the changes from a copy
-        # that one had checked): every row holds its item's text.
-        copy.texts_version = item_format.ITEMS_VERSION
-        searchcopy.save(settings, copy, searchcopy.listing(settings))
-    except Exception as e:  # the copy is an optimisation: search works without it
-        log.debug("schema search copy not written: %s", e)
-        searchcopy.discard(settings)
-
-
-def _arrow_rows(items: Sequence[SchemaItem], vectors: Any, embedder_id: str) -> Any:
-    import numpy as np
-    import pyarrow as pa
-
-    vectors = np.asarray(np.stack(vectors), dtype=np.float32)
-    dim = int(vectors.shape[1])
-    return pa.table({
-        "id": pa.array([i.id for i in items], pa.string()),
-        "item_hash": pa.array([i.item_hash for i in items], pa.string()),
-        "embedder": pa.array([embedder_id] * len(items), pa.string()),
-        "type": pa.array([i.type for i in items], pa.string()),
-        "name": pa.array([i.name for i in items], pa.string()),
-        "model": pa.array([i.model for i in items], pa.string()),
-        "related": pa.array([i.related for i in items], pa.string()),
-        "text": pa.array([i.vector_text for i in items], pa.string()),  # what was embedded
-        "vector": pa.FixedSizeListArray.from_arrays(
-            pa.array(vectors.reshape(-1), pa.float32()), dim),
-    })
+def _columns(items: Sequence[SchemaItem], embedder_id: str) -> dict[str, list[str]]:
+    return {"id": [i.id for i in items], "item_hash": [i.item_hash for i in items],
+            "embedder": [embedder_id] * len(items), "type": [i.type for i in items],
+            "name": [i.name for i in items], "model": [i.model for i in items],
+            "related": [i.related for i in items],
+            "text": [i.vector_text for i in items]}  # what was embedded
 
 
 # Open schema tables by URI. A warm process (the watcher's daemon, an agent's Memory) keeps
@@ -439,22 +254,10 @@ def vector_search(settings: Settings, question: str, *, embedder: Embedder, limi
     """(item id, item hash, cosine similarity) of the nearest rows, best first; ``uri``
     names another copy of the index to search (a remote index's local read copy)."""
     key = uri or settings.index_uri
-    local = key == settings.index_uri and not settings.remote_index
-    # The table's files, listed before it is opened: while they are those the search copy
-    # was made from, the copy answers (no LanceDB import); else it is made from the table.
-    files = searchcopy.listing(settings) if local else None
-    copy = searchcopy.load(settings, embedder.model_id, files)
-    table = None
-    if copy is None:
-        table = _search_table(settings, key)
-        if table is None:
-            raise SchemaIndexMissing("the schema index has no table; a sync builds it")
-        if files:
-            copy = _copy_of(settings, table, embedder.model_id, files)
+    table = _search_table(settings, key)
+    if table is None:
+        raise SchemaIndexMissing("the schema index has no table; a sync builds it")
     vector = embedder.embed([question[:settings.max_embed_chars]])[0]
-    if copy is not None:
-        return copy.search(vector, limit, types, model)
-    assert table is not None
     where = []
     if types:
         where.append(lance.in_filter("type", list(types)))
@@ -471,19 +274,7 @@ def vector_search(settings: Settings, question: str, *, embedder: Embedder, limi
         raise SchemaIndexMissing(f"the schema index cannot be read: {lance.short_error(e)}"
                                  ) from e
     found = [(r["id"], r["item_hash"], 1.0 - float(r["_distance"])) for r in rows]
-    return sorted(found, key=lambda r: (-r[2], r[0]))  # equal scores by id, as the copy
-
-
-def _copy_of(settings: Settings, table: Any, model_id: str, files: lance.Listing
-             ) -> searchcopy.SchemaCopy | None:
-    """The search copy read from ``table``, whose files were ``files`` before it was
-    opened, saved for the next process; None when it cannot be made."""
-    try:
-        copy = searchcopy.SchemaCopy.from_table(table, model_id)
-    except Exception as e:  # damaged: the search itself says so
-        log.debug("schema search copy not made: %s", e)
-        return None
-    return copy if searchcopy.save(settings, copy, files) else None
+    return sorted(found, key=lambda r: (-r[2], r[0]))  # equal scores by id
 
 
 @dataclass(frozen=True)
@@ -497,8 +288,7 @@ class SchemaDrift:
     reason: str = ""  # why it is not fresh
 
     def to_dict(self) -> dict[str, Any]:
-        return {"manifest": self.manifest, "fresh": self.fresh, "missing": self.missing,
-                "items": self.items, "reason": self.reason}
+        return asdict(self)
 
 
 def schema_drift(settings: Settings, embedder_id: str) -> SchemaDrift:
@@ -530,7 +320,6 @@ def reset_schema(settings: Settings) -> bool:
     with index_lock(settings):
         state_path(settings).unlink(missing_ok=True)
         (settings.state_dir / statedir.SCHEMA_MAINT).unlink(missing_ok=True)
-        searchcopy.discard(settings)
         forget_handles()
         if not _table_present(settings):
             return False

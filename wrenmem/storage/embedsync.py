@@ -2,25 +2,34 @@
 knowledge entries): diff what a table holds against what is wanted, by content hash;
 reuse the stored vector of an unchanged text; embed each new text once, in batches.
 
-The schema and knowledge tables keep, per row, an ``id``, the hash of what it was made
-from, the ``embedder`` of its vector and the embedded ``text``: :func:`read` then
-:func:`plan`. The pairs table (:mod:`wrenmem.index.sync`) has no per-row embedder: it
-diffs with :func:`plan_sync`, which also finds renames. Both get stored vectors from
-:func:`stored` and embed through :func:`vectors`; the caller writes its rows and
-deletions in one commit (:func:`wrenmem.storage.lance.upsert`).
+A derived table keeps, per row, an ``id`` and the hash of what it was made from. The
+schema and knowledge tables also keep the ``embedder`` of each vector and the embedded
+``text``: :func:`apply` brings such a table to what a sync wants (:func:`read`, then
+:func:`plan`, then :func:`vectors` for each text no stored row holds, written with the
+deletions in chunks); :func:`read_state` and :func:`write_state` let a sync with nothing to
+do open nothing. The pairs table (:mod:`wrenmem.index.sync`) has no per-row embedder: it
+diffs with :func:`plan_sync`, which also finds renames, and gets stored vectors from
+:func:`stored` and new ones from :func:`vectors` like the others.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 from typing import Any
 
+from wrenmem.fs.fsutil import atomic_write_text
+from wrenmem.fs.statedir import ensure_parent
 from wrenmem.storage import lance
 
 log = logging.getLogger(__name__)
 EMBED_BATCH = 256
+WRITE_CHUNK = 16384  # rows embedded per commit of a large sync (56,000 items: 4 commits)
 STORED_BY_ID_MAX = 500  # up to this many keys, stored vectors are read with IN filters
 
 Row = tuple[str, str, str]  # (hash, embedder, text) of a stored row
@@ -180,3 +189,101 @@ def kept_vectors(table: Any, reuse: Mapping[str, str]) -> dict[str, Any]:
     there."""
     found = stored(table, reuse.values())
     return {i: found[row_id] for i, row_id in reuse.items() if row_id in found}
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What :func:`apply` did; ``table`` is None when there is none now."""
+
+    table: Any
+    embedded: int = 0  # distinct texts embedded
+    deleted: int = 0
+    written: int = 0
+    rebuilt: bool = False
+    commits: int = 0
+
+
+def apply(db: Any, name: str, hash_column: str, wanted: Mapping[str, tuple[str, str]],
+          embedder: Any, columns: Callable[[list[str]], dict[str, list[str]]], *, uri: str,
+          what: str, max_chars: int | None = None,
+          progress: Callable[[int, int], None] | None = None) -> Applied:
+    """Bring the table ``name`` to ``wanted`` (id -> (hash, text)), embedding only texts no
+    stored row holds; ``columns(ids)``: the string columns of those ids' rows, by name.
+
+    A damaged table or another embedder's is dropped (from disk if LanceDB cannot) and
+    built again, with a warning naming ``what``; with nothing wanted there is no table.
+    Rows are written in chunks of :data:`WRITE_CHUNK`, so a killed first index keeps what
+    it embedded (the next sync skips those rows by hash) and memory stays bounded: a new
+    table is created by the first chunk and the others appended (no id can be there yet: no
+    merge join); an existing one is upserted, its deletions in the last commit (a normal
+    sync is one commit)."""
+    held = read(db, name, hash_column)
+    todo_plan = plan(wanted, held, embedder.model_id)
+    table = held.table
+    if todo_plan.empty:
+        return Applied(table)
+    if todo_plan.rebuild and table is not None:
+        log.warning("rebuilding the %s (%s)", what,
+                    "; ".join(held.problems) or "another embedder built it")
+        lance.drop_table(db, name, uri)
+        table = None
+    removed, todo = todo_plan.removed, todo_plan.todo
+    if not todo and (todo_plan.rebuild or not wanted):
+        if table is not None:
+            lance.drop_table(db, name, uri)
+        return Applied(None, 0, len(removed), 0, todo_plan.rebuild, 0)
+    kept = kept_vectors(table, todo_plan.reuse) if todo_plan.reuse else {}
+    made: dict[str, Any] = {}
+    pending = len({wanted[i][1] for i in todo if i not in kept})
+    chunks = [todo[i:i + WRITE_CHUNK] for i in range(0, len(todo), WRITE_CHUNK)] or [[]]
+    for n, ids in enumerate(chunks):
+        texts = [wanted[i][1] for i in ids if i not in kept and wanted[i][1] not in made]
+        if texts:
+            made.update(vectors(embedder, texts, max_chars=max_chars, progress=progress,
+                                offset=len(made), total=pending, batch=EMBED_BATCH))
+        rows = arrow_rows(columns(ids), [kept[i] if i in kept else made[wanted[i][1]]
+                                         for i in ids]) if ids else None
+        if table is None:
+            table = db.create_table(name, rows, mode="overwrite")
+        elif todo_plan.rebuild:
+            lance.retry_conflicts(partial(table.add, rows))
+        else:
+            lance.upsert(table, "id", rows, removed if n == len(chunks) - 1 else ())
+    return Applied(table, len(made), len(removed), len(todo), todo_plan.rebuild, len(chunks))
+
+
+def arrow_rows(columns: Mapping[str, Sequence[str]], vectors: Sequence[Any]) -> Any:
+    """An Arrow table of the string ``columns`` and a float32 ``vector`` column."""
+    import numpy as np
+    import pyarrow as pa
+
+    matrix = np.asarray(np.stack(vectors), dtype=np.float32)
+    data = {name: pa.array(list(values), pa.string()) for name, values in columns.items()}
+    data["vector"] = pa.FixedSizeListArray.from_arrays(
+        pa.array(matrix.reshape(-1), pa.float32()), int(matrix.shape[1]))
+    return pa.table(data)
+
+
+def read_state(path: Path, version: int) -> dict[str, Any]:
+    """The JSON state file of a derived table when it is of this ``version``, else {}."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("version") == version else {}
+
+
+def write_state(path: Path, state: dict[str, Any]) -> None:
+    """Write a state file; one that cannot be written costs the next sync a comparison."""
+    try:
+        ensure_parent(path)
+        atomic_write_text(path, json.dumps(state))
+    except OSError as e:
+        log.debug("cannot write %s: %s", path, e)
+
+
+def table_present(uri: str, name: str) -> bool:
+    """For a local index, whether the table's folder exists (a deleted index is not fresh);
+    True for object storage."""
+    folder = lance.table_folder(uri, name)
+    return folder is None or os.path.isdir(folder)

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from wrenmem.errors import ManifestError
 from wrenmem.schema.sources import DUCKDB, SQLITE, source_block
-from wrenmem.schema.sources.ddl import ddl_document, key_relationship
+from wrenmem.schema.sources.ddl import ddl_document, key_relationships
 
 
 def sqlite_document(path: Path) -> dict[str, Any]:
@@ -153,24 +153,11 @@ def _view(name: str, sql: str, dialect: str, warnings: list[str]) -> dict[str, A
 def _document(models: list[dict[str, Any]], views: list[dict[str, Any]],
               keys: list[tuple[str, list[tuple[str, str, str]]]], kind: str, dialect: str,
               schema: str, warnings: list[str], catalog: str = "") -> dict[str, Any]:
-    by_name = {m["name"].lower(): m for m in models}
-    seen: set[str] = set()
-    relationships = []
-    for table, parts in keys:
-        other = parts[0][0] if parts else ""
-        target = by_name.get(other.lower())
-        if target is None:
-            warnings.append(f"table '{table}': foreign key to '{other}' ignored, no such table")
-            continue
-        columns = tuple(c for _, c, _ in parts)
-        to = tuple(t for _, _, t in parts) if all(t for _, _, t in parts) else tuple(
-            target.get("primaryKey") or ())
-        if len(to) != len(columns):
-            warnings.append(f"table '{table}': foreign key to '{other}' ignored, its columns "
-                            "do not match the key")
-            continue
-        relationships.append(key_relationship(table, columns, target["name"], to,
-                                              by_name.get(table.lower(), {}), seen))
+    relationships = key_relationships(
+        [(table, tuple(c for _, c, _ in parts), parts[0][0] if parts else "",
+          tuple(t for _, _, t in parts) if all(t for _, _, t in parts) else (),
+          f"table '{table}': foreign key") for table, parts in keys],
+        {m["name"].lower(): m for m in models}, warnings)
     return {"catalog": catalog, "schema": schema, "dataSource": dialect, "models": models,
             "relationships": relationships, "views": views,
             "schemaSource": source_block(kind, warnings)}

@@ -314,23 +314,10 @@ class _Reader:
     def document(self, kind: str) -> dict[str, Any]:
         names = {**{k: m["name"] for k, m in self.tables.items()},
                  **{k: v["name"] for k, v in self.views.items()}}
-        relationships = []
-        seen: set[str] = set()
-        for table, columns, other, to, line in self.keys:
-            target = self.tables.get(other.lower())
-            if target is None:
-                self.warnings.append(f"line {line}: foreign key of '{table}' to '{other}' "
-                                     "ignored, that table is not defined")
-                continue
-            to = to or tuple(target.get("primaryKey") or ())
-            if len(to) != len(columns):
-                self.warnings.append(f"line {line}: foreign key of '{table}' to '{other}' "
-                                     "ignored, its columns do not match the key")
-                continue
-            relationship = key_relationship(names.get(table.lower(), table), columns,
-                                            target["name"], to,
-                                            self.tables.get(table.lower(), {}), seen)
-            relationships.append(relationship)
+        relationships = key_relationships(
+            [(names.get(table.lower(), table), columns, other, to,
+              f"line {line}: foreign key of '{table}'")
+             for table, columns, other, to, line in self.keys], self.tables, self.warnings)
         document: dict[str, Any] = {
             "schema": self.schema, "models": list(self.tables.values()),
             "relationships": relationships, "views": list(self.views.values()),
@@ -370,8 +357,30 @@ def _quiet_sqlglot() -> Iterator[None]:
         logger.setLevel(level)
 
 
+def key_relationships(keys: list[tuple[str, tuple[str, ...], str, tuple[str, ...], str]],
+                      tables: dict[str, dict[str, Any]], warnings: list[str]
+                      ) -> list[dict[str, Any]]:
+    """The relationships of foreign keys ``(table, columns, other, to, where)`` to models
+    of ``tables`` (by lower-case name); an empty ``to`` is the target's primary key. A key
+    to no such table, or whose columns do not match, is a warning starting ``where``."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for table, columns, other, to, where in keys:
+        target = tables.get(other.lower())
+        if target is None:
+            warnings.append(f"{where} to '{other}' ignored, that table is not defined")
+            continue
+        to = to or tuple(target.get("primaryKey") or ())
+        if len(to) != len(columns):
+            warnings.append(f"{where} to '{other}' ignored, its columns do not match the key")
+            continue
+        out.append(key_relationship(table, columns, target["name"], to,
+                                     tables.get(table.lower(), {}), seen))
+    return out
+
+
 def key_relationship(table: str, columns: tuple[str, ...], other: str, to: tuple[str, ...],
-                     model: dict[str, Any], seen: set[str]) -> dict[str, Any]:
+                      model: dict[str, Any], seen: set[str]) -> dict[str, Any]:
     """The MDL relationship of a foreign key ``table(columns)`` → ``other(to)``: one to
     one when the columns are the table's whole primary key, else many to one."""
     name = f"{table}_{'_'.join(columns)}_{other}"
