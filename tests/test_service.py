@@ -104,3 +104,29 @@ def test_few_internal_imports_inside_functions_and_no_long_module() -> None:
             if p.relative_to(package).parts[0] not in ("index", "storage")
             and len(p.read_text(encoding="utf-8").splitlines()) > 600]
     assert not long, long
+
+
+def test_recall_probes_the_watcher_lock_only_when_the_daemon_did_not_answer(
+        example_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recall the daemon answered starts nothing, so it does not look for a watcher."""
+    from click.testing import CliRunner
+
+    from wrenmem.cli import cli as group
+    from wrenmem.watch import process
+
+    monkeypatch.setenv("WRENMEM_BACKEND", "grep")
+    monkeypatch.setenv("WRENMEM_DAEMON", "on-demand")  # (the tests' default: "running")
+    server = DaemonServer(load_settings(example_project))
+    server.start()
+    probes: list[object] = []  # (each probe answers "running": no watcher is started)
+    monkeypatch.setattr(process, "is_running", lambda s: probes.append(s) or True)
+    args = ["--project", str(example_project), "recall", "-q", "revenue per month", "--json"]
+    try:
+        done = CliRunner().invoke(group, args, catch_exceptions=False)
+        assert done.exit_code == 0, done.output
+        assert server.requests == 1 and probes == []  # answered warm: no probe
+    finally:
+        server.close()
+    done = CliRunner().invoke(group, args, catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    assert len(probes) == 1  # answered in-process: on demand, a watcher is looked for

@@ -228,9 +228,7 @@ def reset(ctx: click.Context, force: bool, wren_path: str | None, as_json: bool)
         else:
             click.echo("grep backend: no index to drop")
         return
-    dropped = memory.reset()
-    schema_dropped = memory.reset_schema()
-    knowledge_dropped = memory.reset_knowledge()
+    dropped, schema_dropped, knowledge_dropped = memory.reset().values()
     if as_json:
         emit_json({"dropped": dropped, "schema_dropped": schema_dropped,
                    "knowledge_dropped": knowledge_dropped, "index": settings.index_uri})
