@@ -130,3 +130,19 @@ def test_recall_probes_the_watcher_lock_only_when_the_daemon_did_not_answer(
     done = CliRunner().invoke(group, args, catch_exceptions=False)
     assert done.exit_code == 0, done.output
     assert len(probes) == 1  # answered in-process: on demand, a watcher is looked for
+
+
+def test_the_daemon_answers_whatever_the_clients_daemon_setting(
+        example_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``daemon`` says whether a client starts a watcher, not what it answers: a watcher
+    started with ``running`` answers a client whose setting is ``on-demand``."""
+    monkeypatch.setenv("WRENMEM_BACKEND", "grep")
+    server = DaemonServer(load_settings(example_project))  # the tests' "running"
+    server.start()
+    try:
+        monkeypatch.setenv("WRENMEM_DAEMON", "on-demand")
+        asking = Memory(example_project, use_daemon=True)
+        assert asking.recall("revenue per month", k=1)
+        assert asking.daemon_answered and server.requests == 1
+    finally:
+        server.close()
