@@ -110,7 +110,7 @@ def test_an_injected_embedder_builds_and_answers_the_index(project: Path) -> Non
     [hit] = memory.recall("Customers by country", k=1)
     assert hit.path == "knowledge/sql/c.md"
     assert "Customers by country" in fake.texts
-    assert memory.reset() and not memory.check().fresh
+    assert memory.reset()["pairs"] and not memory.check().fresh
 
 
 def test_recall_goes_through_one_recaller_built_on_first_use(project: Path) -> None:

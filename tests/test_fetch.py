@@ -176,3 +176,15 @@ def test_table_dropped_behind_the_state_files_back(settings: Settings,
     result = fetch(settings, "payment method chosen at checkout", threshold=0, k=3)
     assert ids(result)[0] == "column:payments.method"
     assert result.index is not None and result.index["embedded"] == result.index["items"]
+
+
+def test_one_match_is_singular_and_sections_are_one_blank_line_apart(
+        settings: Settings, fake: RecordingEmbedder) -> None:
+    """fetch said "1 best matches" and left two blank lines before "## Glossary terms"."""
+    (settings.root / "knowledge" / "glossary" / "terms.md").write_text(
+        "## Payment method\nSynonyms: payment type\nColumns: payments.method\n\n"
+        "How the customer paid.\n", encoding="utf-8")
+    text = fetch(settings, "payment method chosen at checkout", threshold=0, k=1).render()
+    assert "\n1 best match (" in text
+    assert "\n\n## Glossary terms in this question\n\n" in text
+    assert "\n\n\n" not in text

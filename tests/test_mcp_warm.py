@@ -35,7 +35,8 @@ def test_tools_renew_grep_after_a_change_only(example_project: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     memory = Memory(example_project, backend="grep")
     fresh = Freshness(memory.settings)
-    tools = Tools(memory, fresh)
+    memory.keep_warm(fresh)
+    tools = Tools(memory)
     loads = []
     original = GrepBackend._load
     monkeypatch.setattr(GrepBackend, "_load", lambda self: loads.append(1) or original(self))

@@ -180,7 +180,7 @@ def test_mcp_forget_refuses_a_hidden_file(project: Path) -> None:
     from wrenmem.mcp.tools import Tools
 
     paths = _hidden_files(project)
-    tools = Tools(Memory(project, backend="grep", mcp_forget=True), None)
+    tools = Tools(Memory(project, backend="grep", mcp_forget=True))
     for rel in HIDDEN:
         with pytest.raises(WrenmemError, match="not a pair"):
             tools.forget_query(rel)

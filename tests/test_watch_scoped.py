@@ -1,4 +1,4 @@
-"""The watcher's loop syncs just the pair files its events name (wrenmem.watch.scoped) when
+"""The watcher's loop syncs just the pair files its events name (wrenmem.watch.run.named_pairs) when
 the events alone can say what changed, and walks every file otherwise: a real watcher
 (watchdog on inotify), a real LanceDB, and the index compared with the files."""
 
@@ -17,7 +17,7 @@ from tests.index_helpers import install_fake, settings_for, table_rows
 from wrenmem.index import state as state_module
 from wrenmem.index.sync import sync_pairs
 from wrenmem.settings import Settings
-from wrenmem.watch import scoped
+from wrenmem.watch import run as scoped
 from wrenmem.watch.daemon import HANDOFF_MAX
 from wrenmem.watch.loop import LoopConfig
 

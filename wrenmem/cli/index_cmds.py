@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from wrenmem.cli.common import emit_json, get_memory, json_option, report_pair_errors, warn
+from wrenmem.cli.common import alias, emit_json, get_memory, json_option, report_pair_errors, warn
 from wrenmem.cli.progress import Progress
 from wrenmem.index.report import render_sync
 
@@ -74,8 +74,7 @@ def sync(ctx: click.Context, full: bool, pairs_only: bool, manifest: str | None,
     click.echo(out, nl=False)
 
 
-index = click.Command("index", callback=sync.callback, params=sync.params,
-                      help="Alias of `sync`.", short_help="Alias of `sync`.")
+index = alias(sync, "index")
 
 
 @click.command()
@@ -228,9 +227,7 @@ def reset(ctx: click.Context, force: bool, wren_path: str | None, as_json: bool)
         else:
             click.echo("grep backend: no index to drop")
         return
-    dropped = memory.reset()
-    schema_dropped = memory.reset_schema()
-    knowledge_dropped = memory.reset_knowledge()
+    dropped, schema_dropped, knowledge_dropped = memory.reset().values()
     if as_json:
         emit_json({"dropped": dropped, "schema_dropped": schema_dropped,
                    "knowledge_dropped": knowledge_dropped, "index": settings.index_uri})

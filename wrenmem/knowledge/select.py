@@ -68,14 +68,12 @@ class RuleSelection:
 
     def render(self) -> str:
         """Markdown for a prompt: the rules, then the definitions; empty when neither."""
-        out: list[str] = []
-        if self.rules:
-            out += ["", "## Business rules and caveats", ""]
-            out += [f"{e.text()}\n(from {e.path}:{e.line})\n" for e in self.rules]
-        if self.glossary:
-            out += ["", "## Glossary terms in this question", ""]
-            out += [f"{e.text()}\n(from {e.path}:{e.line})\n" for e in self.glossary]
-        return "\n".join(out).rstrip() + "\n" if out else ""
+        blocks = [f"## {title}\n\n" + "\n\n".join(f"{e.text()}\n(from {e.path}:{e.line})"
+                                                  for e in entries)
+                  for title, entries in (("Business rules and caveats", self.rules),
+                                         ("Glossary terms in this question", self.glossary))
+                  if entries]
+        return "\n" + "\n\n".join(blocks) + "\n" if blocks else ""
 
 
 def select_rules(settings: Settings, question: str | None, *, threshold: int | None = None,

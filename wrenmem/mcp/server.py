@@ -106,16 +106,10 @@ class _Server(MCPServer[Any]):
         return await super().list_resources()
 
     def tool(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
-        def register(fn: F) -> F:
-            kwargs.setdefault("description", paragraph(fn.__doc__))
-            return MCPServer.tool(self, *args, **kwargs)(fn)
-        return register
+        return _described(MCPServer.tool, self, args, kwargs)
 
     def prompt(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
-        def register(fn: F) -> F:
-            kwargs.setdefault("description", paragraph(fn.__doc__))
-            return MCPServer.prompt(self, *args, **kwargs)(fn)
-        return register
+        return _described(MCPServer.prompt, self, args, kwargs)
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Any = None) -> Any:
@@ -132,6 +126,15 @@ class _Server(MCPServer[Any]):
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _described(decorator: Any, server: _Server, args: Any, kwargs: dict[str, Any]
+               ) -> Callable[[F], F]:
+    """``decorator`` (the SDK's tool or prompt), the description the function's docstring."""
+    def register(fn: F) -> F:
+        kwargs.setdefault("description", paragraph(fn.__doc__))
+        return decorator(server, *args, **kwargs)(fn)
+    return register
 
 
 def paragraph(doc: str | None) -> str | None:
@@ -194,7 +197,9 @@ def build_server(memory: Memory, *, freshness: Freshness | None = None,
     ``freshness`` says when a recall must sync first (without it, before every recall).
     ``read_only``: no store_query and no forget_query; forget_query is there only when the
     ``mcp_forget`` setting is on."""
-    tools = Tools(memory, freshness)
+    if freshness is not None:
+        memory.keep_warm(freshness)
+    tools = Tools(memory)
     forget = memory.settings.mcp_forget and not read_only
     server = _Server(
         name="wrenmem", title="wrenmem: SQL memory", version=__version__,
@@ -471,17 +476,18 @@ def serve(memory: Memory, *, http: tuple[str, int] | None = None,
     no tool writes. Over HTTP every request needs the bearer token unless ``token`` is off
     (refused on an address other machines reach), and a Host of the bound address, this
     machine or ``allow_hosts``; ``announce`` gets the lines to show (where it listens)."""
-    if http is None:
-        freshness = Freshness(memory.settings)
-        try:
-            build_server(memory, freshness=freshness, read_only=read_only).run()
-        finally:
-            freshness.close()
-        return
-    _serve_http(memory, http, read_only, token, allow_hosts, announce or log.warning)
+    freshness = Freshness(memory.settings)
+    try:
+        server = build_server(memory, freshness=freshness, read_only=read_only)
+        if http is None:
+            server.run()
+        else:
+            _serve_http(server, http, token, allow_hosts, announce or log.warning)
+    finally:
+        freshness.close()
 
 
-def _serve_http(memory: Memory, address: tuple[str, int], read_only: bool, token_on: bool,
+def _serve_http(server: MCPServer[Any], address: tuple[str, int], token_on: bool,
                 allow_hosts: tuple[str, ...], announce: Callable[[str], None]) -> None:
     import os
 
@@ -497,9 +503,7 @@ def _serve_http(memory: Memory, address: tuple[str, int], read_only: bool, token
     sock = http.bind(host, port)
     port = sock.getsockname()[1]
     access = http.Access(token, http.allowed_hosts(host, port, allow_hosts))
-    freshness = Freshness(memory.settings)
     try:
-        server = build_server(memory, freshness=freshness, read_only=read_only)
         app = server.streamable_http_app(
             streamable_http_path=http.PATH, host=host,
             transport_security=TransportSecuritySettings(
@@ -520,4 +524,3 @@ def _serve_http(memory: Memory, address: tuple[str, int], read_only: bool, token
         anyio.run(uvicorn.Server(config).serve, [sock])
     finally:
         sock.close()
-        freshness.close()

@@ -22,7 +22,6 @@ from wrenmem.knowledge.entries import Entry
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.recall.hits import Hit
 from wrenmem.sql.draft import draft_note
-from wrenmem.watch.freshness import Freshness
 
 
 class RecalledPair(TypedDict):
@@ -150,11 +149,8 @@ class Tools:
     """The tools of one project's server. Calls are serialized: the SDK runs synchronous
     tools in worker threads, and one index writer at a time is what the library expects."""
 
-    def __init__(self, memory: Memory, freshness: Freshness | None = None):
+    def __init__(self, memory: Memory):
         self.memory = memory
-        self.freshness = freshness
-        if freshness is not None:
-            memory.keep_warm(freshness)
         self._lock = threading.Lock()
         self._notes: list[str] = []
         memory.notify = self._notes.append

@@ -237,7 +237,8 @@ def render_results(question: str, results: tuple[ScoredItem, ...] | list[ScoredI
             key = f"Model {item.model}"
         groups.setdefault(key, []).append(hit)
     lines = [f"# Schema items for: {question}",
-             f"{len(results)} best matches ({method} search), grouped by model, best first."]
+             f"{len(results)} best match{'es' if len(results) > 1 else ''} ({method} search), "
+             "grouped by model, best first."]
     for title, hits in groups.items():
         lines += ["", f"## {title}"]
         # The model's own summary first, then its columns in rank order.

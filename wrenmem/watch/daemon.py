@@ -1,16 +1,11 @@
 """The warm daemon: the running watcher answers ``recall``, ``fetch``, ``status`` and small
-``sync`` requests.
+``sync`` requests, one JSON line in and one out, over a Unix socket only its owner can use
+(0600 in a 0700 folder, the peer's uid checked with SO_PEERCRED).
 
-One JSON line in, one JSON line out, over a Unix socket that only its owner can use (the
-socket is 0600 in a 0700 folder, and the peer's uid is checked with SO_PEERCRED). Each
-request carries the settings the CLI resolved; the daemon answers only when they are its own
-(``backend`` and ``fetch_threshold`` may differ per request), so an answer from the daemon is
-always the answer the CLI would have computed itself. Anything it will not answer is an
-``ok: false`` reply, and the client then does the work in-process.
-
-The server holds one :class:`~wrenmem.api.Memory` (local: it never asks a daemon), kept
-warm by the watcher's events: ``recall``, ``fetch`` and ``status`` are that Memory's, the
-same code an in-process call runs.
+Each request carries the settings the CLI resolved; the daemon answers only when they are its
+own (:data:`PER_REQUEST` may differ), so its answer is the one the CLI would have computed.
+Anything else is an ``ok: false`` reply, and the client does the work in-process. The
+answers come from one local :class:`~wrenmem.api.Memory`, kept warm by the watcher's events.
 """
 
 from __future__ import annotations
@@ -44,6 +39,8 @@ from wrenmem.watch.maintainer import Maintainer
 log = logging.getLogger(__name__)
 # Settings a request may choose for itself: they pick a backend or a size, not the data.
 PER_REQUEST = ("backend", "fetch_threshold")
+# Settings that say how a client reaches a watcher, not what it answers: never compared.
+NOT_COMPARED = ("daemon",)
 MAX_REQUEST = 16 << 20
 # A ``sync`` request is served when at most this many files changed (by their stats):
 # seconds of work at most; a bigger one runs in the client, which shows its progress.
@@ -234,8 +231,9 @@ class DaemonServer:
         if self._payload is None or self._payload[0] is not self.settings:
             self._payload = (self.settings, settings_payload(self.settings))  # once, not per call
         mine = self._payload[1]
+        free = PER_REQUEST + NOT_COMPARED
         differ = sorted(k for k in set(mine) | set(payload)
-                        if k not in PER_REQUEST and mine.get(k) != payload.get(k))
+                        if k not in free and mine.get(k) != payload.get(k))
         if differ:
             raise Refused(f"settings differ from the daemon's: {', '.join(differ)}")
         chosen = {k: payload[k] for k in PER_REQUEST if k in payload and payload[k] != mine[k]}
@@ -319,10 +317,9 @@ class DaemonServer:
               ) -> dict[str, Any]:
         started = time.monotonic()
         with index_lock(settings, timeout=SYNC_LOCK_WAIT):
-            if paths is None and self.freshness is not None and not self.freshness.needs_sync():
-                known = report_if_unchanged(settings, embedder.model_id)
-                if known is not None:
-                    return known.to_wire()
+            known = self.unchanged_pairs(settings) if paths is None else None
+            if known is not None:
+                return known.to_wire()
             delta = stat_delta(settings, embedder.model_id, only=paths)
             if delta is None:
                 raise Refused("no state mirror to sync against (a first index?)")
@@ -334,14 +331,15 @@ class DaemonServer:
             self.recaller.index_written(started if paths is None else None)
         return report.to_wire()
 
-    def unchanged_pairs(self) -> Any | None:
+    def unchanged_pairs(self, settings: Settings | None = None) -> Any | None:
         """The no-op report of the pairs, from the state mirror, when no file changed since
         the last whole sync of them in this process, as the events say (with their fence:
         :meth:`Freshness.needs_sync`); else None. Call it holding :attr:`sync_turn`."""
+        settings = settings or self.settings
         if self.freshness is None or self.freshness.needs_sync():
             return None
-        model_id = get_embedder(self.settings.embedder, root=self.settings.root).model_id
-        return report_if_unchanged(self.settings, model_id)
+        model_id = get_embedder(settings.embedder, root=settings.root).model_id
+        return report_if_unchanged(settings, model_id)
 
     def pairs_synced(self, started: float) -> None:
         """The watcher's loop synced every pair file as of ``started`` (monotonic): the

@@ -1,29 +1,14 @@
 """Does a warm recall need its catch-up sync? File-system events say, so an unchanged project
-is not walked on every call.
+is not walked on every call (docs/watcher.md, "fence").
 
-A catch-up sync that finds nothing to do still stats every pair file: at 10,000 files that is
-most of a recall's time. A long-lived process (the MCP server, the watcher's daemon) keeps a
-watchdog observer (the watcher's event source) on the knowledge folder, the manifest's
-folder and the project root, and syncs only when a relevant event arrived since its last
-sync, when that sync is older than ``MAX_AGE`` (events can be lost, e.g. on network mounts),
-or when no observer could start.
-
-An event reaches the observer's thread a moment after the change, so "no event yet" is not
-"no change" by itself. Before answering "nothing changed", :meth:`Freshness.needs_sync`
-puts a fence through each watched folder (:meth:`WatchdogSource.fence`): it opens a file
-there for reading and waits for that open's own event. inotify delivers one folder's events
-in order, so every change made before the call has been seen by then; when the fence cannot
-be put (polling, no file to open, a slow observer) the answer is "sync".
-
-Each warm thing (the index, grep's snapshot) is a ``key``: one sync does not make the other
-fresh.
-
-The ``MAX_AGE`` safety net would make a question pay for a whole walk of the files (half a
-second at 100,000 pairs) whenever the last sync is older than that: every question of an
-agent that asks once a minute. An owner that registers a ``refresh`` for a key
-(:meth:`Freshness.keep_fresh`) has it run in a background thread shortly before the key
-would be too old, while questions keep coming (one within ``ACTIVE`` seconds); the
-question then finds the key fresh. An idle process walks nothing.
+A long-lived process (the MCP server, the watcher's daemon) keeps a watchdog observer on the
+knowledge folder, the manifest's folder and the project root, and syncs only when a relevant
+event arrived since its last sync, when that sync is older than ``MAX_AGE`` (events can be
+lost, e.g. on network mounts), or when no observer could start. "No event yet" is not "no
+change": :meth:`Freshness.needs_sync` first puts a fence (:meth:`WatchdogSource.fence`).
+Each warm thing (the index, grep's snapshot) is its own ``key``. A key registered with
+:meth:`Freshness.keep_fresh` is refreshed in the background shortly before it gets too old
+while questions keep coming, so a question never pays for the ``MAX_AGE`` walk.
 """
 
 from __future__ import annotations

@@ -307,21 +307,12 @@ class WatchdogSource:
             self.queue.put(change)
 
     def fence(self, timeout: float = FENCE_TIMEOUT) -> bool:
-        """True once every event of a change made before this call is in the queue.
-
-        In each watched folder, open a file for reading and close it (no change: the
-        ``closed_no_write`` event, which no consumer counts as one) and wait for that event:
-        inotify reports one watch's events in order, and watchdog passes them on in order,
-        so the events of earlier changes have arrived by then. A writer's open never ends in
-        ``closed_no_write``, so an edit of the fence file itself cannot end the wait early;
-        only another reader of that very file in the same instant could, and the next call
-        then sees the change. False when it cannot be known: polling (no such events), a
-        folder with no file to open, a watched folder replaced and not yet watched again,
-        or no event within ``timeout`` seconds. The project root is fenced only when it
-        holds the manifest: a change of the settings file there does not change what a
-        running process recalls (the daemon refuses other settings; the server keeps its
-        own). The rules, glossary, caveats and metrics folders are not fenced: what reads
-        them (fetch, glossary expansions, the MCP tools) reads the files on every call."""
+        """True once every event of a change made before this call is in the queue: in each
+        fenced folder, open a file for reading, close it and wait for that
+        ``closed_no_write`` event (inotify reports one watch's events in order). False when
+        it cannot be known: polling, a folder with no file to open, a watched folder
+        replaced and not yet watched again, or no event within ``timeout`` seconds. Which
+        folders are fenced, and why: docs/watcher.md ("fence") and :meth:`_fence_plan`."""
         if self.mode != "inotify" or self.observer is None:
             return False
         targets, fenced = self._fence_plan()

@@ -51,11 +51,7 @@ class Singleton:
         """Take the lock; WrenmemError if another watcher holds it."""
         self.fd = self._take()
         if self.fd is None:
-            pid = _read_pid(self.state)
-            raise WrenmemError(
-                f"a watcher is already running for {self.root}"
-                + (f" (pid {pid})" if pid else "")
-                + "; stop it with `wrenmem watch --stop`")
+            raise _already_running(self.root, self.state)
 
     def recovered(self) -> bool | None:
         """After ``.wrenmem/`` was deleted: lock and pid file again. None when nothing was
@@ -93,6 +89,12 @@ def singleton(settings: Settings) -> Iterator[Singleton]:
     finally:
         hold.release()
 
+
+def _already_running(root: Path, state: Path) -> WrenmemError:
+    pid = _read_pid(state)
+    return WrenmemError(f"a watcher is already running for {root}"
+                        + (f" (pid {pid})" if pid else "")
+                        + "; stop it with `wrenmem watch --stop`")
 
 
 def _read_pid(state: Path) -> int | None:
@@ -189,9 +191,7 @@ def start_detached(settings: Settings, argv: list[str], *, wait: float = 30.0) -
     """Start ``wrenmem watch`` in a new session, logging to ``.wrenmem/watch.log``; return
     its pid once it holds the lock (WrenmemError with the log's last lines if it died)."""
     if is_running(settings):
-        raise WrenmemError(f"a watcher is already running for {settings.root} (pid "
-                           f"{_read_pid(settings.state_dir)}); stop it with `wrenmem watch "
-                           "--stop`")
+        raise _already_running(settings.root, settings.state_dir)
     state = settings.state_dir
     log_path = state / LOG_FILE
     proc = _spawn(settings, argv)

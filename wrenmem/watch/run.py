@@ -11,14 +11,15 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wrenmem.errors import WrenmemError
+from wrenmem.errors import PairError, WrenmemError
 from wrenmem.fs.fsutil import atomic_write_text
 from wrenmem.index import maintenance
+from wrenmem.index.state import load_state
 from wrenmem.index.sync import sync_pairs
 from wrenmem.knowledge.files import load_knowledge
 from wrenmem.knowledge.table import sync_knowledge
@@ -28,23 +29,24 @@ from wrenmem.schema import later as schema_files
 from wrenmem.schema.cache import hold
 from wrenmem.schema.table import sync_schema
 from wrenmem.settings import Settings
-from wrenmem.watch import scoped
-from wrenmem.watch.daemon import DaemonServer
+from wrenmem.watch.daemon import HANDOFF_MAX, DaemonServer
+from wrenmem.watch.freshness import MAX_AGE
 from wrenmem.watch.loop import (
     KNOWLEDGE,
     MANIFEST,
     PAIRS,
     SETTINGS,
+    Change,
     LoopConfig,
     LoopStats,
     RestartRequested,
     SyncResult,
     WatchdogSource,
+    classify_path,
     run_loop,
 )
 from wrenmem.watch.maintainer import Maintainer
 from wrenmem.watch.process import STATE_FILE, Singleton, singleton
-from wrenmem.watch.scoped import EventLog
 
 log = logging.getLogger(__name__)
 
@@ -112,20 +114,15 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
     return SyncResult(tuple(summaries), tuple(failures), pair_errors, changed)
 
 
-def _writes_the_index(settings: Settings) -> bool:
-    """This watcher's pairs sync writes the index (not grep's scan, not a reader's)."""
-    return not settings.is_reader and choose_backend(settings) != "grep"
-
-
 def _sync_named(settings: Settings, paths: list[str]) -> SyncResult:
-    """The loop's round for just these pair files (:mod:`wrenmem.watch.scoped`)."""
+    """The loop's round for just these pair files (:func:`named_pairs`)."""
     try:
         report = sync_pairs(settings, paths=paths)
     except Exception as e:
         return SyncResult(failures=((PAIRS, e),))
     changed = bool(report.added or report.changed or report.removed or report.renamed)
     return SyncResult((f"pairs: {_summary(report) if changed else 'up to date'}",), (),
-                      scoped.known_errors(settings, report), changed)
+                      known_errors(settings, report), changed)
 
 
 def _summary(report: Any) -> str:
@@ -148,12 +145,74 @@ def _report_changed(report: Any) -> bool:
     return not getattr(report, "noop", False)
 
 
+# --- a sync of just the pair files the events name ------------------------------------------
+# After a ``store`` through the watcher the daemon syncs the stored file; its own event then
+# wakes the loop, whose whole sync would stat every pair file (a second of CPU at 100,000
+# pairs). When the events alone say what changed, the loop syncs just those files.
+
+class EventLog:
+    """The changes the loop's event source delivered since the last sync took them, and
+    when the loop last walked every pair file."""
+
+    def __init__(self) -> None:
+        self.changes: list[Change] = []
+        self.whole_at: float | None = None  # monotonic
+
+    def record(self, changes: Sequence[Change] | None) -> None:
+        if changes:
+            self.changes.extend(changes)
+
+    def take(self) -> list[Change]:
+        taken, self.changes = self.changes, []
+        return taken
+
+
+def named_pairs(settings: Settings, source: Any, log: EventLog) -> list[str] | None:
+    """The relative paths of the pair files the events since the last sync name, when they
+    are all that can have changed; else None (the loop walks every file). That is when the
+    last whole walk is under ``MAX_AGE`` old (events can be lost), every event is of a pair
+    file (a folder moved in has no file events), at most ``HANDOFF_MAX`` files, and the
+    fence was put (every change before it has its event in hand). The events the fence
+    brings in go back in the source's queue: the loop still counts them."""
+    seen = log.take()
+    if log.whole_at is None or time.monotonic() - log.whole_at > MAX_AGE:
+        return None
+    if not source.fence():
+        return None
+    late = source.get(0) or []
+    for change in late:
+        source.queue.put(change)
+    paths: set[str] = set()
+    for path, is_dir in [*seen, *late]:
+        if not path:
+            continue  # a wake-up, not a change
+        kind = classify_path(settings, path, is_dir)
+        if kind is None:
+            continue
+        if kind != PAIRS or is_dir:
+            return None
+        try:
+            paths.add(Path(path).relative_to(settings.root).as_posix())
+        except ValueError:
+            return None
+    return sorted(paths) if len(paths) <= HANDOFF_MAX else None
+
+
+def known_errors(settings: Settings, report: Any) -> tuple[PairError, ...]:
+    """Every bad pair file the mirror knows after a sync of some paths (``report``'s are
+    only those among them): the loop must not say the others were fixed."""
+    state = load_state(settings)
+    if state is None:
+        return tuple(report.errors)
+    return tuple(PairError(*e) for e in state.errors)
+
+
 # --- the watcher process --------------------------------------------------------------------
 
 class _Housekeeping:
     """The event source, plus a check every second that ``.wrenmem/`` is still ours: if it
     was deleted (it may be, any time), take the lock back, listen again and rebuild.
-    Every change delivered goes to ``events`` too (:mod:`wrenmem.watch.scoped`)."""
+    Every change delivered goes to ``events`` too (:class:`EventLog`)."""
 
     def __init__(self, source: Any, task: Callable[[], list[Any]], every: float = 1.0,
                  events: EventLog | None = None):
@@ -214,7 +273,7 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
     state_path = settings.state_dir / STATE_FILE
     # The compaction and the prune of the pairs table run in idle time, not in the syncs.
     maintainer = Maintainer(settings)
-    events = scoped.EventLog()  # what the loop's sync may limit itself to
+    events = EventLog()  # what the loop's sync may limit itself to
     maintenance.defer(settings)
 
     def info() -> dict[str, Any]:
@@ -252,8 +311,8 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
                     events.take()
                     return SyncResult(("pairs: up to date",), (), tuple(known.errors))
             started = time.monotonic()
-            named = (scoped.named_pairs(settings, source, events)
-                     if kinds == {PAIRS} and _writes_the_index(settings) else None)
+            writes = not settings.is_reader and choose_backend(settings) != "grep"  # no scan
+            named = named_pairs(settings, source, events) if kinds == {PAIRS} and writes else None
             if named is not None:  # the events say which files: no walk
                 result = _sync_named(settings, named)
             else:
