@@ -204,13 +204,13 @@ def test_a_compaction_after_a_sync_keeps_the_state_current(
         with later.collect() as files:
             sync_schema(settings, embedder=fake)
         written = schema_index._disk(settings)
-        assert files and compaction._maint_record(counter)["commits"] == (
+        assert files and compaction.maintenance_record(counter)["commits"] == (
             compaction.COMPACT_EVERY - 1)  # not yet
         later._run(files)
         assert schema_index._disk(settings) != written  # the compaction rewrote its files
     else:
         sync_schema(settings, embedder=fake)
-    assert compaction._maint_record(counter)["commits"] == 0  # compacted
+    assert compaction.maintenance_record(counter)["commits"] == 0  # compacted
     assert schema_index.is_fresh(settings, path, fake.model_id)  # its state: these files
 
 
