@@ -44,8 +44,9 @@ from typing import TYPE_CHECKING, Any
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
-from wrenmem.fs.fsutil import atomic_write_text
-from wrenmem.pairs.catalog import scan
+from wrenmem.fs.fsutil import atomic_write_text, read_marshal, write_marshal
+from wrenmem.index import state as index_state
+from wrenmem.pairs.catalog import read_paths, scan
 from wrenmem.recall import evaluate, model, sqlshape
 from wrenmem.recall.hits import Filters
 
@@ -369,8 +370,6 @@ def fit_project(settings: Settings, recaller: Callable[[], Any],
     if ((not settings.recall_fit and not measure) or settings.is_reader or not indexed
             or settings.fusion != "learned"):
         return None
-    if pairs is None:
-        pairs = scan(settings, use_cache=settings.state_dir.is_dir()).pairs
     held = recaller()
     fit = refresh(settings, held.embedder, pairs, glossary=held.glossary, force=force)
     return {**fit, "applied": settings.recall_fit}
@@ -387,20 +386,96 @@ def fit_after_sync(settings: Settings, recaller: Callable[[], Any],
             notify(f"recall fit: not made ({e}); recall uses the last fit or the shipped model")
 
 
-def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair], *,
+class PairsKey:
+    """A cheap key of what a fit reads of the pairs, for a sync that wrote: per pair file
+    the index mirror records, a digest of its questions, SQL, datasource, dialect and
+    source, found by the file's raw hash in ``.wrenmem/recall-fit-keys.bin`` (only a file
+    whose hash is not there is read). A sync that changed no such field (a tag, a
+    verification) then costs a marshal read, not the probes of every pair."""
+
+    def __init__(self, settings: Settings, model_id: str):
+        self.settings = settings
+        self.path = settings.state_dir / statedir.RECALL_FIT_KEYS
+        data = read_marshal(self.path)
+        ok = (isinstance(data, dict) and data.get("version") == VERSION
+              and isinstance(data.get("files"), dict))
+        self.files: dict[str, tuple[str, bytes]] = data["files"] if ok else {}
+        self.key: str | None = data.get("key") if ok else None
+        self.fit: str | None = data.get("fit") if ok else None
+        self.read = 0  # files read by :meth:`now` (not found by their hash)
+        weights = model.load()
+        self.head = (f"{VERSION}\0{weights.version}\0{weights.fingerprint}\0{model_id}\0"
+                     f"{PROBES}\0").encode()
+
+    def now(self, found: Any = None) -> str | None:
+        """The key of the pair files as the mirror has them (None: no mirror, or no
+        digests yet and no ``found`` scan to take them from)."""
+        state = index_state.load_state(self.settings)
+        if state is None:
+            return None
+        current = state.files
+        if found is not None:
+            by_path = {p.path: p for p in found.pairs}
+            self.files = {rel: (h, _digest(by_path.get(rel)))
+                          for rel, h in found.file_hashes.items()}
+        elif not self.files:
+            return None
+        missing = [rel for rel, h in current.items()
+                   if rel not in self.files or self.files[rel][0] != h]
+        self.read += len(missing) + (found is not None)
+        if missing:
+            read = read_paths(self.settings, missing)
+            by_path = {p.path: p for p in read.pairs}
+            for rel in missing:
+                self.files[rel] = (current[rel], _digest(by_path.get(rel)))
+        digest = hashlib.sha256(self.head)
+        for rel in state.paths:
+            digest.update(rel.encode() + b"\0" + self.files[rel][1])
+        self.files = {rel: self.files[rel] for rel in state.paths}
+        return digest.hexdigest()[:32]
+
+    def save(self, key: str | None, fit: str) -> None:
+        if key is None or not self.settings.state_dir.is_dir():
+            return
+        if self.read or (key, fit) != (self.key, self.fit):
+            write_marshal(self.path, {"version": VERSION, "files": self.files, "key": key,
+                                      "fit": fit})
+
+
+def _digest(pair: Pair | None) -> bytes:
+    if pair is None:
+        return b""
+    return hashlib.sha256(json.dumps([pair.nl, list(pair.also), pair.datasource, pair.sql,
+                                      pair.dialect, pair.source], ensure_ascii=False
+                                     ).encode()).digest()[:16]
+
+
+def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair] | None = None, *,
             glossary: Any = None, force: bool = False) -> dict[str, Any]:
     """Fit the project's ranking when its questions changed since the last fit (``force``:
-    fit again anyway), write it, and return the fit file's contents."""
+    fit again anyway), write it, and return the fit file's contents. ``pairs``: the
+    project's (default: scanned, and only when :class:`PairsKey` says they changed)."""
     from wrenmem.recall.vector import SHAPES_FILE
 
+    old = read(settings)
+    keys = PairsKey(settings, embedder.model_id)
+    cheap = None if force or old is None else keys.now()
+    if old is not None and cheap is not None and (cheap, old.get("fingerprint")) == (
+            keys.key, keys.fit):
+        keys.save(cheap, old["fingerprint"])  # the digests of the files read, for the next sync
+        return old
+    found = None
+    if pairs is None:
+        found = scan(settings, use_cache=settings.state_dir.is_dir())
+        pairs = found.pairs
     shapes = sqlshape.ShapeCache(settings.state_dir / SHAPES_FILE)
     shapes.load()  # the pairs' SQL parsed by an earlier search or fit (10,000 pairs: 2 s)
     probes = sample(evaluate.probes(pairs), PROBES)
     if settings.state_dir.is_dir():
         shapes.save()
     key = fingerprint(probes, embedder.model_id)
-    old = read(settings)
     if old is not None and old.get("fingerprint") == key and not force:
+        keys.save(keys.now(found) if found is not None or cheap is None else cheap, key)
         return old
     started = time.process_time()
     counts = {task: sum(1 for p in probes if p.task == task) for task in evaluate.TASKS}
@@ -417,12 +492,12 @@ def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair], *,
                     + f", fewer than {MIN_PROBES}: a fit could not be checked there, so the "
                       "shipped model alone")
     else:
-        found = gather(settings, embedder, probes, glossary)
-        data.update(choose(found))
+        data.update(choose(gather(settings, embedder, probes, glossary)))
         data["reason"] = ""
     data["cpu_seconds"] = round(time.process_time() - started, 3)
     if settings.state_dir.is_dir():
         atomic_write_text(fit_path(settings), json.dumps(data, indent=1) + "\n")
+        keys.save(keys.now(found) if found is not None or cheap is None else cheap, key)
     return data
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wrenmem.api import Memory
 from wrenmem.errors import WrenmemError
 from wrenmem.fs.fsutil import atomic_write_text
 from wrenmem.index import maintenance
@@ -29,7 +30,7 @@ from wrenmem.schema.cache import hold
 from wrenmem.schema.table import sync_schema
 from wrenmem.settings import Settings
 from wrenmem.watch import scoped
-from wrenmem.watch.daemon import DaemonServer
+from wrenmem.watch.daemon import DaemonServer, fit_recall
 from wrenmem.watch.loop import (
     KNOWLEDGE,
     MANIFEST,
@@ -265,6 +266,8 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
                 server.pairs_synced(started)
             return result
 
+    held: list[Memory] = []  # the Memory of the recall fit when there is no daemon
+
     def wrapped(kinds: set[str]) -> SyncResult:
         try:
             result = sync(kinds)
@@ -272,6 +275,10 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
             raise
         except Exception as e:
             result = SyncResult(failures=((SETTINGS if SETTINGS in kinds else PAIRS, e),))
+        if result.changed and PAIRS in kinds and _writes_the_index(settings):
+            if server is None and not held:  # a watcher without its daemon
+                held.append(Memory.from_settings(settings))
+            fit_recall(settings, server.memory if server is not None else held[0])
         _write_state(state_path, settings, server, info())
         return result
 
