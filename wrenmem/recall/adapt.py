@@ -1,33 +1,17 @@
 """Recall fitted to the team's own pairs: a tilt of the learned ranking, chosen at sync.
 
-A project's pairs are labelled data: phrasings of one SQL (*answered before*) and SQLs of
-one skeleton (*new question*), the two leave-one-out protocols of ``wrenmem eval``
-(:mod:`wrenmem.recall.evaluate`). At a sync that changed the pairs (never a no-op one, never
-at recall), when the set of those questions differs from the one last fitted on, the hybrid
-backend's candidates and evidence are gathered once for up to :data:`PROBES` of each task
-(a sample by hash, stable as pairs come and go), and four rankings are compared on them:
-
-- ``prior``: the shipped model alone;
-- ``grep-heavy`` and ``vector-heavy``: the shipped model plus a large weight on the
-  keyword (BM25 relative to the best) or the dense (cosine gap to the best) evidence, which
-  rank about as the grep and vector backends do;
-- ``adapted``: a tilt of the shipped model by the keyword and dense evidence, the keyword
-  evidence of the structure (the search without the SQL's values), and by the
-  candidate's SQL read against the question (the schema names the question says that the
-  SQL uses, and those the SQL uses that the question does not say:
-  :func:`wrenmem.recall.model.name_agreement`), its weights from a small grid, chosen inside
-  each fold of a five-fold cross-validation (so its figure is out of fold).
-
-Every weight is shrunk toward the prior by ``n / (n + SHRINK)`` (``n``: the questions
-asked). A ranking other than the prior is chosen only when its mean R@1 over the two tasks
-gains at least :data:`MIN_GAIN` and neither task loses more than :data:`TASK_LOSS` or more
-than the half-width of the prior's 95 % interval there. With fewer than :data:`MIN_PROBES`
-probes of either task the prior stays: a fit could not be checked on that task (the fit of
-an earlier attempt, checked on answered-before alone where new-question probes were few,
-lost new-question R@1 on the suite). The result is written to ``.wrenmem/recall-fit.json``
-(derived, safe to delete), keyed by a fingerprint of the questions, the shipped weights
-and the embedder; the learned scorer reads it (again only when the file changed) and adds
-the tilt: nothing is fitted at recall.
+At a sync that wrote (never at a no-op, never at recall), when the questions of ``eval``'s
+two leave-one-out tasks (:mod:`wrenmem.recall.evaluate`) changed since the last fit, the
+hybrid backend's candidates are gathered for up to :data:`PROBES` of each task (sampled by
+hash) and four rankings compared: ``prior`` (the shipped model), ``grep-heavy`` and
+``vector-heavy`` (a large weight on the keyword or dense evidence), and ``adapted``: a tilt
+by the keyword, dense and structure evidence and the SQL read against the question
+(:func:`wrenmem.recall.model.name_agreement`), from a small grid chosen inside each fold of
+a five-fold cross-validation (its figure is out of fold). Weights shrink toward the prior by
+``n / (n + SHRINK)``. Another ranking than the prior needs a mean gain of
+:data:`MIN_GAIN` with no task losing more than :data:`TASK_LOSS` or the prior's 95 %
+half-width; below :data:`MIN_PROBES` probes of either task the prior stays. The result is
+``.wrenmem/recall-fit.json`` (derived), which the learned scorer reads when it changes.
 """
 
 from __future__ import annotations
