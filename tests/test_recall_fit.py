@@ -338,3 +338,17 @@ def test_the_watchers_syncs_keep_the_fit_current(tmp_path: Path):
     finally:
         stop.set()
         thread.join(timeout=60)
+
+
+def test_a_damaged_keys_file_is_ignored(tmp_path: Path):
+    from wrenmem.fs.fsutil import write_marshal
+
+    memory = Memory(tmp_path, backend="grep")
+    memory.settings.state_dir.mkdir(parents=True)
+    path = memory.settings.state_dir / "recall-fit-keys.bin"
+    for damaged in ({"version": adapt.VERSION, "files": {"a.md": 3}, "key": "k", "fit": "f"},
+                    {"version": adapt.VERSION, "files": {"a.md": ("h", "not bytes")}},
+                    ["not", "a", "dict"]):
+        write_marshal(path, damaged)
+        keys = adapt.PairsKey(memory.settings, "model")
+        assert keys.files == {} and keys.key is None

@@ -382,7 +382,9 @@ class PairsKey:
         self.path = settings.state_dir / statedir.RECALL_FIT_KEYS
         data = read_marshal(self.path)
         ok = (isinstance(data, dict) and data.get("version") == VERSION
-              and isinstance(data.get("files"), dict))
+              and isinstance(data.get("files"), dict)
+              and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str)
+                      and isinstance(v[1], bytes) for v in data["files"].values()))
         self.files: dict[str, tuple[str, bytes]] = data["files"] if ok else {}
         self.key: str | None = data.get("key") if ok else None
         self.fit: str | None = data.get("fit") if ok else None
