@@ -252,3 +252,103 @@ def test_the_sql_read_against_the_question_prefers_the_sibling_it_asks_for(
     plain = model.ranking(asked, stored)
     tilted = model.ranking(asked, stored, tilt=model.Tilt(names=2.0, extra=2.0))
     assert tilted[1] - tilted[0] > plain[1] - plain[0]
+
+
+@pytest.mark.slow
+def test_a_sync_that_changes_no_question_reads_only_its_files_and_eval_fits_once(
+        tmp_path: Path, monkeypatch):
+    root = _spider_project(tmp_path / "spider")
+    memory = Memory(root, backend="hybrid")
+    assert not memory.sync().noop  # the first fit
+    path = adapt.fit_path(memory.settings)
+    first = json.loads(path.read_text("utf-8"))
+    mtime = path.stat().st_mtime_ns
+    asked: list[int] = []
+    read: list[list[str]] = []
+    fingerprints: list[str] = []
+    real_probes, real_fingerprint = evaluate.probes, adapt.fingerprint
+    from wrenmem.pairs.catalog import read_paths as real_read
+
+    def probes(*args, **kwargs):
+        asked.append(1)
+        return real_probes(*args, **kwargs)
+
+    def read_paths(settings, rels):
+        read.append(sorted(rels))
+        return real_read(settings, rels)
+
+    def fingerprint(*args):
+        fingerprints.append(real_fingerprint(*args))
+        return fingerprints[-1]
+
+    monkeypatch.setattr(evaluate, "probes", probes)
+    monkeypatch.setattr(adapt, "read_paths", read_paths, raising=False)
+    monkeypatch.setattr(adapt, "fingerprint", fingerprint)
+    # a tag added to one file, then to another: no probe of the pair set is
+    # made, only the file that changed is read, the fit stays as it was
+    for name in ("q000.md", "q001.md"):
+        tagged = root / "knowledge" / "sql" / name
+        tagged.write_text(tagged.read_text("utf-8").replace("datasource:",
+                                                            "tags: [x]\ndatasource:"),
+                          encoding="utf-8")
+        assert not memory.sync().noop
+        assert not asked and not fingerprints
+        assert read[-1] == [f"knowledge/sql/{name}"]
+    assert path.stat().st_mtime_ns == mtime
+    # a question reworded: eval's sync fits again, and eval's own fit finds it made (the
+    # pair set is probed and fingerprinted once, not twice)
+    sampled = adapt.sample(real_probes(scan(memory.settings).pairs), adapt.PROBES)
+    inside = next(p for p in sampled if p.task == "answered")
+    text = (root / inside.path).read_text("utf-8")
+    (root / inside.path).write_text(text.replace(json.dumps(inside.question),
+                                                 json.dumps("Tell me: " + inside.question)),
+                                    encoding="utf-8")
+    report = memory.evaluate(backends=("hybrid",), fusions=("learned",), limit=3)
+    assert len(fingerprints) == 1
+    assert report["fit"]["fingerprint"] == fingerprints[0] != first["fingerprint"]
+    assert json.loads(path.read_text("utf-8"))["fingerprint"] == fingerprints[0]
+
+
+@pytest.mark.slow
+def test_the_watchers_syncs_keep_the_fit_current(tmp_path: Path):
+    import threading
+    import time
+
+    from wrenmem.watch.loop import LoopConfig
+    from wrenmem.watch.run import WatchOptions, run_watch
+
+    root = _spider_project(tmp_path / "spider")
+    assert not Memory(root, backend="hybrid", recall_fit=False).sync().noop  # no fit made
+    settings = Memory(root, backend="hybrid").settings
+    path = adapt.fit_path(settings)
+    assert not path.exists()
+    stop = threading.Event()
+    thread = threading.Thread(target=run_watch, args=(settings,), daemon=True, kwargs={
+        "stop": stop, "options": WatchOptions(config=LoopConfig(idle=0.1))})
+    thread.start()
+    try:
+        time.sleep(2)  # the watcher's first round: a no-op, no fit
+        assert not path.exists()
+        (root / "knowledge" / "sql" / "q000.md").unlink()  # the pairs changed: a fit
+        deadline = time.monotonic() + 120
+        while not path.exists():
+            assert time.monotonic() < deadline, "the watcher's sync made no fit"
+            time.sleep(0.2)
+        assert json.loads(path.read_text("utf-8"))["probes"]["answered"] == 150
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+
+
+def test_a_damaged_keys_file_is_ignored(tmp_path: Path):
+    from wrenmem.fs.fsutil import write_marshal
+
+    memory = Memory(tmp_path, backend="grep")
+    memory.settings.state_dir.mkdir(parents=True)
+    path = memory.settings.state_dir / "recall-fit-keys.bin"
+    for damaged in ({"version": adapt.VERSION, "files": {"a.md": 3}, "key": "k", "fit": "f"},
+                    {"version": adapt.VERSION, "files": {"a.md": ("h", "not bytes")}},
+                    ["not", "a", "dict"]):
+        write_marshal(path, damaged)
+        keys = adapt.PairsKey(memory.settings, "model")
+        assert keys.files == {} and keys.key is None

@@ -44,6 +44,7 @@ EMBED_CACHE = "embed-cache.bin"  # vectors by (model id, content hash), kept acr
 EMBED_CACHE_KEYS = "embed-cache-keys.bin"  # which texts the embedding cache holds (its stat)
 SECOND_CACHE = "second-reader-cache.bin"  # the second reader's vectors of stored questions
 RECALL_FIT = "recall-fit.json"  # the ranking fitted to the project's own pairs (recall.adapt)
+RECALL_FIT_KEYS = "recall-fit-keys.bin"  # what the fit read of each pair file, by raw hash
 USES = "uses.bin"  # tables and columns each pair's SQL uses, by SQL, dialect and manifest
 KNOWLEDGE_STATE = "knowledge_index.json"  # what the knowledge table holds
 TMP = "tmp"  # temporary files of pair writes, renamed into knowledge/sql (git ignores them here)
@@ -55,7 +56,8 @@ ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, GREP_SN
        PAIR_LISTING, QUESTIONS, SEEDS, SCHEMA_CACHE, SCHEMA_STATE, SCHEMA_MAINT,
        DAEMON_SOCKET, WATCH_LOCK, WATCH_PID, WATCH_STATE, WATCH_LOG, HOOKS_LOG, HOOKS_DEFERRED,
        EMBED_CACHE, EMBED_CACHE_KEYS, REPLICA, REPLICA_STATE, REPLICA_MAINT, USES,
-       KNOWLEDGE_STATE, TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK, VERIFICATIONS, RECALL_FIT)
+       KNOWLEDGE_STATE, TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK, VERIFICATIONS, RECALL_FIT,
+       RECALL_FIT_KEYS)
 # Written by earlier versions, removed by the next write of the pairs table or a reset: the
 # saved recall copy (and its data files, ``recall-copy.<token>.data``), the lock of its
 # saver, the pairs journal of small syncs and the schema search copy (issue 42: the warm

@@ -1,33 +1,17 @@
 """Recall fitted to the team's own pairs: a tilt of the learned ranking, chosen at sync.
 
-A project's pairs are labelled data: phrasings of one SQL (*answered before*) and SQLs of
-one skeleton (*new question*), the two leave-one-out protocols of ``wrenmem eval``
-(:mod:`wrenmem.recall.evaluate`). At a sync that changed the pairs (never a no-op one, never
-at recall), when the set of those questions differs from the one last fitted on, the hybrid
-backend's candidates and evidence are gathered once for up to :data:`PROBES` of each task
-(a sample by hash, stable as pairs come and go), and four rankings are compared on them:
-
-- ``prior``: the shipped model alone;
-- ``grep-heavy`` and ``vector-heavy``: the shipped model plus a large weight on the
-  keyword (BM25 relative to the best) or the dense (cosine gap to the best) evidence, which
-  rank about as the grep and vector backends do;
-- ``adapted``: a tilt of the shipped model by the keyword and dense evidence, the keyword
-  evidence of the structure (the search without the SQL's values), and by the
-  candidate's SQL read against the question (the schema names the question says that the
-  SQL uses, and those the SQL uses that the question does not say:
-  :func:`wrenmem.recall.model.name_agreement`), its weights from a small grid, chosen inside
-  each fold of a five-fold cross-validation (so its figure is out of fold).
-
-Every weight is shrunk toward the prior by ``n / (n + SHRINK)`` (``n``: the questions
-asked). A ranking other than the prior is chosen only when its mean R@1 over the two tasks
-gains at least :data:`MIN_GAIN` and neither task loses more than :data:`TASK_LOSS` or more
-than the half-width of the prior's 95 % interval there. With fewer than :data:`MIN_PROBES`
-probes of either task the prior stays: a fit could not be checked on that task (the fit of
-an earlier attempt, checked on answered-before alone where new-question probes were few,
-lost new-question R@1 on the suite). The result is written to ``.wrenmem/recall-fit.json``
-(derived, safe to delete), keyed by a fingerprint of the questions, the shipped weights
-and the embedder; the learned scorer reads it (again only when the file changed) and adds
-the tilt: nothing is fitted at recall.
+At a sync that wrote (never at a no-op, never at recall), when the questions of ``eval``'s
+two leave-one-out tasks (:mod:`wrenmem.recall.evaluate`) changed since the last fit, the
+hybrid backend's candidates are gathered for up to :data:`PROBES` of each task (sampled by
+hash) and four rankings compared: ``prior`` (the shipped model), ``grep-heavy`` and
+``vector-heavy`` (a large weight on the keyword or dense evidence), and ``adapted``: a tilt
+by the keyword, dense and structure evidence and the SQL read against the question
+(:func:`wrenmem.recall.model.name_agreement`), from a small grid chosen inside each fold of
+a five-fold cross-validation (its figure is out of fold). Weights shrink toward the prior by
+``n / (n + SHRINK)``. Another ranking than the prior needs a mean gain of
+:data:`MIN_GAIN` with no task losing more than :data:`TASK_LOSS` or the prior's 95 %
+half-width; below :data:`MIN_PROBES` probes of either task the prior stays. The result is
+``.wrenmem/recall-fit.json`` (derived), which the learned scorer reads when it changes.
 """
 
 from __future__ import annotations
@@ -44,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
-from wrenmem.fs.fsutil import atomic_write_text
-from wrenmem.pairs.catalog import scan
+from wrenmem.fs.fsutil import atomic_write_text, read_marshal, write_marshal
+from wrenmem.index import state as index_state
+from wrenmem.pairs.catalog import read_paths, scan
 from wrenmem.recall import evaluate, model, sqlshape
 from wrenmem.recall.hits import Filters
 
@@ -369,8 +354,6 @@ def fit_project(settings: Settings, recaller: Callable[[], Any],
     if ((not settings.recall_fit and not measure) or settings.is_reader or not indexed
             or settings.fusion != "learned"):
         return None
-    if pairs is None:
-        pairs = scan(settings, use_cache=settings.state_dir.is_dir()).pairs
     held = recaller()
     fit = refresh(settings, held.embedder, pairs, glossary=held.glossary, force=force)
     return {**fit, "applied": settings.recall_fit}
@@ -387,20 +370,98 @@ def fit_after_sync(settings: Settings, recaller: Callable[[], Any],
             notify(f"recall fit: not made ({e}); recall uses the last fit or the shipped model")
 
 
-def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair], *,
+class PairsKey:
+    """A cheap key of what a fit reads of the pairs, for a sync that wrote: per pair file
+    the index mirror records, a digest of its questions, SQL, datasource, dialect and
+    source, found by the file's raw hash in ``.wrenmem/recall-fit-keys.bin`` (only a file
+    whose hash is not there is read). A sync that changed no such field (a tag, a
+    verification) then costs a marshal read, not the probes of every pair."""
+
+    def __init__(self, settings: Settings, model_id: str):
+        self.settings = settings
+        self.path = settings.state_dir / statedir.RECALL_FIT_KEYS
+        data = read_marshal(self.path)
+        ok = (isinstance(data, dict) and data.get("version") == VERSION
+              and isinstance(data.get("files"), dict)
+              and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str)
+                      and isinstance(v[1], bytes) for v in data["files"].values()))
+        self.files: dict[str, tuple[str, bytes]] = data["files"] if ok else {}
+        self.key: str | None = data.get("key") if ok else None
+        self.fit: str | None = data.get("fit") if ok else None
+        self.read = 0  # files read by :meth:`now` (not found by their hash)
+        weights = model.load()
+        self.head = (f"{VERSION}\0{weights.version}\0{weights.fingerprint}\0{model_id}\0"
+                     f"{PROBES}\0").encode()
+
+    def now(self, found: Any = None) -> str | None:
+        """The key of the pair files as the mirror has them (None: no mirror, or no
+        digests yet and no ``found`` scan to take them from)."""
+        state = index_state.load_state(self.settings)
+        if state is None:
+            return None
+        current = state.files
+        if found is not None:
+            by_path = {p.path: p for p in found.pairs}
+            self.files = {rel: (h, _digest(by_path.get(rel)))
+                          for rel, h in found.file_hashes.items()}
+        elif not self.files:
+            return None
+        missing = [rel for rel, h in current.items()
+                   if rel not in self.files or self.files[rel][0] != h]
+        self.read += len(missing) + (found is not None)
+        if missing:
+            read = read_paths(self.settings, missing)
+            by_path = {p.path: p for p in read.pairs}
+            for rel in missing:
+                self.files[rel] = (current[rel], _digest(by_path.get(rel)))
+        digest = hashlib.sha256(self.head)
+        for rel in state.paths:
+            digest.update(rel.encode() + b"\0" + self.files[rel][1])
+        self.files = {rel: self.files[rel] for rel in state.paths}
+        return digest.hexdigest()[:32]
+
+    def save(self, key: str | None, fit: str) -> None:
+        if key is None or not self.settings.state_dir.is_dir():
+            return
+        if self.read or (key, fit) != (self.key, self.fit):
+            write_marshal(self.path, {"version": VERSION, "files": self.files, "key": key,
+                                      "fit": fit})
+
+
+def _digest(pair: Pair | None) -> bytes:
+    if pair is None:
+        return b""
+    return hashlib.sha256(json.dumps([pair.nl, list(pair.also), pair.datasource, pair.sql,
+                                      pair.dialect, pair.source], ensure_ascii=False
+                                     ).encode()).digest()[:16]
+
+
+def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair] | None = None, *,
             glossary: Any = None, force: bool = False) -> dict[str, Any]:
     """Fit the project's ranking when its questions changed since the last fit (``force``:
-    fit again anyway), write it, and return the fit file's contents."""
+    fit again anyway), write it, and return the fit file's contents. ``pairs``: the
+    project's (default: scanned, and only when :class:`PairsKey` says they changed)."""
     from wrenmem.recall.vector import SHAPES_FILE
 
+    old = read(settings)
+    keys = PairsKey(settings, embedder.model_id)
+    cheap = None if force or old is None else keys.now()
+    if old is not None and cheap is not None and (cheap, old.get("fingerprint")) == (
+            keys.key, keys.fit):
+        keys.save(cheap, old["fingerprint"])  # the digests of the files read, for the next sync
+        return old
+    found = None
+    if pairs is None:
+        found = scan(settings, use_cache=settings.state_dir.is_dir())
+        pairs = found.pairs
     shapes = sqlshape.ShapeCache(settings.state_dir / SHAPES_FILE)
     shapes.load()  # the pairs' SQL parsed by an earlier search or fit (10,000 pairs: 2 s)
     probes = sample(evaluate.probes(pairs), PROBES)
     if settings.state_dir.is_dir():
         shapes.save()
     key = fingerprint(probes, embedder.model_id)
-    old = read(settings)
     if old is not None and old.get("fingerprint") == key and not force:
+        keys.save(keys.now(found) if found is not None or cheap is None else cheap, key)
         return old
     started = time.process_time()
     counts = {task: sum(1 for p in probes if p.task == task) for task in evaluate.TASKS}
@@ -417,12 +478,12 @@ def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair], *,
                     + f", fewer than {MIN_PROBES}: a fit could not be checked there, so the "
                       "shipped model alone")
     else:
-        found = gather(settings, embedder, probes, glossary)
-        data.update(choose(found))
+        data.update(choose(gather(settings, embedder, probes, glossary)))
         data["reason"] = ""
     data["cpu_seconds"] = round(time.process_time() - started, 3)
     if settings.state_dir.is_dir():
         atomic_write_text(fit_path(settings), json.dumps(data, indent=1) + "\n")
+        keys.save(keys.now(found) if found is not None or cheap is None else cheap, key)
     return data
 
 

@@ -36,9 +36,8 @@ log = logging.getLogger(__name__)
 __all__ = ["BACKENDS", "Scorer", "catch_up", "choose_backend", "require_questions"]
 SYNC_LOCK_TIMEOUT = 10.0
 
-# The index backends and the sync are the way into LanceDB and the model: they are imported
-# when an index backend answers, so grep recall (and an agent's CLI call) starts as fast as
-# a scan of the files. bench/grep_speed.py measures it; tests/test_api.py pins it.
+# The index backends and the sync (LanceDB, the model) are imported only when an index
+# backend answers, so grep recall starts as fast as a scan (tests/test_api.py pins it).
 
 
 class Owner(Protocol):
@@ -54,22 +53,13 @@ class Owner(Protocol):
     def second_reader(self) -> Any: ...
 
 
-def _grep(settings: Settings, owner: Owner) -> RecallBackend:
-    return GrepBackend(settings)
-
-
-def _vector(settings: Settings, owner: Owner) -> RecallBackend:
-    return vector.VectorBackend(settings, owner.embedder)
-
-
-def _hybrid(settings: Settings, owner: Owner) -> RecallBackend:
-    return vector.HybridBackend(settings, owner.embedder, owner.glossary,
-                                owner.scorer(settings.fusion), owner.second_reader())
-
-
 # Backend name -> factory(settings, the recaller that owns the backend).
 BACKENDS: dict[str, Callable[[Settings, Owner], RecallBackend]] = {
-    "grep": _grep, "vector": _vector, "hybrid": _hybrid,
+    "grep": lambda settings, _owner: GrepBackend(settings),
+    "vector": lambda settings, owner: vector.VectorBackend(settings, owner.embedder),
+    "hybrid": lambda settings, owner: vector.HybridBackend(
+        settings, owner.embedder, owner.glossary, owner.scorer(settings.fusion),
+        owner.second_reader()),
 }
 
 

@@ -1,8 +1,7 @@
 """What the hybrid backend reads from a held recall copy (:mod:`wrenmem.index.readcopy.held`):
-the copy seen through recall filters (:class:`_CopyView`), what is derived once per row of
-it (:class:`_Derived`), the hits of scored rows (:func:`rank_rows`) and the extra terms a
-question brings (:func:`value_terms`, :func:`english_words`). Moved whole out of
-:mod:`wrenmem.recall.vector`, which imports them back by name."""
+the copy through recall filters (:class:`_CopyView`), what is derived once per row
+(:class:`_Derived`), the hits of scored rows (:func:`rank_rows`) and the extra terms a
+question brings (:func:`value_terms`, :func:`english_words`)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
 """The client's side of the warm daemon: ask the running watcher, or return None.
 
-:func:`ask` is the one entry ``Memory`` (:mod:`wrenmem.api`) uses, for its four operations
-that the watcher can answer (``recall``, ``fetch``, ``status``, a small ``sync``); whether
-to ask at all is decided once, by ``Memory``.
-
-Standard library only and nothing heavy at import, so a ``recall`` answered by the daemon
-never loads LanceDB, numpy or a model. Every failure (no socket, a stale one left by a killed
-watcher, refused, timeout, another protocol version, other settings, an error) returns None
-and the caller does the work in-process, with the same result.
+:func:`ask` is the one entry ``Memory`` uses (``recall``, ``fetch``, ``status``, a small
+``sync``). Standard library only, so a recall the daemon answers never loads LanceDB,
+numpy or a model. Every failure returns None and the caller works in-process.
 """
 
 from __future__ import annotations

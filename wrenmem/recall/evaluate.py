@@ -1,21 +1,12 @@
 """``wrenmem eval``: the memory measured on the team's own pairs.
 
-Two leave-one-out protocols over the pair files (and their ``also:`` phrasings):
-
-- *answered before*: for every SQL stored under two or more phrasings (files with the same
-  SQL on one datasource, or one file's ``nl`` and ``also``), each phrasing is asked with
-  itself left out of the index's candidates; a right answer is another phrasing of that SQL.
-- *new question*: for every SQL whose skeleton (:mod:`wrenmem.recall.sqlshape`: the SQL with
-  its values masked) another SQL of the datasource shares, one phrasing is asked with every
-  pair of that SQL left out; a right answer is a pair of the same skeleton.
-
-And a *gold* file, when the project has one (``knowledge/eval.json``): questions, each with
-the pair it expects (:func:`gold_probes`).
-
-Each is run per backend (and, for hybrid, per fusion); it reports R@1, R@5, MRR and the
-expected calibration error of the top-5 scores, with a 95 % Wilson interval for R@1.
-Nothing is written: the candidates left out are filtered before scoring
-(:class:`~wrenmem.recall.hits.Filters` ``exclude``).
+Leave-one-out over the pair files and their ``also:`` phrasings: *answered before* (each
+phrasing of a SQL stored under two or more, asked with itself left out; right: another
+phrasing of that SQL) and *new question* (one phrasing of each SQL whose skeleton another
+SQL shares, asked with every pair of that SQL left out; right: the same skeleton). And a
+*gold* file (``knowledge/eval.json``, :func:`gold_probes`). Per backend and fusion: R@1
+with its 95 % Wilson interval, R@5, MRR and ECE. Nothing is written: left-out candidates
+are filtered before scoring.
 """
 
 from __future__ import annotations
@@ -296,23 +287,13 @@ def measure(settings: Settings, recall: Callable[..., Any], *, sync: Callable[[]
             backends: Sequence[str], fusions: Sequence[str], k: int, limit: int,
             misses: bool, progress: Callable[[int, int], None] | None = None,
             fit: Callable[[Sequence[Pair]], Any] | None = None) -> dict[str, Any]:
-    """``Memory.evaluate``: leave-one-out over phrasings that share a SQL (*answered
-    before*) and over SQLs that share a skeleton (*new question*), and the questions of the
-    gold file ``<knowledge_root>/eval.json`` with their expected pair (*gold*; ``null``: a
-    question nothing stored answers, *none*), per backend and, for hybrid, per fusion.
-    Returns ``{"probes": {task: n}, "runs": {name: {task: {"R@1", "R@5", "MRR", "ECE",
-    ...}}}, "default": name, "nothing_to_measure": why, "fit": fit}`` (``why``: None, or
-    the line that says why no question could be asked, :func:`nothing_to_measure`;
-    ``fit``: what ``fit(pairs)`` (``Memory.fit_recall``) fitted first, which the
-    ``hybrid:learned`` run uses, or None); ``limit`` caps the probes of each task (0: all);
-    with ``misses``, ``"misses"`` lists the questions the default run did not answer right
-    first (:func:`miss`). Writes nothing but the index (brought up to date first by
-    ``sync``); ``progress(done, total)``: questions asked, over every run.
-
-    The probes of the project's pairs and gold
-    file, each run per backend and fusion through ``recall`` (``Recaller.recall``), the
-    index brought up to date first by ``sync`` when an index backend runs;
-    ``default_run``: the name of the configured backend's run."""
+    """``Memory.evaluate``: every probe of the pairs and of the gold file, per backend and,
+    for hybrid, per fusion, through ``recall``; the index brought up to date by ``sync``
+    first, and ``fit(pairs)`` (``Memory.fit_recall``, which the ``hybrid:learned`` run
+    uses) made. Returns ``{"probes": {task: n}, "runs": {name: {task: report}}, "default":
+    default_run(), "nothing_to_measure": why or None, "fit": fit or None}``; with
+    ``misses``, ``"misses"``: the questions the default run did not answer right first.
+    ``limit``: at most so many probes of each task (0: all); ``progress(done, total)``."""
     found = scan(settings, use_cache=settings.state_dir.is_dir())
     if notify is not None:
         for error in found.errors:
@@ -337,9 +318,7 @@ def measure(settings: Settings, recall: Callable[..., Any], *, sync: Callable[[]
     fitted = None
     if any(n != "grep" for n in names):
         sync()
-        # the ranking fitted to these pairs (made now if they changed since the last fit),
-        # which the default hybrid run below uses when recall_fit is on
-        if fit is not None:
+        if fit is not None:  # (made by the sync already when recall_fit is on)
             fitted = fit(found.pairs)
     runs_asked = sum(len(fusions) if n == "hybrid" else 1 for n in names)
     done = [0, runs_asked * len(asked)]  # questions asked, of all runs

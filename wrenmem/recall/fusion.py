@@ -1,11 +1,8 @@
 """What the recall backends hand the ranking model, and the rules every backend shares.
 
-:class:`Signals` is one candidate pair's evidence for one question, as the hybrid backend
-gathers it (dense cosine, keyword BM25, coverage, the pair's SQL and question, a Chinese
-question's words in English, the keyword evidence without the values); the ranking model
-(:mod:`wrenmem.recall.model`) turns a list of them into calibrated scores. A stored
-question identical to the one asked scores at least :data:`IDENTICAL` whatever the
-backend: the fitting protocols never ask a stored question verbatim.
+:class:`Signals` is one candidate's evidence for one question, which the ranking model
+(:mod:`wrenmem.recall.model`) turns into calibrated scores. A stored question identical to
+the one asked scores at least :data:`IDENTICAL` whatever the backend.
 """
 
 from __future__ import annotations

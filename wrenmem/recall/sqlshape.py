@@ -1,17 +1,12 @@
 """The shape of a pair's SQL, read from sqlglot's syntax tree.
 
-Recall compares SQL by structure, not by text: two pairs answer the same kind of question
-when their SQL has the same *skeleton* (the tree with its values masked), and a pair answers
-exactly the question asked when its SQL is the same up to formatting. A *value* is a literal
-the query compares with (``WHERE city = 'Oslo'``, ``IN (1, 2)``, ``LIMIT 3``); a literal
-that is an argument of a function (``DATE_TRUNC('month', ...)``, ``ROUND(x, 2)``) is part of
-the structure, not a value. SQL that sqlglot cannot parse falls back to its tokens (the
-same masking by token type), so every pair has a shape.
-
-Everything here is a pure function of the SQL text and its dialect, cached per process;
-:class:`ShapeCache` keeps the shapes a project's recall has read in ``.wrenmem/`` (parsing
-costs about a millisecond a query, and a recall scores about a hundred candidates), so a
-one-shot process or a restarted daemon parses only the SQL it has never met.
+Two pairs answer the same kind of question when their SQL has the same *skeleton* (the tree
+with its values masked), and exactly the same question when the SQL is the same up to
+formatting. A *value* is a literal the query compares with (``city = 'Oslo'``, ``LIMIT 3``);
+a function's literal argument (``DATE_TRUNC('month', ...)``) is structure. SQL sqlglot
+cannot parse falls back to its tokens. Shapes are memoized per process, and
+:class:`ShapeCache` keeps a project's in ``.wrenmem/`` (a parse costs about a millisecond,
+and a recall scores about a hundred candidates).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The ``vector`` and ``hybrid`` recall backends, over the pairs table of the index.
 
-``vector`` ranks by cosine similarity of the question's embedding. ``hybrid`` also runs
-LanceDB's full-text search over wrenmem's own terms (English and Chinese) and fuses both
-with the ranking model (:mod:`wrenmem.recall.model`). Every score is calibrated into
-[0, 1] with one meaning; the backend's own number is the hit's ``raw_score``. Both return
-the same :class:`~wrenmem.recall.hits.Hit`s as grep. A backend
-object keeps its embedder loaded and may serve many searches in a long-lived process; every
-search sees the latest committed table version. Bringing the index up to date with the
-files first is the caller's job (:func:`wrenmem.recall.backends.catch_up`).
+``vector`` ranks by cosine similarity; ``hybrid`` adds BM25 over wrenmem's own terms and
+fuses both with the ranking model (:mod:`wrenmem.recall.model`) into a calibrated score
+(the backend's own number is ``raw_score``). A backend keeps its embedder loaded and sees
+the latest committed table version; syncing first is the caller's job.
 """
 
 from __future__ import annotations
@@ -46,21 +42,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Candidates per ranking before fusion, whatever k is up to this: a bigger k only reads
-# further down the same ranking, so the top k is a prefix of the top k + n.
-DEPTH = 50
+DEPTH = 50  # candidates per ranking before fusion (the top k is a prefix of the top k + n)
 SHAPES_FILE = "recall-shapes.bin"  # the candidates' SQL shapes (sqlshape.ShapeCache)
 SHAPES_SAVE_SECONDS = 10.0  # a long-lived backend saves new shapes at most this often
 # A backend that searches again holds a table up to this size in memory
-# (:mod:`wrenmem.index.readcopy`): the exact vector scan (LanceDB's flat search, where LanceDB past
-# lance.ANN_MIN_ROWS searches its approximate IVF index) and the BM25 of its full-text
-# index, in numpy. 200,000 rows of 512 dimensions hold about 800 MB; a bigger table is
-# searched by LanceDB (its ANN and full-text indexes).
+# (:mod:`wrenmem.index.readcopy`: exact vector scan and BM25 in numpy; 200,000 rows of 512
+# dimensions: about 800 MB); a bigger one is searched by LanceDB.
 IN_MEMORY_MAX_ROWS = 200_000
-# A backend's first search holds a table up to this size too (past it, LanceDB answers a
-# one-shot call: reading the table whole would cost it more than the search). Its answers
-# are then exactly the daemon's, whose copy holds every row's BM25 statistics, where
-# LanceDB's full-text index keeps those of the rows it indexed until it is built again.
+# ... and its first search up to this size (past it, reading the table whole costs a
+# one-shot call more than LanceDB's search; below, its answers are exactly the daemon's).
 FIRST_SEARCH_MAX_ROWS = 20_000
 COLUMNS = ["id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta"]
 
@@ -86,6 +76,11 @@ def where_clause(filters: Filters) -> str | None:
     if filters.verified:
         parts.append(f"meta LIKE {lance.quote('%' + VERIFIED_META + '%')}")
     return " AND ".join(parts) or None
+
+
+def _view(table: Any) -> _CopyView | None:
+    """``table`` when a search holds it in memory, else None (LanceDB answers)."""
+    return table if isinstance(table, _CopyView) else None
 
 
 class VectorBackend:
@@ -165,16 +160,9 @@ class VectorBackend:
                                "run `wrenmem sync` to rebuild it") from e
 
     # -- search ---------------------------------------------------------------------
-    def _in_memory(self, table: Any) -> _CopyView | None:
-        """The rows and vectors a search over ``table`` holds in memory (see
-        :meth:`search`), or None: the search goes to LanceDB."""
-        return table if isinstance(table, _CopyView) else None
-
     def _held(self, table: Any) -> RecallCopy | None:
-        """The table's latest version in memory, read whole when it has at most
-        FIRST_SEARCH_MAX_ROWS rows, or IN_MEMORY_MAX_ROWS once this backend searches again;
-        kept while the version stays the same, and made from the one held before by
-        reading only the rows written since (:meth:`RecallCopy.updated`)."""
+        """The table's latest version in memory when small enough (see the limits above),
+        kept while the version stays, and updated with only the rows written since."""
         version = self.latest_version() if table is self._table else table.version
         held = self._memory
         if held is not None and held[0] is table and held[1] == version:
@@ -194,10 +182,8 @@ class VectorBackend:
         return copy
 
     def latest_version(self) -> int:
-        """The latest version of the table (LanceDB's ``version``, which lists the versions
-        folder through its event loop: a millisecond of a warm search), answered without
-        asking while a local table's versions folder is as it was when last asked
-        (:func:`wrenmem.storage.lance.versions_stamp`: a commit adds a file there)."""
+        """The latest version of the table, without asking LanceDB (a millisecond) while a
+        local table's versions folder is as when last asked (a commit adds a file there)."""
         table = self.table()
         stamp = (None if self.settings.remote_index or self._pinned
                  else lance.versions_stamp(self.settings.index_uri, index.TABLE))
@@ -219,21 +205,11 @@ class VectorBackend:
             return None
 
     def ready(self) -> None:
-        """Make now what later searches would start in the background (a warm-up's last
-        step): the held copy's prefix codes, so the first requests after the warm-up do not
-        share the interpreter with them."""
+        """Make the held copy's prefix codes now (a warm-up's last step), not in the
+        background of the first requests."""
         copy = self._still_held()
         if copy is not None:
             copy.scan().make_prefix(wait=True)
-
-    def _open_version(self) -> int | None:
-        """The version of the table this backend has open (None: none open, or unreadable)."""
-        if self._table is None:
-            return None
-        try:
-            return self.latest_version()
-        except Exception:  # the search opens the table again and meets it, or not
-            return None
 
     def _dense(self, table: Any, vector: Any, depth: int, where: str | None,
                extra: Sequence[str] = (), held: _CopyView | None = None
@@ -244,14 +220,6 @@ class VectorBackend:
         if where:
             query = query.where(where, prefilter=True)
         return list(query.select([*COLUMNS, *extra, "_distance"]).to_list())
-
-    def _text(self, table: Any, text: str, depth: int, where: str | None,
-              columns: Sequence[str]) -> list[dict[str, Any]]:
-        return self._keyword(table, query_terms(text).split(), depth, where, columns)
-
-    def _text_terms(self, table: Any, terms: Sequence[str], depth: int, where: str | None,
-                    columns: Sequence[str]) -> list[dict[str, Any]]:
-        return self._keyword(table, terms, depth, where, columns)
 
     def _keyword(self, table: Any, terms: Sequence[str], depth: int, where: str | None,
                  columns: Sequence[str]) -> list[dict[str, Any]]:
@@ -273,16 +241,11 @@ class VectorBackend:
 
     def search(self, queries: Sequence[str], k: int, filters: Filters, *,
                sql: str | None = None) -> list[list[Hit]]:
-        """Rank on the table as it is: bringing it up to date is the caller's job
-        (:class:`wrenmem.recall.recaller.Recaller`). ``sql``: a draft query, for the
-        hybrid scorer (the vector backend ranks by the question alone)."""
+        """Rank on the table as it is. ``sql``: a draft query, for the hybrid scorer."""
         if not queries:
             return []
         cap = self.settings.max_embed_chars  # a question of megabytes must not take gigabytes
         self._searches += 1
-        # A backend holding the table's latest version searches it in memory (its version
-        # is the table's own word: a write, a compaction, anything that changes files,
-        # commits); else it is read whole when small enough (_held), or LanceDB answers
         copy = self._still_held() if not self._pinned else None
         vectors = self.embedder.embed([q[:cap] for q in queries])
         if copy is None:
@@ -295,7 +258,6 @@ class VectorBackend:
 
     def _search_copy(self, copy: RecallCopy, queries: Sequence[str], vectors: Any,
                      k: int, filters: Filters, sql: str | None) -> list[list[Hit]]:
-        """The search over a copy in memory."""
         scan = copy.scan()
         scan.batches += 1
         if scan.batches > 1:  # searched again (by any backend): a long-lived process
@@ -305,10 +267,8 @@ class VectorBackend:
 
     def search_version(self, version: int, queries: Sequence[str], k: int, filters: Filters,
                        *, sql: str | None = None) -> list[list[Hit]] | None:
-        """:meth:`search` of ``version`` of the table when this backend holds that version
-        in memory (while a writer holds the index lock: the copy is that version whole, so
-        this is the answer of a search pinned to it, without opening it in LanceDB again);
-        None when it holds no copy of that version."""
+        """:meth:`search` of ``version`` when this backend holds that version in memory
+        (while a writer holds the index lock), else None."""
         held = self._memory
         if (held is None or held[1] != version or self._pinned or self.settings.remote_index
                 or not queries):
@@ -319,7 +279,7 @@ class VectorBackend:
 
     def _one(self, table: Any, query: str, vector: Any, k: int, where: str | None,
              sql: str | None) -> list[Hit]:
-        rows = self._dense(table, vector, max(DEPTH, k), where, held=self._in_memory(table))
+        rows = self._dense(table, vector, max(DEPTH, k), where, held=_view(table))
         cosines = [1.0 - float(r["_distance"]) for r in rows]
         scored = [(at_least_identical(p, query, r["question"]), r, c) for r, c, p
                   in zip(rows, cosines, rank_model.dense_score(cosines), strict=True)]
@@ -381,25 +341,29 @@ class HybridBackend(VectorBackend):
         import numpy as np
 
         depth = max(DEPTH, k)
-        held = self._in_memory(table)
+        held = _view(table)
         rows: dict[str, dict[str, Any]] = {}
         cosine: dict[str, float] = {}
         for row in self._dense(table, vector, depth, where, extra=["terms"], held=held):
             rows[row["id"]] = row
             cosine[row["id"]] = 1.0 - float(row["_distance"])
-        bm25: dict[str, float] = {}
         # with the table in memory, the keyword search returns ids only
         columns = ["id"] if held is not None else [*COLUMNS, "terms", "vector"]
-        found = self._text(table, " ".join([query, *expansions(self.settings, query)]),
-                           depth, where, columns)
-        if held is not None:
-            found = held.rows_of(found, [*COLUMNS, "terms"], vector)
-        for row in found:
-            bm25[row["id"]] = float(row["_score"])
-            if row["id"] not in rows:  # found by keywords only: its cosine from its vector
-                rows[row["id"]] = row
-                cosine[row["id"]] = float(np.dot(np.asarray(row["vector"], dtype=np.float32),
-                                                 vector))
+
+        def keyword(terms: Sequence[str]) -> dict[str, float]:
+            found = self._keyword(table, terms, depth, where, columns)
+            if held is not None:
+                found = held.rows_of(found, [*COLUMNS, "terms"], vector)
+            scores = {}
+            for row in found:
+                scores[row["id"]] = float(row["_score"])
+                if row["id"] not in rows:  # found by keywords only: its cosine from its vector
+                    rows[row["id"]] = row
+                    cosine[row["id"]] = float(np.dot(
+                        np.asarray(row["vector"], dtype=np.float32), vector))
+            return scores
+
+        bm25 = keyword(query_terms(" ".join([query, *expansions(self.settings, query)])).split())
         # A Chinese question's words in English: keyword evidence on English pairs
         words = english_words(query, self._glossary)
         translated = {row["id"]: float(row["_score"]) for row in self._keyword(
@@ -409,19 +373,7 @@ class HybridBackend(VectorBackend):
         asked_list = query_terms(query).split()
         valued = value_terms(query, [(rows[i].get("sql") or "", rows[i].get("dialect"))
                                      for i in sorted(rows)])
-        structure = dict(bm25)
-        if valued:
-            plain = [t for t in asked_list if t not in valued]
-            found = self._text_terms(table, plain, depth, where, columns)
-            if held is not None:
-                found = held.rows_of(found, [*COLUMNS, "terms"], vector)
-            structure = {}
-            for row in found:
-                structure[row["id"]] = float(row["_score"])
-                if row["id"] not in rows:
-                    rows[row["id"]] = row
-                    cosine[row["id"]] = float(np.dot(
-                        np.asarray(row["vector"], dtype=np.float32), vector))
+        structure = keyword([t for t in asked_list if t not in valued]) if valued else bm25
         asked = set(asked_list)
         ids = sorted(rows)
         signals = []

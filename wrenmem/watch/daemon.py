@@ -28,6 +28,7 @@ from wrenmem.errors import LockTimeoutError, WrenmemError
 from wrenmem.fs import statedir
 from wrenmem.index.state import stat_delta
 from wrenmem.index.sync import report_if_unchanged, sync_pairs
+from wrenmem.recall import adapt as rank_adapt
 from wrenmem.recall.daemon_client import PROTOCOL, settings_payload, socket_path
 from wrenmem.recall.hits import Filters
 from wrenmem.recall.recaller import BUSY_WAIT, Recaller, Refused
@@ -47,6 +48,13 @@ MAX_REQUEST = 16 << 20
 HANDOFF_MAX = 200
 SYNC_LOCK_WAIT = 10.0  # the client's wait for a reply is REPLY_TIMEOUT (20 s)
 __all__ = ["DaemonServer", "Refused"]
+
+
+def fit_recall(settings: Settings, memory: Memory) -> None:
+    """After a sync of the watcher that wrote: ``recall-fit.json`` kept current (fitted
+    again only when the pairs' questions changed, :func:`wrenmem.recall.adapt.refresh`)."""
+    rank_adapt.fit_after_sync(settings, lambda: memory.recaller,
+                              lambda m: log.warning("%s", m), indexed=True)
 
 
 class DaemonServer:
@@ -329,6 +337,8 @@ class DaemonServer:
             report = sync_pairs(settings, paths=paths, embedder=embedder, delta=delta,
                                 lock_timeout=SYNC_LOCK_WAIT)
             self.recaller.index_written(started if paths is None else None)
+        if not report.noop:
+            fit_recall(settings, self.memory)
         return report.to_wire()
 
     def unchanged_pairs(self, settings: Settings | None = None) -> Any | None:

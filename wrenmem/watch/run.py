@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wrenmem.api import Memory
 from wrenmem.errors import PairError, WrenmemError
 from wrenmem.fs.fsutil import atomic_write_text
 from wrenmem.index import maintenance
@@ -29,7 +30,7 @@ from wrenmem.schema import later as schema_files
 from wrenmem.schema.cache import hold
 from wrenmem.schema.table import sync_schema
 from wrenmem.settings import Settings
-from wrenmem.watch.daemon import HANDOFF_MAX, DaemonServer
+from wrenmem.watch.daemon import HANDOFF_MAX, DaemonServer, fit_recall
 from wrenmem.watch.freshness import MAX_AGE
 from wrenmem.watch.loop import (
     KNOWLEDGE,
@@ -112,6 +113,11 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
         except Exception as e:
             failures.append((KNOWLEDGE, e))
     return SyncResult(tuple(summaries), tuple(failures), pair_errors, changed)
+
+
+def _writes_the_index(settings: Settings) -> bool:
+    """This watcher's pairs sync writes the index (not grep's scan, not a reader's)."""
+    return not settings.is_reader and choose_backend(settings) != "grep"
 
 
 def _sync_named(settings: Settings, paths: list[str]) -> SyncResult:
@@ -311,7 +317,7 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
                     events.take()
                     return SyncResult(("pairs: up to date",), (), tuple(known.errors))
             started = time.monotonic()
-            writes = not settings.is_reader and choose_backend(settings) != "grep"  # no scan
+            writes = _writes_the_index(settings)  # no scan
             named = named_pairs(settings, source, events) if kinds == {PAIRS} and writes else None
             if named is not None:  # the events say which files: no walk
                 result = _sync_named(settings, named)
@@ -324,6 +330,8 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
                 server.pairs_synced(started)
             return result
 
+    held: list[Memory] = []  # the Memory of the recall fit when there is no daemon
+
     def wrapped(kinds: set[str]) -> SyncResult:
         try:
             result = sync(kinds)
@@ -331,6 +339,10 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
             raise
         except Exception as e:
             result = SyncResult(failures=((SETTINGS if SETTINGS in kinds else PAIRS, e),))
+        if result.changed and PAIRS in kinds and _writes_the_index(settings):
+            if server is None and not held:  # a watcher without its daemon
+                held.append(Memory.from_settings(settings))
+            fit_recall(settings, server.memory if server is not None else held[0])
         _write_state(state_path, settings, server, info())
         return result
 
