@@ -212,6 +212,31 @@ def test_two_writers_racing_end_in_one_writers_state(tmp_path: Path, s3_env: dic
     assert cli(winner, "check").exit_code == 0
 
 
+def test_a_first_index_on_s3_is_compacted_before_its_indexes_are_built(
+        tmp_path: Path, s3_env: dict[str, str], fake: RecordingEmbedder,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every fragment costs a reader of object storage a request: a big first build's
+    chunks are merged into one before the full-text index is built, so it is built once."""
+    from wrenmem.index import rowwrite
+
+    monkeypatch.setattr(rowwrite, "WRITE_CHUNK", 20)  # 200 pairs: 10 commits, a big build
+    root = machine(tmp_path, "ci", uri := new_uri(), pairs=200)
+    report = sync_pairs(settings(root))
+    assert len(report.added) == 200 and report.optimized
+    table = lance.open_table(lance.connect(uri), index.TABLE)
+    assert table is not None and table.stats()["fragment_stats"]["num_fragments"] == 1
+    latest = table.version
+    for version in range(1, latest + 1):  # the first version holding the full-text index
+        table.checkout(version)
+        if lance.has_index(table, "terms"):
+            break
+    else:
+        pytest.fail("no full-text index was built")
+    assert table.stats()["fragment_stats"]["num_fragments"] == 1, (
+        f"the full-text index was built at version {version} over several fragments")
+    assert remote_rows(uri) == file_hashes(root)
+
+
 def test_a_writer_does_not_trust_its_mirror_after_another_wrote(
         tmp_path: Path, s3_env: dict[str, str], fake: RecordingEmbedder) -> None:
     uri = new_uri()

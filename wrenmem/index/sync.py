@@ -447,7 +447,7 @@ def _sync_locked(settings: Settings, embedder: Embedder, snap: Snapshot, full: b
     # A new local table keeps its fragments (no superseded copies on disk); on object
     # storage, where every fragment is a request for a reader, a new table's chunks are
     # compacted before its indexes are built, so they are built once.
-    compact_first = fresh and settings.remote_index
+    compact_first = created and remote
     if compact_first:
         optimized = maintenance.maintain(settings, table, commits, embedded)
     # The vector index first: its build is the peak of a big first index (about 480 MB at
