@@ -135,8 +135,8 @@ def warn_duplicates(settings: Settings, pair: Pair, known: Sequence[Pair],
 def check_import(settings: Settings, pairs: Sequence[Pair], force: bool,
                  manifest: Manifest | None, validator: Validator,
                  progress: Callable[[int, int], None] | None = None) -> None:
-    """Refuse an import with SQL that writes (always), or that the manifest or the
-    engine rejects (unless ``force``); parse problems are ``import_pairs``' to report.
+    """Refuse an import with SQL that writes (always), or that does not parse or that the
+    manifest or the engine rejects (unless ``force``): one parse of each pair's SQL.
     ``progress(done, total)``: pairs checked."""
     writes, rejected = [], []
     for n, pair in enumerate(pairs, 1):
@@ -146,7 +146,7 @@ def check_import(settings: Settings, pairs: Sequence[Pair], force: bool,
             line = f"pair #{n} ({pair.nl[:60]}): {p.line}:{p.col}: {p.message}"
             if kind == "write":
                 writes.append(line)
-            elif kind in ("schema", "engine"):
+            elif kind in ("sql", "schema", "engine"):
                 rejected.append(line)
         if progress is not None:
             progress(n, len(pairs))
@@ -161,11 +161,10 @@ def import_checked(settings: Settings, pairs: Sequence[Pair], mode: str,
                    force: bool, progress: Callable[[int, int], None] | None = None,
                    written: Callable[[int, int], None] | None = None) -> ImportReport:
     """``pairs`` written as files (``Memory.import_``), refused first for SQL that writes
-    or that the manifest or the engine rejects (:func:`check_import`);
+    or that does not parse or that the manifest or the engine rejects (:func:`check_import`);
     ``progress(done, total)``: pairs checked, ``written(done, total)``: files written."""
     check_import(settings, pairs, force, manifest, validator, progress)
-    report = import_pairs(settings, pairs, mode, dry_run=dry_run, force=force,
-                          progress=written)
+    report = import_pairs(settings, pairs, mode, dry_run=dry_run, progress=written)
     report.read = len(pairs)
     return report
 
