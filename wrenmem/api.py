@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from wrenmem.embed.embedders import Embedder
     from wrenmem.fs import fsutil
     from wrenmem.git import diff as git_diff
+    from wrenmem.git import hooks as git_hooks
     from wrenmem.git.diff import PairDiff
     from wrenmem.index import autosync, drift
     from wrenmem.index import sync as index_sync
@@ -75,7 +76,8 @@ if TYPE_CHECKING:
 else:
     admit, review, checks_duplicates, checks_validate = lazies(
         "wrenmem.checks", "admit review duplicates validate")
-    embedders, fsutil, git_diff = lazies("wrenmem", "embed.embedders fs.fsutil git.diff")
+    embedders, fsutil, git_diff, git_hooks = lazies(
+        "wrenmem", "embed.embedders fs.fsutil git.diff git.hooks")
     autosync, drift, index_sync = lazies("wrenmem.index", "autosync drift sync")
     replica = lazy("wrenmem.index.team.replica")
     knowledge_files, scaffold, select, terms, write, knowledge_table = lazies(
@@ -577,6 +579,12 @@ class Memory:
     def reset_schema(self) -> bool:
         """Drop the schema index; True when there was one."""
         return schema_table.reset_schema(self.settings)
+
+    def run_hook(self, name: str, args: Sequence[str]) -> str | None:
+        """Sync after git hook ``name`` (:func:`wrenmem.git.hooks.run_hook`; the watcher
+        syncs the pairs when :meth:`_ask` says so): None, or why it failed. Never raises."""
+        return git_hooks.run_hook(self.settings, name, tuple(args),
+                                  handoff=lambda: self._ask("sync", paths=None))
 
     # -- helpers -------------------------------------------------------------------
     def _after_write(self, paths: Sequence[str]) -> None:

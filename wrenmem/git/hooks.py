@@ -37,7 +37,7 @@ from wrenmem.storage.lock import is_locked
 
 log = logging.getLogger(__name__)
 # Runs a hook's sync of the pairs elsewhere (the watcher) or returns None: sync here.
-Handoff = Callable[[Settings], SyncReport | None]
+Handoff = Callable[[], SyncReport | None]
 
 HOOK_NAMES = ("post-checkout", "post-merge", "post-rewrite", "post-commit",
               "reference-transaction")
@@ -458,7 +458,7 @@ def _sync(settings: Settings, handoff: Handoff | None = None) -> str:
     if reason is not None:
         return f"no index to sync: {reason}"
 
-    handed = handoff(settings) if handoff is not None else None
+    handed = handoff() if handoff is not None else None
     summary = (handed or sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT)).summary()
     if settings.manifest_path.is_file() and not settings.is_reader:
         # The schema index too, built when missing (a fresh clone, a checkout that brought
