@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from wrenmem.checks.validate import Problem, Validator, key_line
+from wrenmem.checks.validate import Problem, Validator
 from wrenmem.pairs.catalog import scan
-from wrenmem.pairs.pairfile import Pair
+from wrenmem.pairs.pairfile import Pair, key_line
 from wrenmem.pairs.text import loose_question
 from wrenmem.settings import Settings
 from wrenmem.sql.bounds import headroom, parse_one

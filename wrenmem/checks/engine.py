@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from wrenmem.schema.manifest import Manifest
-from wrenmem.sql.bounds import SqlOutOfBounds, check_bounds, headroom, parse_one
-from wrenmem.sql.check import outside_problem, position
+from wrenmem.sql.bounds import SqlOutOfBounds, check_bounds, headroom, parse_one, position
+from wrenmem.sql.check import outside_problem
 
 log = logging.getLogger(__name__)
 

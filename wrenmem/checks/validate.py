@@ -9,7 +9,6 @@ the SQL string: a SQL position is mapped back to the line of the file that holds
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,9 +30,11 @@ from wrenmem.pairs.pairfile import (
     VERIFIED_SCHEMA,
     Pair,
     decode_file,
+    key_line,
     parse_pair,
     read_pair_bytes,
 )
+from wrenmem.pairs.store import default_dialect
 from wrenmem.schema.manifest import Manifest, load_manifest
 from wrenmem.settings import CONFIG_FILE, READ_ONLY_CODE, Settings
 from wrenmem.sql.check import outside_problem, parse_checked, unknown_dialect, write_problem
@@ -134,13 +135,11 @@ class Validator:
                 "manifest")
 
     def dialect_of(self, pair: Pair) -> str:
-        """The pair's own dialect, else an explicit setting, else the manifest's, else default."""
+        """The pair's own dialect, else :func:`wrenmem.pairs.store.default_dialect`."""
         if pair.dialect:
             return pair.dialect
         self.load_manifest()
-        if self.settings.origins.get("dialect", "default") != "default":
-            return self.settings.dialect
-        return self.manifest_dialect or self.settings.dialect
+        return default_dialect(self.settings, self.manifest_dialect)
 
     def check_text(self, text: str, path: str) -> tuple[Pair | None, list[Problem]]:
         """Parse and check one pair file's text; ``path`` is what problems are reported under."""
@@ -301,21 +300,6 @@ def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
     if validator.engine_note is not None:
         problems[:0] = validator.accepted([validator.engine_note])
     return len(files) + counted, problems
-
-
-def key_line(lines: list[str], key: str) -> int:
-    """1-based line of front-matter ``key:`` in a pair file's lines (1 if absent)."""
-    pattern = re.compile(rf"^\s*['\"]?{re.escape(key)}['\"]?\s*:")
-    in_front = False
-    for i, line in enumerate(lines):
-        if line.strip() == "---":
-            if in_front:
-                break
-            in_front = True
-            continue
-        if in_front and pattern.match(line):
-            return i + 1
-    return 1
 
 
 def sql_locator(pair: Pair, lines: list[str]) -> Callable[[int, int], tuple[int, int]]:

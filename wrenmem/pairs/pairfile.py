@@ -118,12 +118,8 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
         raise PairError(path, f"{key!r} is given twice in the front matter (lines {once} and "
                               f"{twice}; YAML would keep the last): keep one", twice)
 
-    def key_line(key: str) -> int:
-        pattern = re.compile(rf"^\s*['\"]?{re.escape(key)}['\"]?\s*:")
-        for i in range(first + 1, close):
-            if pattern.match(lines[i]):
-                return i + 1
-        return first + 1
+    def at(key: str) -> int:
+        return key_line(lines, key, first + 1)
 
     nl = meta.get("nl")
     if nl is None:
@@ -131,9 +127,9 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     if not isinstance(nl, str):
         hint = " (YAML reads yes/no/on/off/true/false as booleans: quote it)" if isinstance(
             nl, bool) else " (quote it)"
-        raise PairError(path, f"'nl' must be text, got {_kind(nl)} {nl!r}{hint}", key_line("nl"))
+        raise PairError(path, f"'nl' must be text, got {_kind(nl)} {nl!r}{hint}", at("nl"))
     if not nl.strip():
-        raise PairError(path, "'nl' is empty", key_line("nl"))
+        raise PairError(path, "'nl' is empty", at("nl"))
 
     body_start = close + 1
     body_lines = lines[body_start:]
@@ -141,7 +137,7 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     front_sql = meta.get("sql")
     if front_sql is not None and block is not None:
         raise PairError(path, "SQL is given twice: in front-matter 'sql:' and in a ```sql block",
-                        key_line("sql"))
+                        at("sql"))
     if block is not None:
         start, end, sql_text = block
         if end == len(body_lines):  # Markdown would run the block to the end of the file
@@ -156,9 +152,9 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
         wren = False
     elif front_sql is not None:
         if not isinstance(front_sql, str):
-            raise PairError(path, f"'sql' must be text, got {_kind(front_sql)}", key_line("sql"))
+            raise PairError(path, f"'sql' must be text, got {_kind(front_sql)}", at("sql"))
         sql = front_sql.strip()
-        sql_line = key_line("sql")
+        sql_line = at("sql")
         notes = "\n".join(body_lines).strip()
         wren = True
     else:
@@ -174,15 +170,15 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
         try:
             values[key] = _scalar_text(meta[key])
         except ValueError as e:
-            raise PairError(path, f"'{key}' {e}", key_line(key)) from e
+            raise PairError(path, f"'{key}' {e}", at(key)) from e
     try:
         tags = _tags(meta.get("tags"))
     except ValueError as e:
-        raise PairError(path, f"'tags' {e}", key_line("tags")) from e
+        raise PairError(path, f"'tags' {e}", at("tags")) from e
     try:
         also = _also(meta.get("also"), nl.strip())
     except ValueError as e:
-        raise PairError(path, f"'also' {e}", key_line("also")) from e
+        raise PairError(path, f"'also' {e}", at("also")) from e
     extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS and k not in ("sql", CLAIMED)}
     front_lines = lines[first + 1 : close]
     comments = _front_comments(front_lines, meta) if "#" in yaml_text else ()
@@ -260,6 +256,22 @@ def _front_comments(lines: list[str], meta: dict[str, Any]) -> tuple[tuple[str, 
             out.append((next((keys[j] for j in range(i, len(current)) if j in keys), ""),
                         text, False))
     return tuple(out)
+
+
+def key_line(lines: list[str], key: str, absent: int = 1) -> int:
+    """1-based line of front-matter ``key:`` in a pair file's lines (``absent`` if none)."""
+    pattern = re.compile(rf"^\s*['\"]?{re.escape(key)}['\"]?\s*:")
+    opened = False
+    for i, line in enumerate(lines):
+        if opened and _DELIM.match(line):
+            break
+        if opened and pattern.match(line):
+            return i + 1
+        if not opened and line.strip():
+            if not _DELIM.match(line.strip()):
+                break
+            opened = True
+    return absent
 
 
 def yaml_problem(error: Exception) -> tuple[tuple[int, int] | None, str]:

@@ -54,7 +54,9 @@ class SqlOutOfBounds(ValueError):
         self.col = col
 
 
-def _position(sql: str, offset: int) -> tuple[int, int]:
+def position(sql: str, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of character ``offset`` in ``sql``."""
+    offset = max(0, min(offset, len(sql)))
     line = sql.count("\n", 0, offset) + 1
     return line, offset - (sql.rfind("\n", 0, offset) + 1) + 1
 
@@ -63,7 +65,7 @@ def check_bounds(sql: str, max_chars: int = MAX_SQL_CHARS) -> None:
     """Raise :class:`SqlOutOfBounds` when ``sql`` is too long (over ``max_chars``: a
     schema's flat ``CREATE TABLE`` may be longer than any pair) or nested too deep."""
     if len(sql) > max_chars:
-        line, col = _position(sql, max_chars)
+        line, col = position(sql, max_chars)
         raise SqlOutOfBounds(
             f"the SQL is longer than {max_chars:,} characters ({len(sql):,}): too long "
             "to parse" + ("; a pair is one query an agent can copy"
@@ -82,7 +84,7 @@ def check_bounds(sql: str, max_chars: int = MAX_SQL_CHARS) -> None:
                 and f"more than {MAX_TYPE_CALL_DEPTH} levels of calls named like a data "
                 "type, such as DATE( or DECIMAL(")
             if too_many:
-                line, col = _position(sql, found.start())
+                line, col = position(sql, found.start())
                 raise SqlOutOfBounds(_too_deep(too_many), line, col)
         elif token == ")" or word == "END":
             _close(open_, ("case",) if word == "END" else ("(", "type("))

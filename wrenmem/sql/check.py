@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from wrenmem.sql.bounds import SqlOutOfBounds, headroom, parse
+from wrenmem.sql.bounds import SqlOutOfBounds, headroom, parse, position
 
 
 @dataclass(frozen=True)
@@ -32,10 +32,6 @@ RESERVED_NAMES = frozenset(
 _TRAILING_COMMA_DIALECTS = frozenset({"bigquery", "duckdb", "snowflake", "databricks"})
 
 
-def known_dialect(name: str) -> bool:
-    return unknown_dialect(name) is None
-
-
 def unknown_dialect(name: str) -> str | None:
     """Why ``name`` is no sqlglot dialect, with the close name sqlglot suggests
     (``unknown SQL dialect 'postgress' (…); did you mean 'postgres'?``); None when it is one."""
@@ -48,13 +44,6 @@ def unknown_dialect(name: str) -> str | None:
         hint = f"; did you mean {close.group(1)!r}?" if close else ""
         return f"unknown SQL dialect {name!r} (a sqlglot dialect name is needed){hint}"
     return None
-
-
-def position(sql: str, offset: int) -> tuple[int, int]:
-    """1-based (line, column) of character ``offset`` in ``sql``."""
-    offset = max(0, min(offset, len(sql)))
-    line = sql.count("\n", 0, offset) + 1
-    return line, offset - (sql.rfind("\n", 0, offset) + 1) + 1
 
 
 def check_sql(sql: str, dialect: str | None) -> list[SqlProblem]:
