@@ -1,12 +1,10 @@
 """Review status: ``wrenmem verify`` marks pairs verified, recording what it verified.
 
-A verification writes ``verified_by``, ``verified_at``, ``verified_pair`` (a fingerprint of
-the question, phrasings, SQL, dialect and datasource: editing one un-verifies the pair) and
-``verified_schema`` (the fingerprint of every table and column the SQL uses: a later change
-of one is rule WM011) into the front matter, drops ``reviewed: false`` and the SQL-only
-``verified_sql`` of older versions, and records the verification as made here
-(:mod:`wrenmem.pairs.trust`). A pair that does not validate is not verified.
-"""
+It writes ``verified_by``, ``verified_at``, ``verified_pair`` (fingerprint of the question,
+phrasings, SQL, dialect and datasource) and ``verified_schema`` (of each item the SQL uses:
+a later change is WM011), drops ``reviewed: false`` and the old ``verified_sql``, and records
+the verification as made here (:mod:`wrenmem.pairs.trust`). A pair that does not validate
+is not verified."""
 
 from __future__ import annotations
 
@@ -141,9 +139,8 @@ def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool 
 
 def _checked(validator: Validator, settings: Settings, absolute: Path, rel: str
              ) -> tuple[Pair | None, list[Problem]]:
-    """The pair file read as every command reads one (only a regular file, at most
-    ``max_pair_bytes``, UTF-8) and validated; a file that cannot be read is one problem
-    saying why (a FIFO, too large, not UTF-8), and a missing one says it is missing."""
+    """The pair file read as every command reads one and validated; a file that cannot be
+    read (or is missing) is one problem saying why."""
     if not os.path.lexists(absolute):
         return None, [Problem(rel, 1, 1, "no such pair file", "pair")]
     try:

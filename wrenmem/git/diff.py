@@ -1,20 +1,11 @@
 """``wrenmem diff``: the pairs a branch adds, changes and removes, validated, for review.
 
-Two snapshots of the knowledge folder are compared by path: a base revision and either a
-head revision or the working tree. By default the base is the merge base of BASE and HEAD,
-as a pull request shows it (``git diff BASE...HEAD``): pairs added on BASE since the branch
-started are not the branch's removals. A pair whose file moved is "moved": with the same
-question and SQL, or edited on the way (the same question, or question and SQL mostly the
-same text), in which case its SQL diff is shown. Added, changed and moved pairs are
-validated like ``wrenmem validate`` does, against the manifest of the head side.
-
-Trust comes from review (docs/security.md#verification): a verification on the head side
-is **settled** only when the base side already has it (the same stamp: who, when, what);
-one that appears or changes in the change under review is **claimed** by the author of the
-commit that introduced it (or by the working tree), never shown as settled, even when only
-the metadata of a file changed. A pair that opts out of the read-only rule
-(``allow-writes: true``) is flagged, never given a plain check mark.
-"""
+The base (by default the merge base, as ``git diff BASE...HEAD``) is compared by path with a
+head revision or the working tree. A file moved with the same question and SQL, or edited on
+the way (same question, or mostly the same text), is "moved". Added, changed and moved pairs
+are validated against the head's manifest. A verification on the head side is settled only
+when the base has the same stamp; otherwise it is claimed by the commit that introduced it
+(docs/security.md#verification). ``allow-writes: true`` is flagged, never a plain check mark."""
 
 from __future__ import annotations
 

@@ -1,23 +1,12 @@
-"""Which pair files ask a question, without reading 100,000 of them.
+"""Which pair files ask a question, without reading 100,000 of them (``store``'s lookup).
 
-``store`` needs the pairs that ask the question it stores (the file it updates, the
-duplicates it warns about), not every pair: a scan of the catalog at 100,000 files costs
-seconds. ``.wrenmem/questions.bin`` keeps, for the pair files as one stat walk found them
-(:func:`wrenmem.pairs.listing.walk`), two CRC-32 codes per file: of its question's
-:func:`~wrenmem.pairs.text.question_key` case folded (what ``store`` matches, and what
-``forget``/``show`` match when no question is equal but for case) and of its
-:func:`~wrenmem.pairs.text.loose_question` (what ``duplicates`` matches).
-
-:func:`asking` walks the files again (one ``stat`` each) and reads only the files that may
-ask the question: those whose recorded code is the question's, and every file that is new
-or whose stat is not as recorded (or too recent for its stat to vouch for it, as
-:data:`wrenmem.fs.fsutil.RACY_SECONDS` says). Each is read and parsed afresh, and the question
-compared as text, so a code shared by chance costs one read, never a wrong answer. Past
-``REBUILD_AFTER`` such files, the catalog is scanned as before and the record rebuilt. The
-record keeps the walk's folders and names, so the codes are carried over folder by folder
-(a folder whose names and stats are as recorded, as two byte strings), and a sync that
-reads every file writes it too (:func:`record_scan`).
-"""
+``.wrenmem/questions.bin`` keeps, for the files of one stat walk
+(:func:`wrenmem.pairs.listing.walk`), two CRC-32 codes per file: of its case-folded
+:func:`~wrenmem.pairs.text.question_key` and of its :func:`~wrenmem.pairs.text.loose_question`.
+:func:`asking` reads only the files whose code is the question's and those new or changed
+since (or too recent to trust their stat); each is parsed and compared as text, so a shared
+code costs a read, never a wrong answer. Past ``REBUILD_AFTER`` such files the catalog is
+scanned and the record rebuilt; a sync that reads every file writes it (:func:`record_scan`)."""
 
 from __future__ import annotations
 

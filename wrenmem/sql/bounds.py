@@ -1,18 +1,10 @@
 """The one way into sqlglot's parser: SQL past a length or nesting bound is refused first.
 
-sqlglot's parser and generator recurse once or more per nesting level (about twenty Python
-frames for each level of parentheses, subquery or CASE), so SQL nested a few thousand deep
-ends in a ``RecursionError`` after seconds of work, and a long SQL takes seconds to parse
-(about 10 s a megabyte). Every sqlglot caller in wrenmem parses through :func:`parse` or
-:func:`parse_one`, which first scan the text (one regular-expression pass, no parse) and
-raise :class:`SqlOutOfBounds` with the reason and the spot. The bounds are far above any
-query a person or a BI tool writes: :data:`MAX_SQL_DEPTH` levels of nesting and
-:data:`MAX_SQL_CHARS` characters.
-
-A tree within the bounds still needs more stack than Python's default 1,000 frames allows
-at 100 levels, so parsing, and the work callers do on a parsed tree (rendering, qualifying,
-copying), run inside :func:`headroom`.
-"""
+sqlglot recurses about twenty frames per nesting level and takes about 10 s a megabyte, so
+:func:`parse` and :func:`parse_one` first scan the text (one regex pass) and raise
+:class:`SqlOutOfBounds` with the reason and the spot past :data:`MAX_SQL_DEPTH` levels or
+:data:`MAX_SQL_CHARS` characters. Work on a parsed tree runs inside :func:`headroom`, which
+raises the recursion limit that 100 levels need."""
 
 from __future__ import annotations
 
