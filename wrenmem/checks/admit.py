@@ -44,10 +44,7 @@ def prepared_validator(settings: Settings, manifest: Manifest | None, check_sche
     if manifest is None or not check_schema:
         return Validator(settings, check_schema=check_schema, tables={})
     if "validator" not in prepared:
-        validator = Validator(settings, tables=manifest.table_columns(),
-                              manifest_dialect=manifest.dialect, manifest=manifest)
-        validator._loaded = True
-        prepared["validator"] = validator
+        prepared["validator"] = Validator(settings).use(manifest)
     found: Validator = prepared["validator"]
     return found
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from wrenmem.checks.uses import item_fingerprints, used_items
 from wrenmem.checks.validate import Problem, Validator
-from wrenmem.errors import PairError, WrenmemError
+from wrenmem.errors import WrenmemError
 from wrenmem.pairs.catalog import read_pair_file, scan
 from wrenmem.pairs.pairfile import (
     REVIEW_KEYS,
@@ -26,9 +26,7 @@ from wrenmem.pairs.pairfile import (
     VERIFIED_SCHEMA,
     Pair,
     checked_file_bytes,
-    decode_file,
     pair_fingerprint,
-    read_pair_bytes,
     render_pair,
 )
 from wrenmem.pairs.store import utc_now, write_pair_bytes
@@ -143,12 +141,7 @@ def _checked(validator: Validator, settings: Settings, absolute: Path, rel: str
     read (or is missing) is one problem saying why."""
     if not os.path.lexists(absolute):
         return None, [Problem(rel, 1, 1, "no such pair file", "pair")]
-    try:
-        text = decode_file(read_pair_bytes(absolute, rel, settings.max_pair_bytes,
-                                           inside=settings.root), rel)
-    except PairError as e:
-        return None, [Problem(rel, e.line, e.col or 1, e.reason, "pair")]
-    return validator.check_text(text, rel)
+    return validator.check_file(absolute, rel)
 
 
 def stale_problems(settings: Settings) -> list[Problem]:

@@ -125,14 +125,19 @@ class Validator:
         if self.tables is not None or not path.is_file():
             return
         try:
-            manifest = load_manifest(path, max_bytes=self.settings.max_manifest_bytes)
-            self.tables = manifest.table_columns()
-            self.manifest_dialect = manifest.dialect
-            self.manifest = manifest
+            self.use(load_manifest(path, max_bytes=self.settings.max_manifest_bytes))
         except (WrenmemError, OSError, ValueError) as e:
             self.manifest_problem = Problem(
                 _display(path), 1, 1, f"manifest not usable, tables and columns not checked: {e}",
                 "manifest")
+
+    def use(self, manifest: Manifest | None) -> Validator:
+        """Check against ``manifest`` (None: none), not the project's file; returns self."""
+        self._loaded = True
+        self.tables = manifest.table_columns() if manifest is not None else {}
+        self.manifest_dialect = manifest.dialect if manifest is not None else None
+        self.manifest = manifest
+        return self
 
     def dialect_of(self, pair: Pair) -> str:
         """The pair's own dialect, else :func:`wrenmem.pairs.store.default_dialect`."""
@@ -255,15 +260,26 @@ class Validator:
                         f"{pair.extra.get('verified_by')}: {'; '.join(changed)} (check the "
                         "SQL, then `wrenmem verify` it again)", "stale")]
 
-    def check_file(self, path: Path, display: str | None = None) -> list[Problem]:
-        """Read and check one file. Unreadable files are a problem, never an exception."""
-        shown = display or _display(path)
+    def check_file(self, path: Path, shown: str) -> tuple[Pair | None, list[Problem]]:
+        """Read and check one file, as every command reads one (a regular file, at most
+        ``max_pair_bytes``, no link out of the project): unreadable is a problem."""
         try:
-            text = decode_file(read_pair_bytes(path, shown, self.settings.max_pair_bytes,
-                                               inside=self.settings.root), shown)
+            data: bytes | PairError = read_pair_bytes(
+                path, shown, self.settings.max_pair_bytes, inside=self.settings.root)
         except PairError as e:
-            return [Problem(shown, e.line, 1, e.reason, "pair")]
-        return self.check_text(text, shown)[1]
+            data = e
+        return self.check_bytes(data, shown)
+
+    def check_bytes(self, data: bytes | PairError, path: str
+                    ) -> tuple[Pair | None, list[Problem]]:
+        """:meth:`check_text` of a file's bytes (or of why they could not be read)."""
+        try:
+            if isinstance(data, PairError):
+                raise data
+            text = decode_file(data, path)
+        except PairError as e:
+            return None, self.accepted([Problem(path, e.line, e.col or 1, e.reason, "pair")])
+        return self.check_text(text, path)
 
 
 def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
@@ -287,7 +303,7 @@ def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
                  and not p.name.startswith(".") and settings.relpath(p) not in knowledge]
     problems: list[Problem] = []
     for done, path in enumerate(files, 1):
-        problems += validator.check_file(path)
+        problems += validator.check_file(path, _display(path))[1]
         if progress is not None:
             progress(done, len(files))
     if check_schema:

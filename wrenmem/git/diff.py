@@ -311,20 +311,14 @@ def _files_at(commit: Any, knowledge: str, project: str, limit: int
 
 def _validator_at(settings: Settings, commit: Any, top: Path, check_schema: bool) -> Validator:
     """A validator using the manifest as it is at ``commit`` (none if it is not there)."""
-    validator = Validator(settings, check_schema=check_schema, tables={})
-    validator._loaded = True
+    validator = Validator(settings, check_schema=check_schema)
     try:
-        manifest = _load_at(settings, commit, top)
+        return validator.use(_load_at(settings, commit, top))
     except WrenmemError as e:
-        validator.manifest_problem = Problem(
+        validator.use(None).manifest_problem = Problem(
             settings.manifest, 1, 1, f"manifest not usable at {commit.hexsha[:7]}: {e}",
             "manifest")
         return validator
-    if manifest is not None:
-        validator.tables = manifest.table_columns()
-        validator.manifest_dialect = manifest.dialect
-        validator.manifest = manifest
-    return validator
 
 
 def _manifest_at(settings: Settings, commit: Any, top: Path) -> Manifest | None:
@@ -354,17 +348,6 @@ def _read_working(path: Path, settings: Settings) -> bytes | PairError:
         return read_pair_bytes(path, rel, settings.max_pair_bytes, inside=settings.root)
     except PairError as e:
         return e
-
-
-def _parse(validator: Validator, path: str, data: bytes | PairError
-           ) -> tuple[Pair | None, list[Problem]]:
-    try:
-        if isinstance(data, PairError):
-            raise data
-        text = decode_file(data, path)
-    except PairError as e:
-        return None, validator.accepted([Problem(path, e.line, 1, e.reason, "pair")])
-    return validator.check_text(text, path)
 
 
 def _quiet_parse(path: str, data: bytes | PairError) -> Pair | None:
@@ -401,7 +384,7 @@ def _compare(base: Side, head: Side, validator: Validator,
     for path in sorted(set(head.files) & set(base.files)):
         if head.files[path] == base.files[path]:
             continue
-        new, problems = _parse(validator, path, head.files[path])
+        new, problems = validator.check_bytes(head.files[path], path)
         new, claimed = claim(new)
         old = _quiet_parse(path, base.files[path])
         if new is not None and old is not None and old.nl == new.nl and _same_sql(
@@ -421,7 +404,7 @@ def _compare(base: Side, head: Side, validator: Validator,
     gone = {path: _quiet_parse(path, base.files[path]) for path in removed}
     by_content = {(p.nl, " ".join(p.sql.split())): path for path, p in gone.items() if p}
     for path in added:
-        new, problems = _parse(validator, path, head.files[path])
+        new, problems = validator.check_bytes(head.files[path], path)
         new, claimed = claim(new)
         key = (new.nl, " ".join(new.sql.split())) if new else None
         old_path = by_content.pop(key, None) if key else None
