@@ -116,10 +116,8 @@ def store_checked(settings: Settings, question: str, sql: str, *,
 
 def warn_duplicates(settings: Settings, pair: Pair, known: Sequence[Pair],
                     notify: Notify | None) -> None:
-    """Say at once when ``pair`` asks a question another file asks too: what
-    ``duplicates`` (and its pre-commit hook) will reject. ``known``: the other files'
-    pairs asking it, as read before ``pair`` was written (only its own file changed
-    since; :func:`wrenmem.pairs.questions.asking`)."""
+    """Warn at once when ``pair`` asks a question another file asks too (what
+    ``duplicates`` will reject). ``known``: the pairs asking it, read before the write."""
     if notify is None:
         return
     key = question_key(pair)
@@ -157,9 +155,8 @@ def import_checked(settings: Settings, pairs: Sequence[Pair], mode: str,
                    manifest: Manifest | None, validator: Validator, *, dry_run: bool,
                    force: bool, progress: Callable[[int, int], None] | None = None,
                    written: Callable[[int, int], None] | None = None) -> ImportReport:
-    """``pairs`` written as files (``Memory.import_``), refused first for SQL that writes
-    or that does not parse or that the manifest or the engine rejects (:func:`check_import`);
-    ``progress(done, total)``: pairs checked, ``written(done, total)``: files written."""
+    """``pairs`` written as files (``Memory.import_``) once :func:`check_import` passes;
+    ``progress``: pairs checked, ``written``: files written (done, total)."""
     check_import(settings, pairs, force, manifest, validator, progress)
     report = import_pairs(settings, pairs, mode, dry_run=dry_run, progress=written)
     report.read = len(pairs)

@@ -42,10 +42,8 @@ STRICT_COMPARISONS = frozenset({"postgres", "redshift", "bigquery", "trino", "pr
                                 "athena", "materialize", "risingwave"})
 
 
-# The engine only plans queries over empty tables, so it is sealed: no file, no network, no
-# extension, and no way for the SQL to undo that (the configuration is locked). One thread
-# and a small memory limit: DuckDB's default (a thread per core) reserves more than a small
-# process may, and nothing spills to a temporary folder.
+# Sealed: no file, no network, no extension, the configuration locked. One thread and a
+# small memory limit: DuckDB's default reserves more than a small process may.
 SEALED: dict[str, str | int | bool] = {
     "threads": 1, "memory_limit": "256MB", "enable_external_access": False,
     "autoload_known_extensions": False, "autoinstall_known_extensions": False,

@@ -53,12 +53,9 @@ def used_items(sql: str, dialect: str | None, tables: Mapping[str, Mapping[str, 
 
 
 def item_fingerprints(manifest: Manifest) -> dict[str, str]:
-    """Item name (lower case) -> a short hash of what the manifest says about it.
-
-    A column's hash covers its type, expression, calculated flag, relationship and every
-    relationship whose join condition names it; a model's covers its primary key, a view's
-    its statement. A description change is not a change of meaning: it is left out.
-    """
+    """Item name (lower case) -> a short hash of what the manifest says about it: a
+    column's type, expression, calculated flag, relationship and the joins naming it; a
+    model's primary key; a view's statement (descriptions left out)."""
     out: dict[str, str] = {}
     conditions = [(r.name, r.left, r.right, r.join_type, r.condition.lower())
                   for r in manifest.relationships]

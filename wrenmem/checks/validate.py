@@ -156,11 +156,9 @@ class Validator:
 
     def accepted(self, problems: list[Problem], pair: Pair | None = None,
                  lines: list[str] | None = None) -> list[Problem]:
-        """``problems`` without those the ``ignore`` setting or the pair's own
-        ``wrenmem-ignore`` key accepts (an unknown code there is itself a WM001 finding).
-        A pair's own key never accepts the read-only rule (WM008: writes, files, the
-        network): a pull request writes that key too, and the one opt-out of writes is
-        ``allow-writes: true``, which ``diff`` flags; naming it there is a finding."""
+        """``problems`` less those the ``ignore`` setting or the pair's ``wrenmem-ignore``
+        accepts (an unknown code there is a WM001 finding). The pair's key never accepts WM008: a
+        pull request writes it too; ``allow-writes: true``, flagged by ``diff``, is the opt-out."""
         ignored = self.ignored
         extra: list[Problem] = []
         if pair is not None and pair.extra.get(IGNORE_KEY) is not None:
@@ -319,11 +317,9 @@ def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
 
 
 def sql_locator(pair: Pair, lines: list[str]) -> Callable[[int, int], tuple[int, int]]:
-    """Map a 1-based (line, col) in ``pair.sql`` to the (line, col) in the file's ``lines``.
-
-    Each SQL line is looked up in the file from ``pair.sql_line`` on, which handles a fenced
-    block (lines as they are), Wren's ``sql: |`` block (indented) and ``sql: ...`` inline.
-    """
+    """Map a 1-based (line, col) in ``pair.sql`` to the (line, col) in the file's
+    ``lines``: each SQL line is found from ``pair.sql_line`` on (a fenced block, Wren's
+    ``sql: |`` block, an inline ``sql:``)."""
     places: list[tuple[int, int]] = []
     cursor = max(pair.sql_line - 1, 0)
     for sql_line in pair.sql.split("\n"):

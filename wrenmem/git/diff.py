@@ -10,7 +10,7 @@ when the base has the same stamp; otherwise it is claimed by the commit that int
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -364,7 +364,7 @@ def _same_sql(a: str, b: str) -> bool:
 
 
 def _compare(base: Side, head: Side, validator: Validator,
-             claimant: Any = None) -> PairDiff:
+             claimant: Callable[[str, str], str | None]) -> PairDiff:
     entries: list[Entry] = []
     metadata_only: list[str] = []
     added = sorted(set(head.files) - set(base.files))
@@ -376,7 +376,7 @@ def _compare(base: Side, head: Side, validator: Validator,
     def claim(new: Pair | None) -> tuple[Pair | None, str | None]:
         if new is None or not new.stamp or new.stamp in settled:
             return new, None
-        who = claimant(new.path, new.stamp) if claimant else "this change"
+        who = claimant(new.path, new.stamp)
         if who is None:
             return new, None
         return new.with_changes(extra={**new.extra, CLAIMED: True}), who
@@ -391,8 +391,7 @@ def _compare(base: Side, head: Side, validator: Validator,
                 old.sql, new.sql):
             if (problems or claimed or new.allows_writes != old.allows_writes
                     or silenced(new) != silenced(old)):
-                # still report it: e.g. the manifest changed under it, a verification or
-                # an opt-out of the read-only rule appeared
+                # reported: a problem (the manifest changed), a claim or an opt-out appeared
                 entries.append(Entry("changed", path, new, old, problems=tuple(problems),
                                      claimed_in=claimed))
             else:

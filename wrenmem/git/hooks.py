@@ -329,10 +329,8 @@ def run_hook(settings: Settings, name: str, args: tuple[str, ...], *,
             return _run_deferred(settings, log_path, started, handoff)
         operation = in_progress(settings.root)
         if name.split()[0] in DEFERRING_HOOKS and operation:
-            # A rebase or a cherry-pick of several commits runs post-commit for every commit
-            # it replays (and post-checkout when it starts); git runs post-rewrite at the end
-            # of a rebase with commits to replay, but no hook at all after the last step of a
-            # fast-forward rebase or of a cherry-pick sequence. One waiter syncs once it ended.
+            # A rebase or cherry-pick sequence runs post-commit per commit, and no hook at
+            # all after the last step of some: one waiter syncs once it ended.
             started_waiter = start_deferred_sync(settings)
             _log(log_path, f"{name} {' '.join(args)}: {operation} in progress, "
                            + ("a deferred sync waits for its end" if started_waiter
@@ -442,9 +440,8 @@ def _sync(settings: Settings, handoff: Handoff | None = None) -> str:
     handed = handoff() if handoff is not None else None
     summary = (handed or sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT)).summary()
     if settings.manifest_path.is_file() and not settings.is_reader:
-        # The schema index too, built when missing (a fresh clone, a checkout that brought
-        # the manifest, a deleted .wrenmem/) or stale: else `check` fails until a manual
-        # `wrenmem sync`. A no-op when it is fresh (the manifest's stat and hash).
+        # The schema index too, built when missing or stale (else `check` fails until a
+        # manual sync); a no-op when fresh.
         schema = sync_schema(settings)
         summary += "; schema " + ("up to date" if schema.noop else
                                   f"synced ({schema.embedded} embedded)")

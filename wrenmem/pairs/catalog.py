@@ -157,9 +157,8 @@ def read_paths(settings: Settings, rels: Iterable[str]) -> Scan:
     return Scan(settle(settings, pairs), tuple(errors), hashes)
 
 
-# Files to read (not in the catalog) from which a scan has a forked process read the later
-# half of them meanwhile: a first index of 100,000 pairs spent 10-15 s of one core reading
-# and parsing while the other, the embedding child's, waited for the texts.
+# Files to read from which a forked process reads the later half meanwhile (a first index
+# of 100,000 pairs spent 10-15 s of one core reading and parsing).
 SPLIT_READ_MIN = 4000
 SPLIT_ENV = "WRENMEM_SCAN_SPLIT"  # "0": every file read in this process
 # Threads that may run while a scan forks its reader: they take no lock it needs (it reads
