@@ -1,8 +1,7 @@
 """NL→SQL pair files: parse both formats, render the canonical one.
 
 Canonical form: YAML front matter with ``nl`` and metadata, then the first fenced ``sql``
-block of the body, then free-form notes. Wren's form keeps ``sql:`` in the front matter.
-"""
+block of the body, then free-form notes. Wren's form keeps ``sql:`` in the front matter."""
 
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ def read_pair_bytes(path: str | Path, rel: str,
                     max_bytes: int = MAX_PAIR_BYTES, *, inside: Path | None = None,
                     walked: bool = False) -> bytes:
     """The bytes of a pair file; :class:`PairError` naming ``rel`` when it is not a regular
-    file (a FIFO, a device, a dangling link, a loop), is larger than ``max_bytes`` or (with
-    ``inside``, the project's root) is a symbolic link that leads out of the project."""
+    file, is over ``max_bytes`` or (with ``inside``, the project root) is a link leading out."""
     try:
         return read_regular_file(path, max_bytes, inside=inside, walked=walked)
     except UnreadableFileError as e:
@@ -209,11 +207,8 @@ MAX_COMMENT_PARSES = 64
 
 
 def _front_comments(lines: list[str], meta: dict[str, Any]) -> tuple[tuple[str, str, bool], ...]:
-    """The YAML comments of front-matter ``lines``, each tied to a top-level key.
-
-    PyYAML drops comments, so a ``#`` is taken for a comment only when removing it leaves
-    the very same values (a ``#`` inside a quoted string or a block scalar is text).
-    """
+    """The YAML comments of front-matter ``lines``, each tied to a top-level key. PyYAML
+    drops comments, so a ``#`` is a comment only when removing it leaves the same values."""
     current = list(lines)
     found: list[tuple[int, str, bool]] = []
     budget = MAX_COMMENT_PARSES
@@ -294,9 +289,8 @@ def load_yaml(text: str) -> Any:
 
 
 def _load_yaml(text: str) -> Any:
-    """libyaml's loader when PyYAML has it (same values, ~10x faster); on an error the
-    pure-Python loader parses again, because its error marks point at the right line.
-    Text with anchors goes to the pure-Python loader, which bounds what aliases expand to."""
+    """libyaml's loader where PyYAML has it (~10x faster), the pure-Python one on an error
+    (for its line marks) and for text with anchors (it bounds what aliases expand to)."""
     import yaml
 
     fast = getattr(yaml, "CSafeLoader", None)
@@ -439,11 +433,8 @@ FORMATS = ("fenced", "wren")
 
 
 def render_pair(pair: Pair, style: str = "fenced") -> str:
-    """The canonical text of a pair: what ``store`` writes and ``fmt`` rewrites to.
-
-    ``style`` "fenced" puts the SQL in a fenced block of the body; "wren" puts it in the
-    front matter as ``sql:`` (a literal block), the layout Wren's memory reads and writes.
-    """
+    """The canonical text of a pair (what ``store`` writes, ``fmt`` rewrites to): ``style``
+    "fenced" puts the SQL in a fenced block of the body, "wren" in the front matter as ``sql:``."""
     items: list[tuple[str, str]] = [("nl", "nl: " + _yaml_scalar(pair.nl))]
     if pair.also:
         items.append(("also", "also:" + "".join(f"\n  - {_yaml_scalar(a)}" for a in pair.also)))
@@ -478,10 +469,9 @@ def render_pair(pair: Pair, style: str = "fenced") -> str:
 
 
 def checked_file_bytes(text: str, rel: str, pair: Pair, max_bytes: int) -> bytes:
-    """The bytes of ``text``, a rendering of ``pair`` about to be written to ``rel``, once
-    they are known to read back: no larger than ``max_bytes`` (every read skips a larger
-    file) and parsing to the same question and SQL. Otherwise a :class:`WrenmemError`, and
-    the caller writes nothing: a readable file is never replaced by an unreadable one."""
+    """The bytes of ``text`` (``pair`` rendered for ``rel``) once they are known to read
+    back as the same question and SQL within ``max_bytes``; else a :class:`WrenmemError` and the
+    caller writes nothing: a readable file is never replaced by an unreadable one."""
     data = text.encode("utf-8")
     if len(data) > max_bytes:
         raise WrenmemError(f"{rel}: not written: the file would be {len(data):,} bytes; the "
