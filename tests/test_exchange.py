@@ -290,3 +290,28 @@ def test_import_overwrite_killed_from_outside_keeps_a_whole_set(project: Path, c
     assert len(versions) == n and all(len(v) == 1 for v in versions.values())
     assert len({v for vs in versions.values() for v in vs}) == 1, "a mix of old and new"
     assert not [p for p in _git_untracked(project) if not p.endswith(".md")]
+
+
+def test_import_parses_each_pairs_sql_once(project: Path, cli, monkeypatch) -> None:
+    # the checks before writing parse each SQL once (they parsed it twice: 3.5 s at 5,000)
+    import wrenmem.sql.check as sql_check
+
+    parsed: list[str] = []
+    real = sql_check.parse
+
+    def counting(sql: str, dialect: str | None = None) -> list:
+        parsed.append(sql)
+        return real(sql, dialect)
+
+    monkeypatch.setattr(sql_check, "parse", counting)
+    sqls = [f"SELECT {n} FROM orders" for n in range(3)]
+    (project / "q.yml").write_text(yaml.safe_dump(
+        {"version": 1, "pairs": [{"nl": f"question {n}", "sql": s} for n, s in enumerate(sqls)]}))
+    result = cli("import", str(project / "q.yml"))
+    assert result.exit_code == 0, result.output
+    assert sorted(parsed) == sqls
+    bad = project / "bad.yml"
+    bad.write_text(yaml.safe_dump({"version": 1, "pairs": [{"nl": "broken", "sql": "SELECT"}]}))
+    refused = cli("import", str(bad))
+    assert refused.exit_code != 0 and "pair #1 (broken)" in refused.output
+    assert cli("import", "--force", str(bad)).exit_code == 0

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from wrenmem.embed.embedders import Embedder
     from wrenmem.fs import fsutil
     from wrenmem.git import diff as git_diff
+    from wrenmem.git import hooks as git_hooks
     from wrenmem.git.diff import PairDiff
     from wrenmem.index import autosync, drift
     from wrenmem.index import sync as index_sync
@@ -75,7 +76,8 @@ if TYPE_CHECKING:
 else:
     admit, review, checks_duplicates, checks_validate = lazies(
         "wrenmem.checks", "admit review duplicates validate")
-    embedders, fsutil, git_diff = lazies("wrenmem", "embed.embedders fs.fsutil git.diff")
+    embedders, fsutil, git_diff, git_hooks = lazies(
+        "wrenmem", "embed.embedders fs.fsutil git.diff git.hooks")
     autosync, drift, index_sync = lazies("wrenmem.index", "autosync drift sync")
     replica = lazy("wrenmem.index.team.replica")
     knowledge_files, scaffold, select, terms, write, knowledge_table = lazies(
@@ -96,13 +98,9 @@ class Memory:
 
     ``root`` defaults to the nearest folder up with ``wrenmem.toml``, ``knowledge/`` or
     ``.git``. ``settings`` override ``wrenmem.toml`` and ``WRENMEM_*`` variables (the same
-    names, e.g. ``backend="grep"``). ``embedder`` is any object with ``model_id``, ``dim``
-    and ``embed(texts)``, used instead of the configured model (for reading and writing the
-    index). ``use_daemon``: recall, fetch, status and small syncs ask a running ``wrenmem
-    watch`` first (warm model, same answers), unless this Memory has its own embedder or
-    ``manifest`` setting. Recall goes through one :class:`~wrenmem.recall.recaller.Recaller`,
-    built on first use and kept: it holds the embedder, the backends and what they keep warm.
-    """
+    names, e.g. ``backend="grep"``). ``embedder``: any object with ``model_id``, ``dim`` and
+    ``embed(texts)``, used instead of the configured model. ``use_daemon``: recall, fetch,
+    status and small syncs ask a running ``wrenmem watch`` first (:meth:`_ask`)."""
 
     def __init__(self, root: str | Path | None = None, *, embedder: Embedder | None = None,
                  use_daemon: bool = False, notify: Notify | None = None,
@@ -573,6 +571,12 @@ class Memory:
         return {"pairs": drift.reset_index(self.settings),
                 "schema": schema_table.reset_schema(self.settings),
                 "knowledge": knowledge_table.reset_knowledge(self.settings)}
+
+    def run_hook(self, name: str, args: Sequence[str]) -> str | None:
+        """Sync after git hook ``name`` (:func:`wrenmem.git.hooks.run_hook`; the watcher
+        syncs the pairs when :meth:`_ask` says so): None, or why it failed. Never raises."""
+        return git_hooks.run_hook(self.settings, name, tuple(args),
+                                  handoff=lambda: self._ask("sync", paths=None))
 
     # -- helpers -------------------------------------------------------------------
     def _after_write(self, paths: Sequence[str]) -> None:

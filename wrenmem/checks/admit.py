@@ -44,10 +44,7 @@ def prepared_validator(settings: Settings, manifest: Manifest | None, check_sche
     if manifest is None or not check_schema:
         return Validator(settings, check_schema=check_schema, tables={})
     if "validator" not in prepared:
-        validator = Validator(settings, tables=manifest.table_columns(),
-                              manifest_dialect=manifest.dialect, manifest=manifest)
-        validator._loaded = True
-        prepared["validator"] = validator
+        prepared["validator"] = Validator(settings).use(manifest)
     found: Validator = prepared["validator"]
     return found
 
@@ -119,10 +116,8 @@ def store_checked(settings: Settings, question: str, sql: str, *,
 
 def warn_duplicates(settings: Settings, pair: Pair, known: Sequence[Pair],
                     notify: Notify | None) -> None:
-    """Say at once when ``pair`` asks a question another file asks too: what
-    ``duplicates`` (and its pre-commit hook) will reject. ``known``: the other files'
-    pairs asking it, as read before ``pair`` was written (only its own file changed
-    since; :func:`wrenmem.pairs.questions.asking`)."""
+    """Warn at once when ``pair`` asks a question another file asks too (what
+    ``duplicates`` will reject). ``known``: the pairs asking it, read before the write."""
     if notify is None:
         return
     key = question_key(pair)
@@ -135,8 +130,8 @@ def warn_duplicates(settings: Settings, pair: Pair, known: Sequence[Pair],
 def check_import(settings: Settings, pairs: Sequence[Pair], force: bool,
                  manifest: Manifest | None, validator: Validator,
                  progress: Callable[[int, int], None] | None = None) -> None:
-    """Refuse an import with SQL that writes (always), or that the manifest or the
-    engine rejects (unless ``force``); parse problems are ``import_pairs``' to report.
+    """Refuse an import with SQL that writes (always), or that does not parse or that the
+    manifest or the engine rejects (unless ``force``): one parse of each pair's SQL.
     ``progress(done, total)``: pairs checked."""
     writes, rejected = [], []
     for n, pair in enumerate(pairs, 1):
@@ -146,7 +141,7 @@ def check_import(settings: Settings, pairs: Sequence[Pair], force: bool,
             line = f"pair #{n} ({pair.nl[:60]}): {p.line}:{p.col}: {p.message}"
             if kind == "write":
                 writes.append(line)
-            elif kind in ("schema", "engine"):
+            elif kind in ("sql", "schema", "engine"):
                 rejected.append(line)
         if progress is not None:
             progress(n, len(pairs))
@@ -160,12 +155,10 @@ def import_checked(settings: Settings, pairs: Sequence[Pair], mode: str,
                    manifest: Manifest | None, validator: Validator, *, dry_run: bool,
                    force: bool, progress: Callable[[int, int], None] | None = None,
                    written: Callable[[int, int], None] | None = None) -> ImportReport:
-    """``pairs`` written as files (``Memory.import_``), refused first for SQL that writes
-    or that the manifest or the engine rejects (:func:`check_import`);
-    ``progress(done, total)``: pairs checked, ``written(done, total)``: files written."""
+    """``pairs`` written as files (``Memory.import_``) once :func:`check_import` passes;
+    ``progress``: pairs checked, ``written``: files written (done, total)."""
     check_import(settings, pairs, force, manifest, validator, progress)
-    report = import_pairs(settings, pairs, mode, dry_run=dry_run, force=force,
-                          progress=written)
+    report = import_pairs(settings, pairs, mode, dry_run=dry_run, progress=written)
     report.read = len(pairs)
     return report
 

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from wrenmem.checks.validate import Problem, Validator, key_line
+from wrenmem.checks.validate import Problem, Validator
 from wrenmem.pairs.catalog import scan
-from wrenmem.pairs.pairfile import Pair
+from wrenmem.pairs.pairfile import Pair, key_line
 from wrenmem.pairs.text import loose_question
 from wrenmem.settings import Settings
 from wrenmem.sql.bounds import headroom, parse_one
@@ -56,11 +56,8 @@ def sql_key(pair: Pair, dialect: str | None) -> str:
 
 
 def find_duplicates(pairs: Iterable[Pair], dialect: str | None = None) -> list[Duplicate]:
-    """One entry per pair whose question another pair asks too.
-
-    The first file of a group (by path) points at the second, every other one at the first, so
-    each file involved gets a line, whichever of them a commit touches.
-    """
+    """One entry per pair whose question another pair asks too: the first file of a
+    group points at the second, every other at the first, so each file involved gets a line."""
     groups: dict[tuple[str, str], list[Pair]] = defaultdict(list)
     for pair in sorted(pairs, key=lambda p: p.path):
         groups[question_key(pair)].append(pair)

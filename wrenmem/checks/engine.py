@@ -1,20 +1,11 @@
 """Bind a pair's SQL in DuckDB over empty tables built from the manifest.
 
-The reference check knows names; a real engine also knows what a database rejects: a column
-neither grouped nor aggregated, ``SUM`` of a text column, a column two joined tables both
-have, a comparison of an integer with a text. Each model becomes an empty DuckDB table with
-the manifest's column types (views become views where their statement binds), the pair's
-SQL is transpiled from its dialect to DuckDB with sqlglot and bound with ``EXPLAIN``: it is
-planned, never run, and there is no data to run it on. The DuckDB is sealed (:data:`SEALED`:
-no file, no network, no extension, configuration locked) and SQL that would read a file or
-reach the network never reaches it, so no error it prints can quote a file.
-
-What DuckDB rejects but the pair's own database accepts is not an error: SQLite and MySQL
-compare and add text and numbers freely, SQLite allows a bare column beside an aggregate,
-PostgreSQL and MySQL allow one when the primary key is grouped. Those, SQL that sqlglot
-cannot transpile faithfully and columns of unknown type are reported as notes (rule
-WM010), never as errors (WM009).
-"""
+What a database rejects beyond names (a column neither grouped nor aggregated, ``SUM`` of
+text, an ambiguous column): each model becomes an empty table with the manifest's types,
+the SQL is transpiled to DuckDB by sqlglot and bound with ``EXPLAIN``, never run. The DuckDB
+is sealed (:data:`SEALED`) and SQL that reads a file or the network never reaches it, so no
+error it prints can quote a file. What DuckDB rejects but the pair's own database accepts,
+SQL sqlglot cannot transpile faithfully and untyped columns are notes (WM010), not errors."""
 
 from __future__ import annotations
 
@@ -26,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from wrenmem.schema.manifest import Manifest
-from wrenmem.sql.bounds import SqlOutOfBounds, check_bounds, headroom, parse_one
-from wrenmem.sql.check import outside_problem, position
+from wrenmem.sql.bounds import SqlOutOfBounds, check_bounds, headroom, parse_one, position
+from wrenmem.sql.check import outside_problem
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +42,8 @@ STRICT_COMPARISONS = frozenset({"postgres", "redshift", "bigquery", "trino", "pr
                                 "athena", "materialize", "risingwave"})
 
 
-# The engine only plans queries over empty tables, so it is sealed: no file, no network, no
-# extension, and no way for the SQL to undo that (the configuration is locked). One thread
-# and a small memory limit: DuckDB's default (a thread per core) reserves more than a small
-# process may, and nothing spills to a temporary folder.
+# Sealed: no file, no network, no extension, the configuration locked. One thread and a
+# small memory limit: DuckDB's default reserves more than a small process may.
 SEALED: dict[str, str | int | bool] = {
     "threads": 1, "memory_limit": "256MB", "enable_external_access": False,
     "autoload_known_extensions": False, "autoinstall_known_extensions": False,
@@ -380,12 +369,8 @@ def duck_type(kind: str, dialect: str | None) -> str | None:
 
 def transpile(sql: str, dialect: str | None, tree: Any = None,
               known: set[str] | None = None) -> tuple[str | None, str]:
-    """(DuckDB SQL, "") or (None, why it cannot be transpiled faithfully).
-
-    DuckDB SQL is kept as written (positions in errors stay true). Table names qualified
-    with a catalog or schema lose the qualification when the table is a model (the empty
-    tables live in DuckDB's main schema).
-    """
+    """(DuckDB SQL, "") or (None, why it cannot be transpiled faithfully). DuckDB SQL is
+    kept as written (positions stay true); a model's catalog or schema qualifier is dropped."""
     try:
         with headroom():
             return _transpile(sql, dialect, tree, known)

@@ -22,12 +22,9 @@ ProblemFactory = type
 def knowledge_problems(settings: Settings, tables: Mapping[str, Mapping[str, str]] | None,
                        make: ProblemFactory, paths: Iterable[str] | None = None,
                        knowledge: Knowledge | None = None) -> tuple[int, list[object]]:
-    """(knowledge files checked, problems), for every file or the project-relative ``paths``.
-
-    ``tables`` (table -> column -> type) from the manifest, or None when there is none: then
-    references go unchecked. Duplicate terms are found across all files, reported where the
-    second definition is (when that file is among ``paths``).
-    """
+    """(knowledge files checked, problems), for every file or the project-relative
+    ``paths``; ``tables`` None: references unchecked. A term defined twice is reported at the
+    second definition."""
     knowledge = knowledge or load_knowledge(settings)
     wanted = None if paths is None else set(paths)
     problems: list[object] = []
@@ -89,12 +86,9 @@ def _reference_problems(path: str, line: int, refs: Iterable[str], schema: Schem
 
 
 def knowledge_targets(settings: Settings, paths: Iterable[Path]) -> list[str]:
-    """The project-relative paths among ``paths`` that are knowledge files.
-
-    A path is placed by its folders (resolved) and its own name, not by where it leads, as
-    the walk over the whole project places it (``settings.relpath``): a symbolic link in
-    ``knowledge/rules/`` is a knowledge file even when it is a loop or leads elsewhere, so
-    ``validate FILE`` gives it the code ``validate`` gives it (WM012, not WM001)."""
+    """The project-relative paths among ``paths`` that are knowledge files, placed by
+    their folders (resolved) and own name, as the project walk places them: a link in
+    ``knowledge/rules/`` is a knowledge file even when it leads elsewhere (WM012, not WM001)."""
     out = []
     for path in paths:
         absolute = Path(os.path.abspath(path))

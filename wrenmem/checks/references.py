@@ -35,32 +35,38 @@ class Schema:
             self._mappings[key] = MappingSchema(self._tables, dialect=dialect or None)
         return self._mappings[key]
 
+    def scopes(self, sql: str, dialect: str | None, tree: Any = None, *,
+               copy: bool = True) -> list[Any] | None:
+        """The scopes of ``sql`` (or of its parsed ``tree``, qualified in place unless
+        ``copy``) after sqlglot's partial ``qualify`` against these tables; None when it
+        does not parse or qualify (out of bounds is a ValueError)."""
+        from sqlglot.errors import SqlglotError
+        from sqlglot.optimizer.qualify import qualify
+        from sqlglot.optimizer.scope import traverse_scope
+
+        try:
+            with headroom():
+                parsed = parse_one(sql, dialect) if tree is None else (
+                    tree.copy() if copy else tree)
+                return list(traverse_scope(qualify(
+                    parsed, dialect=dialect or None, schema=self.mapping(dialect),
+                    allow_partial_qualification=True, validate_qualify_columns=False,
+                    quote_identifiers=False, identify=False)))
+        except (SqlglotError, ValueError, KeyError, TypeError, RecursionError):
+            return None
+
 
 def check_schema(sql: str, dialect: str | None,
                  tables: Mapping[str, Mapping[str, str]] | Schema,
                  tree: Any = None) -> list[SqlProblem]:
-    """Unknown tables and columns in ``sql`` (one parsed statement) given ``tables``.
-
-    ``tables`` maps table name → column name → type, as ``Manifest.table_columns()`` gives.
-    Names compare case-insensitively; a table with no known columns is not checked for columns.
-    SQL that does not parse yields no problems here (``check_sql`` reports it). ``tree`` is
-    the statement already parsed from ``sql``, if the caller has it (it is not modified).
-    """
-    from sqlglot.errors import SqlglotError
-    from sqlglot.optimizer.qualify import qualify
-    from sqlglot.optimizer.scope import traverse_scope
-
+    """Unknown tables and columns in ``sql`` (one statement; ``tree``, when the caller
+    parsed it, is qualified in place) given ``tables`` (``Manifest.table_columns()``).
+    Names compare case-insensitively; a table with no known columns is not checked for
+    columns; SQL that does not parse yields nothing here (``check_sql`` reports it)."""
     prepared = tables if isinstance(tables, Schema) else Schema(tables)
     known = prepared.known
-    try:
-        if tree is None:
-            tree = parse_one(sql, dialect)
-        with headroom():
-            tree = qualify(tree, dialect=dialect or None, schema=prepared.mapping(dialect),
-                           allow_partial_qualification=True, validate_qualify_columns=False,
-                           quote_identifiers=False, identify=False)
-            scopes = list(traverse_scope(tree))
-    except (SqlglotError, ValueError, KeyError, TypeError):  # out of bounds: a ValueError
+    scopes = prepared.scopes(sql, dialect, tree, copy=False)
+    if scopes is None:
         return []
     problems: list[tuple[int, SqlProblem]] = []
     seen: set[tuple[str, int]] = set()

@@ -1,12 +1,10 @@
 """Review status: ``wrenmem verify`` marks pairs verified, recording what it verified.
 
-A verification writes ``verified_by``, ``verified_at``, ``verified_pair`` (a fingerprint of
-the question, phrasings, SQL, dialect and datasource: editing one un-verifies the pair) and
-``verified_schema`` (the fingerprint of every table and column the SQL uses: a later change
-of one is rule WM011) into the front matter, drops ``reviewed: false`` and the SQL-only
-``verified_sql`` of older versions, and records the verification as made here
-(:mod:`wrenmem.pairs.trust`). A pair that does not validate is not verified.
-"""
+It writes ``verified_by``, ``verified_at``, ``verified_pair`` (fingerprint of the question,
+phrasings, SQL, dialect and datasource) and ``verified_schema`` (of each item the SQL uses:
+a later change is WM011), drops ``reviewed: false`` and the old ``verified_sql``, and records
+the verification as made here (:mod:`wrenmem.pairs.trust`). A pair that does not validate
+is not verified."""
 
 from __future__ import annotations
 
@@ -18,7 +16,7 @@ from pathlib import Path
 
 from wrenmem.checks.uses import item_fingerprints, used_items
 from wrenmem.checks.validate import Problem, Validator
-from wrenmem.errors import PairError, WrenmemError
+from wrenmem.errors import WrenmemError
 from wrenmem.pairs.catalog import read_pair_file, scan
 from wrenmem.pairs.pairfile import (
     REVIEW_KEYS,
@@ -28,9 +26,7 @@ from wrenmem.pairs.pairfile import (
     VERIFIED_SCHEMA,
     Pair,
     checked_file_bytes,
-    decode_file,
     pair_fingerprint,
-    read_pair_bytes,
     render_pair,
 )
 from wrenmem.pairs.store import utc_now, write_pair_bytes
@@ -141,17 +137,11 @@ def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool 
 
 def _checked(validator: Validator, settings: Settings, absolute: Path, rel: str
              ) -> tuple[Pair | None, list[Problem]]:
-    """The pair file read as every command reads one (only a regular file, at most
-    ``max_pair_bytes``, UTF-8) and validated; a file that cannot be read is one problem
-    saying why (a FIFO, too large, not UTF-8), and a missing one says it is missing."""
+    """The pair file read as every command reads one and validated; a file that cannot be
+    read (or is missing) is one problem saying why."""
     if not os.path.lexists(absolute):
         return None, [Problem(rel, 1, 1, "no such pair file", "pair")]
-    try:
-        text = decode_file(read_pair_bytes(absolute, rel, settings.max_pair_bytes,
-                                           inside=settings.root), rel)
-    except PairError as e:
-        return None, [Problem(rel, e.line, e.col or 1, e.reason, "pair")]
-    return validator.check_text(text, rel)
+    return validator.check_file(absolute, rel)
 
 
 def stale_problems(settings: Settings) -> list[Problem]:

@@ -21,7 +21,6 @@ from wrenmem.fs.fsutil import read_marshal, write_marshal
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.schema.manifest import Manifest
 from wrenmem.settings import Settings
-from wrenmem.sql.bounds import headroom, parse_one
 
 CACHE_VERSION = 1
 
@@ -31,21 +30,10 @@ def used_items(sql: str, dialect: str | None, tables: Mapping[str, Mapping[str, 
     """``table`` and ``table.column`` names (as the manifest spells them) that ``sql`` reads,
     sorted; empty when the SQL does not parse. ``tree`` is the parsed SQL (not modified)."""
     from sqlglot import exp
-    from sqlglot.errors import SqlglotError
-    from sqlglot.optimizer.qualify import qualify
-    from sqlglot.optimizer.scope import traverse_scope
 
-    prepared = schema or Schema(tables)
     names = {t.lower(): (t, {c.lower(): c for c in cols}) for t, cols in tables.items()}
-    try:
-        with headroom():
-            parsed = tree.copy() if tree is not None else parse_one(sql, dialect)
-            qualified = qualify(parsed, dialect=dialect or None,
-                                schema=prepared.mapping(dialect),
-                                allow_partial_qualification=True, validate_qualify_columns=False,
-                                quote_identifiers=False, identify=False)
-            scopes = list(traverse_scope(qualified))
-    except (SqlglotError, ValueError, KeyError, TypeError, RecursionError):
+    scopes = (schema or Schema(tables)).scopes(sql, dialect, tree)
+    if scopes is None:
         return ()
     found: set[str] = set()
     for scope in scopes:
@@ -65,12 +53,9 @@ def used_items(sql: str, dialect: str | None, tables: Mapping[str, Mapping[str, 
 
 
 def item_fingerprints(manifest: Manifest) -> dict[str, str]:
-    """Item name (lower case) -> a short hash of what the manifest says about it.
-
-    A column's hash covers its type, expression, calculated flag, relationship and every
-    relationship whose join condition names it; a model's covers its primary key, a view's
-    its statement. A description change is not a change of meaning: it is left out.
-    """
+    """Item name (lower case) -> a short hash of what the manifest says about it: a
+    column's type, expression, calculated flag, relationship and the joins naming it; a
+    model's primary key; a view's statement (descriptions left out)."""
     out: dict[str, str] = {}
     conditions = [(r.name, r.left, r.right, r.join_type, r.condition.lower())
                   for r in manifest.relationships]

@@ -9,7 +9,6 @@ the SQL string: a SQL position is mapped back to the line of the file that holds
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,9 +30,11 @@ from wrenmem.pairs.pairfile import (
     VERIFIED_SCHEMA,
     Pair,
     decode_file,
+    key_line,
     parse_pair,
     read_pair_bytes,
 )
+from wrenmem.pairs.store import default_dialect
 from wrenmem.schema.manifest import Manifest, load_manifest
 from wrenmem.settings import CONFIG_FILE, READ_ONLY_CODE, Settings
 from wrenmem.sql.check import outside_problem, parse_checked, unknown_dialect, write_problem
@@ -124,23 +125,26 @@ class Validator:
         if self.tables is not None or not path.is_file():
             return
         try:
-            manifest = load_manifest(path, max_bytes=self.settings.max_manifest_bytes)
-            self.tables = manifest.table_columns()
-            self.manifest_dialect = manifest.dialect
-            self.manifest = manifest
+            self.use(load_manifest(path, max_bytes=self.settings.max_manifest_bytes))
         except (WrenmemError, OSError, ValueError) as e:
             self.manifest_problem = Problem(
                 _display(path), 1, 1, f"manifest not usable, tables and columns not checked: {e}",
                 "manifest")
 
+    def use(self, manifest: Manifest | None) -> Validator:
+        """Check against ``manifest`` (None: none), not the project's file; returns self."""
+        self._loaded = True
+        self.tables = manifest.table_columns() if manifest is not None else {}
+        self.manifest_dialect = manifest.dialect if manifest is not None else None
+        self.manifest = manifest
+        return self
+
     def dialect_of(self, pair: Pair) -> str:
-        """The pair's own dialect, else an explicit setting, else the manifest's, else default."""
+        """The pair's own dialect, else :func:`wrenmem.pairs.store.default_dialect`."""
         if pair.dialect:
             return pair.dialect
         self.load_manifest()
-        if self.settings.origins.get("dialect", "default") != "default":
-            return self.settings.dialect
-        return self.manifest_dialect or self.settings.dialect
+        return default_dialect(self.settings, self.manifest_dialect)
 
     def check_text(self, text: str, path: str) -> tuple[Pair | None, list[Problem]]:
         """Parse and check one pair file's text; ``path`` is what problems are reported under."""
@@ -152,11 +156,9 @@ class Validator:
 
     def accepted(self, problems: list[Problem], pair: Pair | None = None,
                  lines: list[str] | None = None) -> list[Problem]:
-        """``problems`` without those the ``ignore`` setting or the pair's own
-        ``wrenmem-ignore`` key accepts (an unknown code there is itself a WM001 finding).
-        A pair's own key never accepts the read-only rule (WM008: writes, files, the
-        network): a pull request writes that key too, and the one opt-out of writes is
-        ``allow-writes: true``, which ``diff`` flags; naming it there is a finding."""
+        """``problems`` less those the ``ignore`` setting or the pair's ``wrenmem-ignore``
+        accepts (an unknown code there is a WM001 finding). The pair's key never accepts WM008: a
+        pull request writes it too; ``allow-writes: true``, flagged by ``diff``, is the opt-out."""
         ignored = self.ignored
         extra: list[Problem] = []
         if pair is not None and pair.extra.get(IGNORE_KEY) is not None:
@@ -256,15 +258,26 @@ class Validator:
                         f"{pair.extra.get('verified_by')}: {'; '.join(changed)} (check the "
                         "SQL, then `wrenmem verify` it again)", "stale")]
 
-    def check_file(self, path: Path, display: str | None = None) -> list[Problem]:
-        """Read and check one file. Unreadable files are a problem, never an exception."""
-        shown = display or _display(path)
+    def check_file(self, path: Path, shown: str) -> tuple[Pair | None, list[Problem]]:
+        """Read and check one file, as every command reads one (a regular file, at most
+        ``max_pair_bytes``, no link out of the project): unreadable is a problem."""
         try:
-            text = decode_file(read_pair_bytes(path, shown, self.settings.max_pair_bytes,
-                                               inside=self.settings.root), shown)
+            data: bytes | PairError = read_pair_bytes(
+                path, shown, self.settings.max_pair_bytes, inside=self.settings.root)
         except PairError as e:
-            return [Problem(shown, e.line, 1, e.reason, "pair")]
-        return self.check_text(text, shown)[1]
+            data = e
+        return self.check_bytes(data, shown)
+
+    def check_bytes(self, data: bytes | PairError, path: str
+                    ) -> tuple[Pair | None, list[Problem]]:
+        """:meth:`check_text` of a file's bytes (or of why they could not be read)."""
+        try:
+            if isinstance(data, PairError):
+                raise data
+            text = decode_file(data, path)
+        except PairError as e:
+            return None, self.accepted([Problem(path, e.line, e.col or 1, e.reason, "pair")])
+        return self.check_text(text, path)
 
 
 def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
@@ -288,7 +301,7 @@ def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
                  and not p.name.startswith(".") and settings.relpath(p) not in knowledge]
     problems: list[Problem] = []
     for done, path in enumerate(files, 1):
-        problems += validator.check_file(path)
+        problems += validator.check_file(path, _display(path))[1]
         if progress is not None:
             progress(done, len(files))
     if check_schema:
@@ -303,27 +316,10 @@ def validate_files(settings: Settings, paths: Iterable[Path] | None = None,
     return len(files) + counted, problems
 
 
-def key_line(lines: list[str], key: str) -> int:
-    """1-based line of front-matter ``key:`` in a pair file's lines (1 if absent)."""
-    pattern = re.compile(rf"^\s*['\"]?{re.escape(key)}['\"]?\s*:")
-    in_front = False
-    for i, line in enumerate(lines):
-        if line.strip() == "---":
-            if in_front:
-                break
-            in_front = True
-            continue
-        if in_front and pattern.match(line):
-            return i + 1
-    return 1
-
-
 def sql_locator(pair: Pair, lines: list[str]) -> Callable[[int, int], tuple[int, int]]:
-    """Map a 1-based (line, col) in ``pair.sql`` to the (line, col) in the file's ``lines``.
-
-    Each SQL line is looked up in the file from ``pair.sql_line`` on, which handles a fenced
-    block (lines as they are), Wren's ``sql: |`` block (indented) and ``sql: ...`` inline.
-    """
+    """Map a 1-based (line, col) in ``pair.sql`` to the (line, col) in the file's
+    ``lines``: each SQL line is found from ``pair.sql_line`` on (a fenced block, Wren's
+    ``sql: |`` block, an inline ``sql:``)."""
     places: list[tuple[int, int]] = []
     cursor = max(pair.sql_line - 1, 0)
     for sql_line in pair.sql.split("\n"):

@@ -25,10 +25,8 @@ from wrenmem.git.hooks import (
     hook_state,
     install_hooks,
     python_problem,
-    run_hook,
     uninstall_hooks,
 )
-from wrenmem.recall.daemon_client import watcher_sync
 
 
 @click.group(cls=SuggestingGroup)
@@ -126,12 +124,13 @@ def hooks_run(ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
     """What an installed hook runs: sync quietly, log, and always exit 0."""
 
     try:
-        settings = get_settings(ctx)
+        memory = get_memory(ctx)
     except Exception as e:  # bad settings must not fail a checkout either
         warn(f"wrenmem: {name} hook: index not synced: {e}")
         return
-    problem = run_hook(settings, name, args, handoff=watcher_sync)
+    problem = memory.run_hook(name, args)
     if problem:
+        settings = memory.settings
         warn(f"wrenmem: {name} hook: index not synced: {problem[:160]} "
              f"(see {settings.relpath(settings.state_dir / LOG_NAME)})")
 

@@ -1,25 +1,16 @@
 """``wrenmem diff``: the pairs a branch adds, changes and removes, validated, for review.
 
-Two snapshots of the knowledge folder are compared by path: a base revision and either a
-head revision or the working tree. By default the base is the merge base of BASE and HEAD,
-as a pull request shows it (``git diff BASE...HEAD``): pairs added on BASE since the branch
-started are not the branch's removals. A pair whose file moved is "moved": with the same
-question and SQL, or edited on the way (the same question, or question and SQL mostly the
-same text), in which case its SQL diff is shown. Added, changed and moved pairs are
-validated like ``wrenmem validate`` does, against the manifest of the head side.
-
-Trust comes from review (docs/security.md#verification): a verification on the head side
-is **settled** only when the base side already has it (the same stamp: who, when, what);
-one that appears or changes in the change under review is **claimed** by the author of the
-commit that introduced it (or by the working tree), never shown as settled, even when only
-the metadata of a file changed. A pair that opts out of the read-only rule
-(``allow-writes: true``) is flagged, never given a plain check mark.
-"""
+The base (by default the merge base, as ``git diff BASE...HEAD``) is compared by path with a
+head revision or the working tree. A file moved with the same question and SQL, or edited on
+the way (same question, or mostly the same text), is "moved". Added, changed and moved pairs
+are validated against the head's manifest. A verification on the head side is settled only
+when the base has the same stamp; otherwise it is claimed by the commit that introduced it
+(docs/security.md#verification). ``allow-writes: true`` is flagged, never a plain check mark."""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -320,20 +311,14 @@ def _files_at(commit: Any, knowledge: str, project: str, limit: int
 
 def _validator_at(settings: Settings, commit: Any, top: Path, check_schema: bool) -> Validator:
     """A validator using the manifest as it is at ``commit`` (none if it is not there)."""
-    validator = Validator(settings, check_schema=check_schema, tables={})
-    validator._loaded = True
+    validator = Validator(settings, check_schema=check_schema)
     try:
-        manifest = _load_at(settings, commit, top)
+        return validator.use(_load_at(settings, commit, top))
     except WrenmemError as e:
-        validator.manifest_problem = Problem(
+        validator.use(None).manifest_problem = Problem(
             settings.manifest, 1, 1, f"manifest not usable at {commit.hexsha[:7]}: {e}",
             "manifest")
         return validator
-    if manifest is not None:
-        validator.tables = manifest.table_columns()
-        validator.manifest_dialect = manifest.dialect
-        validator.manifest = manifest
-    return validator
 
 
 def _manifest_at(settings: Settings, commit: Any, top: Path) -> Manifest | None:
@@ -365,17 +350,6 @@ def _read_working(path: Path, settings: Settings) -> bytes | PairError:
         return e
 
 
-def _parse(validator: Validator, path: str, data: bytes | PairError
-           ) -> tuple[Pair | None, list[Problem]]:
-    try:
-        if isinstance(data, PairError):
-            raise data
-        text = decode_file(data, path)
-    except PairError as e:
-        return None, validator.accepted([Problem(path, e.line, 1, e.reason, "pair")])
-    return validator.check_text(text, path)
-
-
 def _quiet_parse(path: str, data: bytes | PairError) -> Pair | None:
     if isinstance(data, PairError):
         return None
@@ -390,7 +364,7 @@ def _same_sql(a: str, b: str) -> bool:
 
 
 def _compare(base: Side, head: Side, validator: Validator,
-             claimant: Any = None) -> PairDiff:
+             claimant: Callable[[str, str], str | None]) -> PairDiff:
     entries: list[Entry] = []
     metadata_only: list[str] = []
     added = sorted(set(head.files) - set(base.files))
@@ -402,7 +376,7 @@ def _compare(base: Side, head: Side, validator: Validator,
     def claim(new: Pair | None) -> tuple[Pair | None, str | None]:
         if new is None or not new.stamp or new.stamp in settled:
             return new, None
-        who = claimant(new.path, new.stamp) if claimant else "this change"
+        who = claimant(new.path, new.stamp)
         if who is None:
             return new, None
         return new.with_changes(extra={**new.extra, CLAIMED: True}), who
@@ -410,15 +384,14 @@ def _compare(base: Side, head: Side, validator: Validator,
     for path in sorted(set(head.files) & set(base.files)):
         if head.files[path] == base.files[path]:
             continue
-        new, problems = _parse(validator, path, head.files[path])
+        new, problems = validator.check_bytes(head.files[path], path)
         new, claimed = claim(new)
         old = _quiet_parse(path, base.files[path])
         if new is not None and old is not None and old.nl == new.nl and _same_sql(
                 old.sql, new.sql):
             if (problems or claimed or new.allows_writes != old.allows_writes
                     or silenced(new) != silenced(old)):
-                # still report it: e.g. the manifest changed under it, a verification or
-                # an opt-out of the read-only rule appeared
+                # reported: a problem (the manifest changed), a claim or an opt-out appeared
                 entries.append(Entry("changed", path, new, old, problems=tuple(problems),
                                      claimed_in=claimed))
             else:
@@ -430,7 +403,7 @@ def _compare(base: Side, head: Side, validator: Validator,
     gone = {path: _quiet_parse(path, base.files[path]) for path in removed}
     by_content = {(p.nl, " ".join(p.sql.split())): path for path, p in gone.items() if p}
     for path in added:
-        new, problems = _parse(validator, path, head.files[path])
+        new, problems = validator.check_bytes(head.files[path], path)
         new, claimed = claim(new)
         key = (new.nl, " ".join(new.sql.split())) if new else None
         old_path = by_content.pop(key, None) if key else None

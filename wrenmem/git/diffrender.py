@@ -84,26 +84,17 @@ def render_markdown(d: PairDiff) -> str:
            f"`{d.head.label}`{_short(d.head.commit)}</sub>"]
     if not d.entries:
         out += ["", "No pair was added, changed or removed."]
-    titles = {"added": "Added", "changed": "Changed"}
-    for status in ("added", "changed"):
-        entries = d.of(status)
-        if not entries:
-            continue
-        out += ["", f"### {titles[status]} ({len(entries)})"]
-        for e in entries:
-            out += [""] + _markdown_entry(e)
-    edited = [e for e in d.of("moved") if e.edited]
-    if edited:
-        out += ["", f"### Moved and edited ({len(edited)})"]
-        for e in edited:
-            out += [""] + _markdown_entry(e)
+    for title, entries in (("Added", d.of("added")), ("Changed", d.of("changed")),
+                           ("Moved and edited", [e for e in d.of("moved") if e.edited])):
+        if entries:
+            out += ["", f"### {title} ({len(entries)})"]
+            for e in entries:
+                out += [""] + _markdown_entry(e)
     moved = [e for e in d.of("moved") if not e.edited]
     if moved:
         out += ["", f"### Moved ({len(moved)})", ""]
         for e in moved:
-            mark = ("❌" if not e.valid else "⚠️" if e.pair and (
-                e.pair.allows_writes or silenced(e.pair)) else "✅")
-            out.append(f"- {mark} `{e.old_path}` → `{e.path}` — "
+            out.append(f"- {_mark(e)} `{e.old_path}` → `{e.path}` — "
                        f"{_inline(e.pair.nl) if e.pair else ''}")
             out += [f"  - `{p.path}:{p.line}:{p.col}` {p.code} {_inline(p.message)}"
                     for p in e.problems]
@@ -125,9 +116,13 @@ def render_markdown(d: PairDiff) -> str:
     return "\n".join(out) + "\n"
 
 
+def _mark(e: Entry) -> str:
+    if not e.valid:
+        return "❌"
+    return "⚠️" if e.pair and (e.pair.allows_writes or silenced(e.pair)) else "✅"
+
+
 def _markdown_entry(e: Entry) -> list[str]:
-    mark = ("❌" if not e.valid else "⚠️" if e.pair and (e.pair.allows_writes
-                                                       or silenced(e.pair)) else "✅")
     question = _inline(e.pair.nl) if e.pair else "(does not parse)"
     where = f"`{e.old_path}` → `{e.path}`" if e.old_path else f"`{e.path}`"
     facts = []
@@ -137,7 +132,7 @@ def _markdown_entry(e: Entry) -> list[str]:
         facts.append(f"source: `{e.pair.source}`")
         if e.pair.tags:
             facts.append("tags: " + ", ".join(f"`{t}`" for t in e.pair.tags))
-    out = [f"#### {mark} {question}", "", " · ".join([where, *facts])]
+    out = [f"#### {_mark(e)} {question}", "", " · ".join([where, *facts])]
     if silenced(e.pair):
         out += ["", f"> ⚠️ **Checks silenced:** this pair says `{IGNORE_KEY}: "
                     f"{', '.join(silenced(e.pair))}`, so those checks do not report on it. "

@@ -1,14 +1,10 @@
 """Git hooks that keep the index in step with the pair files: install, uninstall, status, run.
 
-The scripts live in ``wrenmem/git/hook_scripts/`` (a copy in the repository's top-level ``hooks/``).
-Installing writes them into the hooks directory git really uses — ``core.hooksPath`` when set,
-the common ``.git/hooks`` of a linked worktree — with two templated lines filled in: the Python
-that ran the install (so the hook works when ``wrenmem`` is not on PATH) and the project folder
-relative to the top of the working tree. As in pre-commit's installer, a script is recognised as
-ours by a marker line; a hook that was already there is moved to ``<name>.wrenmem-legacy``, run
-first by ours, and put back by uninstall. (Not pre-commit's ``<name>.legacy``: a pre-commit hook
-script runs ``<name>.legacy`` itself, so moved there it would run itself and fail.)
-"""
+The scripts in ``wrenmem/git/hook_scripts/`` (copied in the top-level ``hooks/``) are
+written into the hooks directory git uses, with the installing Python and the project folder
+filled in. As in pre-commit, a marker line makes a script ours; a hook already there moves
+to ``<name>.wrenmem-legacy`` (not ``.legacy``, which pre-commit's own script runs), is run
+first by ours, and is put back by uninstall."""
 
 from __future__ import annotations
 
@@ -37,7 +33,7 @@ from wrenmem.storage.lock import is_locked
 
 log = logging.getLogger(__name__)
 # Runs a hook's sync of the pairs elsewhere (the watcher) or returns None: sync here.
-Handoff = Callable[[Settings], SyncReport | None]
+Handoff = Callable[[], SyncReport | None]
 
 HOOK_NAMES = ("post-checkout", "post-merge", "post-rewrite", "post-commit",
               "reference-transaction")
@@ -186,12 +182,9 @@ def hook_state(target: HookRepo, name: str, python: str | None = None,
 
 
 def python_problem(state: HookState, worktree: Path) -> str | None:
-    """Why the Python ``state``'s script records cannot run wrenmem (None when it can).
-
-    Runs ``python -m wrenmem --version`` as the hook runs wrenmem: from the top of the
-    working tree, with the recorded import path as the only ``PYTHONPATH``. A hook whose
-    Python exists but lost its packages (or imports another wrenmem's shadow) shows here.
-    """
+    """Why the Python ``state``'s script records cannot run wrenmem (None when it
+    can): runs ``python -m wrenmem --version`` as the hook does, from the working tree's top
+    with the recorded import path as the only ``PYTHONPATH``."""
     import subprocess
 
     if not state.python or not state.python_ok:
@@ -215,12 +208,9 @@ def python_problem(state: HookState, worktree: Path) -> str | None:
 def install_hooks(target: HookRepo, python: str | None = None,
                   names: tuple[str, ...] = HOOK_NAMES, *,
                   background: bool = False) -> list[HookState]:
-    """Write our hooks, chaining any foreign hook as ``<name>.wrenmem-legacy``. Idempotent.
-
-    A foreign hook is never lost: if that file is already taken (another tool replaced
-    our hook after an earlier install), that hook is refused with a :class:`WrenmemError`
-    after the others were installed.
-    """
+    """Write our hooks, chaining a foreign one as ``<name>.wrenmem-legacy``;
+    idempotent. A foreign hook is never lost: when that name is taken too, that hook is refused
+    (:class:`HookConflict`, after the others are installed)."""
     python = python or sys.executable
     target.hooks_dir.mkdir(parents=True, exist_ok=True)
     results: list[HookState] = []
@@ -318,13 +308,9 @@ def pre_commit_stage(environ: Mapping[str, str]) -> str:
 
 def run_hook(settings: Settings, name: str, args: tuple[str, ...], *,
              handoff: Handoff | None = None) -> str | None:
-    """Sync the index after git hook ``name``; never raises.
-
-    ``name`` "pre-commit" means the pre-commit framework runs us (the ``wrenmem-sync`` hook):
-    the git hook is then told by pre-commit's environment variables. Returns None on
-    success, or a one-line reason on failure (the traceback is in the log). Every run is
-    logged to ``.wrenmem/hooks.log``.
-    """
+    """Sync the index after git hook ``name``, logged to ``.wrenmem/hooks.log``: None, or a
+    one-line reason (the traceback in the log); never raises. "pre-commit": the pre-commit
+    framework runs us, and its environment says which git hook."""
     if name == "pre-commit":
         name = pre_commit_stage(os.environ) + " (pre-commit)"
         args = tuple(os.environ.get(v, "") for v in (
@@ -343,10 +329,8 @@ def run_hook(settings: Settings, name: str, args: tuple[str, ...], *,
             return _run_deferred(settings, log_path, started, handoff)
         operation = in_progress(settings.root)
         if name.split()[0] in DEFERRING_HOOKS and operation:
-            # A rebase or a cherry-pick of several commits runs post-commit for every commit
-            # it replays (and post-checkout when it starts); git runs post-rewrite at the end
-            # of a rebase with commits to replay, but no hook at all after the last step of a
-            # fast-forward rebase or of a cherry-pick sequence. One waiter syncs once it ended.
+            # A rebase or cherry-pick sequence runs post-commit per commit, and no hook at
+            # all after the last step of some: one waiter syncs once it ended.
             started_waiter = start_deferred_sync(settings)
             _log(log_path, f"{name} {' '.join(args)}: {operation} in progress, "
                            + ("a deferred sync waits for its end" if started_waiter
@@ -444,13 +428,8 @@ def _run_deferred(settings: Settings, log_path: Path, started: float,
 
 
 def _sync(settings: Settings, handoff: Handoff | None = None) -> str:
-    """Run the one incremental sync of the project and describe what it did.
-
-    A no-op sync opens neither the index nor a model, so most hooks cost a file scan. Nothing
-    is synced for a grep-only project (setting ``backend = "grep"``) or without the index
-    extra: there is no index to keep in step, and recall reads the files. ``handoff``: asked
-    first to sync the pairs elsewhere (the running watcher); None from it: synced here.
-    """
+    """The incremental sync of the project, described (a no-op opens neither index nor
+    model); nothing for a grep-only project. ``handoff``: asked first (the watcher)."""
     if settings.backend == "grep":
         return "backend is grep: no index to sync"
 
@@ -458,12 +437,11 @@ def _sync(settings: Settings, handoff: Handoff | None = None) -> str:
     if reason is not None:
         return f"no index to sync: {reason}"
 
-    handed = handoff(settings) if handoff is not None else None
+    handed = handoff() if handoff is not None else None
     summary = (handed or sync_pairs(settings, lock_timeout=HOOK_LOCK_TIMEOUT)).summary()
     if settings.manifest_path.is_file() and not settings.is_reader:
-        # The schema index too, built when missing (a fresh clone, a checkout that brought
-        # the manifest, a deleted .wrenmem/) or stale: else `check` fails until a manual
-        # `wrenmem sync`. A no-op when it is fresh (the manifest's stat and hash).
+        # The schema index too, built when missing or stale (else `check` fails until a
+        # manual sync); a no-op when fresh.
         schema = sync_schema(settings)
         summary += "; schema " + ("up to date" if schema.noop else
                                   f"synced ({schema.embedded} embedded)")

@@ -1,11 +1,8 @@
-"""Every pair file of a project, read through a stat-keyed cache.
+"""Every pair file of a project, read through a stat-keyed cache (``.wrenmem/catalog.bin``).
 
-A scan lists ``knowledge/sql/**/*.md``, and re-reads only the files whose (change time,
-size, inode) changed since the last scan (:func:`wrenmem.fs.fsutil.stat_key`: an edit whose
-mtime was put back still changes the ctime); the rest come from ``.wrenmem/catalog.bin``. Files
-modified within the last two seconds are re-hashed on the next scan too, because a
-same-size edit in the same clock tick would otherwise be missed.
-"""
+A scan re-reads only the files whose stat key (:func:`wrenmem.fs.fsutil.stat_key`: ctime,
+size, inode) changed; a file modified within the last two seconds is hashed again next time,
+since a same-size edit in the same clock tick would not show."""
 
 from __future__ import annotations
 
@@ -109,11 +106,8 @@ def require_knowledge_dir(settings: Settings) -> None:
 
 
 def scan(settings: Settings, *, use_cache: bool = True, refresh: bool = False) -> Scan:
-    """Read every pair file of the project. One bad file never stops the others.
-
-    ``refresh`` reads every file again and rewrites the cache (a full sync trusts nothing
-    derived); without ``use_cache`` the cache is neither read nor written.
-    """
+    """Read every pair file of the project; one bad file never stops the others. ``refresh``
+    reads every file again and rewrites the cache; without ``use_cache`` it is not used."""
     require_knowledge_dir(settings)
     finish_interrupted(settings)  # an import killed while moving its files into place
     cache_path = settings.state_dir / statedir.CATALOG
@@ -163,9 +157,8 @@ def read_paths(settings: Settings, rels: Iterable[str]) -> Scan:
     return Scan(settle(settings, pairs), tuple(errors), hashes)
 
 
-# Files to read (not in the catalog) from which a scan has a forked process read the later
-# half of them meanwhile: a first index of 100,000 pairs spent 10-15 s of one core reading
-# and parsing while the other, the embedding child's, waited for the texts.
+# Files to read from which a forked process reads the later half meanwhile (a first index
+# of 100,000 pairs spent 10-15 s of one core reading and parsing).
 SPLIT_READ_MIN = 4000
 SPLIT_ENV = "WRENMEM_SCAN_SPLIT"  # "0": every file read in this process
 # Threads that may run while a scan forks its reader: they take no lock it needs (it reads
@@ -175,10 +168,9 @@ SPLIT_BENIGN_THREADS = frozenset({"wrenmem-embed-pipe", "wrenmem-progress"})
 
 def _entries(settings: Settings, listed: list[tuple[Path, str]], cache: dict[str, Any],
              now: float, errors: list[PairError]) -> list[tuple[tuple[Any, ...] | None, bool]]:
-    """:func:`_entry` of each listed file, in order: the files the catalog does not hold
-    are many (a first index, a full sync), the later part of the list is read by a forked
-    process at the same time, which sends its entries back (marshal: the catalog's own
-    records); anything wrong with it, and that part is read here."""
+    """:func:`_entry` of each listed file, in order. When many files are not in the
+    catalog (a first index), a forked process reads the later half meanwhile and sends its
+    entries back (marshal); anything wrong with it, and that half is read here."""
     todo = [n for n, (_p, rel) in enumerate(listed) if rel not in cache]
     cut = todo[len(todo) // 2] if len(todo) >= SPLIT_READ_MIN and _can_split() else None
     helper = None

@@ -32,7 +32,6 @@ from wrenmem.pairs.store import (
 from wrenmem.pairs.swap import Planned, replace_set
 from wrenmem.pairs.text import question_key
 from wrenmem.settings import Settings
-from wrenmem.sql.check import check_sql
 
 MODES = ("skip", "upsert", "overwrite")
 MAX_EXCHANGE_BYTES = 256 * 1024 * 1024  # a queries.yml larger than this is not read
@@ -105,32 +104,16 @@ def read_queries_yml(path: Path) -> list[Pair]:
     return pairs
 
 
-def check_import(settings: Settings, pairs: Sequence[Pair]) -> list[str]:
-    """Each pair whose SQL does not parse in its dialect (as ``store`` checks), one line
-    per problem: ``pair #N (question): line:col: message``."""
-    found = []
-    for n, pair in enumerate(pairs, 1):
-        for p in check_sql(pair.sql, pair.dialect or settings.dialect):
-            found.append(f"pair #{n} ({pair.nl[:60]}): {p.line}:{p.col}: {p.message}")
-    return found
-
-
 def import_pairs(settings: Settings, pairs: Sequence[Pair], mode: str = "skip",
-                 dry_run: bool = False, force: bool = False,
+                 dry_run: bool = False,
                  progress: Callable[[int, int], None] | None = None) -> ImportReport:
-    """Write imported pairs as files. ``skip`` keeps existing questions, ``upsert`` updates
-    them, ``overwrite`` replaces every file whose source appears in the input.
-
-    SQL that does not parse refuses the whole import (nothing written) unless ``force``.
-    The files are written as one change (:func:`wrenmem.pairs.swap.replace_set`): a kill
-    or a full disk leaves the old set or the new one. One scan, one pass: linear time.
-    ``progress(done, total)``: files written.
+    """Write imported pairs (their SQL checked: :func:`wrenmem.checks.admit.check_import`)
+    as files. ``skip`` keeps existing questions, ``upsert`` updates them, ``overwrite``
+    replaces every file whose source appears in the input. The files are written as one
+    change (:func:`wrenmem.pairs.swap.replace_set`). ``progress(done, total)``: files written.
     """
     if mode not in MODES:
         raise WrenmemError(f"unknown import mode {mode!r}")
-    problems = check_import(settings, pairs)
-    if problems and not force:
-        raise ImportRefused(problems)
     report = ImportReport(mode, sources=dict(Counter(p.source for p in pairs)))
     latest: dict[str, Pair] = {}
     for pair in pairs:

@@ -1,13 +1,9 @@
 """A pair file's layout through python-frontmatter: the ``---`` delimiters, the YAML
-between them and the body after, read and written by its handler.
+between them and the body after.
 
-:class:`PairYAML` is python-frontmatter's YAML handler with two changes. It loads with
-PyYAML's libyaml loader where PyYAML has it (about ten times faster than the pure-Python
-one; on an error the pure-Python loader parses again for its exact line marks), bounding
-what aliases expand to; and it exports the front matter as the lines a pair's renderer
-made (key order, quoting and kept comments are the pair format's, see
-:func:`wrenmem.pairs.pairfile.render_pair`), so that python-frontmatter lays out the file.
-"""
+:class:`PairYAML` loads with :func:`wrenmem.pairs.pairfile.load_yaml`'s loader (libyaml's
+where PyYAML has it, aliases bounded) and exports the front matter as the lines
+:func:`wrenmem.pairs.pairfile.render_pair` made (key order, quoting, kept comments)."""
 
 from __future__ import annotations
 
@@ -50,8 +46,8 @@ _TOP_KEY = re.compile(r"^(['\"]?)([^\s'\"#:\-\[{][^'\":]*?)\1[ \t]*:(?=[ \t]|$)"
 
 def repeated_key(text: str) -> tuple[str, int, int] | None:
     """A top-level key the YAML mapping ``text`` gives twice, which PyYAML takes silently
-    (the last one wins): the key and the 1-based lines of its first two, else None. A scan
-    of the lines finds candidates; only then is the text composed, to be sure."""
+    (the last wins): the key and the 1-based lines of its first two, else None. A line scan
+    finds candidates; only then is the text composed, to be sure."""
     keys = [m.group(2) for m in _TOP_KEY.finditer(text)]
     if len(keys) == len(set(keys)):
         return None

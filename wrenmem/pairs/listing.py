@@ -1,28 +1,13 @@
-"""The stat walk of the pair files: one ``stat`` per file, and no folder listed twice.
+"""The stat walk of the pair files: one ``stat`` per file, no folder listed twice.
 
-Every freshness check (a no-op sync, the catch-up sync before a one-shot recall, the grep
-snapshot's key) asks the same question: which pair files are there, and what is the stat
-key (change time, size, inode) of each (:func:`wrenmem.fs.fsutil.stat_key`: the ctime, which
-an edit whose mtime was put back still changes)? :func:`walk` answers it for all of them,
-with the same rules as :func:`wrenmem.pairs.catalog.iter_pair_files` (hidden and ``~``
-names skipped, ``*.md`` only, no README, symlinked folders not followed, a symlinked file
-stat'ed through its link).
-
-At 100,000 files, listing the folders costs as much again as the stats themselves. So the
-names found in each folder are kept in ``.wrenmem/pair-listing.bin`` with the folder's own
-key (ctime, mtime, inode), and a folder whose key is unchanged is not listed again: its
-recorded names are stat'ed one by one. Adding, removing or renaming an entry changes the
-folder's mtime and ctime; ``touch`` or a restored mtime still changes its ctime, which no
-program can set back. A folder is trusted only when its ctime was older than the moment it
-was listed by more than the clock's granularity (:data:`wrenmem.fs.fsutil.RACY_SECONDS`), and
-never when one of its entries could not be classified; an edit in place changes only the
-file, and every file is stat'ed on every walk, so no edit is missed.
-
-The result, :class:`Listing`, is compact: the folders, the names in each, and one array of
-the files' keys in walk order, with an ``id`` that names the list of paths (the same id
-means the same paths in the same order). Two walks of unchanged files compare as two byte
-strings.
-"""
+:func:`walk` answers every freshness check (a no-op sync, the catch-up before a one-shot
+recall, grep's snapshot key): which pair files there are, and the stat key of each, by
+the rules of :func:`wrenmem.pairs.catalog.iter_pair_files`. Each folder's names are kept
+in ``.wrenmem/pair-listing.bin`` with its (ctime, mtime, inode); a folder whose key is
+unchanged, and was listed more than :data:`wrenmem.fs.fsutil.RACY_SECONDS` after its last
+change, is not listed again (adding, removing or renaming an entry changes its ctime).
+Every file is still stat'ed, so no edit is missed. Two walks of unchanged files compare
+as two byte strings (:attr:`Listing.keys`); the same :attr:`Listing.id`, the same paths."""
 
 from __future__ import annotations
 

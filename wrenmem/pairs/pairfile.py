@@ -1,8 +1,7 @@
 """NL→SQL pair files: parse both formats, render the canonical one.
 
 Canonical form: YAML front matter with ``nl`` and metadata, then the first fenced ``sql``
-block of the body, then free-form notes. Wren's form keeps ``sql:`` in the front matter.
-"""
+block of the body, then free-form notes. Wren's form keeps ``sql:`` in the front matter."""
 
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ def read_pair_bytes(path: str | Path, rel: str,
                     max_bytes: int = MAX_PAIR_BYTES, *, inside: Path | None = None,
                     walked: bool = False) -> bytes:
     """The bytes of a pair file; :class:`PairError` naming ``rel`` when it is not a regular
-    file (a FIFO, a device, a dangling link, a loop), is larger than ``max_bytes`` or (with
-    ``inside``, the project's root) is a symbolic link that leads out of the project."""
+    file, is over ``max_bytes`` or (with ``inside``, the project root) is a link leading out."""
     try:
         return read_regular_file(path, max_bytes, inside=inside, walked=walked)
     except UnreadableFileError as e:
@@ -118,12 +116,8 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
         raise PairError(path, f"{key!r} is given twice in the front matter (lines {once} and "
                               f"{twice}; YAML would keep the last): keep one", twice)
 
-    def key_line(key: str) -> int:
-        pattern = re.compile(rf"^\s*['\"]?{re.escape(key)}['\"]?\s*:")
-        for i in range(first + 1, close):
-            if pattern.match(lines[i]):
-                return i + 1
-        return first + 1
+    def at(key: str) -> int:
+        return key_line(lines, key, first + 1)
 
     nl = meta.get("nl")
     if nl is None:
@@ -131,9 +125,9 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     if not isinstance(nl, str):
         hint = " (YAML reads yes/no/on/off/true/false as booleans: quote it)" if isinstance(
             nl, bool) else " (quote it)"
-        raise PairError(path, f"'nl' must be text, got {_kind(nl)} {nl!r}{hint}", key_line("nl"))
+        raise PairError(path, f"'nl' must be text, got {_kind(nl)} {nl!r}{hint}", at("nl"))
     if not nl.strip():
-        raise PairError(path, "'nl' is empty", key_line("nl"))
+        raise PairError(path, "'nl' is empty", at("nl"))
 
     body_start = close + 1
     body_lines = lines[body_start:]
@@ -141,7 +135,7 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
     front_sql = meta.get("sql")
     if front_sql is not None and block is not None:
         raise PairError(path, "SQL is given twice: in front-matter 'sql:' and in a ```sql block",
-                        key_line("sql"))
+                        at("sql"))
     if block is not None:
         start, end, sql_text = block
         if end == len(body_lines):  # Markdown would run the block to the end of the file
@@ -156,9 +150,9 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
         wren = False
     elif front_sql is not None:
         if not isinstance(front_sql, str):
-            raise PairError(path, f"'sql' must be text, got {_kind(front_sql)}", key_line("sql"))
+            raise PairError(path, f"'sql' must be text, got {_kind(front_sql)}", at("sql"))
         sql = front_sql.strip()
-        sql_line = key_line("sql")
+        sql_line = at("sql")
         notes = "\n".join(body_lines).strip()
         wren = True
     else:
@@ -174,15 +168,15 @@ def parse_pair(text: str, path: str = "<string>") -> Pair:
         try:
             values[key] = _scalar_text(meta[key])
         except ValueError as e:
-            raise PairError(path, f"'{key}' {e}", key_line(key)) from e
+            raise PairError(path, f"'{key}' {e}", at(key)) from e
     try:
         tags = _tags(meta.get("tags"))
     except ValueError as e:
-        raise PairError(path, f"'tags' {e}", key_line("tags")) from e
+        raise PairError(path, f"'tags' {e}", at("tags")) from e
     try:
         also = _also(meta.get("also"), nl.strip())
     except ValueError as e:
-        raise PairError(path, f"'also' {e}", key_line("also")) from e
+        raise PairError(path, f"'also' {e}", at("also")) from e
     extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS and k not in ("sql", CLAIMED)}
     front_lines = lines[first + 1 : close]
     comments = _front_comments(front_lines, meta) if "#" in yaml_text else ()
@@ -213,11 +207,8 @@ MAX_COMMENT_PARSES = 64
 
 
 def _front_comments(lines: list[str], meta: dict[str, Any]) -> tuple[tuple[str, str, bool], ...]:
-    """The YAML comments of front-matter ``lines``, each tied to a top-level key.
-
-    PyYAML drops comments, so a ``#`` is taken for a comment only when removing it leaves
-    the very same values (a ``#`` inside a quoted string or a block scalar is text).
-    """
+    """The YAML comments of front-matter ``lines``, each tied to a top-level key. PyYAML
+    drops comments, so a ``#`` is a comment only when removing it leaves the same values."""
     current = list(lines)
     found: list[tuple[int, str, bool]] = []
     budget = MAX_COMMENT_PARSES
@@ -262,6 +253,22 @@ def _front_comments(lines: list[str], meta: dict[str, Any]) -> tuple[tuple[str, 
     return tuple(out)
 
 
+def key_line(lines: list[str], key: str, absent: int = 1) -> int:
+    """1-based line of front-matter ``key:`` in a pair file's lines (``absent`` if none)."""
+    pattern = re.compile(rf"^\s*['\"]?{re.escape(key)}['\"]?\s*:")
+    opened = False
+    for i, line in enumerate(lines):
+        if opened and _DELIM.match(line):
+            break
+        if opened and pattern.match(line):
+            return i + 1
+        if not opened and line.strip():
+            if not _DELIM.match(line.strip()):
+                break
+            opened = True
+    return absent
+
+
 def yaml_problem(error: Exception) -> tuple[tuple[int, int] | None, str]:
     """Where (1-based line and column, when PyYAML knows) and what a YAML error is, in one
     line: PyYAML's own text spans several lines and names ``<unicode string>``."""
@@ -282,9 +289,8 @@ def load_yaml(text: str) -> Any:
 
 
 def _load_yaml(text: str) -> Any:
-    """libyaml's loader when PyYAML has it (same values, ~10x faster); on an error the
-    pure-Python loader parses again, because its error marks point at the right line.
-    Text with anchors goes to the pure-Python loader, which bounds what aliases expand to."""
+    """libyaml's loader where PyYAML has it (~10x faster), the pure-Python one on an error
+    (for its line marks) and for text with anchors (it bounds what aliases expand to)."""
     import yaml
 
     fast = getattr(yaml, "CSafeLoader", None)
@@ -427,11 +433,8 @@ FORMATS = ("fenced", "wren")
 
 
 def render_pair(pair: Pair, style: str = "fenced") -> str:
-    """The canonical text of a pair: what ``store`` writes and ``fmt`` rewrites to.
-
-    ``style`` "fenced" puts the SQL in a fenced block of the body; "wren" puts it in the
-    front matter as ``sql:`` (a literal block), the layout Wren's memory reads and writes.
-    """
+    """The canonical text of a pair (what ``store`` writes, ``fmt`` rewrites to): ``style``
+    "fenced" puts the SQL in a fenced block of the body, "wren" in the front matter as ``sql:``."""
     items: list[tuple[str, str]] = [("nl", "nl: " + _yaml_scalar(pair.nl))]
     if pair.also:
         items.append(("also", "also:" + "".join(f"\n  - {_yaml_scalar(a)}" for a in pair.also)))
@@ -466,10 +469,9 @@ def render_pair(pair: Pair, style: str = "fenced") -> str:
 
 
 def checked_file_bytes(text: str, rel: str, pair: Pair, max_bytes: int) -> bytes:
-    """The bytes of ``text``, a rendering of ``pair`` about to be written to ``rel``, once
-    they are known to read back: no larger than ``max_bytes`` (every read skips a larger
-    file) and parsing to the same question and SQL. Otherwise a :class:`WrenmemError`, and
-    the caller writes nothing: a readable file is never replaced by an unreadable one."""
+    """The bytes of ``text`` (``pair`` rendered for ``rel``) once they are known to read
+    back as the same question and SQL within ``max_bytes``; else a :class:`WrenmemError` and the
+    caller writes nothing: a readable file is never replaced by an unreadable one."""
     data = text.encode("utf-8")
     if len(data) > max_bytes:
         raise WrenmemError(f"{rel}: not written: the file would be {len(data):,} bytes; the "

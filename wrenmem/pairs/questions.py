@@ -1,23 +1,12 @@
-"""Which pair files ask a question, without reading 100,000 of them.
+"""Which pair files ask a question, without reading 100,000 of them (``store``'s lookup).
 
-``store`` needs the pairs that ask the question it stores (the file it updates, the
-duplicates it warns about), not every pair: a scan of the catalog at 100,000 files costs
-seconds. ``.wrenmem/questions.bin`` keeps, for the pair files as one stat walk found them
-(:func:`wrenmem.pairs.listing.walk`), two CRC-32 codes per file: of its question's
-:func:`~wrenmem.pairs.text.question_key` case folded (what ``store`` matches, and what
-``forget``/``show`` match when no question is equal but for case) and of its
-:func:`~wrenmem.pairs.text.loose_question` (what ``duplicates`` matches).
-
-:func:`asking` walks the files again (one ``stat`` each) and reads only the files that may
-ask the question: those whose recorded code is the question's, and every file that is new
-or whose stat is not as recorded (or too recent for its stat to vouch for it, as
-:data:`wrenmem.fs.fsutil.RACY_SECONDS` says). Each is read and parsed afresh, and the question
-compared as text, so a code shared by chance costs one read, never a wrong answer. Past
-``REBUILD_AFTER`` such files, the catalog is scanned as before and the record rebuilt. The
-record keeps the walk's folders and names, so the codes are carried over folder by folder
-(a folder whose names and stats are as recorded, as two byte strings), and a sync that
-reads every file writes it too (:func:`record_scan`).
-"""
+``.wrenmem/questions.bin`` keeps, for the files of one stat walk
+(:func:`wrenmem.pairs.listing.walk`), two CRC-32 codes per file: of its case-folded
+:func:`~wrenmem.pairs.text.question_key` and of its :func:`~wrenmem.pairs.text.loose_question`.
+:func:`asking` reads only the files whose code is the question's and those new or changed
+since (or too recent to trust their stat); each is parsed and compared as text, so a shared
+code costs a read, never a wrong answer. Past ``REBUILD_AFTER`` such files the catalog is
+scanned and the record rebuilt; a sync that reads every file writes it (:func:`record_scan`)."""
 
 from __future__ import annotations
 
@@ -66,8 +55,7 @@ def _path(settings: Settings) -> Path:
 
 def asking(settings: Settings, question: str) -> list[Pair]:
     """Every pair whose question is ``question`` by :func:`question_key` (but for case) or
-    by :func:`loose_question`, read from its file now, in path order: what a scan of every
-    file filtered by :func:`asks` returns (see the module docstring)."""
+    by :func:`loose_question`, read from its file now, in path order."""
     require_knowledge_dir(settings)
     finish_interrupted(settings)  # an import killed while moving its files into place
     found = walk(settings)
@@ -85,21 +73,15 @@ def asking(settings: Settings, question: str) -> list[Pair]:
     at = sorted(hits)
     got = read_paths(settings, [found.path_at(n) for n in at])
     if unknown:  # record the files read for the next call (they were read after the walk)
-        by_path = {p.path: p for p in got.pairs}
-        for n in unknown:
-            pair = by_path.get(found.path_at(n))
-            ask[n], loose[n] = codes(pair.nl) if pair is not None else (NONE, NONE)
+        _fill(ask, loose, unknown, found, {p.path: p for p in got.pairs})
         _save(settings, found, ask, loose)
     return sorted((p for p in got.pairs if asks(p, question)), key=lambda p: p.path)
 
 
 def record_scan(settings: Settings, found: Listing, pairs: Mapping[str, Pair]) -> bool:
-    """After every pair file was read following the walk ``found`` (a sync's snapshot:
-    ``pairs`` by path), record each file's codes, so that the first ``store`` after an
-    index reads no file but those asking its question. The codes of files whose stat is
-    as recorded (and old enough to vouch) are kept, the others computed from ``pairs``; a
-    file changed after the walk has a stat no longer as recorded, so :func:`asking` reads
-    it. True when written (nothing to write when the record is this walk's already)."""
+    """After a sync read every pair file of the walk ``found`` (``pairs`` by path),
+    record each file's codes, so the first ``store`` after an index reads only the files
+    asking its question. True when written (not when the record is this walk's already)."""
     record = _load(settings)
     carried = _carry(record, found) if record is not None else None
     if carried is not None and not carried[2] and record is not None and (
@@ -109,11 +91,17 @@ def record_scan(settings: Settings, found: Listing, pairs: Mapping[str, Pair]) -
         ask, loose = _codes_of(found, pairs)
     else:
         ask, loose, unknown = carried
-        for n in unknown:
-            pair = pairs.get(found.path_at(n))
-            ask[n], loose[n] = codes(pair.nl) if pair is not None else (NONE, NONE)
+        _fill(ask, loose, unknown, found, pairs)
     _save(settings, found, ask, loose)
     return True
+
+
+def _fill(ask: array, loose: array, unknown: list[int], found: Listing,
+          pairs: Mapping[str, Pair]) -> None:
+    """The codes of the ``unknown`` names of ``found``, from ``pairs`` (NONE: no pair)."""
+    for n in unknown:
+        pair = pairs.get(found.path_at(n))
+        ask[n], loose[n] = codes(pair.nl) if pair is not None else (NONE, NONE)
 
 
 def _codes_of(found: Listing, pairs: Mapping[str, Pair]) -> tuple[array, array]:
@@ -136,10 +124,8 @@ def _all_unchanged(record: dict[str, Any], found: Listing) -> bool:
 
 def _carry(record: dict[str, Any], found: Listing) -> tuple[array, array, list[int]] | None:
     """The recorded codes of each name of ``found`` whose stat is as recorded and old
-    enough to vouch for its content (NONE for a name whose stat failed), and the
-    positions of the others (new, changed or too recent: to be read); None when the
-    record is of another folder. Folder by folder: a folder listing the same names as
-    recorded is compared as byte strings, only a changed one file by file."""
+    enough to vouch (NONE for a failed stat), and the positions of the others (to be read);
+    None when the record is of another folder. A folder of the same names compares as bytes."""
     if record["base"] != found.base:
         return None
     limit = (float(record["taken_at"]) - RACY_SECONDS) * 1e9

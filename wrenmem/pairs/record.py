@@ -1,6 +1,5 @@
-"""An NL→SQL pair as a record: its fields, its review keys and fingerprints, its text as
-keyword search weighs it. :mod:`wrenmem.pairs.pairfile` reads and writes it as a file (and
-re-exports these names, whence most callers import them)."""
+"""An NL→SQL pair as a record: its fields, review keys and fingerprints, its text as
+keyword search weighs it (read and written as a file by :mod:`wrenmem.pairs.pairfile`)."""
 
 from __future__ import annotations
 
@@ -12,18 +11,14 @@ from typing import Any
 
 KNOWN_KEYS = ("nl", "also", "datasource", "dialect", "tags", "source", "created_at",
               "verified_by", "verified_at")
-# Review status (see docs/file-format.md): who verified the pair and when, the fingerprint of
-# what was verified (question, phrasings, SQL, dialect, datasource: ``verified_pair``) and of
-# the schema items it uses at that moment; ``reviewed: false`` marks a pair an agent wrote.
-# ``verified_sql`` (the SQL alone) is what versions before 0.x wrote: read, never trusted.
-# ``allow-writes: true`` accepts a pair whose SQL writes.
+# Review status (docs/file-format.md); ``verified_sql``, older versions' SQL-only
+# fingerprint, is read, never trusted.
 VERIFIED_BY, VERIFIED_AT, VERIFIED_PAIR, VERIFIED_SQL, VERIFIED_SCHEMA = (
     "verified_by", "verified_at", "verified_pair", "verified_sql", "verified_schema")
 REVIEWED, ALLOW_WRITES = "reviewed", "allow-writes"
 REVIEW_KEYS = (VERIFIED_BY, VERIFIED_AT, VERIFIED_PAIR, VERIFIED_SQL, VERIFIED_SCHEMA, REVIEWED)
-# Set in ``extra`` by :func:`wrenmem.pairs.trust.settle` (never read from a file: the parser
-# drops it): the pair's verification is only claimed, not yet committed nor made here by
-# ``wrenmem verify`` (docs/security.md#verification).
+# In ``extra``, set by :func:`wrenmem.pairs.trust.settle` (never read from a file): the
+# verification is only claimed (docs/security.md#verification).
 CLAIMED = "\x00claimed"
 
 
@@ -52,12 +47,9 @@ class Pair:
 
     @cached_property
     def content_hash(self) -> str:
-        """Hash of everything the index stores about the pair (not notes, not timestamps).
-
-        The ``also`` phrasings and being verified (a verified pair's row says so) are part
-        of it, added only when present: the hash of every other pair stays what earlier
-        versions computed. Computed once per pair (a sync asks for it three or four times;
-        a pair's fields, ``extra`` included, are never changed once it is made)."""
+        """Hash of everything the index stores about the pair (not notes, not timestamps),
+        computed once. ``also``, verified, claimed and allow-writes are added only when present,
+        so every other pair keeps the hash earlier versions computed."""
         fields: list[Any] = [self.nl, self.sql, self.datasource, self.dialect,
                              list(self.tags), self.source]
         if self.also:
@@ -74,12 +66,8 @@ class Pair:
     @property
     def verification_intact(self) -> bool:
         """The file says a person verified this very pair: ``verified_by`` is set and
-        ``verified_pair``, the fingerprint ``wrenmem verify`` records, is that of the
-        question, phrasings, SQL, dialect and datasource as they are now (editing any of
-        them un-verifies the pair). Without that fingerprint (a ``verified_by`` written by
-        hand, or only the SQL-only ``verified_sql`` of older versions) nothing says what was
-        verified: the pair needs ``wrenmem verify`` again. Whether the verification is
-        settled is :attr:`verified`."""
+        ``verified_pair`` is the fingerprint of the question, phrasings, SQL, dialect and datasource
+        as they are now. Whether it is settled is :attr:`verified`."""
         if not self.extra.get(VERIFIED_BY):
             return False
         recorded = self.extra.get(VERIFIED_PAIR)
@@ -87,9 +75,8 @@ class Pair:
 
     @property
     def verified(self) -> bool:
-        """Verified (:attr:`verification_intact`), and not only claimed: on a pair read
-        through the catalog, the verification is committed in git or was made on this
-        machine by ``wrenmem verify`` (:func:`wrenmem.pairs.trust.settle`)."""
+        """Verified (:attr:`verification_intact`) and settled, not only claimed
+        (:func:`wrenmem.pairs.trust.settle`)."""
         return self.verification_intact and not self.extra.get(CLAIMED)
 
     @property
@@ -101,14 +88,13 @@ class Pair:
 
     @property
     def old_fingerprint(self) -> bool:
-        """Verified by a version that fingerprinted only the SQL, or by hand (no
-        ``verified_pair``): the pair needs ``wrenmem verify`` again."""
+        """Verified without ``verified_pair`` (by an older version or by hand): the pair
+        needs ``wrenmem verify`` again."""
         return bool(self.extra.get(VERIFIED_BY)) and self.extra.get(VERIFIED_PAIR) is None
 
     @property
     def stamp(self) -> str | None:
-        """What identifies this verification (who, when, what): the same stamp in two
-        versions of a pair is the same verification. None unless :attr:`verification_intact`."""
+        """What identifies this verification (who, when, what); None unless intact."""
         if not self.verification_intact:
             return None
         payload = json.dumps([str(self.extra.get(VERIFIED_BY)), str(self.extra.get(
@@ -117,8 +103,8 @@ class Pair:
 
     @property
     def unreviewed(self) -> bool:
-        """Waiting for a person: marked ``reviewed: false`` (an agent wrote it), written by
-        something other than a person, or verified once and edited since."""
+        """Waiting for a person: ``reviewed: false``, a source other than ``user``, or edited
+        since it was verified."""
         if self.verified:
             return False
         return (self.extra.get(REVIEWED) is False or self.source != "user"
@@ -153,8 +139,8 @@ def sql_fingerprint(sql: str) -> str:
 
 
 def pair_fingerprint(pair: Pair) -> str:
-    """``verified_pair``: a short hash of what an agent relies on in a pair, its question,
-    other phrasings, SQL, dialect and datasource, blind to whitespace in the texts."""
+    """``verified_pair``: a short hash of the question, phrasings, SQL, dialect and
+    datasource, blind to whitespace in the texts."""
     fields = [" ".join(pair.nl.split()), [" ".join(a.split()) for a in pair.also],
               " ".join(pair.sql.split()), pair.dialect or "", pair.datasource or ""]
     payload = json.dumps(["pair-v2", *fields], ensure_ascii=False)
@@ -162,7 +148,6 @@ def pair_fingerprint(pair: Pair) -> str:
 
 
 def search_fields(pair: Pair) -> dict[str, str]:
-    """The pair's text by field, as keyword search weighs it (question and its other
-    phrasings, tags, SQL)."""
+    """The pair's text by field, as keyword search weighs it."""
     return {"nl": "\n".join((pair.nl, *pair.also)), "sql": pair.sql,
             "tags": " ".join(pair.tags)}

@@ -52,8 +52,8 @@ def utc_now() -> str:
 
 def find_by_question(settings: Settings, nl: str, known: Sequence[Pair] | None = None
                      ) -> Pair | None:
-    """The stored pair whose question is ``nl`` (compared by :func:`question_key`: NFC and
-    white space), if any; among ``known`` (the caller's scan of the catalog) when given."""
+    """The stored pair whose question is ``nl`` (by :func:`question_key`), if any;
+    among ``known`` (the caller's scan) when given."""
     key = question_key(nl)
     for pair in scan(settings).pairs if known is None else known:
         if question_key(pair.nl) == key:
@@ -62,9 +62,8 @@ def find_by_question(settings: Settings, nl: str, known: Sequence[Pair] | None =
 
 
 def matching_pairs(pairs: Sequence[Pair], question: str) -> tuple[list[Pair], bool]:
-    """The pairs a question names, and whether they matched only ignoring case: the pairs
-    whose question is exactly ``question`` (after :func:`question_key`), else those equal to
-    it ignoring case. The caller acts on one, and refuses (listing them) several."""
+    """The pairs a question names, and whether they matched only ignoring case (exact
+    :func:`question_key` matches first, else case-folded ones)."""
     key = question_key(question)
     exact = [p for p in pairs if question_key(p.nl) == key]
     if exact:
@@ -74,9 +73,7 @@ def matching_pairs(pairs: Sequence[Pair], question: str) -> tuple[list[Pair], bo
 
 
 def clean_pair(pair: Pair) -> Pair:
-    """``pair`` as a file holds it: the question in NFC, line breaks as LF; a control
-    character (other than tab and newline) in any of its text is a WrenmemError naming the
-    field and where (see :func:`wrenmem.pairs.text.clean_text`)."""
+    """``pair`` as a file holds it (see :func:`wrenmem.pairs.text.clean_text`)."""
     for value, what in ((pair.datasource, "the datasource"), (pair.dialect, "the dialect"),
                         (pair.source, "the source"), *((t, f"tag {t!r}") for t in pair.tags),
                         *((a, f"the phrasing {a!r}") for a in pair.also)):
@@ -87,9 +84,8 @@ def clean_pair(pair: Pair) -> Pair:
 
 
 def refuse_oversize(settings: Settings, *texts: str) -> None:
-    """Refuse, before any work, text that cannot fit in one pair file: the file holds all
-    of it, and a file over ``max_pair_bytes`` is skipped by every read (an update would lose
-    the pair). The exact size of the file is checked again before it is written."""
+    """Refuse, before any work, text that cannot fit in one pair file: a file over
+    ``max_pair_bytes`` is skipped by every read. The file's exact size is checked again."""
     size = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
     if size > settings.max_pair_bytes:
         raise WrenmemError(f"not stored: the pair file would be over {size:,} bytes; the "
@@ -98,9 +94,8 @@ def refuse_oversize(settings: Settings, *texts: str) -> None:
 
 def write_pair_bytes(settings: Settings, path: Path, data: bytes, *,
                      exclusive: bool = False) -> None:
-    """Write a pair file atomically, its temporary file where git ignores it
-    (``.wrenmem/tmp``); temporary files a killed writer left there are removed first. A
-    rewrite through a symbolic link writes the file it names and keeps the link."""
+    """Write a pair file atomically, its temporary file in ``.wrenmem/tmp`` (stale ones
+    removed first); through a symbolic link, the file it names is written."""
     if not exclusive:
         path = pair_write_target(settings, path)
     path.parent.mkdir(parents=True, exist_ok=True)  # first: the temporary folder is chosen by it
@@ -110,10 +105,9 @@ def write_pair_bytes(settings: Settings, path: Path, data: bytes, *,
 
 
 def pair_write_target(settings: Settings, path: Path) -> Path:
-    """The file a rewrite of the pair file ``path`` writes: the file a symbolic link names
-    (the link is kept), when that file is inside the project; a link leading out is
-    refused, so a committed link cannot make ``fmt``, ``store`` or ``import`` write a file
-    elsewhere on the disk."""
+    """The file a rewrite of ``path`` writes: what a symbolic link names, when inside the
+    project; a link leading out is refused, so a committed link cannot make ``fmt``, ``store``
+    or ``import`` write elsewhere on the disk."""
     target = link_target(path)
     if target != path and not target.is_relative_to(settings.root):
         raise WrenmemError(f"{settings.relpath(path)} is a symbolic link to {target}, outside "
@@ -123,8 +117,8 @@ def pair_write_target(settings: Settings, path: Path) -> Path:
 
 
 def default_dialect(settings: Settings, manifest_dialect: str | None) -> str:
-    """The dialect of a pair that names none: a ``dialect`` set explicitly (flag,
-    environment, ``wrenmem.toml``) wins, then the manifest's data source, then the default."""
+    """The dialect of a pair that names none: an explicit ``dialect`` setting, then the
+    manifest's, then the default."""
     if settings.origins.get("dialect", "default") != "default":
         return settings.dialect
     return manifest_dialect or settings.dialect
@@ -132,13 +126,11 @@ def default_dialect(settings: Settings, manifest_dialect: str | None) -> str:
 
 def store_pair(settings: Settings, pair: Pair, *, folder: str = "",
                known: Sequence[Pair] | None = None) -> StoreResult:
-    """Write ``pair`` to its file: the file of the same question if there is one, else a new one.
+    """Write ``pair`` to the file of its question, else to a new one.
 
-    Updating keeps the notes, ``created_at`` and unknown keys of the existing file. A new
-    file is claimed atomically (hard link of a finished temporary file), so two processes
-    storing questions with the same slug both keep their pair. ``known``: the pairs of a
-    scan the caller just made (one scan of 100,000 files costs seconds), else scanned here.
-    """
+    Updating keeps the file's notes, ``created_at`` and unknown keys. A new file is claimed
+    atomically (hard link of a finished temporary file), so two processes storing questions
+    with the same slug both keep their pair. ``known``: the caller's scan, else scanned here."""
     pair = clean_pair(pair)
     existing = find_by_question(settings, pair.nl, known)
     if existing is not None:
@@ -172,8 +164,8 @@ def store_pair(settings: Settings, pair: Pair, *, folder: str = "",
 
 
 def check_folder(folder: str) -> None:
-    """Refuse a ``store --folder`` whose files the catalog would never read (a hidden or
-    backup folder), or that no file system accepts."""
+    """Refuse a ``store --folder`` the catalog would never read (hidden or backup) or no
+    file system accepts."""
     clean_text(folder, "the folder")
     for part in PurePosixPath(folder.replace("\\", "/")).parts:
         if part == "/":
@@ -209,11 +201,9 @@ def would_change(settings: Settings, old: Pair, text: str) -> bool:
 
 
 def merged_update(settings: Settings, old: Pair, new: Pair) -> tuple[Pair, str]:
-    """What storing ``new`` over the file of ``old`` writes: (the pair, the file text).
-
-    New SQL over a verified pair drops the verification and marks the pair unreviewed;
-    ``reviewed: false`` given with ``new`` (an agent writing) is kept unless the pair stays
-    verified (the agent stored the very SQL a person verified)."""
+    """(the pair, the file text) that storing ``new`` over ``old``'s file writes. New SQL
+    over a verified pair drops the verification and marks it unreviewed; ``reviewed: false``
+    with ``new`` is kept unless the pair stays verified."""
     extra = dict(old.extra)
     merged = old.with_changes(
         sql=new.sql,
@@ -239,17 +229,15 @@ def merged_update(settings: Settings, old: Pair, new: Pair) -> tuple[Pair, str]:
 
 
 def delete_pair_file(settings: Settings, rel: str) -> None:
-    """Delete a pair file; refuses anything but a pair the catalog lists inside the
-    knowledge folder (:func:`require_listed_pair`). A symbolic link is deleted as a link:
-    the file it points to is never touched."""
+    """Delete a pair file the catalog lists (:func:`require_listed_pair`); a symbolic
+    link is deleted as a link."""
     require_listed_pair(settings, rel)
     given = settings.root / rel
     os.unlink(given.parent.resolve() / given.name)
 
 
 def delete_listed(settings: Settings, paths: set[str]) -> list[str]:
-    """Delete these pair files (``Memory.forget``), sorted: every one must be a listed pair
-    (:func:`require_listed_pair`) or nothing is deleted. Returns them."""
+    """Delete these pair files, sorted, all or none (each must be a listed pair)."""
     chosen = sorted(paths)
     for rel in chosen:
         require_listed_pair(settings, rel)

@@ -1,11 +1,8 @@
 """Replace a set of pair files as one change: the old set or the new one, never half of each.
 
-Every new file is first written in full (fsynced) under a temporary name; only then is a
-journal of the moves and deletions written to ``.wrenmem/import-swap.json``, and the moves
-made. A process killed before the journal exists leaves the old set (and temporary files
-that the next write removes); one killed after it leaves a journal that the next scan of the
-pairs (any command that reads them) finishes. A full disk while writing leaves the old set.
-"""
+New files are written in full (fsynced) under temporary names; then a journal of the moves
+and deletions (``.wrenmem/import-swap.json``), then the moves. Killed before the journal:
+the old set; after it: the next scan of the pairs finishes the journal."""
 
 from __future__ import annotations
 

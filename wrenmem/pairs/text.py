@@ -1,9 +1,6 @@
-"""The text a pair is made of: one spelling of a question, clean lines, no control characters.
-
-Every door that writes a pair (``store`` in the CLI, the API and MCP, ``import``) passes
-its text through here, so a re-store of the same content is "unchanged", a fresh file is
-``fmt``-clean, and no file is written that would not read back.
-"""
+"""The text a pair is made of: one spelling of a question, clean lines, no control
+characters. Every door that writes a pair passes its text through here, so a re-store of the
+same content is "unchanged" and a fresh file is ``fmt``-clean."""
 
 from __future__ import annotations
 
@@ -21,7 +18,7 @@ _C0_NAMES = ("NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC
 
 def question_key(question: str) -> str:
     """What two spellings of one question share: NFC, runs of white space as one space,
-    no white space at the ends. Lookups compare these; the file keeps what was given."""
+    stripped. Lookups compare these; the file keeps what was given."""
     return " ".join(unicodedata.normalize("NFC", question).split())
 
 
@@ -29,9 +26,8 @@ _TRAILING = re.compile(r"[\s?？.。!！…]+$")
 
 
 def loose_question(question: str) -> str:
-    """What "the same question" means to ``duplicates``: NFKC, case folded, runs of white
-    space as one space, no trailing punctuation (``?``, ``？``, ``.``, ``。``, ``!``, ``…``).
-    Two questions with one :func:`question_key` always have one loose form."""
+    """What "the same question" means to ``duplicates``: NFKC, case folded, white space
+    collapsed, trailing ``?？.。!！…`` dropped."""
     text = unicodedata.normalize("NFKC", question).casefold()
     return _TRAILING.sub("", " ".join(text.split()))
 
@@ -43,8 +39,7 @@ def normalise_newlines(text: str) -> str:
 
 def clean_text(text: str, what: str) -> str:
     """``text`` with its line breaks normalised; a C0 control character other than tab
-    and newline is a :class:`WrenmemError` naming ``what`` (e.g. "the SQL", "the notes")
-    and where it is in the text as given (line and column, both from 1)."""
+    and newline is a :class:`WrenmemError` naming ``what`` and its line and column."""
     match = _CONTROL.search(text.replace("\r", " "))  # a CR moves no column: it is a break
     if match is not None:
         before = text[:match.start()]
@@ -59,6 +54,5 @@ def clean_text(text: str, what: str) -> str:
 
 
 def clean_question(question: str, what: str = "the question") -> str:
-    """A question as it is written to a file: NFC, no white space at the ends, no control
-    characters (see :func:`clean_text`)."""
+    """A question as a file holds it: NFC, stripped, no control characters."""
     return unicodedata.normalize("NFC", clean_text(question, what)).strip()

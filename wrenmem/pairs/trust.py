@@ -1,25 +1,12 @@
-"""Which verifications recall trusts: settled ones, not ones a file merely claims.
+"""Which verifications recall trusts: settled ones, not ones a file merely claims
+(docs/security.md#verification).
 
-Anyone who can write a pair file can write ``verified_by: Boss`` and the matching
-``verified_pair`` fingerprint (it is an unkeyed hash). So a verification counts for recall
-(``recall --verified``, ``verified`` in hits, ``list --verified``) only when it is
-**settled**:
-
-- it is committed: the file as committed at ``HEAD`` carries the same verification (same
-  :attr:`~wrenmem.pairs.pairfile.Pair.stamp`: who, when, what), so it went through whatever
-  review the branch's history went through; or
-- ``wrenmem verify`` made it on this machine (it records the stamp in
-  ``.wrenmem/verifications.json``, which no pair file and no MCP tool can write).
-
-Any other verification (one an agent or a hand wrote into the working tree, not
-committed) is **claimed**: the pair is not verified, and recall says who it claims.
-
-Cheap on the hot path: stamps found settled are kept in the record, and a stamp found not
-settled is kept with the ``HEAD`` commit it was checked against (read from ``.git`` files,
-no git process); git is asked (one ``git cat-file --batch``) only about stamps the record
-does not know at the current ``HEAD``. The record is derived state like everything in
-``.wrenmem/``: deleting it makes uncommitted ``verify`` results claimed until committed.
-"""
+A ``verified_pair`` fingerprint is an unkeyed hash anyone can write, so a verification is
+**settled** only when the file as committed at ``HEAD`` carries the same stamp, or
+``wrenmem verify`` made it here (recorded in ``.wrenmem/verifications.json``, which no pair
+file and no MCP tool can write); any other is **claimed**. Stamps found settled, and those
+found not settled with the ``HEAD`` they were checked at, are kept in that record: git is
+asked (one ``git cat-file --batch``) only about stamps it does not know at ``HEAD``."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
-"""Read the pairs of a Wren memory store (the LanceDB folder ``wren memory`` writes, by
-default ``<project>/.wren/memory``) for ``wrenmem import --from-wren``: Wren's ``export``
-migration, done once, into pair files.
+"""Read the pairs of a Wren memory store (``wren memory``'s LanceDB folder, by default
+``.wren/memory``) for ``wrenmem import --from-wren``.
 
-Wren keeps its pairs in the table ``query_history`` (columns ``nl_query``, ``sql_query``,
-``datasource``, ``created_at``, ``tags``, plus ``text`` and ``vector``). Its ``tags`` column
-usually holds ``source:<source>``, but Wren's ``store`` writes the user's comma-separated
-tags there instead; both are read: a ``source:`` token is the source, every other token a
-tag. The same question may have several rows (Wren appends on every store): the newest row
-is the pair; the older rows with another SQL are reported as superseded (nothing is dropped
-silently). The schema table (``schema_items``) is derived from the manifest and not read.
-"""
+Table ``query_history``: its ``tags`` hold ``source:<source>`` and/or the user's tags. The
+newest row of a question is the pair; older rows with another SQL are reported as superseded."""
 
 from __future__ import annotations
 

@@ -1,18 +1,10 @@
 """The one way into sqlglot's parser: SQL past a length or nesting bound is refused first.
 
-sqlglot's parser and generator recurse once or more per nesting level (about twenty Python
-frames for each level of parentheses, subquery or CASE), so SQL nested a few thousand deep
-ends in a ``RecursionError`` after seconds of work, and a long SQL takes seconds to parse
-(about 10 s a megabyte). Every sqlglot caller in wrenmem parses through :func:`parse` or
-:func:`parse_one`, which first scan the text (one regular-expression pass, no parse) and
-raise :class:`SqlOutOfBounds` with the reason and the spot. The bounds are far above any
-query a person or a BI tool writes: :data:`MAX_SQL_DEPTH` levels of nesting and
-:data:`MAX_SQL_CHARS` characters.
-
-A tree within the bounds still needs more stack than Python's default 1,000 frames allows
-at 100 levels, so parsing, and the work callers do on a parsed tree (rendering, qualifying,
-copying), run inside :func:`headroom`.
-"""
+sqlglot recurses about twenty frames per nesting level and takes about 10 s a megabyte, so
+:func:`parse` and :func:`parse_one` first scan the text (one regex pass) and raise
+:class:`SqlOutOfBounds` with the reason and the spot past :data:`MAX_SQL_DEPTH` levels or
+:data:`MAX_SQL_CHARS` characters. Work on a parsed tree runs inside :func:`headroom`, which
+raises the recursion limit that 100 levels need."""
 
 from __future__ import annotations
 
@@ -54,7 +46,9 @@ class SqlOutOfBounds(ValueError):
         self.col = col
 
 
-def _position(sql: str, offset: int) -> tuple[int, int]:
+def position(sql: str, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of character ``offset`` in ``sql``."""
+    offset = max(0, min(offset, len(sql)))
     line = sql.count("\n", 0, offset) + 1
     return line, offset - (sql.rfind("\n", 0, offset) + 1) + 1
 
@@ -63,7 +57,7 @@ def check_bounds(sql: str, max_chars: int = MAX_SQL_CHARS) -> None:
     """Raise :class:`SqlOutOfBounds` when ``sql`` is too long (over ``max_chars``: a
     schema's flat ``CREATE TABLE`` may be longer than any pair) or nested too deep."""
     if len(sql) > max_chars:
-        line, col = _position(sql, max_chars)
+        line, col = position(sql, max_chars)
         raise SqlOutOfBounds(
             f"the SQL is longer than {max_chars:,} characters ({len(sql):,}): too long "
             "to parse" + ("; a pair is one query an agent can copy"
@@ -82,7 +76,7 @@ def check_bounds(sql: str, max_chars: int = MAX_SQL_CHARS) -> None:
                 and f"more than {MAX_TYPE_CALL_DEPTH} levels of calls named like a data "
                 "type, such as DATE( or DECIMAL(")
             if too_many:
-                line, col = _position(sql, found.start())
+                line, col = position(sql, found.start())
                 raise SqlOutOfBounds(_too_deep(too_many), line, col)
         elif token == ")" or word == "END":
             _close(open_, ("case",) if word == "END" else ("(", "type("))

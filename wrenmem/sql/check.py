@@ -1,10 +1,8 @@
-"""SQL checks with sqlglot: one well-formed statement in the pair's dialect.
+"""SQL checks with sqlglot: one well-formed, read-only statement in the pair's dialect.
 
-sqlglot is a lenient parser: it reads ``SELECT , FROM t`` as ``SELECT FROM t``, ``SELECT * FROM
-t ORDER`` as a table aliased ``ORDER``, and ``... JOIN u ON`` as a cross join. Beyond the parse,
-``check_sql`` therefore rejects what it silently repairs: a clause or separator with nothing
-after it, a SELECT without columns, and a SQL keyword read as an unquoted name.
-"""
+sqlglot is lenient (``SELECT , FROM t`` parses as ``SELECT FROM t``), so :func:`check_sql`
+also rejects what it silently repairs: a clause or separator followed by nothing, a SELECT
+without columns, a keyword read as an unquoted name."""
 
 from __future__ import annotations
 
@@ -12,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from wrenmem.sql.bounds import SqlOutOfBounds, headroom, parse
+from wrenmem.sql.bounds import SqlOutOfBounds, headroom, parse, position
 
 
 @dataclass(frozen=True)
@@ -32,10 +30,6 @@ RESERVED_NAMES = frozenset(
 _TRAILING_COMMA_DIALECTS = frozenset({"bigquery", "duckdb", "snowflake", "databricks"})
 
 
-def known_dialect(name: str) -> bool:
-    return unknown_dialect(name) is None
-
-
 def unknown_dialect(name: str) -> str | None:
     """Why ``name`` is no sqlglot dialect, with the close name sqlglot suggests
     (``unknown SQL dialect 'postgress' (…); did you mean 'postgres'?``); None when it is one."""
@@ -48,13 +42,6 @@ def unknown_dialect(name: str) -> str | None:
         hint = f"; did you mean {close.group(1)!r}?" if close else ""
         return f"unknown SQL dialect {name!r} (a sqlglot dialect name is needed){hint}"
     return None
-
-
-def position(sql: str, offset: int) -> tuple[int, int]:
-    """1-based (line, column) of character ``offset`` in ``sql``."""
-    offset = max(0, min(offset, len(sql)))
-    line = sql.count("\n", 0, offset) + 1
-    return line, offset - (sql.rfind("\n", 0, offset) + 1) + 1
 
 
 def check_sql(sql: str, dialect: str | None) -> list[SqlProblem]:
@@ -183,17 +170,10 @@ def _repaired_tree(sql: str, root: Any) -> list[SqlProblem]:
 
 
 def write_problem(tree: Any, sql: str = "", dialect: str | None = None) -> SqlProblem | None:
-    """Why the statement ``tree`` (parsed from ``sql``; None when it did not parse) is not a
-    read-only query without side effects, or None when it is one.
-
-    A pair is an example an agent copies: it must be one SELECT (``WITH … SELECT``, or a
-    set operation of SELECTs), never DML, DDL or DCL, never ``SELECT … INTO`` (which
-    creates a table), never a data-modifying CTE (``WITH d AS (DELETE …) SELECT …``), never
-    a locking read (``FOR UPDATE``) and never a call of a function with side effects
-    (:data:`SIDE_EFFECTS`). SQL that does not parse is read token by token: it is refused
-    when any statement in it starts a write, or it holds a write keyword, ``INTO`` or such
-    a call anywhere, so that ``--force`` never lets one through.
-    """
+    """Why the statement ``tree`` (parsed from ``sql``; None when it did not parse) is not
+    one read-only query, or None. Refused: DML, DDL, DCL, ``SELECT … INTO``, a data-modifying
+    CTE, a locking read and a call with side effects (:data:`SIDE_EFFECTS`). SQL that does not
+    parse is read token by token, so that ``--force`` never lets a write through."""
     from sqlglot import exp
 
     if tree is None:

@@ -1,10 +1,6 @@
-"""What recall makes of a caller's draft SQL (``recall --sql``, MCP's ``sql``), said to them.
-
-The scorer of the vector and hybrid backends compares the draft's shape with each pair's
-SQL (:func:`wrenmem.recall.sqlshape.shape`, read as generic SQL); a draft that does not
-parse as one statement is compared by its words only, and the grep backend does not read it
-at all. Either way the caller is told, instead of believing the draft helped.
-"""
+"""What recall makes of a caller's draft SQL (``recall --sql``, MCP's ``sql``), said to them:
+the grep backend ignores it, and a draft that does not parse as one statement is compared
+by its words only (:func:`wrenmem.recall.sqlshape.shape`)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""The labels of a SQL text: each SQL keyword, aggregate and comparison it uses, and how many
-``SELECT``\\ s, ``JOIN``\\ s and ``AND``\\ s (:data:`LABELS`), what the form reader counts
-(:mod:`wrenmem.recall.forms`).
-
-Here, below the index, because the in-memory read copy holds every row's labels
-(:mod:`wrenmem.index.readcopy.held`), made once per table version. They are read by a
-keyword lexer over the SQL text (string literals and quoted names skipped), about 20 times
-cheaper than sqlglot's tokenizer.
-"""
+"""The labels of a SQL text (:data:`LABELS`): each SQL keyword, aggregate and comparison
+it uses, and how many ``SELECT``\\ s, ``JOIN``\\ s and ``AND``\\ s, for the form reader
+(:mod:`wrenmem.recall.forms`). Below the index, whose read copy holds every row's labels; read
+by a keyword lexer (strings and quoted names skipped), 20 times cheaper than sqlglot's."""
 
 from __future__ import annotations
 
