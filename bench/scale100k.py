@@ -12,7 +12,8 @@ with a qualifier), default ``$TMPDIR/wrenmem-scale/pairs-N``, and measures:
 - warm recall through the daemon: ``wrenmem watch --detach``, its warm-up awaited (``ping``
   says ``warm``), then ``remote_recall`` requests (what the CLI's fast path and the MCP server
   send), half stored questions, half new ones (a qualifier no pair has); the daemon's CPU per
-  request read from /proc (target: <= 15 ms);
+  request read from /proc/PID/stat (10 ms ticks, every thread's, ended ones included: the
+  mean over the requests is the figure) (target: <= 15 ms);
 - warm recall through MCP: the SDK's ``ClientSession`` over stdio to a long-lived
   ``wrenmem mcp`` (``recall_queries``), once answering in its own process
   (``WRENMEM_NO_DAEMON=1``) and once with the watcher running (the server asks it); the
@@ -44,7 +45,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mcp_latency import server_pid  # noqa: E402
+from mcp_latency import cpu_of, server_pid  # noqa: E402
 from scale import PYCACHE, REPO, make_project, public_pairs  # noqa: E402
 
 sys.path.insert(0, str(REPO))
@@ -55,19 +56,6 @@ from wrenmem.settings import load_settings  # noqa: E402
 
 def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-def cpu_of(pid: int) -> float:
-    """CPU seconds all threads of ``pid`` have run so far (schedstat: nanoseconds, where
-    /proc/PID/stat counts 10 ms ticks, too coarse for one request)."""
-    total = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{task}/schedstat", encoding="ascii") as fh:
-                total += int(fh.read().split()[0])
-        except OSError:  # a thread that ended meanwhile
-            pass
-    return total / 1e9
 
 
 def env_for(code: Path, root: Path, daemon: bool) -> dict[str, str]:
