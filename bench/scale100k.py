@@ -22,8 +22,10 @@ with a qualifier), default ``$TMPDIR/wrenmem-scale/pairs-N``, and measures:
 Median and p90 of every figure, ``os.getloadavg()`` before and after each phase. With
 ``--baseline CHECKOUT`` the same with that checkout's wrenmem code (``PYTHONPATH``), the
 first-index runs interleaved (baseline, this, ...) and the ratio this / baseline of each
-median. On a quiet machine the default run (100,000 pairs, 3 first indexes) takes about
-6 minutes, 10 with ``--baseline``; ``--pairs 10000`` for a quick check.
+median. A first index of 100,000 pairs costs about 110 s of CPU (main e6135ab: 146 s), so on
+a quiet 2-core machine the default run (3 first indexes, then the warm paths) should take
+7-9 minutes (not timed here: the machine was shared); with ``--baseline`` use
+``--index-runs 2`` to stay near 10. ``--pairs 10000`` for a quick check (about a minute).
 
     python bench/scale100k.py [--pairs 100000] [--index-runs 3] [--runs 30]
                               [--workdir DIR] [--baseline CHECKOUT] [--skip-index]
