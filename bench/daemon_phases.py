@@ -9,6 +9,9 @@ no pair has) from the in-memory scan (int8 or prefix codes) against the full flo
 of every row: same rows, same order, same cosines.
 
     python bench/daemon_phases.py --project DIR [--rounds 4] [--check N] [--prefix-dims D]
+                                  [--profile FILE]
+
+``--profile FILE`` writes a cProfile of the measured requests (``python -m pstats FILE``).
 
 Run it with ``PYTHONPATH=<checkout>`` to measure another checkout's code (parts it does not
 have are left out).
@@ -59,6 +62,7 @@ def main() -> int:
                         help="check the bench's questions and N more of the public sets "
                              "(WRENMEM_BENCH_DATA), half of them new")
     parser.add_argument("--prefix-dims", type=int, help="vectorscan.PREFIX_DIMS to try")
+    parser.add_argument("--profile", type=Path, help="cProfile the measured requests here")
     args = parser.parse_args()
 
     from wrenmem.embed import embedders
@@ -102,6 +106,11 @@ def main() -> int:
         assert server.handle_line(message(question))["ok"]
     CPU.clear()
     WALL.clear()
+    import cProfile
+
+    profile = cProfile.Profile() if args.profile else None
+    if profile:
+        profile.enable()
     count, cpu, wall = 0, time.process_time(), time.perf_counter()
     for _ in range(args.rounds):
         for question in STORED + NEW:
@@ -110,6 +119,9 @@ def main() -> int:
             json.dumps(reply, ensure_ascii=False)
             count += 1
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    if profile:
+        profile.disable()
+        profile.dump_stats(args.profile)
     print(f"{count} requests: {wall / count * 1000:.2f} ms wall, {cpu / count * 1000:.2f} ms "
           f"CPU per request")
     for label in sorted(CPU, key=lambda k: -CPU[k]):
@@ -136,7 +148,8 @@ def main() -> int:
 def check(scan: Any, embedder: Any, questions: list[str]) -> None:
     """The scan's answers against the float32 scan of every row."""
     import numpy as np
-    from wrenmem.index.vectorscan import best, exact_cosines
+
+    from wrenmem.index.readcopy.vectorscan import best, exact_cosines
 
     same = 0
     before = (scan.proved, getattr(scan, "prefixed", 0), scan.rescanned)

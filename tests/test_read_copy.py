@@ -439,6 +439,40 @@ def test_a_copy_read_from_the_table_and_updated_from_it_labels_every_row(
     assert len(lexed) == 1
 
 
+def test_left_out_phrasings_are_taken_away_without_a_pass_over_every_row(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fit's or eval's leave-one-out search (a filter whose left-out phrasings differ per
+    question) sees exactly the rows the filter's predicate takes, the removed ones left out
+    too; the rest of the filter's mask is made once and kept, not once per question."""
+    from wrenmem.recall.copyview import _CopyView
+
+    rows = [(f"p{n}", f"knowledge/sql/p{n % 7}.md", f"question {n % 5}", "SELECT 1",
+             "shop" if n % 3 else "crm", "duckdb", [], "user", "{}", f"t{n}")
+            for n in range(40)]
+    lengths, postings = readcopy._postings([r[-1] for r in rows])
+    live = np.ones(len(rows), dtype=bool)
+    live[4] = False
+    copy = readcopy.RecallCopy("m", rows, np.eye(40, 8, dtype=np.float32), lengths, postings,
+                               live=live)
+    calls = []
+    accepts = Filters.accepts_fields
+    monkeypatch.setattr(Filters, "accepts_fields",
+                        lambda self, *a: calls.append(1) or accepts(self, *a))
+    for datasource in (None, "shop"):
+        for left_out in ({("knowledge/sql/p1.md", "question 1"), ("knowledge/sql/p3.md",
+                                                                  "question 3")},
+                         {("knowledge/sql/p2.md", "question 2"), ("nowhere.md", "x")},
+                         {("knowledge/sql/p1.md", "question 4")}):
+            filters = Filters(datasource=datasource, exclude=frozenset(left_out))
+            want = [bool(live[n]) and filters.accepts_fields(r[4], r[7], r[6], r[8])
+                    and (r[1], r[2]) not in left_out for n, r in enumerate(rows)]
+            calls.clear()
+            assert _CopyView(copy, filters).allowed.tolist() == want
+            assert calls == ([] if datasource is None or left_out != {
+                ("knowledge/sql/p1.md", "question 1"), ("knowledge/sql/p3.md", "question 3")}
+                else [1] * len(rows))
+
+
 def _bm25(copy: readcopy.RecallCopy, terms: str) -> dict[int, float]:
     """Row -> the copy's BM25 score of the rows holding any of ``terms``."""
     rows, scores = copy.bm25_arrays(terms.split())

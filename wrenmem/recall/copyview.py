@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from wrenmem.index.readcopy import vectorscan
@@ -153,12 +154,21 @@ class _CopyView:
     def __init__(self, copy: RecallCopy, filters: Filters):
         self.copy = copy
         self.allowed: Any = copy.live  # the rows the filters accept (None: every row)
-        if filters != Filters():
-            at = [POSITION[c] for c in ("datasource", "source", "tags", "meta",
-                                                   "path", "question")]
-            self.allowed = copy.allowed_by(filters, lambda r: (
-                filters.accepts_fields(r[at[0]], r[at[1]], r[at[2]], r[at[3]])
-                and not filters.excludes(r[at[4]], r[at[5]])))
+        # the left-out phrasings apart: each probe of a fit or eval leaves out its own, so
+        # a mask per whole filter would cost a pass over every row per question
+        kept = replace(filters, exclude=frozenset())
+        if kept != Filters():
+            at = [POSITION[c] for c in ("datasource", "source", "tags", "meta")]
+            self.allowed = copy.allowed_by(kept, lambda r: kept.accepts_fields(
+                r[at[0]], r[at[1]], r[at[2]], r[at[3]]))
+        left_out = copy.rows_of(filters.exclude) if filters.exclude else []
+        if left_out:
+            import numpy as np
+
+            allowed = (np.ones(len(copy.rows), dtype=bool) if self.allowed is None
+                       else self.allowed.copy())
+            allowed[left_out] = False
+            self.allowed = allowed
 
     def _id(self, n: int) -> str:
         return str(self.copy.rows[n][POSITION["id"]])

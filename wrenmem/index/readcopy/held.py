@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from wrenmem.index import table as index
@@ -182,6 +182,7 @@ class RecallCopy:
         self.average_length = float(kept.sum()) / self.live_count if self.live_count else 0.0
         self._scan: vectorscan.VectorScan | None = None
         self._allowed: dict[Any, Any] = {}
+        self._by_path: dict[str, list[int]] | None = None
         self._term_scores: dict[str, tuple[Any, Any] | None] = {}
         self._term_postings = 0  # held in _term_scores
 
@@ -371,3 +372,18 @@ class RecallCopy:
                 found &= self.live
             self._allowed[key] = found
         return found
+
+    def rows_of(self, phrasings: Iterable[tuple[str, str]]) -> list[int]:
+        """The rows (removed ones included) of these (path, question) pairs: what a
+        left-out filter takes away, found through the rows of each path (an index made
+        once per copy), so a leave-one-out search costs no pass over every row."""
+        by_path = self._by_path
+        if by_path is None:
+            by_path = {}
+            at = POSITION["path"]
+            for n, row in enumerate(self.rows):
+                by_path.setdefault(row[at], []).append(n)
+            self._by_path = by_path
+        at = POSITION["question"]
+        return [n for path, question in phrasings for n in by_path.get(path, ())
+                if self.rows[n][at] == question]
