@@ -44,10 +44,11 @@ from wrenmem.recall import sqlshape
 from wrenmem.textsearch import tokenize
 
 WEIGHTS_FILE = "weights.json"
-VERSION = 6
+VERSION = 7
 FUSIONS = ("learned", "rrf", "linear")
 RRF_K = 60
 SUPPORT_TOP = 10  # the closest distinct answers whose skeletons vote
+AGGREGATE_SCALE = 2.0  # log-odds: an aggregate fit this far from 0 is mostly saturated
 SUPPORT_SCALE = 0.05  # cosine units: a vote weighs exp((cosine - best) / SUPPORT_SCALE)
 # where a sentence ends: a run of terminal punctuation followed by a space or the end (so
 # 3.5 is not cut), a full-width terminator (no space follows in CJK text), or a line break
@@ -76,6 +77,11 @@ FEATURES = (
     "bm25 / best x unknown pieces",
     "form fit - best",
     "form fit - best x (1 - best coverage)",
+    "names asked in sql - best",
+    "-(names not asked - least)",
+    "aggregate fit - best",
+    "names asked in sql - best x best overlap",
+    "aggregate fit - best x best overlap",
 )
 DRAFT_FEATURES = ("base logit", "draft same skeleton", "draft similarity", "draft same sql")
 # the second reader (wrenmem.recall.second): a question the embedder cannot read whole
@@ -103,6 +109,8 @@ class Evidence(Protocol):
     def structure(self) -> float | None: ...
     @property
     def form(self) -> float | None: ...
+    @property
+    def aggregate(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -384,6 +392,15 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
     structure = _group_max([c.structure or 0.0 for c in candidates], group)
     form = _group_max([c.form or 0.0 for c in candidates], group)
     best_form = max(form)
+    # saturated: whether the aggregates agree with what the question's words were answered
+    # with, not by how many log-odds
+    aggregate = _group_max([math.tanh((c.aggregate or 0.0) / AGGREGATE_SCALE)
+                            for c in candidates], group)
+    best_aggregate = max(aggregate)
+    asked, extra = name_agreement(question, shapes)
+    asked = _group_max(asked, group)
+    extra = [-e for e in _group_max([-e for e in extra], group)]
+    best_asked, least_extra = max(asked), min(extra)
     best_structure = max(structure)
     values = [stated(question, s.values) for s in shapes]
     best_dense = max(dense)
@@ -426,13 +443,12 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
             lex * best_cov, shaped, overlap[n], lex * (1.0 - best_dense),
             support[n] * (1.0 - best_overlap), gap * best_cov, dense_lead[n] * best_cov,
             shaped * best_cov, last_gain[n], gap * unknown, lex * unknown,
-            form_gap, form_gap * (1.0 - best_cov)))
+            form_gap, form_gap * (1.0 - best_cov), asked[n] - best_asked,
+            least_extra - extra[n], aggregate[n] - best_aggregate,
+            (asked[n] - best_asked) * best_overlap,
+            (aggregate[n] - best_aggregate) * best_overlap))
     if not terms:
         return rows, []
-    asked, extra = name_agreement(question, shapes)
-    asked = _group_max(asked, group)
-    extra = [-e for e in _group_max([-e for e in extra], group)]
-    best_asked, least_extra = max(asked), min(extra)
     return rows, [(relative[n], dense[n] - best_dense,
                    structure[n] / best_structure if best_structure > 0 else 0.0,
                    asked[n] - best_asked, least_extra - extra[n])
