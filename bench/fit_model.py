@@ -25,6 +25,7 @@ import argparse
 import datetime
 import hashlib
 import json
+import math
 import pickle
 import shutil
 import subprocess
@@ -62,6 +63,7 @@ class Cand:
     item: str = ""  # the suite's item id of this pair
     excluded: bool = False  # stored, but not an answer to count (the case's ``exclude``)
     form: float | None = None  # the form fit (wrenmem.recall.forms) the product computed
+    aggregate: float | None = None  # the same for its aggregates alone
 
 
 @dataclass
@@ -218,8 +220,51 @@ def gather_case(case: dict, items: dict[str, dict], workdir: Path) -> list[Asked
     return asked
 
 
+def gather_stored(case: dict, items: dict[str, dict], stores: Path) -> list[Asked]:
+    """Every asked question of one case with the candidates the product scored, gathered
+    through the suite runner's project of the case's store (``bench/suite/run.py
+    --workdir``: synced once, a no-op sync after), as that runner asks it. No grep evidence
+    (the grep backend's calibration is then kept from the shipped weights)."""
+    sys.path.insert(0, str(REPO / "bench" / "suite"))
+    import run as suite_run
+
+    stored = [items[i] for i in case["stored"]]
+    root = suite_run.project_for(stores, stored)
+    captured: list[tuple[str, list, float]] = []
+
+    def recording(question, signals, *args, **kwargs):
+        captured.append((question, list(signals), float(kwargs.get("unknown", 0.0))))
+        return real_score(question, signals, *args, **kwargs)  # the product's own order
+
+    real_score = rank_model.score
+    rank_model.score = recording
+    try:
+        suite_run.product_search(root, "hybrid", case["asked"], items, suite_run.DEPTH, set())
+    finally:
+        rank_model.score = real_score
+    queue: dict[str, list[list]] = defaultdict(list)
+    for question, signals, _unknown in captured:
+        queue[question].append(signals)
+    ids: dict[tuple[str, str, str], str] = {}
+    for i in stored:
+        ids.setdefault((i["db"], i["question"], i["sql"].strip()), i["id"])
+    out = []
+    for a in case["asked"]:
+        source = items.get(a["item"], {})
+        got = queue[a["question"]].pop(0) if queue[a["question"]] else []
+        asked = Asked(case["name"], case["set"], case["task"], a.get("lang", case.get("lang", "")),
+                      a["db"], a["question"], a.get("sql") or source.get("sql", ""),
+                      source.get("dialect"), relevant=frozenset(a["relevant"]))
+        asked.cands = [Cand(s.dense, s.lexical, s.coverage, s.sql, s.question, s.datasource,
+                            s.translated, s.structure, s.dialect,
+                            ids.get((s.datasource, s.question, s.sql.strip()), ""), False,
+                            s.form, s.aggregate) for s in got]
+        out.append(asked)
+    return out
+
+
 def gather(items: dict[str, dict], cases: list[dict], workdir: Path, split: str,
-           regather: bool) -> list[Asked]:
+           regather: bool, stores: Path | None = None) -> list[Asked]:
     out: list[Asked] = []
     for case in cases:
         if case["split"] != split:
@@ -233,7 +278,8 @@ def gather(items: dict[str, dict], cases: list[dict], workdir: Path, split: str,
                 out += _without_excluded(asked)
                 continue
         start = time.perf_counter()
-        asked = gather_case(case, items, workdir)
+        asked = (gather_stored(case, items, stores) if stores is not None
+                 else gather_case(case, items, workdir))
         cache.parent.mkdir(parents=True, exist_ok=True)
         with cache.open("wb") as f:
             pickle.dump((digest, asked), f)
@@ -346,11 +392,14 @@ def _per_case(asked: list[Asked]) -> dict[str, int]:
     return per_case
 
 
-def fit_ranking(asked: list[Asked], keep: list[int], l2: float = 1e-2, iters: int = 40
-                ) -> np.ndarray:
+def fit_ranking(asked: list[Asked], keep: list[int], l2: float = 1e-2, iters: int = 40,
+                held: dict[int, float] | None = None) -> np.ndarray:
     """A conditional logit (softmax over each question's candidates, the right ones the
     target) by Newton's method with a backtracking line search: the ranking weights.
-    Every case weighs the same, and within it every asked question."""
+    Every case weighs the same, and within it every asked question. ``held``: features
+    whose weights stay as given (an offset), the others in ``keep`` fitted beside them."""
+    held = held or {}
+    keep = [i for i in keep if i not in held]
     per_case = _per_case(asked)
     groups = []
     for a in asked:
@@ -361,13 +410,14 @@ def fit_ranking(asked: list[Asked], keep: list[int], l2: float = 1e-2, iters: in
             continue  # nothing right among the candidates: no ranking to learn from
         rows = feats(a)
         x = np.array([[rows[n][i] for i in keep] for n in kept])
-        groups.append((x, lab / lab.sum(), 100.0 / per_case[a.case]))
+        off = np.array([math.fsum(rows[n][i] * v for i, v in held.items()) for n in kept])
+        groups.append((x, lab / lab.sum(), 100.0 / per_case[a.case], off))
     d = len(keep)
 
     def loss(b: np.ndarray) -> float:
         total = 0.5 * l2 * float(b @ b)
-        for x, t, w in groups:
-            z = x @ b
+        for x, t, w, off in groups:
+            z = x @ b + off
             m = z.max()
             total += w * float(m + np.log(np.exp(z - m).sum()) - t @ z)
         return total
@@ -377,8 +427,8 @@ def fit_ranking(asked: list[Asked], keep: list[int], l2: float = 1e-2, iters: in
     for _ in range(iters):
         grad = l2 * beta
         hess = l2 * np.eye(d)
-        for x, t, w in groups:
-            z = x @ beta
+        for x, t, w, off in groups:
+            z = x @ beta + off
             p = np.exp(z - z.max())
             p /= p.sum()
             grad += w * (x.T @ (p - t))
@@ -397,7 +447,13 @@ def fit_ranking(asked: list[Asked], keep: list[int], l2: float = 1e-2, iters: in
         beta, current = trial, value
         if np.max(np.abs(rate * step)) < 1e-6:
             break
-    return beta
+    if not held:
+        return beta
+    out = np.zeros(len(keep) + len(held))
+    order = sorted([*keep, *held])
+    for j, i in enumerate(order):
+        out[j] = held[i] if i in held else beta[keep.index(i)]
+    return out
 
 
 def fit_calibration(asked: list[Asked], ranking: rank_model.Model, top: int = 10
@@ -474,23 +530,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/wm-fit"))
     parser.add_argument("--regather", action="store_true")
     parser.add_argument("--write", action="store_true", help="write wrenmem/recall/weights.json")
+    parser.add_argument("--write-to", type=Path, help="write the weights to this file instead")
     parser.add_argument("--cv", type=int, default=5, help="folds over databases (TUNING)")
     parser.add_argument("--drop", nargs="*", default=[], help="features left out (set to 0)")
     parser.add_argument("--held-out", action="store_true", help="also report HELD-OUT (logged)")
     parser.add_argument("--why", default="", help="why HELD-OUT is looked at (logged)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--stores", type=Path,
+                        help="gather through the suite runner's projects (run.py --workdir)")
+    parser.add_argument("--sets", help="comma-separated set names (default: all)")
+    parser.add_argument("--hold", nargs="*", default=[],
+                        help="features whose weights stay the shipped model's ('old': every "
+                             "feature the shipped file has)")
+    parser.add_argument("--keep", nargs="*", default=[],
+                        help="models taken from the shipped file, not refitted (e.g. grep "
+                             "second draft)")
     args = parser.parse_args(argv)
     items, cases = read_suite(args.suite)
-    tuning = gather(items, cases, args.workdir, "tuning", args.regather)
+    if args.sets:
+        cases = [c for c in cases if c["set"] in args.sets.split(",")]
+    tuning = gather(items, cases, args.workdir, "tuning", args.regather, args.stores)
     print(f"TUNING: {len(tuning)} asked questions over "
           f"{len({c['name'] for c in cases if c['split'] == 'tuning'})} cases", file=sys.stderr)
     keep = [i for i, f in enumerate(rank_model.FEATURES) if f not in args.drop]
-    full = expand(fit_ranking(tuning, keep), keep)
+    shipped = shipped_models()
+    held = held_weights(shipped, args.hold)
+    full = expand(fit_ranking(tuning, keep, held=held), keep)
     ranking = rank_model.Model("learned", rank_model.FEATURES, tuple(full[1:]), 0.0)
     beta = {"learned": full, "learned-calibration": fit_calibration(tuning, ranking)}
-    beta.update(fit_side_models(tuning, ranking, beta["learned-calibration"]))
-    beta["second"] = fit_second(tuning, ranking, beta["learned-calibration"],
-                                reader(args.workdir))
+    beta.update(fit_side_models(tuning, ranking, beta["learned-calibration"],
+                                grep=any(a.grep for a in tuning)
+                                and "grep" not in args.keep))
+    if "second" not in args.keep:
+        beta["second"] = fit_second(tuning, ranking, beta["learned-calibration"],
+                                    reader(args.workdir))
+    for name in args.keep:
+        beta[name] = shipped[name]
+    if "grep" not in beta:  # no grep evidence gathered (--stores): the shipped one
+        beta["grep"] = shipped["grep"]
     y = [c for a in tuning for c in a.cands]
     fingerprint = hashlib.sha256(json.dumps(
         sorted([(a.case, a.question, a.sql) for a in tuning]), ensure_ascii=False
@@ -499,12 +576,13 @@ def main(argv: list[str] | None = None) -> int:
                             capture_output=True, text=True).stdout.strip()
     meta = {"fingerprint": fingerprint, "split": "tuning", "suite": str(args.suite.name),
             "asked": len(tuning), "candidates": len(y), "commit": commit,
-            "dropped": args.drop, "fitted": datetime.date.today().isoformat(),
+            "dropped": args.drop, "held": args.hold, "kept": args.keep,
+            "sets": args.sets or "all", "fitted": datetime.date.today().isoformat(),
             # the model is not read beyond the unknown shares it was fitted on
             "unknown_max": max((unknown(a.question) for a in tuning), default=0.0)}
     weights = rank_model.parse_weights(make_weights(beta, meta))
     report = {"tuning": evaluate(tuning, weights)}
-    report["tuning-cv"] = cross_validate(tuning, keep, args.cv)
+    report["tuning-cv"] = cross_validate(tuning, keep, args.cv, held)
     if args.held_out:
         held = gather(items, cases, args.workdir, "held-out", args.regather)
         log_look(args.why or "fit_model --held-out")
@@ -512,11 +590,32 @@ def main(argv: list[str] | None = None) -> int:
     print_report(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
-    if args.write:
-        path = REPO / "wrenmem" / "recall" / rank_model.WEIGHTS_FILE
+    if args.write or args.write_to:
+        path = args.write_to or REPO / "wrenmem" / "recall" / rank_model.WEIGHTS_FILE
         path.write_text(json.dumps(make_weights(beta, meta), indent=1) + "\n", encoding="utf-8")
         print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def shipped_models() -> dict[str, np.ndarray]:
+    """The shipped file's models as [intercept, weights...], by name (an older file: its
+    learned model's weights by feature name, a feature it lacks at 0)."""
+    data = json.loads((REPO / "wrenmem" / "recall" / rank_model.WEIGHTS_FILE)
+                      .read_text(encoding="utf-8"))
+    out = {}
+    for name, entry in data["models"].items():
+        weights = dict(zip(entry["features"], entry["weights"], strict=True))
+        features = rank_model.EXPECTED.get(name, tuple(entry["features"]))
+        out[name] = np.array([entry["intercept"], *(weights.get(f, 0.0) for f in features)])
+    return out
+
+
+def held_weights(shipped: dict[str, np.ndarray], hold: list[str]) -> dict[int, float]:
+    """The ranking features held at the shipped weights: those named, or for ``old`` every
+    feature the shipped file gives a weight other than 0."""
+    learned = shipped["learned"][1:]
+    return {i: float(learned[i]) for i, f in enumerate(rank_model.FEATURES)
+            if f in hold or ("old" in hold and learned[i] != 0.0)}
 
 
 def expand(beta: np.ndarray, keep: list[int]) -> np.ndarray:
@@ -528,8 +627,9 @@ def expand(beta: np.ndarray, keep: list[int]) -> np.ndarray:
 
 
 def fit_side_models(tuning: list[Asked], ranking: rank_model.Model,
-                    calibration: np.ndarray) -> dict[str, np.ndarray]:
-    """The other fusions' and the single backends' calibrations, on the same labels."""
+                    calibration: np.ndarray, grep: bool = True) -> dict[str, np.ndarray]:
+    """The other fusions' and the single backends' calibrations, on the same labels
+    (``grep`` false: not the grep backend's)."""
     out: dict[str, np.ndarray] = {}
     rows: dict[str, list] = defaultdict(list)
     ys: list[float] = []
@@ -559,7 +659,14 @@ def fit_side_models(tuning: list[Asked], ranking: rank_model.Model,
         out[name] = fit_logistic(np.array(rows[name]), y, w)
     # linear: the fitted mix is itself a logit; calibrate it as one feature (identity)
     out["linear-calibration"] = np.array([0.0, 1.0])
-    # grep: BM25F of the grep backend's top hits
+    if grep:
+        out["grep"] = fit_grep(tuning)
+    out["draft"] = fit_draft(tuning, ranking, calibration)
+    return out
+
+
+def fit_grep(tuning: list[Asked]) -> np.ndarray:
+    """The grep backend's calibration: BM25F of its top hits."""
     g_rows, g_y, g_w = [], [], []
     for a in tuning:
         if not a.grep:
@@ -571,7 +678,12 @@ def fit_side_models(tuning: list[Asked], ranking: rank_model.Model,
                            s / a.grep_best if a.grep_best > 0 else 0.0])
             g_y.append(float(right))
             g_w.append(1.0 / len(a.grep))
-    out["grep"] = fit_logistic(np.array(g_rows), np.array(g_y), np.array(g_w))
+    return fit_logistic(np.array(g_rows), np.array(g_y), np.array(g_w))
+
+
+def fit_draft(tuning: list[Asked], ranking: rank_model.Model, calibration: np.ndarray
+              ) -> np.ndarray:
+    """The draft model."""
     # draft: the learned logit plus the draft's structural agreement, over the three kinds
     # of draft an agent brings (drafts_of), weighed by DRAFT_PRIOR: the scores stay
     # probabilities whether the draft is right, nearly right or wrong
@@ -589,8 +701,7 @@ def fit_side_models(tuning: list[Asked], ranking: rank_model.Model,
                 d_rows.append(list(rank_model.draft_features(base, draft, shp)))
                 d_y.append(yv)
                 d_w.append(DRAFT_PRIOR[kind] / len(a.cands))
-    out["draft"] = fit_logistic(np.array(d_rows), np.array(d_y), np.array(d_w))
-    return out
+    return fit_logistic(np.array(d_rows), np.array(d_y), np.array(d_w))
 
 
 DRAFT_KINDS = ("right", "near", "wrong")
@@ -813,7 +924,8 @@ def fit_second(tuning: list[Asked], ranking: rank_model.Model, calibration: np.n
     return np.array([a, b, b * ratio])
 
 
-def cross_validate(tuning: list[Asked], keep: list[int], folds: int) -> dict:
+def cross_validate(tuning: list[Asked], keep: list[int], folds: int,
+                   held: dict[int, float] | None = None) -> dict:
     """Out-of-fold learned R@1 per case, databases split into folds."""
     if folds < 2:
         return {}
@@ -823,7 +935,7 @@ def cross_validate(tuning: list[Asked], keep: list[int], folds: int) -> dict:
     for f in range(folds):
         train = [a for a in tuning if fold_of[a.db] != f]
         test_ids = [n for n, a in enumerate(tuning) if fold_of[a.db] == f]
-        full = expand(fit_ranking(train, keep), keep)
+        full = expand(fit_ranking(train, keep, held=held), keep)
         m = rank_model.Model("learned", rank_model.FEATURES, tuple(full[1:]), 0.0)
         for n in test_ids:
             scored[n] = [m.logit(r) for r in feats(tuning[n])]

@@ -193,3 +193,73 @@ def test_labels_do_not_change_under_one_fingerprint():
     assert "join#3" in names[9] and "and#2" in names[10]  # counted up to their top
     assert not {"group", "join#1", "and#1"} & names[8]  # quoted names are no labels
     assert {"order", "asc"} <= names[8]  # ORDER BY itself is
+
+
+# -- count against list, on a real project -------------------------------------------------
+
+_WRITES = ("FROM writes AS w JOIN paper AS p ON w.paper_id = p.id "
+           "WHERE w.author = 'Smith' AND p.topic = 'databases'")
+COUNT_PAIR = ("How many papers has Smith written about databases?",
+              f"SELECT count(DISTINCT p.id) {_WRITES}")
+LIST_PAIR = ("Which papers has Smith written about databases?", f"SELECT DISTINCT p.title {_WRITES}")
+_TEACH = [  # what the team's other pairs say "how many", "number", "which", "list" ask for
+    ("How many authors are there?", "SELECT count(*) FROM author"),
+    ("How many venues are there?", "SELECT count(*) FROM venue"),
+    ("How many papers were published in 2015?", "SELECT count(*) FROM paper WHERE year = 2015"),
+    ("How many authors work at MIT?", "SELECT count(*) FROM author WHERE affiliation = 'MIT'"),
+    ("Count the papers cited more than 100 times.",
+     "SELECT count(*) FROM paper WHERE citations > 100"),
+    ("What is the number of venues?", "SELECT count(*) FROM venue WHERE active = 1"),
+    ("Number of authors with more than 10 papers",
+     "SELECT count(*) FROM author WHERE papers > 10"),
+    ("What are the names of all authors?", "SELECT name FROM author"),
+    ("List the titles of papers from 2014.", "SELECT title FROM paper WHERE year = 2014"),
+    ("List all venues.", "SELECT name FROM venue"),
+    ("Which papers were published in 2016?", "SELECT title FROM paper WHERE year = 2016"),
+    ("List the authors who work at CMU.", "SELECT name FROM author WHERE affiliation = 'CMU'"),
+    ("Which papers are cited more than 50 times?", "SELECT title FROM paper WHERE citations > 50"),
+]
+
+
+def _margins(memory, question: str, monkeypatch, blind: bool) -> tuple[str, float]:
+    """(the first hit's question, the count pair's score less the list pair's), with the
+    form reader's aggregate labels read or (``blind``) set to no evidence."""
+    if blind:
+        real = forms.label_weights
+
+        def without_aggregates(*args, **kwargs):
+            weights = np.array(real(*args, **kwargs))
+            weights[sorted(forms.AGGREGATES)] = 0.0
+            return weights
+
+        monkeypatch.setattr(forms, "label_weights", without_aggregates)
+    hits = memory.recall(question, 5)
+    monkeypatch.undo()
+    score = {h.question: h.score for h in hits}
+    return hits[0].question, score[COUNT_PAIR[0]] - score[LIST_PAIR[0]]
+
+
+def test_a_count_question_reads_the_aggregate_against_the_list_pair_sharing_its_words(
+        tmp_path: Path, monkeypatch):
+    from wrenmem import Memory
+
+    folder = tmp_path / "knowledge" / "sql"
+    folder.mkdir(parents=True)
+    for n, (question, sql) in enumerate([*_TEACH, COUNT_PAIR, LIST_PAIR]):
+        (folder / f"p{n:02d}.md").write_text(
+            f"---\nnl: {question}\ndatasource: papers\n---\n\n```sql\n{sql}\n```\n",
+            encoding="utf-8")
+    memory = Memory(tmp_path, backend="hybrid", recall_fit=False)  # the shipped model
+    memory.sync()
+    for question, first in (("Count of papers by Smith on databases", COUNT_PAIR[0]),
+                            ("Number of papers by Smith on databases", COUNT_PAIR[0]),
+                            ("List papers by Smith on databases", LIST_PAIR[0])):
+        top, margin = _margins(memory, question, monkeypatch, blind=False)
+        _top, blind = _margins(memory, question, monkeypatch, blind=True)
+        assert top == first, question
+        # the aggregate read from the team's pairs moves the count pair toward a count
+        # question and away from a list question: without it the margin is not moved
+        if first == COUNT_PAIR[0]:
+            assert margin > blind + 0.005, (question, margin, blind)
+        else:
+            assert margin < blind - 0.003, (question, margin, blind)

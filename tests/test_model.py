@@ -23,6 +23,7 @@ class Cand:
     structure: float | None = None
     dialect: str | None = None
     form: float | None = None
+    aggregate: float | None = None
 
 
 # -- shapes ---------------------------------------------------------------------------

@@ -30,11 +30,16 @@ from typing import Any
 from wrenmem.sql.labels import LABELS, label_matrix, labels
 from wrenmem.textsearch import is_cjk_term
 
-__all__ = ["LABELS", "Tally", "fit", "label_matrix", "label_weights", "labels", "tally_of"]
+__all__ = ["AGGREGATES", "LABELS", "Tally", "aggregate_fit", "fit", "label_matrix",
+           "label_weights", "labels", "tally_of"]
 
 SMOOTH = 0.5  # added to every count (and twice to every total)
 KEPT_TERMS = 4_096  # terms whose counts a tally keeps (a warm process meets them again)
 _NOT_KEPT = object()
+# the labels of the aggregate a query answers with: what a count, a total or an extreme asks
+# for and a list does not (the decisive word of "How many X" against "What X")
+AGGREGATES = frozenset(n for n, label in enumerate(LABELS)
+                       if label in ("count", "sum", "avg", "min", "max"))
 CLIP = 1e-4  # a label's probability is kept within [CLIP, 1 - CLIP]: log-odds within ±9.2
 
 
@@ -127,3 +132,10 @@ def label_weights(tally: Tally, terms: Iterable[str], *, exponent: float = 0.5,
 def fit(weights: Any, sql: str) -> float:
     """The form fit of a candidate's SQL: the sum of its labels' log-odds."""
     return math.fsum(float(weights[n]) for n in labels(sql))
+
+
+def aggregate_fit(weights: Any, sql: str) -> float:
+    """The form fit of a candidate's aggregates alone (:data:`AGGREGATES`): whether the
+    team's pairs with the question's words were answered with the aggregates this SQL has
+    (a count for "how many", none for a list), without the other labels' noise."""
+    return math.fsum(float(weights[n]) for n in labels(sql) if n in AGGREGATES)

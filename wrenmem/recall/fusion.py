@@ -36,6 +36,8 @@ class Signals:
     # how well the pair's SQL form fits what the pairs searched say questions with these
     # words ask for (wrenmem.recall.forms.fit); None: not read
     form: float | None = None
+    # the same for its aggregates alone (wrenmem.recall.forms.aggregate_fit)
+    aggregate: float | None = None
 
 
 def same_question(a: str, b: str) -> bool:

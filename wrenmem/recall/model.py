@@ -23,9 +23,8 @@ The fitted numbers live in ``weights.json`` beside this module, written by
 data; :func:`load` refuses a file whose features are not this module's.
 
 ``fusion`` (the setting) picks the model: ``learned`` (this), ``rrf`` (reciprocal rank
-fusion of the dense and keyword ranks) or ``linear`` (a weighted sum of the normalised
-cosine and BM25). Each maps its raw number through a logistic fitted on the same data, so
-every fusion's score has the same meaning.
+fusion) or ``linear`` (a weighted sum of the cosine and BM25), each mapped through a
+logistic fitted on the same data, so every fusion's score means the same.
 """
 
 from __future__ import annotations
@@ -44,10 +43,11 @@ from wrenmem.recall import sqlshape
 from wrenmem.textsearch import tokenize
 
 WEIGHTS_FILE = "weights.json"
-VERSION = 6
+VERSION = 7
 FUSIONS = ("learned", "rrf", "linear")
 RRF_K = 60
 SUPPORT_TOP = 10  # the closest distinct answers whose skeletons vote
+AGGREGATE_SCALE = 2.0  # log-odds: an aggregate fit this far from 0 is mostly saturated
 SUPPORT_SCALE = 0.05  # cosine units: a vote weighs exp((cosine - best) / SUPPORT_SCALE)
 # where a sentence ends: a run of terminal punctuation followed by a space or the end (so
 # 3.5 is not cut), a full-width terminator (no space follows in CJK text), or a line break
@@ -76,6 +76,11 @@ FEATURES = (
     "bm25 / best x unknown pieces",
     "form fit - best",
     "form fit - best x (1 - best coverage)",
+    "names asked in sql - best",
+    "-(names not asked - least)",
+    "aggregate fit - best",
+    "names asked in sql - best x best overlap",
+    "aggregate fit - best x best overlap",
 )
 DRAFT_FEATURES = ("base logit", "draft same skeleton", "draft similarity", "draft same sql")
 # the second reader (wrenmem.recall.second): a question the embedder cannot read whole
@@ -103,6 +108,8 @@ class Evidence(Protocol):
     def structure(self) -> float | None: ...
     @property
     def form(self) -> float | None: ...
+    @property
+    def aggregate(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -118,7 +125,6 @@ class Model:
         if len(row) != len(self.weights):
             raise ValueError(f"{self.name}: {len(row)} features for {len(self.weights)} "
                              "weights")
-        # (the lengths are checked above: map pairs them as zip would, a little faster)
         return self.intercept + math.fsum(map(operator.mul, self.weights, row))
 
 
@@ -151,12 +157,8 @@ class Tilt:
         return (self.keyword, self.dense, self.structure, self.names, self.extra)
 
 
-# what a project's fit weighs (Tilt's fields, in order): the BM25 relative to the best, the
-# cosine's gap to the best, the BM25 of the search without the SQL's values (the structure
-# asked for) relative to the best, and the candidate's SQL read against the question
-# (:func:`name_agreement`): the share of the schema names the question says that its SQL
-# uses, and how many of its SQL's names the question does not say, each as a gap to the
-# best candidate's
+# what a project's fit weighs (Tilt's fields, in order): the BM25 and the cosine against the
+# best, the value-free BM25 against the best, and the two terms of :func:`name_agreement`
 TILT_TERMS = ("bm25 / best", "cosine - best", "structure bm25 / best",
               "names asked in sql - best", "-(names not asked - least)")
 
@@ -348,11 +350,10 @@ def sentences(question: str) -> list[tuple[str, str]]:
 
 
 def last_full_sentence(question: str) -> str:
-    """The sentence that asks the question: the last one that ends with a full stop, a
-    question mark or an exclamation mark (:data:`_FULL_STOPS`, in any script). An agent
-    that passes a conversation on quotes the earlier questions first; a question may be
-    followed by notes that end with `;` or with nothing ("X refers to Y; Z means W"). The
-    last sentence where no sentence ends so; the whole question when it has one."""
+    """The sentence that asks the question: the last one ending with a full stop, a question
+    mark or an exclamation mark (:data:`_FULL_STOPS`, any script), as an agent quotes the
+    earlier questions first and notes end with `;` or nothing ("X refers to Y; Z means W");
+    else the last sentence; the whole question when it has one."""
     pieces = sentences(question)
     if len(pieces) < 2:
         return question
@@ -384,6 +385,14 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
     structure = _group_max([c.structure or 0.0 for c in candidates], group)
     form = _group_max([c.form or 0.0 for c in candidates], group)
     best_form = max(form)
+    # saturated: whether the aggregates agree with the question's words, not by how much
+    aggregate = _group_max([math.tanh((c.aggregate or 0.0) / AGGREGATE_SCALE)
+                            for c in candidates], group)
+    best_aggregate = max(aggregate)
+    asked, extra = name_agreement(question, shapes)
+    asked = _group_max(asked, group)
+    extra = [-e for e in _group_max([-e for e in extra], group)]
+    best_asked, least_extra = max(asked), min(extra)
     best_structure = max(structure)
     values = [stated(question, s.values) for s in shapes]
     best_dense = max(dense)
@@ -426,13 +435,12 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
             lex * best_cov, shaped, overlap[n], lex * (1.0 - best_dense),
             support[n] * (1.0 - best_overlap), gap * best_cov, dense_lead[n] * best_cov,
             shaped * best_cov, last_gain[n], gap * unknown, lex * unknown,
-            form_gap, form_gap * (1.0 - best_cov)))
+            form_gap, form_gap * (1.0 - best_cov), asked[n] - best_asked,
+            least_extra - extra[n], aggregate[n] - best_aggregate,
+            (asked[n] - best_asked) * best_overlap,
+            (aggregate[n] - best_aggregate) * best_overlap))
     if not terms:
         return rows, []
-    asked, extra = name_agreement(question, shapes)
-    asked = _group_max(asked, group)
-    extra = [-e for e in _group_max([-e for e in extra], group)]
-    best_asked, least_extra = max(asked), min(extra)
     return rows, [(relative[n], dense[n] - best_dense,
                    structure[n] / best_structure if best_structure > 0 else 0.0,
                    asked[n] - best_asked, least_extra - extra[n])
@@ -447,20 +455,16 @@ def sql_names(skeleton: str) -> frozenset[str]:
     """The search terms of the names a query's SQL uses (tables, columns, aliases; its
     values are masked in the skeleton, its keywords and functions dropped, identifiers
     split on ``_``), stemmed as a question's words are."""
-    from wrenmem.textsearch import tokenize
-
     return frozenset(t for t in tokenize(_CALL.sub("(", skeleton), sql=True)
                      if not t.isdigit())
 
 
 def name_agreement(question: str, shapes: Sequence[sqlshape.Shape]
                    ) -> tuple[list[float], list[float]]:
-    """The candidates' SQL read against the question, by the names it uses. The schema's
-    words here are the names any candidate's SQL uses; of those the question says, the
-    share each candidate's SQL uses (a column, table or condition asked for and missing:
-    one column or condition less, another entity), and how many of each candidate's own
-    names the question does not say (a column or condition more than asked). No word list:
-    the names are the team's, the words the question's."""
+    """The candidates' SQL read against the question by the names it uses (the schema's
+    words: the names any candidate's SQL uses): of those the question says, the share each
+    SQL uses (a column, table or condition missing), and how many of each SQL's names the
+    question does not say (one more than asked). No word list: the names are the team's."""
     said = _question_terms(question)
     names = [sql_names(s.skeleton) for s in shapes]
     schema = frozenset().union(*names) if names else frozenset()
@@ -521,8 +525,7 @@ def ranking(question: str, candidates: Sequence[Evidence], weights: Weights | No
 
 def calibration_rows(ranking: Sequence[float]) -> list[tuple[float, float, float]]:
     """The :data:`CALIBRATION_FEATURES` of each ranking score: the score, its gap to the
-    best, and for the best answer (its twins share its score) how far it leads the next
-    distinct one, capped at :data:`LEAD_CAP`; 0 for the others."""
+    best, and for the best answer (and its twins) its lead on the next, capped; 0 else."""
     best = max(ranking, default=0.0)
     below = [r for r in ranking if r < best]
     lead = min(best - max(below), LEAD_CAP) if below else LEAD_CAP
@@ -542,10 +545,8 @@ def score(question: str, candidates: Sequence[Evidence], *, fusion: str = "learn
           draft_sql: str | None = None, draft_dialect: str | None = None,
           weights: Weights | None = None, unknown: float = 0.0,
           tilt: Tilt | None = None) -> list[float]:
-    """The score of each candidate in [0, 1]. With ``draft_sql`` (an agent's draft query)
-    the pairs whose SQL is closest to it in structure gain (:data:`DRAFT_FEATURES`);
-    ``unknown``: the share of the question's pieces the embedder does not know;
-    ``tilt``: the project's fit of the learned ranking."""
+    """The score of each candidate in [0, 1]; with ``draft_sql`` (an agent's draft) the pairs
+    closest to it in structure gain (:data:`DRAFT_FEATURES`); ``unknown``, ``tilt``: above."""
     if not candidates:
         return []
     w = weights or load()
@@ -575,7 +576,6 @@ class Scorer:
     def __call__(self, question: str, candidates: Sequence[Evidence], *,
                  draft_sql: str | None = None, draft_dialect: str | None = None,
                  unknown: float = 0.0) -> list[float]:
-        # the shipped weights are read once per process (load is cached)
         return score(question, candidates, fusion=self.fusion, draft_sql=draft_sql,
                      draft_dialect=draft_dialect, weights=self._weights, unknown=unknown,
                      tilt=self._tilt() if self._tilt is not None else None)

@@ -390,7 +390,8 @@ class HybridBackend(VectorBackend):
                 rows[i].get("sql") or "", rows[i].get("question") or "",
                 rows[i].get("datasource") or "", translated.get(i), structure.get(i),
                 rows[i].get("dialect") or None,
-                forms.fit(form_weights, rows[i].get("sql") or "")))
+                forms.fit(form_weights, rows[i].get("sql") or ""),
+                forms.aggregate_fit(form_weights, rows[i].get("sql") or "")))
         unknown = unknown_share(self.embedder, query)
         fused = self._scorer(query, signals, draft_sql=sql,  # the one call of the scorer
                              unknown=unknown)
