@@ -1029,7 +1029,7 @@ def test_a_full_disk_is_a_message_on_a_real_filesystem(project: Path,
     filler = state / "filler"
 
     def fill() -> None:
-        with filler.open("wb") as fh:
+        with filler.open("wb", buffering=0) as fh:  # unbuffered: closing flushes nothing
             try:
                 while True:
                     fh.write(b"\0" * 65536)
