@@ -75,6 +75,13 @@ def layer_of(module: str) -> str:
     return "integration"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--serial-files", metavar="PATH",
+        help="write the test files that hold `serial` tests to PATH, one a line (none: an "
+             "empty file), for `make test` to run those files alone after the parallel run")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # xdist's --dist loadscope hands out files by number of tests unless told not to; the
     # order of :data:`SLOW_FILES` is kept instead (pytest_collection_modifyitems).
@@ -90,8 +97,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(layer_of(module))
         if module in SERIAL_FILES:
             item.add_marker("serial")
-    # The slow files first, longest first, then the others by number of tests (most first);
-    # a file's tests stay together and in their order (the sort is stable).
+    # One process writes the list (under xdist every worker collects every test).
+    listing = config.getoption("serial_files")
+    if listing and os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
+        files = sorted({item.path.relative_to(config.rootpath).as_posix() for item in items
+                        if item.get_closest_marker("serial")})
+        Path(listing).write_text("".join(f"{name}\n" for name in files), encoding="utf-8")
+    slow_files_first(items)
+
+
+def slow_files_first(items: list) -> None:
+    """Sort ``items`` (anything with a ``path``) in place: the :data:`SLOW_FILES` first, in
+    their order, then the other files by number of tests, most first; a file's tests stay
+    together and in their order (the sort is stable)."""
     rank = {name: i for i, name in enumerate(SLOW_FILES)}
     tests: dict[Path, int] = {}
     for item in items:
