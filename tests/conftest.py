@@ -108,14 +108,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def slow_files_first(items: list) -> None:
     """Sort ``items`` (anything with a ``path``) in place: the :data:`SLOW_FILES` first, in
-    their order, then the other files by number of tests, most first; a file's tests stay
-    together and in their order (the sort is stable)."""
+    their order, then the other files by number of tests, most first (files with as many
+    in the order collected, as xdist's own reorder); a file's tests stay together and in
+    their order (the sort is stable)."""
     rank = {name: i for i, name in enumerate(SLOW_FILES)}
     tests: dict[Path, int] = {}
     for item in items:
         tests[item.path] = tests.get(item.path, 0) + 1
-    items.sort(key=lambda item: (rank.get(item.path.stem, len(rank)), -tests[item.path],
-                                 str(item.path)))
+    items.sort(key=lambda item: (rank.get(item.path.stem, len(rank)), -tests[item.path]))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
