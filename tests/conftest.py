@@ -50,6 +50,20 @@ SYSTEM_FILES = frozenset({
     "test_team_index", "test_validate", "test_version_stamp", "test_watch_cmds",
 })
 SERIAL_FILES: frozenset[str] = frozenset()
+# The files that take longest, longest first (each file's total seconds over a whole run,
+# measured 7 December 2026 with --junitxml: docs/testing.md). They are handed to the xdist
+# workers first, the rest after them by number of tests, so that no long file starts last
+# and keeps one worker busy while the others have finished. A file missing here only runs
+# later; the order changes nothing else.
+SLOW_FILES = (
+    "test_githooks", "test_hostile", "test_branch_flip", "test_watch_cmds", "test_maintenance",
+    "test_recall_fit", "test_team_index", "test_embedders", "test_precommit",
+    "test_schema_sources", "test_newuser_shared_folder", "test_index_cmds", "test_mcp",
+    "test_quickstart", "test_usem3_tokens", "test_build_fast", "test_mcp_http",
+    "test_read_copy", "test_daemon", "test_schema_copy", "test_wren_spellings",
+    "test_cli_quiet", "test_round3_ux", "test_vectorscan", "test_sealed_sql", "test_exchange",
+    "test_docs", "test_manifest", "test_lance_housekeeping", "test_wren_import",
+)
 
 
 def layer_of(module: str) -> str:
@@ -61,6 +75,20 @@ def layer_of(module: str) -> str:
     return "integration"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--serial-files", metavar="PATH",
+        help="write the test files that hold `serial` tests to PATH, one a line (none: an "
+             "empty file), for `make test` to run those files alone after the parallel run")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist's --dist loadscope hands out files by number of tests unless told not to; the
+    # order of :data:`SLOW_FILES` is kept instead (pytest_collection_modifyitems).
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by these markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
@@ -69,6 +97,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(layer_of(module))
         if module in SERIAL_FILES:
             item.add_marker("serial")
+    # One process writes the list (under xdist every worker collects every test).
+    listing = config.getoption("serial_files")
+    if listing and os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
+        files = sorted({item.path.relative_to(config.rootpath).as_posix() for item in items
+                        if item.get_closest_marker("serial")})
+        Path(listing).write_text("".join(f"{name}\n" for name in files), encoding="utf-8")
+    slow_files_first(items)
+
+
+def slow_files_first(items: list) -> None:
+    """Sort ``items`` (anything with a ``path``) in place: the :data:`SLOW_FILES` first, in
+    their order, then the other files by number of tests, most first (files with as many
+    in the order collected, as xdist's own reorder); a file's tests stay together and in
+    their order (the sort is stable)."""
+    rank = {name: i for i, name in enumerate(SLOW_FILES)}
+    tests: dict[Path, int] = {}
+    for item in items:
+        tests[item.path] = tests.get(item.path, 0) + 1
+    items.sort(key=lambda item: (rank.get(item.path.stem, len(rank)), -tests[item.path]))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
