@@ -222,7 +222,7 @@ def apply(db: Any, name: str, hash_column: str, wanted: Mapping[str, tuple[str, 
     table = held.table
     if todo_plan.empty:
         return Applied(table)
-    if todo_plan.rebuild and table is not None:
+    if todo_plan.rebuild and (table is not None or held.problems):  # damaged: unopenable too
         log.warning("rebuilding the %s (%s)", what,
                     "; ".join(held.problems) or "another embedder built it")
         lance.drop_table(db, name, uri)

@@ -110,6 +110,7 @@ class SyncResult:
     failures: tuple[tuple[str, BaseException], ...] = ()
     pair_errors: tuple[PairError, ...] = ()
     changed: bool = False
+    pairs_changed: bool = False  # the pair files' index changed (what the recall fit reads)
 
 
 class RestartRequested(Exception):

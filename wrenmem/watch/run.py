@@ -68,7 +68,7 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
     summaries: list[str] = []
     failures: list[tuple[str, BaseException]] = []
     pair_errors: tuple[Any, ...] = ()
-    changed = False
+    changed = pairs_changed = False
     if kinds & {PAIRS, MANIFEST}:  # seed pairs come from the manifest
         try:
             if indexed and settings.is_reader:  # never writes: refresh the copy, say how far
@@ -78,7 +78,7 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
                 report = sync_pairs(settings)
                 pair_errors = tuple(getattr(report, "errors", ()) or ())
                 summaries.append(f"pairs: {_summary(report)}")
-                changed = changed or _report_changed(report)
+                changed = pairs_changed = _report_changed(report)
             else:
                 found = scan(settings)
                 pair_errors = found.errors
@@ -112,7 +112,7 @@ def sync_all(settings: Settings, kinds: set[str] | None = None) -> SyncResult:
             pair_errors += tuple(known.errors)
         except Exception as e:
             failures.append((KNOWLEDGE, e))
-    return SyncResult(tuple(summaries), tuple(failures), pair_errors, changed)
+    return SyncResult(tuple(summaries), tuple(failures), pair_errors, changed, pairs_changed)
 
 
 def _writes_the_index(settings: Settings) -> bool:
@@ -128,7 +128,7 @@ def _sync_named(settings: Settings, paths: list[str]) -> SyncResult:
         return SyncResult(failures=((PAIRS, e),))
     changed = bool(report.added or report.changed or report.removed or report.renamed)
     return SyncResult((f"pairs: {_summary(report) if changed else 'up to date'}",), (),
-                      known_errors(settings, report), changed)
+                      known_errors(settings, report), changed, changed)
 
 
 def _summary(report: Any) -> str:
@@ -339,7 +339,7 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
             raise
         except Exception as e:
             result = SyncResult(failures=((SETTINGS if SETTINGS in kinds else PAIRS, e),))
-        if result.changed and PAIRS in kinds and _writes_the_index(settings):
+        if result.pairs_changed and _writes_the_index(settings):
             if server is None and not held:  # a watcher without its daemon
                 held.append(Memory.from_settings(settings))
             fit_recall(settings, server.memory if server is not None else held[0])
