@@ -60,7 +60,7 @@ SLOW_FILES = (
     "test_recall_fit", "test_team_index", "test_embedders", "test_precommit",
     "test_schema_sources", "test_newuser_shared_folder", "test_index_cmds", "test_mcp",
     "test_quickstart", "test_usem3_tokens", "test_build_fast", "test_mcp_http",
-    "test_read_copy", "test_daemon", "test_schema_copy", "test_wren_spellings",
+    "test_read_copy", "test_daemon", "test_wren_spellings",
     "test_cli_quiet", "test_round3_ux", "test_vectorscan", "test_sealed_sql", "test_exchange",
     "test_docs", "test_manifest", "test_lance_housekeeping", "test_wren_import",
 )
