@@ -47,12 +47,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mcp_latency import cpu_of, server_pid  # noqa: E402
+from mcp_latency import cpu_of, daemon_times, server_pid  # noqa: E402
 from scale import PYCACHE, REPO, make_project, public_pairs  # noqa: E402
 
 sys.path.insert(0, str(REPO))
-from wrenmem.recall.daemon_client import ping, remote_recall  # noqa: E402
-from wrenmem.recall.hits import Filters  # noqa: E402
+from wrenmem.recall.daemon_client import ping  # noqa: E402
 from wrenmem.settings import load_settings  # noqa: E402
 
 
@@ -147,22 +146,6 @@ def start_watcher(root: Path, code: Path) -> int:
     return int((root / ".wrenmem" / "watch.pid").read_text().strip())
 
 
-def daemon_times(root: Path, pid: int, qs: list[str]) -> tuple[list[float], list[float]]:
-    settings = load_settings(root)
-    times, cpus = [], []
-    for i, q in enumerate([qs[0], *qs]):
-        cpu = cpu_of(pid)
-        start = time.perf_counter()
-        got = remote_recall(settings, [q], 3, Filters())
-        elapsed = time.perf_counter() - start
-        if got is None:
-            raise SystemExit("the daemon did not answer")
-        if i:  # the first is a warm-up
-            times.append(elapsed)
-            cpus.append(cpu_of(pid) - cpu)
-    return times, cpus
-
-
 async def mcp_times(root: Path, env: dict[str, str], qs: list[str]
                     ) -> tuple[list[float], list[float]]:
     from mcp import ClientSession, StdioServerParameters
@@ -204,7 +187,8 @@ def warm(root: Path, code: Path, qs: list[str], rows: dict[tuple[str, str], dict
     pid = start_watcher(root, code)
     try:
         before = load()
-        times, cpus = daemon_times(root, pid, qs)
+        asked = daemon_times(root, load_settings(root).backend, qs)  # the pid in watch.pid
+        times, cpus = asked.times, asked.cpu
         rows[label, "daemon"] = {"times": times, "cpus": cpus, "load": (before, load())}
         rows[label, "daemon"]["rss"] = tree_memory(pid)[0]
         before = load()
