@@ -7,15 +7,19 @@ still finds the closest pair and can score it high. This module maps the ranking
 once per question after ranking, to the chance that the hit answers the question, with
 evidence the ranking weights do not set: the share of the question's search terms
 (:func:`wrenmem.textsearch.tokenize`, its function words dropped) that the best hit's
-question, its other phrasings and its SQL's names do not contain, and the share no hit
-contains. A Chinese question's words also count as covered through their English senses
-(the CC-CEDICT glossary, :mod:`wrenmem.recall.glossary`), so a cross-language twin keeps its
-score. A question that quotes a conversation first is read by its last full sentence
+question, its other phrasings and its SQL's names do not contain; the share no stored pair
+contains, and of those the share no stored word even begins like (four letters: a word the
+project has nothing like, not an inflection or a typo of one of its words); and whether the
+question names nothing that any hit's SQL uses (no table, column or value of the
+candidates: a question about the team's data names some of them). A Chinese question's
+words also count as covered (and as naming) through their English senses (the CC-CEDICT
+glossary, :mod:`wrenmem.recall.glossary`), so a cross-language twin keeps its score. A
+question that quotes a conversation first is read by its last full sentence
 (:func:`wrenmem.recall.model.last_full_sentence`), as the ranking reads it.
 
 The map is a logistic over :data:`FEATURES`, fitted by ``bench/calibrate.py`` on the public
 suite's TUNING cases: answered-before questions (a stored pair has their SQL) and questions
-of other databases asked of each store (nothing stored answers them), given equal weight.
+of other databases asked of each store (nothing stored answers them).
 Its numbers live in ``answerable.json`` beside this module; refit after the ranking changes.
 The features are per question, and the map is increasing in the ranking's score, so the
 order of the hits never changes: only what their scores mean.
@@ -33,16 +37,18 @@ from typing import TYPE_CHECKING, Any
 
 from wrenmem.recall.glossary import has_han
 from wrenmem.recall.hits import Hit
-from wrenmem.recall.model import last_full_sentence
+from wrenmem.recall.model import last_full_sentence, sql_names
 
 if TYPE_CHECKING:
     from wrenmem.recall.glossary import Glossary
     from wrenmem.settings import Settings
 
 CONSTANTS_FILE = "answerable.json"
-VERSION = 1
+VERSION = 2
 FEATURES = ("rank log-odds", "uncovered by the best hit", "unknown to the project",
-            "unknown to the project, in its letters", "in letters the project lacks")
+            "unknown to the project, unlike its words", "in letters the project lacks",
+            "names nothing the hits' SQL uses")
+PREFIX = 4  # an unknown word whose first letters no project word shares is unlike its words
 LOGIT_CAP = 12.0  # log-odds: the ranking's scores are rounded to 6 digits
 MIN_SLOPE = 0.05  # the map's least weight of the ranking's log-odds: it keeps the order
 
@@ -162,28 +168,50 @@ def _letters(vocabulary: frozenset[str]) -> frozenset[str]:
     return found | _ASCII if found & _ASCII else found
 
 
+@lru_cache(maxsize=8)
+def _prefixes(vocabulary: frozenset[str]) -> frozenset[str]:
+    """The first :data:`PREFIX` characters of a vocabulary's terms that long (made once per
+    vocabulary: about 5 ms at 10,000 pairs)."""
+    return frozenset(t[:PREFIX] for t in vocabulary if len(t) >= PREFIX)
+
+
+def _unlike(term: str, prefixes: frozenset[str]) -> bool:
+    """A term no vocabulary term begins like: not an inflection or a typo of one ("citizen"
+    of "citizenship", "averge" of "average"), but a word the project has nothing like."""
+    return len(term) < PREFIX or term[:PREFIX] not in prefixes
+
+
 def question_features(question: str, hits: Sequence[Hit], vocabulary: frozenset[str],
                       glossary: Callable[[], Glossary | None] | None = None
-                      ) -> tuple[float, float, float, float]:
+                      ) -> tuple[float, float, float, float, float]:
     """The evidence of :data:`FEATURES` after the ranking's score, for ``question``'s hits:
     the share of its search terms the best hit lacks; the share no stored pair has
     (``vocabulary``: the terms of every stored pair, :func:`pair_terms`); of its terms, the
-    share no pair has though written in letters the pairs use (a word the project does not
-    know, "employees" asked of a shop's pairs), and the share written with a letter no
-    pair uses (another language, whose words the pairs would not have even if they answer
-    it: a Vietnamese question of English pairs)."""
+    share no pair has though written in letters the pairs use and that no pair's word
+    begins like (a word the project does not know and has nothing like, "employees" asked
+    of a shop's pairs; an inflection or a typo of a known word is not counted), and the
+    share written with a letter no pair uses (another language, whose words the pairs
+    would not have even if they answer it: a Vietnamese question of English pairs); and
+    1 when none of its terms (nor, for a Chinese question, their English senses) is a name
+    the hits' SQL uses (:func:`wrenmem.recall.model.sql_names`: the tables, columns and
+    values the candidates read: a question about data names some of them, unless it asks
+    about something none of them has)."""
     if not hits:
-        return (1.0, 1.0, 1.0, 0.0)
+        return (1.0, 1.0, 1.0, 0.0, 1.0)
     question = last_full_sentence(question)  # a conversation passed on: what it asks last
     english = english_senses(question, glossary)
     asked = _terms(question)
     letters = _letters(vocabulary)
+    prefixes = _prefixes(vocabulary)
     own = [t for t in asked if letters.issuperset(t)]
     n = max(len(asked), 1)
+    names = frozenset().union(*(sql_names(h.sql) for h in hits))
+    named = bool(asked & names) or any(senses & names for senses in english)
     return (uncovered(question, hit_terms(hits[0]), english),
             uncovered(question, vocabulary, english),
-            sum(1 for t in own if t not in vocabulary) / n,
-            (len(asked) - len(own)) / n)
+            sum(1 for t in own if t not in vocabulary and _unlike(t, prefixes)) / n,
+            (len(asked) - len(own)) / n,
+            0.0 if named else 1.0)
 
 
 def row(score: float, evidence: Sequence[float]) -> tuple[float, ...]:
