@@ -31,7 +31,6 @@ KINDS = ("rule", "glossary", "caveat", "metric", "instruction")
 # knowledge/<folder>/ -> kind; instructions.md (Wren's legacy file) is kind "instruction".
 FOLDERS = {"rules": "rule", "glossary": "glossary", "caveats": "caveat", "metrics": "metric"}
 INSTRUCTIONS_FILE = "instructions.md"
-FRONT_KEYS = ("title", "tags")
 _DELIM = re.compile(r"^---[ \t]*$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -234,7 +233,7 @@ def _tags(value: Any, path: str, problems: list[PairError], lines: list[str]
     if value is None:
         return ()
     if isinstance(value, str):
-        value = [t for t in value.split(",")]
+        value = value.split(",")
     if not isinstance(value, list) or not all(isinstance(t, str | int | float) for t in value):
         problems.append(PairError(path, "front matter `tags` must be a list of strings",
                                   _key_line(lines, "tags")))

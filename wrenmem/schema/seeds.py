@@ -34,10 +34,6 @@ TEXT_TYPES = frozenset("""varchar char character text string nvarchar nchar bpch
 NOT_MEASURES = re.compile(r"(^|_)(year|month|day|week|hour|zip|zipcode|postcode|postal_code|"
                           r"phone|fax|lat|latitude|lon|lng|longitude|version|rank|code|key|"
                           r"number|no|num|seq|sequence|index|idx|age|ordinal|position)$")
-# Text columns that make a poor GROUP BY (unique or free text).
-NOT_CATEGORIES = re.compile(r"(^|_)(name|email|e_mail|url|uri|description|desc|comment|"
-                            r"comments|note|notes|address|phone|sku|hash|token|password|"
-                            r"uuid|guid|fingerprint|title|body|text|message|path|code|key)$")
 CATEGORY_HINTS = re.compile(r"(^|_)(status|state|type|kind|category|segment|channel|"
                             r"method|country|region|city|tier|level|group|class|gender|sex|"
                             r"currency|source|stage|plan|department|brand|color|colour)$")
