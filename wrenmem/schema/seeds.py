@@ -1,12 +1,6 @@
-"""Seed queries: canonical example pairs derived from the manifest, for a cold start.
-
-Per model (not the dbt ``raw`` layer): list rows; the sum of the first numeric measure-like
-column; that sum grouped by a categorical column; a filter on an accepted value. Per view:
-list rows. Per relationship: one join. Identifiers (primary keys, join keys read from the
-relationship condition with sqlglot, ``*_id`` columns) are never summed. SQL is built as a
-sqlglot tree and rendered in the manifest's dialect, so identifiers are quoted only where
-needed; every seed is checked to parse before it is returned.
-"""
+"""Seed queries: canonical example pairs derived from the manifest, for a cold start
+(docs/schema.md#seed). SQL is built as a sqlglot tree rendered in the manifest's dialect,
+so identifiers are quoted only where needed; every seed is checked to parse."""
 
 from __future__ import annotations
 
