@@ -7,13 +7,12 @@ sqlglot re-renders them, so layout and keyword case do not make two SQLs "differ
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from wrenmem.checks.validate import Problem, Validator
+from wrenmem.checks.validate import Problem, Validator, shown_path
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair, key_line
 from wrenmem.pairs.text import loose_question
@@ -85,13 +84,6 @@ def duplicate_problems(settings: Settings, files: Iterable[Path] | None = None
             continue
         lines = (settings.root / dup.pair.path).read_text(encoding="utf-8-sig").split("\n")
         problems += validator.accepted(
-            [Problem(_shown(settings, dup.pair.path), key_line(lines, "nl"), 1, dup.message,
-                     "duplicate")], dup.pair, lines)
+            [Problem(shown_path(settings.root, dup.pair.path), key_line(lines, "nl"), 1,
+                     dup.message, "duplicate")], dup.pair, lines)
     return len(found.pairs), problems
-
-
-def _shown(settings: Settings, rel: str) -> str:
-    """A project-relative path as seen from the current folder (project-relative when the
-    current folder is outside the project)."""
-    shown = os.path.relpath(settings.root / rel)
-    return rel if shown.startswith("..") else Path(shown).as_posix()

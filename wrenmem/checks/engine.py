@@ -83,7 +83,7 @@ class Engine:
             raise EngineUnavailable(f"DuckDB could not start ({_first_line(str(e))})") from e
         self._watchdog = _Watchdog(self.con.interrupt, PLAN_SECONDS)
         self.untyped: set[str] = set()  # lower-case table names with a column of no known type
-        self.types: dict[str, object] = {}  # table -> column -> DuckDB type
+        self.types: dict[str, Any] = {}  # table -> column -> DuckDB type
         self._schema: Any = None
         self.names = {t.lower() for t in tables}
         self.keys: dict[str, set[str]] = {}
@@ -126,16 +126,11 @@ class Engine:
                 self.untyped.add(name.lower())
                 duck = "VARCHAR"
             else:
-                self._typed(name)[column] = duck
+                self.types.setdefault(name, {})[column] = duck
             parts.append(f"{_quote(column)} {duck}")
         if not parts:
             parts = ['"__no_columns" INTEGER']
         self.con.execute(f"CREATE OR REPLACE TABLE {_quote(name)} ({', '.join(parts)})")
-
-    def _typed(self, table: str) -> dict[str, str]:
-        columns = self.types.setdefault(table, {})
-        assert isinstance(columns, dict)
-        return columns
 
     def _type_ok(self, duck: str) -> bool:
         try:

@@ -95,13 +95,13 @@ def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool 
             absolute = (settings.root / rel).resolve()
         except (OSError, RuntimeError):  # a link loop: read as the catalog reads it, to say so
             out.append(Verified(rel, None, False, tuple(_checked(
-                validator, settings, settings.root / rel, rel)[1])))
+                validator, settings.root / rel, rel)[1])))
             continue
         if not absolute.is_relative_to(settings.knowledge_path):  # reported; the rest go on
             out.append(Verified(rel, None, False, (Problem(
                 rel, 1, 1, f"not a pair file inside {settings.knowledge_dir}", "pair"),)))
             continue
-        pair, problems = _checked(validator, settings, absolute, rel)
+        pair, problems = _checked(validator, absolute, rel)
         problems = [p for p in problems if p.kind != "stale"]  # verifying is the answer
         if pair is None or (not force and any(p.is_error for p in problems)):
             out.append(Verified(rel, pair, False, tuple(problems)))
@@ -135,8 +135,7 @@ def verify_pairs(settings: Settings, paths: list[Path], by: str, *, force: bool 
     return out
 
 
-def _checked(validator: Validator, settings: Settings, absolute: Path, rel: str
-             ) -> tuple[Pair | None, list[Problem]]:
+def _checked(validator: Validator, absolute: Path, rel: str) -> tuple[Pair | None, list[Problem]]:
     """The pair file read as every command reads one and validated; a file that cannot be
     read (or is missing) is one problem saying why."""
     if not os.path.lexists(absolute):

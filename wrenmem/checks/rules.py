@@ -36,21 +36,14 @@ IGNORE_KEY = "wrenmem-ignore"  # front-matter key of a pair: codes accepted for 
 
 def code_for(kind: str, message: str) -> str:
     """The rule code of a finding of ``kind`` with ``message``."""
-    if kind == "sql":
-        return "WM002"
     if kind == "schema":
         return "WM004" if message.startswith("unknown column") else "WM003"
-    if kind == "manifest":
-        return "WM006"
-    if kind == "duplicate":
-        return "WM007"
-    if kind in ("write", "engine", "engine-note", "stale") or kind.startswith("knowledge"):
-        for code, (rule_kind, _text) in RULES.items():
-            if rule_kind == kind:
-                return code
-    if kind == "pair" and message.startswith("unknown SQL dialect"):
-        return "WM005"
-    return "WM001"
+    if kind == "pair":
+        return "WM005" if message.startswith("unknown SQL dialect") else "WM001"
+    return _CODE_OF_KIND.get(kind, "WM001")
+
+
+_CODE_OF_KIND = {kind: code for code, (kind, _text) in RULES.items()}
 
 
 def parse_codes(value: Any, where: str = "") -> frozenset[str]:

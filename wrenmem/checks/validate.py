@@ -363,3 +363,10 @@ def _display(path: Path) -> str:
     except ValueError:
         return path.as_posix()
     return Path(rel).as_posix() if not rel.startswith("..") else path.as_posix()
+
+
+def shown_path(root: Path, rel: str) -> str:
+    """A project-relative path as seen from the current folder (project-relative when the
+    current folder is outside the project)."""
+    shown = os.path.relpath(root / rel)
+    return rel if shown.startswith("..") else Path(shown).as_posix()

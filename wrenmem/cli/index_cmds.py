@@ -189,7 +189,7 @@ def check(ctx: click.Context, as_json: bool) -> None:
         for problem in drift.problems:
             click.echo(f"damaged: {problem}")
         if drift.owner is not None:
-            click.echo(f"foreign: the index at {get_memory(ctx).settings.index_uri} holds the "
+            click.echo(f"foreign: the index at {memory.settings.index_uri} holds the "
                        f"pairs of another project ({drift.owner})")
         elif drift.rebuild_needed:
             click.echo(f"embedder: index built by {drift.built_by}, setting is {drift.model_id}")

@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from wrenmem.cli.common import emit_json, get_memory, json_option, report_pair_errors
+
+if TYPE_CHECKING:
+    from wrenmem.knowledge.entries import Entry
 
 
 class ListOrAdd(click.Group):
@@ -20,10 +25,7 @@ class ListOrAdd(click.Group):
         return super().parse_args(ctx, args)
 
 
-def _added(ctx: click.Context, entry: object, as_json: bool) -> None:
-    from wrenmem.knowledge.entries import Entry
-
-    assert isinstance(entry, Entry)
+def _added(entry: Entry, as_json: bool) -> None:
     if as_json:
         emit_json(entry.to_dict())
     else:
@@ -50,7 +52,7 @@ def rules_add(ctx: click.Context, title: str, text: str, kind: str, file: str | 
               as_json: bool) -> None:
     """Add a rule TITLE whose text is TEXT: a `## TITLE` entry in knowledge/rules/ (with
     --caveat or --metric, caveats/ or metrics/). `fetch` serves it from then on."""
-    _added(ctx, get_memory(ctx).add_rule(title, text, kind=kind, file=file), as_json)
+    _added(get_memory(ctx).add_rule(title, text, kind=kind, file=file), as_json)
 
 
 @rules.command("list")
@@ -106,7 +108,7 @@ def glossary_add(ctx: click.Context, term: str, definition: str, synonyms: tuple
     columns against the manifest)."""
     split = [s.strip() for v in synonyms for s in v.split(",") if s.strip()]
     cols = [c.strip() for v in columns for c in v.split(",") if c.strip()]
-    _added(ctx, get_memory(ctx).add_term(term, definition, synonyms=split, columns=cols,
+    _added(get_memory(ctx).add_term(term, definition, synonyms=split, columns=cols,
                                          file=file), as_json)
 
 

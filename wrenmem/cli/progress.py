@@ -1,17 +1,7 @@
-"""Progress on stderr for anything that takes more than a second.
-
-Shown on a terminal, in CI (the ``CI`` variable that CI services set), or when asked
-(``WRENMEM_PROGRESS=1``; ``0`` keeps a terminal and a CI log quiet). Nothing for the first
-second, so quick commands print nothing extra; then one line, redrawn in place on a
-terminal with a bar (a new plain line every few seconds otherwise): what is running, the
-count of a counting step (texts embedded, files checked, questions asked) when there is
-one, the seconds so far and, past a few seconds, about how many are left. Importing
-LanceDB, loading a model and writing the index all show up as time, so a ``store`` that
-waits for them no longer looks hung. Results stay on stdout.
-
-The library reports a counting step through a plain ``progress(done, total)`` callback:
-``Progress(...)`` itself (texts embedded) or :meth:`Progress.counter` for another unit.
-"""
+"""Progress on stderr for anything that takes more than a second, on a terminal or in CI
+(docs/settings.md: ``WRENMEM_PROGRESS``). Importing LanceDB, loading a model and writing the
+index all show up as time, so a ``store`` that waits for them does not look hung. The
+library reports a counting step through a plain ``progress(done, total)`` callback."""
 
 from __future__ import annotations
 

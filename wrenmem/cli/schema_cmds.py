@@ -120,9 +120,8 @@ def seed(ctx: click.Context, write: bool, manifest: str | None, as_json: bool) -
     records = build_records(loaded)
     if not write:
         if as_json:
-            emit_json([{"path": r["path"], "nl": r["nl"], "sql": r["sql"],
-                        "dialect": r["dialect"], "datasource": r["datasource"],
-                        "tags": r["tags"], "source": "seed", "model": r["model"]}
+            keys = ("path", "nl", "sql", "dialect", "datasource", "tags")
+            emit_json([{**{k: r[k] for k in keys}, "source": "seed", "model": r["model"]}
                        for r in records])
             return
         for n, r in enumerate(records):
@@ -136,7 +135,6 @@ def seed(ctx: click.Context, write: bool, manifest: str | None, as_json: bool) -
     memory.notify = notes.append
     done = memory.write_seeds()
     written, skipped = done.written, done.skipped
-    note = "; ".join(notes) or None
     if as_json:
         emit_json({"written": written, "skipped": skipped})
         return
@@ -146,8 +144,8 @@ def seed(ctx: click.Context, write: bool, manifest: str | None, as_json: bool) -
                f"{len(written) - created - updated} unchanged; skipped {len(skipped)}")
     for s in skipped:
         warn(f"skipped {s['nl']!r}: {s['reason']} ({s['path']})")
-    if note:
-        warn(note)
+    if notes:
+        warn("; ".join(notes))
 
 
 COMMANDS = [describe, fetch, seed]

@@ -218,7 +218,6 @@ def diff_pairs(settings: Settings, base: str | None = None, head: str | None = N
                                 head_knowledge, settings)
     def claimant(path: str, stamp: str) -> str | None:
         if head is None:  # the working tree: what `wrenmem verify` made here is settled
-
             return None if stamp_recorded(settings, stamp) else (
                 "the working tree (not committed)")
         return _introduced_by(repo, base_commit, head_commit, _in_repo(project, path), stamp)
@@ -387,15 +386,12 @@ def _compare(base: Side, head: Side, validator: Validator,
         new, problems = validator.check_bytes(head.files[path], path)
         new, claimed = claim(new)
         old = _quiet_parse(path, base.files[path])
-        if new is not None and old is not None and old.nl == new.nl and _same_sql(
-                old.sql, new.sql):
-            if (problems or claimed or new.allows_writes != old.allows_writes
-                    or silenced(new) != silenced(old)):
-                # reported: a problem (the manifest changed), a claim or an opt-out appeared
-                entries.append(Entry("changed", path, new, old, problems=tuple(problems),
-                                     claimed_in=claimed))
-            else:
-                metadata_only.append(path)
+        # Same question and SQL: reported only for a problem (the manifest changed), a
+        # claim or an opt-out that appeared.
+        if (new is not None and old is not None and old.nl == new.nl
+                and _same_sql(old.sql, new.sql) and not problems and not claimed
+                and new.allows_writes == old.allows_writes and silenced(new) == silenced(old)):
+            metadata_only.append(path)
             continue
         entries.append(Entry("changed", path, new, old, problems=tuple(problems),
                              claimed_in=claimed))

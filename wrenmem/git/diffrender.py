@@ -3,11 +3,11 @@ a pull-request comment, from the :class:`~wrenmem.git.diff.PairDiff` it computed
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 
 from wrenmem.checks.rules import IGNORE_KEY
+from wrenmem.checks.validate import shown_path
 from wrenmem.git.diff import Entry, PairDiff, silenced
 from wrenmem.git.knowledge_diff import render_knowledge_markdown, render_knowledge_text
 
@@ -58,10 +58,7 @@ def render_github(d: PairDiff, root: Path) -> list[str]:
     relative to the current folder (the workspace, in a workflow)."""
     out = []
     for entry in d.entries:
-        for p in entry.problems:
-            shown = os.path.relpath(root / p.path)
-            path = p.path if shown.startswith("..") else Path(shown).as_posix()
-            out.append(replace(p, path=path).github())
+        out += [replace(p, path=shown_path(root, p.path)).github() for p in entry.problems]
     return out
 
 

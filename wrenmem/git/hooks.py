@@ -16,7 +16,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from wrenmem.errors import WrenmemError
@@ -68,10 +68,7 @@ class HookState:
     import_path: str | None = None  # WRENMEM_IMPORT_PATH recorded in our script
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "path": self.path, "state": self.state,
-                "legacy": self.legacy, "python": self.python, "python_ok": self.python_ok,
-                "import_path": self.import_path, "current": self.current,
-                "background": self.background, "action": self.action}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -240,7 +237,8 @@ def install_hooks(target: HookRepo, python: str | None = None,
         else:
             action = "installed"
         if not action.startswith("unchanged"):
-            _write_executable(path, text)
+            atomic_write_text(path, text)
+            path.chmod(path.stat().st_mode | 0o755)
         results.append(hook_state(target, name, python, action))
     if refused:
         raise HookConflict("; ".join(refused), results)
@@ -284,12 +282,6 @@ def uninstall_hooks(target: HookRepo, names: tuple[str, ...] = HOOK_NAMES) -> li
 
 def _others_legacy(path: Path) -> Path:
     return Path(str(path) + OTHERS_LEGACY_SUFFIX)
-
-
-def _write_executable(path: Path, text: str) -> None:
-    atomic_write_text(path, text)
-    mode = path.stat().st_mode
-    path.chmod(mode | 0o755)
 
 
 # ---- what a hook does when git runs it ---------------------------------------------------------
@@ -377,7 +369,7 @@ def start_deferred_sync(settings: Settings) -> bool:
     already waiting. Detached: git does not wait for it, and it outlives the hook."""
     import subprocess
 
-    if _defer_lock_held(settings):
+    if is_locked(settings.state_dir / DEFER_LOCK, exclusive=False):
         return False
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (import_path(), os.environ.get("PYTHONPATH", "")) if p)}
@@ -388,10 +380,6 @@ def start_deferred_sync(settings: Settings) -> bool:
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
     return True
-
-
-def _defer_lock_held(settings: Settings) -> bool:
-    return is_locked(settings.state_dir / DEFER_LOCK, exclusive=False)
 
 
 def _run_deferred(settings: Settings, log_path: Path, started: float,

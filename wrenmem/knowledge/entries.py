@@ -1,18 +1,5 @@
-"""Knowledge files (rules, glossary, caveats, metrics, ``instructions.md``) split into entries.
-
-A file is optional YAML front matter, then Markdown. Its entries are its sections: the text
-under each heading of the splitting level, up to the next one. The splitting level is the
-shallowest heading level of the file, except that a lone ``#`` title over ``##`` sections is
-the file's title (Wren writes ``# Business rules`` over bullets; people write ``# Rules``
-over ``## Revenue``). Text before the first section, or a file without headings, is one
-entry named by the file's title (front matter ``title``, else the lone ``#`` heading, else
-the file name). Deeper headings stay inside their entry. Headings inside fenced code do not
-count.
-
-A glossary entry's heading is the term; lines ``Synonyms: a, b`` and ``Columns: orders.amount``
-(also ``Aliases:``, ``Tables:``, ``Refers to:``; bold or bulleted is fine) give its synonyms
-and the tables/columns it means; the rest of its text is the definition.
-"""
+"""Knowledge files (rules, glossary, caveats, metrics, ``instructions.md``) split into entries:
+the sections at the file's splitting level, as docs/file-format.md describes."""
 
 from __future__ import annotations
 
@@ -31,7 +18,6 @@ KINDS = ("rule", "glossary", "caveat", "metric", "instruction")
 # knowledge/<folder>/ -> kind; instructions.md (Wren's legacy file) is kind "instruction".
 FOLDERS = {"rules": "rule", "glossary": "glossary", "caveats": "caveat", "metrics": "metric"}
 INSTRUCTIONS_FILE = "instructions.md"
-FRONT_KEYS = ("title", "tags")
 _DELIM = re.compile(r"^---[ \t]*$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -234,7 +220,7 @@ def _tags(value: Any, path: str, problems: list[PairError], lines: list[str]
     if value is None:
         return ()
     if isinstance(value, str):
-        value = [t for t in value.split(",")]
+        value = value.split(",")
     if not isinstance(value, list) or not all(isinstance(t, str | int | float) for t in value):
         problems.append(PairError(path, "front matter `tags` must be a list of strings",
                                   _key_line(lines, "tags")))

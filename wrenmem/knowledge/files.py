@@ -50,9 +50,6 @@ class Knowledge:
     def terms(self) -> tuple[Entry, ...]:
         return tuple(e for e in self.entries if e.kind == "glossary")
 
-    def file(self, path: str) -> ParsedFile | None:
-        return next((f for f in self.files if f.path == path), None)
-
 
 def knowledge_root(settings: Settings) -> Path:
     return (settings.root / settings.knowledge_root).resolve()

@@ -1,12 +1,7 @@
-"""The knowledge that bears on a question, for ``fetch`` and ``get_instructions``.
-
-Rules, caveats, metrics and ``instructions.md`` are returned whole while their text is at
-most ``knowledge_threshold`` characters (strategy ``full``, as the schema is); past it, the
-entries most relevant to the question (strategy ``search``: keyword BM25 over the entries,
-with the glossary's expansions, fused with the knowledge index's vectors when the index is
-in use), best first, until the same number of characters is spent. Glossary definitions come
-for the terms the question uses.
-"""
+"""The knowledge that bears on a question, for ``fetch`` and ``get_instructions``: every
+rule while their text is small (strategy ``full``, as the schema is), else the most
+relevant ones (keyword BM25 fused with the knowledge index's vectors), and the glossary
+terms the question uses (docs/schema.md#fetch says the rules)."""
 
 from __future__ import annotations
 

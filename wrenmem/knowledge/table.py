@@ -1,11 +1,7 @@
-"""The knowledge index: entries of the knowledge files, embedded, in the table ``knowledge``.
-
-Like the schema index: rows are keyed by entry id and carry the entry's hash, its search
-terms and the embedder; a sync embeds only entries whose text is new and deletes the rows of
-entries that are gone, in one commit. A small state file (``.wrenmem/knowledge_index.json``)
-records the entries' fingerprint and the embedder: when they match, a sync opens nothing
-and loads no model. Everything here is derived from the files and may be deleted.
-"""
+"""The knowledge index: entries of the knowledge files, embedded, in the table ``knowledge``,
+synced like the schema index (:func:`wrenmem.storage.embedsync.apply`). A state file
+(``.wrenmem/knowledge_index.json``) records the entries' fingerprint and the embedder: when
+they match, a sync opens nothing and loads no model."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """Adding a rule, caveat, metric or glossary term: a ``##`` entry appended to a knowledge
-file (``knowledge/rules/``, ``caveats/``, ``metrics/``, ``glossary/``), in the format people
-write by hand (:mod:`wrenmem.knowledge.entries` reads it back). The file is the truth, as
-for pairs: ``rules add`` and ``Memory.add_rule`` only write it.
-
-One file per entry by default (``<folder>/<slug of the title>.md``); ``file`` names a file
-of that folder to append to. An entry of the same title in that file is refused (edit the
-file instead). The file is written whole under a temporary name, then moved into place.
-"""
+file in the format people write by hand (:mod:`wrenmem.knowledge.entries` reads it back).
+The file is the truth: one file per entry by default, written whole under a temporary
+name and moved into place; an entry of the same title in that file is refused."""
 
 from __future__ import annotations
 

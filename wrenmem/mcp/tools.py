@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import posixpath
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 # pydantic (which turns these into the tools' output schemas) needs typing_extensions'
@@ -155,9 +156,12 @@ class Tools:
         self._notes: list[str] = []
         memory.notify = self._notes.append
 
-    def _begin(self) -> list[str]:
-        self._notes.clear()
-        return self._notes
+    @contextmanager
+    def _call(self) -> Iterator[list[str]]:
+        """One tool call at a time, with the notes the library sends during it."""
+        with self._lock:
+            self._notes.clear()
+            yield self._notes
 
     def recall_queries(self, question: str, k: int = 3, datasource: str | None = None,
                        tags: Sequence[str] = (), min_score: float | None = None,
@@ -165,8 +169,7 @@ class Tools:
         """``Memory.recall_many``, kept warm by the server's freshness (the index's
         catch-up sync and grep's snapshot of the files are renewed only when files may
         have changed since the last call)."""
-        with self._lock:
-            notes = self._begin()
+        with self._call() as notes:
             result = self.memory.recall_many([question], k, datasource=datasource,
                                              tags=tuple(tags or ()), min_score=min_score or 0.0,
                                              sql=sql or None)
@@ -181,8 +184,7 @@ class Tools:
                            ) -> SchemaContextOutput:
         """``Memory.fetch``; with no manifest, an answer that says so and how to configure
         one, with the rules and glossary terms (still worth having), not an error."""
-        with self._lock:
-            notes = self._begin()
+        with self._call() as notes:
             try:
                 result = self.memory.fetch(question, threshold=threshold, k=k)
             except ManifestNotFoundError:
@@ -200,8 +202,7 @@ class Tools:
                     "glossary": [_term(e) for e in knowledge.glossary] if knowledge else []}
 
     def get_instructions(self, question: str | None = None) -> InstructionsOutput:
-        with self._lock:
-            notes = self._begin()
+        with self._call() as notes:
             selection = self.memory.rules(question or None)
             text = selection.render().strip()
             return {"question": question, "strategy": selection.strategy,
@@ -212,13 +213,11 @@ class Tools:
                     "notes": [*notes, *selection.notes]}
 
     def lookup_glossary(self, term: str | None = None) -> GlossaryOutput:
-        with self._lock:
-            self._begin()
+        with self._call():
             return {"term": term, "terms": [_term(e) for e in self.memory.glossary(term)]}
 
     def describe_schema(self) -> DescribeOutput:
-        with self._lock:
-            self._begin()
+        with self._call():
             manifest = self.memory.manifest()
             return {"text": self.memory.describe(), "data_source": manifest.data_source,
                     "dialect": manifest.dialect,
@@ -228,8 +227,7 @@ class Tools:
 
     def store_query(self, question: str, sql: str, datasource: str | None = None,
                     tags: Sequence[str] = (), note: str = "") -> StoreOutput:
-        with self._lock:
-            notes = self._begin()
+        with self._call() as notes:
             try:
                 result = self.memory.store(question, sql, datasource=datasource,
                                            tags=tuple(tags or ()), note=note,
@@ -243,8 +241,7 @@ class Tools:
     def list_queries(self, source: str | None = None, tag: str | None = None,
                      datasource: str | None = None, limit: int = 50, offset: int = 0
                      ) -> ListOutput:
-        with self._lock:
-            self._begin()
+        with self._call():
             pairs = self.memory.list(source=source, tags=(tag,) if tag else (),
                                      datasource=datasource)
             page = pairs[offset:offset + limit]
@@ -252,8 +249,7 @@ class Tools:
                     "pairs": [_listed(p) for p in page]}
 
     def forget_query(self, path: str) -> ForgetOutput:
-        with self._lock:
-            notes = self._begin()
+        with self._call() as notes:
             target = pair_file_in_knowledge(self.memory, path)
             deleted = self.memory.forget([str(target)])
             return {"deleted": deleted, "notes": list(notes)}

@@ -92,7 +92,7 @@ def _count(n: int, word: str) -> str:
     return "" if n == 0 else f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def model_lines(model: Model, manifest: Manifest | None = None) -> list[str]:
+def model_lines(model: Model) -> list[str]:
     title = f"### Model {model.name}"
     if model.layer:
         title += f" ({model.layer} layer)"

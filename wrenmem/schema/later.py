@@ -1,13 +1,7 @@
-"""File writes a warm process may make after the schema index is up to date.
-
-The watcher re-indexes a changed manifest for its own searches, which read what it holds in
-memory; ``.wrenmem/schema_cache.bin`` (32 MB for the 56,103 items of
-``bench/gen_manifest.py``) is for the next process, and the table's compaction can wait.
-Inside :func:`collect` such writes are queued, and :func:`write_in_background` makes them on
-one worker thread, in order, after the index was updated. A process that reads the cache
-before it is written finds it stale (it is keyed by the manifest's content) and does the
-work itself; nothing is lost: the file is derived and may be deleted at any time.
-"""
+"""File writes a warm process may make after the schema index is up to date (the schema
+cache for the next process, the table's compaction): queued inside :func:`collect`, made
+in order on one worker thread by :func:`write_in_background` (docs/watcher.md). Nothing is
+lost if a reader comes first: the cache is keyed by the manifest's content."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""Seed queries: canonical example pairs derived from the manifest, for a cold start.
-
-Per model (not the dbt ``raw`` layer): list rows; the sum of the first numeric measure-like
-column; that sum grouped by a categorical column; a filter on an accepted value. Per view:
-list rows. Per relationship: one join. Identifiers (primary keys, join keys read from the
-relationship condition with sqlglot, ``*_id`` columns) are never summed. SQL is built as a
-sqlglot tree and rendered in the manifest's dialect, so identifiers are quoted only where
-needed; every seed is checked to parse before it is returned.
-"""
+"""Seed queries: canonical example pairs derived from the manifest, for a cold start
+(docs/schema.md#seed). SQL is built as a sqlglot tree rendered in the manifest's dialect,
+so identifiers are quoted only where needed; every seed is checked to parse."""
 
 from __future__ import annotations
 
@@ -34,10 +28,6 @@ TEXT_TYPES = frozenset("""varchar char character text string nvarchar nchar bpch
 NOT_MEASURES = re.compile(r"(^|_)(year|month|day|week|hour|zip|zipcode|postcode|postal_code|"
                           r"phone|fax|lat|latitude|lon|lng|longitude|version|rank|code|key|"
                           r"number|no|num|seq|sequence|index|idx|age|ordinal|position)$")
-# Text columns that make a poor GROUP BY (unique or free text).
-NOT_CATEGORIES = re.compile(r"(^|_)(name|email|e_mail|url|uri|description|desc|comment|"
-                            r"comments|note|notes|address|phone|sku|hash|token|password|"
-                            r"uuid|guid|fingerprint|title|body|text|message|path|code|key)$")
 CATEGORY_HINTS = re.compile(r"(^|_)(status|state|type|kind|category|segment|channel|"
                             r"method|country|region|city|tier|level|group|class|gender|sex|"
                             r"currency|source|stage|plan|department|brand|color|colour)$")

@@ -51,11 +51,6 @@ def check_sql(sql: str, dialect: str | None) -> list[SqlProblem]:
 
 def parse_checked(sql: str, dialect: str | None) -> tuple[Any, list[SqlProblem]]:
     """(the parsed statement, problems): the tree is None unless there is no problem."""
-    problems = _check(sql, dialect)
-    return (problems[0], []) if isinstance(problems, tuple) else (None, problems)
-
-
-def _check(sql: str, dialect: str | None) -> list[SqlProblem] | tuple[Any]:
     from sqlglot import exp
     from sqlglot.errors import ParseError, TokenError
 
@@ -63,32 +58,33 @@ def _check(sql: str, dialect: str | None) -> list[SqlProblem] | tuple[Any]:
     label = dialect or "generic"
     unknown = unknown_dialect(dialect) if dialect else None
     if unknown is not None:
-        return [SqlProblem(unknown)]
+        return None, [SqlProblem(unknown)]
     try:
         statements = [s for s in parse(sql, dialect) if s is not None]
     except SqlOutOfBounds as e:
-        return [SqlProblem(e.reason, e.line, e.col)]
+        return None, [SqlProblem(e.reason, e.line, e.col)]
     except ParseError as e:
-        return [_parse_problem(e, label)]
+        return None, [_parse_problem(e, label)]
     except TokenError as e:
-        return [_token_problem(sql, str(e), label)]
+        return None, [_token_problem(sql, str(e), label)]
     if not statements:
-        return [SqlProblem("the SQL is empty")]
+        return None, [SqlProblem("the SQL is empty")]
     if len(statements) > 1:
-        return [SqlProblem(f"expected one SQL statement, found {len(statements)}")]
+        return None, [SqlProblem(f"expected one SQL statement, found {len(statements)}")]
     root = statements[0]
     if isinstance(root, exp.Command):
-        return [SqlProblem(f"not a statement sqlglot understands: {sql.strip()[:60]!r}")]
+        return None, [SqlProblem(f"not a statement sqlglot understands: {sql.strip()[:60]!r}")]
     statement_types = (exp.Query, exp.DML, exp.DDL, exp.With, exp.Describe, exp.Pragma,
                        exp.Set, exp.Use, exp.Transaction, exp.Commit, exp.Rollback,
                        exp.Create, exp.Drop, exp.Alter)
     if not isinstance(root, statement_types):
-        return [SqlProblem(f"not a SQL statement: parses as a bare {root.key} expression")]
+        return None, [SqlProblem(f"not a SQL statement: parses as a bare {root.key} expression")]
     try:
         with headroom():
-            return _dangling_tokens(sql, dialect) or _repaired_tree(sql, root) or (root,)
+            problems = _dangling_tokens(sql, dialect) or _repaired_tree(sql, root)
     except SqlOutOfBounds as e:
-        return [SqlProblem(e.reason, e.line, e.col)]
+        return None, [SqlProblem(e.reason, e.line, e.col)]
+    return (None, problems) if problems else (root, [])
 
 
 def _parse_problem(e: Any, label: str) -> SqlProblem:

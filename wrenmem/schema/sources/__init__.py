@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 # What the manifest says it was read from (``Manifest.source``).
-WREN_MDL = "Wren MDL"
 DBT = "dbt manifest"
 DDL = "SQL DDL"
 DUCKDB = "DuckDB database"

@@ -1,11 +1,5 @@
-"""A DuckDB or SQLite database file, introspected read-only into a Wren MDL document.
-
-DuckDB is opened with ``read_only=True`` (and no access to other files or the network);
-SQLite through the standard library with a ``mode=ro`` URI. Nothing is written, no data
-is read: tables become models with their declared column types, ``NOT NULL`` and primary
-keys, foreign keys become relationships, views keep their ``SELECT``, DuckDB's
-``COMMENT ON`` texts become descriptions.
-"""
+"""A DuckDB or SQLite database file, introspected read-only (no data read, nothing written)
+into a Wren MDL document (docs/schema-sources.md)."""
 
 from __future__ import annotations
 

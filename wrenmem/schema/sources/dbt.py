@@ -1,15 +1,5 @@
-"""A dbt ``manifest.json`` (``target/manifest.json``) read into a Wren MDL document.
-
-Models, seeds and snapshots (``nodes``) and sources become models named as the database
-knows them (a model's ``alias``, a source's ``identifier``), with their columns'
-descriptions and types. Types come from ``data_type`` in the YAML, else from the
-``catalog.json`` that ``dbt docs generate`` writes beside the manifest. dbt's generic tests
-become what they say: ``not_null`` a NOT NULL column, ``accepted_values`` the accepted
-values, ``relationships`` a many-to-one relationship, ``unique`` with ``not_null`` on the
-only such column the primary key (as do ``primary_key`` / ``foreign_key`` constraints).
-Semantic models become cubes (measures, dimensions, time dimensions; entities join them),
-and metrics are measures of the cube they are computed from.
-"""
+"""A dbt ``manifest.json`` (and its ``catalog.json``) read into a Wren MDL document: models,
+tests as facts, semantic models as cubes (docs/schema-sources.md says what becomes what)."""
 
 from __future__ import annotations
 

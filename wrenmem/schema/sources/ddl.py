@@ -1,14 +1,7 @@
-"""SQL DDL (``CREATE TABLE`` / ``CREATE VIEW``) read into a Wren MDL document with sqlglot.
-
-Each statement is parsed on its own, so one that sqlglot cannot read is a warning naming
-its line and the rest are still read. Tables become models (column types as written,
-``NOT NULL``, primary keys), views keep their ``SELECT``, foreign keys (inline
-``REFERENCES``, ``FOREIGN KEY`` clauses, ``ALTER TABLE … ADD CONSTRAINT``) become
-relationships, and comments become descriptions: ``COMMENT ON TABLE/COLUMN``, MySQL's
-``COMMENT '…'`` and ``COMMENT = '…'``, a ``--`` or ``/* */`` comment just before a
-``CREATE`` or after a column. Other statements (``INSERT``, ``PRAGMA``, ``SET``…) are
-skipped without being parsed, so a dump with its data reads quickly.
-"""
+"""SQL DDL (``CREATE TABLE`` / ``CREATE VIEW``) read into a Wren MDL document with sqlglot,
+statement by statement, so one it cannot read is a warning and the rest are still read.
+Statements that cannot define a table, a key or a comment are skipped unparsed, so a dump
+with its data reads quickly (docs/schema-sources.md says what becomes what)."""
 
 from __future__ import annotations
 
