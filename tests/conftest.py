@@ -376,7 +376,14 @@ def hung_process_report(proc: subprocess.Popen) -> str:
             pass
     proc.kill()
     proc.wait()
-    return "\n".join([*lines, "stderr:", (err or "")[-20000:]])
+    pressure = []  # a machine short of memory (no swap) refaults mapped files for minutes
+    for kind in ("memory", "cpu"):
+        try:
+            pressure.append(f"{kind} pressure: "
+                            + Path(f"/proc/pressure/{kind}").read_text().replace("\n", "; "))
+        except OSError:
+            pass
+    return "\n".join([*lines, *pressure, "stderr:", (err or "")[-20000:]])
 
 
 def _descendants(pid: int) -> list[int]:
