@@ -14,6 +14,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
+
+# No property test is timed: on a loaded machine (a 2-core runner, the suite in parallel)
+# an example's or the data generation's time says nothing about the code.
+hypothesis_settings.register_profile("wrenmem", deadline=None,
+                                     suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile("wrenmem")
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_KNOWLEDGE = REPO / "knowledge"
@@ -326,10 +334,86 @@ def imported_modules(stderr: str) -> set[str]:
 
 def run_wrenmem(args: list[str], cwd: Path, *, env: dict[str, str] | None = None,
                 input: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run ``python -m wrenmem`` as a real process, as a user would from a shell."""
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "wrenmem", *args], cwd=cwd, env=full_env,
-                          input=input, capture_output=True, text=True, timeout=timeout)
+    """Run ``python -m wrenmem`` as a real process, as a user would from a shell. One that
+    has not finished after ``timeout`` seconds fails the test with what it was doing: the
+    state of it and its children, and every thread's Python stack (``PYTHONFAULTHANDLER``
+    prints them on SIGABRT)."""
+    argv = [sys.executable, "-m", "wrenmem", *args]
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": "1", **(env or {})}
+    proc = subprocess.Popen(argv, cwd=cwd, env=full_env, text=True,
+                            stdin=subprocess.PIPE if input is not None else None,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"{args} did not finish in {timeout:g} s\n"
+                             + hung_process_report(proc)) from None
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def hung_process_report(proc: subprocess.Popen) -> str:
+    """What a process that does not end (and its children) is doing: each one's state and
+    kernel wait channel, where its open files point, then the Python stacks it prints on
+    SIGABRT; it and its children are killed."""
+    import signal
+
+    tree = _descendants(proc.pid)
+    lines = [_process_line(pid) for pid in [proc.pid, *tree]]
+    for pid in reversed(tree):  # a forked child's stack too, where its stderr is the pipe
+        try:
+            os.kill(pid, signal.SIGABRT)
+        except OSError:
+            pass
+    proc.send_signal(signal.SIGABRT)
+    try:
+        _out, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired as e:  # a child holds the pipes open
+        err = e.stderr.decode("utf-8", "replace") if isinstance(e.stderr, bytes) else e.stderr
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    proc.kill()
+    proc.wait()
+    pressure = []  # a machine short of memory (no swap) refaults mapped files for minutes
+    for kind in ("memory", "cpu"):
+        try:
+            pressure.append(f"{kind} pressure: "
+                            + Path(f"/proc/pressure/{kind}").read_text().replace("\n", "; "))
+        except OSError:
+            pass
+    return "\n".join([*lines, *pressure, "stderr:", (err or "")[-20000:]])
+
+
+def _descendants(pid: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    found, todo = [], [pid]
+    while todo:
+        at = todo.pop()
+        children = [p for p, parent in parents.items() if parent == at]
+        found += children
+        todo += children
+    return found
+
+
+def _process_line(pid: int) -> str:
+    proc = Path("/proc") / str(pid)
+    try:
+        cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        threads = [f"{(t / 'comm').read_text().strip()}:{(t / 'wchan').read_text() or '-'}"
+                   for t in sorted((proc / "task").iterdir())]
+        fds = [f"{fd.name}->{os.readlink(fd)}" for fd in sorted((proc / "fd").iterdir(),
+                                                               key=lambda f: int(f.name))]
+    except OSError as e:
+        return f"pid {pid}: {e}"
+    return f"pid {pid}: {cmd}\n  threads {' '.join(threads)}\n  fds {' '.join(fds)}"
 
 
 @pytest.fixture

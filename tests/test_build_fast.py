@@ -244,3 +244,24 @@ def test_the_reader_holds_a_few_batches_ahead_and_never_blocks_a_caller(
     here = Usem3Embedder(threads=1)
     want = np.vstack([here.embed(texts[at:at + 8]) for at in range(0, len(texts), 8)])
     np.testing.assert_allclose(np.vstack([*got, last]), want, atol=1e-6, rtol=0)
+
+
+def test_the_embedding_child_holds_none_of_the_callers_pipes() -> None:
+    """The child's standard input and output are /dev/null (it writes only to its pipe):
+    one that outlived the sync would not keep open the pipes a caller (a test, git, CI)
+    reads to their end."""
+    import os
+    import time
+
+    from wrenmem.embed.embedders import Usem3Embedder
+
+    pipe = embedpipe.EmbedPipe(Usem3Embedder(threads=1), 8)
+    try:
+        fds: list[str] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and fds != [os.devnull] * 3:
+            fds = [os.readlink(f"/proc/{pipe._pid}/fd/{fd}") for fd in (0, 1, 2)]
+            time.sleep(0.01)
+    finally:
+        pipe.close()
+    assert fds == [os.devnull] * 3

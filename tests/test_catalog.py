@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,14 +123,21 @@ def test_a_big_scan_reads_half_of_its_files_in_a_forked_process(
     assert (settings.state_dir / "catalog.bin").read_bytes() == kept
 
 
-def test_a_failed_reader_leaves_its_files_to_this_process(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _split_read(project: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """The mixed project's settings and its scan read in one process; from then on a
+    scan of four files or more forks its reader."""
     _mixed_project(project)
     settings = load_settings(project)
     monkeypatch.setenv(catalog.SPLIT_ENV, "0")
     alone = scan(settings, refresh=True)
     monkeypatch.setattr(catalog, "SPLIT_READ_MIN", 4)
     monkeypatch.setattr(catalog, "_can_split", lambda: True)
+    return settings, alone
+
+
+def test_a_failed_reader_leaves_its_files_to_this_process(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings, alone = _split_read(project, monkeypatch)
     class Broken(catalog._Child):
         def __init__(self, work: object) -> None:
             super().__init__(lambda: os._exit(3))
@@ -138,6 +146,40 @@ def test_a_failed_reader_leaves_its_files_to_this_process(
     again = scan(settings, refresh=True)
     assert again.pairs == alone.pairs and _errors(again) == _errors(alone)
     assert again.file_hashes == alone.file_hashes
+
+
+def test_a_stuck_reader_is_killed_and_its_files_read_here(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader that never answers (deadlocked on a lock some thread held when it was
+    forked) does not hang the scan: once this process has read its half, the reader gets
+    a few times as long, then it is killed, reaped, and its half is read here."""
+    import time
+
+    settings, alone = _split_read(project, monkeypatch)
+    monkeypatch.setattr(catalog, "SPLIT_WAIT_MIN", 0.5)
+    pids = []
+
+    class Stuck(catalog._Child):
+        def __init__(self, work: object) -> None:
+            super().__init__(lambda: time.sleep(3600))
+            pids.append(self.pid)
+
+    monkeypatch.setattr(catalog, "_Child", Stuck)
+    started = time.monotonic()
+    again = scan(settings, refresh=True)
+    assert time.monotonic() - started < 60
+    assert again.pairs == alone.pairs and _errors(again) == _errors(alone)
+    assert again.file_hashes == alone.file_hashes
+    assert pids
+    with pytest.raises(ChildProcessError):  # killed and reaped: no process, no zombie
+        os.waitpid(pids[0], os.WNOHANG)
+
+
+def test_a_forked_reader_holds_none_of_the_callers_pipes() -> None:
+    """The reader's standard input and output are /dev/null: one that outlived this
+    process would not keep open the pipes a caller (a test, git, CI) reads to their end."""
+    child = catalog._Child(lambda: [os.readlink(f"/proc/self/fd/{fd}") for fd in (0, 1, 2)])
+    assert child.result(60) == [os.devnull] * 3
 
 
 def test_the_reader_is_forked_only_where_it_is_safe(monkeypatch: pytest.MonkeyPatch) -> None:

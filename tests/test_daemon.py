@@ -241,8 +241,19 @@ def test_fetch_errors_fall_back(server, settings) -> None:
     assert remote_fetch(settings, "x") is None  # the CLI shows the error itself
 
 
+@pytest.fixture
+def indexed_server(indexed_example: Path, monkeypatch: pytest.MonkeyPatch):
+    """A daemon over the session's indexed example (grep by default, as ``settings``)."""
+    monkeypatch.setenv("WRENMEM_BACKEND", "grep")
+    settings = load_settings(indexed_example)
+    srv = DaemonServer(settings, info=lambda: {"mode": "test"})
+    srv.start()
+    yield settings
+    srv.close()
+
+
 @pytest.mark.slow
-def test_index_backends_through_the_daemon(server, settings, monkeypatch) -> None:
+def test_index_backends_through_the_daemon(indexed_server, monkeypatch) -> None:
     """Real LanceDB and the real default model: same answers, and never a version that a
     writer is still in the middle of."""
     from conftest import write_pair
@@ -251,7 +262,11 @@ def test_index_backends_through_the_daemon(server, settings, monkeypatch) -> Non
     from wrenmem.recall import recaller
     from wrenmem.storage.lock import index_lock
 
+    settings = indexed_server
     monkeypatch.setattr(recaller, "WRITER_WAIT", 0.5)
+    # the daemon's first index request loads the model and LanceDB: on a loaded machine
+    # that takes longer than a user's client waits (the answers are the point here)
+    monkeypatch.setattr(daemon_client, "REPLY_TIMEOUT", 300.0)
 
     for backend in ("hybrid", "vector"):
         s = dataclasses.replace(settings, backend=backend)

@@ -352,14 +352,15 @@ def test_the_template_is_render_hook_with_nothing_filled_in() -> None:
 
 @pytest.mark.slow
 def test_switching_branches_keeps_the_index_in_step(example_project: Path, cli) -> None:
-    """The user story: sync once, install the hooks, then only use git; `check` stays clean."""
+    """The user story: sync once, install the hooks, then only use git; `check` stays clean.
+    (The first sync runs in this process: the hooks' syncs are the processes under test.)"""
     root = example_project
     env = {"PYTHONPATH": str(REPO)}
     git(root, "init", "-q", "-b", "main")
     (root / ".gitignore").write_text(".wrenmem/\n")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "example")
-    assert run_wrenmem(["sync"], root).returncode == 0
+    assert cli("sync", root=root).exit_code == 0
     assert run_wrenmem(["hooks", "install"], root).returncode == 0
 
     def check_clean() -> None:

@@ -19,6 +19,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from wrenmem.pairs.catalog import quiet_stdio
+
 log = logging.getLogger(__name__)
 
 PIPE_MIN = 2048  # texts to embed from which a sync forks the embedding child
@@ -204,6 +206,7 @@ def _child(embedder: Any, asks: int, batch: int, fd: int) -> None:
 
         import numpy as np
 
+        quiet_stdio()  # a caller reading this process's output never waits for the child
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C: just stop
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         logging.disable(logging.CRITICAL)  # a handler's lock may be held by another thread

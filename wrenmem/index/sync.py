@@ -141,6 +141,9 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
         cache = EmbedCache(cache_path(settings), embedder.model_id)
         fresh = _fresh_texts(snap, seen, full, settings.max_embed_chars)
         pipe = _embed_pipe(embedder, fresh, full, cache, early)
+        if early is not None and pipe is None:  # a small sync: the child's model is not
+            early.close()  # needed (it would spend seconds of CPU preparing it meanwhile)
+            early = None
         if pipe is None and fresh and (full or not cache.has_all(fresh)):
             # (a deletion, a rename or a branch flip back needs no model: a second of CPU)
             _load_in_background(embedder)  # while this thread imports LanceDB

@@ -10,6 +10,8 @@ import hashlib
 import logging
 import marshal
 import os
+import select
+import signal
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -164,6 +166,12 @@ SPLIT_ENV = "WRENMEM_SCAN_SPLIT"  # "0": every file read in this process
 # Threads that may run while a scan forks its reader: they take no lock it needs (it reads
 # files, parses and hashes them, and writes only to its pipe).
 SPLIT_BENIGN_THREADS = frozenset({"wrenmem-embed-pipe", "wrenmem-progress"})
+# The reader has as many files to read as this process: once this process has read its
+# half, the reader gets this many times as long (at least SPLIT_WAIT_MIN seconds) to send
+# its own; past that it is stuck (a lock some thread held when it was forked), killed,
+# and its half read here.
+SPLIT_WAIT_FACTOR = 4.0
+SPLIT_WAIT_MIN = 30.0
 
 
 def _entries(settings: Settings, listed: list[tuple[Path, str]], cache: dict[str, Any],
@@ -185,12 +193,14 @@ def _entries(settings: Settings, listed: list[tuple[Path, str]], cache: dict[str
             helper = _Child(work)
         except OSError:
             helper = None
+    started = time.monotonic()
     mine = [_entry(settings, p, rel, cache.get(rel), now, errors)
             for p, rel in (listed[:cut] if helper is not None else listed)]
     if helper is None:
         return mine
     assert cut is not None
-    got = helper.result()
+    got = helper.result(max(SPLIT_WAIT_MIN,
+                            SPLIT_WAIT_FACTOR * (time.monotonic() - started)))
     if not _split_result_ok(got, len(listed) - cut):
         log.debug("the scan's reader failed: reading its files here")
         return mine + [_entry(settings, p, rel, cache.get(rel), now, errors)
@@ -216,6 +226,7 @@ class _Child:
             code = 1
             try:
                 os.close(read)
+                quiet_stdio()
                 view = memoryview(marshal.dumps(work()))
                 while view:
                     view = view[os.write(write, view):]
@@ -227,11 +238,21 @@ class _Child:
         os.close(write)
         self.pid, self.fd = pid, read
 
-    def result(self) -> Any:
-        """What the work returned (waits for it); None when the child failed."""
-        chunks = []
+    def result(self, timeout: float) -> Any:
+        """What the work returned (waits for it); None when the child failed, or had not
+        sent all of it within ``timeout`` seconds (then it is killed)."""
+        chunks: list[bytes] = []
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        deadline = time.monotonic() + timeout
         try:
             while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not poller.poll(left * 1000):
+                    log.debug("the scan's reader did not answer in %.0f s", timeout)
+                    self.kill()
+                    chunks = []
+                    break
                 chunk = os.read(self.fd, 1 << 20)
                 if not chunk:
                     break
@@ -246,6 +267,12 @@ class _Child:
         except (ValueError, TypeError, EOFError):
             return None
 
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
     def drop(self) -> int:
         """Stop listening (a child still writing gets EPIPE and leaves) and reap it: its
         exit status, -1 if unknown."""
@@ -256,6 +283,15 @@ class _Child:
             return os.waitpid(self.pid, 0)[1]
         except ChildProcessError:
             return -1
+
+
+def quiet_stdio() -> None:
+    """In a forked child: standard input and output on /dev/null, so that a child that
+    outlives its parent never holds the pipes the parent's caller reads to their end."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
 
 
 def _can_split() -> bool:
