@@ -17,6 +17,8 @@ except the warm ones, which time requests to a long-lived process and read its C
 - ``daemon, warm``: ``remote_recall`` requests to ``wrenmem watch --detach`` (CPU the
   daemon's);
 - ``recall via daemon``: a whole ``wrenmem recall -b hybrid`` process the daemon answers;
+- ``fetch via daemon``: a whole ``wrenmem fetch --threshold 0 --json`` process (the example
+  manifest) the daemon answers;
 - ``example, first sync``: this checkout's example project (``knowledge/``, ``target/``)
   copied, its first ``sync``.
 
@@ -52,8 +54,9 @@ from wrenmem.recall.daemon_client import ping  # noqa: E402
 
 FIGURES = ("first index", "no-op sync", "recall, in-process", "warm recall, vector",
            "warm recall, hybrid", "mcp, warm", "daemon, warm", "recall via daemon",
-           "example, first sync")
-KEYS = ("index", "noop", "inproc", "vector", "hybrid", "mcp", "daemon", "viadaemon", "example")
+           "fetch via daemon", "example, first sync")
+KEYS = ("index", "noop", "inproc", "vector", "hybrid", "mcp", "daemon", "viadaemon", "fetch",
+        "example")
 
 
 def loadavg() -> str:
@@ -260,13 +263,16 @@ def main(argv: list[str] | None = None) -> int:
         return [("mcp, warm", (statistics.median(times), statistics.fmean(cpus)))]
 
     rounds("mcp, warm", mcp)
-    if only & {"daemon, warm", "recall via daemon"}:
+    if only & {"daemon, warm", "recall via daemon", "fetch via daemon"}:
         pids = {lab: start_watcher(codes[lab], roots[lab]) for lab in codes}
         try:
             rounds("daemon, warm", lambda lab: [("daemon, warm", daemon_warm(
                 codes[lab], roots[lab], pids[lab], qs))])
             rounds("recall via daemon", lambda lab: [("recall via daemon", process(
                 codes[lab], roots[lab], ["recall", "-q", q, "-b", "hybrid"], daemon=True))])
+            rounds("fetch via daemon", lambda lab: [("fetch via daemon", process(
+                codes[lab], roots[lab], ["fetch", "--threshold", "0", "--json", "-q", q],
+                daemon=True))])
         finally:
             for lab in codes:
                 stop_watcher(codes[lab], roots[lab])
