@@ -10,7 +10,6 @@ import click
 from wrenmem.api import Memory
 from wrenmem.cli.common import emit_json, get_memory, json_option, output_option, warn
 from wrenmem.cli.progress import Progress
-from wrenmem.pairs.seeds import build_records
 from wrenmem.schema.describe import describe as describe_text
 from wrenmem.settings import BACKENDS
 from wrenmem.watch.process import start_on_demand
@@ -117,6 +116,8 @@ def seed(ctx: click.Context, write: bool, manifest: str | None, as_json: bool) -
     settings = memory.settings
     loaded = memory.manifest()
     _warn_manifest(loaded.warnings, settings.relpath(settings.manifest_path))
+    from wrenmem.pairs.seeds import build_records  # (a fetch does not load the pairs)
+
     records = build_records(loaded)
     if not write:
         if as_json:

@@ -13,18 +13,23 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wrenmem.embed.embedders import Embedder, get_embedder
 from wrenmem.errors import ExtraMissingError, LockTimeoutError, WrenmemError
 from wrenmem.knowledge.select import RuleSelection, select_rules
-from wrenmem.schema.cache import Prepared, prepare
 from wrenmem.schema.describe import describe
 from wrenmem.schema.items import SchemaItem, normalize_types
 from wrenmem.schema.manifest import load_manifest
-from wrenmem.schema.table import SchemaIndexMissing, forget_handles, sync_items, vector_search
 from wrenmem.settings import Settings
 from wrenmem.textsearch import rrf
+
+if TYPE_CHECKING:
+    from wrenmem.schema import cache, table
+    from wrenmem.schema.cache import Prepared
+else:  # a reply the daemon gave (FetchResult.from_dict) needs neither the cache nor LanceDB
+    from wrenmem.lazy import lazies
+    cache, table = lazies("wrenmem.schema", "cache table")
 
 log = logging.getLogger(__name__)
 ReadCopy = Callable[[bool], str]
@@ -120,7 +125,7 @@ def fetch(settings: Settings, question: str, *, types: tuple[str, ...] | list[st
     except ValueError as e:
         raise WrenmemError(str(e)) from e
     path = (manifest_path or settings.manifest_path).resolve()
-    prepared = prepare(settings, path)
+    prepared = cache.prepare(settings, path)
     limit = settings.fetch_threshold if threshold is None else threshold
     base = {"question": question, "manifest": str(path), "fingerprint": prepared.fingerprint,
             "characters": prepared.characters, "threshold": limit,
@@ -183,15 +188,15 @@ def _vector_search(settings: Settings, path: Path, prepared: Prepared, question:
                    read_copy: ReadCopy | None = None, embedder: Embedder | None = None
                    ) -> tuple[list[ScoredItem], dict[str, Any]]:
     embedder = embedder or get_embedder(settings.embedder, root=settings.root)
-    report = sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
+    report = table.sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
                         embedder, count=len(prepared), progress=progress)
     for attempt in (1, 2):
         out, stale = [], 0
         uri = read_copy(not report.noop) if read_copy is not None else None
         try:
-            rows = vector_search(settings, question, embedder=embedder, limit=limit,
+            rows = table.vector_search(settings, question, embedder=embedder, limit=limit,
                                  types=types, model=model, uri=uri)
-        except SchemaIndexMissing:
+        except table.SchemaIndexMissing:
             if attempt == 2:
                 raise
             rows, stale = [], 1
@@ -206,8 +211,8 @@ def _vector_search(settings: Settings, path: Path, prepared: Prepared, question:
             break
         # The index does not hold these items although its state said so: sync for real.
         log.info("schema index held %d rows of other items; syncing again", stale)
-        forget_handles()
-        report = sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
+        table.forget_handles()
+        report = table.sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
                             embedder, count=len(prepared), progress=progress, force=True)
     return out, report.to_dict()
 
