@@ -51,10 +51,10 @@ TASK_LOSS = 0.05  # ... and R@1 it may lose on either task, at most
 LOSS_WEIGHT = 3.0  # R@1 lost on a task counts this many times R@1 gained
 FOLDS = 5
 # the adapted grid, one tuple per model.TILT_TERMS
-KEYWORD_GRID = (0.0, 1.0, 2.0, 4.0, 8.0)
+KEYWORD_GRID = (0.0, 1.0, 2.0, 4.0)
 DENSE_GRID = (0.0, 5.0, 20.0)
 STRUCTURE_GRID = (0.0, 1.0, 2.0, 4.0)  # the BM25 without values: the structure asked for
-NAMES_GRID = (0.0, 1.0, 2.0, 4.0, 8.0)  # the question's schema names its SQL uses
+NAMES_GRID = (0.0, 1.0, 2.0, 4.0)  # the question's schema names its SQL uses
 EXTRA_GRID = (0.0, 0.05, 0.1, 0.2)  # per name its SQL uses that the question does not say
 HEAVY_KEYWORD = 40.0  # grep-heavy: the keyword evidence outweighs the rest
 HEAVY_DENSE = 200.0  # vector-heavy: the cosine's gap outweighs the rest
@@ -523,9 +523,9 @@ def summary(data: dict[str, Any] | None) -> str:
     if data.get("reason"):
         return f"prior ({asked}; {data['reason']})"
     unchecked = [t for t in data.get("unchecked") or () if t in TASK_NAMES]
-    if unchecked:  # a fit on the other task; said at the end of the line
+    if unchecked:  # a fit on the other tasks (their loss checked from MIN_CHECKED)
         asked += (" (" + " and ".join(TASK_NAMES[t] for t in unchecked)
-                  + f": fewer than {MIN_PROBES}, not checked)")
+                  + f": fewer than {MIN_PROBES}, not fitted)")
     chosen = data.get("chosen", "prior")
 
     def gains_of(task_gain: dict[str, Any]) -> str:
