@@ -78,7 +78,7 @@ def test_eval_reports_the_fit_and_the_default_never_loses_a_task_to_it(tmp_path:
 
 
 @pytest.mark.slow
-def test_a_task_below_the_minimum_is_not_fitted_nor_checked_and_the_other_is(
+def test_a_task_below_the_minimum_is_not_fitted_and_below_ten_a_fit_is_not_made(
         tmp_path: Path, monkeypatch):
     root = _spider_project(tmp_path / "spider")
     for path in sorted((root / "knowledge" / "sql").glob("*.md"))[60:]:
@@ -109,6 +109,23 @@ def test_a_task_below_the_minimum_is_not_fitted_nor_checked_and_the_other_is(
     text = adapt.summary(fit)
     assert f"{counts['new']} new-question probes" in text and "new-question" in text
     assert "fewer than 30, not fitted)" in text
+    # fewer than 10 new-question probes (the suite's spider-en/new store: 150 and 4, where a
+    # grep-heavy fit of the answered ones lost the new questions asked, 0.794 -> 0.556):
+    # what a fit would change could not be checked, so the prior, unmeasured
+    real_probes = evaluate.probes
+
+    def five_new(pairs, **kwargs):
+        found = real_probes(pairs, **kwargs)
+        return ([p for p in found if p.task != "new"]
+                + [p for p in found if p.task == "new"][:5])
+
+    monkeypatch.setattr(evaluate, "probes", five_new)
+    asked.clear()
+    memory.fit_recall(force=True)
+    fit = json.loads(adapt.fit_path(memory.settings).read_text("utf-8"))
+    assert asked == [] and fit["chosen"] == "prior" and not any(fit["tilt"])
+    assert "5 new-question probes, fewer than 10: a fit could not be checked" in fit["reason"]
+    monkeypatch.setattr(evaluate, "probes", real_probes)
     # fewer of both tasks: nothing measured, the shipped model alone
     for path in sorted((root / "knowledge" / "sql").glob("*.md"))[12:]:
         path.unlink()
@@ -120,7 +137,7 @@ def test_a_task_below_the_minimum_is_not_fitted_nor_checked_and_the_other_is(
     memory.sync()
     fit = json.loads(adapt.fit_path(memory.settings).read_text("utf-8"))
     assert fit["chosen"] == "prior" and not any(fit["tilt"])
-    assert "fewer than 30: a fit could not be checked" in fit["reason"]
+    assert ": a fit could not be checked" in fit["reason"]
     assert memory.recaller.scorer("learned")._tilt() is None  # the shipped model alone
 
 

@@ -10,8 +10,9 @@ by the keyword, dense and structure evidence and the SQL read against the questi
 a five-fold cross-validation (its figure is out of fold). Weights shrink toward the prior by
 ``n / (n + SHRINK)``. Another ranking than the prior needs a mean gain of
 :data:`MIN_GAIN` with no task losing more than :data:`TASK_LOSS` or the prior's 95 %
-half-width; a task with fewer than :data:`MIN_PROBES` probes is neither fitted nor checked
-(it is said), and with fewer of both the prior stays. The result is
+half-width; a task with fewer than :data:`MIN_PROBES` probes is not fitted (it is said)
+but from :data:`MIN_CHECKED` its loss is checked; with fewer than that of either task a user
+has (answered-before, new-question), or too few of every task to fit, the prior stays. The result is
 ``.wrenmem/recall-fit.json`` (derived), which the learned scorer reads when it changes.
 """
 
@@ -44,7 +45,8 @@ log = logging.getLogger(__name__)
 VERSION = 4  # of the fit file and of how it is made
 PROBES = 150  # questions asked of each task, at most (sampled by hash)
 MIN_PROBES = 30  # fewer questions of a task: not fitted there; of every task: the prior
-MIN_CHECKED = 10  # ... but from this many its loss is still checked
+MIN_CHECKED = 10  # ... but from this many its loss is still checked; fewer answered-before
+# or new-question ones: the prior (what a fit would change there could not be checked)
 SHRINK = 50.0  # a weight is multiplied by n / (n + SHRINK)
 MIN_GAIN = 0.01  # mean R@1 a ranking must gain over the prior to be chosen
 TASK_LOSS = 0.05  # ... and R@1 it may lose on either task, at most
@@ -493,11 +495,15 @@ def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair] | None
                             "weights": [weights.version, weights.fingerprint],
                             "embedder": embedder.model_id, "probes": counts}
     few = [t for t in FITTED_TASKS if counts.get(t, 0) < MIN_PROBES]
-    said = " and ".join(f"{counts.get(t, 0)} {TASK_NAMES[t]} probes" for t in few)
-    if len(few) == len(FITTED_TASKS):
+    # both tasks a user has must be checked: a ranking that gains answering before while
+    # nothing checks new questions lost them on the suite (spider-en/new 0.794 -> 0.556)
+    blind = [t for t in ("answered", "new") if counts.get(t, 0) < MIN_CHECKED]
+    said = " and ".join(f"{counts.get(t, 0)} {TASK_NAMES[t]} probes" for t in blind or few)
+    if blind or len(few) == len(FITTED_TASKS):
+        least = MIN_CHECKED if blind else MIN_PROBES
         data.update(chosen="prior", tilt=[0.0] * len(model.TILT_TERMS), shrink=0.0,
                     candidates={}, gain=0.0, task_gain={}, unchecked=few,
-                    reason=f"{said}, fewer than {MIN_PROBES}: a fit could not be checked, so "
+                    reason=f"{said}, fewer than {least}: a fit could not be checked, so "
                            "the shipped model alone")
     else:  # fitted on the tasks with enough probes (the others said, their loss checked)
         checked = [p for p in probes if p.task in FITTED_TASKS]
