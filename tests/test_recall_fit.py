@@ -73,12 +73,13 @@ def test_eval_reports_the_fit_and_the_default_never_loses_a_task_to_it(tmp_path:
         assert _r1(again, "hybrid:learned", task) > _r1(report, "hybrid:learned", task)
         low, high = again["runs"]["hybrid:learned"][task]["R@1_interval"]
         assert high >= max(_r1(report, "grep", task), _r1(report, "vector", task))
-    assert _r1(again, "hybrid:learned", "answered") > _r1(report, "grep", "answered")
+    # at grep's level answering before (0.706; the shipped model alone 0.642)
+    assert _r1(again, "hybrid:learned", "answered") >= _r1(report, "grep", "answered")
 
 
 @pytest.mark.slow
-def test_below_the_minimum_of_either_task_the_prior_is_used_unmeasured(tmp_path: Path,
-                                                                         monkeypatch):
+def test_a_task_below_the_minimum_is_not_fitted_and_below_ten_a_fit_is_not_made(
+        tmp_path: Path, monkeypatch):
     root = _spider_project(tmp_path / "spider")
     for path in sorted((root / "knowledge" / "sql").glob("*.md"))[60:]:
         path.unlink()  # 60 pairs: many phrasings, few skeleton siblings
@@ -86,6 +87,48 @@ def test_below_the_minimum_of_either_task_the_prior_is_used_unmeasured(tmp_path:
     counts = {t: sum(1 for p in evaluate.probes(scan(memory.settings).pairs) if p.task == t)
               for t in ("answered", "new")}
     assert counts["new"] < adapt.MIN_PROBES <= counts["answered"]
+    asked: list[set[str]] = []
+    real = adapt.gather
+
+    def gather(settings, embedder, probes, glossary=None):
+        asked.append({p.task for p in probes})
+        return real(settings, embedder, probes, glossary)
+
+    monkeypatch.setattr(adapt, "gather", gather)
+    memory.sync()
+    # the answered-before probes (a store of many phrasings: the suite's mspider-en has
+    # 150 of them and 2 new-question ones) are fitted; the few new-question ones are
+    # gathered for the loss check only (from 10), not fitted
+    assert len(asked) == 1 and {"answered", "new"} <= asked[0]
+    fit = json.loads(adapt.fit_path(memory.settings).read_text("utf-8"))
+    assert "new" in fit["unchecked"] and "answered" not in fit["unchecked"]
+    assert not fit["reason"] and fit["candidates"]
+    prior = fit["candidates"]["prior"]
+    assert prior["mean"] == prior["answered"]  # the mean gain: the fitted task's alone
+    assert "answered" in fit["task_gain"]
+    text = adapt.summary(fit)
+    assert f"{counts['new']} new-question probes" in text and "new-question" in text
+    assert "fewer than 30, not fitted)" in text
+    # fewer than 10 new-question probes (the suite's spider-en/new store: 150 and 4, where a
+    # grep-heavy fit of the answered ones lost the new questions asked, 0.794 -> 0.556):
+    # what a fit would change could not be checked, so the prior, unmeasured
+    real_probes = evaluate.probes
+
+    def five_new(pairs, **kwargs):
+        found = real_probes(pairs, **kwargs)
+        return ([p for p in found if p.task != "new"]
+                + [p for p in found if p.task == "new"][:5])
+
+    monkeypatch.setattr(evaluate, "probes", five_new)
+    asked.clear()
+    memory.fit_recall(force=True)
+    fit = json.loads(adapt.fit_path(memory.settings).read_text("utf-8"))
+    assert asked == [] and fit["chosen"] == "prior" and not any(fit["tilt"])
+    assert "5 new-question probes, fewer than 10: a fit could not be checked" in fit["reason"]
+    monkeypatch.setattr(evaluate, "probes", real_probes)
+    # fewer of both tasks: nothing measured, the shipped model alone
+    for path in sorted((root / "knowledge" / "sql").glob("*.md"))[12:]:
+        path.unlink()
 
     def no_gather(*_args, **_kwargs):
         raise AssertionError("measured below the minimum")
@@ -94,7 +137,7 @@ def test_below_the_minimum_of_either_task_the_prior_is_used_unmeasured(tmp_path:
     memory.sync()
     fit = json.loads(adapt.fit_path(memory.settings).read_text("utf-8"))
     assert fit["chosen"] == "prior" and not any(fit["tilt"])
-    assert f"{counts['new']} new-question probes, fewer than 30" in fit["reason"]
+    assert ": a fit could not be checked" in fit["reason"]
     assert memory.recaller.scorer("learned")._tilt() is None  # the shipped model alone
 
 
@@ -143,6 +186,30 @@ def test_the_fit_is_made_at_a_sync_that_writes_and_never_at_a_no_op(tmp_path: Pa
     assert not memory.sync().noop
     again = json.loads(path.read_text("utf-8"))
     assert again["fingerprint"] != first["fingerprint"]
+
+
+def test_the_sibling_probes_are_those_a_phrasing_of_another_sql_shares_most_words_with(
+        tmp_path: Path):
+    root = _spider_project(tmp_path / "spider")
+    pairs = scan(Memory(root, backend="grep").settings).pairs
+    asked = evaluate.probes(pairs)
+    found = evaluate.sibling_probes(pairs, asked)
+    # every pair against every answered-before probe: what the rare-word search must find
+    words = evaluate._words
+    stored = [(p.datasource, evaluate._key(p), words(q)) for p in pairs
+              for q in evaluate.phrasings(p)]
+
+    def has_sibling(probe: evaluate.Probe) -> bool:
+        mine = words(probe.question)
+        return any(ds == probe.datasource and key not in probe.right
+                   and len(mine & w) >= 0.6 * len(mine | w) for ds, key, w in stored)
+
+    expected = [p for p in asked if p.task == "answered" and has_sibling(p)]
+    assert 30 <= len(found) == len(expected)  # the fixture has a fit's worth of them
+    assert [(p.question, p.path) for p in found] == [(p.question, p.path) for p in expected]
+    assert {p.task for p in found} == {"siblings"}
+    sampled = adapt.sample(asked + found, adapt.PROBES)
+    assert sum(p.task == "siblings" for p in sampled) == min(len(found), adapt.PROBES)
 
 
 def test_the_tilt_file_is_read_again_only_when_it_changes_and_only_for_its_weights(
@@ -221,6 +288,30 @@ def test_a_tilt_that_gains_one_task_and_loses_the_other_is_never_chosen():
     fit = adapt.choose(answered + far)
     assert fit["chosen"] != "prior" and fit["tilt"][0] > 0.5 * fit["shrink"]
     assert fit["task_gain"]["answered"][0] == 1.0 and fit["task_gain"]["new"][0] == 0.0
+
+
+def test_a_prior_below_its_best_single_part_beyond_the_interval_gives_way():
+    # answered before: grep-heavy finds all 60, the prior 54 (six right pairs lead on
+    # keywords only); the keyword tilt that finds them costs 3 of 100 new questions
+    fixable = [_probe("answered", (1.0, 0.5), (0.0, 1.0), (False, True), n % 5)
+               for n in range(6)]
+    fine = [_probe("answered", (1.0, 0.0), (1.0, 0.0), (True, False), n % 5)
+            for n in range(54)]
+    hurt = [_probe("new", (1.0, 0.7), (0.0, 1.0), (True, False), n % 5) for n in range(3)]
+    kept = [_probe("new", (1.0, 0.0), (1.0, 0.0), (True, False), n % 5) for n in range(90)]
+    lost = [_probe("new", (1.0, 0.0), (0.0, 0.0), (False, False), n % 5) for n in range(7)]
+    fit = adapt.choose(fixable + fine + hurt + kept + lost)
+    cands = fit["candidates"]
+    assert cands["prior"]["answered"] == 0.9 and cands["grep-heavy"]["answered"] == 1.0
+    assert cands["prior"]["answered"] < evaluate.wilson(1.0, 60)[0]  # beyond the interval
+    # its mean gain, the loss counted three times, is short of MIN_GAIN: the gain rule
+    # alone keeps the prior; the guard takes the ranking level with grep answering before
+    # that loses new questions inside the allowance
+    worth = (0.1 + adapt.LOSS_WEIGHT * (0.90 - 0.93)) / 2
+    assert 0 < worth < adapt.MIN_GAIN
+    assert fit["chosen"] != "prior" and fit["tilt"][0] > 0.5
+    chosen = cands[fit["chosen"]]
+    assert chosen["answered"] == 1.0 and chosen["new"] == 0.9
 
 
 def _pair(question: str, sql: str) -> object:

@@ -10,7 +10,9 @@ by the keyword, dense and structure evidence and the SQL read against the questi
 a five-fold cross-validation (its figure is out of fold). Weights shrink toward the prior by
 ``n / (n + SHRINK)``. Another ranking than the prior needs a mean gain of
 :data:`MIN_GAIN` with no task losing more than :data:`TASK_LOSS` or the prior's 95 %
-half-width; below :data:`MIN_PROBES` probes of either task the prior stays. The result is
+half-width; a task with fewer than :data:`MIN_PROBES` probes is not fitted (it is said)
+but from :data:`MIN_CHECKED` its loss is checked; with fewer than that of either task a user
+has (answered-before, new-question), or too few of every task to fit, the prior stays. The result is
 ``.wrenmem/recall-fit.json`` (derived), which the learned scorer reads when it changes.
 """
 
@@ -40,9 +42,11 @@ if TYPE_CHECKING:
     from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
-VERSION = 3  # of the fit file and of how it is made
+VERSION = 4  # of the fit file and of how it is made
 PROBES = 150  # questions asked of each task, at most (sampled by hash)
-MIN_PROBES = 30  # fewer questions of either task: the prior alone (that task is not checked)
+MIN_PROBES = 30  # fewer questions of a task: not fitted there; of every task: the prior
+MIN_CHECKED = 10  # ... but from this many its loss is still checked; fewer answered-before
+# or new-question ones: the prior (what a fit would change there could not be checked)
 SHRINK = 50.0  # a weight is multiplied by n / (n + SHRINK)
 MIN_GAIN = 0.01  # mean R@1 a ranking must gain over the prior to be chosen
 TASK_LOSS = 0.05  # ... and R@1 it may lose on either task, at most
@@ -58,8 +62,9 @@ HEAVY_KEYWORD = 40.0  # grep-heavy: the keyword evidence outweighs the rest
 HEAVY_DENSE = 200.0  # vector-heavy: the cosine's gap outweighs the rest
 FIXED = ("prior", "grep-heavy", "vector-heavy")
 CANDIDATES = (*FIXED, "adapted")
-FITTED_TASKS = ("answered", "new")
-TASK_NAMES = {"answered": "answered-before", "new": "new-question"}
+FITTED_TASKS = ("answered", "new", "siblings")
+TASK_NAMES = {"answered": "answered-before", "new": "new-question",
+              "siblings": "decisive-word sibling"}
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,7 @@ def sample(probes: Sequence[evaluate.Probe], limit: int) -> list[evaluate.Probe]
     """At most ``limit`` probes of each task: those of the smallest hashes, so one pair
     added or removed changes the sample by a probe or two, not all of it."""
     out: list[evaluate.Probe] = []
-    for task in evaluate.TASKS:
+    for task in (*evaluate.TASKS, "siblings"):
         mine = [p for p in probes if p.task == task]
         out += sorted(mine, key=_probe_hash)[:limit] if len(mine) > limit else mine
     return out
@@ -266,22 +271,38 @@ def _allowed_loss(r1: float, n: int) -> float:
     return min(TASK_LOSS, (high - low) / 2)
 
 
-def _pick(hits: Any, tasks: Any, among: Any) -> tuple[int, dict[str, Any]]:
+def _pick(hits: Any, tasks: Any, among: Any, sizes: dict[str, int]
+          ) -> tuple[int, dict[str, Any]]:
     """The tilt (row of ``among``, a boolean mask) that gains most over the prior (row 0)
     on these questions, a task's loss counting :data:`LOSS_WEIGHT` times its gain (the
     mean over the tasks), among those that lose no task beyond :func:`_allowed_loss`; the
-    prior unless one gains :data:`MIN_GAIN`; ties: the earlier row (smaller weights)."""
+    prior unless one gains :data:`MIN_GAIN`; ties: the earlier row (smaller weights).
+
+    The guard (issue 40: the default never below its best single part): the rows at or
+    above each fitted task's best single part (grep-heavy, vector-heavy: rows 1 and 2) are
+    chosen from when there are any, else those inside its 95 % interval, else all; a prior
+    outside that pool gives way to the pool's best with no gain asked. ``sizes``: each
+    task's probes in all (a task of fewer than :data:`MIN_PROBES` is not fitted: only its
+    loss is checked, from :data:`MIN_CHECKED`)."""
     import numpy as np
 
     r1 = _task_r1(hits, tasks)
     counts = {t: int((tasks == t).sum()) for t in r1}
     ok = among.copy()
+    level = np.ones(len(hits), dtype=bool)  # at or above every best single part
+    inside = np.ones(len(hits), dtype=bool)  # ... or inside its 95 % interval
     for t, values in r1.items():
-        ok &= values >= values[0] - _allowed_loss(float(values[0]), counts[t]) - 1e-12
-    gains = [values - values[0] for values in r1.values()]
+        if sizes[t] >= MIN_CHECKED:
+            ok &= values >= values[0] - _allowed_loss(float(values[0]), counts[t]) - 1e-12
+        if sizes[t] >= MIN_PROBES:
+            single = float(max(values[1], values[2]))
+            level &= values >= single - 1e-12
+            inside &= values >= evaluate.wilson(single, counts[t])[0] - 1e-12
+    gains = [values - values[0] for t, values in r1.items() if sizes[t] >= MIN_PROBES]
     worth = np.mean([np.where(g < 0, LOSS_WEIGHT * g, g) for g in gains], axis=0)
-    best = int(np.flatnonzero(ok)[np.argmax(worth[ok])]) if ok.any() else 0
-    if worth[best] < MIN_GAIN:
+    pool = next((ok & g for g in (level, inside) if (ok & g).any()), ok)
+    best = int(np.flatnonzero(pool)[np.argmax(worth[pool])]) if pool.any() else 0
+    if worth[best] < MIN_GAIN and (pool[0] or not pool.any()):
         best = 0
     return best, r1
 
@@ -298,22 +319,24 @@ def choose(found: Sequence[Gathered]) -> dict[str, Any]:
     hits = _hits(found, grid)
     tasks = np.array([g.task for g in found])
     folds = np.array([g.fold for g in found])
+    sizes = {t: int((tasks == t).sum()) for t in FITTED_TASKS}
+    fitted = [t for t in FITTED_TASKS if sizes[t] >= MIN_PROBES]
     rows = np.arange(len(grid))
     adapted_rows = rows >= len(FIXED)
     adapted = np.zeros(n, dtype=bool)
     for fold in range(FOLDS):
         inside = folds == fold
         train = ~inside if (~inside).any() else np.ones(n, dtype=bool)
-        best, _ = _pick(hits[:, train], tasks[train], adapted_rows)
+        best, _ = _pick(hits[:, train], tasks[train], adapted_rows, sizes)
         adapted[inside] = hits[best, inside]
     # the candidates' hits: the fixed three, and the adapted one out of fold
     per = {name: hits[i] for i, name in enumerate(FIXED)}
     per["adapted"] = adapted
     table = np.stack([per[c] for c in CANDIDATES])
-    picked, r1 = _pick(table, tasks, np.ones(len(CANDIDATES), dtype=bool))
+    picked, r1 = _pick(table, tasks, np.ones(len(CANDIDATES), dtype=bool), sizes)
     chosen = CANDIDATES[picked]
     if chosen == "adapted":  # the tilt itself: the adapted grid's best on every question
-        weights = grid[_pick(hits, tasks, adapted_rows)[0]]
+        weights = grid[_pick(hits, tasks, adapted_rows, sizes)[0]]
     else:
         weights = grid[FIXED.index(chosen)]
     gains = {c: {t: _paired_gain(table[i, tasks == t], table[0, tasks == t]) for t in r1}
@@ -322,9 +345,9 @@ def choose(found: Sequence[Gathered]) -> dict[str, Any]:
     return {"chosen": chosen, "tilt": [round(float(w), 4) for w in weights],
             "shrink": round(shrink, 4),
             "candidates": {c: {**{t: round(float(v[i]), 4) for t, v in r1.items()},
-                               "mean": round(float(np.mean([v[i] for v in r1.values()])), 4)}
+                               "mean": round(float(np.mean([r1[t][i] for t in fitted])), 4)}
                            for i, c in enumerate(CANDIDATES)},
-            "gain": round(float(np.mean([g[0] for g in gain.values()])), 4),
+            "gain": round(float(np.mean([gain[t][0] for t in fitted])), 4),
             "task_gain": gain, "candidate_gain": gains}
 
 
@@ -456,7 +479,8 @@ def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair] | None
         pairs = found.pairs
     shapes = sqlshape.ShapeCache(settings.state_dir / SHAPES_FILE)
     shapes.load()  # the pairs' SQL parsed by an earlier search or fit (10,000 pairs: 2 s)
-    probes = sample(evaluate.probes(pairs), PROBES)
+    asked = evaluate.probes(pairs)
+    probes = sample(asked + evaluate.sibling_probes(pairs, asked), PROBES)
     if settings.state_dir.is_dir():
         shapes.save()
     key = fingerprint(probes, embedder.model_id)
@@ -464,22 +488,27 @@ def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair] | None
         keys.save(keys.now(found) if found is not None or cheap is None else cheap, key)
         return old
     started = time.process_time()
-    counts = {task: sum(1 for p in probes if p.task == task) for task in evaluate.TASKS}
+    counts = {task: sum(1 for p in probes if p.task == task)
+              for task in (*evaluate.TASKS, "siblings")}
     weights = model.load()
     data: dict[str, Any] = {"version": VERSION, "fingerprint": key,
                             "weights": [weights.version, weights.fingerprint],
                             "embedder": embedder.model_id, "probes": counts}
     few = [t for t in FITTED_TASKS if counts.get(t, 0) < MIN_PROBES]
-    if few:
+    # both tasks a user has must be checked: a ranking that gains answering before while
+    # nothing checks new questions lost them on the suite (spider-en/new 0.794 -> 0.556)
+    blind = [t for t in ("answered", "new") if counts.get(t, 0) < MIN_CHECKED]
+    said = " and ".join(f"{counts.get(t, 0)} {TASK_NAMES[t]} probes" for t in blind or few)
+    if blind or len(few) == len(FITTED_TASKS):
+        least = MIN_CHECKED if blind else MIN_PROBES
         data.update(chosen="prior", tilt=[0.0] * len(model.TILT_TERMS), shrink=0.0,
-                    candidates={}, gain=0.0, task_gain={},
-                    reason=" and ".join(f"{counts.get(t, 0)} {TASK_NAMES[t]} probes"
-                                        for t in few)
-                    + f", fewer than {MIN_PROBES}: a fit could not be checked there, so the "
-                      "shipped model alone")
-    else:
-        data.update(choose(gather(settings, embedder, probes, glossary)))
-        data["reason"] = ""
+                    candidates={}, gain=0.0, task_gain={}, unchecked=few,
+                    reason=f"{said}, fewer than {least}: a fit could not be checked, so "
+                           "the shipped model alone")
+    else:  # fitted on the tasks with enough probes (the others said, their loss checked)
+        checked = [p for p in probes if p.task in FITTED_TASKS]
+        data.update(choose(gather(settings, embedder, checked, glossary)))
+        data.update(reason="", unchecked=few)
     data["cpu_seconds"] = round(time.process_time() - started, 3)
     if settings.state_dir.is_dir():
         atomic_write_text(fit_path(settings), json.dumps(data, indent=1) + "\n")
@@ -494,9 +523,15 @@ def summary(data: dict[str, Any] | None) -> str:
         return "none yet (made by `wrenmem sync` or `wrenmem eval`)"
     probes = data.get("probes", {})
     asked = (f"{probes.get('answered', 0)} answered-before and {probes.get('new', 0)} "
-             "new-question probes")
+             "new-question probes"
+             + (f", {probes['siblings']} decisive-word sibling ones" if probes.get("siblings")
+                else ""))
     if data.get("reason"):
         return f"prior ({asked}; {data['reason']})"
+    unchecked = [t for t in data.get("unchecked") or () if t in TASK_NAMES]
+    if unchecked:  # a fit on the other tasks (their loss checked from MIN_CHECKED)
+        asked += (" (" + " and ".join(TASK_NAMES[t] for t in unchecked)
+                  + f": fewer than {MIN_PROBES}, not fitted)")
     chosen = data.get("chosen", "prior")
 
     def gains_of(task_gain: dict[str, Any]) -> str:
@@ -527,9 +562,10 @@ def render_fit(data: dict[str, Any]) -> list[str]:
     lines = [f"recall fit: {summary(data)}"]
     cands = data.get("candidates") or {}
     if cands:
-        lines.append("  compared on these pairs' own probes (R@1 answered/new; adapted: out "
-                     "of fold): "
-                     + ", ".join(f"{name} {m.get('answered', 0.0):.3f}/{m.get('new', 0.0):.3f}"
+        tasks = [t for t in FITTED_TASKS if any(t in m for m in cands.values())]
+        lines.append(f"  compared on these pairs' own probes (R@1 {'/'.join(tasks)}; adapted: "
+                     "out of fold): "
+                     + ", ".join(f"{name} " + "/".join(f"{m.get(t, 0.0):.3f}" for t in tasks)
                                  for name, m in cands.items())
                      + ("; hybrid:learned above uses the chosen one" if data.get("applied")
                         else "; hybrid:learned above is the shipped model (recall_fit = "

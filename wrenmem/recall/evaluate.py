@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -100,6 +101,52 @@ def probes(pairs: Sequence[Pair], *, limit: int = 0) -> list[Probe]:
         new.append(Probe("new", first.nl, first.datasource, left_out, frozenset({skeleton}),
                          by_skeleton=True, path=first.path))
     return _spread(answered, limit) + _spread(new, limit)
+
+
+SIBLING_OVERLAP = 0.6  # word Jaccard of two phrasings: "most words shared"
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in _WORD.findall(text))
+
+
+def sibling_probes(pairs: Sequence[Pair], asked: Sequence[Probe]) -> list[Probe]:
+    """The answered-before probes of ``asked`` whose question a stored phrasing of another
+    SQL on its datasource shares most words with (word Jaccard at least
+    :data:`SIBLING_OVERLAP`): a decisive-word sibling (a count for a list, a condition more,
+    another column), as task ``siblings``. Found through the rarest words of each question
+    (one of its first ``len - ceil(0.6 len) + 1`` by document frequency is in any phrasing
+    that close), so the cost grows with the rare words' postings, not the pairs squared."""
+    stored: dict[str | None, list[tuple[frozenset[str], tuple[str | None, str]]]] = (
+        defaultdict(list))
+    for p in _measured(pairs):
+        key = _key(p)
+        for q in phrasings(p):
+            stored[p.datasource].append((_words(q), key))
+    postings: dict[str | None, dict[str, list[int]]] = {}
+    for ds, rows in stored.items():
+        index: dict[str, list[int]] = defaultdict(list)
+        for n, (words, _k) in enumerate(rows):
+            for w in words:
+                index[w].append(n)
+        postings[ds] = index
+    out = []
+    for probe in asked:
+        if probe.task != "answered":
+            continue
+        mine, rows, index = _words(probe.question), stored[probe.datasource], postings[
+            probe.datasource]
+        if not mine:
+            continue
+        order = sorted(mine, key=lambda w: (len(index.get(w, ())), w))
+        prefix = order[:len(mine) - math.ceil(SIBLING_OVERLAP * len(mine)) + 1]
+        seen = {n for w in prefix for n in index.get(w, ())}
+        if any(rows[n][1] not in probe.right
+               and len(mine & rows[n][0]) >= SIBLING_OVERLAP * len(mine | rows[n][0])
+               for n in seen):
+            out.append(replace(probe, task="siblings"))
+    return out
 
 
 def gold_probes(path: Path, pairs: Sequence[Pair], root: Path) -> tuple[list[Probe], list[str]]:
