@@ -308,6 +308,38 @@ def test_index_backends_through_the_daemon(indexed_server, monkeypatch) -> None:
                         recall_many(hybrid, last_week, 5, Filters()))
 
 
+@pytest.mark.slow
+def test_a_warm_hybrid_recall_fences_once_and_sees_the_next_edit(server, settings,
+                                                                 monkeypatch) -> None:
+    """One file-system fence a request: the index's freshness and the vocabulary's (of the
+    shown scores) are checked behind the same one; an edit saved before the next request is
+    in its answer, scores included."""
+    from conftest import write_pair
+
+    source = server.freshness.source
+    if source is None or source.mode != "inotify":
+        pytest.skip("no inotify here: every recall syncs first, with no fence")
+    hybrid = dataclasses.replace(settings, backend="hybrid")
+    question = ["How many pangolins did we rescue?"]
+    for _ in range(2):  # the index, then the vocabulary, synced and held
+        assert remote_recall(hybrid, question, 1, Filters()) is not None
+    fences: list[bool] = []
+    real = source.fence
+
+    def counted(*args, **kwargs):
+        fences.append(real(*args, **kwargs))
+        return fences[-1]
+
+    monkeypatch.setattr(source, "fence", counted)
+    assert remote_recall(hybrid, question, 1, Filters()) is not None
+    assert fences == [True]
+    write_pair(settings.root, "pangolin.md", question[0], "SELECT 2")
+    after = remote_recall(hybrid, question, 1, Filters())
+    assert after[0].hits[0].path == "knowledge/sql/pangolin.md"
+    assert_same_answers(after, recall_many(hybrid, question, 1, Filters()))
+    assert len(fences) == 2
+
+
 def test_a_busy_index_with_no_whole_version_known_is_refused(server, settings,
                                                              monkeypatch) -> None:
     from wrenmem.recall import backends as recall

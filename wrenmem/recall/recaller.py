@@ -144,11 +144,13 @@ class Recaller:
                 found = self._scorers[name] = rank_model.Scorer(name, tilt=tilt)
             return found
 
-    def vocabulary(self, settings: Settings | None = None) -> frozenset[str]:
+    def vocabulary(self, settings: Settings | None = None,
+                   checked: tuple[bool, float] | None = None) -> frozenset[str]:
         """Every stored pair's search terms (:func:`wrenmem.recall.answerable.
-        project_vocabulary`), kept by a warm recaller while no file changed."""
+        project_vocabulary`), kept by a warm recaller while no file changed. ``checked``:
+        its :meth:`_stale` as the request's index search found it (behind the same fence)."""
         settings = settings or self.settings
-        stale, started = self._stale(VOCABULARY)
+        stale, started = checked or self._stale(VOCABULARY)
         held = self._vocabulary.get(settings)
         if held is not None and not stale:
             return held
@@ -208,12 +210,14 @@ class Recaller:
         name = choose_backend(settings, say)
         if name not in BACKENDS:
             raise ExtraMissingError(f"the {name} backend is not available in this install")
+        checked: dict[str, tuple[bool, float]] = {}  # the vocabulary's, with the index's
         if name == "grep":
             used, hits = self._grep_search(settings, list(queries), k, filters, sql, say)
         else:
             used, hits = self._index_search(name, settings, list(queries), k, filters, sql,
-                                            say, sync)
-        return self._results(queries, used, hits, min_score, settings)
+                                            say, sync, checked)
+        return self._results(queries, used, hits, min_score, settings,
+                             checked.get(VOCABULARY))
 
     def _recall_once(self, queries: Sequence[str], k: int, filters: Filters, *,
                      sql: str | None, min_score: float, sync: bool, notify: Notify | None,
@@ -230,8 +234,8 @@ class Recaller:
         return self._results(queries, backend.name, hits, min_score, settings)
 
     def _results(self, queries: Sequence[str], backend: str,
-                 hits: Sequence[Sequence[Hit]], min_score: float, settings: Settings
-                 ) -> list[RecallResult]:
+                 hits: Sequence[Sequence[Hit]], min_score: float, settings: Settings,
+                 checked: tuple[bool, float] | None = None) -> list[RecallResult]:
         """The results as every door shows them. The hybrid backend's hits (with the
         ``learned`` fusion its calibration was fitted on) get their shown scores here
         (:func:`wrenmem.recall.answerable.calibrate`: the chance the hit answers the
@@ -239,7 +243,7 @@ class Recaller:
         then ``min_score`` and ``prefer_verified``."""
         if backend == "hybrid" and settings.fusion == "learned" and any(hits):
             try:
-                vocabulary = self.vocabulary(settings)
+                vocabulary = self.vocabulary(settings, checked)
             except WrenmemError as e:  # no pair files here (a reader of a remote index)
                 log.info("the shown scores are the ranking's: %s", e)
                 return _results(queries, backend, hits, min_score, settings.prefer_verified)
@@ -252,6 +256,17 @@ class Recaller:
         """(may files have changed since ``key`` was last synced, when this check began)."""
         started = time.monotonic()
         return self.freshness is None or self.freshness.needs_sync(key), started
+
+    def _stale_with_vocabulary(self, name: str, settings: Settings
+                               ) -> tuple[bool, float, tuple[bool, float] | None]:
+        """:meth:`_stale` of the index and, when the hits' shown scores will need it (the
+        hybrid backend's ``learned`` fusion), of the vocabulary, behind one fence."""
+        both = getattr(self.freshness, "stale", None)
+        if both is None or name != "hybrid" or settings.fusion != "learned":
+            return (*self._stale(INDEX), None)
+        started = time.monotonic()
+        index, vocabulary = both(INDEX, VOCABULARY)
+        return index, started, (vocabulary, started)
 
     def _synced(self, key: str, started: float) -> None:
         if self.freshness is not None:
@@ -271,7 +286,8 @@ class Recaller:
         return grep.name, hits
 
     def _index_search(self, name: str, settings: Settings, queries: list[str], k: int,
-                      filters: Filters, sql: str | None, say: Notify, sync: bool
+                      filters: Filters, sql: str | None, say: Notify, sync: bool,
+                      checked: dict[str, tuple[bool, float]] | None = None
                       ) -> tuple[str, list[list[Hit]]]:
         """The search under the index lock. The backend (its open table: a sixth of a warm
         search) is kept while no file changed; a catch-up sync, a writer holding the lock,
@@ -298,7 +314,9 @@ class Recaller:
                         f"answer is from version {version}, before changes saved since")
                     return self._search_pinned(name, settings, version, queries, k, filters,
                                                sql)
-            stale, started = self._stale(INDEX)
+            stale, started, vocabulary = self._stale_with_vocabulary(name, settings)
+            if vocabulary is not None and checked is not None:
+                checked[VOCABULARY] = vocabulary
             stale = stale and sync
             shared = settings.is_reader or settings.remote_index  # always says how far behind
             copy = self._copy_version(settings) if shared else None

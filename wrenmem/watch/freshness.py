@@ -51,6 +51,11 @@ class Freshness:
 
     def needs_sync(self, key: str = "index") -> bool:
         """True when files may have changed since the last sync of ``key``."""
+        return self.stale(key)[0]
+
+    def stale(self, *keys: str) -> tuple[bool, ...]:
+        """:meth:`needs_sync` of each of ``keys``, behind one fence: what one request
+        checks (the index, then the vocabulary of its shown scores) is as of one moment."""
         with self._lock:
             if threading.current_thread() is not self._keeper:
                 # a question: keep the keys fresh a while. The keeper looks again at every
@@ -59,13 +64,13 @@ class Freshness:
                 self._asked = time.monotonic()
                 self._wake.set()
             if self.source is None:
-                return True
-            since = self._clean.get(key)
-            fenced = since is not None and self.source.fence()
+                return (True,) * len(keys)
+            fenced = (any(self._clean.get(key) is not None for key in keys)
+                      and self.source.fence())
             self._drain()
-            since = self._clean.get(key)
-            return (not fenced or since is None
-                    or time.monotonic() - since > self.max_age)
+            now = time.monotonic()
+            return tuple(not fenced or (since := self._clean.get(key)) is None
+                         or now - since > self.max_age for key in keys)
 
     def synced(self, started_at: float, key: str = "index") -> None:
         """A sync of ``key`` that began at ``started_at`` (monotonic) finished: changes from
