@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import stat
@@ -185,6 +186,24 @@ def atomic_write_text(path: Path, text: str, *, exclusive: bool = False,
                        exclusive=exclusive, tmp_dir=tmp_dir)
 
 
+def read_state(path: Path, version: int) -> dict[str, Any]:
+    """A JSON state or cache file when it is of this ``version``, else {}."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("version") == version else {}
+
+
+def write_state(path: Path, state: dict[str, Any]) -> None:
+    """Write a state or cache file; one that cannot be written (a read-only checkout) costs
+    the next command a comparison, nothing more."""
+    try:
+        atomic_write_text(path, json.dumps(state, ensure_ascii=False))
+    except OSError as e:
+        logging.getLogger(__name__).debug("cannot write %s: %s", path, e)
+
+
 def link_target(path: Path) -> Path:
     """The file a rewrite of ``path`` writes: the one a symbolic link names (the link is
     kept), else ``path``."""
@@ -270,8 +289,9 @@ def sync_file_systems(folders: Iterable[Path]) -> bool:
     return True
 
 
-def fsync_file(path: str | Path) -> None:
-    fd = os.open(path, os.O_RDWR)
+def fsync_path(path: str | Path) -> None:
+    """fsync a file, or a folder (so the names moved into it survive a power cut)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

@@ -20,7 +20,7 @@ from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
 from wrenmem.fs.fsutil import (
     atomic_write_text,
-    fsync_file,
+    fsync_path,
     remove_quietly,
     remove_stale_temps,
     sync_file_systems,
@@ -69,7 +69,7 @@ def replace_set(settings: Settings, writes: Sequence[Planned], deletes: Sequence
         # Every new file on disk before the journal names it: one syncfs, not 5,000 fsyncs
         if not sync_file_systems({Path(tmp).parent for tmp, _p, _c in staged}):
             for tmp, _path, _create in staged:
-                fsync_file(tmp)
+                fsync_path(tmp)
         with _swap_lock(settings):
             root = str(settings.root)  # paths relative to it: a moved project still replays
             journal: dict[str, list[Any]] = {
@@ -156,11 +156,7 @@ def _sync_folders(paths: Sequence[Path]) -> None:
     """fsync the folders that received files, so the moves survive a power cut."""
     for folder in {p.parent for p in paths}:
         with contextlib.suppress(OSError):
-            fd = os.open(folder, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_path(folder)
 
 
 def interrupted(settings: Settings) -> bool:

@@ -14,17 +14,15 @@ from :func:`stored` and writes through :func:`write_rows` like the others.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
-from wrenmem.fs.fsutil import atomic_write_text
-from wrenmem.fs.statedir import ensure_parent
+from wrenmem.fs.fsutil import read_state as read_state  # the derived tables' state files
+from wrenmem.fs.fsutil import write_state as write_state
 from wrenmem.storage import lance
 
 log = logging.getLogger(__name__)
@@ -302,24 +300,6 @@ def arrow_rows(columns: Mapping[str, Sequence[str]], vectors: Sequence[Any]) -> 
     data["vector"] = pa.FixedSizeListArray.from_arrays(
         pa.array(matrix.reshape(-1), pa.float32()), int(matrix.shape[1]))
     return pa.table(data)
-
-
-def read_state(path: Path, version: int) -> dict[str, Any]:
-    """The JSON state file of a derived table when it is of this ``version``, else {}."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) and data.get("version") == version else {}
-
-
-def write_state(path: Path, state: dict[str, Any]) -> None:
-    """Write a state file; one that cannot be written costs the next sync a comparison."""
-    try:
-        ensure_parent(path)
-        atomic_write_text(path, json.dumps(state))
-    except OSError as e:
-        log.debug("cannot write %s: %s", path, e)
 
 
 def table_present(uri: str, name: str) -> bool:
