@@ -18,6 +18,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import yaml
@@ -33,20 +34,20 @@ def queries_yml(n: int) -> str:
     return yaml.safe_dump({"version": 1, "pairs": pairs}, sort_keys=False)
 
 
-def child_cpu(args: list[str], cwd: Path, code: Path) -> float:
-    """CPU seconds (user + system) of one wrenmem process run to its end."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def child_cpu(args: list[str], cwd: Path, code: Path) -> tuple[float, float]:
+    """(CPU seconds (user + system), wall seconds) of one wrenmem process run to its end."""
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     env = {**os.environ, "PYTHONPATH": str(code)}
     done = subprocess.run([sys.executable, "-m", "wrenmem", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"wrenmem {' '.join(args)} failed:\n{done.stderr}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter() - start
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
 
 
-def measure(n: int, code: Path) -> tuple[float, float]:
-    """(CPU seconds of a first import, of an --overwrite import) of ``n`` pairs."""
+def measure(n: int, code: Path) -> tuple[tuple[float, float], tuple[float, float]]:
+    """((CPU, wall) seconds of a first import, of an --overwrite import) of ``n`` pairs."""
     with tempfile.TemporaryDirectory(prefix="wrenmem-import-") as tmp:
         root = Path(tmp)
         (root / "knowledge" / "sql").mkdir(parents=True)
@@ -70,10 +71,11 @@ def main() -> int:
     load = os.getloadavg()[0]
     results = {n: measure(n, args.code.resolve()) for n in (args.small, args.large)}
     for n, (first, again) in results.items():
-        print(f"{n:>6} pairs: import {first:7.2f} s CPU, import --overwrite {again:7.2f} s CPU")
+        print(f"{n:>6} pairs: import {first[0]:7.2f} s CPU ({first[1]:.2f} s wall), "
+              f"import --overwrite {again[0]:7.2f} s CPU ({again[1]:.2f} s wall)")
     small, large = results[args.small], results[args.large]
-    print(f"ratio {args.large}/{args.small} pairs: import {large[0] / small[0]:.1f}x, "
-          f"--overwrite {large[1] / small[1]:.1f}x (linear: {args.large / args.small:.1f}x); "
+    print(f"ratio {args.large}/{args.small} pairs: import {large[0][0] / small[0][0]:.1f}x, "
+          f"--overwrite {large[1][0] / small[1][0]:.1f}x (linear: {args.large / args.small:.1f}x); "
           f"load average {load:.1f}")
     return 0
 

@@ -122,13 +122,13 @@ def count() -> None:
         os.kill(os.getpid(), signal.SIGKILL)  # kill -9: no handler, no clean-up runs
 
 
-if phase == "write":  # while the new files are being written
-    real_fsync = os.fsync
+if phase == "write":  # while the new files are being written (a mode set per file)
+    real_fchmod = os.fchmod
 
-    def fsync(fd):
-        real_fsync(fd)
+    def fchmod(fd, mode):
+        real_fchmod(fd, mode)
         count()
-    os.fsync = fsync
+    os.fchmod = fchmod
 else:  # while they are being moved into place
     real_replace, real_link = os.replace, os.link
 
@@ -204,22 +204,33 @@ def test_import_overwrite_killed_midway_keeps_a_whole_set(
     assert not [p for p in _git_untracked(project) if not p.endswith(".md")]
 
 
+@pytest.mark.parametrize("where", ["write", "sync"])
 def test_import_on_a_full_disk_changes_nothing(project: Path, cli, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                where: str) -> None:
+    """The disk fills while the new files are written, or their one syncfs reports it."""
     import errno
+
+    from wrenmem.pairs import swap
 
     n = 100
     assert cli("import", str(_queries(tmp_path, "old.yml", n, "1"))).exit_code == 0
     before = {p.name: p.read_bytes() for p in (project / "knowledge/sql").iterdir()}
-    real_fsync, calls = os.fsync, {"n": 0}
+    real_fchmod, calls = os.fchmod, {"n": 0}
 
-    def fsync(fd: int) -> None:
+    def fchmod(fd: int, mode: int) -> None:
         calls["n"] += 1
         if calls["n"] > 25:
             raise OSError(errno.ENOSPC, "No space left on device")
-        real_fsync(fd)
+        real_fchmod(fd, mode)
 
-    monkeypatch.setattr(os, "fsync", fsync)
+    def full(folders: object) -> bool:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if where == "write":
+        monkeypatch.setattr(os, "fchmod", fchmod)
+    else:
+        monkeypatch.setattr(swap, "sync_file_systems", full)
     result = cli("import", "--overwrite", "--yes", str(_queries(tmp_path, "new.yml", n, "2")))
     monkeypatch.undo()
     assert result.exit_code == 1, result.output

@@ -194,6 +194,10 @@ def test_crash_between_commits_is_repaired(project: Path, fake: RecordingEmbedde
     sync_pairs(settings)
     (project / "knowledge/sql/c.md").unlink()
     write_pair(project, "d.md", "New one", "SELECT 2")
+    write_pair(project, "e.md", "Another new one", "SELECT 3")
+    from wrenmem.index import rowwrite
+
+    monkeypatch.setattr(rowwrite, "WRITE_CHUNK", 1)  # a commit a text: the deletion and d, e
     real_write = index.write
     calls = []
 
@@ -211,7 +215,8 @@ def test_crash_between_commits_is_repaired(project: Path, fake: RecordingEmbedde
     assert not check_drift(settings).fresh
     sync_pairs(settings)
     ids = [r["id"] for r in table_rows(settings)]
-    assert ids == ["knowledge/sql/a.md", "knowledge/sql/d.md", "knowledge/sql/sub/b.md"]
+    assert ids == ["knowledge/sql/a.md", "knowledge/sql/d.md", "knowledge/sql/e.md",
+                   "knowledge/sql/sub/b.md"]
     assert check_drift(settings).fresh
 
 
@@ -490,9 +495,10 @@ def test_a_first_index_adds_what_the_merge_path_would_store(
     from wrenmem.index import rowwrite
     from wrenmem.recall.hits import Filters
     from wrenmem.recall.recaller import Recaller
+    from wrenmem.storage import embedsync
 
     monkeypatch.setattr(rowwrite, "WRITE_CHUNK", 16)  # several chunks, several commits
-    monkeypatch.setattr(rowwrite, "EMBED_BATCH", 8)
+    monkeypatch.setattr(embedsync, "EMBED_BATCH", 8)
     calls: list[str] = []
     for name in ("append", "write"):
         real = getattr(index, name)

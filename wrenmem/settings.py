@@ -168,8 +168,9 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "mcp_forget": (False, _bool, "offer the forget_query tool over MCP (off: agents cannot "
                                  "delete pair files)"),
     "daemon": ("on-demand", _choice(DAEMON_MODES),
-               "on-demand: a recall no watcher answers starts one in the background, so the "
-               "next ones are answered warm; running: only ask a watcher already running"),
+               "on-demand: a recall or a search-mode fetch that no watcher answers starts "
+               "one in the background, whose daemon then answers recall, fetch, status and "
+               "sync warm; running: only ask a watcher already running"),
     "background_copy": (True, _bool, "no longer used (the recall copy it saved is gone): "
                                      "accepted so older settings files still load"),
 }

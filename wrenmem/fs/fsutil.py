@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import stat
+import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +186,24 @@ def atomic_write_text(path: Path, text: str, *, exclusive: bool = False,
                        exclusive=exclusive, tmp_dir=tmp_dir)
 
 
+def read_state(path: Path, version: int) -> dict[str, Any]:
+    """A JSON state or cache file when it is of this ``version``, else {}."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("version") == version else {}
+
+
+def write_state(path: Path, state: dict[str, Any]) -> None:
+    """Write a state or cache file; one that cannot be written (a read-only checkout) costs
+    the next command a comparison, nothing more."""
+    try:
+        atomic_write_text(path, json.dumps(state, ensure_ascii=False))
+    except OSError as e:
+        logging.getLogger(__name__).debug("cannot write %s: %s", path, e)
+
+
 def link_target(path: Path) -> Path:
     """The file a rewrite of ``path`` writes: the one a symbolic link names (the link is
     kept), else ``path``."""
@@ -227,9 +247,10 @@ def temp_folder(target_folder: Path, preferred: Path | None) -> Path:
     return target_folder
 
 
-def write_temp_file(folder: Path, data: bytes, mode: int = 0o600) -> str:
-    """A new fsynced file in ``folder`` holding ``data``; its name carries this process's
-    id, so :func:`remove_stale_temps` can tell a dead writer's leftovers from live work."""
+def write_temp_file(folder: Path, data: bytes, mode: int = 0o600, fsync: bool = True) -> str:
+    """A new file in ``folder`` holding ``data``, fsynced unless ``fsync`` is False (the
+    caller syncs many at once); its name carries this process's id, so
+    :func:`remove_stale_temps` can tell a dead writer's leftovers from live work."""
     fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", suffix=TEMP_SUFFIX,
                                dir=folder)
     try:
@@ -237,11 +258,44 @@ def write_temp_file(folder: Path, data: bytes, mode: int = 0o600) -> str:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if fsync:
+                os.fsync(fh.fileno())
     except BaseException:
         remove_quietly(tmp)
         raise
     return tmp
+
+
+def sync_file_systems(folders: Iterable[Path]) -> bool:
+    """Write to disk all that the file systems of ``folders`` hold, with one ``syncfs`` a
+    file system (Linux) instead of an fsync a file; its error (a full disk, EIO) is raised
+    as OSError, as an fsync's would be. False where there is no ``syncfs``: the caller
+    fsyncs its files."""
+    if sys.platform != "linux":
+        return False
+    import ctypes  # here: a few milliseconds that only an import of many files pays
+
+    syncfs = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+    if syncfs is None:
+        return False
+    for folder in set(folders):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            if syncfs(fd) != 0:
+                code = ctypes.get_errno()
+                raise OSError(code, os.strerror(code), str(folder))
+        finally:
+            os.close(fd)
+    return True
+
+
+def fsync_path(path: str | Path) -> None:
+    """fsync a file, or a folder (so the names moved into it survive a power cut)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def remove_quietly(path: str | Path) -> None:

@@ -1,18 +1,18 @@
-"""The pairs sync's writes: a plan's rows with their vectors, reused from the table or the
-embedding cache, else embedded (:func:`wrenmem.storage.embedsync.vectors`), in commits of
-``WRITE_CHUNK`` rows."""
+"""The pairs sync's writes: a plan's rows with their vectors, reused from the table, an
+earlier round or the embedding cache, else embedded, through the one write loop of the
+derived tables (:func:`wrenmem.storage.embedsync.write_rows`)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
 from wrenmem.embed.embedders import Embedder
 from wrenmem.index import table as index
 from wrenmem.index.embedcache import EmbedCache
-from wrenmem.index.embedpipe import EmbedPipe
+from wrenmem.index.embedpipe import AHEAD, EmbedPipe
 from wrenmem.index.snapshot import Snapshot
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.settings import MAX_EMBED_CHARS
@@ -21,8 +21,9 @@ from wrenmem.storage.embedsync import SyncPlan
 
 log = logging.getLogger(__name__)
 
-EMBED_BATCH = 256
-WRITE_CHUNK = 2048  # rows per commit during a big build: progress survives a kill
+# Texts a commit of a big build: what the embedding child may hold ahead (AHEAD batches),
+# so this process writes one chunk while the child embeds the next; a kill keeps the rest.
+WRITE_CHUNK = AHEAD * embedsync.EMBED_BATCH  # 2,048
 Progress = Callable[[int, int], None]
 
 
@@ -43,71 +44,46 @@ def write_plan(table: Any, snap: Snapshot, plan: SyncPlan, indexed: Mapping[str,
            cache: EmbedCache, use_cache: bool = True,
            memo: dict[str, Any] | None = None, new_table: bool = False,
            pipe: EmbedPipe | None = None) -> tuple[int, int]:
-    """Write the plan: reused vectors and deletions first, then embedded chunks. Returns
-    (texts embedded, commits). ``use_cache`` False (``--full``) embeds every text again.
-    ``memo`` (text -> vector) keeps what was embedded for a later round (a remote index's).
+    """Write the plan: rows of reused vectors and the deletions first, then the embedded
+    chunks of :data:`WRITE_CHUNK` texts. Returns (texts embedded, commits). ``use_cache``
+    False (``--full``) embeds every text again. ``memo`` (text -> vector) keeps what was
+    embedded for a later round (a remote index's).
     ``new_table``: created by this sync, no other writer: rows are added without a join.
     ``pipe``: the child process embedding this sync's texts."""
     texts_of = {i: embed_text(snap.pairs[i], max_chars) for i in
                 (*plan.added, *plan.changed, *(new for _old, new in plan.renamed))}
-    commits = 0
-    duplicated = [i for i in plan.changed if len(indexed.get(i, ())) > 1]
-    targets = list(plan.added) + list(plan.changed) + [new for _old, new in plan.renamed]
     stored_hashes = {h for hs in indexed.values() for h in hs}
-    wanted_hashes = {snap.pairs[i].content_hash for i in targets}
-    pool = embedsync.stored(table, wanted_hashes & stored_hashes, "content_hash", None)
+    pool = embedsync.stored(table, {snap.pairs[i].content_hash for i in texts_of}
+                            & stored_hashes, "content_hash", None)
+    known = {texts_of[i]: pool[snap.pairs[i].content_hash] for i in texts_of
+             if snap.pairs[i].content_hash in pool}
+    del pool
+    if memo:
+        known.update((t, memo[t]) for t in set(texts_of.values()) - known.keys() if t in memo)
+    missing = sorted(set(texts_of.values()) - known.keys())
+    if use_cache and missing:
+        known.update(cache.lookup(missing))
+    duplicated = [i for i in plan.changed if len(indexed.get(i, ())) > 1]
     if duplicated:  # merge_insert refuses ids that match twice: clear them first
         index.write(table, [], duplicated)
-        commits += 1
-    ready, todo = [], []
-    for row_id in targets:
-        pair = snap.pairs[row_id]
-        vector = pool.get(pair.content_hash)
-        if vector is None and memo is not None:
-            vector = memo.get(texts_of[row_id])
-        if vector is not None:
-            ready.append(index.pair_row(row_id, pair, texts_of[row_id], vector))
-        else:
-            todo.append(row_id)
-    deletes = list(plan.removed) + [old for old, _new in plan.renamed]
-    if ready or deletes:
-        index.write(table, ready, deletes)
-        commits += 1
-    wanted = sorted({texts_of[i] for i in todo})
-    vectors: dict[str, Any] = cache.lookup(wanted) if wanted and use_cache else {}
-    texts = [t for t in wanted if t not in vectors]  # never embedded by this model before
-    total = len(texts)
-    if progress is not None and total:
-        progress(0, total)
-    pending: list[str] = list(todo)
-    embed = None if pipe is None else partial(pipe.embed, fallback=embedder.embed)
-    for start in range(0, len(texts), WRITE_CHUNK):
-        fresh = embedsync.vectors(embedder, texts[start:start + WRITE_CHUNK],
-                                  progress=progress, offset=start, total=total,
-                                  batch=EMBED_BATCH, embed=embed)
-        vectors.update(fresh)
+
+    def made(fresh: dict[str, Any]) -> None:
         if memo is not None:
             memo.update(fresh)
         cache.store(fresh)
-        commits += _write_ripe(table, snap, pending, vectors, texts_of, new_table)
-    commits += _write_ripe(table, snap, pending, vectors, texts_of, new_table)  # the rest
+
+    def write(ids: list[str], vectors: list[Any], deletes: Sequence[str]) -> None:
+        rows = [index.pair_row(i, snap.pairs[i], texts_of[i], vector)
+                for i, vector in zip(ids, vectors, strict=True)]
+        if new_table and not deletes:
+            index.append(table, rows)
+        else:
+            index.write(table, rows, deletes)
+
+    embed = None if pipe is None else partial(pipe.embed, fallback=embedder.embed)
+    total, written = embedsync.write_rows(
+        list(texts_of), texts_of, known, embedder, write,
+        deletes=[*plan.removed, *(old for old, _new in plan.renamed)], chunk=WRITE_CHUNK,
+        progress=progress, embed=embed, made=made)
     cache.save()
-    return total, commits
-
-
-def _write_ripe(table: Any, snap: Snapshot, pending: list[str], vectors: dict[str, Any],
-                texts_of: Mapping[str, str], new_table: bool = False) -> int:
-    """Write the pending rows whose vectors are ready (and drop them from ``pending``).
-    Then no pending row wants any of ``vectors`` (texts are embedded once): they are
-    dropped, so a first index holds one chunk of vectors at a time, not all of them."""
-    ripe = [i for i in pending if texts_of[i] in vectors]
-    if not ripe:
-        return 0
-    pending[:] = [i for i in pending if texts_of[i] not in vectors]
-    rows = [index.pair_row(i, snap.pairs[i], texts_of[i], vectors[texts_of[i]]) for i in ripe]
-    if new_table:
-        index.append(table, rows)
-    else:
-        index.write(table, rows, [])
-    vectors.clear()
-    return 1
+    return total, written + bool(duplicated)

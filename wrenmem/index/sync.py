@@ -47,7 +47,7 @@ from wrenmem.index.state import (
 from wrenmem.pairs.catalog import read_paths, require_knowledge_dir
 from wrenmem.pairs.seeds import seed_pairs
 from wrenmem.settings import Settings
-from wrenmem.storage import lance
+from wrenmem.storage import embedsync, lance
 from wrenmem.storage.embedsync import SyncPlan, plan_sync
 from wrenmem.storage.lock import index_lock
 
@@ -128,7 +128,7 @@ def _sync(settings: Settings, embedder: Embedder, full: bool, progress: Progress
             return report
         break
     # A first index or a rebuild: a child loads the model while this process reads files.
-    early = (EmbedPipe(embedder, rowwrite.EMBED_BATCH)
+    early = (EmbedPipe(embedder, embedsync.EMBED_BATCH)
              if (full or delta is None) and paths is None and can_fork(embedder) else None)
     pipe = None
     try:
@@ -187,7 +187,7 @@ def _embed_pipe(embedder: Embedder, fresh: set[str], full: bool, cache: EmbedCac
         wanted = [t for t in wanted if t not in known]
     if len(wanted) < embedpipe.PIPE_MIN:
         return None
-    pipe = early or EmbedPipe(embedder, rowwrite.EMBED_BATCH)
+    pipe = early or EmbedPipe(embedder, embedsync.EMBED_BATCH)
     pipe.start(wanted)
     return pipe
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.settings import Settings
-from wrenmem.storage import lance
+from wrenmem.storage import embedsync, lance
 from wrenmem.textsearch import FIELD_WEIGHTS, tokenize
 
 if TYPE_CHECKING:
@@ -70,8 +70,7 @@ def record_origin(table: Any, origin: Origin) -> None:
 
 def index_exists(settings: Settings) -> bool:
     """Cheap: is there a pairs table on local disk? (Remote URIs are assumed to exist.)"""
-    folder = lance.table_folder(settings.index_uri, TABLE)
-    return folder is None or os.path.isdir(folder)
+    return embedsync.table_present(settings.index_uri, TABLE)
 
 
 def open_table(db: Any) -> Any | None:

@@ -8,16 +8,14 @@ never breaks recall.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
-from wrenmem.fs.fsutil import atomic_write_text, is_racy
+from wrenmem.fs.fsutil import is_racy, read_state, write_state
 from wrenmem.fs.fsutil import stat_key as fs_stat_key
 from wrenmem.lazy import lazy
 from wrenmem.pairs.catalog import scan
@@ -64,7 +62,9 @@ def seed_pairs(settings: Settings) -> list[Pair]:
         return []
     stat_key = list(fs_stat_key(st))  # the change time: an mtime put back is seen
     cache_path = settings.state_dir / CACHE_FILE
-    cache = _read_cache(cache_path)
+    cache = read_state(cache_path, CACHE_VERSION)
+    if not isinstance(cache.get("seeds"), list):
+        cache = {}
     same_file = cache.get("manifest") == str(path)
     racy = is_racy(stat_key[0])
     if same_file and cache.get("stat") == stat_key and not racy:
@@ -81,9 +81,9 @@ def seed_pairs(settings: Settings) -> list[Pair]:
         return []
     records = cache["seeds"] if same_file and cache.get("fingerprint") == \
         manifest.fingerprint and _pairs(cache["seeds"]) is not None else build_records(manifest)
-    _write_cache(cache_path, {"version": CACHE_VERSION, "manifest": str(path),
-                              "stat": stat_key, "fingerprint": manifest.fingerprint,
-                              "seeds": records})
+    write_state(cache_path, {"version": CACHE_VERSION, "manifest": str(path),
+                             "stat": stat_key, "fingerprint": manifest.fingerprint,
+                             "seeds": records})
     return _pairs(records) or []
 
 
@@ -103,25 +103,6 @@ def _pairs(records: list[Any]) -> list[Pair] | None:
                 for r in records]
     except (KeyError, TypeError):
         return None
-
-
-def _read_cache(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
-        return {}
-    if not isinstance(data.get("seeds"), list):
-        return {}
-    return data
-
-
-def _write_cache(path: Path, data: dict[str, Any]) -> None:
-    try:
-        atomic_write_text(path, json.dumps(data, ensure_ascii=False))
-    except OSError as e:  # a read-only checkout still recalls, just without the cache
-        log.debug("cannot write %s: %s", path, e)
 
 
 @dataclass(frozen=True)

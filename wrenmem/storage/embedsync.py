@@ -6,25 +6,23 @@ A derived table keeps, per row, an ``id`` and the hash of what it was made from.
 schema and knowledge tables also keep the ``embedder`` of each vector and the embedded
 ``text``: :func:`apply` brings such a table to what a sync wants (:func:`read`, then
 :func:`plan`, then :func:`vectors` for each text no stored row holds, written with the
-deletions in chunks); :func:`read_state` and :func:`write_state` let a sync with nothing to
-do open nothing. The pairs table (:mod:`wrenmem.index.sync`) has no per-row embedder: it
-diffs with :func:`plan_sync`, which also finds renames, and gets stored vectors from
-:func:`stored` and new ones from :func:`vectors` like the others.
+deletions by :func:`write_rows`); :func:`read_state` and :func:`write_state` let a sync
+with nothing to do open nothing. The pairs table (:mod:`wrenmem.index.sync`) has no per-row
+embedder: it diffs with :func:`plan_sync`, which also finds renames, gets stored vectors
+from :func:`stored` and writes through :func:`write_rows` like the others.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
-from wrenmem.fs.fsutil import atomic_write_text
-from wrenmem.fs.statedir import ensure_parent
+from wrenmem.fs.fsutil import read_state as read_state  # the derived tables' state files
+from wrenmem.fs.fsutil import write_state as write_state
 from wrenmem.storage import lance
 
 log = logging.getLogger(__name__)
@@ -184,11 +182,53 @@ def vectors(embedder: Any, texts: Sequence[str], *, max_chars: int | None = None
     return out
 
 
-def kept_vectors(table: Any, reuse: Mapping[str, str]) -> dict[str, Any]:
-    """wanted id -> the stored vector it keeps (:attr:`Plan.reuse`), for the rows still
-    there."""
-    found = stored(table, reuse.values())
-    return {i: found[row_id] for i, row_id in reuse.items() if row_id in found}
+Write = Callable[[list[str], list[Any], Sequence[str]], None]  # ids, their vectors, deletions
+
+
+def write_rows(ids: Sequence[str], text_of: Mapping[str, str], known: dict[str, Any],
+               embedder: Any, write: Write, *, deletes: Sequence[str] = (),
+               chunk: int | None = None, max_chars: int | None = None,
+               progress: Callable[[int, int], None] | None = None,
+               embed: Callable[[list[str]], Any] | None = None,
+               made: Callable[[dict[str, Any]], None] | None = None) -> tuple[int, int]:
+    """The one write loop of the derived tables: write every id of ``ids`` with the vector
+    of its text (``text_of``), in commits of ``write(ids, vectors, deletes)``. Returns
+    (texts embedded, commits).
+
+    The rows whose text ``known`` (text -> vector) holds go first; every other distinct
+    text is embedded once, sorted (the order the pairs' embedding child was given),
+    ``chunk`` texts (:data:`WRITE_CHUNK`) a commit, each commit holding the rows whose
+    vectors just came: a killed big sync keeps what it wrote (the next one skips those rows
+    by hash) and one chunk's vectors are held at a time (``known`` is emptied too).
+    ``deletes`` go with the first commit (a small sync is one commit). ``made(vectors)``
+    sees each chunk's new vectors before they are written."""
+    step = chunk or WRITE_CHUNK
+    pending = list(ids)
+    texts = sorted({text_of[i] for i in pending} - known.keys())
+    total, commits, left = len(texts), 0, list(deletes)
+    if progress is not None and total:
+        progress(0, total)
+
+    def flush(vectors: dict[str, Any]) -> None:
+        nonlocal pending, commits, left
+        ripe = [i for i in pending if text_of[i] in vectors]
+        if ripe or left:
+            pending = [i for i in pending if text_of[i] not in vectors]
+            write(ripe, [vectors[text_of[i]] for i in ripe], left)
+            commits, left = commits + 1, []
+        vectors.clear()
+
+    if any(text_of[i] in known for i in pending) or not texts:
+        flush(known)
+    known.clear()
+    for start in range(0, total, step):
+        fresh = vectors(embedder, texts[start:start + step], max_chars=max_chars,
+                        progress=progress, offset=start, total=total, batch=EMBED_BATCH,
+                        embed=embed)
+        if made is not None:
+            made(fresh)
+        flush(fresh)
+    return total, commits
 
 
 @dataclass(frozen=True)
@@ -212,11 +252,9 @@ def apply(db: Any, name: str, hash_column: str, wanted: Mapping[str, tuple[str, 
 
     A damaged table or another embedder's is dropped (from disk if LanceDB cannot) and
     built again, with a warning naming ``what``; with nothing wanted there is no table.
-    Rows are written in chunks of :data:`WRITE_CHUNK`, so a killed first index keeps what
-    it embedded (the next sync skips those rows by hash) and memory stays bounded: a new
-    table is created by the first chunk and the others appended (no id can be there yet: no
-    merge join); an existing one is upserted, its deletions in the last commit (a normal
-    sync is one commit)."""
+    Rows are written by :func:`write_rows`: a new table is created by the first commit and
+    the others appended (no id can be there yet: no merge join); an existing one is
+    upserted, its deletions in the first commit (a normal sync is one commit)."""
     held = read(db, name, hash_column)
     todo_plan = plan(wanted, held, embedder.model_id)
     table = held.table
@@ -232,24 +270,24 @@ def apply(db: Any, name: str, hash_column: str, wanted: Mapping[str, tuple[str, 
         if table is not None:
             lance.drop_table(db, name, uri)
         return Applied(None, 0, len(removed), 0, todo_plan.rebuild, 0)
-    kept = kept_vectors(table, todo_plan.reuse) if todo_plan.reuse else {}
-    made: dict[str, Any] = {}
-    pending = len({wanted[i][1] for i in todo if i not in kept})
-    chunks = [todo[i:i + WRITE_CHUNK] for i in range(0, len(todo), WRITE_CHUNK)] or [[]]
-    for n, ids in enumerate(chunks):
-        texts = [wanted[i][1] for i in ids if i not in kept and wanted[i][1] not in made]
-        if texts:
-            made.update(vectors(embedder, texts, max_chars=max_chars, progress=progress,
-                                offset=len(made), total=pending, batch=EMBED_BATCH))
-        rows = arrow_rows(columns(ids), [kept[i] if i in kept else made[wanted[i][1]]
-                                         for i in ids]) if ids else None
+    found = stored(table, todo_plan.reuse.values())
+    known = {wanted[i][1]: found[r] for i, r in todo_plan.reuse.items() if r in found}
+    rebuild = todo_plan.rebuild
+
+    def write(ids: list[str], vecs: list[Any], deletes: Sequence[str]) -> None:
+        nonlocal table
+        rows = arrow_rows(columns(ids), vecs) if ids else None
         if table is None:
             table = db.create_table(name, rows, mode="overwrite")
-        elif todo_plan.rebuild:
+        elif rebuild:
             lance.retry_conflicts(partial(table.add, rows))
         else:
-            lance.upsert(table, "id", rows, removed if n == len(chunks) - 1 else ())
-    return Applied(table, len(made), len(removed), len(todo), todo_plan.rebuild, len(chunks))
+            lance.upsert(table, "id", rows, deletes)
+
+    embedded, commits = write_rows(todo, {i: wanted[i][1] for i in todo}, known, embedder,
+                                   write, deletes=removed, max_chars=max_chars,
+                                   progress=progress)
+    return Applied(table, embedded, len(removed), len(todo), rebuild, commits)
 
 
 def arrow_rows(columns: Mapping[str, Sequence[str]], vectors: Sequence[Any]) -> Any:
@@ -262,24 +300,6 @@ def arrow_rows(columns: Mapping[str, Sequence[str]], vectors: Sequence[Any]) -> 
     data["vector"] = pa.FixedSizeListArray.from_arrays(
         pa.array(matrix.reshape(-1), pa.float32()), int(matrix.shape[1]))
     return pa.table(data)
-
-
-def read_state(path: Path, version: int) -> dict[str, Any]:
-    """The JSON state file of a derived table when it is of this ``version``, else {}."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) and data.get("version") == version else {}
-
-
-def write_state(path: Path, state: dict[str, Any]) -> None:
-    """Write a state file; one that cannot be written costs the next sync a comparison."""
-    try:
-        ensure_parent(path)
-        atomic_write_text(path, json.dumps(state))
-    except OSError as e:
-        log.debug("cannot write %s: %s", path, e)
 
 
 def table_present(uri: str, name: str) -> bool:
