@@ -314,6 +314,18 @@ def test_a_prior_below_its_best_single_part_beyond_the_interval_gives_way():
     assert chosen["answered"] == 1.0 and chosen["new"] == 0.9
 
 
+def test_with_every_task_checked_but_none_fitted_the_prior_stays():
+    # 20 answered-before and 20 new questions: each task's loss is checked (MIN_CHECKED)
+    # but none has MIN_PROBES to be fitted on, so nothing can be gained: the prior (this
+    # once raised an IndexError at a watcher's sync of a small project)
+    assert adapt.MIN_CHECKED <= 20 < adapt.MIN_PROBES
+    answered = [_probe("answered", (1.0, 0.5), (0.0, 1.0), (False, True), n % 5)
+                for n in range(20)]
+    new = [_probe("new", (1.0, 0.0), (1.0, 0.0), (True, False), n % 5) for n in range(20)]
+    fit = adapt.choose(answered + new)
+    assert fit["chosen"] == "prior" and not any(fit["tilt"])
+
+
 def _pair(question: str, sql: str) -> object:
     from wrenmem.recall.fusion import Signals
 

@@ -299,6 +299,8 @@ def _pick(hits: Any, tasks: Any, among: Any, sizes: dict[str, int]
             level &= values >= single - 1e-12
             inside &= values >= evaluate.wilson(single, counts[t])[0] - 1e-12
     gains = [values - values[0] for t, values in r1.items() if sizes[t] >= MIN_PROBES]
+    if not gains:  # no task fitted (each below MIN_PROBES): the prior
+        return 0, r1
     worth = np.mean([np.where(g < 0, LOSS_WEIGHT * g, g) for g in gains], axis=0)
     pool = next((ok & g for g in (level, inside) if (ok & g).any()), ok)
     best = int(np.flatnonzero(pool)[np.argmax(worth[pool])]) if pool.any() else 0
