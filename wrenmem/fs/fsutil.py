@@ -298,6 +298,15 @@ def fsync_path(path: str | Path) -> None:
         os.close(fd)
 
 
+def quiet_stdio() -> None:
+    """In a forked child: standard input and output on /dev/null, so that a child that
+    outlives its parent never holds the pipes the parent's caller reads to their end."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
 def remove_quietly(path: str | Path) -> None:
     """Delete a file that may already be gone."""
     try:

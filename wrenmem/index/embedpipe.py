@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from wrenmem.pairs.catalog import quiet_stdio
+from wrenmem.fs.fsutil import quiet_stdio
 
 log = logging.getLogger(__name__)
 

@@ -25,6 +25,7 @@ from wrenmem.fs.fsutil import (
     file_kind,
     is_racy,
     os_error_reason,
+    quiet_stdio,
     read_marshal,
     stat_key,
     walk_files,
@@ -283,15 +284,6 @@ class _Child:
             return os.waitpid(self.pid, 0)[1]
         except ChildProcessError:
             return -1
-
-
-def quiet_stdio() -> None:
-    """In a forked child: standard input and output on /dev/null, so that a child that
-    outlives its parent never holds the pipes the parent's caller reads to their end."""
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
 
 
 def _can_split() -> bool:
