@@ -73,6 +73,8 @@ class Freshness(Protocol):
 
     def needs_sync(self, key: str = ...) -> bool: ...
 
+    def stale(self, *keys: str) -> tuple[bool, ...]: ...
+
     def synced(self, started_at: float, key: str = ...) -> None: ...
 
 
@@ -261,11 +263,10 @@ class Recaller:
                                ) -> tuple[bool, float, tuple[bool, float] | None]:
         """:meth:`_stale` of the index and, when the hits' shown scores will need it (the
         hybrid backend's ``learned`` fusion), of the vocabulary, behind one fence."""
-        both = getattr(self.freshness, "stale", None)
-        if both is None or name != "hybrid" or settings.fusion != "learned":
+        if self.freshness is None or name != "hybrid" or settings.fusion != "learned":
             return (*self._stale(INDEX), None)
         started = time.monotonic()
-        index, vocabulary = both(INDEX, VOCABULARY)
+        index, vocabulary = self.freshness.stale(INDEX, VOCABULARY)
         return index, started, (vocabulary, started)
 
     def _synced(self, key: str, started: float) -> None:
