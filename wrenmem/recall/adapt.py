@@ -63,6 +63,7 @@ HEAVY_DENSE = 200.0  # vector-heavy: the cosine's gap outweighs the rest
 FIXED = ("prior", "grep-heavy", "vector-heavy")
 CANDIDATES = (*FIXED, "adapted")
 FITTED_TASKS = ("answered", "new", "siblings")
+SAMPLED = (*evaluate.TASKS, "siblings")  # the probes' tasks: eval's and the siblings
 TASK_NAMES = {"answered": "answered-before", "new": "new-question",
               "siblings": "decisive-word sibling"}
 
@@ -106,7 +107,7 @@ def sample(probes: Sequence[evaluate.Probe], limit: int) -> list[evaluate.Probe]
     """At most ``limit`` probes of each task: those of the smallest hashes, so one pair
     added or removed changes the sample by a probe or two, not all of it."""
     out: list[evaluate.Probe] = []
-    for task in (*evaluate.TASKS, "siblings"):
+    for task in SAMPLED:
         mine = [p for p in probes if p.task == task]
         out += sorted(mine, key=_probe_hash)[:limit] if len(mine) > limit else mine
     return out
@@ -491,7 +492,7 @@ def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair] | None
         return old
     started = time.process_time()
     counts = {task: sum(1 for p in probes if p.task == task)
-              for task in (*evaluate.TASKS, "siblings")}
+              for task in SAMPLED}
     weights = model.load()
     data: dict[str, Any] = {"version": VERSION, "fingerprint": key,
                             "weights": [weights.version, weights.fingerprint],
