@@ -1,16 +1,39 @@
-"""``python -m wrenmem``: the click CLI (the console script ``wrenmem`` calls the same).
+"""``wrenmem``: the console script and ``python -m wrenmem``.
 
-Every command goes through click. A hand parser before click once answered ``recall``,
-``fetch`` and a no-op ``sync`` without importing it, and forked the stat walk of the pair
-files at a process's start; it saved 1.1-1.4x of a one-shot command's time
-(``bench/fast_path.py``), under the 2x the design asks of a mechanism that does what a
-dependency does, so it went. A warm answer comes from the watcher instead (``wrenmem
-watch``), which click's commands ask first.
+A one-shot ``recall`` or ``fetch`` is first handed whole to the project's warm daemon, if one
+runs (:mod:`wrenmem.watch.forward`: no click, no settings, no Memory imported here); the
+daemon runs it with the same click command and this process prints what it printed. When it
+declines (help, a path option, an error, a warning, another project or version of the
+code, no daemon at all), the command runs here through click, as every other command does.
 """
 
 from __future__ import annotations
 
-from wrenmem.cli import main
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from wrenmem.lazy import lazy
+from wrenmem.watch.forward import forward
+
+if TYPE_CHECKING:
+    import wrenmem.cli as cli
+else:  # imported only when the daemon did not answer (wrenmem/lazy.py)
+    cli = lazy("wrenmem.cli")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point: exits with the command's status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = forward(args)
+        if code is not None:
+            sys.stdout.flush()
+            sys.exit(code)
+    except BrokenPipeError:  # as click's path: a closed pipe ends the output quietly
+        sys.exit(0)
+    cli.main(args)
+
 
 if __name__ == "__main__":
     main()

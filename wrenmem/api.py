@@ -118,6 +118,9 @@ class Memory:
         self._freshness: Freshness | None = None
         self._recaller: Recaller | None = None
         self.daemon_answered = False  # whether the watcher answered the last request asked
+        # how requests reach the daemon: None, its socket; the daemon running a command
+        # line itself gives its own (wrenmem.recall.daemon_client.Via)
+        self.via: daemon_client.Via | None = None
         self.last_index: IndexUpdate | None = None  # what the last write did to the index
 
     @functools.cached_property
@@ -155,7 +158,7 @@ class Memory:
         remote = None
         if (self.use_daemon and self.embedder is None
                 and self.settings.origins.get("manifest") != "flag"):
-            remote = daemon_client.ask(self.settings, op, args, self.notify)
+            remote = daemon_client.ask(self.settings, op, args, self.notify, via=self.via)
         self.daemon_answered = remote is not None
         return remote
 

@@ -6,17 +6,20 @@ import logging
 import os
 import re
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import SettingsError
 from wrenmem.fs.encoding import not_utf8
-from wrenmem.fs.statedir import INDEX, STATE_DIR, check_state_dir
+
+# (find_project_root lives with the folder names: the CLI's entry finds the project before
+# it imports this module, to ask the warm daemon; it is re-exported here for the rest)
+from wrenmem.fs.statedir import CONFIG_FILE, INDEX, STATE_DIR, check_state_dir, find_project_root
 
 log = logging.getLogger(__name__)
 
-CONFIG_FILE = "wrenmem.toml"
 BACKENDS = ("auto", "grep", "vector", "hybrid")
 FUSIONS = ("learned", "rrf", "linear")  # wrenmem.recall.model.FUSIONS
 SECOND_READERS = ("auto", "off")  # wrenmem.recall.second: "auto" uses it where installed
@@ -42,6 +45,9 @@ PROJECT_PATHS = ("knowledge_dir", "manifest", "index_uri", "knowledge_root")
 PERSONAL = ("allow_writes", "mcp_forget")
 READ_ONLY_CODE = "WM008"
 _warned: set[str] = set()  # warnings already given in this process (settings load often)
+# ... or, where set, in one command line the daemon runs for a client (wrenmem.cli.forwarded):
+# a set of its own, so the client's warnings are given as in a fresh process
+WARNED: ContextVar[set[str] | None] = ContextVar("wrenmem_settings_warned", default=None)
 
 
 def _positive_int(value: Any) -> int:
@@ -254,20 +260,6 @@ class Settings:
             return path.as_posix()
 
 
-def find_project_root(start: Path | None = None) -> Path:
-    """Walk up from ``start`` to the folder holding ``wrenmem.toml``, ``knowledge/`` or ``.git``."""
-    env = os.environ.get("WRENMEM_PROJECT")
-    if env:
-        return Path(env).resolve()
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / CONFIG_FILE).is_file() or (folder / "knowledge").is_dir():
-            return folder
-        if (folder / ".git").exists():
-            return folder
-    return here
-
-
 def read_config_file(root: Path) -> dict[str, Any]:
     path = root / CONFIG_FILE
     if not path.is_file():
@@ -386,8 +378,10 @@ def _warn_mistyped_env(environ: Mapping[str, str]) -> None:
 
 
 def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
+    warned = WARNED.get()
+    warned = _warned if warned is None else warned
+    if message not in warned:
+        warned.add(message)
         log.warning("%s", message)
 
 

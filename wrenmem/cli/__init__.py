@@ -81,8 +81,10 @@ class WrenmemClickError(click.ClickException):
 def cli(ctx: click.Context, project: str | None, verbose: int) -> None:
     """Memory for text-to-SQL agents: NL→SQL pairs as Markdown files in git, recalled on demand,
     with schema context from a Wren MDL manifest."""
-    log_to_stderr(verbose)
-    ctx.obj = {"project": project, "verbose": verbose}
+    given = ctx.obj or {}  # the daemon running a client's command line gives its own
+    if "via" not in given:  # (the daemon's logging is the watcher's)
+        log_to_stderr(verbose)
+    ctx.obj = {**given, "project": project, "verbose": verbose}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -39,7 +39,9 @@ def get_settings(ctx: click.Context, **overrides: Any) -> Settings:
     root_obj = ctx.find_root().obj or {}
     project = root_obj.get("project")
     root = Path(project).resolve() if project else find_project_root()
-    return load_settings(root, {k: v for k, v in overrides.items() if v is not None})
+    # (a command line the daemon runs for a client resolves with the client's variables)
+    return load_settings(root, {k: v for k, v in overrides.items() if v is not None},
+                         environ=root_obj.get("environ"))
 
 
 def get_memory(ctx: click.Context, **overrides: Any) -> Memory:
@@ -49,7 +51,9 @@ def get_memory(ctx: click.Context, **overrides: Any) -> Memory:
     # agent makes most) skips it and starts as fast as a scan of the files.
     from wrenmem.api import Memory
 
-    return Memory.from_settings(get_settings(ctx, **overrides), use_daemon=True, notify=warn)
+    memory = Memory.from_settings(get_settings(ctx, **overrides), use_daemon=True, notify=warn)
+    memory.via = (ctx.find_root().obj or {}).get("via")  # the daemon's, when it runs this
+    return memory
 
 
 class SuggestingGroup(click.Group):

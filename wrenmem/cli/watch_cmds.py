@@ -10,6 +10,7 @@ import threading
 import click
 
 from wrenmem.cli.common import emit_json, get_settings, json_option, warn
+from wrenmem.cli.forwarded import run_forwarded
 from wrenmem.watch import process
 from wrenmem.watch import run as watch_run
 from wrenmem.watch.loop import LoopConfig
@@ -101,7 +102,8 @@ def watch(ctx: click.Context, detach: bool, stop: bool, show_status: bool, poll:
                         options=watch_run.WatchOptions(poll=poll, daemon=not no_daemon,
                                                        config=LoopConfig(debounce=debounce),
                                                        poll_interval=interval or 0.5,
-                                                       idle_exit=idle_exit),
+                                                       idle_exit=idle_exit,
+                                                       run_cli=run_forwarded),
                         stop=stopping, report=_report)
     warn("watch: stopped")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from wrenmem.errors import SettingsError
 
 STATE_DIR = ".wrenmem"
+CONFIG_FILE = "wrenmem.toml"  # the project's settings (wrenmem.settings reads it)
 GITIGNORE = ".gitignore"  # `*`: the folder ignores itself, whether or not `init` ever ran
 
 INDEX = "index"  # the LanceDB database (default of the `index` setting)
@@ -31,6 +32,7 @@ SCHEMA_CACHE = "schema_cache.bin"  # schema items and their keyword index
 SCHEMA_STATE = "schema_index.json"  # what the schema table holds
 SCHEMA_MAINT = "schema-maint.bin"  # commits to the schema table since its last compaction
 DAEMON_SOCKET = "daemon.sock"  # the watcher's warm daemon (mode 0600)
+DAEMON_HUNG = "daemon-hung"  # the daemon socket that did not answer a command (skipped a while)
 WATCH_LOCK = "watch.lock"  # held by the running watcher for its whole life
 WATCH_PID = "watch.pid"
 WATCH_STATE = "watch.json"
@@ -54,7 +56,8 @@ VERIFICATIONS = "verifications.json"  # stamps `wrenmem verify` made here or fou
 
 ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, GREP_SNAPSHOT,
        PAIR_LISTING, QUESTIONS, SEEDS, SCHEMA_CACHE, SCHEMA_STATE, SCHEMA_MAINT,
-       DAEMON_SOCKET, WATCH_LOCK, WATCH_PID, WATCH_STATE, WATCH_LOG, HOOKS_LOG, HOOKS_DEFERRED,
+       DAEMON_SOCKET, DAEMON_HUNG, WATCH_LOCK, WATCH_PID, WATCH_STATE, WATCH_LOG, HOOKS_LOG,
+       HOOKS_DEFERRED,
        EMBED_CACHE, EMBED_CACHE_KEYS, REPLICA, REPLICA_STATE, REPLICA_MAINT, USES,
        KNOWLEDGE_STATE, TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK, VERIFICATIONS, RECALL_FIT,
        RECALL_FIT_KEYS)
@@ -64,6 +67,20 @@ ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, GREP_SN
 # daemon answers instead).
 OLD = ("recall-copy.bin", "recall-copy.lock", "pairs-journal.bin", "schema-copy.bin")
 OLD_PREFIX = "recall-copy."
+
+
+def find_project_root(start: Path | None = None) -> Path:
+    """Walk up from ``start`` to the folder holding ``wrenmem.toml``, ``knowledge/`` or ``.git``."""
+    env = os.environ.get("WRENMEM_PROJECT")
+    if env:
+        return Path(env).resolve()
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / CONFIG_FILE).is_file() or (folder / "knowledge").is_dir():
+            return folder
+        if (folder / ".git").exists():
+            return folder
+    return here
 
 
 def remove_old_files(folder: Path) -> None:

@@ -2,19 +2,18 @@
 
 :func:`ask` is the one entry ``Memory`` uses (``recall``, ``fetch``, ``status``, a small
 ``sync``). Standard library only, so a recall the daemon answers never loads LanceDB,
-numpy or a model. Every failure returns None and the caller works in-process.
+numpy or a model. Every failure returns None and the caller works in-process. The socket
+itself (where it is, when not to try it, a line each way) is :mod:`wrenmem.fs.daemonsock`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wrenmem.fs import statedir
+from wrenmem.fs import daemonsock, statedir
 from wrenmem.lazy import lazy
 from wrenmem.recall.hits import Hit, RecallResult, above
 
@@ -23,30 +22,16 @@ if TYPE_CHECKING:
 else:  # imported on first use (wrenmem/lazy.py)
     index_report = lazy("wrenmem.index.report")
 
-if TYPE_CHECKING:  # (socket, hashlib and tempfile: imported where used, 15 ms a start)
-    import socket
-
-PROTOCOL = 2  # 2: recall takes a draft "sql"; hits carry "also" and "also_paths"
+PROTOCOL = daemonsock.PROTOCOL
 SOCKET_NAME = statedir.DAEMON_SOCKET
-# sun_path holds 108 bytes on Linux, 104 on macOS; keep a margin.
-_MAX_SOCKET_PATH = 100
-CONNECT_TIMEOUT = 0.5
-REPLY_TIMEOUT = 20.0
-DISABLE_ENV = "WRENMEM_NO_DAEMON"
-
-
-def socket_path(root: Path) -> Path:
-    """Where the daemon of the project at ``root`` listens: ``.wrenmem/daemon.sock``, or for
-    a project path too long for a Unix socket, a per-user 0700 folder in the temp dir."""
-    path = root / statedir.STATE_DIR / SOCKET_NAME
-    if len(os.fsencode(str(path))) <= _MAX_SOCKET_PATH:
-        return path
-    import hashlib
-    import tempfile
-
-    digest = hashlib.sha256(os.fsencode(str(root))).hexdigest()[:20]
-    base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir())
-    return base / f"wrenmem-{os.getuid()}" / f"{digest}.sock"
+CONNECT_TIMEOUT = daemonsock.CONNECT_TIMEOUT
+REPLY_TIMEOUT = daemonsock.REPLY_TIMEOUT
+DISABLE_ENV = daemonsock.DISABLE_ENV
+socket_path = daemonsock.socket_path
+_exchange = daemonsock.exchange
+# Sends a request and returns the reply instead of the socket: the daemon's own, for a
+# command line it runs (wrenmem.cli.forwarded), which asks it without a connection.
+Via = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 
 
 def settings_payload(settings: Any) -> dict[str, Any]:
@@ -65,72 +50,30 @@ def settings_payload(settings: Any) -> dict[str, Any]:
 
 
 def request(settings: Any, op: str, args: dict[str, Any] | None = None, *,
-            timeout: float = REPLY_TIMEOUT) -> dict[str, Any] | None:
+            timeout: float = REPLY_TIMEOUT, via: Via | None = None) -> dict[str, Any] | None:
     """Send one request; the daemon's ``result`` reply, or None on any failure at all."""
-    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
-        return None
-    path = socket_path(Path(settings.root))
-    if _watcher_stopped(Path(settings.root)):
-        return None  # a stopped (SIGSTOP, ^Z) watcher would hold every request for the timeout
     message = {"v": PROTOCOL, "op": op, "settings": settings_payload(settings),
                "args": args or {}}
-    reply = _exchange(path, message, CONNECT_TIMEOUT, timeout)
+    if via is not None:
+        reply = via(message)
+    elif not daemonsock.worth_asking(Path(settings.root)):
+        return None  # disabled, a stopped watcher, a socket that hung a moment ago
+    else:
+        reply = _exchange(socket_path(Path(settings.root)), message, CONNECT_TIMEOUT, timeout)
     if reply is None or reply.get("v") != PROTOCOL or not reply.get("ok"):
         return None
     return reply
 
 
-def _watcher_stopped(root: Path) -> bool:
-    """Whether the watcher of ``root`` is stopped or a zombie (Linux /proc; else False)."""
-    try:
-        pid = int((root / statedir.STATE_DIR / statedir.WATCH_PID).read_text("ascii").strip())
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, ValueError, IndexError):
-        return False
-    return state in ("T", "t", "Z")
-
-
-def _exchange(path: Path, message: dict[str, Any], connect_timeout: float,
-              timeout: float) -> dict[str, Any] | None:
-    """One JSON line out, one back; None on any failure."""
-    import socket
-
-    try:
-        if os.stat(path).st_uid != os.getuid():
-            return None  # someone else's socket: never send them our questions
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(connect_timeout)
-            sock.connect(os.fspath(path))
-            sock.settimeout(timeout)
-            sock.sendall(json.dumps(message, ensure_ascii=False).encode() + b"\n")
-            sock.shutdown(socket.SHUT_WR)
-            reply = json.loads(_read_line(sock))
-    except (OSError, ValueError):
-        return None
-    return reply if isinstance(reply, dict) else None
-
-
-def _read_line(sock: socket.socket) -> bytes:
-    chunks = []
-    while True:
-        chunk = sock.recv(1 << 16)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        if chunk.endswith(b"\n"):
-            break
-    return b"".join(chunks)
-
-
 def remote_recall(settings: Any, queries: Sequence[str], k: int, filters: Any,
-                  notify: Callable[[str], None] | None = None, *, sql: str | None = None
-                  ) -> list[Any] | None:
+                  notify: Callable[[str], None] | None = None, *, sql: str | None = None,
+                  via: Via | None = None) -> list[Any] | None:
     """``Recaller.recall`` answered by the daemon, or None (then recall in-process)."""
     args = {"queries": list(queries), "k": k, "sql": sql,
             "filters": {"datasource": filters.datasource, "tags": list(filters.tags),
                         "source": filters.source, "verified": filters.verified}}
-    reply = request(settings, "recall", args, timeout=REPLY_TIMEOUT + 0.05 * len(queries))
+    reply = request(settings, "recall", args, timeout=REPLY_TIMEOUT + 0.05 * len(queries),
+                    via=via)
     if reply is None:
         return None
 
@@ -164,11 +107,12 @@ class RemoteFetch:
 
 def remote_fetch(settings: Any, question: str, *, types: Sequence[str] = (),
                  model: str | None = None, k: int = 10,
-                 threshold: int | None = None) -> RemoteFetch | None:
+                 threshold: int | None = None, via: Via | None = None
+                 ) -> RemoteFetch | None:
     """``wrenmem.schema.fetch.fetch`` answered by the daemon, or None (then call it in-process)."""
     args = {"question": question, "types": list(types), "model": model, "k": k,
             "threshold": threshold}
-    result = remote_call(settings, "fetch", args)
+    result = remote_call(settings, "fetch", args, via=via)
     try:
         return RemoteFetch(result) if isinstance(result, dict) else None
     except (KeyError, TypeError):
@@ -176,9 +120,10 @@ def remote_fetch(settings: Any, question: str, *, types: Sequence[str] = (),
 
 
 def remote_call(settings: Any, op: str, args: dict[str, Any],
-                notify: Callable[[str], None] | None = None) -> Any | None:
+                notify: Callable[[str], None] | None = None, *, via: Via | None = None
+                ) -> Any | None:
     """Any other request (``fetch``, ``status``): the JSON result, or None."""
-    reply = request(settings, op, args)
+    reply = request(settings, op, args, via=via)
     if reply is None or "result" not in reply:
         return None
     _replay_notes(reply, notify)
@@ -206,20 +151,22 @@ def watcher_sync(settings: Any, paths: Sequence[str] | None = None) -> Any | Non
 
 
 def ask(settings: Any, op: str, args: dict[str, Any],
-        notify: Callable[[str], None] | None = None) -> Any | None:
+        notify: Callable[[str], None] | None = None, *, via: Via | None = None
+        ) -> Any | None:
     """The watcher's answer to ``op`` as the in-process call returns it, or None (then the
     caller answers in-process): ``recall`` a list of ``RecallResult`` (``args``: queries,
     k, filters, sql, min_score), ``fetch`` a ``RemoteFetch`` (question, types, model, k,
-    threshold), ``status`` its dict, ``sync`` a ``SyncReport`` (paths)."""
+    threshold), ``status`` its dict, ``sync`` a ``SyncReport`` (paths). ``via``: instead
+    of the socket (the daemon running a command line itself)."""
     if op == "recall":
         found = remote_recall(settings, args["queries"], args["k"], args["filters"],
-                              notify, sql=args.get("sql"))
+                              notify, sql=args.get("sql"), via=via)
         return None if found is None else above(found, args.get("min_score", 0.0))
     if op == "fetch":
-        return remote_fetch(settings, **args)
+        return remote_fetch(settings, **args, via=via)
     if op == "sync":
         return watcher_sync(settings, args.get("paths"))
-    result = remote_call(settings, op, args, notify)
+    result = remote_call(settings, op, args, notify, via=via)
     return result if isinstance(result, dict) else None
 
 

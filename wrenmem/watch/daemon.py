@@ -34,6 +34,7 @@ from wrenmem.recall.hits import Filters
 from wrenmem.recall.recaller import BUSY_WAIT, Recaller, Refused
 from wrenmem.settings import Settings
 from wrenmem.storage.lock import index_lock
+from wrenmem.watch.forward import code_stamp, newest_file, process_started
 from wrenmem.watch.freshness import Freshness
 from wrenmem.watch.maintainer import Maintainer
 
@@ -47,6 +48,12 @@ MAX_REQUEST = 16 << 20
 # seconds of work at most; a bigger one runs in the client, which shows its progress.
 HANDOFF_MAX = 200
 SYNC_LOCK_WAIT = 10.0  # the client's wait for a reply is REPLY_TIMEOUT (20 s)
+ACK = b'{"ack": true}\n'  # the first line of the reply to a command line: taken, running
+# Runs a command line here (wrenmem.cli.forwarded.run_forwarded, given by ``wrenmem watch``):
+# (argv, root, the caller's WRENMEM_* variables, how its requests reach this daemon) ->
+# (exit code, stdout, stderr), or None: declined.
+RunCli = Callable[[list[str], Path, dict[str, str], Callable[[dict[str, Any]], Any]],
+                  "tuple[int, str, str] | None"]
 __all__ = ["DaemonServer", "Refused"]
 
 
@@ -83,6 +90,11 @@ class DaemonServer:
         self._payload: tuple[Settings, dict[str, Any]] | None = None  # settings_payload's
         self.warmed = False  # :meth:`warm` has finished
         self.maintainer: Maintainer | None = None  # the watcher's idle-time housekeeping
+        self.run_cli: RunCli | None = None  # runs a forwarded command line (op "cli")
+        # The code this process runs, as its files say: a file newer than the process may
+        # not be what it imported, so then no command line is run here (the caller does).
+        self.code = code_stamp()
+        self.code_trusted = newest_file(self.code) < process_started() - 1.0
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -176,15 +188,17 @@ class DaemonServer:
                     if not chunk:
                         break
                     data += chunk
-                reply = self.handle_line(data)
+                reply = self.handle_line(data, ack=lambda: conn.sendall(ACK))
                 conn.sendall(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
             except OSError as e:
                 log.debug("daemon: connection dropped: %s", e)
 
     # --- requests ---------------------------------------------------------------------------
 
-    def handle_line(self, data: bytes) -> dict[str, Any]:
-        """The reply to one request line. Never raises."""
+    def handle_line(self, data: bytes, ack: Callable[[], None] | None = None
+                    ) -> dict[str, Any]:
+        """The reply to one request line (``ack`` is called first for a command line);
+        raises only what ``ack`` does."""
         try:
             message = json.loads(data)
             if not isinstance(message, dict):
@@ -193,6 +207,8 @@ class DaemonServer:
             return {"v": PROTOCOL, "ok": False, "error": f"bad request: {e}"}
         except RecursionError:
             return {"v": PROTOCOL, "ok": False, "error": "bad request: nested too deeply"}
+        if message.get("op") == "cli" and ack is not None:
+            ack()  # the client knows this daemon is not hung, and waits for the run
         return self.handle(message)
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -201,6 +217,10 @@ class DaemonServer:
             self.last_request = time.monotonic()
         if self.maintainer is not None and message.get("op") != "ping":
             self.maintainer.touch()  # housekeeping waits while requests come
+        return self._reply(message)
+
+    def _reply(self, message: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`handle` without counting the request (a forwarded command's own)."""
         if message.get("v") != PROTOCOL:
             return {"v": PROTOCOL, "ok": False,
                     "error": f"protocol {message.get('v')!r} is not {PROTOCOL}"}
@@ -209,6 +229,8 @@ class DaemonServer:
         try:
             if op == "ping":
                 result: Any = self.ping()
+            elif op == "cli":
+                result = self.cli(message.get("args") or {})
             else:
                 settings = self.settings_for(message.get("settings"))
                 args = message.get("args") or {}
@@ -284,6 +306,37 @@ class DaemonServer:
             k=int(args.get("k", 10)), threshold=None if threshold is None else int(threshold))
         return {"data": result.to_dict(), "text": result.render(),
                 "warnings": list(result.warnings), "notes": list(result.notes)}
+
+    def cli(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A whole ``recall`` or ``fetch`` command line of a client in this project, run
+        here with the same click command (:attr:`run_cli`); its requests are answered as
+        the socket's are (:meth:`via`). Refused (the client runs it) for other code or
+        another project, and whenever the runner declines."""
+        argv, env = args.get("argv"), args.get("env")
+        if self.run_cli is None:
+            raise Refused("this daemon runs no command line")
+        if not self.code_trusted or args.get("code") != self.code:
+            raise Refused("the daemon runs other code than the caller's")
+        if args.get("root") != str(self.settings.root):
+            raise Refused("another project")
+        if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)
+                and isinstance(env, dict)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+            raise Refused("a command line is a list of strings")
+        ran = self.run_cli(argv, self.settings.root, env, self.via)
+        if ran is None:
+            raise Refused("declined: the caller runs it")
+        code, out, err = ran
+        return {"exit": code, "stdout": out, "stderr": err}
+
+    def via(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A forwarded command's request, answered as one on the socket would be (the
+        reply through JSON, as it travels); a refusal raises :class:`Refused`, so that the
+        command is declined, never answered by this process as if it were the client."""
+        reply: dict[str, Any] = json.loads(json.dumps(self._reply(message), ensure_ascii=False))
+        if not reply.get("ok"):
+            raise Refused(str(reply.get("error")))
+        return reply
 
     def status(self, settings: Settings, args: dict[str, Any]) -> dict[str, Any]:
         """What ``wrenmem status`` shows; refused while a writer is between commits."""

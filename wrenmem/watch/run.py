@@ -30,7 +30,7 @@ from wrenmem.schema import later as schema_files
 from wrenmem.schema.cache import hold
 from wrenmem.schema.table import sync_schema
 from wrenmem.settings import Settings
-from wrenmem.watch.daemon import HANDOFF_MAX, DaemonServer, fit_recall
+from wrenmem.watch.daemon import HANDOFF_MAX, DaemonServer, RunCli, fit_recall
 from wrenmem.watch.freshness import MAX_AGE
 from wrenmem.watch.loop import (
     KNOWLEDGE,
@@ -246,6 +246,7 @@ class WatchOptions:
     poll_interval: float = 0.5  # seconds between scans when polling (Wren's --interval)
     # stop after this many seconds without a request (a watcher started on demand): None never
     idle_exit: float | None = None
+    run_cli: RunCli | None = None  # runs the command lines the daemon is handed (the CLI's)
 
 
 def run_watch(settings: Settings, *, reload: Callable[[], Settings] | None = None,
@@ -288,6 +289,7 @@ def _watch_once(settings: Settings, reload: Callable[[], Settings] | None, opts:
     if opts.daemon:
         server = DaemonServer(settings, info, poll=source.mode == "polling")
         server.maintainer = maintainer
+        server.run_cli = opts.run_cli
         try:
             server.start()
         except (OSError, WrenmemError) as e:
