@@ -50,7 +50,7 @@ UNIT_FILES = frozenset({
 })
 SYSTEM_FILES = frozenset({
     "test_branch_flip", "test_ci_workflow", "test_cli", "test_cli_progress", "test_cli_quiet",
-    "test_daemon", "test_docs", "test_duplicates", "test_exchange", "test_githooks",
+    "test_daemon", "test_daemon_forward", "test_docs", "test_duplicates", "test_exchange", "test_githooks",
     "test_index_cmds", "test_knowledge", "test_links_out", "test_mcp", "test_mcp_http",
     "test_newuser_files", "test_newuser_shared_folder", "test_pair_ignore_flagged",
     "test_precommit", "test_quickstart", "test_read_copy", "test_round3_ux", "test_schema_cmds",
