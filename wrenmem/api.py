@@ -118,9 +118,7 @@ class Memory:
         self._freshness: Freshness | None = None
         self._recaller: Recaller | None = None
         self.daemon_answered = False  # whether the watcher answered the last request asked
-        # how requests reach the daemon: None, its socket; the daemon running a command
-        # line itself gives its own (wrenmem.recall.daemon_client.Via)
-        self.via: daemon_client.Via | None = None
+        self.via: daemon_client.Via | None = None  # not its socket: the daemon's own (cli)
         self.last_index: IndexUpdate | None = None  # what the last write did to the index
 
     @functools.cached_property
@@ -151,10 +149,9 @@ class Memory:
         self._recaller = None
 
     def _ask(self, op: str, **args: Any) -> Any | None:
-        """The running watcher's answer to ``op`` (recall, fetch, status, a small sync:
-        :func:`wrenmem.recall.daemon_client.ask`), or None: this process answers. The one
-        place that decides to ask: only with ``use_daemon``, the settings' own embedder and
-        manifest (not a flag's); the watcher answers only for settings equal to its own."""
+        """The running watcher's answer to ``op`` (:func:`wrenmem.recall.daemon_client.ask`),
+        or None: this process answers. The one place that decides to ask: only with
+        ``use_daemon``, the settings' own embedder and manifest (not a flag's)."""
         remote = None
         if (self.use_daemon and self.embedder is None
                 and self.settings.origins.get("manifest") != "flag"):
