@@ -16,9 +16,11 @@ except the warm ones, which time requests to a long-lived process and read its C
 - ``mcp, warm``: a long-lived ``wrenmem mcp`` answering ``recall_queries`` itself;
 - ``daemon, warm``: ``remote_recall`` requests to ``wrenmem watch --detach`` (CPU the
   daemon's);
-- ``recall via daemon``: a whole ``wrenmem recall -b hybrid`` process the daemon answers;
+- ``recall via daemon``: a whole ``wrenmem recall -b hybrid`` process the daemon answers
+  (CPU: the process's and the daemon's while it ran; a code that hands the daemon its whole
+  command line moves the click work there, so the process's own is printed apart);
 - ``fetch via daemon``: a whole ``wrenmem fetch --threshold 0 --json`` process (the example
-  manifest) the daemon answers;
+  manifest) the daemon answers (CPU as for recall);
 - ``example, first sync``: this checkout's example project (``knowledge/``, ``target/``)
   copied, its first ``sync``.
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -76,6 +79,18 @@ def process(code: Path, root: Path, args: list[str], daemon: bool = False
     if proc.returncode != 0:
         raise SystemExit(f"wrenmem {' '.join(args)} ({code}) failed:\n{proc.stderr}")
     return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def daemon_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def via_daemon(code: Path, root: Path, args: list[str], pid: int) -> tuple[float, ...]:
+    """(wall, CPU of the process and the daemon, CPU of the process alone)."""
+    before = daemon_cpu(pid)
+    wall, cpu = process(code, root, args, daemon=True)
+    return wall, cpu + daemon_cpu(pid) - before, cpu
 
 
 def recall_warm(code: Path, root: Path, pairs: int, questions: int
@@ -191,6 +206,11 @@ class Table:
             o, w = (self.median("first index", lab, 2) for lab in ("old", "new"))
             print(f"\nfirst index, peak RSS of the process tree: old {o:.0f} MB, new {w:.0f} MB"
                   f" ({w / o:.2f})")
+        for figure in ("recall via daemon", "fetch via daemon"):
+            if (figure, "old") in self.runs:
+                o, w = (self.median(figure, lab, 2) for lab in ("old", "new"))
+                print(f"{figure}, CPU of the process alone: old {o * 1000:.0f} ms, new "
+                      f"{w * 1000:.0f} ms ({w / o:.2f})")
         if ("example, first sync", "old") in self.runs:
             o, w = (self.median("example, first sync", lab, 2) for lab in ("old", "new"))
             print(f"example's first sync, peak RSS: old {o:.0f} MB, new {w:.0f} MB ({w / o:.2f})")
@@ -268,11 +288,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             rounds("daemon, warm", lambda lab: [("daemon, warm", daemon_warm(
                 codes[lab], roots[lab], pids[lab], qs))])
-            rounds("recall via daemon", lambda lab: [("recall via daemon", process(
-                codes[lab], roots[lab], ["recall", "-q", q, "-b", "hybrid"], daemon=True))])
-            rounds("fetch via daemon", lambda lab: [("fetch via daemon", process(
+            rounds("recall via daemon", lambda lab: [("recall via daemon", via_daemon(
+                codes[lab], roots[lab], ["recall", "-q", q, "-b", "hybrid"], pids[lab]))])
+            rounds("fetch via daemon", lambda lab: [("fetch via daemon", via_daemon(
                 codes[lab], roots[lab], ["fetch", "--threshold", "0", "--json", "-q", q],
-                daemon=True))])
+                pids[lab]))])
         finally:
             for lab in codes:
                 stop_watcher(codes[lab], roots[lab])

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import sys
 import threading
+from typing import TextIO
 
 import click
 
@@ -104,7 +106,7 @@ def watch(ctx: click.Context, detach: bool, stop: bool, show_status: bool, poll:
                                                        poll_interval=interval or 0.5,
                                                        idle_exit=idle_exit,
                                                        run_cli=run_forwarded),
-                        stop=stopping, report=_report)
+                        stop=stopping, report=functools.partial(_report, sys.stderr))
     warn("watch: stopped")
 
 
@@ -118,10 +120,12 @@ def _log_to_stderr() -> None:
     logger.propagate = False
 
 
-def _report(level: str, message: str) -> None:
+def _report(stream: TextIO, level: str, message: str) -> None:
+    # (to the stderr the watcher started with: the daemon holds sys.stderr a moment while it
+    # runs a client's command line, wrenmem/cli/forwarded.py)
     stamp = dt.datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
     prefix = {"ERROR": "error: ", "WARNING": "warning: "}.get(level, "")
-    click.echo(f"{stamp} {prefix}{message}", err=True)
+    click.echo(f"{stamp} {prefix}{message}", file=stream)
 
 
 def _print_status(info: dict[str, object]) -> None:
