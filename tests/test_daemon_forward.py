@@ -123,6 +123,11 @@ def test_what_only_the_client_can_print_is_declined(watched: Path, tmp_path: Pat
             assert "WRENMEM_BACKEND" in err
     # the manifest named is the project's own: without the flag the daemon runs it
     assert same_as_alone(["fetch", "-q", "revenue"], root)
+    # a file named relative to the client's folder, which the daemon's folder does not hold
+    for spelling in (["--queries", "questions.txt"], ["--queries=questions.txt"]):
+        code, out, _err, forwarded = run(["recall", *spelling], tmp_path,
+                                         {"WRENMEM_PROJECT": str(root)})
+        assert (code, forwarded) == (0, False) and "revenue" in out.lower()
 
 
 def test_the_daemon_runs_only_its_own_code_and_project(watched: Path, tmp_path: Path) -> None:

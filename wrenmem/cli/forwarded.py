@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from wrenmem import settings as settings_module
 from wrenmem.cli import cli
@@ -51,13 +52,15 @@ def run_forwarded(argv: list[str], root: Path, environ: dict[str, str],
 
 
 def _names_a_path(command: click.Command, argv: list[str]) -> bool:
-    """Whether ``argv`` gives one of the command's path options (``--queries``, ``--manifest``)."""
+    """Whether ``argv`` gives one of the command's path options (``--queries``, ``--manifest``),
+    in any spelling, whether or not the path exists here (it is the client's folder's)."""
     try:
         ctx = command.make_context(argv[0], argv[1:], resilient_parsing=True)
     except click.ClickException:
         return False  # a usage error: the run says so, as the client's would
-    return any(isinstance(p.type, click.Path) and ctx.params.get(p.name or "") is not None
-               for p in command.params)
+    given = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    return any(isinstance(p.type, click.Path) and ctx.get_parameter_source(p.name) in given
+               for p in command.params if p.name)
 
 
 def _run(argv: list[str], root: Path, environ: dict[str, str],

@@ -25,6 +25,7 @@ from wrenmem.fs import daemonsock, statedir
 FORWARDED = ("recall", "fetch")
 HELP = ("-h", "--help")
 PACKAGE = Path(__file__).resolve().parent.parent
+_IMPORTED = time.time()
 
 
 def forward(argv: Sequence[str], *, stdout: IO[str] | None = None,
@@ -107,8 +108,8 @@ def newest_file(stamp: str) -> float:
 
 
 def process_started() -> float:
-    """When this process started (Unix time): from /proc on Linux, else now (so that a
-    stamp taken now is never trusted as older than the process)."""
+    """When this process started (Unix time): from /proc on Linux, else when this module
+    was imported (the watcher imports it before it serves)."""
     try:
         with open("/proc/self/stat", encoding="ascii", errors="replace") as fh:
             ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
@@ -116,4 +117,4 @@ def process_started() -> float:
             boot = next(int(line.split()[1]) for line in fh if line.startswith("btime "))
         return boot + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
-        return time.time()
+        return _IMPORTED
