@@ -34,6 +34,11 @@ JAFFLE = FIXTURES / "mdl" / "v5-jaffle" / "mdl.json"
 CORE = FIXTURES / "mdl" / "wren-core-base-tests" / "mdl.json"
 REAL_MANIFESTS = [JAFFLE, CORE]
 BIRD = FIXTURES / "bird-minidev"
+# What every helper process of a test (git, a venv, pre-commit, a wrenmem command it runs
+# itself) is given to end: a hang fails its test after this long, with the command, rather
+# than holding its worker for good. A git command that runs a hook, which syncs, takes
+# seconds alone (docs/testing.md).
+PROCESS_TIMEOUT = 180
 
 
 # Every test is in one layer, by its file (a module's own ``pytestmark`` of a layer wins):
@@ -88,6 +93,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--serial-files", metavar="PATH",
         help="write the test files that hold `serial` tests to PATH, one a line (none: an "
              "empty file), for `make test` to run those files alone after the parallel run")
+    parser.addoption(
+        "--file-cpu", action="store_true",
+        help="report the CPU seconds (user + system, the tests' processes and the processes "
+             "they waited for) of each test file, summed over the workers (tests/file_cpu.py)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -95,6 +104,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # order of :data:`SLOW_FILES` is kept instead (pytest_collection_modifyitems).
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+    if config.getoption("file_cpu"):
+        from file_cpu import FileCpu
+
+        config.pluginmanager.register(FileCpu(config), "file_cpu")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by these markers
@@ -144,12 +157,78 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     for helper in sorted((REPO / "tests").glob("*.py")):
         if not helper.name.startswith("test_"):
             compileall.compile_file(helper, quiet=1)
+    if session.config.getoption("numprocesses", None):
+        rewrite_once(session.config)
+
+
+def rewrite_once(config: pytest.Config) -> None:
+    """pytest's rewritten test modules (their asserts made to explain themselves), written
+    once by the xdist controller before it starts the workers. Each worker collects every
+    test file; where PYTHONDONTWRITEBYTECODE is set none saves what it rewrote, so each
+    rewrote all of them again: about 5 s of CPU a worker, half its collection. pytest reads
+    a cache it finds whatever that variable says (keyed by the source's hash, so an edited
+    file is rewritten). This uses pytest's own functions, which are not public: when they
+    change, the workers rewrite the files themselves, as before."""
+    try:
+        from _pytest.assertion import rewrite
+
+        if config.getoption("assertmode") != "rewrite":
+            return
+        state = config.stash[rewrite.assertstate_key]
+        for source in sorted((REPO / "tests").glob("test_*.py")):
+            pyc = rewrite.get_cache_dir(source) / (source.name[:-3] + rewrite.PYC_TAIL)
+            if rewrite._read_pyc(source, pyc, state.trace) is None:
+                pyc.parent.mkdir(parents=True, exist_ok=True)
+                source_hash, code = rewrite._rewrite_test(source, config)
+                rewrite._write_pyc(state, code, source_hash, pyc)
+    except (ImportError, AttributeError, KeyError, TypeError):
+        return
+
+
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The temporary folder of this run that every xdist worker sees (the parent of each
+    worker's own), or this process's own when there are no workers."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextmanager
+def built_once(folder: Path) -> Iterator[bool]:
+    """Held by one process of the run at a time: yields whether ``folder`` still has to be
+    built (the block builds it, then it is marked done); a worker that comes second waits
+    for the first and then finds it built."""
+    import fcntl
+
+    done = folder.with_name(folder.name + ".done")
+    with open(folder.with_name(folder.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # let go when the file is closed
+        todo = not done.exists()
+        yield todo
+        if todo:
+            done.touch()
 
 
 @pytest.fixture(scope="session")
 def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One derived-model cache (wrenmem.fs.fsutil.user_cache_dir) for the whole session."""
-    return tmp_path_factory.mktemp("model-cache")
+    """One derived-model cache (wrenmem.fs.fsutil.user_cache_dir) for the whole run, every
+    xdist worker and every process a test starts: under xdist the default model's cache is
+    built (about 2 s of CPU) by the first worker, before its first test, and the others wait
+    for it instead of each building its own at the same moment."""
+    folder = run_folder(tmp_path_factory) / "model-cache"
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        folder.mkdir(exist_ok=True)
+        return folder
+    with built_once(folder) as todo:
+        if todo:
+            from wrenmem.embed.embedders import get_embedder
+
+            home = run_folder(tmp_path_factory) / "model-home"
+            home.mkdir(exist_ok=True)
+            folder.mkdir(exist_ok=True)
+            with pytest.MonkeyPatch.context() as monkeypatch:
+                isolate(monkeypatch, home, folder)
+                get_embedder().load()
+    return folder
 
 
 @pytest.fixture(scope="session")
@@ -213,19 +292,24 @@ def example_project(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def _indexed_example(tmp_path_factory: pytest.TempPathFactory, _model_cache: Path) -> Path:
-    """The bundled example indexed once a session (once per xdist worker) with the real
-    default model: pairs, seeds, schema and knowledge (``Memory.sync()``), in the same
-    isolated environment as every test. Never handed out itself: see
-    :func:`indexed_example`."""
+    """The bundled example indexed once a run (by the first xdist worker that needs it,
+    :func:`built_once`) with the real default model: pairs, seeds, schema and knowledge
+    (``Memory.sync()``), in the same isolated environment as every test. Never handed out
+    itself, only read: see :func:`indexed_example`."""
     from wrenmem import Memory
 
-    root = tmp_path_factory.mktemp("indexed") / "acme"
-    shutil.copytree(EXAMPLE_KNOWLEDGE, root / "knowledge")
-    (root / "target").mkdir(parents=True)
-    shutil.copy(EXAMPLE_MANIFEST, root / "target" / "mdl.json")
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        isolate(monkeypatch, tmp_path_factory.mktemp("home"), _model_cache)
-        Memory(root).sync()
+    folder = run_folder(tmp_path_factory) / "indexed"
+    root = folder / "acme"
+    with built_once(folder) as todo:
+        if todo:
+            shutil.rmtree(folder, ignore_errors=True)  # a build a killed worker left
+            shutil.copytree(EXAMPLE_KNOWLEDGE, root / "knowledge")
+            (root / "target").mkdir(parents=True)
+            shutil.copy(EXAMPLE_MANIFEST, root / "target" / "mdl.json")
+            (folder / "home").mkdir()
+            with pytest.MonkeyPatch.context() as monkeypatch:
+                isolate(monkeypatch, folder / "home", _model_cache)
+                Memory(root).sync()
     return root
 
 

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import PROCESS_TIMEOUT
 
 from tests.conftest import write_pair
 
@@ -17,7 +18,7 @@ WRITE_SQL = "DELETE FROM orders WHERE amount < 0"
 
 def git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", "-c", "user.name=Ann", "-c", "user.email=ann@example.com", *args],
-                   cwd=cwd, capture_output=True, text=True, check=True)
+                   cwd=cwd, capture_output=True, text=True, check=True, timeout=PROCESS_TIMEOUT)
 
 
 @pytest.fixture

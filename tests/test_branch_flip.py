@@ -13,13 +13,15 @@ import re
 import subprocess
 from pathlib import Path
 
+from conftest import PROCESS_TIMEOUT
+
 from tests.conftest import run_wrenmem, write_pair
 
 
 def git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", "-c", "user.name=Ann", "-c", "user.email=ann@example.com",
                     "-c", "commit.gpgsign=false", *args], cwd=cwd, capture_output=True,
-                   text=True, check=True)
+                   text=True, check=True, timeout=PROCESS_TIMEOUT)
 
 
 def _branches(project: Path) -> Path:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import PROCESS_TIMEOUT
 
 from tests.conftest import REPO, write_pair
 
@@ -21,7 +22,7 @@ ANNOTATION = re.compile(r"^::error file=(?P<file>[^,]+),line=(?P<line>\d+),col=(
 
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                          check=True).stdout
+                          check=True, timeout=PROCESS_TIMEOUT).stdout
 
 
 def line_of(path: Path, needle: str) -> int:

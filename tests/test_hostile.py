@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import PROCESS_TIMEOUT
 
 from tests.conftest import EXAMPLE_MANIFEST, write_pair
 
@@ -744,9 +745,9 @@ def test_diff_names_links_it_cannot_read(project: Path) -> None:
     import subprocess
 
     write_pair(project, "a.md", "What is the revenue?", "SELECT 1")
-    subprocess.run(["git", "init", "-q", str(project)], check=True)
-    subprocess.run(["git", "-C", str(project), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(project), "commit", "-qm", "pairs"], check=True)
+    subprocess.run(["git", "init", "-q", str(project)], check=True, timeout=PROCESS_TIMEOUT)
+    subprocess.run(["git", "-C", str(project), "add", "-A"], check=True, timeout=PROCESS_TIMEOUT)
+    subprocess.run(["git", "-C", str(project), "commit", "-qm", "pairs"], check=True, timeout=PROCESS_TIMEOUT)
     sql = project / "knowledge" / "sql"
     (sql / "dangling.md").symlink_to("nowhere.md")
     (sql / "loop.md").symlink_to("loop.md")
@@ -771,9 +772,9 @@ def _git_commit_all(root: Path, message: str) -> None:
     import subprocess
 
     if not (root / ".git").exists():
-        subprocess.run(["git", "init", "-q", str(root)], check=True)
-    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(root), "commit", "-qm", message], check=True)
+        subprocess.run(["git", "init", "-q", str(root)], check=True, timeout=PROCESS_TIMEOUT)
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True, timeout=PROCESS_TIMEOUT)
+    subprocess.run(["git", "-C", str(root), "commit", "-qm", message], check=True, timeout=PROCESS_TIMEOUT)
 
 
 @pytest.mark.parametrize("sql,reason", [
@@ -1023,7 +1024,7 @@ def test_a_full_disk_is_a_message_on_a_real_filesystem(project: Path,
     state.mkdir()
     if os.geteuid() != 0 or subprocess.run(
             ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(state)],
-            capture_output=True).returncode != 0:
+            capture_output=True, timeout=PROCESS_TIMEOUT).returncode != 0:
         pytest.skip("mounting a small tmpfs needs root")
     install_fake(monkeypatch)
     filler = state / "filler"
@@ -1039,7 +1040,7 @@ def test_a_full_disk_is_a_message_on_a_real_filesystem(project: Path,
     try:
         _disk_full_then_space(project, fill, filler.unlink)
     finally:
-        subprocess.run(["umount", "-l", str(state)], check=False)
+        subprocess.run(["umount", "-l", str(state)], check=False, timeout=PROCESS_TIMEOUT)
 
 
 @pytest.mark.parametrize("error", [

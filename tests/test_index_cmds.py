@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
-from conftest import REPO, write_pair
+from conftest import PROCESS_TIMEOUT, REPO, write_pair
 
 from wrenmem.index.autosync import update_after_write
 from wrenmem.settings import load_settings
@@ -159,10 +159,10 @@ def test_kill_9_during_syncs_then_sync_is_clean(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     done = subprocess.run([sys.executable, "-m", "wrenmem", "sync", "--json"], cwd=root,
-                          env=env, capture_output=True, text=True)
+                          env=env, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
     assert done.returncode == 0, done.stderr
     check = subprocess.run([sys.executable, "-m", "wrenmem", "check", "--json"], cwd=root,
-                           env=env, capture_output=True, text=True)
+                           env=env, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
     assert check.returncode == 0, check.stdout
     from wrenmem.index import table as index
     settings = load_settings(root)

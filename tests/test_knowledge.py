@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import PROCESS_TIMEOUT
 
 from tests.conftest import FIXTURES, JAFFLE, settle, write_pair
 from tests.fakes import RecordingEmbedder
@@ -278,7 +279,7 @@ def test_the_watcher_classifies_and_syncs_knowledge_changes(shop: Path) -> None:
 
 def git(root: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True,
-                          text=True).stdout
+                          text=True, timeout=PROCESS_TIMEOUT).stdout
 
 
 def test_hooks_and_diff_keep_rules_in_step(shop: Path, cli) -> None:

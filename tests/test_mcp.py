@@ -16,6 +16,7 @@ from tests.conftest import REPO, write_pair
 
 pytest.importorskip("mcp")
 
+from conftest import PROCESS_TIMEOUT
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
@@ -330,7 +331,7 @@ def test_http_transport_on_localhost(shop: Path) -> None:
             assert time.monotonic() < deadline, "the HTTP server did not start"
             time.sleep(0.1)
         listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True,
-                                   text=True).stdout if shutil.which("ss") else ""
+                                   text=True, timeout=PROCESS_TIMEOUT).stdout if shutil.which("ss") else ""
 
         async def main() -> dict[str, Any]:
             headers = {"Authorization": f"Bearer {token}"}  # tests/test_mcp_http.py: without

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import PROCESS_TIMEOUT
 
 from tests.conftest import write_pair
 
@@ -18,7 +19,7 @@ MOVED_TO = "knowledge/sql/payments/按支付方式汇总.md"
 
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                          check=True).stdout
+                          check=True, timeout=PROCESS_TIMEOUT).stdout
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_wrenmem
+from conftest import PROCESS_TIMEOUT, REPO, run_wrenmem
 
 README = REPO / "README.md"
 
@@ -122,7 +122,7 @@ def test_each_step_says_what_it_needs(tmp_path: Path) -> None:
     assert refused.returncode == 1
     assert "not inside a git repository: run `git init` there first" in refused.stderr
     assert not (folder / ".git").exists()
-    subprocess.run(["git", "init", "-q"], cwd=folder, check=True)
+    subprocess.run(["git", "init", "-q"], cwd=folder, check=True, timeout=PROCESS_TIMEOUT)
     installed = run_wrenmem(["hooks", "install"], folder)
     assert installed.returncode == 0, installed.stderr
     assert "wrenmem" in (folder / ".git" / "hooks" / "post-merge").read_text()
@@ -158,11 +158,11 @@ def test_shell_completion_is_what_the_docs_say(project: Path, shell_path: dict[s
                                                ) -> None:
     """The line the README gives for bash, and what it completes."""
     source = subprocess.run(["wrenmem"], cwd=project, capture_output=True, text=True,
-                            env={**shell_path, "_WRENMEM_COMPLETE": "bash_source"})
+                            env={**shell_path, "_WRENMEM_COMPLETE": "bash_source"}, timeout=PROCESS_TIMEOUT)
     assert "_wrenmem_completion" in source.stdout and "complete " in source.stdout
     done = subprocess.run(["wrenmem"], cwd=project, capture_output=True, text=True,
                           env={**shell_path, "_WRENMEM_COMPLETE": "bash_complete",
-                               "COMP_WORDS": "wrenmem sto", "COMP_CWORD": "1"})
+                               "COMP_WORDS": "wrenmem sto", "COMP_CWORD": "1"}, timeout=PROCESS_TIMEOUT)
     assert done.stdout.split() == ["plain,store"]
     assert '"$(_WRENMEM_COMPLETE=bash_source wrenmem)"' in README.read_text(encoding="utf-8")
 

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import PROCESS_TIMEOUT
 
 from tests.conftest import write_pair
 from wrenmem.api import Memory
@@ -19,7 +20,7 @@ GOOD_SQL = "SELECT store_id, SUM(amount) AS revenue FROM orders GROUP BY store_i
 
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                          check=True).stdout
+                          check=True, timeout=PROCESS_TIMEOUT).stdout
 
 
 @pytest.fixture

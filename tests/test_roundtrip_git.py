@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import PROCESS_TIMEOUT
 
 from tests.conftest import run_wrenmem
 
@@ -32,7 +33,7 @@ FILES = {
 
 def git(root: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                          check=True).stdout
+                          check=True, timeout=PROCESS_TIMEOUT).stdout
 
 
 @pytest.mark.parametrize("fmt", ["", 'format = "wren"\n'])

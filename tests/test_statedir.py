@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from conftest import PROCESS_TIMEOUT
+
 from tests.conftest import write_pair
 from wrenmem.fs import statedir
 from wrenmem.fs.fsutil import write_marshal
@@ -14,7 +16,7 @@ from wrenmem.storage.lock import index_lock
 
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                          check=True).stdout
+                          check=True, timeout=PROCESS_TIMEOUT).stdout
 
 
 def test_a_repository_that_never_ran_init_never_commits_the_state(project: Path, cli) -> None:

@@ -4,6 +4,7 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
+from conftest import PROCESS_TIMEOUT
 
 from wrenmem.pairs.catalog import scan
 from wrenmem.pairs.pairfile import Pair
@@ -276,13 +277,13 @@ def test_kill_9_leaves_no_temporary_file_git_would_stage(cli, project: Path,
     assert cli("store", "--nl", "Total sales", "--sql", "SELECT 1").exit_code == 0
     path = project / "knowledge/sql/total-sales.md"
     path.write_text(path.read_text() + "\n\n\n")  # something for fmt to rewrite
-    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True, timeout=PROCESS_TIMEOUT)
     proc = subprocess.run([sys.executable, "-c", KILL_AT_FSYNC, "--project", str(project),
                            *args], env={**os.environ, "PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == -9, proc.stderr[-2000:]
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
-                            cwd=project, check=True, capture_output=True, text=True).stdout
+                            cwd=project, check=True, capture_output=True, text=True, timeout=PROCESS_TIMEOUT).stdout
     assert [line[3:] for line in status.splitlines()] == ["knowledge/sql/total-sales.md"]
     assert set(_files(project)) == {"total-sales.md"}
     assert cli("list").exit_code == 0

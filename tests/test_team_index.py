@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from conftest import REPO, write_pair
+from conftest import PROCESS_TIMEOUT, REPO, write_pair
 from index_helpers import RecordingEmbedder
 from s3_helpers import READ_KEY, READ_SECRET, S3Server, weed_binary
 
@@ -366,7 +366,7 @@ def test_object_store_errors_say_what_failed_and_what_to_check(raw: str, reason:
 
 def git_checkout(root: Path, branch: str) -> None:
     for args in (["init", "-q", "-b", branch], ["add", "-A"], ["commit", "-q", "-m", "pairs"]):
-        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, timeout=PROCESS_TIMEOUT)
 
 
 def test_a_reader_of_another_branch_sees_what_differs(tmp_path: Path, s3_env: dict[str, str],
@@ -478,7 +478,7 @@ def test_a_readers_watcher_refreshes_and_never_writes(tmp_path: Path, s3_env: di
 
 def git_remote(root: Path, url: str) -> None:
     git_checkout(root, "main")
-    subprocess.run(["git", "-C", str(root), "remote", "add", "origin", url], check=True)
+    subprocess.run(["git", "-C", str(root), "remote", "add", "origin", url], check=True, timeout=PROCESS_TIMEOUT)
 
 
 def test_another_project_on_the_same_prefix_is_refused(tmp_path: Path, s3_env: dict[str, str],
@@ -540,17 +540,17 @@ def test_an_older_commit_does_not_overwrite_a_newer_index(
     ci = machine(tmp_path, "ci", uri, pairs=4)
     git_remote(ci, url)
     old = subprocess.run(["git", "-C", str(ci), "rev-parse", "HEAD"], check=True,
-                         capture_output=True, text=True).stdout.strip()
+                         capture_output=True, text=True, timeout=PROCESS_TIMEOUT).stdout.strip()
     write_pair(ci, "new.md", "Revenue per store this week?", "SELECT 1")
     for args in (["add", "-A"], ["commit", "-q", "-m", "a pair"]):
-        subprocess.run(["git", "-C", str(ci), *args], check=True, capture_output=True)
+        subprocess.run(["git", "-C", str(ci), *args], check=True, capture_output=True, timeout=PROCESS_TIMEOUT)
     sync_pairs(settings(ci))  # the newer job
     newer = remote_rows(uri)
     # A job of the older commit finishes last: it must not put the index back.
     late = tmp_path / "late"
-    subprocess.run(["git", "clone", "-q", str(ci), str(late)], check=True)
+    subprocess.run(["git", "clone", "-q", str(ci), str(late)], check=True, timeout=PROCESS_TIMEOUT)
     for args in (["remote", "set-url", "origin", url], ["reset", "-q", "--hard", old]):
-        subprocess.run(["git", "-C", str(late), *args], check=True)
+        subprocess.run(["git", "-C", str(late), *args], check=True, timeout=PROCESS_TIMEOUT)
     with pytest.raises(WrenmemError, match="newer commit of main.*sync --full"):
         sync_pairs(settings(late))
     assert remote_rows(uri) == newer
@@ -571,18 +571,18 @@ def test_a_detached_head_at_an_older_commit_does_not_overwrite_a_newer_index(
     ci = machine(tmp_path, "ci", uri, pairs=3)
     git_remote(ci, "https://git.example.com/team/sales-kb.git")
     old = subprocess.run(["git", "-C", str(ci), "rev-parse", "HEAD"], check=True,
-                         capture_output=True, text=True).stdout.strip()
+                         capture_output=True, text=True, timeout=PROCESS_TIMEOUT).stdout.strip()
     write_pair(ci, "new.md", "Revenue per store this week?", "SELECT 1")
     for args in (["add", "-A"], ["commit", "-q", "-m", "a pair"]):
-        subprocess.run(["git", "-C", str(ci), *args], check=True, capture_output=True)
+        subprocess.run(["git", "-C", str(ci), *args], check=True, capture_output=True, timeout=PROCESS_TIMEOUT)
     sync_pairs(settings(ci))
     newer = remote_rows(uri)
-    subprocess.run(["git", "-C", str(ci), "checkout", "-q", "--detach", old], check=True)
+    subprocess.run(["git", "-C", str(ci), "checkout", "-q", "--detach", old], check=True, timeout=PROCESS_TIMEOUT)
     with pytest.raises(WrenmemError, match="newer commit of main.*sync --full"):
         sync_pairs(settings(ci))
     assert remote_rows(uri) == newer
     # Detached at the newest commit (what CI checks out) it is not older: it writes.
-    subprocess.run(["git", "-C", str(ci), "checkout", "-q", "--detach", "main"], check=True)
+    subprocess.run(["git", "-C", str(ci), "checkout", "-q", "--detach", "main"], check=True, timeout=PROCESS_TIMEOUT)
     assert sync_pairs(settings(ci)).noop or remote_rows(uri) == newer
 
 

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLE_KNOWLEDGE, write_pair
+from conftest import EXAMPLE_KNOWLEDGE, PROCESS_TIMEOUT, write_pair
 from index_helpers import RecordingEmbedder, install_fake, settings_for
 
 from wrenmem.index.sync import sync_pairs
@@ -100,7 +100,7 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # committed, as in a clone: a verification counts once it is in git history
     for args in (["init", "-q"], ["add", "-A"],
                  ["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "x"]):
-        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, timeout=PROCESS_TIMEOUT)
     return root
 
 

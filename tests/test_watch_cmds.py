@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_wrenmem, write_pair
+from conftest import PROCESS_TIMEOUT, REPO, run_wrenmem, write_pair
 
 from wrenmem.recall.daemon_client import ping
 
@@ -53,7 +53,7 @@ def recall_paths(root: Path, question: str, k: int = 5,
 
 
 def git(root: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, timeout=PROCESS_TIMEOUT)
 
 
 def log_text(root: Path) -> str:
@@ -419,10 +419,10 @@ def test_a_manifest_added_while_watching_gets_its_schema_index(
     runner = [sys.executable, str(RUNNER), "--project", str(root)]
     env = {**os.environ, "PYTHONPATH": str(REPO), "WRENMEM_BACKEND": "hybrid",
            **NO_DAEMON}
-    assert subprocess.run([*runner, "sync"], env=env, capture_output=True).returncode == 0
+    assert subprocess.run([*runner, "sync"], env=env, capture_output=True, timeout=PROCESS_TIMEOUT).returncode == 0
     (root / "target").mkdir()
     shutil.copy(EXAMPLE_MANIFEST, root / "target" / "mdl.json")
-    status = subprocess.run([*runner, "status"], env=env, capture_output=True, text=True)
+    status = subprocess.run([*runner, "status"], env=env, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
     [fresh] = [line for line in status.stdout.splitlines() if line.startswith("fresh:")]
     assert "; the schema index: no schema index yet: run `wrenmem sync`)" in fresh, fresh
     shutil.rmtree(root / "target")
@@ -439,7 +439,7 @@ def test_a_manifest_added_while_watching_gets_its_schema_index(
         wait_until(lambda: "schema:" in (ping(root) or {}).get("last_summary", ""), timeout=30,
                    what="the schema index")
         check = subprocess.run([*runner, "check", "--json"], env=env, capture_output=True,
-                               text=True)
+                               text=True, timeout=PROCESS_TIMEOUT)
         assert check.returncode == 0, check.stdout + check.stderr
         assert json.loads(check.stdout)["schema"]["fresh"]
     finally:
