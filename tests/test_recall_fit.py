@@ -212,6 +212,27 @@ def test_the_sibling_probes_are_those_a_phrasing_of_another_sql_shares_most_word
     assert sum(p.task == "siblings" for p in sampled) == min(len(found), adapt.PROBES)
 
 
+def test_a_chinese_question_has_siblings_by_its_characters(tmp_path: Path):
+    """A Chinese question has no spaces: read as one word it shares nothing with the
+    phrasing that differs from it by its decisive characters (有多少艘 for 是哪些: a count
+    for a list); read as its characters it is a sibling probe."""
+    folder = tmp_path / "knowledge" / "sql"
+    folder.mkdir(parents=True)
+    rows = [("在战役中最终被俘虏的船有多少艘？", "SELECT count(*) FROM ship WHERE fate = 'captured'"),
+            ("有多少艘船在战役中最终被俘虏？", "SELECT count(*) FROM ship WHERE fate = 'captured'"),
+            ("在战役中最终被俘虏的船是哪些？", "SELECT name FROM ship WHERE fate = 'captured'"),
+            ("列出所有战役的名字。", "SELECT name FROM battle")]
+    for n, (question, sql) in enumerate(rows):
+        (folder / f"p{n}.md").write_text(
+            f"---\nnl: {question}\ndatasource: battles\n---\n\n```sql\n{sql}\n```\n",
+            encoding="utf-8")
+    pairs = scan(Memory(tmp_path, backend="grep").settings).pairs
+    assert evaluate._words("有多少艘船？ Ship") == frozenset("有多少艘船") | {"ship"}
+    found = evaluate.sibling_probes(pairs, evaluate.probes(pairs))
+    # (the twin that puts 有多少艘 first shares 0.56 of its characters with the list: none)
+    assert [p.question for p in found] == ["在战役中最终被俘虏的船有多少艘？"]
+
+
 def test_the_tilt_file_is_read_again_only_when_it_changes_and_only_for_its_weights(
         tmp_path: Path):
     memory = Memory(tmp_path, backend="grep")

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
-VERSION = 4  # of the fit file and of how it is made
+VERSION = 5  # of the fit file and of how it is made
 PROBES = 150  # questions asked of each task, at most (sampled by hash)
 MIN_PROBES = 30  # fewer questions of a task: not fitted there; of every task: the prior
 MIN_CHECKED = 10  # ... but from this many its loss is still checked; fewer answered-before

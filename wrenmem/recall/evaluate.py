@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,7 @@ from wrenmem.recall import sqlshape
 from wrenmem.recall.backends import choose_backend
 from wrenmem.recall.hits import Filters, Hit
 from wrenmem.settings import Settings
+from wrenmem.textsearch import CJK_CHAR
 
 TASKS = ("answered", "new", "gold")
 NO_ANSWER_MIN_SCORE = 0.5  # a no-answer gold question should score below this (--min-score)
@@ -104,11 +106,15 @@ def probes(pairs: Sequence[Pair], *, limit: int = 0) -> list[Probe]:
 
 
 SIBLING_OVERLAP = 0.6  # word Jaccard of two phrasings: "most words shared"
-_WORD = re.compile(r"\w+", re.UNICODE)
+# a word, or one Chinese, Japanese or Korean character
+_WORD = re.compile(rf"{CJK_CHAR.pattern}|(?:(?!{CJK_CHAR.pattern})\w)+", re.UNICODE)
 
 
 def _words(text: str) -> frozenset[str]:
-    return frozenset(w.lower() for w in _WORD.findall(text))
+    """A phrasing's words, case-folded (NFKC, so a decomposed accent stays in its word);
+    a Chinese, Japanese or Korean run, which has no spaces, as its characters (as one
+    word, a whole sentence would share nothing with its siblings)."""
+    return frozenset(_WORD.findall(unicodedata.normalize("NFKC", text).casefold()))
 
 
 def sibling_probes(pairs: Sequence[Pair], asked: Sequence[Probe]) -> list[Probe]:
