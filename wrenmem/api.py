@@ -531,7 +531,7 @@ class Memory:
         report = index_sync.sync_pairs(self.settings, full=full, progress=progress,
                                        embedder=self.embedder)
         rank_adapt.after_sync(self.settings, report, lambda: self.recaller, self.notify,
-                              indexed=not self.grep_only, detach=self.embedder is None)
+                              indexed=lambda: not self.grep_only, detach=self.embedder is None)
         return report
 
     def fit_recall(self, *, force: bool = False, pairs: Sequence[Pair] | None = None,

@@ -403,24 +403,24 @@ def fits(settings: Settings, *, indexed: bool, measure: bool = False) -> bool:
 
 
 def after_sync(settings: Settings, report: Any, recaller: Callable[[], Any],
-               notify: Callable[[str], None] | None, *, indexed: bool,
+               notify: Callable[[str], None] | None, *, indexed: Callable[[], bool],
                detach: bool = True) -> None:
     """``Memory.sync``'s fit: after a sync that wrote, from :func:`fitjob.detach_at` rows
     (and ``detach``: the configured embedder, which another process can load) the fit is
     marked owed and left to a detached fitter, below that made here
     (:func:`fit_after_sync`); after a no-op, a fit still owed whose fitter died is started
-    again."""
+    again (``indexed()``: whether there is an index backend, asked only then)."""
     if report.noop:
-        if fitjob.owed_path(settings.state_dir).exists() and fits(settings, indexed=indexed):
+        if fitjob.owed_path(settings.state_dir).exists() and fits(settings, indexed=indexed()):
             _start(settings, notify, resume=True)
         return
-    if not fits(settings, indexed=indexed):
+    if not fits(settings, indexed=indexed()):
         return
     if detach and report.rows >= fitjob.detach_at() and settings.state_dir.is_dir():
         fitjob.mark(settings, settings_payload(settings))
         if _start(settings, notify, resume=False):
             return
-    fit_after_sync(settings, recaller, notify, indexed=indexed)
+    fit_after_sync(settings, recaller, notify, indexed=True)
 
 
 def _start(settings: Settings, notify: Callable[[str], None] | None, *, resume: bool) -> bool:
