@@ -23,7 +23,7 @@ from scale import make_project  # noqa: E402
 
 from wrenmem import Memory  # noqa: E402
 from wrenmem.pairs.catalog import scan  # noqa: E402
-from wrenmem.recall import adapt, evaluate  # noqa: E402
+from wrenmem.recall import adapt, evaluate, fitreport  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"probes + fingerprint: {c1 - c0:.2f} s CPU, {t1 - t0:.2f} s wall")
     print(f"fit (probes included): {c2 - c1:.2f} s CPU, {t2 - t1:.2f} s wall "
           f"(budget 10 s CPU)")
-    print(f"chose {fit['chosen']}: {adapt.summary(fit)}")
+    print(f"chose {fit['chosen']}: {fitreport.summary(fit)}")
     return 0
 
 

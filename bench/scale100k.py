@@ -8,7 +8,9 @@ with a qualifier), default ``$TMPDIR/wrenmem-scale/pairs-N``, and measures:
 - the first index: ``wrenmem sync --json`` on the project with ``.wrenmem/`` removed, as a
   whole process: wall, CPU (user + sys of the process and the children it waited for), and
   the peak RSS and PSS of the process tree (sampled every 0.1 s; RSS counts a page shared by a
-  forked child twice, PSS once); ``--index-runs`` times (target: <= 60 s, <= 1 GB);
+  forked child twice, PSS once); ``--index-runs`` times (target: <= 60 s, <= 1 GB); then the
+  recall fit the sync left to a detached fitter (from 5,000 rows), awaited before the next
+  run: its wall after the sync returned, CPU and peak RSS;
 - warm recall through the daemon: ``wrenmem watch --detach``, its warm-up awaited (``ping``
   says ``warm``), then ``remote_recall`` requests (what the CLI's fast path and the MCP server
   send), half stored questions, half new ones (a qualifier no pair has); the daemon's CPU per
@@ -127,7 +129,40 @@ def first_index(root: Path, code: Path) -> dict[str, float]:
         out.seek(0)
         report = json.loads(out.read())
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": peak[0],
-            "pss": peak[1], "maxrss": usage.ru_maxrss / 1024, "rows": report["rows"]}
+            "pss": peak[1], "maxrss": usage.ru_maxrss / 1024, "rows": report["rows"],
+            **detached_fit(root)}
+
+
+def detached_fit(root: Path, timeout: float = 1800.0) -> dict[str, float]:
+    """The recall fit a first index left to a detached fitter (``wrenmem.index.fitjob``, from
+    5,000 rows), awaited so that the next run starts without it: its wall after the sync
+    returned, its CPU and its peak RSS (VmHWM), read from /proc every 0.1 s (zeros: no fit
+    was left, as before the fitter)."""
+    owed = root / ".wrenmem" / "recall-fit-owed.json"
+    start = time.perf_counter()
+    cpu = hwm = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    while owed.exists():
+        try:
+            mark = json.loads(owed.read_text("utf-8"))
+        except (OSError, ValueError):
+            mark = {}
+        if mark.get("failed"):
+            raise SystemExit(f"the detached fit failed: {mark['failed']}")
+        if time.perf_counter() - start > timeout:
+            raise SystemExit(f"the detached fit took over {timeout:.0f} s")
+        try:
+            with open(f"/proc/{mark.get('pid')}/stat", encoding="ascii") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            cpu = max(cpu, (int(fields[11]) + int(fields[12])) / tick)
+            with open(f"/proc/{mark.get('pid')}/status", encoding="ascii") as fh:
+                hwm = max(hwm, next((int(line.split()[1]) / 1024 for line in fh
+                                     if line.startswith("VmHWM:")), 0.0))
+        except (OSError, ValueError, IndexError):
+            pass
+        time.sleep(0.1)
+    return {"fit_wall": time.perf_counter() - start if cpu else 0.0, "fit_cpu": cpu,
+            "fit_rss": hwm}
 
 
 def questions(n: int) -> list[str]:
@@ -229,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", type=Path, help="another checkout's code, e.g. main")
     parser.add_argument("--skip-index", action="store_true",
                         help="no first-index runs (the project indexed before)")
+    parser.add_argument("--skip-warm", action="store_true",
+                        help="no warm-recall runs (the first index alone)")
     args = parser.parse_args(argv)
     root = (args.workdir / f"pairs-{args.pairs}").resolve()
     if not (root / "generated").exists():
@@ -251,23 +288,28 @@ def main(argv: list[str] | None = None) -> int:
             print(f"first index {'this' if code == REPO else 'baseline'} #{i + 1}: "
                   f"{got['wall']:.1f} s wall, {got['cpu']:.1f} s CPU, tree RSS "
                   f"{got['rss']:.0f} MB (PSS {got['pss']:.0f}, largest process "
-                  f"{got['maxrss']:.0f}), {got['rows']} rows; load {load()}", file=sys.stderr,
-                  flush=True)
+                  f"{got['maxrss']:.0f}), {got['rows']} rows; then the detached fit "
+                  f"{got['fit_wall']:.1f} s wall, {got['fit_cpu']:.1f} s CPU, peak RSS "
+                  f"{got['fit_rss']:.0f} MB; load {load()}", file=sys.stderr, flush=True)
     qs = questions(args.runs)
     rows: dict[tuple[str, str], dict] = {}
-    for code in reversed(codes):
+    for code in reversed(codes) if not args.skip_warm else ():
         warm(root, code, qs, rows)
     print(f"\n{args.pairs:,} pairs; load at the end {load()}")
     if not args.skip_index:
-        print("\n| first index | wall | CPU | peak tree RSS | peak tree PSS | largest process |")
-        print("|---|---|---|---|---|---|")
+        print("\n| first index | wall | CPU | peak tree RSS | peak tree PSS | largest process "
+              "| detached fit after it: wall, CPU, peak RSS |")
+        print("|---|---|---|---|---|---|---|")
         for code in codes:
             runs = index[code]
             med = {k: statistics.median(r[k] for r in runs)
-                   for k in ("wall", "cpu", "rss", "pss", "maxrss")}
+                   for k in ("wall", "cpu", "rss", "pss", "maxrss", "fit_wall", "fit_cpu",
+                             "fit_rss")}
+            fit = (f"{med['fit_wall']:.1f} s, {med['fit_cpu']:.1f} s, {med['fit_rss']:.0f} MB"
+                   if med["fit_cpu"] else "none (fitted inside the sync)")
             print(f"| {'this' if code == REPO else 'baseline'} (median of {len(runs)}) | "
                   f"{med['wall']:.1f} s | {med['cpu']:.1f} s | {med['rss']:.0f} MB | "
-                  f"{med['pss']:.0f} MB | {med['maxrss']:.0f} MB |")
+                  f"{med['pss']:.0f} MB | {med['maxrss']:.0f} MB | {fit} |")
     print("\n| warm recall | code | median | p90 | CPU a request (mean) | load |")
     print("|---|---|---|---|---|---|")
     for (label, path), row in rows.items():
@@ -281,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
             ratio = {k: statistics.median(x[k] for x in index[REPO])
                      / statistics.median(x[k] for x in index[codes[1]]) for k in ("wall", "cpu")}
             print(f"| first index | {ratio['wall']:.2f} | {ratio['cpu']:.2f} |")
-        for path in ("mcp, own process", "daemon", "mcp, via the daemon"):
+        for path in () if args.skip_warm else ("mcp, own process", "daemon",
+                                                "mcp, via the daemon"):
             a, b = rows["this", path], rows["baseline", path]
             print(f"| {path} | {stats(a['times'])[0] / stats(b['times'])[0]:.2f} | "
                   f"{statistics.fmean(a['cpus']) / statistics.fmean(b['cpus']):.2f} |")

@@ -10,7 +10,7 @@ import pytest
 
 from wrenmem import Memory
 from wrenmem.pairs.catalog import scan
-from wrenmem.recall import adapt, evaluate, model
+from wrenmem.recall import adapt, evaluate, fitreport, model
 
 FIXTURE = Path(__file__).parent / "fixtures" / "suite" / "spider-syn-train" / "questions.json"
 
@@ -106,7 +106,7 @@ def test_a_task_below_the_minimum_is_not_fitted_and_below_ten_a_fit_is_not_made(
     prior = fit["candidates"]["prior"]
     assert prior["mean"] == prior["answered"]  # the mean gain: the fitted task's alone
     assert "answered" in fit["task_gain"]
-    text = adapt.summary(fit)
+    text = fitreport.summary(fit)
     assert f"{counts['new']} new-question probes" in text and "new-question" in text
     assert "fewer than 30, not fitted)" in text
     # fewer than 10 new-question probes (the suite's spider-en/new store: 150 and 4, where a

@@ -530,9 +530,8 @@ class Memory:
                 return handed
         report = index_sync.sync_pairs(self.settings, full=full, progress=progress,
                                        embedder=self.embedder)
-        if not report.noop:  # the ranking fitted again when the pairs' questions changed
-            rank_adapt.fit_after_sync(self.settings, lambda: self.recaller, self.notify,
-                                      indexed=not self.grep_only)
+        rank_adapt.after_sync(self.settings, report, lambda: self.recaller, self.notify,
+                              indexed=lambda: not self.grep_only, detach=self.embedder is None)
         return report
 
     def fit_recall(self, *, force: bool = False, pairs: Sequence[Pair] | None = None,

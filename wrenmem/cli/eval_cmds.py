@@ -138,7 +138,7 @@ def render(report: dict) -> str:
                          f"{m['ECE']:6.3f}")
     lines.append("* the configured backend (what `recall` uses)")
     if report.get("fit") is not None:
-        from wrenmem.recall.adapt import render_fit
+        from wrenmem.recall.fitreport import render_fit
 
         lines += render_fit(report["fit"])
     if "misses" in report:

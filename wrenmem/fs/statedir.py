@@ -47,6 +47,8 @@ EMBED_CACHE_KEYS = "embed-cache-keys.bin"  # which texts the embedding cache hol
 SECOND_CACHE = "second-reader-cache.bin"  # the second reader's vectors of stored questions
 RECALL_FIT = "recall-fit.json"  # the ranking fitted to the project's own pairs (recall.adapt)
 RECALL_FIT_KEYS = "recall-fit-keys.bin"  # what the fit read of each pair file, by raw hash
+RECALL_FIT_OWED = "recall-fit-owed.json"  # a fit a sync left to a detached fitter (fitjob)
+RECALL_FIT_LOCK = "recall-fit.lock"  # flock held by whoever makes the recall fit
 USES = "uses.bin"  # tables and columns each pair's SQL uses, by SQL, dialect and manifest
 KNOWLEDGE_STATE = "knowledge_index.json"  # what the knowledge table holds
 TMP = "tmp"  # temporary files of pair writes, renamed into knowledge/sql (git ignores them here)
@@ -60,7 +62,7 @@ ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, GREP_SN
        HOOKS_DEFERRED,
        EMBED_CACHE, EMBED_CACHE_KEYS, REPLICA, REPLICA_STATE, REPLICA_MAINT, USES,
        KNOWLEDGE_STATE, TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK, VERIFICATIONS, RECALL_FIT,
-       RECALL_FIT_KEYS)
+       RECALL_FIT_KEYS, RECALL_FIT_OWED, RECALL_FIT_LOCK)
 # Written by earlier versions, removed by the next write of the pairs table or a reset: the
 # saved recall copy (and its data files, ``recall-copy.<token>.data``), the lock of its
 # saver, the pairs journal of small syncs and the schema search copy (issue 42: the warm

@@ -12,8 +12,10 @@ a five-fold cross-validation (its figure is out of fold). Weights shrink toward 
 :data:`MIN_GAIN` with no task losing more than :data:`TASK_LOSS` or the prior's 95 %
 half-width; a task with fewer than :data:`MIN_PROBES` probes is not fitted (it is said)
 but from :data:`MIN_CHECKED` its loss is checked; with fewer than that of either task a user
-has (answered-before, new-question), or too few of every task to fit, the prior stays. The result is
-``.wrenmem/recall-fit.json`` (derived), which the learned scorer reads when it changes.
+has (answered-before, new-question), or too few of every task to fit, the prior stays. The
+result is ``.wrenmem/recall-fit.json`` (derived), which the learned scorer reads when it
+changes. From :data:`wrenmem.index.fitjob.DETACH_AT` rows a sync leaves the fit to a detached
+process (:func:`after_sync`, :mod:`wrenmem.watch.fitter`); recall meanwhile uses the last fit.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ from typing import TYPE_CHECKING, Any
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
 from wrenmem.fs.fsutil import atomic_write_text, read_marshal, write_marshal
+from wrenmem.index import fitjob
 from wrenmem.index import state as index_state
 from wrenmem.pairs.catalog import read_paths, scan
 from wrenmem.recall import evaluate, model, sqlshape
+from wrenmem.recall.daemon_client import settings_payload
 from wrenmem.recall.hits import Filters
 
 if TYPE_CHECKING:
@@ -66,6 +70,7 @@ FITTED_TASKS = ("answered", "new", "siblings")
 SAMPLED = (*evaluate.TASKS, "siblings")  # the probes' tasks: eval's and the siblings
 TASK_NAMES = {"answered": "answered-before", "new": "new-question",
               "siblings": "decisive-word sibling"}
+EVAL_WAIT = 900.0  # eval's wait for a detached fit at work (then it fits itself)
 
 
 @dataclass(frozen=True)
@@ -372,17 +377,60 @@ def fit_project(settings: Settings, recaller: Callable[[], Any],
                 indexed: bool = True) -> dict[str, Any] | None:
     """``Memory.fit_recall``: fit hybrid recall to the project's own pairs (default: every
     stored one) when their questions changed since the last fit (``force``: anyway), with
-    ``recaller()``'s embedder and glossary; the fit's report (``"applied"``: whether recall
-    uses it, the ``recall_fit`` setting), or None where nothing is fitted (the setting off
-    unless ``measure``, a reader of a shared index, no index backend, a fusion other than
-    ``learned``). Run by ``Memory.sync`` when it wrote and the setting is on, and by
-    ``Memory.evaluate`` (``measure``: to report it); never at recall."""
-    if ((not settings.recall_fit and not measure) or settings.is_reader or not indexed
-            or settings.fusion != "learned"):
+    ``recaller()``'s embedder and glossary, holding the fit lock; the fit's report
+    (``"applied"``: whether recall uses it, the ``recall_fit`` setting), or None where
+    nothing is fitted (:func:`fits`; ``measure``: whatever the setting). Run by
+    ``Memory.sync`` when it wrote (:func:`after_sync`), by the detached fitter, and by
+    ``Memory.evaluate`` (``measure``: to report it, a detached fit awaited first); never
+    at recall. A fit made clears the owed mark read before it."""
+    if not fits(settings, indexed=indexed, measure=measure):
         return None
+    if measure:  # eval: the detached fitter's fit, when one is at work (else made here)
+        fitjob.wait(settings, EVAL_WAIT)
     held = recaller()
-    fit = refresh(settings, held.embedder, pairs, glossary=held.glossary, force=force)
+    with fitjob.fit_lock(settings):
+        owed = fitjob.read_owed(settings.state_dir)
+        fit = refresh(settings, held.embedder, pairs, glossary=held.glossary, force=force)
+        fitjob.clear(settings, owed)
     return {**fit, "applied": settings.recall_fit}
+
+
+def fits(settings: Settings, *, indexed: bool, measure: bool = False) -> bool:
+    """Whether a fit is made here: the ``recall_fit`` setting on (or ``measure``), a
+    writer with an index backend, and the ``learned`` fusion."""
+    return ((settings.recall_fit or measure) and not settings.is_reader and indexed
+            and settings.fusion == "learned")
+
+
+def after_sync(settings: Settings, report: Any, recaller: Callable[[], Any],
+               notify: Callable[[str], None] | None, *, indexed: Callable[[], bool],
+               detach: bool = True) -> None:
+    """``Memory.sync``'s fit: after a sync that wrote, from :func:`fitjob.detach_at` rows
+    (and ``detach``: the configured embedder, which another process can load) the fit is
+    marked owed and left to a detached fitter, below that made here
+    (:func:`fit_after_sync`); after a no-op, a fit still owed whose fitter died is started
+    again (``indexed()``: whether there is an index backend, asked only then)."""
+    if report.noop:
+        if fitjob.owed_path(settings.state_dir).exists() and fits(settings, indexed=indexed()):
+            _start(settings, notify, resume=True)
+        return
+    if not fits(settings, indexed=indexed()):
+        return
+    if detach and report.rows >= fitjob.detach_at() and settings.state_dir.is_dir():
+        fitjob.mark(settings, settings_payload(settings))
+        if _start(settings, notify, resume=False):
+            return
+    fit_after_sync(settings, recaller, notify, indexed=True)
+
+
+def _start(settings: Settings, notify: Callable[[str], None] | None, *, resume: bool) -> bool:
+    try:
+        fitjob.resume(settings) if resume else fitjob.start(settings)
+    except OSError as e:
+        if notify is not None:
+            notify(f"recall fit: cannot start the fitter ({e}); fitted here")
+        return False
+    return True
 
 
 def fit_after_sync(settings: Settings, recaller: Callable[[], Any],
@@ -517,60 +565,3 @@ def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair] | None
         atomic_write_text(fit_path(settings), json.dumps(data, indent=1) + "\n")
         keys.save(keys.now(found) if found is not None or cheap is None else cheap, key)
     return data
-
-
-def summary(data: dict[str, Any] | None) -> str:
-    """One line of what was fitted (``status``, ``eval``): the ranking chosen, on how many
-    probes, and its gain over the prior on each task with a 95 % interval."""
-    if not data:
-        return "none yet (made by `wrenmem sync` or `wrenmem eval`)"
-    probes = data.get("probes", {})
-    asked = (f"{probes.get('answered', 0)} answered-before and {probes.get('new', 0)} "
-             "new-question probes"
-             + (f", {probes['siblings']} decisive-word sibling ones" if probes.get("siblings")
-                else ""))
-    if data.get("reason"):
-        return f"prior ({asked}; {data['reason']})"
-    unchecked = [t for t in data.get("unchecked") or () if t in TASK_NAMES]
-    if unchecked:  # a fit on the other tasks (their loss checked from MIN_CHECKED)
-        asked += (" (" + " and ".join(TASK_NAMES[t] for t in unchecked)
-                  + f": fewer than {MIN_PROBES}, not fitted)")
-    chosen = data.get("chosen", "prior")
-
-    def gains_of(task_gain: dict[str, Any]) -> str:
-        return "; ".join(f"{TASK_NAMES.get(t, t)} {g[0]:+.3f} ({g[1]:+.3f} to {g[2]:+.3f})"
-                         for t, g in task_gain.items())
-
-    if chosen == "prior":
-        cands = data.get("candidates") or {}
-        other = max((c for c in CANDIDATES[1:] if c in cands),
-                    key=lambda c: cands[c].get("mean", 0.0), default=None)
-        if other is None:
-            return f"prior on {asked}"
-        return (f"prior kept on {asked}: the best other ranking, {other}, would change "
-                f"R@1 by {gains_of((data.get('candidate_gain') or {}).get(other, {}))} "
-                f"(95 % intervals), short of the gain asked without losing a task")
-    gains = gains_of(data.get("task_gain") or {})
-    tilt = ", ".join(f"{name} {w:.2f}" for name, w in zip(model.TILT_TERMS,
-                                                           data.get("tilt", []), strict=False)
-                     if w)
-    unused = ("; not used by recall (recall_fit = false)"
-              if data.get("applied") is False and chosen != "prior" else "")
-    return (f"{chosen} on {asked}; R@1 gained over the shipped model: {gains or 'none'}"
-            + (f" (weights added: {tilt})" if tilt else "") + unused)
-
-
-def render_fit(data: dict[str, Any]) -> list[str]:
-    """``eval``'s lines on the fit: the summary, then each ranking compared."""
-    lines = [f"recall fit: {summary(data)}"]
-    cands = data.get("candidates") or {}
-    if cands:
-        tasks = [t for t in FITTED_TASKS if any(t in m for m in cands.values())]
-        lines.append(f"  compared on these pairs' own probes (R@1 {'/'.join(tasks)}; adapted: "
-                     "out of fold): "
-                     + ", ".join(f"{name} " + "/".join(f"{m.get(t, 0.0):.3f}" for t in tasks)
-                                 for name, m in cands.items())
-                     + ("; hybrid:learned above uses the chosen one" if data.get("applied")
-                        else "; hybrid:learned above is the shipped model (recall_fit = "
-                             "false)"))
-    return lines

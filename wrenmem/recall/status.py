@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from wrenmem.index import fitjob
 from wrenmem.index.drift import check_drift
 from wrenmem.knowledge.files import load_knowledge
 from wrenmem.knowledge.table import knowledge_drift
@@ -78,12 +79,17 @@ def status_data(settings: Settings, embedder: Embedder | None = None) -> dict[st
                       "removed": len(drift.plan.removed),
                       "renamed": len(drift.plan.renamed)},
         })
-        from wrenmem.recall import adapt
+        from wrenmem.recall import adapt, fitreport
 
-        # what the last sync (or eval) fitted hybrid recall to (None: none yet), and
-        # whether recall uses it
+        # what the last sync (or eval) fitted hybrid recall to (None: none yet), whether
+        # recall uses it, and whether a detached fitter is making the next one
         fit = adapt.read(settings)
-        if fit is not None or settings.recall_fit:
+        pending = fitjob.pending(settings)
+        if fit is not None or settings.recall_fit or pending:
             data["recall_fit"] = fit and {**fit, "applied": settings.recall_fit}
-            data["recall_fit_summary"] = adapt.summary(data["recall_fit"])
+            data["recall_fit_pending"] = pending
+            data["recall_fit_summary"] = fitreport.summary(data["recall_fit"])
+            if pending:
+                data["recall_fit_summary"] += fitreport.pending_note(
+                    fitjob.read_owed(settings.state_dir), fit is not None)
     return data

@@ -1,7 +1,8 @@
 """The index writers' lock: one exclusive ``flock`` on ``.wrenmem/index.lock``, held by
 every writer of the index (concurrent upserts can duplicate rows). The kernel drops it when
 its holder dies, so a ``kill -9`` leaves no stale lock. Re-entrant within a thread; threads
-of one process take turns."""
+of one process take turns. ``name=``: another lock of the same kind in ``.wrenmem/`` (the
+recall fit's, :mod:`wrenmem.index.fitjob`)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ _thread_locks: dict[str, threading.RLock] = {}
 _held = threading.local()
 
 
-def lock_path(settings: Settings) -> Path:
-    return settings.state_dir / LOCK_NAME
+def lock_path(settings: Settings, name: str = LOCK_NAME) -> Path:
+    return settings.state_dir / name
 
 
 def is_locked(path: Path, *, exclusive: bool = True) -> bool:
@@ -48,16 +49,17 @@ def is_locked(path: Path, *, exclusive: bool = True) -> bool:
 
 
 @contextmanager
-def index_lock(settings: Settings, timeout: float = DEFAULT_TIMEOUT) -> Iterator[None]:
-    """Hold the project's index lock for the ``with`` block (LockTimeoutError after
-    ``timeout`` seconds)."""
-    path = lock_path(settings)
+def index_lock(settings: Settings, timeout: float = DEFAULT_TIMEOUT, *,
+               name: str = LOCK_NAME) -> Iterator[None]:
+    """Hold the project's index lock (``name``: another lock file of ``.wrenmem/``) for the
+    ``with`` block (LockTimeoutError after ``timeout`` seconds)."""
+    path = lock_path(settings, name)
     key = str(path)
     deadline = time.monotonic() + max(timeout, 0.0)
     with _guard:
         rlock = _thread_locks.setdefault(key, threading.RLock())
     if not rlock.acquire(timeout=max(timeout, 0.0)):
-        raise LockTimeoutError(f"another thread held the index lock {path} for {timeout:g}s")
+        raise LockTimeoutError(f"another thread held the lock {path} for {timeout:g}s")
     depth: dict[str, int] = getattr(_held, "depth", None) or {}
     _held.depth = depth
     try:
@@ -89,7 +91,7 @@ def _acquire_flock(path: Path, deadline: float, timeout: float) -> int:
     try:
         if not poll_flock(fd, deadline):
             raise LockTimeoutError(
-                f"another wrenmem process held the index lock {path} for "
+                f"another wrenmem process held the lock {path} for "
                 f"{timeout:g}s{_holder(fd)}")
         # The holder's pid helps a user who wonders who is holding the index. Written
         # only when another one is there: a truncate and write cost a long-lived process
