@@ -69,7 +69,7 @@ def require_listed_pair(settings: Settings, rel: str) -> None:
     try:
         inner = (given.parent.resolve() / given.name).relative_to(settings.knowledge_path)
     except ValueError:
-        raise WrenmemError(f"{rel} is not inside {settings.knowledge_dir}") from None
+        raise WrenmemError(f"refused: {rel} is not inside {settings.knowledge_dir}") from None
     if (not inner.parts or not is_pair_name(inner.name)
             or any(skipped_name(part) for part in inner.parts[:-1])):
         raise WrenmemError(
