@@ -114,6 +114,9 @@ def committed_stamps(root: Path, pairs: Sequence[Pair]) -> set[str]:
 def head_commit(root: Path) -> str | None:
     """The commit HEAD names (GitPython reads the refs, no git process); None outside a
     repository, ``"unborn"`` before the first commit."""
+    here = root.resolve()
+    if not any((folder / ".git").exists() for folder in (here, *here.parents)):
+        return None  # no repository: a recall outside git does not import GitPython
     import git
 
     try:
