@@ -279,6 +279,7 @@ def _deadline(interrupt: Any, seconds: float) -> Iterator[None]:
         yield
     finally:
         timer.cancel()
+        timer.join()  # no timer thread outlives its plan (nor reaches interpreter exit)
 
 
 def _reaches_out(text: str, tree: Any = None, dialect: str | None = None) -> bool:
