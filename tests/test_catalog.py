@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -101,105 +100,13 @@ def _mixed_project(project: Path) -> None:
     os.mkfifo(sql / "g2/zz-fifo.md")  # not a regular file: an error, never opened
 
 
-def test_a_big_scan_reads_half_of_its_files_in_a_forked_process(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Past SPLIT_READ_MIN files to read, a forked process reads the later half: the same
-    pairs, errors, hashes and catalog as one process reading them all."""
+def test_a_scan_from_the_catalog_equals_a_fresh_read(project: Path) -> None:
+    """Pairs, errors (a bad file, a dangling link, a FIFO) and hashes read through the
+    catalog are those of reading every file again."""
     _mixed_project(project)
     settings = load_settings(project)
-    monkeypatch.setenv(catalog.SPLIT_ENV, "0")
-    alone = scan(settings, refresh=True)
-    kept = (settings.state_dir / "catalog.bin").read_bytes()
-    monkeypatch.setattr(catalog, "SPLIT_READ_MIN", 4)
-    monkeypatch.setattr(catalog, "_can_split", lambda: True)  # LanceDB may be imported here
-    forks = []
-    real_fork = os.fork
-    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
-    split = scan(settings, refresh=True)
-    assert forks  # the reader ran
-    assert split.pairs == alone.pairs and split.file_hashes == alone.file_hashes
-    assert [p.extra for p in split.pairs] == [p.extra for p in alone.pairs]
-    assert _errors(split) == _errors(alone) and len(alone.errors) == 4
-    assert (settings.state_dir / "catalog.bin").read_bytes() == kept
-
-
-def _split_read(project: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """The mixed project's settings and its scan read in one process; from then on a
-    scan of four files or more forks its reader."""
-    _mixed_project(project)
-    settings = load_settings(project)
-    monkeypatch.setenv(catalog.SPLIT_ENV, "0")
-    alone = scan(settings, refresh=True)
-    monkeypatch.setattr(catalog, "SPLIT_READ_MIN", 4)
-    monkeypatch.setattr(catalog, "_can_split", lambda: True)
-    return settings, alone
-
-
-def test_a_failed_reader_leaves_its_files_to_this_process(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings, alone = _split_read(project, monkeypatch)
-    class Broken(catalog._Child):
-        def __init__(self, work: object) -> None:
-            super().__init__(lambda: os._exit(3))
-
-    monkeypatch.setattr(catalog, "_Child", Broken)
-    again = scan(settings, refresh=True)
-    assert again.pairs == alone.pairs and _errors(again) == _errors(alone)
-    assert again.file_hashes == alone.file_hashes
-
-
-def test_a_stuck_reader_is_killed_and_its_files_read_here(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A reader that never answers (deadlocked on a lock some thread held when it was
-    forked) does not hang the scan: once this process has read its half, the reader gets
-    a few times as long, then it is killed, reaped, and its half is read here."""
-    import time
-
-    settings, alone = _split_read(project, monkeypatch)
-    monkeypatch.setattr(catalog, "SPLIT_WAIT_MIN", 0.5)
-    pids = []
-
-    class Stuck(catalog._Child):
-        def __init__(self, work: object) -> None:
-            super().__init__(lambda: time.sleep(3600))
-            pids.append(self.pid)
-
-    monkeypatch.setattr(catalog, "_Child", Stuck)
-    started = time.monotonic()
-    again = scan(settings, refresh=True)
-    assert time.monotonic() - started < 60
-    assert again.pairs == alone.pairs and _errors(again) == _errors(alone)
-    assert again.file_hashes == alone.file_hashes
-    assert pids
-    with pytest.raises(ChildProcessError):  # killed and reaped: no process, no zombie
-        os.waitpid(pids[0], os.WNOHANG)
-
-
-def test_a_forked_reader_holds_none_of_the_callers_pipes() -> None:
-    """The reader's standard input and output are /dev/null: one that outlived this
-    process would not keep open the pipes a caller (a test, git, CI) reads to their end."""
-    child = catalog._Child(lambda: [os.readlink(f"/proc/self/fd/{fd}") for fd in (0, 1, 2)])
-    assert child.result(60) == [os.devnull] * 3
-
-
-def test_the_reader_is_forked_only_where_it_is_safe(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
-    import threading
-
-    monkeypatch.delitem(sys.modules, "lancedb", raising=False)
-    monkeypatch.setenv(catalog.SPLIT_ENV, "1")
-    assert catalog._can_split() == (threading.active_count() == 1)
-    monkeypatch.setenv(catalog.SPLIT_ENV, "0")
-    assert not catalog._can_split()
-    monkeypatch.setenv(catalog.SPLIT_ENV, "1")
-    monkeypatch.setitem(sys.modules, "lancedb", object())  # its runtime's threads
-    assert not catalog._can_split()
-    monkeypatch.delitem(sys.modules, "lancedb")
-    stop = threading.Event()
-    other = threading.Thread(target=stop.wait, name="someone-else", daemon=True)
-    other.start()
-    try:
-        assert not catalog._can_split()
-    finally:
-        stop.set()
-        other.join()
+    fresh = scan(settings, refresh=True)
+    cached = scan(settings)
+    assert cached.pairs == fresh.pairs and cached.file_hashes == fresh.file_hashes
+    assert [p.extra for p in cached.pairs] == [p.extra for p in fresh.pairs]
+    assert _errors(cached) == _errors(fresh) and len(fresh.errors) == 4

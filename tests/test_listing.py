@@ -1,6 +1,6 @@
-"""The shared stat walk (wrenmem.pairs.listing): a walk that trusts its folder record finds
-exactly what a walk that lists every folder finds, after every kind of change, and the
-no-op check built on it (the mirror's recorded walk) answers as the full comparison."""
+"""The shared stat walk (wrenmem.pairs.listing): a walk finds what the catalog finds, after
+every kind of change, and the no-op check built on it (the mirror's recorded walk) answers
+as the full comparison."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from tests.conftest import SHORT_RACY_SECONDS as RACY
 from tests.conftest import short_racy_window, write_pair
 from tests.fakes import RecordingEmbedder
 from tests.index_helpers import catalog_stats, install_fake, settings_for
-from wrenmem.fs import statedir
 from wrenmem.fs.fsutil import write_marshal
 from wrenmem.index import state
 from wrenmem.index.sync import sync_pairs
@@ -27,26 +26,6 @@ from wrenmem.settings import Settings, load_settings
 def _short_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
     """The tests wait out the racy window (RACY + 0.1 s): half a second, not two."""
     short_racy_window(monkeypatch)
-
-
-def _fresh(settings: Settings) -> listing.Listing:
-    """A walk that lists every folder (its record deleted first)."""
-    (settings.state_dir / statedir.PAIR_LISTING).unlink(missing_ok=True)
-    return listing.walk(settings)
-
-
-class _Listed:
-    """Counts the folders a walk lists (``os.scandir`` in the listing module)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch):
-        self.paths: list[str] = []
-        real = os.scandir
-
-        def scandir(path: str) -> object:
-            self.paths.append(str(path))
-            return real(path)
-
-        monkeypatch.setattr(listing.os, "scandir", scandir)
 
 
 def _tree(project: Path) -> Path:
@@ -65,26 +44,25 @@ def _tree(project: Path) -> Path:
     return knowledge
 
 
-def test_a_walk_from_its_record_finds_what_a_full_listing_finds(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_walk_finds_what_the_catalog_finds(project: Path) -> None:
     knowledge = _tree(project)
-    time.sleep(RACY + 0.1)  # every folder old enough for its key to vouch for it
     settings = load_settings(project)
     first = listing.walk(settings)
     assert first.stats == catalog_stats(settings)
     assert not first.complete  # the dangling link
-    listed = _Listed(monkeypatch)
     again = listing.walk(settings)
-    assert listed.paths == []  # every folder trusted: none listed, every file stat'ed
     assert (again.id, again.keys) == (first.id, first.keys)
 
+    last = [first]
+
     def changed(change: object) -> None:
-        """After each change: the walk from the record equals the catalog and a walk
-        that lists everything (same paths in the same order, same keys)."""
+        """After each change: the walk equals the catalog, a second walk gives the same
+        keys, and the listing id changed exactly when the paths did."""
         got = listing.walk(settings)
         assert got.stats == catalog_stats(settings), change
-        full = _fresh(settings)
-        assert (got.id, got.keys, got.complete) == (full.id, full.keys, full.complete), change
+        assert (got.id == last[0].id) == (got.paths() == last[0].paths()), change
+        assert listing.walk(settings).keys == got.keys, change
+        last[0] = got
         time.sleep(0.05)  # past the clock's tick: the next change gets a later ctime
 
     edited = knowledge / "g1" / "one.md"
@@ -116,42 +94,6 @@ def test_a_walk_from_its_record_finds_what_a_full_listing_finds(
 
 def outside_target(project: Path) -> Path:
     return project / "elsewhere" / "e.md"
-
-
-def test_a_folder_changed_just_before_a_walk_is_listed_again(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Within the clock's granularity of a change, a folder's key cannot vouch for its
-    names: the record says so, and the next walk lists it again."""
-    knowledge = _tree(project)
-    settings = load_settings(project)
-    listing.walk(settings)  # just after the changes: nothing is trusted yet
-    listed = _Listed(monkeypatch)
-    listing.walk(settings)
-    assert str(knowledge / "g1") in listed.paths
-    time.sleep(RACY + 0.1)
-    listing.walk(settings)  # now each folder is old enough: recorded as trusted
-    listed.paths.clear()
-    (knowledge / "g1" / "fresh.md").write_text("x", encoding="utf-8")
-    got = listing.walk(settings)
-    assert listed.paths == [str(knowledge / "g1")]  # only the folder whose key changed
-    assert "knowledge/sql/g1/fresh.md" in got.stats
-    listed.paths.clear()
-    listing.walk(settings)
-    assert listed.paths == [str(knowledge / "g1")]  # recorded within the racy window
-
-
-def test_a_damaged_or_foreign_record_is_not_trusted(project: Path) -> None:
-    knowledge = _tree(project)
-    time.sleep(RACY + 0.1)
-    settings = load_settings(project)
-    listing.walk(settings)
-    record = settings.state_dir / statedir.PAIR_LISTING
-    record.write_bytes(record.read_bytes()[:-9] + b"damaged!!")
-    (knowledge / "g1" / "late.md").write_text("x", encoding="utf-8")
-    assert listing.walk(settings).stats == catalog_stats(settings)
-    write_marshal(record, {"v": listing.VERSION, "root": "/elsewhere", "base": "knowledge/",
-                           "id": "x", "folders": []})
-    assert listing.walk(settings).stats == catalog_stats(settings)
 
 
 @pytest.fixture

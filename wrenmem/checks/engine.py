@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,7 +82,6 @@ class Engine:
             self.con = duckdb.connect(":memory:", config=dict(SEALED))
         except duckdb.Error as e:
             raise EngineUnavailable(f"DuckDB could not start ({_first_line(str(e))})") from e
-        self._watchdog = _Watchdog(self.con.interrupt, PLAN_SECONDS)
         self.untyped: set[str] = set()  # lower-case table names with a column of no known type
         self.types: dict[str, Any] = {}  # table -> column -> DuckDB type
         self._schema: Any = None
@@ -158,7 +158,7 @@ class Engine:
             return [EngineProblem("not checked by the engine: the SQL reads a file or reaches "
                                   "the network", note=True)]
         try:
-            with self._watchdog:
+            with _deadline(self.con.interrupt, PLAN_SECONDS):
                 self.con.execute("EXPLAIN\n" + text)
         except self._duckdb.Error as e:
             if "INTERRUPT" in str(e).upper():
@@ -266,50 +266,20 @@ class Engine:
         return any(t.name.lower() in self.untyped for t in tree.find_all(exp.Table))
 
     def close(self) -> None:
-        self._watchdog.close()
         self.con.close()
 
 
-class _Watchdog:
-    """One thread per engine that calls ``interrupt`` when a plan runs past its deadline
-    (a timer per plan would cost as much as the plan itself)."""
-
-    def __init__(self, interrupt: Any, seconds: float) -> None:
-        self._interrupt, self._seconds = interrupt, seconds
-        self._wake = threading.Condition()
-        self._deadline: float | None = None
-        self._thread: threading.Thread | None = None
-        self._closed = False
-
-    def __enter__(self) -> None:
-        with self._wake:
-            self._deadline = time.monotonic() + self._seconds
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._watch, daemon=True,
-                                                name="wrenmem-engine-watchdog")
-                self._thread.start()
-
-    def __exit__(self, *exc: object) -> None:
-        with self._wake:
-            self._deadline = None
-
-    def close(self) -> None:
-        with self._wake:
-            self._closed = True
-            self._wake.notify()
-
-    def _watch(self) -> None:
-        with self._wake:
-            while not self._closed:
-                if self._deadline is None:
-                    self._wake.wait(self._seconds)  # a plan that starts is seen within this
-                    continue
-                left = self._deadline - time.monotonic()
-                if left <= 0:
-                    self._interrupt()
-                    self._deadline = None
-                else:
-                    self._wake.wait(left)
+@contextmanager
+def _deadline(interrupt: Any, seconds: float) -> Iterator[None]:
+    """Call ``interrupt`` if the block is still running after ``seconds``."""
+    timer = threading.Timer(seconds, interrupt)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()  # no timer thread outlives its plan (nor reaches interpreter exit)
 
 
 def _reaches_out(text: str, tree: Any = None, dialect: str | None = None) -> bool:

@@ -7,7 +7,6 @@ Errors are :class:`WrenmemError` with a message written for the agent that calle
 
 from __future__ import annotations
 
-import posixpath
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ from typing_extensions import TypedDict
 from wrenmem.api import Memory
 from wrenmem.errors import ManifestNotFoundError, SqlCheckError, WrenmemError
 from wrenmem.knowledge.entries import Entry
+from wrenmem.pairs.catalog import require_listed_pair
 from wrenmem.pairs.pairfile import Pair
 from wrenmem.recall.hits import Hit
 from wrenmem.sql.draft import draft_note
@@ -281,34 +281,22 @@ def _without_schema(memory: Memory, question: str, threshold: int | None,
 
 
 def pair_file_in_knowledge(memory: Memory, path: str) -> Path:
-    """The absolute path of the pair file ``path`` names (relative to the project root, or
-    absolute), refusing anything that is not a ``.md`` file inside the knowledge folder:
-    ``..`` segments leading out, other folders, and symlinks (wherever they point: deleting
-    through one would remove its target, not the link)."""
+    """The path of the pair file ``path`` names (relative to the project root, or
+    absolute; a path, never a question), refused unless the catalog lists it as a pair
+    (:func:`wrenmem.pairs.catalog.require_listed_pair`) or when it is a symbolic link
+    (wherever it points: deleting through one would remove its target, not the link)."""
     settings = memory.settings
-    root = settings.root
     given = Path(path.strip())
-    if not str(given) or str(given) == ".":
+    if str(given) in ("", "."):
         raise WrenmemError("give the pair file's path, e.g. knowledge/sql/<name>.md")
-    absolute = given if given.is_absolute() else root / given
-    lexical = Path(posixpath.normpath(absolute.as_posix()))
-    knowledge_by_name = Path(posixpath.normpath((root / settings.knowledge_dir).as_posix()))
-    inside = (lexical.is_relative_to(knowledge_by_name)
-              or lexical.is_relative_to(settings.knowledge_path))
-    if not inside or lexical in (knowledge_by_name, settings.knowledge_path):
-        raise WrenmemError(f"refused: {path!r} is not a pair file inside "
-                           f"{settings.knowledge_dir}/; only those can be forgotten")
-    if lexical.suffix.lower() != ".md":
-        raise WrenmemError(f"refused: {path!r} is not a Markdown pair file (*.md)")
-    if lexical.is_symlink():
+    require_listed_pair(settings, str(given))
+    target = given if given.is_absolute() else settings.root / given
+    if target.is_symlink():
         raise WrenmemError(f"refused: {path!r} is a symbolic link; forget the file it points "
                            "to, or remove the link by hand")
-    if not lexical.resolve().is_relative_to(settings.knowledge_path):
-        raise WrenmemError(f"refused: {path!r} leads outside {settings.knowledge_dir}/ "
-                           "through a symbolic link")
-    if not lexical.is_file():
+    if not target.is_file():
         raise WrenmemError(f"no pair file {path!r} (list_queries shows the paths)")
-    return lexical
+    return target
 
 
 def _refusal(error: SqlCheckError, memory: Memory) -> str:

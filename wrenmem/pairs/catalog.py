@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import marshal
 import os
-import select
-import signal
 import stat
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +22,6 @@ from wrenmem.fs.fsutil import (
     file_kind,
     is_racy,
     os_error_reason,
-    quiet_stdio,
     read_marshal,
     stat_key,
     walk_files,
@@ -69,7 +65,7 @@ def require_listed_pair(settings: Settings, rel: str) -> None:
     try:
         inner = (given.parent.resolve() / given.name).relative_to(settings.knowledge_path)
     except ValueError:
-        raise WrenmemError(f"{rel} is not inside {settings.knowledge_dir}") from None
+        raise WrenmemError(f"refused: {rel} is not inside {settings.knowledge_dir}") from None
     if (not inner.parts or not is_pair_name(inner.name)
             or any(skipped_name(part) for part in inner.parts[:-1])):
         raise WrenmemError(
@@ -122,16 +118,13 @@ def scan(settings: Settings, *, use_cache: bool = True, refresh: bool = False) -
     now = time.time()
     dirty = False
     root_prefix = str(settings.root) + os.sep
-    listed: list[tuple[Path, str]] = []
     for path in iter_pair_files(settings.knowledge_path):
         text = str(path)
         # String slicing, not Path.resolve(): this loop runs for every file on every call.
         rel = text[len(root_prefix):] if text.startswith(root_prefix) else settings.relpath(path)
         if os.sep != "/":
             rel = rel.replace(os.sep, "/")
-        listed.append((path, rel))
-    for (_path, rel), (entry, read) in zip(listed, _entries(settings, listed, cache, now,
-                                                              errors), strict=True):
+        entry, read = _entry(settings, path, rel, cache.get(rel), now, errors)
         if entry is None:
             continue
         dirty = dirty or read
@@ -158,159 +151,6 @@ def read_paths(settings: Settings, rels: Iterable[str]) -> Scan:
             _collect(rel, entry, pairs, errors, hashes)
     errors.sort(key=lambda e: e.path)
     return Scan(settle(settings, pairs), tuple(errors), hashes)
-
-
-# Files to read from which a forked process reads the later half meanwhile (a first index
-# of 100,000 pairs spent 10-15 s of one core reading and parsing).
-SPLIT_READ_MIN = 4000
-SPLIT_ENV = "WRENMEM_SCAN_SPLIT"  # "0": every file read in this process
-# Threads that may run while a scan forks its reader: they take no lock it needs (it reads
-# files, parses and hashes them, and writes only to its pipe).
-SPLIT_BENIGN_THREADS = frozenset({"wrenmem-embed-pipe", "wrenmem-progress"})
-# The reader has as many files to read as this process: once this process has read its
-# half, the reader gets this many times as long (at least SPLIT_WAIT_MIN seconds) to send
-# its own; past that it is stuck (a lock some thread held when it was forked), killed,
-# and its half read here.
-SPLIT_WAIT_FACTOR = 4.0
-SPLIT_WAIT_MIN = 30.0
-
-
-def _entries(settings: Settings, listed: list[tuple[Path, str]], cache: dict[str, Any],
-             now: float, errors: list[PairError]) -> list[tuple[tuple[Any, ...] | None, bool]]:
-    """:func:`_entry` of each listed file, in order. When many files are not in the
-    catalog (a first index), a forked process reads the later half meanwhile and sends its
-    entries back (marshal); anything wrong with it, and that half is read here."""
-    todo = [n for n, (_p, rel) in enumerate(listed) if rel not in cache]
-    cut = todo[len(todo) // 2] if len(todo) >= SPLIT_READ_MIN and _can_split() else None
-    helper = None
-    if cut is not None:
-        def work() -> tuple[list[Any], list[tuple[str, str, int | None]]]:
-            found: list[PairError] = []
-            got = [_entry(settings, p, rel, cache.get(rel), now, found)
-                   for p, rel in listed[cut:]]
-            return got, [(e.path, e.reason, e.line) for e in found]
-
-        try:
-            helper = _Child(work)
-        except OSError:
-            helper = None
-    started = time.monotonic()
-    mine = [_entry(settings, p, rel, cache.get(rel), now, errors)
-            for p, rel in (listed[:cut] if helper is not None else listed)]
-    if helper is None:
-        return mine
-    assert cut is not None
-    got = helper.result(max(SPLIT_WAIT_MIN,
-                            SPLIT_WAIT_FACTOR * (time.monotonic() - started)))
-    if not _split_result_ok(got, len(listed) - cut):
-        log.debug("the scan's reader failed: reading its files here")
-        return mine + [_entry(settings, p, rel, cache.get(rel), now, errors)
-                       for p, rel in listed[cut:]]
-    entries, found = got
-    errors += [PairError(path, reason, line) for path, reason, line in found]
-    return mine + [(e, r) for e, r in entries]
-
-
-class _Child:
-    """A forked process that runs ``work`` and sends back what it returns (marshal), then
-    leaves without any of this process's cleanup."""
-
-    def __init__(self, work: Callable[[], Any]):
-        read, write = os.pipe()
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(read)
-            os.close(write)
-            raise
-        if pid == 0:
-            code = 1
-            try:
-                os.close(read)
-                quiet_stdio()
-                view = memoryview(marshal.dumps(work()))
-                while view:
-                    view = view[os.write(write, view):]
-                code = 0
-            except BaseException:  # noqa: BLE001 - whatever it is, the parent does the work
-                pass
-            finally:
-                os._exit(code)
-        os.close(write)
-        self.pid, self.fd = pid, read
-
-    def result(self, timeout: float) -> Any:
-        """What the work returned (waits for it); None when the child failed, or had not
-        sent all of it within ``timeout`` seconds (then it is killed)."""
-        chunks: list[bytes] = []
-        poller = select.poll()
-        poller.register(self.fd, select.POLLIN)
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0 or not poller.poll(left * 1000):
-                    log.debug("the scan's reader did not answer in %.0f s", timeout)
-                    self.kill()
-                    chunks = []
-                    break
-                chunk = os.read(self.fd, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        except OSError:
-            chunks = []
-        status = self.drop()
-        if status != 0 or not chunks:
-            return None
-        try:
-            return marshal.loads(b"".join(chunks))
-        except (ValueError, TypeError, EOFError):
-            return None
-
-    def kill(self) -> None:
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except OSError:
-            pass
-
-    def drop(self) -> int:
-        """Stop listening (a child still writing gets EPIPE and leaves) and reap it: its
-        exit status, -1 if unknown."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        try:
-            return os.waitpid(self.pid, 0)[1]
-        except ChildProcessError:
-            return -1
-
-
-def _can_split() -> bool:
-    """Whether this process may fork the scan's reader: the platform forks, LanceDB (whose
-    runtime runs threads of its own) is not imported, and no thread runs but benign ones."""
-    import sys
-    import threading
-
-    others = [t for t in threading.enumerate() if t is not threading.main_thread()
-              and t.name not in SPLIT_BENIGN_THREADS]
-    return (hasattr(os, "fork") and os.name == "posix" and "lancedb" not in sys.modules
-            and threading.current_thread() is threading.main_thread() and not others
-            and os.environ.get(SPLIT_ENV, "1").strip() != "0")
-
-
-def _split_result_ok(got: Any, count: int) -> bool:
-    """The reader's answer has the shape it sends: ``count`` (entry or None, read) and the
-    errors as (path, reason, line)."""
-    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], list)
-            and isinstance(got[1], list) and len(got[0]) == count):
-        return False
-    return (all(isinstance(e, tuple) and len(e) == 2 and isinstance(e[1], bool)
-                and (e[0] is None or isinstance(e[0], tuple) and len(e[0]) == 4)
-                for e in got[0])
-            and all(isinstance(e, tuple) and len(e) == 3 and isinstance(e[0], str)
-                    and isinstance(e[1], str) and (e[2] is None or type(e[2]) is int)
-                    for e in got[1]))
 
 
 def _entry(settings: Settings, path: Path, rel: str, cached: Any, now: float,

@@ -2,11 +2,10 @@
 
 :func:`walk` answers every freshness check (a no-op sync, the catch-up before a one-shot
 recall, grep's snapshot key): which pair files there are, and the stat key of each, by
-the rules of :func:`wrenmem.pairs.catalog.iter_pair_files`. Each folder's names are kept
-in ``.wrenmem/pair-listing.bin`` with its (ctime, mtime, inode); a folder whose key is
-unchanged, and was listed more than :data:`wrenmem.fs.fsutil.RACY_SECONDS` after its last
-change, is not listed again (adding, removing or renaming an entry changes its ctime).
-Every file is still stat'ed, so no edit is missed. Two walks of unchanged files compare
+the rules of :func:`wrenmem.pairs.catalog.iter_pair_files`. Every folder is listed and
+every file stat'ed, so no edit is missed (a saved record of each folder's names, listed
+again only when its key changed, was measured and removed: bench/studies/slim-2026-12.md).
+Two walks of unchanged files compare
 as two byte strings (:attr:`Listing.keys`); the same :attr:`Listing.id`, the same paths."""
 
 from __future__ import annotations
@@ -23,21 +22,15 @@ from itertools import chain
 from operator import attrgetter
 from pathlib import Path
 
-from wrenmem.errors import WrenmemError
-from wrenmem.fs import statedir
 from wrenmem.fs.fsutil import (
     CHANGE_FIELD,
     RACY_SECONDS,
-    read_marshal,
     stat_key,
     walk_files,
-    write_marshal,
 )
 from wrenmem.pairs.catalog import SKIPPED_NAMES
 from wrenmem.settings import Settings
 
-FILE_NAME = statedir.PAIR_LISTING
-VERSION = 1
 MISSING = (-1, -1, -1)  # the key of a listed name whose stat failed (a dangling link)
 
 Stats = dict[str, tuple[int, int, int]]
@@ -121,57 +114,15 @@ def differing(a: bytes, b: bytes) -> list[int]:
     return out
 
 
-def _listing_path(settings: Settings) -> Path:
-    return settings.state_dir / FILE_NAME
-
-
-@dataclass
-class _Folder:
-    key: tuple[int, int, int]  # (ctime_ns, mtime_ns, inode) when it was listed
-    trusted: bool  # listed long enough after its last change to vouch for the names
-    names: tuple[str, ...]
-    subdirs: tuple[str, ...]
-
-
-def _load_folders(settings: Settings, base: str) -> tuple[dict[str, _Folder], str | None]:
-    """The folders as last recorded (in the order of the walk that recorded them) and
-    that walk's listing id; ({}, None) when there is no usable record."""
-    data = read_marshal(_listing_path(settings))
+def _list_folder(path: str) -> tuple[tuple[str, ...], tuple[str, ...], bool] | None:
+    """(pair file names, subfolder names, whether every entry could be classified) of a
+    folder, by the rules of :func:`wrenmem.pairs.catalog.iter_pair_files`; None when it
+    cannot be listed."""
     try:
-        if (not isinstance(data, dict) or data.get("v") != VERSION
-                or data.get("base") != base or data.get("root") != str(settings.root)):
-            return {}, None
-        out = {}
-        for rel, key, trusted, names, subdirs in data["folders"]:
-            ctime, mtime, inode = key
-            out[str(rel)] = _Folder((int(ctime), int(mtime), int(inode)), bool(trusted),
-                                    tuple(names.split("\n")) if names else (),
-                                    tuple(subdirs.split("\n")) if subdirs else ())
-        return out, str(data["id"])
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return {}, None
-
-
-def _save_folders(settings: Settings, base: str, folders: dict[str, _Folder],
-                  identity: str) -> None:
-    record = {"v": VERSION, "root": str(settings.root), "base": base, "id": identity,
-              "folders": [(rel, f.key, f.trusted, "\n".join(f.names), "\n".join(f.subdirs))
-                          for rel, f in folders.items()]}
-    try:
-        write_marshal(_listing_path(settings), record)  # unwritable: every walk lists
-    except (OSError, WrenmemError):  # (a .wrenmem that is not a folder)
-        pass
-
-
-def _list_folder(path: str, since: float) -> tuple[_Folder | None, bool]:
-    """(the folder as listed now, whether every entry could be classified); None when it
-    cannot be listed. Its key is taken before the listing: a change in between shows."""
-    try:
-        st = os.stat(path)
         with os.scandir(path) as listing:
             entries = list(listing)
     except OSError:
-        return None, False
+        return None
     names, subdirs, clean = [], [], True
     skipped = SKIPPED_NAMES
     for entry in entries:
@@ -187,9 +138,7 @@ def _list_folder(path: str, since: float) -> tuple[_Folder | None, bool]:
             continue
         if name.endswith(".md") and name.lower() not in skipped:
             names.append(name)
-    key = (st.st_ctime_ns, st.st_mtime_ns, st.st_ino)
-    trusted = clean and st.st_ctime_ns < (since - RACY_SECONDS) * 1e9
-    return _Folder(key, trusted, tuple(names), tuple(subdirs)), clean
+    return tuple(names), tuple(subdirs), clean
 
 
 def walk(settings: Settings) -> Listing:
@@ -202,51 +151,26 @@ def walk(settings: Settings) -> Listing:
     if os.sep != "/" or not folder.startswith(prefix):
         return _plain_walk(settings, taken_at)
     base = folder[len(prefix):] + "/"
-    if not os.path.isdir(folder):
-        return Listing(base, (), (), b"", _identity(base, [], []), taken_at)
-    try:
-        prior, prior_id = _load_folders(settings, base)
-    except WrenmemError:  # .wrenmem is not a folder: no record
-        prior, prior_id = {}, None
-    folders: dict[str, _Folder] = {}
     dirs: list[str] = []
     names: list[tuple[str, ...]] = []
     jobs: list[tuple[str, tuple[str, ...]]] = []  # (folder path, names to stat), walk order
     complete = True
-    changed = False
-    stack = [""]
-    while stack:  # the folders, each checked against its record before its files' stats
+    stack = [""] if os.path.isdir(folder) else []
+    while stack:
         rel = stack.pop()
         path = folder + "/" + rel[:-1] if rel else folder
-        known = prior.get(rel)
-        current: _Folder | None = None
-        if known is not None and known.trusted:
-            try:
-                st = os.stat(path)
-            except OSError:
-                st = None
-            if st is not None and (st.st_ctime_ns, st.st_mtime_ns, st.st_ino) == known.key:
-                current = known
-        if current is None:
-            current, clean = _list_folder(path, taken_at)
-            changed = True
-            if current is None:
-                complete = False
-                continue
-            complete = complete and clean
-        folders[rel] = current
+        listed = _list_folder(path)
+        if listed is None:
+            complete = False
+            continue
+        complete = complete and listed[2]
         dirs.append(rel)
-        names.append(current.names)
-        jobs.append((path, current.names))
-        stack.extend(rel + d + "/" for d in reversed(current.subdirs))
+        names.append(listed[0])
+        jobs.append((path, listed[0]))
+        stack.extend(rel + d + "/" for d in reversed(listed[1]))
     keys, clean = _stat_jobs(jobs)
-    if changed or prior_id is None or folders.keys() != prior.keys():
-        identity = _identity(base, dirs, names)
-        _save_folders(settings, base, folders, identity)
-    else:  # every folder as recorded, so walked in the recorded order: the same paths
-        identity = prior_id
-    return Listing(base, tuple(dirs), tuple(names), keys, identity, taken_at,
-                   complete and clean)
+    return Listing(base, tuple(dirs), tuple(names), keys, _identity(base, dirs, names),
+                   taken_at, complete and clean)
 
 
 def _stat_jobs(jobs: list[tuple[str, tuple[str, ...]]]) -> tuple[bytes, bool]:

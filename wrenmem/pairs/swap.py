@@ -159,11 +159,6 @@ def _sync_folders(paths: Sequence[Path]) -> None:
             fsync_path(folder)
 
 
-def interrupted(settings: Settings) -> bool:
-    """Whether a killed replacement left moves to finish (:func:`finish_interrupted`)."""
-    return _journal_path(settings).exists()
-
-
 def _journal_path(settings: Settings) -> Path:
     return settings.state_dir / statedir.IMPORT_SWAP
 

@@ -6,13 +6,12 @@ A ``verified_pair`` fingerprint is an unkeyed hash anyone can write, so a verifi
 ``wrenmem verify`` made it here (recorded in ``.wrenmem/verifications.json``, which no pair
 file and no MCP tool can write); any other is **claimed**. Stamps found settled, and those
 found not settled with the ``HEAD`` they were checked at, are kept in that record: git is
-asked (one ``git cat-file --batch``) only about stamps it does not know at ``HEAD``."""
+asked only about stamps it does not know at ``HEAD``."""
 
 from __future__ import annotations
 
 import json
 import logging
-import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -77,97 +76,60 @@ def stamp_recorded(settings: Settings, stamp: str) -> bool:
 
 def committed_stamps(root: Path, pairs: Sequence[Pair]) -> set[str]:
     """The stamps of ``pairs`` (project-relative paths under ``root``) that the same file
-    carries as committed at HEAD: one ``git cat-file --batch`` for all of them."""
-    names = [p.path for p in pairs if "\n" not in p.path]
-    if not names:
-        return set()
-    request = "".join(f"HEAD:./{name}\n" for name in names).encode("utf-8")
-    try:
-        out = subprocess.run(["git", "cat-file", "--batch"], cwd=root, input=request,
-                             capture_output=True, timeout=30, check=False).stdout
-    except (OSError, subprocess.SubprocessError) as e:
-        log.debug("git cat-file failed: %s", e)
-        return set()
-    blobs = _batch_blobs(out, len(names))
+    carries as committed at HEAD, read through GitPython's ``git cat-file --batch``."""
+    import git
+
     found: set[str] = set()
-    for pair, data in zip((p for p in pairs if "\n" not in p.path), blobs, strict=False):
-        if data is None:
-            continue
+    try:
+        repo = git.Repo(root, search_parent_directories=True)
+    except (git.GitError, OSError, ValueError) as e:
+        log.debug("no repository: %s", e)
+        return found
+    with repo:
         try:
-            committed = parse_pair(decode_file(data, pair.path), pair.path)
-        except Exception:  # noqa: BLE001 - a committed file that does not parse settles nothing
-            continue
-        if committed.stamp is not None and committed.stamp == pair.stamp:
-            found.add(str(pair.stamp))
+            top = Path(repo.working_tree_dir or "").resolve()
+            inner = root.resolve().relative_to(top).as_posix()
+            prefix = "" if inner == "." else inner + "/"
+            for pair in pairs:
+                name = prefix + pair.path
+                if "\n" in name:
+                    continue
+                try:
+                    _sha, kind, _size, data = repo.git.get_object_data(f"HEAD:{name}")
+                except ValueError:  # not committed there
+                    continue
+                if kind not in (b"blob", "blob"):  # bytes, whatever its annotation says
+                    continue
+                try:
+                    committed = parse_pair(decode_file(data, pair.path), pair.path)
+                except Exception:  # noqa: BLE001 - a committed file that does not parse settles nothing
+                    continue
+                if committed.stamp is not None and committed.stamp == pair.stamp:
+                    found.add(str(pair.stamp))
+        except (git.GitError, OSError, ValueError) as e:
+            log.debug("git cat-file failed: %s", e)
     return found
 
 
-def _batch_blobs(out: bytes, count: int) -> list[bytes | None]:
-    """The objects of a ``git cat-file --batch`` answer, None for a missing one."""
-    blobs: list[bytes | None] = []
-    at = 0
-    while len(blobs) < count and at < len(out):
-        end = out.find(b"\n", at)
-        if end < 0:
-            break
-        header = out[at:end].split()
-        at = end + 1
-        if len(header) == 3 and header[1] == b"blob":
-            size = int(header[2])
-            blobs.append(out[at:at + size])
-            at += size + 1
-        elif len(header) == 3:  # a tree or another type: skip its body
-            at += int(header[2]) + 1
-            blobs.append(None)
-        else:  # "<name> missing"
-            blobs.append(None)
-    return blobs + [None] * (count - len(blobs))
-
-
 def head_commit(root: Path) -> str | None:
-    """The commit HEAD names, read from the ``.git`` files (no git process); None outside
-    a repository. A HEAD these reads cannot resolve is ``"?"`` (asked of git every time)."""
-    git_dir = _git_dir(root)
-    if git_dir is None:
-        return None
-    try:
-        head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
-        if not head.startswith("ref:"):
-            return head or "?"
-        ref = head[4:].strip()
-        common = git_dir
-        if (git_dir / "commondir").is_file():
-            common = (git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip())
-        for base in (git_dir, common):
-            if (base / ref).is_file():
-                return (base / ref).read_text(encoding="utf-8").strip() or "?"
-        packed = common / "packed-refs"
-        if packed.is_file():
-            for line in packed.read_text(encoding="utf-8").splitlines():
-                parts = line.split()
-                if len(parts) == 2 and parts[1] == ref:
-                    return parts[0]
-        return f"unborn:{ref}"
-    except (OSError, UnicodeDecodeError):
-        return "?"
-
-
-def _git_dir(root: Path) -> Path | None:
+    """The commit HEAD names (GitPython reads the refs, no git process); None outside a
+    repository, ``"unborn"`` before the first commit."""
     here = root.resolve()
-    for folder in (here, *here.parents):
-        dot = folder / ".git"
-        if dot.is_dir():
-            return dot
-        if dot.is_file():
-            try:
-                text = dot.read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError):
-                return None
-            if text.startswith("gitdir:"):
-                target = Path(text[7:].strip())
-                return target if target.is_absolute() else (folder / target).resolve()
-            return None
-    return None
+    if not any((folder / ".git").exists() for folder in (here, *here.parents)):
+        return None  # no repository: a recall outside git does not import GitPython
+    import git
+
+    try:
+        repo = git.Repo(root, search_parent_directories=True)
+    except (git.GitError, OSError, ValueError):
+        return None
+    with repo:
+        try:
+            return repo.head.commit.hexsha
+        except ValueError:
+            return "unborn"
+        except (git.GitError, OSError):
+            return "?"
 
 
 def _load(settings: Settings) -> dict[str, Any]:
