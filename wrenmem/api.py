@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from wrenmem.git import diff as git_diff
     from wrenmem.git import hooks as git_hooks
     from wrenmem.git.diff import PairDiff
-    from wrenmem.index import autosync, drift
+    from wrenmem.index import autosync, drift, fitjob
     from wrenmem.index import sync as index_sync
     from wrenmem.index.autosync import IndexUpdate
     from wrenmem.index.drift import Drift
@@ -78,7 +78,7 @@ else:
         "wrenmem.checks", "admit review duplicates validate")
     embedders, fsutil, git_diff, git_hooks = lazies(
         "wrenmem", "embed.embedders fs.fsutil git.diff git.hooks")
-    autosync, drift, index_sync = lazies("wrenmem.index", "autosync drift sync")
+    autosync, drift, fitjob, index_sync = lazies("wrenmem.index", "autosync drift fitjob sync")
     replica = lazy("wrenmem.index.team.replica")
     knowledge_files, scaffold, select, terms, write, knowledge_table = lazies(
         "wrenmem.knowledge", "files scaffold select terms write table")
@@ -530,8 +530,9 @@ class Memory:
                 return handed
         report = index_sync.sync_pairs(self.settings, full=full, progress=progress,
                                        embedder=self.embedder)
-        rank_adapt.after_sync(self.settings, report, lambda: self.recaller, self.notify,
-                              indexed=lambda: not self.grep_only, detach=self.embedder is None)
+        if not report.noop or fitjob.owed_path(self.settings.state_dir).exists():  # else none
+            rank_adapt.after_sync(self.settings, report, lambda: self.recaller, self.notify,
+                                  indexed=lambda: not self.grep_only, detach=self.embedder is None)
         return report
 
     def fit_recall(self, *, force: bool = False, pairs: Sequence[Pair] | None = None,
