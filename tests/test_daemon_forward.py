@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import imported_modules, run_wrenmem
 
+from tests.test_watch_cmds import wait_until
 from wrenmem.fs import daemonsock, statedir
 from wrenmem.recall.daemon_client import ping, socket_path
 from wrenmem.watch import forward
@@ -29,19 +30,11 @@ def _grep_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WRENMEM_BACKEND", "grep")  # no model: one test runs the default
 
 
-def wait_until(predicate, timeout: float = 30.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what or predicate}")
-
-
 def start_watcher(root: Path) -> int:
     proc = run_wrenmem(["watch", "--detach", "--json"], root)
     assert proc.returncode == 0, proc.stderr
-    wait_until(lambda: (ping(root) or {}).get("syncs", 0) >= 1, what="the first sync")
+    wait_until(lambda: (ping(root) or {}).get("syncs", 0) >= 1, timeout=30,
+               what="the first sync")
     return int(json.loads(proc.stdout)["pid"])
 
 
@@ -171,7 +164,7 @@ def test_a_dead_daemon_is_passed_over(example_project: Path) -> None:
     root = example_project
     pid = start_watcher(root)
     os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: ping(root) is None, what="the watcher to die")
+    wait_until(lambda: ping(root) is None, timeout=30, what="the watcher to die")
     assert socket_path(root).exists()  # what SIGKILL leaves: a socket nobody listens on
     assert not same_as_alone(["recall", "-q", "revenue per month", "--json"], root)
 

@@ -25,7 +25,7 @@ from click.core import ParameterSource
 
 from wrenmem import settings as settings_module
 from wrenmem.cli import cli
-from wrenmem.watch.forward import FORWARDED, HELP
+from wrenmem.watch.forward import forwardable
 
 log = logging.getLogger(__name__)
 # sys.stdout and sys.stderr are the process's: one forwarded command at a time holds them
@@ -38,7 +38,7 @@ def run_forwarded(argv: list[str], root: Path, environ: dict[str, str],
                   via: Callable[[dict[str, Any]], Any]) -> tuple[int, str, str] | None:
     """``wrenmem ARGV`` run here for the client in ``root``: (exit code, stdout, stderr),
     or None (declined)."""
-    if not argv or argv[0] not in FORWARDED or any(a in HELP for a in argv[1:]):
+    if not forwardable(argv):
         return None
     command = cli.get_command(click.Context(cli), argv[0])
     if command is None or _names_a_path(command, argv):

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wrenmem.fs import daemonsock, statedir
+from wrenmem.fs import daemonsock
 from wrenmem.lazy import lazy
 from wrenmem.recall.hits import Hit, RecallResult, above
 
@@ -23,7 +23,6 @@ else:  # imported on first use (wrenmem/lazy.py)
     index_report = lazy("wrenmem.index.report")
 
 PROTOCOL = daemonsock.PROTOCOL
-SOCKET_NAME = statedir.DAEMON_SOCKET
 CONNECT_TIMEOUT = daemonsock.CONNECT_TIMEOUT
 REPLY_TIMEOUT = daemonsock.REPLY_TIMEOUT
 DISABLE_ENV = daemonsock.DISABLE_ENV

@@ -32,7 +32,7 @@ def forward(argv: Sequence[str], *, stdout: IO[str] | None = None,
             stderr: IO[str] | None = None) -> int | None:
     """Run ``wrenmem ARGV`` in the project's daemon: its exit code, its output written
     here; or None (not a command it runs, no daemon, declined: run it in this process)."""
-    if not argv or argv[0] not in FORWARDED or any(a in HELP for a in argv[1:]):
+    if not forwardable(argv):
         return None
     try:
         root = statedir.find_project_root()
@@ -59,6 +59,11 @@ def forward(argv: Sequence[str], *, stdout: IO[str] | None = None,
     (stdout or sys.stdout).write(out)
     (stderr or sys.stderr).write(err)
     return code
+
+
+def forwardable(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is a command the daemon may run: ``recall`` or ``fetch``, no help."""
+    return bool(argv) and argv[0] in FORWARDED and not any(a in HELP for a in argv[1:])
 
 
 def _ran(reply: dict[str, Any] | None) -> tuple[int, str, str] | None:

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import WrenmemError
-from wrenmem.fs import statedir
-from wrenmem.recall.daemon_client import DISABLE_ENV, ping, socket_path
+from wrenmem.fs import daemonsock, statedir
+from wrenmem.recall.daemon_client import ping, socket_path
 from wrenmem.settings import Settings
 from wrenmem.storage.lock import is_locked
 
@@ -174,7 +174,7 @@ def start_on_demand(settings: Settings) -> int | None:
     setting, ``WRENMEM_NO_DAEMON``, a reader or a remote index, a watcher already there,
     no project folder to watch)."""
     if (settings.daemon != "on-demand" or settings.is_reader or settings.remote_index
-            or os.environ.get(DISABLE_ENV, "") not in ("", "0")
+            or daemonsock.disabled()
             or not (settings.root / settings.knowledge_dir).is_dir()):
         return None
     try:
