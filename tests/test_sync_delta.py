@@ -258,7 +258,7 @@ def test_an_older_versions_journal_is_not_trusted_the_first_sync_indexes_its_pai
     record["v"] = 5  # as the version with the journal wrote it
     assert write_marshal(state_path, record)
     old = ["pairs-journal.bin", "recall-copy.bin", "recall-copy.0123456789abcdef.data",
-           "recall-copy.lock"]
+           "recall-copy.lock", "pair-listing.bin"]
     for name in old:
         (settings.state_dir / name).write_bytes(b"old")
     assert path not in {r["id"] for r in table_rows(settings)}  # only "in the journal"

@@ -25,7 +25,6 @@ CATALOG = "catalog.bin"  # parsed pair files by stat key
 GREP_TERMS = "grep-terms.bin"  # BM25F term vectors by content hash
 VOCABULARY = "vocabulary.bin"  # every pair's search terms, keyed by the pair files' hashes
 GREP_SNAPSHOT = "grep-snapshot.bin"  # a one-shot grep's whole BM25F index, keyed by stats
-PAIR_LISTING = "pair-listing.bin"  # the pair folders' names by folder key (the stat walk)
 QUESTIONS = "questions.bin"  # each pair file's question codes by stat key (store's lookup)
 SEEDS = "seeds.json"  # seed pairs of the manifest by stat key and fingerprint
 SCHEMA_CACHE = "schema_cache.bin"  # schema items and their keyword index
@@ -57,7 +56,7 @@ IMPORT_SWAP_LOCK = "import-swap.lock"  # held while they are moved
 VERIFICATIONS = "verifications.json"  # stamps `wrenmem verify` made here or found committed
 
 ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, GREP_SNAPSHOT,
-       PAIR_LISTING, QUESTIONS, SEEDS, SCHEMA_CACHE, SCHEMA_STATE, SCHEMA_MAINT,
+       QUESTIONS, SEEDS, SCHEMA_CACHE, SCHEMA_STATE, SCHEMA_MAINT,
        DAEMON_SOCKET, DAEMON_HUNG, WATCH_LOCK, WATCH_PID, WATCH_STATE, WATCH_LOG, HOOKS_LOG,
        HOOKS_DEFERRED,
        EMBED_CACHE, EMBED_CACHE_KEYS, REPLICA, REPLICA_STATE, REPLICA_MAINT, USES,
@@ -66,8 +65,10 @@ ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, GREP_SN
 # Written by earlier versions, removed by the next write of the pairs table or a reset: the
 # saved recall copy (and its data files, ``recall-copy.<token>.data``), the lock of its
 # saver, the pairs journal of small syncs and the schema search copy (issue 42: the warm
-# daemon answers instead).
-OLD = ("recall-copy.bin", "recall-copy.lock", "pairs-journal.bin", "schema-copy.bin")
+# daemon answers instead), and the saved pair-folder listing of the stat walk (it saved 1.05x
+# of a no-op sync: bench/studies/slim-2026-12.md).
+OLD = ("recall-copy.bin", "recall-copy.lock", "pairs-journal.bin", "schema-copy.bin",
+       "pair-listing.bin")
 OLD_PREFIX = "recall-copy."
 
 
