@@ -117,42 +117,52 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(_WORD.findall(unicodedata.normalize("NFKC", text).casefold()))
 
 
-def sibling_probes(pairs: Sequence[Pair], asked: Sequence[Probe]) -> list[Probe]:
-    """The answered-before probes of ``asked`` whose question a stored phrasing of another
-    SQL on its datasource shares most words with (word Jaccard at least
-    :data:`SIBLING_OVERLAP`): a decisive-word sibling (a count for a list, a condition more,
-    another column), as task ``siblings``. Found through the rarest words of each question
-    (one of its first ``len - ceil(0.6 len) + 1`` by document frequency is in any phrasing
-    that close), so the cost grows with the rare words' postings, not the pairs squared."""
-    stored: dict[str | None, list[tuple[frozenset[str], tuple[str | None, str]]]] = (
-        defaultdict(list))
-    for p in _measured(pairs):
-        key = _key(p)
-        for q in phrasings(p):
-            stored[p.datasource].append((_words(q), key))
-    postings: dict[str | None, dict[str, list[int]]] = {}
-    for ds, rows in stored.items():
-        index: dict[str, list[int]] = defaultdict(list)
-        for n, (words, _k) in enumerate(rows):
-            for w in words:
-                index[w].append(n)
-        postings[ds] = index
-    out = []
-    for probe in asked:
-        if probe.task != "answered":
-            continue
-        mine, rows, index = _words(probe.question), stored[probe.datasource], postings[
-            probe.datasource]
+class Siblings:
+    """Whether an answered-before probe has a decisive-word sibling: a stored phrasing of
+    another SQL on its datasource that shares most of its words (word Jaccard at least
+    :data:`SIBLING_OVERLAP`: a count for a list, a condition more, another column). Found
+    through the rarest words of the question (one of its first ``len - ceil(0.6 len) + 1`` by
+    document frequency is in any phrasing that close), so the cost grows with the rare
+    words' postings, not the pairs squared; the index is made once, each probe asked
+    alone (the fit asks only until it has its sample)."""
+
+    def __init__(self, pairs: Sequence[Pair]):
+        stored: dict[str | None, list[tuple[frozenset[str], tuple[str | None, str]]]] = (
+            defaultdict(list))
+        for p in _measured(pairs):
+            key = _key(p)
+            for q in phrasings(p):
+                stored[p.datasource].append((_words(q), key))
+        postings: dict[str | None, dict[str, list[int]]] = {}
+        for ds, rows in stored.items():
+            index: dict[str, list[int]] = defaultdict(list)
+            for n, (words, _k) in enumerate(rows):
+                for w in words:
+                    index[w].append(n)
+            postings[ds] = index
+        self.stored, self.postings = stored, postings
+
+    def __call__(self, probe: Probe) -> bool:
+        if probe.task not in ("answered", "siblings"):
+            return False
+        mine = _words(probe.question)
+        rows, index = self.stored.get(probe.datasource, []), self.postings.get(
+            probe.datasource, {})
         if not mine:
-            continue
+            return False
         order = sorted(mine, key=lambda w: (len(index.get(w, ())), w))
         prefix = order[:len(mine) - math.ceil(SIBLING_OVERLAP * len(mine)) + 1]
         seen = {n for w in prefix for n in index.get(w, ())}
-        if any(rows[n][1] not in probe.right
-               and len(mine & rows[n][0]) >= SIBLING_OVERLAP * len(mine | rows[n][0])
-               for n in seen):
-            out.append(replace(probe, task="siblings"))
-    return out
+        return any(rows[n][1] not in probe.right
+                   and len(mine & rows[n][0]) >= SIBLING_OVERLAP * len(mine | rows[n][0])
+                   for n in seen)
+
+
+def sibling_probes(pairs: Sequence[Pair], asked: Sequence[Probe]) -> list[Probe]:
+    """The answered-before probes of ``asked`` that have a decisive-word sibling
+    (:class:`Siblings`), as task ``siblings``."""
+    has = Siblings(pairs)
+    return [replace(p, task="siblings") for p in asked if p.task == "answered" and has(p)]
 
 
 def gold_probes(path: Path, pairs: Sequence[Pair], root: Path) -> tuple[list[Probe], list[str]]:

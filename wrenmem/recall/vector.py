@@ -99,6 +99,9 @@ class VectorBackend:
         self._version: int | None = None
         self._pinned = False  # searching one version (see pin), not the latest
         self._searches = 0
+        # a caller that searches many times (the recall fit's probes) holds the copy from
+        # the first search, not after a first one by LanceDB (which read the table too)
+        self.many_searches = False
         # the table's latest version in memory, when small: (table, version, copy)
         self._memory: tuple[Any, int, RecallCopy] | None = None
         # (table, the stamp of its versions folder, its version then): see latest_version
@@ -171,7 +174,7 @@ class VectorBackend:
         if self._pinned:
             return None
         rows = table.count_rows()
-        if not 0 < rows <= (IN_MEMORY_MAX_ROWS if self._searches > 1
+        if not 0 < rows <= (IN_MEMORY_MAX_ROWS if self._searches > 1 or self.many_searches
                             else min(FIRST_SEARCH_MAX_ROWS, IN_MEMORY_MAX_ROWS)):
             return None
         copy = held[2].updated(table) if held is not None else None

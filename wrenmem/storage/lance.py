@@ -291,11 +291,14 @@ def versions_stamp(uri: str, name: str) -> tuple[int, ...] | None:
 
 
 def unit_vectors(data: Any, column: str = "vector") -> Any:
-    """The ``column`` of fixed-size lists of an Arrow table as a float32 matrix of
-    unit-length rows (zero rows stay zero; each row from its own values alone)."""
+    """The ``column`` of fixed-size lists of an Arrow table (or record batch) as a float32
+    matrix of unit-length rows (zero rows stay zero; each row from its own values alone, so
+    a table read in batches gives the matrix read whole, bit for bit)."""
     import numpy as np
 
-    values = data.column(column).combine_chunks()  # flatten() honours a slice's offset
+    values = data.column(column)
+    if hasattr(values, "combine_chunks"):
+        values = values.combine_chunks()  # flatten() honours a slice's offset
     matrix = values.flatten().to_numpy(zero_copy_only=False).reshape(len(data), -1)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32, copy=False)

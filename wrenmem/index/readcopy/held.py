@@ -32,6 +32,7 @@ KEPT_FILTERS = 16  # per copy: the rows each filter in use accepts
 # :meth:`RecallCopy.term_scores`), up to this many postings in all (12 bytes each)
 KEPT_POSTINGS = 2_000_000
 _NOT_HELD = object()
+READ_BATCH = 8_192  # rows a copy reads at a time
 UPDATE_MAX_ROWS = 2_000  # a held copy follows a write that changed at most this many rows
 
 
@@ -188,27 +189,48 @@ class RecallCopy:
 
     @classmethod
     def from_table(cls, table: Any) -> RecallCopy:
-        """The copy of the table's current version (read whole: for small tables)."""
-        # only these columns: not the embedded text, read and dropped at once otherwise
+        """The copy of the table's current version (read whole: for small tables), in
+        batches of :data:`READ_BATCH` rows: each batch's vectors made unit rows of one
+        float32 matrix and its columns Python values, then let go (read at once, the Arrow
+        table and a second matrix of the vectors took 1.6 GB at 100,000 rows)."""
+        import numpy as np
         import pyarrow as pa
 
-        data = (table.search().select([*COLUMNS, "content_hash", "vector"]).limit(None)
-                .to_arrow())
-        # the vectors first, their Arrow column let go before the rows become Python
-        # objects (a peak of 1.29 GB at 100,000 rows otherwise, 200 MB a copy of them)
-        matrix = lance.unit_vectors(data)
-        data = data.drop_columns(["vector"])
+        # only these columns: not the embedded text, read and dropped at once otherwise
+        values: list[list[Any]] = [[] for _c in COLUMNS]
+        hashes: list[str] = []
+        blocks: list[Any] = []
+        matrix: Any = None
+        filled = 0
+        expected = table.count_rows()  # (a write meanwhile: read beyond it, joined below)
+        reader = (table.search().select([*COLUMNS, "content_hash", "vector"]).limit(None)
+                  .to_batches(READ_BATCH))
+        for batch in reader:
+            unit = lance.unit_vectors(batch)
+            if matrix is None:
+                matrix = np.empty((max(expected, len(batch)), unit.shape[1]), dtype=np.float32)
+            if filled + len(unit) <= len(matrix) and not blocks:
+                matrix[filled:filled + len(unit)] = unit
+            else:
+                blocks.append(unit)
+            filled += len(unit)
+            for into, column in zip(values, COLUMNS, strict=True):
+                into.extend(batch.column(column).to_pylist())
+            hashes.extend(h or "" for h in batch.column("content_hash").to_pylist())
+            del batch, unit
+        if matrix is None:
+            matrix = np.zeros((0, table.schema.field("vector").type.list_size), dtype=np.float32)
+        elif blocks:
+            matrix = np.concatenate([matrix[:filled - sum(len(b) for b in blocks)], *blocks])
+        elif filled < len(matrix):
+            matrix = matrix[:filled].copy()
+        del reader, blocks
         pa.default_memory_pool().release_unused()
-        values = [data.column(c).to_pylist() for c in COLUMNS]
-        hashes = [h or "" for h in data.column("content_hash").to_pylist()]
-        del data
         lengths, postings = _postings(values[COLUMNS.index("terms")])
-        copy = cls(index.table_model_id(table) or "",
-                   [tuple(r) for r in zip(*values, strict=True)], matrix, lengths, postings,
-                   hashes=hashes)
+        rows = [tuple(r) for r in zip(*values, strict=True)]
         del values
-        pa.default_memory_pool().release_unused()  # 200 MB at 100,000 rows, else kept
-        return copy
+        return cls(index.table_model_id(table) or "", rows, matrix, lengths, postings,
+                   hashes=hashes)
 
     def updated(self, table: Any) -> RecallCopy | None:
         """The copy of ``table``'s current version made from this one (of an earlier

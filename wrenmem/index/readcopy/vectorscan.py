@@ -65,14 +65,25 @@ def exact_cosines(matrix: Any, query: Any) -> Any:
 
 
 def quantize(matrix: Any) -> tuple[Any, Any, Any]:
-    """(int8 rows, each row's scale, each row's rounding error length) of ``matrix``."""
+    """(int8 rows, each row's scale, each row's rounding error length) of ``matrix``, made
+    :data:`CHUNK` rows at a time (each row from its own values: the temporaries of a
+    whole matrix were three more of it, 600 MB at 100,000 rows)."""
     import numpy as np
 
-    peak = np.abs(matrix).max(axis=1) if len(matrix) else np.zeros(0, dtype=np.float32)
-    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
-    ints = np.rint(matrix / scale[:, None]).clip(-127, 127).astype(np.int8)
-    error = np.linalg.norm(matrix - ints.astype(np.float32) * scale[:, None], axis=1)
-    return ints, scale, error.astype(np.float32)
+    count = len(matrix)
+    ints = np.empty((count, matrix.shape[1] if matrix.ndim == 2 else 0), dtype=np.int8)
+    scale = np.empty(count, dtype=np.float32)
+    error = np.empty(count, dtype=np.float32)
+    for start in range(0, count, CHUNK):
+        rows = np.asarray(matrix[start:start + CHUNK])
+        peak = np.abs(rows).max(axis=1)
+        part = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+        made = np.rint(rows / part[:, None]).clip(-127, 127).astype(np.int8)
+        ints[start:start + len(rows)] = made
+        scale[start:start + len(rows)] = part
+        error[start:start + len(rows)] = np.linalg.norm(
+            rows - made.astype(np.float32) * part[:, None], axis=1)
+    return ints, scale, error
 
 
 def _int8_query(vector: Any) -> tuple[float, Any, float]:
