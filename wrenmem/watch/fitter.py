@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         with fitjob.fit_lock(settings, fitjob.LOCK_WAIT):
-            Memory.from_settings(settings).fit_recall()
+            Memory.from_settings(settings).fit_recall(one_shot=True)
     except (WrenmemError, OSError, ValueError) as e:
         fitjob.note_failure(settings, owed["nonce"], str(e))
         return 1
