@@ -90,9 +90,9 @@ def test_a_task_below_the_minimum_is_not_fitted_and_below_ten_a_fit_is_not_made(
     asked: list[set[str]] = []
     real = adapt.gather
 
-    def gather(settings, embedder, probes, glossary=None):
+    def gather(settings, embedder, probes, glossary=None, **options):
         asked.append({p.task for p in probes})
-        return real(settings, embedder, probes, glossary)
+        return real(settings, embedder, probes, glossary, **options)
 
     monkeypatch.setattr(adapt, "gather", gather)
     memory.sync()
