@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from test_recall_fit import _spider_project
 
+from tests.test_recall_fit import _spider_project
 from wrenmem import Memory
 from wrenmem.index.readcopy import held
 from wrenmem.pairs.catalog import scan
