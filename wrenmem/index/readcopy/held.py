@@ -33,6 +33,7 @@ KEPT_FILTERS = 16  # per copy: the rows each filter in use accepts
 KEPT_POSTINGS = 2_000_000
 _NOT_HELD = object()
 READ_BATCH = 8_192  # rows a copy reads at a time
+SHARED = ("sql", "datasource", "dialect", "source", "meta")  # values repeated across rows
 UPDATE_MAX_ROWS = 2_000  # a held copy follows a write that changed at most this many rows
 
 
@@ -198,6 +199,8 @@ class RecallCopy:
 
         # only these columns: not the embedded text, read and dropped at once otherwise
         values: list[list[Any]] = [[] for _c in COLUMNS]
+        # one string per distinct value of the columns whose values repeat
+        shared: list[dict[Any, Any] | None] = [{} if c in SHARED else None for c in COLUMNS]
         hashes: list[str] = []
         blocks: list[Any] = []
         matrix: Any = None
@@ -214,8 +217,9 @@ class RecallCopy:
             else:
                 blocks.append(unit)
             filled += len(unit)
-            for into, column in zip(values, COLUMNS, strict=True):
-                into.extend(batch.column(column).to_pylist())
+            for into, column, seen in zip(values, COLUMNS, shared, strict=True):
+                got = batch.column(column).to_pylist()
+                into.extend(got if seen is None else [seen.setdefault(v, v) for v in got])
             hashes.extend(h or "" for h in batch.column("content_hash").to_pylist())
             del batch, unit
         if matrix is None:
