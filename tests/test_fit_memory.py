@@ -67,7 +67,8 @@ def test_a_one_shot_fit_reads_the_table_once_in_batches_and_lets_the_model_go(
     # time: the fit's first search reads the copy, not LanceDB's search and a tally first
     monkeypatch.setattr(vector, "FIRST_SEARCH_MAX_ROWS", 10)
     monkeypatch.setattr(held, "READ_BATCH", 16)
-    fit = memory.fit_recall(force=True, one_shot=True)
+    fit = adapt.fit_project(memory.settings, lambda: memory.recaller, None, force=True,
+                            one_shot=True)  # (as the detached fitter fits)
     assert len(reads) == 1 and tallies == []
     assert memory.recaller.embedder._model is None  # let go, and not loaded again
     same = {k: v for k, v in fit.items() if k not in ("cpu_seconds", "applied")}

@@ -2,9 +2,10 @@
 process of its own (:mod:`wrenmem.index.fitjob` starts it, detached and niced).
 
 It resolves the settings the sync recorded in the mark, waits for the fit lock (another
-fitter may be at work), fits (:meth:`wrenmem.api.Memory.fit_recall`, which writes the fit
-atomically and clears the mark), and exits: 0, or 1 when the fit failed (the reason is
-written into the mark, which stays for the next sync to try again)."""
+fitter may be at work), fits (:meth:`wrenmem.api.Memory.fit_recall`'s fit, one-shot: the
+model let go once the probes are embedded; it writes the fit atomically and clears the
+mark), and exits: 0, or 1 when the fit failed (the reason is written into the mark, which
+stays for the next sync to try again)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from wrenmem.api import Memory
 from wrenmem.errors import WrenmemError
 from wrenmem.fs.statedir import STATE_DIR
 from wrenmem.index import fitjob
+from wrenmem.recall import adapt
 from wrenmem.settings import Settings
 
 NICE = 10  # below the user's commands: the fit is not waited for
@@ -49,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         with fitjob.fit_lock(settings, fitjob.LOCK_WAIT):
-            Memory.from_settings(settings).fit_recall(one_shot=True)
+            memory = Memory.from_settings(settings)  # (as Memory.fit_recall, one-shot)
+            adapt.fit_project(settings, lambda: memory.recaller, None, one_shot=True,
+                              indexed=not memory.grep_only)
     except (WrenmemError, OSError, ValueError) as e:
         fitjob.note_failure(settings, owed["nonce"], str(e))
         return 1
