@@ -536,14 +536,11 @@ class Memory:
         return report
 
     def fit_recall(self, *, force: bool = False, pairs: Sequence[Pair] | None = None,
-                   measure: bool = False, one_shot: bool = False) -> dict[str, Any] | None:
+                   measure: bool = False) -> dict[str, Any] | None:
         """Fit hybrid recall to this project's own pairs when they changed since the last
-        fit (:func:`wrenmem.recall.adapt.fit_project`); never at recall. ``one_shot``: the
-        process ends after it (the detached fitter): memory it no longer needs is given
-        back as it goes (the embedding model once the probes are embedded)."""
+        fit (:func:`wrenmem.recall.adapt.fit_project`); never at recall."""
         return rank_adapt.fit_project(self.settings, lambda: self.recaller, pairs,
-                                      force=force, measure=measure, indexed=not self.grep_only,
-                                      one_shot=one_shot)
+                                      force=force, measure=measure, indexed=not self.grep_only)
 
     def sync_schema(self, progress: Callable[[int, int], None] | None = None
                     ) -> SchemaSyncReport | None:
