@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from wrenmem.fs import statedir
+from wrenmem.fs import pids, statedir
 from wrenmem.fs.fsutil import atomic_write_text
 from wrenmem.settings import Settings
 from wrenmem.storage.lock import index_lock, is_locked, lock_path
@@ -115,15 +115,7 @@ def _alive(pid: Any) -> bool:
         return False
     if pid in _children:
         return _children[pid].poll() is None
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            return False
-        return True
+    return pids.alive(pid, foreign=False)  # another user's: the pid was taken again
 
 
 def fitting(settings: Settings) -> bool:
