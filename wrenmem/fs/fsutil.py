@@ -187,6 +187,18 @@ def atomic_write_text(path: Path, text: str, *, exclusive: bool = False,
                        exclusive=exclusive, tmp_dir=tmp_dir)
 
 
+def git_output(root: Path, *args: str) -> str | None:
+    """``git -C root ARGS``'s output, stripped; None when it fails (or cannot run)."""
+    import subprocess  # (here: a process that never runs git does not import it)
+
+    try:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
 def read_state(path: Path, version: int) -> dict[str, Any]:
     """A JSON state or cache file when it is of this ``version``, else {}."""
     try:
