@@ -97,6 +97,20 @@ def is_fresh(settings: Settings, manifest_path: Path, embedder_id: str,
     return key is not None and state.get("stat") == key
 
 
+def noop_report(settings: Settings, embedder_id: str, manifest_path: Path | None = None
+                ) -> SchemaSyncReport | None:
+    """What :func:`sync_schema` returns when the index holds the manifest at
+    ``manifest_path`` (the setting's by default) already; None when it would build."""
+    started = time.perf_counter()
+    path = (manifest_path or settings.manifest_path).resolve()
+    if not is_fresh(settings, path, embedder_id):
+        return None
+    state = read_state(settings)
+    return SchemaSyncReport(str(path), state["fingerprint"], state.get("items", 0),
+                            unchanged=state.get("items", 0), noop=True,
+                            seconds=time.perf_counter() - started, embedder=embedder_id)
+
+
 def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
                 manifest: Manifest | None = None, embedder: Embedder | None = None,
                 progress: Callable[[int, int], None] | None = None) -> SchemaSyncReport:
@@ -106,12 +120,9 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
     started = time.perf_counter()
     path = (manifest_path or settings.manifest_path).resolve()
     embedder = embedder or get_embedder(settings.embedder, root=settings.root)
-    if manifest is None and is_fresh(settings, path, embedder.model_id):
-        state = read_state(settings)
-        return SchemaSyncReport(str(path), state["fingerprint"], state.get("items", 0),
-                                unchanged=state.get("items", 0), noop=True,
-                                seconds=time.perf_counter() - started,
-                                embedder=embedder.model_id)
+    noop = noop_report(settings, embedder.model_id, path) if manifest is None else None
+    if noop is not None:
+        return noop
     if manifest is not None:
         return sync_items(settings, path, manifest.fingerprint, schema_items(manifest),
                           embedder, progress=progress, started=started)
