@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -231,7 +232,7 @@ class Settings:
         when it is a symbolic link or not a folder."""
         return check_state_dir(self.root)
 
-    @property
+    @functools.cached_property  # (a frozen dataclass's __dict__): resolved once, not per request
     def index_uri(self) -> str:
         """The index's LanceDB URI: object storage as given, a folder made absolute."""
         if "://" in self.index:
