@@ -303,10 +303,10 @@ def masked_overlap(asked: frozenset[str], stored: frozenset[str]) -> float:
 def stated(question: str, values: Sequence[str]) -> float:
     """The share of ``values`` the (lower-cased) question states, as whole words or
     numbers; 0 for a query without values."""
-    return _stated_lower(question.lower(), values)
+    return stated_lower(question.lower(), values)
 
 
-def _stated_lower(text: str, values: Sequence[str]) -> float:
+def stated_lower(text: str, values: Sequence[str]) -> float:
     """:func:`stated` of a question already lower-cased (``text``)."""
     if not values:
         return 0.0
@@ -404,7 +404,7 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
     best_asked, least_extra = max(asked), min(extra)
     best_structure = max(structure)
     lowered = question.lower()
-    values = [_stated_lower(lowered, s.values) for s in shapes]
+    values = [stated_lower(lowered, s.values) for s in shapes]
     best_dense = max(dense)
     best_lex = max(lexical)
     best_translated = max(translated)
