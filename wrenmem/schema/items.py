@@ -15,17 +15,25 @@ from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from wrenmem.lazy import lazies
+from wrenmem.lazy import lazy
+from wrenmem.schema.describe import (
+    JOIN_WORDS,
+    column_text,
+    column_traits,
+    cube_field_text,
+    dbt_tests_text,
+    relationship_lines,
+    sentence,
+    view_lines,
+)
 
 # The item format (ITEMS_VERSION, SchemaItem) is read by every no-op check of the schema
-# index (wrenmem/index/noop.py); the manifest's records and their sentences only when items
-# are made.
+# index (wrenmem/index/noop.py); the manifest's records only when items are made.
 if TYPE_CHECKING:
-    from wrenmem.schema import describe
     from wrenmem.schema import manifest as schema_manifest
     from wrenmem.schema.manifest import Cube, CubeField, Manifest, Model
 else:
-    describe, schema_manifest = lazies("wrenmem.schema", "describe manifest")
+    schema_manifest = lazy("wrenmem.schema.manifest")
 
 ITEM_TYPES = ("model", "column", "relationship", "view", "cube", "measure", "dimension",
               "time_dimension")
@@ -117,19 +125,19 @@ def model_items(model: Model) -> list[SchemaItem]:
     """The model's own item, then one per visible column."""
     items = [_model_item(model)]
     for column in model.visible_columns():
-        facts = describe.column_traits(column)
+        facts = column_traits(column)
         text = f"Column {column.name} ({', '.join(facts)}) in model {model.name}"
         extra = []
         if column.description:
-            extra.append(describe.sentence(column.description))
+            extra.append(sentence(column.description))
         if column.accepted_values:
             extra.append("Accepted values: " + ", ".join(column.accepted_values) + ".")
         if column.dbt_tests:
-            extra.append(describe.dbt_tests_text(column))
+            extra.append(dbt_tests_text(column))
         text = text + (": " + " ".join(extra) if extra else ".")
         items.append(SchemaItem(
             f"column:{model.name}.{column.name}", "column", column.name, model.name, text,
-            f"Column {model.name}.{describe.column_text(column)}", related=column.type
+            f"Column {model.name}.{column_text(column)}", related=column.type
             if column.relationship else "", data_type=column.type,
             expression=column.expression, description=column.description,
             is_calculated=column.is_calculated))
@@ -140,14 +148,14 @@ def _other_items(manifest: Manifest) -> list[SchemaItem]:
     """The relationships', views' and cubes' items."""
     items: list[SchemaItem] = []
     for rel in manifest.relationships:
-        kind = describe.JOIN_WORDS.get(rel.join_type, rel.join_type.lower().replace("_", " "))
+        kind = JOIN_WORDS.get(rel.join_type, rel.join_type.lower().replace("_", " "))
         text = (f"Relationship {rel.name} joins model {rel.left} to model {rel.right}"
                 + (f" ({kind})" if kind else "")
                 + (f" on {rel.condition}." if rel.condition else ".")
-                + (" " + describe.sentence(rel.description) if rel.description else ""))
+                + (" " + sentence(rel.description) if rel.description else ""))
         items.append(SchemaItem(f"relationship:{rel.name}", "relationship", rel.name, rel.left,
                                 text, "Relationship " + rel.name + ": "
-                                + " ".join(describe.relationship_lines(rel)[1:]), related=rel.right,
+                                + " ".join(relationship_lines(rel)[1:]), related=rel.right,
                                 expression=rel.condition, description=rel.description))
     columns_by_view = manifest.table_columns(hidden=False) if manifest.views else {}
     for view in manifest.views:
@@ -155,13 +163,13 @@ def _other_items(manifest: Manifest) -> list[SchemaItem]:
         statement = " ".join(view.statement.split())
         if len(statement) > VIEW_SQL_CHARS:
             statement = statement[:VIEW_SQL_CHARS].rstrip() + " …"
-        parts = [f"View {view.name}" + (": " + describe.sentence(view.description)
+        parts = [f"View {view.name}" + (": " + sentence(view.description)
                                         if view.description else ".")]
         if names:
             parts.append("Columns: " + ", ".join(names) + ".")
         if statement:
             parts.append("SQL: " + statement)
-        body = describe.view_lines(view)[1:]
+        body = view_lines(view)[1:]
         if view.description:  # "View v: description." on one line, then the SQL
             body = [f"View {view.name}: {body[0]}", *body[1:]]
         else:
@@ -194,18 +202,18 @@ def _model_item(model: Model) -> SchemaItem:
     more = len(columns) - len(shown)
     listing = ", ".join(shown) + (f" and {more} more" if more > 0 else "")
     head = f"Model {model.name}" + (f" ({model.layer} layer)" if model.layer else "")
-    text = head + (": " + describe.sentence(model.description) if model.description else ".")
+    text = head + (": " + sentence(model.description) if model.description else ".")
     if listing:
         text += f" Columns: {listing}."
     if model.primary_key:
         text += f" Primary key: {', '.join(model.primary_key)}."
     if model.data_scope:
-        text += f" Data scope: {describe.sentence(model.data_scope)}"
-    detail = [head + (": " + describe.sentence(model.description) if model.description else ".")]
+        text += f" Data scope: {sentence(model.data_scope)}"
+    detail = [head + (": " + sentence(model.description) if model.description else ".")]
     if model.primary_key:
         detail.append(f"Primary key: {', '.join(model.primary_key)}.")
     if model.data_scope:
-        detail.append(f"Data scope: {describe.sentence(model.data_scope)}")
+        detail.append(f"Data scope: {sentence(model.data_scope)}")
     if listing:
         detail.append(f"Columns: {listing}.")
     return SchemaItem(f"model:{model.name}", "model", model.name, model.name, text,
@@ -217,7 +225,7 @@ def _cube_items(cube: Cube) -> list[SchemaItem]:
         ("measure", "Measures", cube.measures), ("dimension", "Dimensions", cube.dimensions),
         ("time_dimension", "Time dimensions", cube.time_dimensions))
     over = f" over {cube.base_object}" if cube.base_object else ""
-    text = f"Cube {cube.name}{over}" + (": " + describe.sentence(cube.description)
+    text = f"Cube {cube.name}{over}" + (": " + sentence(cube.description)
                                          if cube.description else ".")
     for _kind, title, members in groups:
         if members:
@@ -230,13 +238,12 @@ def _cube_items(cube: Cube) -> list[SchemaItem]:
             facts = f" ({f.type})" if f.type else ""
             if f.expression and (kind == "measure" or f.expression != f.name):
                 facts += f", computed as {f.expression}"
-            details = [describe.sentence(f.description)] if f.description else []
+            details = [sentence(f.description)] if f.description else []
             if f.granularities:
                 details.append(f"Granularities: {', '.join(f.granularities)}.")
             tail = ": " + " ".join(details) if details else "."
             text = f"{label} {f.name} of cube {cube.name}{over}{facts}{tail}"
-            shown = describe.cube_field_text(f, show_same_expression=False)
-            detail = f"{label} {cube.name}.{shown}"
+            detail = f"{label} {cube.name}.{cube_field_text(f, show_same_expression=False)}"
             items.append(SchemaItem(
                 f"{kind}:{cube.name}.{f.name}", kind, f.name, cube.base_object, text, detail,
                 related=cube.name, data_type=f.type, expression=f.expression,
