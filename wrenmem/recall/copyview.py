@@ -114,13 +114,12 @@ def value_terms(question: str, sqls: Sequence[tuple[str, str | None]]) -> set[st
     question states (:mod:`wrenmem.recall.sqlshape`)."""
     found: set[str] = set()
     seen: set[str] = set()
-    lowered = question.lower()
     for sql, dialect in sqls:
         for value in sqlshape.shape(sql, dialect).values:
             if value in seen:
                 continue
             seen.add(value)
-            if rank_model.stated_lower(lowered, (value,)):
+            if rank_model.stated(question, (value,)):
                 found.update(query_terms(value).split())
     return found
 

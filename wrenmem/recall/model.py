@@ -238,14 +238,9 @@ def _shape(c: Evidence) -> sqlshape.Shape:
 
 
 def _group_max(values: Sequence[float], group: Sequence[int]) -> list[float]:
-    """Each candidate's value raised to the best of its twins' (``group``: :func:`twins`);
-    a ranking asks it ten times, so the loop is kept plain (a third of ``max()``'s cost)."""
     best: dict[int, float] = {}
-    get = best.get
     for v, g in zip(values, group, strict=True):
-        known = get(g)
-        if known is None or v > known:
-            best[g] = v
+        best[g] = v if g not in best or v > best[g] else best[g]  # (max(): 3.5x the time)
     return [best[g] for g in group]
 
 
@@ -303,13 +298,9 @@ def masked_overlap(asked: frozenset[str], stored: frozenset[str]) -> float:
 def stated(question: str, values: Sequence[str]) -> float:
     """The share of ``values`` the (lower-cased) question states, as whole words or
     numbers; 0 for a query without values."""
-    return stated_lower(question.lower(), values)
-
-
-def stated_lower(text: str, values: Sequence[str]) -> float:
-    """:func:`stated` of a question already lower-cased (``text``)."""
     if not values:
         return 0.0
+    text = question.lower()
     hits = sum(1 for v in values if _states(text, v))
     return hits / len(values)
 
@@ -403,8 +394,7 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
     extra = [-e for e in _group_max([-e for e in extra], group)]
     best_asked, least_extra = max(asked), min(extra)
     best_structure = max(structure)
-    lowered = question.lower()
-    values = [stated_lower(lowered, s.values) for s in shapes]
+    values = [stated(question, s.values) for s in shapes]
     best_dense = max(dense)
     best_lex = max(lexical)
     best_translated = max(translated)
