@@ -4,8 +4,8 @@ A warm process (the watcher's daemon, the MCP server, an agent's ``Memory``) hol
 latest version of the pairs table in memory (up to ``IN_MEMORY_MAX_ROWS`` rows): the rows
 a hit shows, their unit float32 vectors and the postings of their ``terms``. Its searches
 are LanceDB's: the exact cosine scan (:mod:`.vectorscan`) and the BM25 of its full-text
-index (k1 1.2, b 0.75, whitespace tokens: equal scores), about 4x faster warm
-(bench/studies/recall-copy-2026-12.md). After a write, the next version's copy reads only
+index (k1 1.2, b 0.75, whitespace tokens: equal scores), 5x faster than LanceDB's best index
+(bench/studies/readcopy-2026-12.md). After a write, the next version's copy reads only
 the new rows (:meth:`RecallCopy.updated`). Nothing of it is saved.
 """
 
@@ -15,8 +15,6 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from functools import lru_cache
-from operator import itemgetter
 from typing import Any, overload
 
 from wrenmem.index import table as index
@@ -28,16 +26,6 @@ from wrenmem.storage import lance
 COLUMNS = ("id", "path", "question", "sql", "datasource", "dialect", "tags", "source", "meta",
            "terms")
 POSITION = {c: n for n, c in enumerate(COLUMNS)}
-
-
-@lru_cache(maxsize=64)
-def _getter(columns: tuple[str, ...]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
-    """The values of ``columns`` from a row, as a tuple (a search asks 150 rows for them)."""
-    positions = [POSITION[c] for c in columns]
-    if len(positions) == 1:
-        at = positions[0]
-        return lambda values: (values[at],)
-    return itemgetter(*positions)
 BM25_K1, BM25_B = 1.2, 0.75  # LanceDB's full-text index uses these
 KEPT_FILTERS = 16  # per copy: the rows each filter in use accepts
 # per copy: the BM25 parts of the terms searched (rows and each row's share of the score,
@@ -294,7 +282,8 @@ class RecallCopy:
         return self.live_count
 
     def row(self, n: int, columns: Sequence[str]) -> dict[str, Any]:
-        return dict(zip(columns, _getter(tuple(columns))(self.rows[n]), strict=True))
+        values = self.rows[n]
+        return {c: values[POSITION[c]] for c in columns}
 
     def bm25_arrays(self, terms: Sequence[str], allowed: Any = None) -> tuple[Any, Any]:
         """(rows in order, their BM25 scores) of the rows holding any of ``terms``, among the
