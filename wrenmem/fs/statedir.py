@@ -120,7 +120,8 @@ def ensure_state_dir(folder: Path, mode: int = 0o777) -> Path:
     (so the index is never committed, ``wrenmem init`` or not); an existing one is kept."""
     if folder.name == STATE_DIR:
         check_state_dir(folder.parent)
-    folder.mkdir(mode=mode, parents=True, exist_ok=True)
+    if not folder.is_dir():  # (every warm recall takes the index lock: no failed mkdir)
+        folder.mkdir(mode=mode, parents=True, exist_ok=True)
     ignore = folder / GITIGNORE
     if not ignore.exists():
         try:  # exclusive create: two processes starting at once write it once
