@@ -316,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
         median, p90 = stats(row["times"])
         print(f"| {path} | {label} | {median * 1000:.1f} ms | {p90 * 1000:.1f} ms | "
               f"{statistics.fmean(row['cpus']) * 1000:.1f} ms | {' -> '.join(row['load'])} |")
+    for (label, _path), row in rows.items():
+        if "rss" in row:  # the watcher's process tree after its requests
+            print(f"\nthe daemon's tree RSS after its requests ({label}): {row['rss']:.0f} MB")
     if args.baseline:
         print("\n| ratio this / baseline | wall (median) | CPU (mean) |")
         print("|---|---|---|")

@@ -7,6 +7,7 @@ import os
 import pydoc
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,61 @@ def test_a_no_op_sync_loads_no_heavy_library_nor_the_recall_fit(example_project:
     for name in (*HEAVY, "wrenmem.recall.adapt", "wrenmem.recall.evaluate",
                  "wrenmem.recall.model"):
         assert name not in loaded, name
+
+
+def _main_after(root: Path, argv: list[str]) -> tuple[str, set[str]]:
+    """What ``wrenmem ARGV`` (the console script's entry, :mod:`wrenmem.__main__`) prints
+    in ``root``, and the modules it imported."""
+    code = ("import sys\n"
+            "from wrenmem.__main__ import main\n"
+            "try:\n"
+            f"    main({argv!r})\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "sys.stdout.flush()\n"
+            "print('MODULES', ' '.join(sorted(sys.modules)), file=sys.stderr)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=root, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "WRENMEM_NO_DAEMON": "1"})
+    assert out.returncode == 0, out.stderr
+    return out.stdout, set(out.stderr.split("MODULES", 1)[1].split())
+
+
+def _without_seconds(text: str) -> dict[str, object]:
+    data = json.loads(text)
+    data["schema"].pop("seconds")
+    return data
+
+
+def test_a_no_op_sync_is_said_from_the_saved_state_before_click_loads(
+        indexed_example: Path) -> None:
+    """``wrenmem sync`` with nothing to do (wrenmem/index/noop.py): the pairs mirror, the
+    schema and knowledge state files vouch, and the process prints the report click's
+    command prints without importing click, the command tree, the API, the sync, the
+    manifest's parser or LanceDB (bench/side_by_side.py: the no-op sync at 10,000 pairs was
+    1.18-1.26x of 6da54cd's CPU with them). A pair edited since is synced, not said."""
+    from wrenmem.fs.fsutil import RACY_SECONDS
+
+    newest = max(p.stat().st_ctime for p in (indexed_example / "knowledge").rglob("*"))
+    time.sleep(max(0.0, newest + RACY_SECONDS + 0.1 - time.time()))  # stats that vouch
+    _main_after(indexed_example, ["sync"])  # the copy's new change times recorded
+    said, loaded = _main_after(indexed_example, ["sync", "--json"])
+    for name in (*HEAVY, "click", "wrenmem.cli", "wrenmem.api", "wrenmem.index.sync",
+                 "wrenmem.schema.manifest", "wrenmem.schema.cache", "wrenmem.recall.adapt"):
+        assert name not in loaded, name
+    ran = subprocess.run([sys.executable, "-c", "from wrenmem.cli import main; main()",
+                          "sync", "--json"], capture_output=True, text=True, timeout=120,
+                         cwd=indexed_example, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "WRENMEM_NO_DAEMON": "1"})
+    assert _without_seconds(said) == _without_seconds(ran.stdout)
+    assert json.loads(said)["noop"] and json.loads(said)["schema"]["noop"]
+    text, _ = _main_after(indexed_example, ["sync"])
+    assert text.startswith("index up to date: ") and "schema index up to date" in text
+    write_pair(indexed_example, "new.md", "Orders per weekday", "SELECT 1 FROM orders")
+    synced, loaded = _main_after(indexed_example, ["sync", "--json"])
+    report = json.loads(synced)
+    assert not report["noop"] and report["added"] == ["knowledge/sql/new.md"]
+    assert "click" in loaded and "wrenmem.index.sync" in loaded  # click's command synced
 
 
 def test_store_recall_list_forget(project: Path) -> None:

@@ -18,8 +18,9 @@ from wrenmem.watch.forward import forward
 
 if TYPE_CHECKING:
     import wrenmem.cli as cli
+    from wrenmem.index import noop
 else:  # imported only when the daemon did not answer (wrenmem/lazy.py)
-    cli = lazy("wrenmem.cli")
+    cli, noop = lazy("wrenmem.cli"), lazy("wrenmem.index.noop")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -27,6 +28,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         code = forward(args)
+        if code is None and args[:1] and args[0] in ("sync", "index"):
+            code = noop.noop_sync(args)  # nothing to sync: said from the saved state
         if code is not None:
             sys.stdout.flush()
             sys.exit(code)

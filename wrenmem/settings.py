@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,13 @@ SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
 }
 
 
+@lru_cache(maxsize=64)
+def _resolved(root: Path, index: str) -> str:
+    """``root / index`` made absolute (``Settings.index_uri``), once per process: a warm
+    recall asks for it at every request, and ``resolve`` is a ``realpath``."""
+    return str((root / index).resolve())
+
+
 @dataclass(frozen=True)
 class Settings:
     """Resolved settings of one project. Paths are absolute except ``index`` URIs."""
@@ -236,7 +244,7 @@ class Settings:
         """The index's LanceDB URI: object storage as given, a folder made absolute."""
         if "://" in self.index:
             return self.index
-        return str((self.root / self.index).resolve())
+        return _resolved(self.root, self.index)
 
     @property
     def remote_index(self) -> bool:

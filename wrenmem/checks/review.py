@@ -9,7 +9,6 @@ is not verified."""
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 from wrenmem.checks.uses import item_fingerprints, used_items
 from wrenmem.checks.validate import Problem, Validator
 from wrenmem.errors import WrenmemError
+from wrenmem.fs.fsutil import git_output
 from wrenmem.pairs.catalog import read_pair_file, scan
 from wrenmem.pairs.pairfile import (
     REVIEW_KEYS,
@@ -60,15 +60,8 @@ class Verified:
 
 def reviewer_name(root: Path) -> str:
     """``user.name`` (with ``<user.email>`` when set) from git config, as a commit's author."""
-    def config(key: str) -> str:
-        try:
-            out = subprocess.run(["git", "config", key], cwd=root, capture_output=True,
-                                 text=True, timeout=10, check=False)
-        except (OSError, subprocess.SubprocessError):
-            return ""
-        return out.stdout.strip()
-
-    name, email = config("user.name"), config("user.email")
+    name = git_output(root, "config", "user.name") or ""
+    email = git_output(root, "config", "user.email") or ""
     if not name:
         raise WrenmemError("who verifies? git config user.name is not set: pass --by NAME")
     return f"{name} <{email}>" if email else name

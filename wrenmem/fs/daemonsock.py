@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wrenmem.fs import statedir
+from wrenmem.fs import pids, statedir
 
 if TYPE_CHECKING:  # (socket, hashlib and tempfile: imported where used, 15 ms a start)
     import socket
@@ -68,11 +68,9 @@ def watcher_stopped(root: Path) -> bool:
     for the timeout) or a zombie (Linux /proc; else False)."""
     try:
         pid = int((root / statedir.STATE_DIR / statedir.WATCH_PID).read_text("ascii").strip())
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError):
         return False
-    return state in ("T", "t", "Z")
+    return pids.state(pid) in ("T", "t", "Z")
 
 
 def _socket_key(path: Path) -> tuple[int, int] | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import UnreadableFileError, WrenmemError
+from wrenmem.fs import pids
 from wrenmem.fs.encoding import not_utf8
 from wrenmem.fs.inside import opened_path, outside_reason
 from wrenmem.fs.statedir import ensure_parent
@@ -186,6 +187,18 @@ def atomic_write_text(path: Path, text: str, *, exclusive: bool = False,
                        exclusive=exclusive, tmp_dir=tmp_dir)
 
 
+def git_output(root: Path, *args: str) -> str | None:
+    """``git -C root ARGS``'s output, stripped; None when it fails (or cannot run)."""
+    import subprocess  # (here: a process that never runs git does not import it)
+
+    try:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
 def read_state(path: Path, version: int) -> dict[str, Any]:
     """A JSON state or cache file when it is of this ``version``, else {}."""
     try:
@@ -331,7 +344,8 @@ def remove_stale_temps(folder: Path, now: float | None = None) -> int:
             continue
         try:
             age = now - entry.stat(follow_symlinks=False).st_mtime
-            if age > STALE_TEMP_SECONDS or (age > 60 and not _alive(_writer_pid(name))):
+            writer = _writer_pid(name)  # None: an older version's name, age decides
+            if age > STALE_TEMP_SECONDS or (age > 60 and not (writer and pids.alive(writer))):
                 os.unlink(entry.path)
                 removed += 1
         except OSError:
@@ -342,18 +356,6 @@ def remove_stale_temps(folder: Path, now: float | None = None) -> int:
 def _writer_pid(name: str) -> int | None:
     head = name[len(TEMP_PREFIX):].split("-", 1)[0]
     return int(head) if head.isdigit() else None
-
-
-def _alive(pid: int | None) -> bool:
-    if pid is None:
-        return False  # an older version's name: no process to ask, age decides
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # someone else's process: alive
-    return True
 
 
 # Derived-state files start with this and a CRC-32 of the payload: one flipped byte makes a

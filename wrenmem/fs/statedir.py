@@ -55,13 +55,6 @@ IMPORT_SWAP = "import-swap.json"  # an import's staged files, until all are move
 IMPORT_SWAP_LOCK = "import-swap.lock"  # held while they are moved
 VERIFICATIONS = "verifications.json"  # stamps `wrenmem verify` made here or found committed
 
-ALL = (INDEX, INDEX_LOCK, INDEX_STATE, INDEX_MAINT, CATALOG, GREP_TERMS, GREP_SNAPSHOT,
-       QUESTIONS, SEEDS, SCHEMA_CACHE, SCHEMA_STATE, SCHEMA_MAINT,
-       DAEMON_SOCKET, DAEMON_HUNG, WATCH_LOCK, WATCH_PID, WATCH_STATE, WATCH_LOG, HOOKS_LOG,
-       HOOKS_DEFERRED,
-       EMBED_CACHE, EMBED_CACHE_KEYS, REPLICA, REPLICA_STATE, REPLICA_MAINT, USES,
-       KNOWLEDGE_STATE, TMP, IMPORT_SWAP, IMPORT_SWAP_LOCK, VERIFICATIONS, RECALL_FIT,
-       RECALL_FIT_KEYS, RECALL_FIT_OWED, RECALL_FIT_LOCK)
 # Written by earlier versions, removed by the next write of the pairs table or a reset: the
 # saved recall copy (and its data files, ``recall-copy.<token>.data``), the lock of its
 # saver, the pairs journal of small syncs and the schema search copy (issue 42: the warm
@@ -127,7 +120,8 @@ def ensure_state_dir(folder: Path, mode: int = 0o777) -> Path:
     (so the index is never committed, ``wrenmem init`` or not); an existing one is kept."""
     if folder.name == STATE_DIR:
         check_state_dir(folder.parent)
-    folder.mkdir(mode=mode, parents=True, exist_ok=True)
+    if not folder.is_dir():  # (every warm recall takes the index lock: no failed mkdir)
+        folder.mkdir(mode=mode, parents=True, exist_ok=True)
     ignore = folder / GITIGNORE
     if not ignore.exists():
         try:  # exclusive create: two processes starting at once write it once

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
-from wrenmem.fs.fsutil import atomic_write_text
+from wrenmem.fs.fsutil import atomic_write_text, git_output
 from wrenmem.index.sync import SyncReport, sync_pairs
 from wrenmem.knowledge.files import load_knowledge
 from wrenmem.knowledge.table import read_state as read_knowledge_state
@@ -350,15 +350,9 @@ _OPERATION_DIRS = (("rebase-merge", "rebase"), ("rebase-apply", "rebase"),
 
 def in_progress(root: Path) -> str | None:
     """The multi-step git operation running in the working tree of ``root``, if any."""
-    import subprocess
-
     args = [a for name, _ in _OPERATION_DIRS for a in ("--git-path", name)]
-    try:
-        done = subprocess.run(["git", "rev-parse", *args], cwd=root, capture_output=True,
-                              text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    for line, (_, label) in zip(done.stdout.splitlines(), _OPERATION_DIRS, strict=False):
+    paths = git_output(root, "rev-parse", *args) or ""
+    for line, (_, label) in zip(paths.splitlines(), _OPERATION_DIRS, strict=False):
         if line and (root / line).is_dir():
             return label
     return None

@@ -15,18 +15,23 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from wrenmem.fs import statedir
+from wrenmem.fs import pids, statedir
 from wrenmem.fs.fsutil import atomic_write_text
+from wrenmem.lazy import lazy
 from wrenmem.settings import Settings
 from wrenmem.storage.lock import index_lock, is_locked, lock_path
+
+if TYPE_CHECKING:
+    import subprocess
+    import uuid
+else:  # only to start a fitter: every no-op sync asks whether one is owed (index/noop.py)
+    subprocess, uuid = lazy("subprocess"), lazy("uuid")
 
 DETACH_AT = 5000  # rows from which a sync's fit runs detached
 DETACH_ENV = "WRENMEM_FIT_DETACH_AT"  # another threshold, for tests (5,000 rows are slow)
@@ -115,15 +120,7 @@ def _alive(pid: Any) -> bool:
         return False
     if pid in _children:
         return _children[pid].poll() is None
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            return False
-        return True
+    return pids.alive(pid, foreign=False)  # another user's: the pid was taken again
 
 
 def fitting(settings: Settings) -> bool:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from wrenmem.fs.fsutil import git_output
 
 # CI systems check out a detached HEAD; they name the branch in one of these.
 DETACHED = "(detached)"  # the branch of a detached HEAD that no CI variable names
@@ -31,16 +32,6 @@ class Origin:
     def describe(self) -> str:
         commit = f"@{self.commit[:10]}" if self.commit else ""
         return f"{self.project} {self.branch}{commit}"
-
-
-def _git(root: Path, *args: str) -> str | None:
-    """git's output, stripped; None when it fails (or cannot run)."""
-    try:
-        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
-                              timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def _clean_remote(url: str) -> str:
@@ -88,14 +79,14 @@ def is_older_checkout(root: Path, recorded: Origin | None, here: Origin) -> bool
             or recorded.commit == here.commit or not same_branch
             or project_key(recorded.project) != project_key(here.project)):
         return False
-    return _git(root, "merge-base", "--is-ancestor", here.commit, recorded.commit) is not None
+    return git_output(root, "merge-base", "--is-ancestor", here.commit, recorded.commit) is not None
 
 
 def local_origin(root: Path) -> Origin:
     """This checkout's project (the ``origin`` remote, else the folder name), branch, commit."""
-    project = _clean_remote(_git(root, "remote", "get-url", "origin") or "") or root.name
-    branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD") or ""
+    project = _clean_remote(git_output(root, "remote", "get-url", "origin") or "") or root.name
+    branch = git_output(root, "rev-parse", "--abbrev-ref", "HEAD") or ""
     if branch in ("", "HEAD"):
         branch = next((os.environ[v] for v in BRANCH_ENV if os.environ.get(v)),
                       DETACHED if branch else "(no git)")
-    return Origin(project, branch, _git(root, "rev-parse", "HEAD") or "")
+    return Origin(project, branch, git_output(root, "rev-parse", "HEAD") or "")

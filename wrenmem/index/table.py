@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from wrenmem.index.origin import Origin
 from wrenmem.pairs.pairfile import Pair, search_fields
 from wrenmem.settings import Settings
 from wrenmem.storage import embedsync, lance
@@ -22,8 +23,6 @@ from wrenmem.textsearch import FIELD_WEIGHTS, tokenize
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from wrenmem.index.origin import Origin  # imported when used: it imports subprocess
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +53,6 @@ def table_origin(table: Any) -> Origin | None:
     """Where the table was last written from, as its writer recorded it."""
     meta = table.schema.field("id").metadata or {}
     values = {k: (meta.get(v.encode()) or b"").decode() for k, v in ORIGIN_KEYS.items()}
-    from wrenmem.index.origin import Origin
-
     return Origin(**values) if values["project"] else None
 
 

@@ -81,16 +81,31 @@ def _fresh(settings: Settings, state: dict[str, Any], fp: str, embedder_id: str,
     return state.get("embedder") == embedder_id and _table_present(settings)
 
 
+def noop_report(settings: Settings, embedder_id: str) -> KnowledgeSyncReport | None:
+    """What :func:`sync_knowledge` returns when the index holds the knowledge files'
+    entries already (read-only, no model, no LanceDB); None when it would write."""
+    entries = indexed_entries(load_knowledge(settings))
+    return _noop(settings, entries, fingerprint(entries), embedder_id)
+
+
+def _noop(settings: Settings, entries: list[Entry], fp: str, embedder_id: str
+          ) -> KnowledgeSyncReport | None:
+    if settings.is_reader or _fresh(settings, read_state(settings), fp, embedder_id,
+                                    len(entries)):
+        return KnowledgeSyncReport(len(entries), unchanged=len(entries), noop=True,
+                                   embedder=embedder_id)
+    return None
+
+
 def sync_knowledge(settings: Settings, *, knowledge: Knowledge | None = None,
                    embedder: Embedder | None = None) -> KnowledgeSyncReport:
     """Bring the ``knowledge`` table to the knowledge files, embedding only what changed."""
     embedder = embedder or get_embedder(settings.embedder, root=settings.root)
     entries = indexed_entries(knowledge or load_knowledge(settings))
     fp = fingerprint(entries)
-    if settings.is_reader or _fresh(settings, read_state(settings), fp, embedder.model_id,
-                                    len(entries)):
-        return KnowledgeSyncReport(len(entries), unchanged=len(entries), noop=True,
-                                   embedder=embedder.model_id)
+    noop = _noop(settings, entries, fp, embedder.model_id)
+    if noop is not None:
+        return noop
     with lance.disk_full_errors(settings.index_uri, "syncing the knowledge index"), \
             index_lock(settings):
         embedded, deleted = _apply(settings, entries, embedder)

@@ -429,9 +429,6 @@ def _also(value: Any, nl: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-FORMATS = ("fenced", "wren")
-
-
 def render_pair(pair: Pair, style: str = "fenced") -> str:
     """The canonical text of a pair (what ``store`` writes, ``fmt`` rewrites to): ``style``
     "fenced" puts the SQL in a fenced block of the body, "wren" in the front matter as ``sql:``."""

@@ -140,12 +140,13 @@ class TiltFile:
     def __init__(self, settings: Settings, model_id: str | None):
         self.settings = settings
         self.model_id = model_id
+        self._path = fit_path(settings)  # (asked at every ranking: the path made once)
         self._stat: tuple[int, int] | None = None
         self._tilt: model.Tilt | None = None
 
     def __call__(self) -> model.Tilt | None:
         try:
-            st = os.stat(fit_path(self.settings))
+            st = os.stat(self._path)
         except OSError:
             self._stat, self._tilt = None, None
             return None

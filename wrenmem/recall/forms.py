@@ -130,7 +130,8 @@ def label_weights(tally: Tally, terms: Iterable[str], *, exponent: float = 0.5,
 
 
 def fit(weights: Any, sql: str) -> float:
-    """The form fit of a candidate's SQL: the sum of its labels' log-odds."""
+    """The form fit of a candidate's SQL: the sum of its labels' log-odds (``weights``:
+    :func:`label_weights`' array, or its ``tolist()``, the same floats read faster)."""
     return math.fsum(float(weights[n]) for n in labels(sql))
 
 

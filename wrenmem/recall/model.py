@@ -240,7 +240,7 @@ def _shape(c: Evidence) -> sqlshape.Shape:
 def _group_max(values: Sequence[float], group: Sequence[int]) -> list[float]:
     best: dict[int, float] = {}
     for v, g in zip(values, group, strict=True):
-        best[g] = max(best.get(g, -math.inf), v)
+        best[g] = v if g not in best or v > best[g] else best[g]  # (max(): 3.5x the time)
     return [best[g] for g in group]
 
 

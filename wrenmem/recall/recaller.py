@@ -50,7 +50,6 @@ else:  # imported on first use (wrenmem/lazy.py)
 
 if TYPE_CHECKING:
     from wrenmem.embed.embedders import Embedder
-    from wrenmem.recall.bm25f import WarmGrep
     from wrenmem.recall.glossary import Glossary
 
 log = logging.getLogger(__name__)

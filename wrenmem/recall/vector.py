@@ -384,7 +384,7 @@ class HybridBackend(VectorBackend):
         # what the pairs searched say questions with these words ask for (forms)
         tally = (derived.tally(held.allowed) if derived is not None and held is not None
                  else self._table_tally(table, where))
-        form_weights = forms.label_weights(tally, asked_list)
+        form_weights = forms.label_weights(tally, asked_list).tolist()  # read per candidate
         for i in ids:
             terms = (derived.terms(rows[i]) if derived is not None
                      else set((rows[i].get("terms") or "").split()))

@@ -7,16 +7,15 @@ short enough.
 
 from __future__ import annotations
 
-from wrenmem.schema.manifest import (
-    Column,
-    Cube,
-    CubeField,
-    Manifest,
-    Model,
-    Relationship,
-    View,
-    per_model,
-)
+from typing import TYPE_CHECKING
+
+from wrenmem.lazy import lazy
+
+if TYPE_CHECKING:
+    from wrenmem.schema import manifest as schema_manifest
+    from wrenmem.schema.manifest import Column, Cube, CubeField, Manifest, Model, Relationship, View
+else:  # the records are the manifest's: its parser is loaded by whoever reads one
+    schema_manifest = lazy("wrenmem.schema.manifest")
 
 JOIN_WORDS = {
     "ONE_TO_ONE": "one to one",
@@ -54,7 +53,7 @@ def describe(manifest: Manifest, memo: dict[str, list[str]] | None = None) -> st
     if manifest.description:
         lines.append(sentence(manifest.description))
     sections: list[tuple[str, list[list[str]]]] = [
-        ("Models", per_model(manifest, model_lines, memo)),
+        ("Models", schema_manifest.per_model(manifest, model_lines, memo)),
         ("Relationships", [relationship_lines(r) for r in manifest.relationships]),
         ("Views", [view_lines(v) for v in manifest.views]),
         ("Cubes", [cube_lines(c) for c in manifest.cubes]),

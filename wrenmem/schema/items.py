@@ -13,7 +13,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, fields, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
+from wrenmem.lazy import lazy
 from wrenmem.schema.describe import (
     JOIN_WORDS,
     column_text,
@@ -24,7 +26,14 @@ from wrenmem.schema.describe import (
     sentence,
     view_lines,
 )
-from wrenmem.schema.manifest import Cube, CubeField, Manifest, Model, per_model
+
+# The item format (ITEMS_VERSION, SchemaItem) is read by every no-op check of the schema
+# index (wrenmem/index/noop.py); the manifest's records only when items are made.
+if TYPE_CHECKING:
+    from wrenmem.schema import manifest as schema_manifest
+    from wrenmem.schema.manifest import Cube, CubeField, Manifest, Model
+else:
+    schema_manifest = lazy("wrenmem.schema.manifest")
 
 ITEM_TYPES = ("model", "column", "relationship", "view", "cube", "measure", "dimension",
               "time_dimension")
@@ -107,7 +116,8 @@ def schema_items(manifest: Manifest, memo: dict[str, list[SchemaItem]] | None = 
     call; a model found there is not turned into items again (the same JSON makes the same
     items), and afterwards the memo holds exactly this manifest's models.
     """
-    items = [item for made in per_model(manifest, model_items, memo) for item in made]
+    made = schema_manifest.per_model(manifest, model_items, memo)
+    items = [item for model in made for item in model]
     return _unique_ids(items + _other_items(manifest))
 
 

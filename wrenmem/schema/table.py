@@ -14,20 +14,28 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wrenmem.embed.embedders import Embedder, get_embedder
 from wrenmem.errors import WrenmemError
 from wrenmem.fs import statedir
 from wrenmem.fs.fsutil import is_racy, stat_key
+from wrenmem.lazy import lazies, lazy
 from wrenmem.schema import items as item_format
-from wrenmem.schema import later
-from wrenmem.schema.cache import no_cyclic_gc, prepare
-from wrenmem.schema.items import SchemaItem, schema_items
-from wrenmem.schema.manifest import Manifest
+from wrenmem.schema.items import SchemaItem
 from wrenmem.settings import Settings
-from wrenmem.storage import compaction, embedsync, lance
+from wrenmem.storage import embedsync, lance
 from wrenmem.storage.lock import index_lock
+
+# A sync that finds the index fresh (:func:`noop_report`) reads one state file: what a
+# build needs (the manifest's parse and its cache, the maintenance) is imported by a build.
+if TYPE_CHECKING:
+    from wrenmem.schema import cache, later
+    from wrenmem.schema.manifest import Manifest
+    from wrenmem.storage import compaction
+else:
+    cache, later = lazies("wrenmem.schema", "cache later")
+    compaction = lazy("wrenmem.storage.compaction")
 
 log = logging.getLogger(__name__)
 TABLE = "schema_items"
@@ -97,6 +105,20 @@ def is_fresh(settings: Settings, manifest_path: Path, embedder_id: str,
     return key is not None and state.get("stat") == key
 
 
+def noop_report(settings: Settings, embedder_id: str, manifest_path: Path | None = None
+                ) -> SchemaSyncReport | None:
+    """What :func:`sync_schema` returns when the index holds the manifest at
+    ``manifest_path`` (the setting's by default) already; None when it would build."""
+    started = time.perf_counter()
+    path = (manifest_path or settings.manifest_path).resolve()
+    if not is_fresh(settings, path, embedder_id):
+        return None
+    state = read_state(settings)
+    return SchemaSyncReport(str(path), state["fingerprint"], state.get("items", 0),
+                            unchanged=state.get("items", 0), noop=True,
+                            seconds=time.perf_counter() - started, embedder=embedder_id)
+
+
 def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
                 manifest: Manifest | None = None, embedder: Embedder | None = None,
                 progress: Callable[[int, int], None] | None = None) -> SchemaSyncReport:
@@ -106,16 +128,13 @@ def sync_schema(settings: Settings, *, manifest_path: Path | None = None,
     started = time.perf_counter()
     path = (manifest_path or settings.manifest_path).resolve()
     embedder = embedder or get_embedder(settings.embedder, root=settings.root)
-    if manifest is None and is_fresh(settings, path, embedder.model_id):
-        state = read_state(settings)
-        return SchemaSyncReport(str(path), state["fingerprint"], state.get("items", 0),
-                                unchanged=state.get("items", 0), noop=True,
-                                seconds=time.perf_counter() - started,
-                                embedder=embedder.model_id)
+    noop = noop_report(settings, embedder.model_id, path) if manifest is None else None
+    if noop is not None:
+        return noop
     if manifest is not None:
-        return sync_items(settings, path, manifest.fingerprint, schema_items(manifest),
+        return sync_items(settings, path, manifest.fingerprint, item_format.schema_items(manifest),
                           embedder, progress=progress, started=started)
-    prepared = prepare(settings, path)  # shared with fetch: parsed once per change
+    prepared = cache.prepare(settings, path)  # shared with fetch: parsed once per change
     return sync_items(settings, path, prepared.fingerprint, lambda: prepared.items,
                       embedder, count=len(prepared), progress=progress, started=started)
 
@@ -140,7 +159,7 @@ def sync_items(settings: Settings, path: Path, fingerprint: str,
                                 embedder=embedder.model_id)
     listed = items() if callable(items) else items
     with lance.disk_full_errors(settings.index_uri, "syncing the schema index"), \
-            index_lock(settings), no_cyclic_gc():  # 56,000 rows compared: no cycles made
+            index_lock(settings), cache.no_cyclic_gc():  # 56,000 rows compared: no cycles made
         embedded, deleted, written, rebuilt = _apply(settings, listed, embedder, progress)
         _write_state(settings, path, fingerprint, embedder.model_id, len(listed), stat_key)
     return SchemaSyncReport(str(path), fingerprint, len(listed), embedded, deleted,
@@ -304,7 +323,7 @@ def schema_drift(settings: Settings, embedder_id: str) -> SchemaDrift:
     if is_fresh(settings, path, embedder_id):
         return SchemaDrift(True, True, False, items)
     try:
-        fingerprint = prepare(settings, path).fingerprint
+        fingerprint = cache.prepare(settings, path).fingerprint
     except WrenmemError as e:
         return SchemaDrift(True, False, False, items, f"manifest not usable: {e}")
     if is_fresh(settings, path, embedder_id, fingerprint):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from wrenmem.errors import WrenmemError
-from wrenmem.fs import daemonsock, statedir
+from wrenmem.fs import daemonsock, pids, statedir
 from wrenmem.recall.daemon_client import ping, socket_path
 from wrenmem.settings import Settings
 from wrenmem.storage.lock import is_locked
@@ -226,26 +226,11 @@ def stop_watcher(settings: Settings, *, wait: float = 15.0) -> int | None:
         if not is_running(settings):
             # it let go of the lock; give it the rest of the time to exit, so that a
             # caller who starts another watcher (or checks the pid) sees it gone
-            while _exists(pid) and time.monotonic() < deadline:
+            while pids.alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.02)
             return pid
         time.sleep(0.05)
     raise WrenmemError(f"the watcher (pid {pid}) did not stop within {wait:g} s")
-
-
-def _exists(pid: int) -> bool:
-    """Whether process ``pid`` still exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def _is_watcher(pid: int, lock: Path) -> bool:
