@@ -23,7 +23,7 @@ from wrenmem.index import maintenance
 from wrenmem.index import table as index
 from wrenmem.index.state import load_state, same_target, usable_state
 from wrenmem.index.sync import sync_pairs
-from wrenmem.settings import Settings
+from wrenmem.settings import Settings, load_settings
 from wrenmem.storage import compaction, lance
 from wrenmem.watch import maintainer as maintainer_module
 from wrenmem.watch.loop import LoopConfig, SyncResult, run_loop
@@ -293,7 +293,10 @@ def test_the_watcher_maintains_in_its_idle_time(project: Path, fake: RecordingEm
 
     monkeypatch.setattr(maintainer_module, "QUIET", 0.5)
     monkeypatch.setattr(maintainer_module, "MAX_KILLS", 1000)  # every run here is killed
-    settings = settings_for(project)
+    # Not the recall fit after each of the watcher's syncs (its own test:
+    # test_recall_fit): on 1,500 pairs it was most of this test's CPU, and its hold of the
+    # index lock made the idle runs find the index busy and wait RETRY_BUSY.
+    settings = load_settings(project, {"embedder": "fake", "recall_fit": False})
     _build(project, settings, n=1500)
     stop = threading.Event()
     thread = threading.Thread(target=run_watch, args=(settings,),
