@@ -6,7 +6,7 @@ hybrid backend's candidates are gathered for up to :data:`PROBES` of each task (
 hash) and four rankings compared: ``prior`` (the shipped model), ``grep-heavy`` and
 ``vector-heavy`` (a large weight on the keyword or dense evidence), and ``adapted``: a tilt
 by the keyword, dense and structure evidence and the SQL read against the question
-(:func:`wrenmem.recall.model.name_agreement`), from a small grid chosen inside each fold of
+(:func:`wrenmem.recall.sqltree.name_agreement`), from a small grid chosen inside each fold of
 a five-fold cross-validation (its figure is out of fold). Weights shrink toward the prior by
 ``n / (n + SHRINK)``. Another ranking than the prior needs a mean gain of
 :data:`MIN_GAIN` with no task losing more than :data:`TASK_LOSS` or the prior's 95 %

@@ -40,10 +40,11 @@ from importlib import resources
 from typing import Any, Protocol
 
 from wrenmem.recall import sqlshape
+from wrenmem.recall.sqltree import name_agreement, tree_terms
 from wrenmem.textsearch import tokenize
 
 WEIGHTS_FILE = "weights.json"
-VERSION = 7
+VERSION = 8
 FUSIONS = ("learned", "rrf", "linear")
 RRF_K = 60
 SUPPORT_TOP = 10  # the closest distinct answers whose skeletons vote
@@ -81,6 +82,12 @@ FEATURES = (
     "aggregate fit - best",
     "names asked in sql - best x best overlap",
     "aggregate fit - best x best overlap",
+    "values asked in sql - best",
+    "-(values not asked - least)",
+    "selected names said - best",
+    "count asked - best",
+    "order asked - best",
+    "or asked - best",
 )
 DRAFT_FEATURES = ("base logit", "draft same skeleton", "draft similarity", "draft same sql")
 # the second reader (wrenmem.recall.second): a question the embedder cannot read whole
@@ -394,7 +401,10 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
     extra = [-e for e in _group_max([-e for e in extra], group)]
     best_asked, least_extra = max(asked), min(extra)
     best_structure = max(structure)
-    values = [stated(question, s.values) for s in shapes]
+    text = question.lower()
+    hits = [[_states(text, v) for v in s.values] for s in shapes]
+    values = [sum(h) / len(h) if h else 0.0 for h in hits]  # stated(question, s.values)
+    tree = _tree_gaps(tree_terms(question, shapes, hits), group)
     best_dense = max(dense)
     best_lex = max(lexical)
     best_translated = max(translated)
@@ -438,7 +448,7 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
             form_gap, form_gap * (1.0 - best_cov), asked[n] - best_asked,
             least_extra - extra[n], aggregate[n] - best_aggregate,
             (asked[n] - best_asked) * best_overlap,
-            (aggregate[n] - best_aggregate) * best_overlap))
+            (aggregate[n] - best_aggregate) * best_overlap, *tree[n]))
     if not terms:
         return rows, []
     return rows, [(relative[n], dense[n] - best_dense,
@@ -447,31 +457,16 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
                   for n in range(len(candidates))]
 
 
-_CALL = re.compile(r"\b\w+\s*\(")  # a function's name and its parenthesis
-
-
-@lru_cache(maxsize=65536)
-def sql_names(skeleton: str) -> frozenset[str]:
-    """The search terms of the names a query's SQL uses (tables, columns, aliases; its
-    values are masked in the skeleton, its keywords and functions dropped, identifiers
-    split on ``_``), stemmed as a question's words are."""
-    return frozenset(t for t in tokenize(_CALL.sub("(", skeleton), sql=True)
-                     if not t.isdigit())
-
-
-def name_agreement(question: str, shapes: Sequence[sqlshape.Shape]
-                   ) -> tuple[list[float], list[float]]:
-    """The candidates' SQL read against the question by the names it uses (the schema's
-    words: the names any candidate's SQL uses): of those the question says, the share each
-    SQL uses (a column, table or condition missing), and how many of each SQL's names the
-    question does not say (one more than asked). No word list: the names are the team's."""
-    said = _question_terms(question)
-    names = [sql_names(s.skeleton) for s in shapes]
-    schema = frozenset().union(*names) if names else frozenset()
-    asked = said & schema
-    share = [len(asked & n) / len(asked) if asked else 0.0 for n in names]
-    extra = [float(len(n - said)) for n in names]
-    return share, extra
+def _tree_gaps(rows: Sequence[tuple[float, ...]], group: Sequence[int]
+               ) -> list[tuple[float, ...]]:
+    """:func:`sqltree.tree_terms` with twins sharing their best, as gaps: to the best
+    candidate's, and for the values the question does not state, to the least."""
+    cols = [_group_max(col, group) for col in zip(*rows, strict=True)] if rows else []
+    if not cols:
+        return []
+    out = [[c - max(col) for c in col] for col in cols]
+    out[1] = [min(cols[1]) - v for v in cols[1]]  # twins: one SQL, the same values
+    return [tuple(r) for r in zip(*out, strict=True)]
 
 
 def draft_features(base: float, draft: sqlshape.Shape, candidate: sqlshape.Shape
