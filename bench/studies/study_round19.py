@@ -116,6 +116,8 @@ def main() -> int:
     parser.add_argument("--single", action="store_true", help="each feature alone too")
     parser.add_argument("--out-of-set", action="store_true")
     parser.add_argument("--write-to", type=Path)
+    parser.add_argument("--features", help="comma-separated indexes into the new features "
+                        "to fit (the others stay at 0); default all")
     parser.add_argument("--gather", help="first gather these cases (comma-separated names "
                         "without '/tuning') through --stores")
     parser.add_argument("--suite", type=Path, default=Path("/tmp/suite"))
@@ -128,6 +130,9 @@ def main() -> int:
                          args.workdir, "tuning", False, args.stores)
         return 0
     asked = load(args.workdir)
+    global NEW
+    if args.features:
+        NEW = tuple(NEW[int(i)] for i in args.features.split(","))
     prior = fit_model.shipped_models()["learned"][1:]
     runs = {"prior": firsts(asked, prior)}
     if args.single:

@@ -24,6 +24,7 @@ understand the question.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,9 +52,11 @@ _COUNT, _DESC, _ASC, _OR = "count", "desc", "asc", "or"
 CUES: dict[str, dict[str, re.Pattern[str]]] = {
     "en": {
         _COUNT: re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b|\bhow much\b.*\bcount"),
-        _DESC: re.compile(r"\b(most|highest|largest|biggest|greatest|maximum|max|longest|"
-                          r"heaviest|latest|newest|best)\b"),
-        _ASC: re.compile(r"\b(least|lowest|smallest|fewest|minimum|min|shortest|"
+        # "at most 20", "at least one" bound a count: no superlative; "max", "min" are
+        # more often a column's name ("max speed") than a superlative
+        _DESC: re.compile(r"(?<!\bat )\b(most|highest|largest|biggest|greatest|maximum|"
+                          r"longest|heaviest|latest|newest|best)\b"),
+        _ASC: re.compile(r"(?<!\bat )\b(least|lowest|smallest|fewest|minimum|shortest|"
                          r"lightest|earliest|worst)\b"),
         _OR: re.compile(r"\bor\b|\beither\b"),
     },
@@ -121,8 +124,8 @@ def asks(question: str) -> Asks:
 @dataclass(frozen=True)
 class Reading:
     """The top query of a skeleton: the terms of what it selects, whether its select list
-    counts, the direction of its first ORDER BY key or of a MAX/MIN it selects ('' for
-    none), whether its conditions join with OR (or it is a UNION)."""
+    counts; the direction of the query's first ORDER BY key (a subquery's too) or else of
+    a MAX/MIN anywhere ('' for none), whether its conditions join with OR (or it is a UNION)."""
 
     selected: frozenset[str]
     count: bool
@@ -133,6 +136,10 @@ class Reading:
 _CLAUSE = re.compile(r"\b(SELECT|FROM|WHERE|GROUP BY|HAVING|ORDER BY|LIMIT|UNION|INTERSECT|"
                      r"EXCEPT|OR|DESC|ASC)\b", re.IGNORECASE)
 _CALL = re.compile(r"\b\w+\s*\(")
+# the first ORDER BY key, its DESC when it has one (up to the next clause or parenthesis)
+_ORDER = re.compile(r"\border by [^()]*?(?:\([^()]*\)[^()]*?)*?( desc\b)?(?=,| limit\b|\)|$|"
+                    r" union\b| intersect\b| except\b)", re.IGNORECASE)
+_QUALIFIER = re.compile(r"\b\w+\.(?=\w)")  # t1.name: the alias is no name the question says
 
 
 def _top_level(skeleton: str) -> str:
@@ -163,15 +170,16 @@ def reading(skeleton: str) -> Reading:
             select = skeleton[end:stop]
             break
     head = select.lower()
-    direction = ""
-    for n, (_s, _end, word) in enumerate(marks):
-        if word == "ORDER BY":
-            after = [w for _s2, _e2, w in marks[n + 1:]]
-            direction = "desc" if after[:1] == ["DESC"] else "asc"
-            break
-    if not direction:
-        direction = "desc" if "max(" in head else "asc" if "min(" in head else ""
-    selected = frozenset(t for t in tokenize(_CALL.sub("(", select), sql=True)
+    # the direction anywhere in the query: a superlative often asks for a subquery's
+    # ("the students not in the largest major")
+    order = _ORDER.search(skeleton)
+    if order:
+        direction = "desc" if order.group(1) else "asc"
+    else:
+        text = skeleton.lower()
+        direction = "desc" if "max(" in text else "asc" if "min(" in text else ""
+    selected = frozenset(t for t in tokenize(_QUALIFIER.sub(" ", _CALL.sub("(", select)),
+                                             sql=True)
                          if not t.isdigit())
     return Reading(selected, "count(" in head, direction,
                    bool(words & {"OR", "UNION"}))
@@ -213,7 +221,8 @@ def tree_terms(question: str, shapes: Sequence[sqlshape.Shape],
     """Per candidate, before twins share and gaps are taken: the share of the values any
     candidate's SQL compares with and the question states that its SQL has (a condition
     missing); how many of its values the question does not state (a condition more); the
-    share of what its top query selects that the question names; whether its select list
+    share of what its top query selects that the question names (a select list without
+    names: the best candidate's share); whether its select list
     counts as the question asks (1), against it (-1), or the question is not read (0);
     its order direction against a superlative asked (1 the same, -1 the other or none,
     0 none asked); its OR against an ``or`` asked (1 both, -1 one of the two).
@@ -222,14 +231,16 @@ def tree_terms(question: str, shapes: Sequence[sqlshape.Shape],
     said = _question_terms(question)
     asked_values = {v for s, st in zip(shapes, stated, strict=True)
                     for v, hit in zip(s.values, st, strict=True) if hit}
-    rows = []
+    rows: list[list[float]] = []
     for s, st in zip(shapes, stated, strict=True):
         read = reading(s.skeleton) if s.parsed else Reading(frozenset(), False, "", False)
         have = {v for v, hit in zip(s.values, st, strict=True) if hit}
         values_share = len(have) / len(asked_values) if asked_values else 0.0
-        unstated = float(sum(1 for hit in st if not hit))
+        # a condition more, where the question's values are the candidates' (a new
+        # question states values no stored pair has: every candidate's are unstated)
+        unstated = float(sum(1 for hit in st if not hit)) if asked_values else 0.0
         selected = (len(read.selected & said) / len(read.selected)
-                    if read.selected else 0.0)
+                    if read.selected else math.nan)
         if not want.read or not s.parsed:
             count = order = either = 0.0
         else:
@@ -237,5 +248,10 @@ def tree_terms(question: str, shapes: Sequence[sqlshape.Shape],
             wanted = "desc" if want.desc else "asc" if want.asc else ""
             order = (0.0 if not wanted else 1.0 if read.direction == wanted else -1.0)
             either = 1.0 if read.either == want.either else -1.0
-        rows.append((values_share, unstated, selected, count, order, either))
-    return rows
+        rows.append([values_share, unstated, selected, count, order, either])
+    # a select list without names (count(*)) is neither for nor against: the best's share
+    named = [r[2] for r in rows if not math.isnan(r[2])]
+    for r in rows:
+        if math.isnan(r[2]):
+            r[2] = max(named, default=0.0)
+    return [tuple(r) for r in rows]
