@@ -32,7 +32,7 @@ import fit_model  # noqa: E402
 
 from wrenmem.recall import model as rank_model  # noqa: E402
 
-NEW = rank_model.FEATURES[22:]
+NEW = rank_model.FEATURES[22:]  # round 19's; the prior is the shipped file with them at 0
 SMALL = 20  # cases of fewer questions are left out of the means
 
 
@@ -133,7 +133,8 @@ def main() -> int:
     global NEW
     if args.features:
         NEW = tuple(NEW[int(i)] for i in args.features.split(","))
-    prior = fit_model.shipped_models()["learned"][1:]
+    prior = fit_model.shipped_models()["learned"][1:].copy()
+    prior[22:] = 0.0
     runs = {"prior": firsts(asked, prior)}
     if args.single:
         for f in NEW:

@@ -82,10 +82,8 @@ FEATURES = (
     "aggregate fit - best",
     "names asked in sql - best x best overlap",
     "aggregate fit - best x best overlap",
-    "values asked in sql - best",
-    "-(values not asked - least)",
-    "selected names said - best",
-    "count asked - best",
+    "count asked, sql lists - best",
+    "count not asked, sql only counts - best",
     "order asked - best",
     "or asked - best",
 )
@@ -401,10 +399,8 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
     extra = [-e for e in _group_max([-e for e in extra], group)]
     best_asked, least_extra = max(asked), min(extra)
     best_structure = max(structure)
-    text = question.lower()
-    hits = [[_states(text, v) for v in s.values] for s in shapes]
-    values = [sum(h) / len(h) if h else 0.0 for h in hits]  # stated(question, s.values)
-    tree = _tree_gaps(tree_terms(question, shapes, hits), group)
+    values = [stated(question, s.values) for s in shapes]
+    tree = _tree_gaps(tree_terms(question, shapes), group)
     best_dense = max(dense)
     best_lex = max(lexical)
     best_translated = max(translated)
@@ -459,13 +455,10 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
 
 def _tree_gaps(rows: Sequence[tuple[float, ...]], group: Sequence[int]
                ) -> list[tuple[float, ...]]:
-    """:func:`sqltree.tree_terms` with twins sharing their best, as gaps: to the best
-    candidate's, and for the values the question does not state, to the least."""
-    cols = [_group_max(col, group) for col in zip(*rows, strict=True)] if rows else []
-    if not cols:
-        return []
+    """:func:`sqltree.tree_terms` with twins sharing their best, as gaps to the best
+    candidate's."""
+    cols = [_group_max(col, group) for col in zip(*rows, strict=True)]
     out = [[c - max(col) for c in col] for col in cols]
-    out[1] = [min(cols[1]) - v for v in cols[1]]  # twins: one SQL, the same values
     return [tuple(r) for r in zip(*out, strict=True)]
 
 

@@ -1,30 +1,33 @@
-"""Each candidate's SQL read against the asked question, clause by clause.
+"""Each candidate's SQL read against the asked question.
 
 The ranking's other evidence says how close a stored *question* is to the asked one; this
-says whether the candidate's *SQL* answers what is asked: the names the question says
-(:func:`name_agreement`), the values it states (one condition more or less), what the top
-query selects, and three forms a question names with a closed class of words (a count
-against a list, the direction of a superlative, ``or``).
+says whether the candidate's *SQL* has the form asked for: the names the question says
+(:func:`name_agreement`: a column, table or condition missing or one more), and three forms
+a question names with a closed class of words: a count against a list, the direction of a
+superlative (most, highest against least, lowest), ``or`` against ``and``
+(:func:`tree_terms`).
 
 The SQL side is read from the query's skeleton, sqlglot's normalized rendering of its tree
-(:mod:`wrenmem.recall.sqlshape`: keywords upper-cased, one space between tokens, strings
-and numbers masked), at parenthesis depth 0: the top ``SELECT`` list, the first ``ORDER
-BY`` key's direction, whether the ``WHERE`` joins conditions with ``OR`` (or the query is a
-``UNION``). Reading that text costs a few microseconds and is memoized per skeleton; the
-tree itself is not kept (a parse costs about a millisecond a candidate).
+(:mod:`wrenmem.recall.sqlshape`: one space between tokens, values masked): whether the top
+query's select list counts (parentheses blanked, so a subquery's or a ``HAVING``'s count is
+not the answer's), the direction of the first ``ORDER BY`` key or else of a ``MAX``/``MIN``
+anywhere (a superlative often asks for a subquery's: "the students not in the largest
+major"), whether the top query joins conditions with ``OR`` or is a ``UNION``. Reading that
+text costs microseconds and is memoized per skeleton; the tree is not parsed again (a parse
+costs about a millisecond a candidate).
 
-The question side: the names and values need no word list (the names are those the
-candidates' SQL uses, the values those their SQL compares with, both in the team's own
-language). The forms do: :data:`CUES` holds, per language this module reads (English,
-Chinese, Vietnamese, Korean), the words that ask for a count, for the largest or the
-smallest, and for ``or``. A question in none of those languages (no marker of
-:func:`language`) gets 0 for every form term: the evidence stays neutral where it does not
-understand the question.
+The question side needs words: :data:`CUES` holds, per language this module reads
+(English, Chinese, Vietnamese, Korean), the words that ask for a count, for the largest or
+the smallest, and for either of two conditions. A question in none of them (no marker of
+:func:`language`) gets 0 for every term, as does SQL sqlglot could not parse: the evidence
+stays neutral where it does not understand the question. (Round 19 also read the values a
+question states against each candidate's conditions and the names it says against the top
+select list; fitted beside the others they took unstable or negative weights and were
+left out: ``bench/studies/round-19.md``.)
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,7 +54,9 @@ _COUNT, _DESC, _ASC, _OR = "count", "desc", "asc", "or"
 # sorted one way, a birth date the other).
 CUES: dict[str, dict[str, re.Pattern[str]]] = {
     "en": {
-        _COUNT: re.compile(r"\bhow many\b|\bnumber of\b|\bcount\b|\bhow much\b.*\bcount"),
+        # "many", "number" alone too: a question put as keywords drops "how" and "of"
+        _COUNT: re.compile(r"\bmany\b|(?<!phone )(?<!average )\bnumber\b(?! (?:is|was)\b)"
+                           r"|\bcount\b"),
         # "at most 20", "at least one" bound a count: no superlative; "max", "min" are
         # more often a column's name ("max speed") than a superlative
         _DESC: re.compile(r"(?<!\bat )\b(most|highest|largest|biggest|greatest|maximum|"
@@ -123,12 +128,13 @@ def asks(question: str) -> Asks:
 
 @dataclass(frozen=True)
 class Reading:
-    """The top query of a skeleton: the terms of what it selects, whether its select list
-    counts; the direction of the query's first ORDER BY key (a subquery's too) or else of
-    a MAX/MIN anywhere ('' for none), whether its conditions join with OR (or it is a UNION)."""
+    """A query's forms, from its skeleton: whether its top select list counts, and whether
+    a count is all it selects; the
+    direction of its first ORDER BY key (a subquery's too) or else of a MAX/MIN anywhere
+    ('' for none); whether its top conditions join with OR (or it is a UNION)."""
 
-    selected: frozenset[str]
     count: bool
+    count_only: bool
     direction: str
     either: bool
 
@@ -136,10 +142,10 @@ class Reading:
 _CLAUSE = re.compile(r"\b(SELECT|FROM|WHERE|GROUP BY|HAVING|ORDER BY|LIMIT|UNION|INTERSECT|"
                      r"EXCEPT|OR|DESC|ASC)\b", re.IGNORECASE)
 _CALL = re.compile(r"\b\w+\s*\(")
-# the first ORDER BY key, its DESC when it has one (up to the next clause or parenthesis)
-_ORDER = re.compile(r"\border by [^()]*?(?:\([^()]*\)[^()]*?)*?( desc\b)?(?=,| limit\b|\)|$|"
-                    r" union\b| intersect\b| except\b)", re.IGNORECASE)
-_QUALIFIER = re.compile(r"\b\w+\.(?=\w)")  # t1.name: the alias is no name the question says
+# the first ORDER BY key: up to a comma, a parenthesis closing, LIMIT or a set operation
+_ORDER = re.compile(r"\border by ((?:[^(),]|\([^()]*\))*?)(?=,|\)| limit\b| union\b|"
+                    r" intersect\b| except\b|$)", re.IGNORECASE)
+_DESC_KEY = re.compile(r"\bdesc\b", re.IGNORECASE)
 
 
 def _top_level(skeleton: str) -> str:
@@ -174,14 +180,13 @@ def reading(skeleton: str) -> Reading:
     # ("the students not in the largest major")
     order = _ORDER.search(skeleton)
     if order:
-        direction = "desc" if order.group(1) else "asc"
+        direction = "desc" if _DESC_KEY.search(order.group(1)) else "asc"
     else:
         text = skeleton.lower()
         direction = "desc" if "max(" in text else "asc" if "min(" in text else ""
-    selected = frozenset(t for t in tokenize(_QUALIFIER.sub(" ", _CALL.sub("(", select)),
-                                             sql=True)
-                         if not t.isdigit())
-    return Reading(selected, "count(" in head, direction,
+    # a count alone is the answer (no column beside it: "SELECT count(*) FROM ...")
+    alone = "count(" in head and "," not in _top_level(head)
+    return Reading("count(" in head, alone, direction,
                    bool(words & {"OR", "UNION"}))
 
 
@@ -216,42 +221,24 @@ def name_agreement(question: str, shapes: Sequence[sqlshape.Shape]
     return share, extra
 
 
-def tree_terms(question: str, shapes: Sequence[sqlshape.Shape],
-               stated: Sequence[Sequence[bool]]) -> list[tuple[float, ...]]:
-    """Per candidate, before twins share and gaps are taken: the share of the values any
-    candidate's SQL compares with and the question states that its SQL has (a condition
-    missing); how many of its values the question does not state (a condition more); the
-    share of what its top query selects that the question names (a select list without
-    names: the best candidate's share); whether its select list
-    counts as the question asks (1), against it (-1), or the question is not read (0);
-    its order direction against a superlative asked (1 the same, -1 the other or none,
-    0 none asked); its OR against an ``or`` asked (1 both, -1 one of the two).
-    ``stated``: per candidate, per value of its shape, whether the question states it."""
+def tree_terms(question: str, shapes: Sequence[sqlshape.Shape]) -> list[tuple[float, ...]]:
+    """Per candidate, before twins share and gaps are taken: -1 when the question asks for
+    a count and its select list has none (else 0); -1 when a count is all it selects and
+    the question asks for none (else 0: a count beside other columns is often asked in
+    other words, "orders and revenue per store"); its order direction against a
+    superlative asked (1 the same, -1 the other or none; 0 when none is asked); its OR
+    against an ``or`` asked (1 both or neither, -1 one of the two). All 0 for a question
+    in a language :data:`CUES` does not hold, and for SQL sqlglot could not parse."""
     want = asks(question)
-    said = _question_terms(question)
-    asked_values = {v for s, st in zip(shapes, stated, strict=True)
-                    for v, hit in zip(s.values, st, strict=True) if hit}
-    rows: list[list[float]] = []
-    for s, st in zip(shapes, stated, strict=True):
-        read = reading(s.skeleton) if s.parsed else Reading(frozenset(), False, "", False)
-        have = {v for v, hit in zip(s.values, st, strict=True) if hit}
-        values_share = len(have) / len(asked_values) if asked_values else 0.0
-        # a condition more, where the question's values are the candidates' (a new
-        # question states values no stored pair has: every candidate's are unstated)
-        unstated = float(sum(1 for hit in st if not hit)) if asked_values else 0.0
-        selected = (len(read.selected & said) / len(read.selected)
-                    if read.selected else math.nan)
+    rows: list[tuple[float, ...]] = []
+    for s in shapes:
         if not want.read or not s.parsed:
-            count = order = either = 0.0
-        else:
-            count = 1.0 if read.count == want.count else -1.0
-            wanted = "desc" if want.desc else "asc" if want.asc else ""
-            order = (0.0 if not wanted else 1.0 if read.direction == wanted else -1.0)
-            either = 1.0 if read.either == want.either else -1.0
-        rows.append([values_share, unstated, selected, count, order, either])
-    # a select list without names (count(*)) is neither for nor against: the best's share
-    named = [r[2] for r in rows if not math.isnan(r[2])]
-    for r in rows:
-        if math.isnan(r[2]):
-            r[2] = max(named, default=0.0)
-    return [tuple(r) for r in rows]
+            rows.append((0.0, 0.0, 0.0, 0.0))
+            continue
+        read = reading(s.skeleton)
+        wanted = "desc" if want.desc else "asc" if want.asc else ""
+        rows.append((-1.0 if want.count and not read.count else 0.0,
+                     -1.0 if read.count_only and not want.count else 0.0,
+                     0.0 if not wanted else 1.0 if read.direction == wanted else -1.0,
+                     1.0 if read.either == want.either else -1.0))
+    return rows
