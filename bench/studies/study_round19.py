@@ -141,8 +141,8 @@ def main() -> int:
             w = fitted(asked, prior, (f,), args.scale)
             print(f"{f}: {w[rank_model.FEATURES.index(f)]:.3f}", file=sys.stderr)
             runs[f[:14]] = firsts(asked, w)
-    every = fitted(asked, prior, NEW, args.scale)
-    print("all six:", {f: round(float(every[rank_model.FEATURES.index(f)]), 3) for f in NEW},
+    every = fitted(asked, prior, NEW, args.scale)  # the round-19 features together
+    print("all four:", {f: round(float(every[rank_model.FEATURES.index(f)]), 3) for f in NEW},
           file=sys.stderr)
     if args.out_of_set:
         by_set: dict[str, list[int]] = defaultdict(list)
@@ -155,8 +155,8 @@ def main() -> int:
             got = firsts([asked[i] for i in idx], w)
             for i, g in zip(idx, got, strict=True):
                 out[i] = g
-        runs["six, out of set"] = out
-    runs["six, in sample"] = firsts(asked, every)
+        runs["all four, out of set"] = out
+    runs["all four, in sample"] = firsts(asked, every)
     report(asked, runs, "prior")
     if args.write_to:
         json.dump({f: float(every[rank_model.FEATURES.index(f)]) for f in NEW},
