@@ -154,18 +154,22 @@ class Tilt:
     structure: float = 0.0
     names: float = 0.0
     extra: float = 0.0
+    form: float = 0.0
 
     def __bool__(self) -> bool:
         return any(self.weights())
 
-    def weights(self) -> tuple[float, float, float, float, float]:
-        return (self.keyword, self.dense, self.structure, self.names, self.extra)
+    def weights(self) -> tuple[float, float, float, float, float, float]:
+        return (self.keyword, self.dense, self.structure, self.names, self.extra, self.form)
 
 
 # what a project's fit weighs (Tilt's fields, in order): the BM25 and the cosine against the
-# best, the value-free BM25 against the best, and the two terms of :func:`name_agreement`
+# best, the value-free BM25 against the best, the two terms of :func:`name_agreement`, and
+# the SQL form read against the question (:data:`FORM_FEATURES`' part of the shipped score:
+# a weight of -1 takes it out, -0.5 halves it)
 TILT_TERMS = ("bm25 / best", "cosine - best", "structure bm25 / best",
-              "names asked in sql - best", "-(names not asked - least)")
+              "names asked in sql - best", "-(names not asked - least)", "sql form")
+FORM_FEATURES = FEATURES[-4:]  # recall/sqltree.py's terms (weights version 8)
 
 
 CALIBRATION_FEATURES = ("rank score", "rank score - best", "lead of the best")
@@ -447,9 +451,11 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
             (aggregate[n] - best_aggregate) * best_overlap, *tree[n]))
     if not terms:
         return rows, []
+    form_weights = load().models["learned"].weights[-len(FORM_FEATURES):]
     return rows, [(relative[n], dense[n] - best_dense,
                    structure[n] / best_structure if best_structure > 0 else 0.0,
-                   asked[n] - best_asked, least_extra - extra[n])
+                   asked[n] - best_asked, least_extra - extra[n],
+                   math.fsum(map(operator.mul, form_weights, tree[n])))
                   for n in range(len(candidates))]
 
 
