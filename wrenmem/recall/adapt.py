@@ -329,8 +329,10 @@ def choose(found: Sequence[Gathered]) -> dict[str, Any]:
     (:data:`FORM_GRID`: each its own grid, chosen inside the folds), compared out of fold
     with the others by the same rule: a project whose questions the shipped form evidence
     misreads gets it halved or taken out (and the tilt found without it), not a tilt that
-    keeps it and loses new questions to reach grep's level. ``adapted`` in the report is
-    the share chosen (or, the prior kept, the best of them); ``form``: which share."""
+    keeps it and loses new questions to reach grep's level. Where the kept share would be
+    chosen among the first four, another replaces it only by gaining over it as a ranking
+    must over the prior. ``adapted`` in the report is the share chosen (or, the prior
+    kept, the best of them); ``form``: which share."""
     import numpy as np
 
     n = len(found)
@@ -353,6 +355,14 @@ def choose(found: Sequence[Gathered]) -> dict[str, Any]:
     # the candidates' hits: the fixed three, and the adapted ones (a share each) out of fold
     table = np.concatenate([hits[:len(FIXED)], adapted])
     picked, r1 = _pick(table, tasks, np.ones(len(table), dtype=bool), sizes)
+    kept = len(FIXED)  # the tilt with the form evidence kept
+    if picked > kept and _pick(table[:kept + 1], tasks, np.ones(kept + 1, dtype=bool),
+                               sizes)[0] == kept:
+        # the kept tilt would be chosen: another share must gain over it by the same rule
+        # (its rows in the place of the prior's), not win a near tie
+        among = np.array([True, *([False] * (kept - 1)), True])
+        if _pick(table[[kept, *range(1, kept), picked]], tasks, among, sizes)[0] == 0:
+            picked = kept
     if picked < len(FIXED):
         chosen = CANDIDATES[picked]
         weights = grid[picked]
