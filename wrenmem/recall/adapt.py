@@ -7,8 +7,9 @@ hash) and four rankings compared: ``prior`` (the shipped model), ``grep-heavy`` 
 ``vector-heavy`` (a large weight on the keyword or dense evidence), and ``adapted``: a tilt
 by the keyword, dense and structure evidence and the SQL read against the question
 (:func:`wrenmem.recall.sqltree.name_agreement`), from a small grid chosen inside each fold of
-a five-fold cross-validation (its figure is out of fold). Weights shrink toward the prior by
-``n / (n + SHRINK)``. Another ranking than the prior needs a mean gain of
+a five-fold cross-validation (its figure is out of fold), one such candidate per share of the
+shipped SQL-form evidence (:data:`FORM_GRID`: kept, halved, off). Weights shrink toward the
+prior by ``n / (n + SHRINK)``. Another ranking than the prior needs a mean gain of
 :data:`MIN_GAIN` with no task losing more than :data:`TASK_LOSS` or the prior's 95 %
 half-width; a task with fewer than :data:`MIN_PROBES` probes is not fitted (it is said)
 but from :data:`MIN_CHECKED` its loss is checked; with fewer than that of either task a user
