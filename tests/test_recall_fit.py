@@ -501,3 +501,25 @@ def test_a_damaged_keys_file_is_ignored(tmp_path: Path):
         write_marshal(path, damaged)
         keys = adapt.PairsKey(memory.settings, "model")
         assert keys.files == {} and keys.key is None
+
+
+def test_a_project_the_form_evidence_misreads_gets_it_halved_or_off_and_others_keep_it():
+    # answered before: the right pair is second by 0.5 and leads on keywords
+    answered = [_probe("answered", (1.0, 0.5), (0.0, 1.0), (False, True), n % 5)
+                for n in range(60)]
+    rest = (0.0,) * (len(model.TILT_TERMS) - 2)
+
+    def misread(n: int) -> adapt.Gathered:  # a wrong pair ahead by its form part alone
+        return adapt.Gathered("new", (1.0, 1.3), ((0.0, *rest, 0.0), (0.0, *rest, 0.8)),
+                              (True, False), n % 5)
+
+    fine = [_probe("new", (1.0, 0.0), (0.0, 0.0), (True, False), n % 5) for n in range(40)]
+    fit = adapt.choose(answered + fine + [misread(n) for n in range(20)])
+    assert fit["chosen"] == "adapted" and fit["form"] in ("halved", "off")
+    assert fit["tilt"][0] > 0.5 * fit["shrink"] and fit["tilt"][-1] < 0
+    assert fit["task_gain"]["new"][0] > 0 and fit["task_gain"]["answered"][0] == 1.0
+    # the same project without the misread questions keeps the form evidence (here the
+    # keyword tilt's gain is grep-heavy's too, the earlier row)
+    fit = adapt.choose(answered + fine + [_probe("new", (1.0, 0.0), (0.0, 0.0), (True, False),
+                                                 n % 5) for n in range(20)])
+    assert fit["chosen"] != "prior" and fit["form"] == "kept" and fit["tilt"][-1] == 0
