@@ -269,6 +269,31 @@ def test_a_tilt_reorders_by_keyword_or_dense_evidence():
     assert model.ranking("q", cands, tilt=model.Tilt()) == model.ranking("q", cands)
 
 
+def test_the_form_term_of_a_tilt_halves_or_takes_out_the_shipped_sql_form_evidence():
+    import dataclasses
+
+    from wrenmem.recall.fusion import Signals
+
+    # a count asked: the list is against it, the count for it (recall/sqltree.py)
+    cands = [Signals(dense=0.9, lexical=2.0, coverage=0.5, sql="SELECT name FROM singer",
+                     question="singers", datasource="d"),
+             Signals(dense=0.8, lexical=1.0, coverage=0.5, sql="SELECT count(*) FROM singer",
+                     question="count singers", datasource="d")]
+    asked = "How many singers are there?"
+    shipped = model.load()
+    learned = shipped.models["learned"]
+    n = len(model.FORM_FEATURES)
+    assert learned.features[-n:] == model.FORM_FEATURES and any(learned.weights[-n:])
+    for share, tilt in ((0.0, -1.0), (0.5, -0.5)):
+        scaled = dataclasses.replace(learned, weights=learned.weights[:-n] + tuple(
+            share * w for w in learned.weights[-n:]))
+        without = dataclasses.replace(shipped, models={**shipped.models, "learned": scaled})
+        assert model.ranking(asked, cands, tilt=model.Tilt(form=tilt)) == pytest.approx(
+            model.ranking(asked, cands, without))
+    off = model.ranking(asked, cands, tilt=model.Tilt(form=-1.0))
+    assert model.ranking(asked, cands) != pytest.approx(off)  # the evidence was there
+
+
 @pytest.mark.slow
 def test_a_fit_that_fails_leaves_the_sync_done_and_says_so(tmp_path: Path, monkeypatch):
     root = _spider_project(tmp_path / "spider")
@@ -288,8 +313,8 @@ def test_a_fit_that_fails_leaves_the_sync_done_and_says_so(tmp_path: Path, monke
 
 def _probe(task: str, base: tuple[float, ...], keyword: tuple[float, ...],
            right: tuple[bool, ...], fold: int) -> adapt.Gathered:
-    return adapt.Gathered(task, base, tuple((k, 0.0, 0.0, 0.0, 0.0) for k in keyword), right,
-                          fold)
+    rest = (0.0,) * (len(model.TILT_TERMS) - 1)
+    return adapt.Gathered(task, base, tuple((k, *rest) for k in keyword), right, fold)
 
 
 def test_a_tilt_that_gains_one_task_and_loses_the_other_is_never_chosen():
@@ -476,3 +501,25 @@ def test_a_damaged_keys_file_is_ignored(tmp_path: Path):
         write_marshal(path, damaged)
         keys = adapt.PairsKey(memory.settings, "model")
         assert keys.files == {} and keys.key is None
+
+
+def test_a_project_the_form_evidence_misreads_gets_it_halved_or_off_and_others_keep_it():
+    # answered before: the right pair is second by 0.5 and leads on keywords
+    answered = [_probe("answered", (1.0, 0.5), (0.0, 1.0), (False, True), n % 5)
+                for n in range(60)]
+    rest = (0.0,) * (len(model.TILT_TERMS) - 2)
+
+    def misread(n: int) -> adapt.Gathered:  # a wrong pair ahead by its form part alone
+        return adapt.Gathered("new", (1.0, 1.3), ((0.0, *rest, 0.0), (0.0, *rest, 0.8)),
+                              (True, False), n % 5)
+
+    fine = [_probe("new", (1.0, 0.0), (0.0, 0.0), (True, False), n % 5) for n in range(40)]
+    fit = adapt.choose(answered + fine + [misread(n) for n in range(20)])
+    assert fit["chosen"] == "adapted" and fit["form"] in ("halved", "off")
+    assert fit["tilt"][0] > 0.5 * fit["shrink"] and fit["tilt"][-1] < 0
+    assert fit["task_gain"]["new"][0] > 0 and fit["task_gain"]["answered"][0] == 1.0
+    # the same project without the misread questions keeps the form evidence (here the
+    # keyword tilt's gain is grep-heavy's too, the earlier row)
+    fit = adapt.choose(answered + fine + [_probe("new", (1.0, 0.0), (0.0, 0.0), (True, False),
+                                                 n % 5) for n in range(20)])
+    assert fit["chosen"] != "prior" and fit["form"] == "kept" and fit["tilt"][-1] == 0

@@ -6,9 +6,10 @@ hybrid backend's candidates are gathered for up to :data:`PROBES` of each task (
 hash) and four rankings compared: ``prior`` (the shipped model), ``grep-heavy`` and
 ``vector-heavy`` (a large weight on the keyword or dense evidence), and ``adapted``: a tilt
 by the keyword, dense and structure evidence and the SQL read against the question
-(:func:`wrenmem.recall.model.name_agreement`), from a small grid chosen inside each fold of
-a five-fold cross-validation (its figure is out of fold). Weights shrink toward the prior by
-``n / (n + SHRINK)``. Another ranking than the prior needs a mean gain of
+(:func:`wrenmem.recall.sqltree.name_agreement`), from a small grid chosen inside each fold of
+a five-fold cross-validation (its figure is out of fold), one such candidate per share of the
+shipped SQL-form evidence (:data:`FORM_GRID`: kept, halved, off). Weights shrink toward the
+prior by ``n / (n + SHRINK)``. Another ranking than the prior needs a mean gain of
 :data:`MIN_GAIN` with no task losing more than :data:`TASK_LOSS` or the prior's 95 %
 half-width; a task with fewer than :data:`MIN_PROBES` probes is not fitted (it is said)
 but from :data:`MIN_CHECKED` its loss is checked; with fewer than that of either task a user
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from wrenmem.settings import Settings
 
 log = logging.getLogger(__name__)
-VERSION = 5  # of the fit file and of how it is made
+VERSION = 6  # of the fit file and of how it is made
 PROBES = 150  # questions asked of each task, at most (sampled by hash)
 MIN_PROBES = 30  # fewer questions of a task: not fitted there; of every task: the prior
 MIN_CHECKED = 10  # ... but from this many its loss is still checked; fewer answered-before
@@ -61,6 +62,9 @@ DENSE_GRID = (0.0, 5.0, 20.0)
 STRUCTURE_GRID = (0.0, 1.0, 2.0, 4.0)  # the BM25 without values: the structure asked for
 NAMES_GRID = (0.0, 1.0, 2.0, 4.0)  # the question's schema names its SQL uses
 EXTRA_GRID = (0.0, 0.05, 0.1, 0.2)  # per name its SQL uses that the question does not say
+FORM_GRID = (0.0, -0.5, -1.0)  # the shipped SQL-form evidence kept, halved, taken out (not
+# shrunk: a share of the shipped weights, not a weight fitted here); a candidate each
+FORM_SHARES = ("kept", "halved", "off")
 HEAVY_KEYWORD = 40.0  # grep-heavy: the keyword evidence outweighs the rest
 HEAVY_DENSE = 200.0  # vector-heavy: the cosine's gap outweighs the rest
 FIXED = ("prior", "grep-heavy", "vector-heavy")
@@ -183,8 +187,10 @@ def _grid(shrink: float) -> Any:
     rest = (0.0,) * (len(model.TILT_TERMS) - 2)
     fixed = [(0.0, 0.0, *rest), (HEAVY_KEYWORD, 0.0, *rest), (0.0, HEAVY_DENSE, *rest)]
     grid = [t for t in itertools.product(KEYWORD_GRID, DENSE_GRID, STRUCTURE_GRID, NAMES_GRID,
-                                         EXTRA_GRID) if any(t)]
-    return np.array(fixed + grid, dtype=np.float64) * shrink
+                                         EXTRA_GRID, FORM_GRID) if any(t)]
+    scale = np.full(len(model.TILT_TERMS), shrink)
+    scale[-1] = 1.0
+    return np.array(fixed + grid, dtype=np.float64) * scale
 
 
 def _hits(found: Sequence[Gathered], grid: Any) -> Any:
@@ -252,7 +258,16 @@ def _pick(hits: Any, tasks: Any, among: Any, sizes: dict[str, int]
 def choose(found: Sequence[Gathered]) -> dict[str, Any]:
     """The ranking for this project, with each candidate's R@1 per task (the adapted
     one's out of fold: the tilt chosen on the other four folds, for each fold's
-    questions), and its gain over the prior with a paired interval."""
+    questions), and its gain over the prior with a paired interval.
+
+    The adapted tilt is one candidate per share of the SQL-form evidence kept
+    (:data:`FORM_GRID`: each its own grid, chosen inside the folds), compared out of fold
+    with the others by the same rule: a project whose questions the shipped form evidence
+    misreads gets it halved or taken out (and the tilt found without it), not a tilt that
+    keeps it and loses new questions to reach grep's level. Where the kept share would be
+    chosen among the first four, another replaces it only by gaining over it as a ranking
+    must over the prior. ``adapted`` in the report is the share chosen (or, the prior
+    kept, the best of them); ``form``: which share."""
     import numpy as np
 
     n = len(found)
@@ -264,31 +279,46 @@ def choose(found: Sequence[Gathered]) -> dict[str, Any]:
     sizes = {t: int((tasks == t).sum()) for t in FITTED_TASKS}
     fitted = [t for t in FITTED_TASKS if sizes[t] >= MIN_PROBES]
     rows = np.arange(len(grid))
-    adapted_rows = rows >= len(FIXED)
-    adapted = np.zeros(n, dtype=bool)
+    shares = [(rows >= len(FIXED)) & np.isclose(grid[:, -1], f) for f in FORM_GRID]
+    adapted = np.zeros((len(FORM_GRID), n), dtype=bool)
     for fold in range(FOLDS):
         inside = folds == fold
         train = ~inside if (~inside).any() else np.ones(n, dtype=bool)
-        best, _ = _pick(hits[:, train], tasks[train], adapted_rows, sizes)
-        adapted[inside] = hits[best, inside]
-    # the candidates' hits: the fixed three, and the adapted one out of fold
-    per = {name: hits[i] for i, name in enumerate(FIXED)}
-    per["adapted"] = adapted
-    table = np.stack([per[c] for c in CANDIDATES])
-    picked, r1 = _pick(table, tasks, np.ones(len(CANDIDATES), dtype=bool), sizes)
-    chosen = CANDIDATES[picked]
-    if chosen == "adapted":  # the tilt itself: the adapted grid's best on every question
-        weights = grid[_pick(hits, tasks, adapted_rows, sizes)[0]]
-    else:
-        weights = grid[FIXED.index(chosen)]
+        for k, share in enumerate(shares):
+            best, _ = _pick(hits[:, train], tasks[train], share, sizes)
+            adapted[k, inside] = hits[best, inside]
+    # the candidates' hits: the fixed three, and the adapted ones (a share each) out of fold
+    table = np.concatenate([hits[:len(FIXED)], adapted])
+    picked, r1 = _pick(table, tasks, np.ones(len(table), dtype=bool), sizes)
+    kept = len(FIXED)  # the tilt with the form evidence kept
+    if picked > kept and _pick(table[:kept + 1], tasks, np.ones(kept + 1, dtype=bool),
+                               sizes)[0] == kept:
+        # the kept tilt would be chosen: another share must gain over it by the same rule
+        # (its rows in the place of the prior's), not win a near tie
+        among = np.array([True, *([False] * (kept - 1)), True])
+        if _pick(table[[kept, *range(1, kept), picked]], tasks, among, sizes)[0] == 0:
+            picked = kept
+    if picked < len(FIXED):
+        chosen = CANDIDATES[picked]
+        weights = grid[picked]
+        # the share reported as "adapted": the best of them against the prior
+        share = _pick(table, tasks, np.arange(len(table)) >= len(FIXED), sizes)[0] - len(
+            FIXED)
+    else:  # the tilt itself: that share's grid's best on every question
+        chosen, share = "adapted", picked - len(FIXED)
+        weights = grid[_pick(hits, tasks, shares[share], sizes)[0]]
+    keep = [*range(len(FIXED)), len(FIXED) + share]
     gains = {c: {t: _paired_gain(table[i, tasks == t], table[0, tasks == t]) for t in r1}
-             for i, c in enumerate(CANDIDATES)}
+             for c, i in zip(CANDIDATES, keep, strict=True)}
     gain = gains[chosen]
     return {"chosen": chosen, "tilt": [round(float(w), 4) for w in weights],
-            "shrink": round(shrink, 4),
+            "shrink": round(shrink, 4), "form": FORM_SHARES[share],
             "candidates": {c: {**{t: round(float(v[i]), 4) for t, v in r1.items()},
                                "mean": round(float(np.mean([r1[t][i] for t in fitted])), 4)}
-                           for i, c in enumerate(CANDIDATES)},
+                           for c, i in zip(CANDIDATES, keep, strict=True)},
+            "forms": {FORM_SHARES[k]: {t: round(float(v[len(FIXED) + k]), 4)
+                                       for t, v in r1.items()}
+                      for k in range(len(FORM_GRID))},
             "gain": round(float(np.mean([gain[t][0] for t in fitted])), 4),
             "task_gain": gain, "candidate_gain": gains}
 

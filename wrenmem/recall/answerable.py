@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from wrenmem.recall.glossary import has_han
 from wrenmem.recall.hits import Hit
-from wrenmem.recall.model import last_full_sentence, sql_names
+from wrenmem.recall.model import last_full_sentence
+from wrenmem.recall.sqltree import sql_names
 
 if TYPE_CHECKING:
     from wrenmem.recall.glossary import Glossary
@@ -193,7 +194,7 @@ def question_features(question: str, hits: Sequence[Hit], vocabulary: frozenset[
     share written with a letter no pair uses (another language, whose words the pairs
     would not have even if they answer it: a Vietnamese question of English pairs); and
     1 when none of its terms (nor, for a Chinese question, their English senses) is a name
-    the hits' SQL uses (:func:`wrenmem.recall.model.sql_names`: the tables, columns and
+    the hits' SQL uses (:func:`wrenmem.recall.sqltree.sql_names`: the tables, columns and
     values the candidates read: a question about data names some of them, unless it asks
     about something none of them has)."""
     if not hits:

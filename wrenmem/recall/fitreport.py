@@ -46,8 +46,11 @@ def summary(data: dict[str, Any] | None) -> str:
                      if w)
     unused = ("; not used by recall (recall_fit = false)"
               if data.get("applied") is False and chosen != "prior" else "")
+    form = data.get("form")
+    said = (f"; the shipped SQL-form evidence {form}" if chosen == "adapted"
+            and form in ("halved", "off") else "")
     return (f"{chosen} on {asked}; R@1 gained over the shipped model: {gains or 'none'}"
-            + (f" (weights added: {tilt})" if tilt else "") + unused)
+            + (f" (weights added: {tilt})" if tilt else "") + said + unused)
 
 
 def render_fit(data: dict[str, Any]) -> list[str]:

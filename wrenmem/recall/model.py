@@ -40,10 +40,11 @@ from importlib import resources
 from typing import Any, Protocol
 
 from wrenmem.recall import sqlshape
+from wrenmem.recall.sqltree import name_agreement, tree_terms
 from wrenmem.textsearch import tokenize
 
 WEIGHTS_FILE = "weights.json"
-VERSION = 7
+VERSION = 8
 FUSIONS = ("learned", "rrf", "linear")
 RRF_K = 60
 SUPPORT_TOP = 10  # the closest distinct answers whose skeletons vote
@@ -81,6 +82,10 @@ FEATURES = (
     "aggregate fit - best",
     "names asked in sql - best x best overlap",
     "aggregate fit - best x best overlap",
+    "count asked, sql lists - best",
+    "count not asked, sql only counts - best",
+    "order asked - best",
+    "or asked - best",
 )
 DRAFT_FEATURES = ("base logit", "draft same skeleton", "draft similarity", "draft same sql")
 # the second reader (wrenmem.recall.second): a question the embedder cannot read whole
@@ -149,18 +154,22 @@ class Tilt:
     structure: float = 0.0
     names: float = 0.0
     extra: float = 0.0
+    form: float = 0.0
 
     def __bool__(self) -> bool:
         return any(self.weights())
 
-    def weights(self) -> tuple[float, float, float, float, float]:
-        return (self.keyword, self.dense, self.structure, self.names, self.extra)
+    def weights(self) -> tuple[float, float, float, float, float, float]:
+        return (self.keyword, self.dense, self.structure, self.names, self.extra, self.form)
 
 
 # what a project's fit weighs (Tilt's fields, in order): the BM25 and the cosine against the
-# best, the value-free BM25 against the best, and the two terms of :func:`name_agreement`
+# best, the value-free BM25 against the best, the two terms of :func:`name_agreement`, and
+# the SQL form read against the question (:data:`FORM_FEATURES`' part of the shipped score:
+# a weight of -1 takes it out, -0.5 halves it)
 TILT_TERMS = ("bm25 / best", "cosine - best", "structure bm25 / best",
-              "names asked in sql - best", "-(names not asked - least)")
+              "names asked in sql - best", "-(names not asked - least)", "sql form")
+FORM_FEATURES = FEATURES[-4:]  # recall/sqltree.py's terms (weights version 8)
 
 
 CALIBRATION_FEATURES = ("rank score", "rank score - best", "lead of the best")
@@ -395,6 +404,7 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
     best_asked, least_extra = max(asked), min(extra)
     best_structure = max(structure)
     values = [stated(question, s.values) for s in shapes]
+    tree = _tree_gaps(tree_terms(question, shapes), group)
     best_dense = max(dense)
     best_lex = max(lexical)
     best_translated = max(translated)
@@ -438,40 +448,24 @@ def evidence(question: str, candidates: Sequence[Evidence], unknown: float = 0.0
             form_gap, form_gap * (1.0 - best_cov), asked[n] - best_asked,
             least_extra - extra[n], aggregate[n] - best_aggregate,
             (asked[n] - best_asked) * best_overlap,
-            (aggregate[n] - best_aggregate) * best_overlap))
+            (aggregate[n] - best_aggregate) * best_overlap, *tree[n]))
     if not terms:
         return rows, []
+    form_weights = load().models["learned"].weights[-len(FORM_FEATURES):]
     return rows, [(relative[n], dense[n] - best_dense,
                    structure[n] / best_structure if best_structure > 0 else 0.0,
-                   asked[n] - best_asked, least_extra - extra[n])
+                   asked[n] - best_asked, least_extra - extra[n],
+                   math.fsum(map(operator.mul, form_weights, tree[n])))
                   for n in range(len(candidates))]
 
 
-_CALL = re.compile(r"\b\w+\s*\(")  # a function's name and its parenthesis
-
-
-@lru_cache(maxsize=65536)
-def sql_names(skeleton: str) -> frozenset[str]:
-    """The search terms of the names a query's SQL uses (tables, columns, aliases; its
-    values are masked in the skeleton, its keywords and functions dropped, identifiers
-    split on ``_``), stemmed as a question's words are."""
-    return frozenset(t for t in tokenize(_CALL.sub("(", skeleton), sql=True)
-                     if not t.isdigit())
-
-
-def name_agreement(question: str, shapes: Sequence[sqlshape.Shape]
-                   ) -> tuple[list[float], list[float]]:
-    """The candidates' SQL read against the question by the names it uses (the schema's
-    words: the names any candidate's SQL uses): of those the question says, the share each
-    SQL uses (a column, table or condition missing), and how many of each SQL's names the
-    question does not say (one more than asked). No word list: the names are the team's."""
-    said = _question_terms(question)
-    names = [sql_names(s.skeleton) for s in shapes]
-    schema = frozenset().union(*names) if names else frozenset()
-    asked = said & schema
-    share = [len(asked & n) / len(asked) if asked else 0.0 for n in names]
-    extra = [float(len(n - said)) for n in names]
-    return share, extra
+def _tree_gaps(rows: Sequence[tuple[float, ...]], group: Sequence[int]
+               ) -> list[tuple[float, ...]]:
+    """:func:`sqltree.tree_terms` with twins sharing their best, as gaps to the best
+    candidate's."""
+    cols = [_group_max(col, group) for col in zip(*rows, strict=True)]
+    out = [[c - max(col) for c in col] for col in cols]
+    return [tuple(r) for r in zip(*out, strict=True)]
 
 
 def draft_features(base: float, draft: sqlshape.Shape, candidate: sqlshape.Shape
